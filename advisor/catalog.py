@@ -1,0 +1,101 @@
+"""The loaded catalog and pure queries over it.
+
+Functions take the catalog as an argument (no global state), so the HTTP service, the CLI and the
+tests can hold different catalogs side by side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from advisor.errors import NotFoundError
+from advisor.models import Accelerator, FormFactor, InstanceType, WorkloadProfile
+from advisor.suggest import did_you_mean
+
+
+@dataclass(frozen=True)
+class Catalog:
+    accelerators: dict[str, Accelerator]
+    instance_types: dict[str, InstanceType]
+    workloads: dict[str, WorkloadProfile]
+    warnings: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()  # directories it was read from, in order
+    # Derived indexes, filled once in __post_init__ (the engine reads them on every query).
+    regions: frozenset[str] = field(init=False)
+    providers: frozenset[str] = field(init=False)
+
+    def __post_init__(self) -> None:
+        regions = {p.region for it in self.instance_types.values() for p in it.prices}
+        providers = {it.provider for it in self.instance_types.values()}
+        object.__setattr__(self, "regions", frozenset(regions))
+        object.__setattr__(self, "providers", frozenset(providers))
+
+    @property
+    def offering_count(self) -> int:
+        return sum(len(it.prices) for it in self.instance_types.values())
+
+
+def get_accelerator(catalog: Catalog, accelerator_id: str) -> Accelerator:
+    try:
+        return catalog.accelerators[accelerator_id]
+    except KeyError:
+        hint = did_you_mean(accelerator_id, catalog.accelerators)
+        raise NotFoundError(f"no accelerator {accelerator_id!r} in the catalog{hint}") from None
+
+
+def get_instance_type(catalog: Catalog, instance_id: str) -> InstanceType:
+    try:
+        return catalog.instance_types[instance_id]
+    except KeyError:
+        hint = did_you_mean(instance_id, catalog.instance_types)
+        raise NotFoundError(f"no instance type {instance_id!r} in the catalog{hint}") from None
+
+
+def get_entry(catalog: Catalog, entry_id: str) -> Accelerator | InstanceType:
+    """Look an id up among accelerators and instance types."""
+    if entry_id in catalog.accelerators:
+        return catalog.accelerators[entry_id]
+    if entry_id in catalog.instance_types:
+        return catalog.instance_types[entry_id]
+    hint = did_you_mean(entry_id, [*catalog.accelerators, *catalog.instance_types])
+    raise NotFoundError(f"no accelerator or instance type {entry_id!r} in the catalog{hint}")
+
+
+def list_accelerators(
+    catalog: Catalog, form_factor: FormFactor | None = None, vendor: str | None = None
+) -> list[Accelerator]:
+    found: Iterable[Accelerator] = catalog.accelerators.values()
+    if form_factor is not None:
+        found = (a for a in found if a.form_factor == form_factor)
+    if vendor is not None:
+        found = (a for a in found if a.vendor.lower() == vendor.lower())
+    return sorted(found, key=lambda a: a.id)
+
+
+def list_instance_types(
+    catalog: Catalog,
+    provider: str | None = None,
+    region: str | None = None,
+    accelerator: str | None = None,
+    min_gpus: int | None = None,
+    max_hourly_usd: float | None = None,
+) -> list[InstanceType]:
+    """Instance types matching every filter given; prices are narrowed to the region / budget."""
+    result = []
+    for it in catalog.instance_types.values():
+        if provider is not None and it.provider != provider:
+            continue
+        if accelerator is not None and it.accelerator != accelerator:
+            continue
+        if min_gpus is not None and it.gpu_count < min_gpus:
+            continue
+        prices = it.prices
+        if region is not None:
+            prices = tuple(p for p in prices if p.region == region)
+        if max_hourly_usd is not None:
+            prices = tuple(p for p in prices if p.hourly_usd <= max_hourly_usd)
+        if (region is not None or max_hourly_usd is not None) and not prices:
+            continue
+        result.append(it if prices == it.prices else it.model_copy(update={"prices": prices}))
+    return sorted(result, key=lambda i: (i.provider, i.id))

@@ -1,0 +1,168 @@
+"""`advisor catalog ...`: browse and validate the catalog."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from advisor.catalog import get_entry, list_accelerators, list_instance_types
+from advisor.cli.common import console, emit_json, err_console, get_catalog, money
+from advisor.errors import InputError
+from advisor.models import Accelerator, FormFactor
+from advisor.suggest import unknown
+
+app = typer.Typer(help="Browse and validate the catalog.", no_args_is_help=True)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for tools.")]
+
+
+@app.command("accelerators")
+def accelerators(
+    form_factor: Annotated[
+        FormFactor | None, typer.Option(help="datacenter, workstation, edge or cpu")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List accelerators (GPUs, edge devices, CPU classes)."""
+    found = list_accelerators(get_catalog(), form_factor=form_factor)
+    if json_out:
+        emit_json([a.model_dump(mode="json") for a in found])
+        return
+    table = Table(title=f"{len(found)} accelerators")
+    for col in (
+        "id",
+        "name",
+        "form",
+        "memory GB",
+        "GB/s",
+        "bf16 TF",
+        "fp8 TF",
+        "int8 TOPS",
+        "TDP W",
+    ):
+        table.add_column(col, justify="right" if col[0].isupper() or " " in col else "left")
+    for a in found:
+        pk = a.peak_tflops
+        table.add_row(
+            a.id,
+            a.name,
+            a.form_factor.value,
+            f"{a.memory_gb:g}",
+            f"{a.memory_bandwidth_gbps:g}",
+            _num(pk.bf16),
+            _num(pk.fp8),
+            _num(pk.int8),
+            f"{a.tdp_w:g}",
+        )
+    console().print(table)
+
+
+@app.command("instances")
+def instances(
+    provider: Annotated[str | None, typer.Option(help="aws, gcp, azure, ...")] = None,
+    region: Annotated[str | None, typer.Option(help="Only prices in this region.")] = None,
+    accelerator: Annotated[str | None, typer.Option(help="Accelerator id, e.g. h100-sxm.")] = None,
+    min_gpus: Annotated[int | None, typer.Option(min=0)] = None,
+    max_hourly_usd: Annotated[float | None, typer.Option(min=0)] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List instance types with their prices."""
+    catalog = get_catalog()
+    if provider is not None and provider not in catalog.providers:
+        raise InputError(unknown("provider", provider, catalog.providers))
+    if region is not None and region not in catalog.regions:
+        raise InputError(unknown("region", region, catalog.regions))
+    if accelerator is not None and accelerator not in catalog.accelerators:
+        raise InputError(unknown("accelerator", accelerator, catalog.accelerators))
+    found = list_instance_types(catalog, provider, region, accelerator, min_gpus, max_hourly_usd)
+    if json_out:
+        emit_json([i.model_dump(mode="json") for i in found])
+        return
+    table = Table(title=f"{len(found)} instance types")
+    for col in (
+        "id",
+        "provider",
+        "accelerator",
+        "GPUs",
+        "vCPUs",
+        "RAM GiB",
+        "link",
+        "net Gbps",
+        "from $/h",
+        "regions",
+    ):
+        table.add_column(col)
+    for i in found:
+        cheapest = min((p.hourly_usd for p in i.prices), default=None)
+        regions = sorted({p.region for p in i.prices})
+        table.add_row(
+            i.id,
+            i.provider,
+            i.accelerator or f"(cpu) {i.cpu}",
+            str(i.gpu_count),
+            str(i.vcpus),
+            f"{i.memory_gib:g}",
+            i.gpu_link.value,
+            f"{i.network_gbps:g}",
+            money(cheapest),
+            ", ".join(regions),
+        )
+    console().print(table)
+
+
+@app.command("show")
+def show(entry_id: Annotated[str, typer.Argument(metavar="ID")], json_out: JsonOpt = False) -> None:
+    """Show one accelerator or instance type."""
+    entry = get_entry(get_catalog(), entry_id)
+    data = entry.model_dump(mode="json")
+    if json_out:
+        emit_json(data)
+        return
+    kind = "accelerator" if isinstance(entry, Accelerator) else "instance type"
+    table = Table(title=f"{kind} {entry_id}", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value")
+    for key, value in data.items():
+        table.add_row(key, _cell(key, value))
+    console().print(table)
+
+
+@app.command("validate")
+def validate(json_out: JsonOpt = False) -> None:
+    """Load and cross-check the catalog; exit 2 listing every problem, warnings on stderr."""
+    catalog = get_catalog()
+    summary = {
+        "sources": list(catalog.sources),
+        "accelerators": len(catalog.accelerators),
+        "instance_types": len(catalog.instance_types),
+        "offerings": catalog.offering_count,
+        "workloads": len(catalog.workloads),
+        "warnings": list(catalog.warnings),
+    }
+    if json_out:
+        emit_json(summary)
+    else:
+        err_console().print(
+            f"catalog OK: {summary['accelerators']} accelerators, "
+            f"{summary['instance_types']} instance types, {summary['offerings']} priced "
+            f"offerings, {summary['workloads']} workloads"
+        )
+
+
+def _cell(key: str, value: object) -> str:
+    if key == "prices" and isinstance(value, list):
+        return "\n".join(
+            f"{p['region']:<16} {p['purchase']:<9} {money(p['hourly_usd']):>10}  as of {p['as_of']}"
+            for p in value
+        )
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items() if v is not None)
+    if isinstance(value, list):
+        return "\n".join(str(v) for v in value)
+    return "-" if value in (None, "") else str(value)
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"

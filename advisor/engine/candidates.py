@@ -1,0 +1,94 @@
+"""Candidates the engine considers, indexed once per catalog (not per query).
+
+A cloud candidate is an instance type with its priced offerings; an edge candidate is a device in
+one of its power modes. Everything that does not depend on the request is computed here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from advisor.catalog import Catalog
+from advisor.models import Accelerator, FormFactor, InstanceType, PeakTflops, Price
+
+GIB_PER_GB = 1e9 / 2**30  # instance RAM is stated in GiB, requirements in GB
+
+# What a workload at a precision falls back to on hardware lacking it (T4: no bf16).
+PRECISION_FALLBACK: dict[str, tuple[str, ...]] = {
+    "fp64": ("fp64",),
+    "fp32": ("fp32",),
+    "tf32": ("tf32", "fp32"),
+    "bf16": ("bf16", "fp16"),
+    "fp16": ("fp16", "bf16"),
+    "fp8": ("fp8", "fp16", "bf16"),
+    "int8": ("int8", "fp8", "fp16"),
+}
+
+
+def effective_peak(peak: PeakTflops, precision: str) -> tuple[str, float]:
+    """(precision used, dense peak) along the fallback chain; (precision, 0) if none applies."""
+    for p in PRECISION_FALLBACK[precision]:
+        value = peak.get(p)
+        if value:
+            return p, value
+    return precision, 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CloudCandidate:
+    instance: InstanceType
+    hardware: Accelerator  # the GPU, or the CPU class for CPU-only offerings
+    is_gpu: bool
+    per_node_memory_gb: float  # GPU memory of one node, or its RAM for CPU-only
+    per_node_power_w: float
+    prices: tuple[Price, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class EdgeCandidate:
+    device: Accelerator
+    mode: str | None
+    power_w: float
+    int8_tops: float
+    tops_estimated: bool  # True when scaled from another mode's figure, not published
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateIndex:
+    cloud: tuple[CloudCandidate, ...]
+    edge: tuple[EdgeCandidate, ...]
+
+
+def candidate_index(catalog: Catalog) -> CandidateIndex:
+    cached = catalog.__dict__.get("_candidate_index")
+    if isinstance(cached, CandidateIndex):
+        return cached
+    index = _build(catalog)
+    object.__setattr__(catalog, "_candidate_index", index)
+    return index
+
+
+def _build(catalog: Catalog) -> CandidateIndex:
+    cloud = []
+    for it in sorted(catalog.instance_types.values(), key=lambda i: i.id):
+        hw_id = it.accelerator or it.cpu
+        hardware = catalog.accelerators[hw_id] if hw_id else None
+        if hardware is None:  # the loader rejects this; guard for hand-built catalogs
+            continue
+        is_gpu = it.accelerator is not None
+        memory = it.gpu_count * hardware.memory_gb if is_gpu else it.memory_gib / GIB_PER_GB
+        power = it.gpu_count * hardware.tdp_w if is_gpu else hardware.tdp_w
+        cloud.append(CloudCandidate(it, hardware, is_gpu, memory, power, it.prices))
+    edge = []
+    for acc in sorted(catalog.accelerators.values(), key=lambda a: a.id):
+        if acc.form_factor != FormFactor.edge:
+            continue
+        full_tops = acc.peak_tflops.int8 or 0.0
+        if not acc.power_modes:
+            edge.append(EdgeCandidate(acc, None, acc.tdp_w, full_tops, False))
+        for mode in sorted(acc.power_modes, key=lambda m: m.power_w):
+            # Unpublished per-mode figures scale with power: a stated estimate, not a datasheet one.
+            estimated = mode.int8_tops is None
+            tops = full_tops * mode.power_w / acc.tdp_w if estimated else mode.int8_tops or 0.0
+            edge.append(EdgeCandidate(acc, mode.name, mode.power_w, tops, estimated))
+    return CandidateIndex(tuple(cloud), tuple(edge))

@@ -1,0 +1,252 @@
+"""Reads catalog YAML from disk and validates it into a Catalog. The only core module doing I/O."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from advisor.catalog import Catalog
+from advisor.errors import CatalogError, CatalogIssue, InputError
+from advisor.models import Accelerator, InstanceType, WorkloadProfile
+from advisor.suggest import did_you_mean
+from advisor.validate import Origin, cross_check
+
+SECTIONS: dict[str, type[BaseModel]] = {
+    "accelerators": Accelerator,
+    "instance_types": InstanceType,
+    "workloads": WorkloadProfile,
+}
+DEFAULT_MAX_PRICE_AGE_DAYS = 365
+
+# libyaml's loader when PyYAML was built with it (several times faster); both are safe loaders.
+_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def shipped_catalog_dir() -> Path:
+    """The catalog inside the installed package, or the checkout's catalog/ in development."""
+    here = Path(__file__).resolve().parent
+    packaged = here / "_catalog_data"
+    return packaged if packaged.is_dir() else here.parent / "catalog"
+
+
+def catalog_dirs(
+    user_dir: str | os.PathLike[str] | None = None,
+    replace: bool | None = None,
+    environ: Mapping[str, str] = os.environ,
+) -> list[Path]:
+    """The directories to read, in order: the shipped one unless replaced, then the user's."""
+    if user_dir is None:
+        user_dir = environ.get("ADVISOR_CATALOG") or None
+    if replace is None:
+        mode = environ.get("ADVISOR_CATALOG_MODE", "extend")
+        if mode not in ("extend", "replace"):
+            raise InputError(f"ADVISOR_CATALOG_MODE={mode!r}; valid: extend, replace")
+        replace = mode == "replace"
+    if user_dir is None:
+        if replace:
+            raise InputError("replacing the shipped catalog needs a catalog directory (--catalog)")
+        return [shipped_catalog_dir()]
+    path = Path(user_dir)
+    if not path.is_dir():
+        raise InputError(f"catalog directory {str(path)!r} does not exist or is not a directory")
+    return [path] if replace else [shipped_catalog_dir(), path]
+
+
+def max_price_age_days(environ: Mapping[str, str] = os.environ) -> int:
+    raw = environ.get("ADVISOR_MAX_PRICE_AGE_DAYS")
+    if raw is None:
+        return DEFAULT_MAX_PRICE_AGE_DAYS
+    try:
+        days = int(raw)
+    except ValueError:
+        days = -1
+    if days < 0:
+        raise InputError(f"ADVISOR_MAX_PRICE_AGE_DAYS={raw!r}; give a whole number of days >= 0")
+    return days
+
+
+def load_catalog(
+    catalog_dir: str | os.PathLike[str] | None = None,
+    *,
+    replace: bool | None = None,
+    max_age_days: int | None = None,
+    today: dt.date | None = None,
+) -> Catalog:
+    """Load, validate and cross-check the catalog. Raises CatalogError listing every problem."""
+    dirs = catalog_dirs(catalog_dir, replace)
+    issues: list[CatalogIssue] = []
+    broken: set[str] = set()  # ids of entries that failed on their own: no cascade of errors
+    layers: list[dict[str, dict[str, tuple[BaseModel, Origin]]]] = []
+    for layer_index, directory in enumerate(dirs):
+        layer: dict[str, dict[str, tuple[BaseModel, Origin]]] = {s: {} for s in SECTIONS}
+        files = sorted([*directory.rglob("*.yaml"), *directory.rglob("*.yml")])
+        if not files:
+            issues.append(CatalogIssue(str(directory), None, None, "no *.yaml files found"))
+        for path in files:
+            _load_file(path, layer, issues, layer_index, broken)
+        layers.append(layer)
+
+    merged: dict[str, dict[str, tuple[BaseModel, Origin]]] = {s: {} for s in SECTIONS}
+    for layer in layers:  # later layers (the user's) replace earlier entries with the same id
+        for section, entries in layer.items():
+            merged[section].update(entries)
+
+    warnings = cross_check(
+        merged,
+        issues,
+        broken=broken,
+        max_age_days=max_price_age_days() if max_age_days is None else max_age_days,
+        today=today or dt.date.today(),
+    )
+    if issues:
+        raise CatalogError(issues)
+    return Catalog(
+        accelerators={k: typing.cast(Accelerator, v[0]) for k, v in merged["accelerators"].items()},
+        instance_types={
+            k: typing.cast(InstanceType, v[0]) for k, v in merged["instance_types"].items()
+        },
+        workloads={k: typing.cast(WorkloadProfile, v[0]) for k, v in merged["workloads"].items()},
+        warnings=tuple(warnings),
+        sources=tuple(str(d) for d in dirs),
+    )
+
+
+def _load_file(
+    path: Path,
+    layer: dict[str, dict[str, tuple[BaseModel, Origin]]],
+    issues: list[CatalogIssue],
+    layer_index: int,
+    broken: set[str],
+) -> None:
+    name = str(path)
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        issues.append(CatalogIssue(name, None, None, f"YAML syntax error{where}: {problem}"))
+        return
+    except (OSError, UnicodeDecodeError) as exc:
+        issues.append(CatalogIssue(name, None, None, f"cannot read: {exc}"))
+        return
+    if data is None:
+        return
+    if not isinstance(data, dict):
+        issues.append(CatalogIssue(name, None, None, "top level must be a mapping of sections"))
+        return
+    for section, entries in data.items():
+        model = SECTIONS.get(section)
+        if model is None:
+            hint = did_you_mean(str(section), SECTIONS)
+            valid = ", ".join(SECTIONS)
+            msg = f"unknown section {section!r}{hint}; valid: {valid}"
+            issues.append(CatalogIssue(name, None, None, msg))
+            continue
+        if not isinstance(entries, list):
+            issues.append(CatalogIssue(name, None, section, "must be a list of entries"))
+            continue
+        for index, raw in enumerate(entries):
+            _load_entry(name, section, model, index, raw, layer, issues, layer_index, broken)
+
+
+def _load_entry(
+    file: str,
+    section: str,
+    model: type[BaseModel],
+    index: int,
+    raw: Any,
+    layer: dict[str, dict[str, tuple[BaseModel, Origin]]],
+    issues: list[CatalogIssue],
+    layer_index: int,
+    broken: set[str],
+) -> None:
+    label = f"{section}[{index}]"
+    if isinstance(raw, dict) and isinstance(raw.get("id"), str):
+        label = raw["id"]
+    if not isinstance(raw, dict):
+        issues.append(CatalogIssue(file, label, None, "entry must be a mapping"))
+        return
+    try:
+        entry = model.model_validate(raw)
+    except ValidationError as exc:
+        issues.extend(CatalogIssue(file, label, f, m) for f, m in explain_validation(exc, model))
+        broken.add(label)
+        return
+    entry_id: str = getattr(entry, "id")  # noqa: B009 - every section model has an id
+    previous = layer[section].get(entry_id)
+    if previous is not None:
+        msg = f"duplicate id (also defined in {previous[1].file})"
+        issues.append(CatalogIssue(file, entry_id, "id", msg))
+        return
+    layer[section][entry_id] = (entry, Origin(file, layer_index))
+
+
+def explain_validation(exc: ValidationError, model: type[BaseModel]) -> list[tuple[str, str]]:
+    """pydantic errors → (field path, sentence with a hint). Shared with request validation."""
+    out = []
+    for err in exc.errors():
+        loc = err["loc"]
+        path = _format_loc(loc)
+        kind = err["type"]
+        value = err.get("input")
+        if kind == "extra_forbidden":
+            owner = _model_at(model, loc[:-1])
+            hint = did_you_mean(str(loc[-1]), owner.model_fields) if owner else ""
+            msg = f"unknown field{hint}"
+        elif kind in ("enum", "literal_error"):
+            expected = re.findall(r"'([^']*)'", str(err.get("ctx", {}).get("expected", "")))
+            hint = did_you_mean(str(value), expected) if isinstance(value, str) else ""
+            msg = f"{value!r} is not valid{hint}; valid: {', '.join(expected)}"
+        elif kind == "missing":
+            msg = "required field is missing"
+        elif kind in ("float_parsing", "int_parsing", "float_type", "int_type"):
+            msg = f"{err['msg']}, got {value!r}"
+            if isinstance(value, str) and re.search(r"\d", value):
+                msg += " (give a plain number: the unit is in the field name)"
+        elif kind in ("less_than_equal", "less_than") and path.split(".")[-1] not in ("gen",):
+            msg = f"{err['msg']}, got {value!r}: is the unit right? (the field name says it)"
+        else:
+            msg = err["msg"]
+            if value is not None and not isinstance(value, dict | list):
+                msg += f", got {value!r}"
+        out.append((path or "(entry)", msg))
+    return out
+
+
+def _format_loc(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
+
+
+def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The nested model class that the location points into (to suggest its field names)."""
+    current: type[BaseModel] | None = model
+    for part in loc:
+        if isinstance(part, int) or current is None:
+            continue
+        info = current.model_fields.get(part)
+        current = _find_model(info.annotation) if info else None
+    return current
+
+
+def _find_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is not None:
+        for arg in typing.get_args(annotation):
+            found = _find_model(arg)
+            if found:
+                return found
+    return None

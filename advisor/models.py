@@ -1,0 +1,168 @@
+"""Catalog data models: everything read from catalog/*.yaml is validated by these.
+
+Every model forbids unknown fields so that a typo fails loudly at load time (the loader turns
+pydantic's errors into messages naming the file, the entry and the field, with a "did you mean").
+Units are part of the field names.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Id = Annotated[str, Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")]
+NonNeg = Annotated[float, Field(ge=0)]
+Pos = Annotated[float, Field(gt=0)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FormFactor(StrEnum):
+    datacenter = "datacenter"
+    workstation = "workstation"
+    edge = "edge"
+    cpu = "cpu"
+
+
+class Purchase(StrEnum):
+    on_demand = "on_demand"
+    spot = "spot"
+
+
+class GpuLink(StrEnum):
+    """How the GPUs inside one instance talk to each other."""
+
+    nvswitch = "nvswitch"  # all-to-all NVLink through NVSwitch
+    nvlink = "nvlink"  # NVLink bridges / point-to-point
+    infinity_fabric = "infinity_fabric"
+    pcie = "pcie"  # no GPU-to-GPU fabric: traffic crosses PCIe
+    none = "none"  # one GPU, or no GPU
+
+
+PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+
+
+class PeakTflops(Strict):
+    """Dense (never 2:4-sparse) peak rates in TFLOP/s; int8 in TOPS. Absent = not supported."""
+
+    fp64: NonNeg | None = None
+    fp32: NonNeg | None = None
+    tf32: NonNeg | None = None
+    bf16: NonNeg | None = None
+    fp16: NonNeg | None = None
+    fp8: NonNeg | None = None
+    int8: NonNeg | None = None
+
+    def get(self, precision: str) -> float | None:
+        value: float | None = getattr(self, precision)
+        return value
+
+
+class PowerMode(Strict):
+    """An edge device's selectable power envelope (e.g. Jetson nvpmodel modes)."""
+
+    name: Annotated[str, Field(min_length=1)]
+    power_w: Pos
+    int8_tops: NonNeg | None = (
+        None  # dense-equivalent as published for this mode; None if unpublished
+    )
+
+
+class PcieLink(Strict):
+    gen: Annotated[int, Field(ge=1, le=7)]
+    width: Literal[1, 2, 4, 8, 16]
+
+
+class Accelerator(Strict):
+    id: Id
+    name: Annotated[str, Field(min_length=1)]
+    vendor: Annotated[str, Field(min_length=1)]
+    form_factor: FormFactor
+    # Upper bounds catch wrong units (MB for GB, W for kW, cents for dollars) at load time.
+    memory_gb: Annotated[float, Field(ge=0, le=4096)]
+    memory_bandwidth_gbps: Annotated[float, Field(ge=0, le=100_000)]
+    peak_tflops: PeakTflops = PeakTflops()
+    tdp_w: Annotated[float, Field(gt=0, le=5_000)]
+    interconnect_gb_s: Annotated[float, Field(ge=0, le=10_000)] = 0
+    pcie: PcieLink | None = None
+    # Names the device reports through NVML / the driver, used by the probe to match hardware.
+    nvml_names: tuple[str, ...] = ()
+    power_modes: tuple[PowerMode, ...] = ()
+    notes: str | None = None
+    source: Annotated[str, Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _power_modes_within_tdp(self) -> Accelerator:
+        for mode in self.power_modes:
+            if mode.power_w > self.tdp_w:
+                raise ValueError(
+                    f"power mode {mode.name!r} draws {mode.power_w} W, above tdp_w {self.tdp_w} W"
+                )
+        return self
+
+
+class Price(Strict):
+    region: Annotated[str, Field(min_length=1)]
+    purchase: Purchase
+    hourly_usd: Annotated[float, Field(gt=0, le=2_000)]
+    as_of: dt.date
+    source: Annotated[str, Field(min_length=1)]
+
+
+class InstanceType(Strict):
+    id: Id
+    provider: Literal["aws", "gcp", "azure", "oci", "lambda", "coreweave", "other"]
+    accelerator: Id | None  # None = CPU-only
+    cpu: Id | None = None  # catalog CPU class for CPU-only offerings
+    gpu_count: Annotated[int, Field(ge=0, le=64)]
+    vcpus: Annotated[int, Field(gt=0)]
+    memory_gib: Annotated[float, Field(gt=0, le=65_536)]
+    gpu_link: GpuLink = GpuLink.none
+    # per-GPU GPU-to-GPU bandwidth inside the instance
+    interconnect_gb_s: Annotated[float, Field(ge=0, le=10_000)] = 0
+    network_gbps: Annotated[float, Field(ge=0, le=100_000)]  # scale-out network between instances
+    # What the provider states as total GPU memory; cross-checked against gpu_count x accelerator.
+    gpu_memory_total_gb: NonNeg | None = None
+    prices: tuple[Price, ...] = ()
+    notes: str | None = None
+    source: Annotated[str, Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _gpu_fields_agree(self) -> InstanceType:
+        if self.accelerator is None and self.gpu_count:
+            raise ValueError("gpu_count must be 0 when accelerator is null (CPU-only)")
+        if self.accelerator is not None and not self.gpu_count:
+            raise ValueError("gpu_count must be at least 1 when an accelerator is set")
+        if self.accelerator is None and self.cpu is None:
+            raise ValueError("a CPU-only instance type needs `cpu` (a catalog CPU class id)")
+        if self.gpu_count <= 1 and self.interconnect_gb_s:
+            raise ValueError("interconnect_gb_s must be 0 with fewer than two GPUs")
+        return self
+
+
+Objective = Literal["cheapest", "performance", "price_performance"]
+
+
+class WorkloadProfile(Strict):
+    """The rules for one workload type, as data (catalog/workloads.yaml)."""
+
+    id: Id
+    description: Annotated[str, Field(min_length=1)]
+    form_factors: tuple[FormFactor, ...]  # which kinds of hardware are eligible at all
+    scale_out: bool = False  # may span several nodes
+    min_multi_node_network_gbps: NonNeg = 0  # required between nodes when spanning several
+    min_gpu_memory_gb: NonNeg = 0  # floor per GPU regardless of the request (e.g. training)
+    # GPUs to plan for when the request states no count: "large-scale" means many GPUs.
+    default_gpu_count: Annotated[int, Field(ge=0, le=4096)] = 0
+    key_precision: Literal["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8"] = "bf16"
+    default_objective: Objective = "cheapest"
+    # Soft preferences, applied as multiplicative score penalties (0.2 = 20% worse) with a reason.
+    prefer_gpu_link: tuple[GpuLink, ...] = ()
+    prefer_form_factor: FormFactor | None = None
+    preference_penalty: Annotated[float, Field(ge=0, le=10)] = 0.15
+    rationale: Annotated[str, Field(min_length=1)]

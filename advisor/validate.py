@@ -1,0 +1,125 @@
+"""Cross-checks between catalog entries, after each entry has validated on its own.
+
+Errors go into `issues` (the load fails); softer findings come back as warning sentences.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import cast
+
+from pydantic import BaseModel
+
+from advisor.errors import CatalogIssue
+from advisor.models import Accelerator, FormFactor, InstanceType, Purchase
+from advisor.suggest import did_you_mean
+
+# Clouds state usable or rounded GPU memory (AWS lists an L4 as 22,888 MiB);
+# a larger difference is a typo.
+GPU_MEMORY_TOLERANCE = 0.10
+GPU_FORM_FACTORS = (FormFactor.datacenter, FormFactor.workstation)
+
+
+@dataclass(frozen=True)
+class Origin:
+    file: str
+    layer: int  # 0 = shipped catalog (or the only one), 1 = the user's directory
+
+
+Entries = dict[str, dict[str, tuple[BaseModel, Origin]]]
+
+
+def cross_check(
+    entries: Entries,
+    issues: list[CatalogIssue],
+    *,
+    max_age_days: int,
+    today: dt.date,
+    broken: set[str] | frozenset[str] = frozenset(),
+) -> list[str]:
+    accelerators = {k: cast(Accelerator, v[0]) for k, v in entries["accelerators"].items()}
+    warnings: list[str] = []
+    if not entries["workloads"]:
+        issues.append(CatalogIssue("(catalog)", None, "workloads", "no workload profiles defined"))
+    for entry_id in entries["accelerators"].keys() & entries["instance_types"].keys():
+        file = entries["instance_types"][entry_id][1].file
+        msg = "id is used by both an accelerator and an instance type"
+        issues.append(CatalogIssue(file, entry_id, "id", msg))
+    stale: dict[str, list[dt.date]] = defaultdict(list)
+    for it_model, origin in entries["instance_types"].values():
+        it = cast(InstanceType, it_model)
+        _check_references(it, origin.file, accelerators, issues, broken)
+        _check_prices(it, origin.file, issues, warnings, today)
+        for price in it.prices:
+            if (today - price.as_of).days > max_age_days:
+                stale[origin.file].append(price.as_of)
+    for file, dates in sorted(stale.items()):
+        warnings.append(
+            f"{file}: {len(dates)} price(s) older than {max_age_days} days "
+            f"(oldest as_of {min(dates).isoformat()}); refresh them"
+        )
+    return warnings
+
+
+def _check_references(
+    it: InstanceType,
+    file: str,
+    accelerators: dict[str, Accelerator],
+    issues: list[CatalogIssue],
+    broken: set[str] | frozenset[str],
+) -> None:
+    def issue(field: str, message: str) -> None:
+        issues.append(CatalogIssue(file, it.id, field, message))
+
+    for field, ref in (("accelerator", it.accelerator), ("cpu", it.cpu)):
+        if ref is not None and ref not in accelerators and ref not in broken:
+            issue(field, f"unknown accelerator {ref!r}{did_you_mean(ref, accelerators)}")
+    acc = accelerators.get(it.accelerator) if it.accelerator else None
+    if acc is not None:
+        if acc.form_factor not in GPU_FORM_FACTORS:
+            issue("accelerator", f"{acc.id!r} is a {acc.form_factor.value} device, not a GPU")
+        if it.interconnect_gb_s > acc.interconnect_gb_s:
+            issue(
+                "interconnect_gb_s",
+                f"{it.interconnect_gb_s:g} GB/s is above what {acc.id} supports "
+                f"({acc.interconnect_gb_s:g} GB/s)",
+            )
+        if it.gpu_memory_total_gb is not None:
+            expected = it.gpu_count * acc.memory_gb
+            if abs(it.gpu_memory_total_gb - expected) > GPU_MEMORY_TOLERANCE * expected:
+                issue(
+                    "gpu_memory_total_gb",
+                    f"{it.gpu_memory_total_gb:g} GB is inconsistent with {it.gpu_count} x "
+                    f"{acc.id} ({acc.memory_gb:g} GB each = {expected:g} GB)",
+                )
+    cpu = accelerators.get(it.cpu) if it.cpu else None
+    if cpu is not None and cpu.form_factor != FormFactor.cpu:
+        issue("cpu", f"{cpu.id!r} is not a CPU class (form_factor {cpu.form_factor.value})")
+
+
+def _check_prices(
+    it: InstanceType,
+    file: str,
+    issues: list[CatalogIssue],
+    warnings: list[str],
+    today: dt.date,
+) -> None:
+    seen: dict[tuple[str, Purchase], float] = {}
+    for index, price in enumerate(it.prices):
+        key = (price.region, price.purchase)
+        if key in seen:
+            msg = f"second {price.purchase.value} price for {price.region}"
+            issues.append(CatalogIssue(file, it.id, f"prices[{index}]", msg))
+        seen[key] = price.hourly_usd
+        if price.as_of > today:
+            msg = f"as_of {price.as_of} is in the future"
+            issues.append(CatalogIssue(file, it.id, f"prices[{index}].as_of", msg))
+    for (region, purchase), hourly in seen.items():
+        on_demand = seen.get((region, Purchase.on_demand))
+        if purchase == Purchase.spot and on_demand is not None and hourly > on_demand:
+            warnings.append(
+                f"{file}: {it.id}: spot price in {region} (${hourly:g}/h) is above on-demand "
+                f"(${on_demand:g}/h)"
+            )

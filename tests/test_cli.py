@@ -1,0 +1,164 @@
+"""The command line: exit codes, JSON contracts, one-line errors, no traceback, no torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.factories import mini_catalog_data, write_catalog
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    full_env = {**os.environ, "COLUMNS": "200", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "advisor", *args],
+        capture_output=True,
+        text=True,
+        env=full_env,
+        timeout=60,
+    )
+
+
+def test_recommend_json_contract() -> None:
+    p = run(
+        "recommend",
+        "--workload",
+        "large_scale_training",
+        "--memory-gb",
+        "80",
+        "--interconnect-gb-s",
+        "900",
+        "--json",
+    )
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout)
+    assert data["recommendations"] and "rejected" in data
+    rec = data["recommendations"][0]
+    for key in (
+        "instance_type",
+        "accelerator",
+        "gpu_count",
+        "hourly_usd",
+        "region",
+        "score",
+        "reasons",
+    ):
+        assert key in rec
+    assert rec["accelerator"] in {"h100-sxm", "h200-sxm"}
+    assert all({"id", "reasons"} <= set(r) for r in data["rejected"])
+
+
+def test_recommend_table_shows_reasons() -> None:
+    p = run("recommend", "--workload", "edge_inference", "--power-budget-w", "25")
+    assert p.returncode == 0
+    assert "edge_inference" in p.stdout and "within the 25 W budget" in p.stdout
+
+
+def test_no_recommendation_exits_1_and_explains() -> None:
+    p = run("recommend", "--workload", "edge_inference", "--power-budget-w", "1", "--json")
+    assert p.returncode == 1
+    data = json.loads(p.stdout)
+    assert data["recommendations"] == [] and "power budget" in data["explanation"]
+    assert data["alternatives"][0]["constraint"] == "power_budget_w"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["recommend", "--workload", "edge_inferenc"], "did you mean 'edge_inference'"),
+        (["recommend", "--workload", "fine_tuning", "--memory-gb", "-5"], "memory_gb"),
+        (
+            ["recommend", "--workload", "fine_tuning", "--region", "mars-1"],
+            "unknown region 'mars-1'",
+        ),
+        (["recommend", "--workload", "fine_tuning", "--objective", "fastest"], "valid: cheapest"),
+        (["recommend", "--workload", "fine_tuning", "--purchase", "reserved"], "purchase"),
+        (["catalog", "show", "h100-sxn"], "did you mean 'h100-sxm'"),
+        (["catalog", "instances", "--provider", "amazon"], "valid: aws"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(args: list[str], needle: str) -> None:
+    p = run(*args)
+    assert p.returncode == 2, (p.stdout, p.stderr)
+    assert needle in p.stderr
+    assert "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_debug_shows_traceback() -> None:
+    p = run("--debug", "recommend", "--workload", "nope")
+    assert p.returncode == 2 and "Traceback" in p.stderr
+
+
+def test_invalid_user_catalog_exits_2_naming_file(tmp_path: Path) -> None:
+    data = mini_catalog_data()
+    data["accelerators"][0]["memry_gb"] = 1
+    write_catalog(tmp_path / "c", data)
+    p = run("--catalog", str(tmp_path / "c"), "--replace-catalog", "catalog", "validate")
+    assert p.returncode == 2
+    assert "catalog.yaml: big: memry_gb: unknown field (did you mean 'memory_gb'?)" in p.stderr
+
+
+def test_catalog_env_var(tmp_path: Path) -> None:
+    write_catalog(tmp_path / "c", mini_catalog_data())
+    p = run(
+        "catalog",
+        "accelerators",
+        "--json",
+        env={"ADVISOR_CATALOG": str(tmp_path / "c"), "ADVISOR_CATALOG_MODE": "replace"},
+    )
+    assert p.returncode == 0, p.stderr
+    assert {a["id"] for a in json.loads(p.stdout)} == {"big", "small", "cpu-x", "edge-a", "edge-b"}
+
+
+def test_catalog_commands_json() -> None:
+    accs = json.loads(run("catalog", "accelerators", "--json").stdout)
+    assert {
+        "id",
+        "name",
+        "vendor",
+        "form_factor",
+        "memory_gb",
+        "memory_bandwidth_gbps",
+        "peak_tflops",
+        "tdp_w",
+        "interconnect_gb_s",
+        "source",
+    } <= set(accs[0])
+    its = json.loads(
+        run("catalog", "instances", "--provider", "aws", "--region", "us-east-1", "--json").stdout
+    )
+    assert its and all(i["provider"] == "aws" for i in its)
+    assert all(p["region"] == "us-east-1" for i in its for p in i["prices"])
+    one = json.loads(run("catalog", "show", "p5.48xlarge", "--json").stdout)
+    assert one["accelerator"] == "h100-sxm" and one["gpu_count"] == 8
+
+
+def test_tables_render() -> None:
+    for args in (
+        ["catalog", "accelerators"],
+        ["catalog", "instances"],
+        ["catalog", "show", "l4"],
+        ["catalog", "validate"],
+    ):
+        p = run(*args)
+        assert p.returncode == 0, (args, p.stderr)
+
+
+def test_recommend_imports_neither_torch_nor_fastapi() -> None:
+    code = (
+        "import sys\n"
+        "from advisor.cli import main\n"
+        "try:\n    main(['recommend', '--workload', 'fine_tuning', '--json'])\n"
+        "except SystemExit:\n    pass\n"
+        "bad = [m for m in ('torch', 'fastapi', 'pynvml', 'uvicorn') if m in sys.modules]\n"
+        "sys.stderr.write(repr(bad))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.stderr.strip().endswith("[]"), p.stderr

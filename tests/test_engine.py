@@ -1,0 +1,266 @@
+"""Rule engine scenarios on a hand-made catalog whose right answers are worked out by hand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from advisor import Catalog, InputError, Workload, recommend
+from tests.factories import load_mini
+
+
+@pytest.fixture(scope="module")
+def mini(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    return load_mini(tmp_path_factory.mktemp("engine"))
+
+
+def top(catalog: Catalog, **kw: Any) -> tuple[str | None, int, float | None]:
+    r = recommend(catalog, Workload(**kw)).recommendations[0]
+    hourly = None if r.hourly_usd is None else round(r.hourly_usd, 6)
+    return (r.instance_type or r.device, r.gpu_count, hourly)
+
+
+# (case guarded, request, expected best: (id, GPUs rented, $/h))
+SCENARIOS = [
+    (
+        "cheapest GPU that holds the memory wins",
+        dict(workload="fine_tuning", memory_gb=20),
+        ("small1", 1, 0.8),
+    ),
+    (
+        "memory beyond one small GPU moves to a 4-GPU node, not 2 nodes",
+        dict(workload="fine_tuning", memory_gb=60),
+        ("small4", 4, 4.6),
+    ),
+    (
+        "80 GB exactly fits one big GPU",
+        dict(workload="fine_tuning", memory_gb=80),
+        ("small4", 4, 4.6),
+    ),
+    (
+        "interconnect requirement forces the NVSwitch node",
+        dict(workload="fine_tuning", memory_gb=80, interconnect_gb_s=900),
+        ("big8", 8, 98.0),
+    ),
+    (
+        "region changes the price of the same instance",
+        dict(workload="fine_tuning", memory_gb=80, interconnect_gb_s=900, region="eu-west-1"),
+        ("big8", 8, 110.0),
+    ),
+    (
+        "spot purchase takes the spot price",
+        dict(workload="fine_tuning", memory_gb=80, interconnect_gb_s=900, purchase="spot"),
+        ("big8", 8, 40.0),
+    ),
+    (
+        "scale-out workload spans two NVSwitch nodes over a fast network",
+        dict(workload="large_scale_training", memory_gb=1000),
+        ("big8", 16, 196.0),
+    ),
+    (
+        "PCIe big node is cheaper but penalised for training (80*1.25 > 98)",
+        dict(workload="large_scale_training", memory_gb=500),
+        ("big8", 8, 98.0),
+    ),
+    ("GPU count is a floor", dict(workload="fine_tuning", gpu_count=3), ("small4", 4, 4.6)),
+    ("loosely coupled work goes CPU-only", dict(workload="batch_processing"), ("cpu4", 0, 0.2)),
+    (
+        "batch with more RAM than one small CPU node spans nodes (scale-out)",
+        dict(workload="batch_processing", memory_gb=40),
+        ("cpu4", 0, 0.6),
+    ),
+    (
+        "throughput inference: price-performance puts the small GPU above the big one",
+        dict(workload="high_throughput_inference"),
+        ("small1", 1, 0.8),
+    ),
+    (
+        "edge: most capable device within the power budget",
+        dict(workload="edge_inference", power_budget_w=25),
+        ("edge-b", 1, None),
+    ),
+    (
+        "edge: an unpublished mode is estimated by power (137 x 15/60 = 34 < 40)",
+        dict(workload="edge_inference", power_budget_w=20),
+        ("edge-a", 1, None),
+    ),
+    (
+        "edge: a larger budget admits the 60 W mode",
+        dict(workload="edge_inference", power_budget_w=60),
+        ("edge-a", 1, None),
+    ),
+    (
+        "edge: memory rules out the small device",
+        dict(workload="edge_inference", power_budget_w=25, memory_gb=16),
+        ("edge-a", 1, None),
+    ),
+    (
+        "performance objective takes the fastest option",
+        dict(workload="fine_tuning", objective="performance", limit=1),
+        ("big8", 8, 40.0),
+    ),
+    ("provider filter", dict(workload="batch_processing", provider="gcp"), ("cpu64", 0, 3.0)),
+]
+
+
+@pytest.mark.parametrize(("case", "request_", "expected"), SCENARIOS, ids=[s[0] for s in SCENARIOS])
+def test_scenarios(
+    mini: Catalog, case: str, request_: dict[str, Any], expected: tuple[Any, ...]
+) -> None:
+    if request_.get("objective") == "performance":
+        request_ = {**request_, "purchase": None}
+    assert top(mini, **request_) == expected
+
+
+# (case guarded, request, code that must reject, constraint named in the explanation)
+NOTHING_FITS = [
+    (
+        "power budget below every edge device",
+        dict(workload="edge_inference", power_budget_w=5),
+        "POWER_OVER_BUDGET",
+        "the power budget",
+    ),
+    (
+        "budget below the only NVSwitch node",
+        dict(workload="fine_tuning", interconnect_gb_s=900, max_hourly_usd=10),
+        "OVER_BUDGET",
+        "the hourly budget",
+    ),
+    (
+        "fine-tuning does not scale out",
+        dict(workload="fine_tuning", memory_gb=1000),
+        "MEMORY_INSUFFICIENT",
+        "the memory requirement",
+    ),
+    (
+        "interconnect demanded beyond any instance",
+        dict(workload="fine_tuning", interconnect_gb_s=5000),
+        "INTERCONNECT_TOO_SLOW",
+        "the interconnect requirement",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "request_", "code", "words"), NOTHING_FITS, ids=[n[0] for n in NOTHING_FITS]
+)
+def test_contradictions_explain_the_constraint(
+    mini: Catalog, case: str, request_: dict[str, Any], code: str, words: str
+) -> None:
+    result = recommend(mini, Workload(**request_))
+    assert not result.ok
+    assert any(code in r.codes for r in result.rejected)
+    assert words in result.explanation
+
+
+def test_nearest_alternative_relaxes_the_power_budget(mini: Catalog) -> None:
+    result = recommend(mini, Workload(workload="edge_inference", power_budget_w=5))
+    (alt,) = result.alternatives
+    assert alt.constraint == "power_budget_w" and alt.relax_to == 7
+    assert alt.sentence == "relax the power budget to 7 W: EDGE-B (7W mode)"
+
+
+def test_nearest_alternative_for_budget_names_the_price(mini: Catalog) -> None:
+    result = recommend(
+        mini, Workload(workload="fine_tuning", interconnect_gb_s=900, max_hourly_usd=10)
+    )
+    budget = {a.constraint: a for a in result.alternatives}["max_hourly_usd"]
+    assert budget.relax_to == 98.0 and "big8" in budget.candidate
+
+
+def test_every_rejection_has_codes_and_sentences(mini: Catalog) -> None:
+    result = recommend(mini, Workload(workload="fine_tuning", memory_gb=80, interconnect_gb_s=900))
+    ids = {r.id for r in result.rejected}
+    assert ids == {"big1", "big8-pcie", "small1", "small4", "cpu4", "cpu64", "edge-a", "edge-b"}
+    for r in result.rejected:
+        assert r.codes and len(r.reasons) >= len(r.codes)
+
+
+def test_recommendations_carry_reasons(mini: Catalog) -> None:
+    result = recommend(mini, Workload(workload="large_scale_training", memory_gb=1000))
+    reasons = " ".join(result.recommendations[0].reasons)
+    assert "spans 2 nodes" in reasons and "$196.00/h" in reasons
+
+
+def test_penalty_is_explained(mini: Catalog) -> None:
+    result = recommend(mini, Workload(workload="large_scale_training", memory_gb=500))
+    pcie = next(r for r in result.recommendations if r.instance_type == "big8-pcie")
+    assert any("scored 25% worse" in reason for reason in pcie.reasons)
+
+
+@pytest.mark.parametrize(
+    ("request_", "message"),
+    [
+        (dict(workload="edge_inferenc"), "did you mean 'edge_inference'"),
+        (dict(workload="fine_tuning", region="us-east1"), "did you mean 'us-east-1'"),
+        (dict(workload="fine_tuning", provider="amazon"), "valid: aws, gcp"),
+    ],
+)
+def test_bad_input_is_an_input_error(mini: Catalog, request_: dict[str, Any], message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        recommend(mini, Workload(**request_))
+
+
+def test_limit_and_scores(mini: Catalog) -> None:
+    result = recommend(mini, Workload(workload="batch_processing", limit=3))
+    assert len(result.recommendations) == 3
+    scores = [r.score for r in result.recommendations]
+    assert scores[0] == 1.0 and scores == sorted(scores, reverse=True)
+
+
+# The issue's four classic examples, on the shipped catalog.
+def test_classic_training_gets_an_nvlink_node(shipped: Catalog) -> None:
+    result = recommend(
+        shipped, Workload(workload="large_scale_training", memory_gb=80, interconnect_gb_s=900)
+    )
+    for r in result.recommendations:
+        assert r.accelerator in {"h100-sxm", "h200-sxm"}
+        assert shipped.instance_types[r.instance_type or ""].interconnect_gb_s >= 900
+
+
+def test_classic_edge_within_25_w(shipped: Catalog) -> None:
+    result = recommend(shipped, Workload(workload="edge_inference", power_budget_w=25))
+    assert result.ok
+    for r in result.recommendations:
+        assert r.device and r.power_w <= 25
+        assert shipped.accelerators[r.device].form_factor.value == "edge"
+
+
+def test_classic_throughput_inference_l4_above_h100(shipped: Catalog) -> None:
+    result = recommend(shipped, Workload(workload="high_throughput_inference", limit=1000))
+    order = [r.accelerator for r in result.recommendations]
+    assert "l4" in order and "h100-sxm" in order
+    assert order.index("l4") < order.index("h100-sxm")
+    assert order[0] in {"l4", "l40s", "t4", "a10g", "a10"}
+
+
+def test_classic_loosely_coupled_goes_cpu(shipped: Catalog) -> None:
+    result = recommend(shipped, Workload(workload="batch_processing"))
+    assert result.recommendations[0].gpu_count == 0
+    assert shipped.accelerators[result.recommendations[0].accelerator].form_factor.value == "cpu"
+
+
+def test_classic_contradiction(shipped: Catalog) -> None:
+    result = recommend(shipped, Workload(workload="edge_inference", power_budget_w=1))
+    assert not result.ok and "power budget" in result.explanation
+    assert result.alternatives
+
+
+def test_result_is_json_ready(mini: Catalog, tmp_path: Path) -> None:
+    import json
+
+    data = recommend(mini, Workload(workload="fine_tuning")).to_dict()
+    assert set(data) >= {"recommendations", "rejected"}
+    rec = data["recommendations"][0]
+    assert set(rec) >= {
+        "instance_type",
+        "accelerator",
+        "gpu_count",
+        "hourly_usd",
+        "region",
+        "score",
+        "reasons",
+    }
+    json.dumps(data)
