@@ -6,7 +6,7 @@ Pure and deterministic: the same catalog and workload always give the same resul
 from __future__ import annotations
 
 from advisor.catalog import Catalog
-from advisor.engine.candidates import CloudCandidate, candidate_index
+from advisor.engine.candidates import CandidateIndex, CloudCandidate, candidate_index
 from advisor.engine.checks import (
     Sizing,
     Violation,
@@ -18,9 +18,11 @@ from advisor.engine.checks import (
 from advisor.engine.explain import AlternativeTracker, explain_chosen, explain_none
 from advisor.engine.rank import (
     OBJECTIVE_WORDS,
-    Feasible,
-    feasible_cloud,
-    feasible_edge,
+    Hit,
+    cloud_perf,
+    edge_hit,
+    objective_value,
+    penalty,
     rank,
     reasons,
 )
@@ -38,41 +40,46 @@ def recommend(catalog: Catalog, workload: Workload) -> Result:
     _check_request(catalog, workload)
     objective = workload.objective or profile.default_objective
     index = candidate_index(catalog)
-    feasible: list[Feasible] = []
+    hits: list[Hit] = []
     rejected: list[Rejection] = []
-    tracker = AlternativeTracker()
 
-    for c in index.cloud:
-        _evaluate_cloud(c, workload, profile, feasible, rejected, tracker)
+    for group in index.cloud_groups:
+        # Members share everything static_violations and size_cloud look at.
+        sizing = size_cloud(group[0], workload, profile)
+        static = static_violations(group[0], sizing, workload, profile)
+        if static:  # the whole group is out for reasons that no offering changes
+            ruled_out = _rejection("", static)
+            rejected.extend(ruled_out._replace(id=c.instance.id) for c in group)
+            continue
+        for c in group:
+            _evaluate_offers(c, sizing, workload, profile, objective, hits, rejected)
 
     edge_misses: dict[str, list[list[Violation]]] = {}
     edge_ok: set[str] = set()
     for e in index.edge:
         violations = edge_violations(e, workload, profile)
-        if not violations:
-            feasible.append(feasible_edge(e))
+        if violations:
+            edge_misses.setdefault(e.device.id, []).append(violations)
+        else:
+            hits.append(edge_hit(e, objective))
             edge_ok.add(e.device.id)
-            continue
-        edge_misses.setdefault(e.device.id, []).append(violations)
-        v = violations[0]
-        if len(violations) == 1 and v.constraint:
-            label = f"{e.device.name} ({e.mode} mode)" if e.mode else e.device.name
-            tracker.offer(v.constraint, v.relax_to, 0.0, label)
     for device_id in sorted(edge_misses.keys() - edge_ok):
         rejected.append(_rejection(device_id, min(edge_misses[device_id], key=len)))
 
-    ranked = rank(feasible, objective, workload.limit)
+    ranked = rank(hits, objective, workload.limit)
     recommendations = tuple(
-        _recommendation(f, score, reasons(f, workload, profile, objective, i + 1))
-        for i, (f, score) in enumerate(ranked)
+        _recommendation(h, score, reasons(h, workload, profile, objective, i + 1))
+        for i, (h, score) in enumerate(ranked)
     )
-    rejected.sort(key=lambda r: r.id)
-    alternatives = tracker.alternatives() if not recommendations else []
+    rejected.sort()  # by id: ids are unique, so the tuples never compare further
     if recommendations:
+        alternatives: list[Alternative] = []
         explanation = explain_chosen(
-            len(feasible), len(recommendations), OBJECTIVE_WORDS[objective], profile.id
+            len(hits), len(recommendations), OBJECTIVE_WORDS[objective], profile.id
         )
     else:
+        # Only now is it worth finding what single relaxation would help (a second, rare pass).
+        alternatives = _alternatives(index, workload, profile)
         explanation = explain_none(rejected, alternatives, profile.id)
     return Result(
         workload=profile.id,
@@ -81,62 +88,77 @@ def recommend(catalog: Catalog, workload: Workload) -> Result:
         rejected=tuple(rejected),
         alternatives=tuple(alternatives),
         explanation=explanation,
-        feasible_count=len(feasible),
+        feasible_count=len(hits),
     )
 
 
-def _evaluate_cloud(
-    c: CloudCandidate,
-    w: Workload,
-    p: WorkloadProfile,
-    feasible: list[Feasible],
-    rejected: list[Rejection],
-    tracker: AlternativeTracker,
-) -> None:
-    sizing = size_cloud(c, w, p)
-    static = static_violations(c, sizing, w, p)
-    region, purchase, budget, nodes = w.region, w.purchase, w.max_hourly_usd, sizing.nodes
-    any_feasible = False
-    closest: tuple[int, float, Price] | None = None
-    for price in c.prices:
-        # Counted inline (no objects) because this loop runs once per priced offering.
-        bad = (
-            (region is not None and price.region != region)
-            + (purchase is not None and price.purchase != purchase)
-            + (budget is not None and price.hourly_usd * nodes > budget)
-        )
-        if not static and not bad:
-            feasible.append(feasible_cloud(c, sizing, price, p))
-            any_feasible = True
-            continue
-        total = len(static) + bad
-        if total == 1:
-            _offer_alternative(c, sizing, price, static, w, tracker)
-        if not any_feasible and (closest is None or (total, price.hourly_usd) < closest[:2]):
-            closest = (total, price.hourly_usd, price)
-    if any_feasible:
-        return
-    violations = list(static)
-    if closest is not None:
-        violations += offering_violations(closest[2], nodes, w)
-    rejected.append(_rejection(c.instance.id, violations))
-
-
-def _offer_alternative(
+def _evaluate_offers(
     c: CloudCandidate,
     sizing: Sizing,
-    price: Price,
-    static: list[Violation],
     w: Workload,
-    tracker: AlternativeTracker,
+    p: WorkloadProfile,
+    objective: str,
+    hits: list[Hit],
+    rejected: list[Rejection],
 ) -> None:
-    v = static[0] if static else offering_violations(price, sizing.nodes, w)[0]
-    if v.constraint is None:
-        return
-    hourly = price.hourly_usd * sizing.nodes
-    where = f"{c.instance.provider} {price.region}, {price.purchase.value}"
-    label = f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
-    tracker.offer(v.constraint, v.relax_to, hourly, label)
+    """The hot loop: once per statically feasible instance type, its body once per offering."""
+    region, purchase, budget, nodes = w.region, w.purchase, w.max_hourly_usd, sizing.nodes
+    per_node_budget = None if budget is None else budget / nodes
+    _, perf = cloud_perf(c, sizing, p)
+    factor = penalty(c, p)
+    closest: tuple[int, float, Price] | None = None
+    for o_region, o_purchase, hourly, price, sort_id in c.offers:
+        bad = (
+            (region is not None and o_region != region)
+            + (purchase is not None and o_purchase != purchase)
+            + (per_node_budget is not None and hourly > per_node_budget)
+        )
+        if not bad:
+            cost = hourly * nodes
+            hits.append(
+                Hit(
+                    objective_value(objective, cost, perf, factor),
+                    cost,
+                    sort_id,
+                    c,
+                    None,
+                    sizing,
+                    price,
+                )
+            )
+            closest = (0, 0.0, price)
+        elif closest is None or (bad, hourly) < closest[:2]:
+            closest = (bad, hourly, price)
+    if closest is not None and closest[0]:
+        # No offering fits: explain with the violations of the closest one.
+        rejected.append(_rejection(c.instance.id, offering_violations(closest[2], nodes, w)))
+
+
+def _alternatives(index: CandidateIndex, w: Workload, p: WorkloadProfile) -> list[Alternative]:
+    """For each constraint that alone blocks a candidate, the smallest relaxation that helps."""
+    tracker = AlternativeTracker()
+    for c in index.cloud:
+        sizing = size_cloud(c, w, p)
+        static = static_violations(c, sizing, w, p)
+        if len(static) > 1:
+            continue
+        for price in c.instance.prices:
+            violations = static + offering_violations(price, sizing.nodes, w)
+            v = violations[0] if len(violations) == 1 else None
+            if v is None or v.constraint is None:
+                continue
+            hourly = price.hourly_usd * sizing.nodes
+            where = f"{c.instance.provider} {price.region}, {price.purchase.value}"
+            tracker.offer(
+                v.constraint, v.relax_to, hourly, f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
+            )
+    for e in index.edge:
+        violations = edge_violations(e, w, p)
+        if len(violations) == 1 and violations[0].constraint:
+            v = violations[0]
+            label = f"{e.device.name} ({e.mode} mode)" if e.mode else e.device.name
+            tracker.offer(v.constraint or "", v.relax_to, 0.0, label)
+    return tracker.alternatives()
 
 
 def _rejection(entry_id: str, violations: list[Violation]) -> Rejection:
@@ -144,9 +166,9 @@ def _rejection(entry_id: str, violations: list[Violation]) -> Rejection:
     return Rejection(entry_id, codes, tuple(v.sentence for v in violations))
 
 
-def _recommendation(f: Feasible, score: float, why: list[str]) -> Recommendation:
-    if f.edge is not None:
-        e = f.edge
+def _recommendation(h: Hit, score: float, why: list[str]) -> Recommendation:
+    if h.edge is not None:
+        e = h.edge
         return Recommendation(
             instance_type=None,
             device=e.device.id,
@@ -162,19 +184,19 @@ def _recommendation(f: Feasible, score: float, why: list[str]) -> Recommendation
             score=score,
             reasons=tuple(why),
         )
-    c, price = f.cloud, f.price
+    c, price, s = h.cloud, h.price, h.sizing
     assert c is not None and price is not None
     return Recommendation(
         instance_type=c.instance.id,
         device=None,
         provider=c.instance.provider,
         accelerator=c.hardware.id,
-        gpu_count=f.sizing.nodes * c.instance.gpu_count,
-        nodes=f.sizing.nodes,
+        gpu_count=s.nodes * c.instance.gpu_count,
+        nodes=s.nodes,
         region=price.region,
         purchase=price.purchase.value,
-        hourly_usd=price.hourly_usd * f.sizing.nodes,
-        power_w=f.power_w,
+        hourly_usd=h.hourly_usd,
+        power_w=c.per_node_power_w * s.nodes,
         power_mode=None,
         score=score,
         reasons=tuple(why),

@@ -9,7 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from advisor.catalog import Catalog
-from advisor.models import Accelerator, FormFactor, InstanceType, PeakTflops, Price
+from advisor.models import (
+    PRECISIONS,
+    Accelerator,
+    FormFactor,
+    InstanceType,
+    PeakTflops,
+    Price,
+    Purchase,
+)
 
 GIB_PER_GB = 1e9 / 2**30  # instance RAM is stated in GiB, requirements in GB
 
@@ -41,7 +49,9 @@ class CloudCandidate:
     is_gpu: bool
     per_node_memory_gb: float  # GPU memory of one node, or its RAM for CPU-only
     per_node_power_w: float
-    prices: tuple[Price, ...]
+    # (region, purchase, hourly_usd, price, sort id): plain values for the per-offering hot loop
+    offers: tuple[tuple[str, Purchase, float, Price, str], ...]
+    peaks: dict[str, tuple[str, float]]  # workload precision -> (precision used, dense peak)
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +66,9 @@ class EdgeCandidate:
 @dataclass(frozen=True, slots=True)
 class CandidateIndex:
     cloud: tuple[CloudCandidate, ...]
+    # Instance types that every hard constraint treats alike (same hardware, count, fabric,
+    # network, provider): feasibility and sizing are worked out once per group, not per type.
+    cloud_groups: tuple[tuple[CloudCandidate, ...], ...]
     edge: tuple[EdgeCandidate, ...]
 
 
@@ -78,7 +91,12 @@ def _build(catalog: Catalog) -> CandidateIndex:
         is_gpu = it.accelerator is not None
         memory = it.gpu_count * hardware.memory_gb if is_gpu else it.memory_gib / GIB_PER_GB
         power = it.gpu_count * hardware.tdp_w if is_gpu else hardware.tdp_w
-        cloud.append(CloudCandidate(it, hardware, is_gpu, memory, power, it.prices))
+        offers = tuple(
+            (p.region, p.purchase, p.hourly_usd, p, f"{it.id}|{p.region}|{p.purchase.value}")
+            for p in it.prices
+        )
+        peaks = {prec: effective_peak(hardware.peak_tflops, prec) for prec in PRECISIONS}
+        cloud.append(CloudCandidate(it, hardware, is_gpu, memory, power, offers, peaks))
     edge = []
     for acc in sorted(catalog.accelerators.values(), key=lambda a: a.id):
         if acc.form_factor != FormFactor.edge:
@@ -91,4 +109,20 @@ def _build(catalog: Catalog) -> CandidateIndex:
             estimated = mode.int8_tops is None
             tops = full_tops * mode.power_w / acc.tdp_w if estimated else mode.int8_tops or 0.0
             edge.append(EdgeCandidate(acc, mode.name, mode.power_w, tops, estimated))
-    return CandidateIndex(tuple(cloud), tuple(edge))
+    groups: dict[tuple[object, ...], list[CloudCandidate]] = {}
+    for c in cloud:
+        it = c.instance
+        signature = (
+            c.hardware.id,
+            c.is_gpu,
+            it.gpu_count,
+            it.network_gbps,
+            it.interconnect_gb_s,
+            it.gpu_link,
+            it.provider,
+            c.per_node_memory_gb,
+            c.per_node_power_w,
+            bool(c.offers),
+        )
+        groups.setdefault(signature, []).append(c)
+    return CandidateIndex(tuple(cloud), tuple(tuple(g) for g in groups.values()), tuple(edge))

@@ -70,7 +70,7 @@ def static_violations(
                 Violation(
                     "MEMORY_INSUFFICIENT" if w.memory_gb else "GPU_COUNT_TOO_HIGH",
                     "memory_gb" if w.memory_gb else "gpu_count",
-                    f"{what} needs {s.nodes} nodes of {it.id} "
+                    f"{what} needs {s.nodes} nodes "
                     f"({c.per_node_memory_gb:g} GB each) and {p.id} runs on one node",
                     c.per_node_memory_gb if w.memory_gb else it.gpu_count,
                 )
@@ -80,14 +80,14 @@ def static_violations(
                 Violation(
                     "NETWORK_TOO_SLOW",
                     None,
-                    f"{what} needs {s.nodes} nodes, but {it.id}'s {it.network_gbps:g} Gbit/s "
+                    f"{what} needs {s.nodes} nodes, but the {it.network_gbps:g} Gbit/s "
                     f"network is below the {p.min_multi_node_network_gbps:g} Gbit/s {p.id} "
                     "needs between nodes",
                 )
             )
     if not c.is_gpu and w.gpu_count:
         out.append(
-            Violation("NO_GPU", "gpu_count", f"{it.id} has no GPU", 0),
+            Violation("NO_GPU", "gpu_count", "CPU-only: no GPU", 0),
         )
     if w.interconnect_gb_s and it.interconnect_gb_s < w.interconnect_gb_s:
         have = (
@@ -99,7 +99,7 @@ def static_violations(
             Violation(
                 "INTERCONNECT_TOO_SLOW",
                 "interconnect_gb_s",
-                f"{it.id} has {have}, below the required {w.interconnect_gb_s:g} GB/s",
+                f"has {have}, below the required {w.interconnect_gb_s:g} GB/s",
                 it.interconnect_gb_s or None,
             )
         )
@@ -123,7 +123,7 @@ def static_violations(
                 it.provider,
             )
         )
-    if not c.prices:
+    if not c.offers:
         out.append(Violation("NO_PRICE", None, "the catalog has no price for it"))
     return out
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import heapq
+from typing import NamedTuple
 
-from advisor.engine.candidates import CloudCandidate, EdgeCandidate, effective_peak
+from advisor.engine.candidates import CloudCandidate, EdgeCandidate
 from advisor.engine.checks import Sizing
 from advisor.models import FormFactor, Price, WorkloadProfile
 from advisor.workload import Workload
@@ -16,57 +17,27 @@ OBJECTIVE_WORDS = {
 }
 
 
-@dataclass(slots=True)
-class Feasible:
-    """A candidate that passed every hard constraint, with what ranking needs."""
+class Hit(NamedTuple):
+    """A feasible option. A tuple so that sorting compares (value, hourly_usd, sort_id) only:
+    sort_id is unique, so the comparison never reaches the objects after it."""
 
+    value: float  # objective value after penalties; lower is better
+    hourly_usd: float
+    sort_id: str
     cloud: CloudCandidate | None
     edge: EdgeCandidate | None
     sizing: Sizing
     price: Price | None
-    hourly_usd: float | None
-    power_w: float
-    perf: float  # dense peak at the workload's precision, all rented GPUs (TFLOP/s or TOPS)
-    perf_precision: str
-    penalty: float  # product of (1 + penalty) for each unmet preference
-    value: float = 0.0  # objective value after penalties; lower is better
-    sort_id: str = ""
 
 
-def feasible_cloud(c: CloudCandidate, s: Sizing, price: Price, p: WorkloadProfile) -> Feasible:
-    gpus = s.nodes * c.instance.gpu_count if c.is_gpu else 0
-    precision, peak = effective_peak(c.hardware.peak_tflops, p.key_precision)
-    perf = peak * gpus if c.is_gpu else peak * s.nodes
-    return Feasible(
-        c,
-        None,
-        s,
-        price,
-        price.hourly_usd * s.nodes,
-        c.per_node_power_w * s.nodes,
-        perf,
-        precision,
-        _penalty_cloud(c, p),
-        sort_id=f"{c.instance.id}|{price.region}|{price.purchase.value}",
-    )
+def cloud_perf(c: CloudCandidate, s: Sizing, p: WorkloadProfile) -> tuple[str, float]:
+    """(precision used, dense peak of everything rented) for a cloud option."""
+    precision, peak = c.peaks[p.key_precision]
+    return precision, peak * (s.nodes * c.instance.gpu_count if c.is_gpu else s.nodes)
 
 
-def feasible_edge(e: EdgeCandidate) -> Feasible:
-    return Feasible(
-        None,
-        e,
-        Sizing(1, 1),
-        None,
-        None,
-        e.power_w,
-        e.int8_tops,
-        "int8",
-        1.0,
-        sort_id=f"{e.device.id}|{e.power_w:012.3f}",
-    )
-
-
-def _penalty_cloud(c: CloudCandidate, p: WorkloadProfile) -> float:
+def penalty(c: CloudCandidate, p: WorkloadProfile) -> float:
+    """Product of (1 + penalty) over the workload's unmet soft preferences."""
     factor = 1.0
     if _link_not_preferred(c, p):
         factor *= 1 + p.preference_penalty
@@ -80,45 +51,43 @@ def _link_not_preferred(c: CloudCandidate, p: WorkloadProfile) -> bool:
     return bool(p.prefer_gpu_link) and multi_gpu and c.instance.gpu_link not in p.prefer_gpu_link
 
 
-def assign_values(items: list[Feasible], objective: str) -> None:
-    """Objective value, lower is better, so one sort serves every objective."""
-    for f in items:
-        # Edge devices carry no hourly price: their "cost" is the power they draw.
-        cost = f.hourly_usd if f.hourly_usd is not None else f.power_w
-        if objective == "cheapest":
-            f.value = cost * f.penalty
-        elif objective == "performance":
-            f.value = -f.perf / f.penalty
-        else:
-            f.value = -(f.perf / cost) / f.penalty if cost else 0.0
+def objective_value(objective: str, cost: float, perf: float, factor: float) -> float:
+    """Lower is better for every objective, so one sort serves them all."""
+    if objective == "cheapest":
+        return cost * factor
+    if objective == "performance":
+        return -perf / factor
+    return -(perf / cost) / factor if cost else 0.0
 
 
-def rank(items: list[Feasible], objective: str, limit: int) -> list[tuple[Feasible, float]]:
+def edge_hit(e: EdgeCandidate, objective: str) -> Hit:
+    # Edge devices carry no hourly price: their "cost" is the power they draw.
+    value = objective_value(objective, e.power_w, e.int8_tops, 1.0)
+    return Hit(value, 0.0, f"{e.device.id}|{e.power_w:012.3f}", None, e, Sizing(1, 1), None)
+
+
+def rank(hits: list[Hit], objective: str, limit: int) -> list[tuple[Hit, float]]:
     """Best first, deterministic (ties broken by price, then id), each with a score in (0, 1]."""
-    assign_values(items, objective)
-    items.sort(key=lambda f: (f.value, f.hourly_usd or 0.0, f.sort_id))
-    top = items[:limit]
+    top = heapq.nsmallest(limit, hits)
     if not top:
         return []
     best = top[0].value
     out = []
-    for f in top:
+    for h in top:
         if objective == "cheapest":
-            score = best / f.value if f.value else 1.0
+            score = best / h.value if h.value else 1.0
         else:
-            score = f.value / best if best else 0.0
-        out.append((f, round(score, 4)))
+            score = h.value / best if best else 0.0
+        out.append((h, round(score, 4)))
     return out
 
 
-def reasons(
-    f: Feasible, w: Workload, p: WorkloadProfile, objective: str, rank_no: int
-) -> list[str]:
-    if f.edge is not None:
-        return _edge_reasons(f.edge, w, objective, rank_no)
-    c = f.cloud
-    assert c is not None and f.price is not None and f.hourly_usd is not None
-    it, hw, s = c.instance, c.hardware, f.sizing
+def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: int) -> list[str]:
+    if h.edge is not None:
+        return _edge_reasons(h.edge, w, objective, rank_no)
+    c, price, s = h.cloud, h.price, h.sizing
+    assert c is not None and price is not None
+    it, hw = c.instance, c.hardware
     out = []
     if c.is_gpu:
         total_gb = s.nodes * it.gpu_count * hw.memory_gb
@@ -143,33 +112,29 @@ def reasons(
             f"{w.interconnect_gb_s:g} GB/s interconnect requirement"
         )
     if w.power_budget_w is not None:
-        out.append(f"draws {f.power_w:g} W (TDP), within the {w.power_budget_w:g} W budget")
+        power = c.per_node_power_w * s.nodes
+        out.append(f"draws {power:g} W (TDP), within the {w.power_budget_w:g} W budget")
     out.append(
-        f"${f.hourly_usd:,.2f}/h {f.price.purchase.value} in {f.price.region} "
-        f"(price as of {f.price.as_of.isoformat()})"
+        f"${h.hourly_usd:,.2f}/h {price.purchase.value} in {price.region} "
+        f"(price as of {price.as_of.isoformat()})"
     )
-    if objective != "cheapest" and f.perf:
-        per_dollar = (
-            f" = {f.perf / f.hourly_usd:,.0f} per $/h" if objective == "price_performance" else ""
+    precision, perf = cloud_perf(c, s, p)
+    if objective != "cheapest" and perf:
+        per_dollar = ""
+        if objective == "price_performance":
+            per_dollar = f" = {perf / h.hourly_usd:,.0f} per $/h"
+        out.append(f"{perf:,.0f} dense {precision} TFLOP/s peak{per_dollar}")
+    if _link_not_preferred(c, p):
+        links = "/".join(link.value for link in p.prefer_gpu_link)
+        out.append(
+            f"scored {p.preference_penalty:.0%} worse: GPUs linked by {it.gpu_link.value}, "
+            f"{p.id} prefers {links}"
         )
-        out.append(f"{f.perf:,.0f} dense {f.perf_precision} TFLOP/s peak{per_dollar}")
-    if f.penalty > 1:
-        if (
-            p.prefer_gpu_link
-            and c.is_gpu
-            and it.gpu_count > 1
-            and it.gpu_link not in p.prefer_gpu_link
-        ):
-            links = "/".join(link.value for link in p.prefer_gpu_link)
-            out.append(
-                f"scored {p.preference_penalty:.0%} worse: GPUs linked by {it.gpu_link.value}, "
-                f"{p.id} prefers {links}"
-            )
-        if p.prefer_form_factor is not None and hw.form_factor != p.prefer_form_factor:
-            out.append(
-                f"scored {p.preference_penalty:.0%} worse: {p.id} prefers "
-                f"{p.prefer_form_factor.value} hardware"
-            )
+    if p.prefer_form_factor is not None and hw.form_factor != p.prefer_form_factor:
+        out.append(
+            f"scored {p.preference_penalty:.0%} worse: {p.id} prefers "
+            f"{p.prefer_form_factor.value} hardware"
+        )
     out.append(f"ranked {rank_no} by {OBJECTIVE_WORDS[objective]}")
     return out
 

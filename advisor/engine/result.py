@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,8 +23,7 @@ class Recommendation:
     reasons: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Rejection:
+class Rejection(NamedTuple):
     id: str
     codes: tuple[str, ...]
     reasons: tuple[str, ...]
@@ -59,6 +58,6 @@ class Result:
             "explanation": self.explanation,
             "feasible_count": self.feasible_count,
             "recommendations": [asdict(r) for r in self.recommendations],
-            "rejected": [asdict(r) for r in self.rejected],
+            "rejected": [r._asdict() for r in self.rejected],
             "alternatives": [asdict(a) for a in self.alternatives],
         }

@@ -1,0 +1,142 @@
+"""Speed of the advice path (issue 2).
+
+1. `advisor recommend` wall time, interpreter start included (target <= 0.5 s on a 2-core machine),
+   and proof that neither torch nor fastapi is imported on that path.
+2. The engine alone on synthetic catalogs scaled to 1,000 and 10,000 priced offerings
+   (target <= 5 ms median per query at 10,000; growth 1k -> 10k no worse than linear, i.e. <= 10x).
+
+Run:  .venv/bin/python benchmarks/bench_recommend.py [--record]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from advisor import Catalog, Workload, load_catalog, recommend
+from advisor.models import InstanceType, Price, Purchase
+
+RESULTS = Path(__file__).parent / "results"
+QUERIES = [
+    Workload(workload="large_scale_training", memory_gb=80, interconnect_gb_s=900),
+    Workload(workload="fine_tuning", memory_gb=120),
+    Workload(workload="high_throughput_inference"),
+    Workload(workload="batch_processing", region="us-east-1"),
+    Workload(workload="low_latency_inference", memory_gb=40, max_hourly_usd=10),
+    Workload(workload="edge_inference", power_budget_w=25),
+    Workload(workload="fine_tuning", memory_gb=80, purchase=None, objective="price_performance"),
+]
+
+
+def synthetic(base: Catalog, offerings: int) -> Catalog:
+    """Clone the shipped instance types across synthetic regions until `offerings` prices exist."""
+    regions = ["us-east-1", "eu-west-1", *(f"synth-{i:03d}" for i in range(38))]
+    templates = [it for it in base.instance_types.values() if it.prices]
+    out: dict[str, InstanceType] = {}
+    count, n = 0, 0
+    while count < offerings:
+        t = templates[n % len(templates)]
+        per = min(10, offerings - count)
+        prices = tuple(
+            Price(
+                region=regions[(n + k) % len(regions)],
+                purchase=Purchase.spot if k % 3 == 2 else Purchase.on_demand,
+                hourly_usd=round(t.prices[0].hourly_usd * (0.8 + 0.05 * k), 4),
+                as_of=dt.date(2026, 11, 1),
+                source="synthetic",
+            )
+            for k in range(per)
+        )
+        # keep (region, purchase) unique within one instance type
+        prices = tuple({(p.region, p.purchase): p for p in prices}.values())
+        clone = t.model_copy(update={"id": f"{t.id}-s{n}", "prices": prices})
+        out[clone.id] = clone
+        count += len(prices)
+        n += 1
+    return Catalog(accelerators=base.accelerators, instance_types=out, workloads=base.workloads)
+
+
+def time_engine(catalog: Catalog, repeats: int) -> list[float]:
+    for q in QUERIES:  # warm-up, and builds the candidate index once (start-up work)
+        recommend(catalog, q)
+    per_query_ms = []
+    for _ in range(repeats):
+        for q in QUERIES:
+            t0 = time.perf_counter()
+            recommend(catalog, q)
+            per_query_ms.append((time.perf_counter() - t0) * 1000)
+    return per_query_ms
+
+
+def time_cli(runs: int) -> list[float]:
+    cmd = [sys.executable, "-m", "advisor", "recommend", "--workload", "fine_tuning",
+           "--memory-gb", "80", "--json"]
+    subprocess.run(cmd, capture_output=True, check=True)  # warm the page cache
+    walls = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, capture_output=True, check=True)
+        walls.append(time.perf_counter() - t0)
+    return walls
+
+
+def imported_on_cli_path() -> list[str]:
+    code = (
+        "import sys\nfrom advisor.cli import main\n"
+        "try:\n    main(['recommend','--workload','fine_tuning','--json'])\nexcept SystemExit:\n    pass\n"
+        "sys.stderr.write(','.join(m for m in ('torch','fastapi','pynvml','uvicorn') if m in sys.modules))"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    return [m for m in p.stderr.strip().split(",") if m]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--record", action="store_true", help="write results under benchmarks/results/")
+    args = parser.parse_args()
+    base = load_catalog()
+    rows = []
+    medians = {}
+    for size in (1_000, 10_000):
+        cat = synthetic(base, size)
+        samples = time_engine(cat, repeats=30)
+        med = statistics.median(samples)
+        medians[size] = med
+        p90 = statistics.quantiles(samples, n=10)[-1]
+        rows.append((f"engine, {cat.offering_count:,} offerings", f"{med:.2f} ms", f"{p90:.2f} ms", len(samples)))
+    walls = time_cli(15)
+    rows.append(("advisor recommend (wall)", f"{statistics.median(walls) * 1000:.0f} ms",
+                 f"{max(walls) * 1000:.0f} ms (max)", len(walls)))
+    growth = medians[10_000] / medians[1_000]
+    heavy = imported_on_cli_path()
+
+    lines = [
+        f"# bench_recommend {dt.datetime.now().isoformat(timespec='seconds')} "
+        f"python {platform.python_version()} on {platform.machine()} ({__import__('os').cpu_count()} cores)",
+        f"{'measure':<34} {'median':>10} {'p90/max':>18} {'n':>5}",
+    ]
+    lines += [f"{a:<34} {b:>10} {c:>18} {d:>5}" for a, b, c, d in rows]
+    lines.append(f"growth 1k -> 10k offerings: x{growth:.2f} (linear would be x10)")
+    lines.append(f"heavy modules imported by `advisor recommend`: {heavy or 'none'}")
+    ok = medians[10_000] <= 5 and statistics.median(walls) <= 0.5 and growth <= 10 and not heavy
+    lines.append(f"targets (<=5 ms @10k, <=0.5 s wall, growth <= x10, no torch/fastapi): {'MET' if ok else 'NOT MET'}")
+    text = "\n".join(lines)
+    print(text)
+    if args.record:
+        RESULTS.mkdir(exist_ok=True)
+        stamp = dt.date.today().isoformat()
+        (RESULTS / f"recommend-{stamp}.txt").write_text(text + "\n")
+        (RESULTS / f"recommend-{stamp}.json").write_text(json.dumps({
+            "engine_median_ms": medians, "cli_wall_s": walls, "growth": growth, "heavy_imports": heavy,
+        }, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
