@@ -76,8 +76,17 @@ def time_engine(catalog: Catalog, repeats: int) -> list[float]:
 
 
 def time_cli(runs: int) -> list[float]:
-    cmd = [sys.executable, "-m", "advisor", "recommend", "--workload", "fine_tuning",
-           "--memory-gb", "80", "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "advisor",
+        "recommend",
+        "--workload",
+        "fine_tuning",
+        "--memory-gb",
+        "80",
+        "--json",
+    ]
     subprocess.run(cmd, capture_output=True, check=True)  # warm the page cache
     walls = []
     for _ in range(runs):
@@ -99,7 +108,9 @@ def imported_on_cli_path() -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--record", action="store_true", help="write results under benchmarks/results/")
+    parser.add_argument(
+        "--record", action="store_true", help="write results under benchmarks/results/"
+    )
     args = parser.parse_args()
     base = load_catalog()
     rows = []
@@ -110,10 +121,23 @@ def main() -> None:
         med = statistics.median(samples)
         medians[size] = med
         p90 = statistics.quantiles(samples, n=10)[-1]
-        rows.append((f"engine, {cat.offering_count:,} offerings", f"{med:.2f} ms", f"{p90:.2f} ms", len(samples)))
+        rows.append(
+            (
+                f"engine, {cat.offering_count:,} offerings",
+                f"{med:.2f} ms",
+                f"{p90:.2f} ms",
+                len(samples),
+            )
+        )
     walls = time_cli(15)
-    rows.append(("advisor recommend (wall)", f"{statistics.median(walls) * 1000:.0f} ms",
-                 f"{max(walls) * 1000:.0f} ms (max)", len(walls)))
+    rows.append(
+        (
+            "advisor recommend (wall)",
+            f"{statistics.median(walls) * 1000:.0f} ms",
+            f"{max(walls) * 1000:.0f} ms (max)",
+            len(walls),
+        )
+    )
     growth = medians[10_000] / medians[1_000]
     heavy = imported_on_cli_path()
 
@@ -126,16 +150,27 @@ def main() -> None:
     lines.append(f"growth 1k -> 10k offerings: x{growth:.2f} (linear would be x10)")
     lines.append(f"heavy modules imported by `advisor recommend`: {heavy or 'none'}")
     ok = medians[10_000] <= 5 and statistics.median(walls) <= 0.5 and growth <= 10 and not heavy
-    lines.append(f"targets (<=5 ms @10k, <=0.5 s wall, growth <= x10, no torch/fastapi): {'MET' if ok else 'NOT MET'}")
+    lines.append(
+        f"targets (<=5 ms @10k, <=0.5 s wall, growth <= x10, no torch/fastapi): {'MET' if ok else 'NOT MET'}"
+    )
     text = "\n".join(lines)
     print(text)
     if args.record:
         RESULTS.mkdir(exist_ok=True)
         stamp = dt.date.today().isoformat()
         (RESULTS / f"recommend-{stamp}.txt").write_text(text + "\n")
-        (RESULTS / f"recommend-{stamp}.json").write_text(json.dumps({
-            "engine_median_ms": medians, "cli_wall_s": walls, "growth": growth, "heavy_imports": heavy,
-        }, indent=2) + "\n")
+        (RESULTS / f"recommend-{stamp}.json").write_text(
+            json.dumps(
+                {
+                    "engine_median_ms": medians,
+                    "cli_wall_s": walls,
+                    "growth": growth,
+                    "heavy_imports": heavy,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
 
 
 if __name__ == "__main__":
