@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from advisor.errors import NotFoundError
-from advisor.models import Accelerator, FormFactor, InstanceType, WorkloadProfile
+from advisor.models import Accelerator, FormFactor, InstanceType, ProbeExpectation, WorkloadProfile
 from advisor.suggest import did_you_mean
 
 
@@ -19,6 +19,7 @@ class Catalog:
     accelerators: dict[str, Accelerator]
     instance_types: dict[str, InstanceType]
     workloads: dict[str, WorkloadProfile]
+    probe_expectations: dict[str, ProbeExpectation] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()  # directories it was read from, in order
     # Derived indexes, filled once in __post_init__ (the engine reads them on every query).

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from advisor.catalog import Catalog
 from advisor.errors import CatalogError, CatalogIssue, InputError
-from advisor.models import Accelerator, InstanceType, WorkloadProfile
+from advisor.models import Accelerator, InstanceType, ProbeExpectation, WorkloadProfile
 from advisor.suggest import did_you_mean
 from advisor.validate import Origin, cross_check
 
@@ -24,6 +24,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "accelerators": Accelerator,
     "instance_types": InstanceType,
     "workloads": WorkloadProfile,
+    "probe_expectations": ProbeExpectation,
 }
 DEFAULT_MAX_PRICE_AGE_DAYS = 365
 
@@ -115,6 +116,9 @@ def load_catalog(
             k: typing.cast(InstanceType, v[0]) for k, v in merged["instance_types"].items()
         },
         workloads={k: typing.cast(WorkloadProfile, v[0]) for k, v in merged["workloads"].items()},
+        probe_expectations={
+            k: typing.cast(ProbeExpectation, v[0]) for k, v in merged["probe_expectations"].items()
+        },
         warnings=tuple(warnings),
         sources=tuple(str(d) for d in dirs),
     )

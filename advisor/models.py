@@ -166,3 +166,16 @@ class WorkloadProfile(Strict):
     prefer_form_factor: FormFactor | None = None
     preference_penalty: Annotated[float, Field(ge=0, le=10)] = 0.15
     rationale: Annotated[str, Field(min_length=1)]
+
+
+class ProbeExpectation(Strict):
+    """Achievable figures for one accelerator, measured on a known-good machine (or published).
+
+    Where an accelerator has none, verification derives expectations from its datasheet figures.
+    """
+
+    id: Id  # the accelerator id these figures are for
+    matmul_tflops: PeakTflops = PeakTflops()  # best rate of a plain torch matmul loop
+    d2d_gbps: Pos | None = None  # device-to-device copy, bytes read + written per second
+    conditions: str | None = None  # sizes, software, how they were taken
+    source: Annotated[str, Field(min_length=1)]

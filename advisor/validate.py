@@ -47,6 +47,10 @@ def cross_check(
         file = entries["instance_types"][entry_id][1].file
         msg = "id is used by both an accelerator and an instance type"
         issues.append(CatalogIssue(file, entry_id, "id", msg))
+    for entry_id, (_, origin) in entries["probe_expectations"].items():
+        if entry_id not in accelerators and entry_id not in broken:
+            msg = f"no accelerator {entry_id!r}{did_you_mean(entry_id, accelerators)}"
+            issues.append(CatalogIssue(origin.file, entry_id, "id", msg))
     stale: dict[str, list[dt.date]] = defaultdict(list)
     for it_model, origin in entries["instance_types"].values():
         it = cast(InstanceType, it_model)

@@ -1,0 +1,391 @@
+"""Verification of a probe run against the catalog: pure, no I/O, no torch.
+
+Each measurement becomes a check (pass / warn / fail / skip / error) with a sentence; findings from
+the inventory (link below its maximum, throttling, other processes, ECC, MIG, wrong model) become
+checks of their own and are named as likely causes in the sentences of failing checks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from advisor.catalog import Catalog
+from advisor.errors import NotFoundError
+from advisor.models import Accelerator, InstanceType
+from advisor.suggest import did_you_mean
+from probes.report import Check, Diagnosis, Inventory, Status, Verdict
+from probes.stats import Measurement
+
+PASS_RATIO = 0.90  # measured / expected at or above: pass
+WARN_RATIO = 0.75  # DCGM's per-SKU threshold is 0.75 x a measured reference: below it, fail
+# Derived expectations for accelerators without measured figures in the catalog.
+MATMUL_EFFICIENCY = 0.70  # share of the dense datasheet peak a plain torch matmul reaches
+D2D_EFFICIENCY = 0.85  # share of datasheet memory bandwidth a large copy reaches (read + write)
+PCIE_PINNED_EFFICIENCY = 0.85  # share of the link's theoretical rate a pinned copy reaches
+PCIE_BIDIR_EFFICIENCY = 0.80  # per direction, both directions at once
+OVERLAP_PASS, OVERLAP_WARN = 0.80, 0.50
+# GB/s per lane and direction after line coding (PCIe 1-2: 8b/10b; 3-5: 128b/130b; 6: FLIT).
+PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+POWER_REASONS = {"hw_slowdown", "hw_power_brake_slowdown"}
+THERMAL_REASONS = {"sw_thermal_slowdown", "hw_thermal_slowdown"}
+
+
+@dataclass(frozen=True)
+class Verification:
+    accelerator: str | None
+    expected_accelerator: str | None
+    checks: list[Check]
+    verdict: Verdict
+
+
+def resolve_expect(catalog: Catalog, expect: str) -> tuple[Accelerator, InstanceType | None]:
+    """--expect takes an accelerator id or an instance type id (then its accelerator)."""
+    if expect in catalog.accelerators:
+        return catalog.accelerators[expect], None
+    it = catalog.instance_types.get(expect)
+    if it is not None and it.accelerator:
+        return catalog.accelerators[it.accelerator], it
+    hint = did_you_mean(expect, [*catalog.accelerators, *catalog.instance_types])
+    raise NotFoundError(f"--expect {expect!r} is no GPU accelerator or GPU instance type{hint}")
+
+
+def match_by_name(catalog: Catalog, nvml_name: str | None) -> Accelerator | None:
+    if not nvml_name:
+        return None
+    wanted = nvml_name.strip().lower()
+    for acc in sorted(catalog.accelerators.values(), key=lambda a: a.id):
+        if any(n.lower() == wanted for n in acc.nvml_names):
+            return acc
+    return None
+
+
+def verify(
+    catalog: Catalog,
+    inventory: Inventory,
+    diagnosis: Sequence[Diagnosis],
+    measurements: Sequence[Measurement],
+    expect: str | None = None,
+) -> Verification:
+    expected, instance = resolve_expect(catalog, expect) if expect else (None, None)
+    if diagnosis:  # the GPU path could not run: say why, keep the CPU figures as information
+        failed = [
+            Check(name="gpu_available", status="error", detail=f"{d.code}: {d.message}")
+            for d in diagnosis
+        ]
+        failed += [_info_check(m) for m in measurements]
+        return Verification(None, expected.id if expected else None, failed, "error")
+
+    gpu = inventory.gpu
+    matched = match_by_name(catalog, gpu.name if gpu else None)
+    checks: list[Check] = [_model_check(matched, expected, gpu.name if gpu else None)]
+    if instance is not None:
+        checks.append(_gpu_count_check(instance, inventory.device_count))
+    findings = _inventory_checks(inventory)
+    causes = [c.detail for c in findings if c.status in ("warn", "fail")]
+    reference = expected or matched
+    for m in measurements:
+        checks.append(_measurement_check(m, reference, catalog, inventory, causes))
+    checks += findings
+    accelerator = matched.id if matched else None
+    return Verification(accelerator, expected.id if expected else None, checks, _verdict(checks))
+
+
+def _verdict(checks: Sequence[Check]) -> Verdict:
+    statuses = {c.status for c in checks}
+    order: tuple[Verdict, ...] = ("fail", "error", "warn")
+    for status in order:
+        if status in statuses:
+            return status
+    return "pass"
+
+
+def _model_check(
+    matched: Accelerator | None, expected: Accelerator | None, name: str | None
+) -> Check:
+    if expected is not None:
+        if matched is not None and matched.id == expected.id:
+            return Check(
+                name="gpu_model",
+                status="pass",
+                detail=f"NVML reports {name!r}: {expected.name}, as expected",
+            )
+        known = (
+            f" ({', '.join(repr(n) for n in expected.nvml_names)})" if expected.nvml_names else ""
+        )
+        return Check(
+            name="gpu_model",
+            status="fail",
+            detail=f"expected {expected.name}{known}, but NVML reports {name!r}: wrong model",
+        )
+    if matched is None:
+        return Check(
+            name="gpu_model",
+            status="warn",
+            detail=f"no catalog accelerator lists the NVML name {name!r}; "
+            "checks have no expectations "
+            "(use --expect ID)",
+        )
+    return Check(
+        name="gpu_model", status="pass", detail=f"NVML reports {name!r}: catalog {matched.id}"
+    )
+
+
+def _gpu_count_check(instance: InstanceType, visible: int | None) -> Check:
+    status = "pass" if visible is not None and visible >= instance.gpu_count else "fail"
+    return Check(
+        name="gpu_count",
+        status=status,
+        measured=visible,
+        expected=instance.gpu_count,
+        unit="GPUs",
+        detail=f"{visible} GPU(s) visible to the driver; {instance.id} has {instance.gpu_count}",
+    )
+
+
+def pcie_gbps(gen: int | None, width: int | None) -> float | None:
+    """Theoretical one-direction bandwidth of a PCIe link in GB/s."""
+    if gen is None or width is None or gen not in PCIE_LANE_GBPS:
+        return None
+    return PCIE_LANE_GBPS[gen] * width
+
+
+def _live_link(inv: Inventory) -> tuple[int | None, int | None]:
+    """The link as trained under load (it idles at a lower generation to save power)."""
+    gpu, load = inv.gpu, inv.under_load
+    gen = max(
+        (g for g in (gpu and gpu.pcie_gen_current, load and load.pcie_gen_max_seen) if g),
+        default=None,
+    )
+    width = max(
+        (w for w in (gpu and gpu.pcie_width_current, load and load.pcie_width_max_seen) if w),
+        default=None,
+    )
+    return gen, width
+
+
+def _expected(
+    m: Measurement, acc: Accelerator | None, catalog: Catalog, inv: Inventory
+) -> tuple[float | None, str]:
+    """The expected value for a measurement and a phrase saying where it comes from."""
+    name = m.name
+    if name.startswith("matmul_"):
+        precision = name.removeprefix("matmul_")
+        if acc is None:
+            return None, "no catalog accelerator matched"
+        measured = catalog.probe_expectations.get(acc.id)
+        if measured is not None and measured.matmul_tflops.get(precision):
+            return measured.matmul_tflops.get(precision), f"{acc.id}'s measured reference"
+        peak = acc.peak_tflops.get(precision)
+        if not peak:
+            return None, f"{acc.name} has no dense {precision} figure in its datasheet"
+        return (
+            peak * MATMUL_EFFICIENCY,
+            f"{MATMUL_EFFICIENCY:.0%} of {acc.id}'s dense peak {peak:g}",
+        )
+    if name == "d2d":
+        if acc is None:
+            return None, "no catalog accelerator matched"
+        measured = catalog.probe_expectations.get(acc.id)
+        if measured is not None and measured.d2d_gbps:
+            return measured.d2d_gbps, f"{acc.id}'s measured reference"
+        bw = acc.memory_bandwidth_gbps
+        return (
+            bw * D2D_EFFICIENCY,
+            f"{D2D_EFFICIENCY:.0%} of {acc.id}'s {bw:g} GB/s memory bandwidth",
+        )
+    if name in ("h2d_pinned", "d2h_pinned", "bidir_pinned"):
+        gen, width = _live_link(inv)
+        link = pcie_gbps(gen, width)
+        if link is None:
+            return None, "the PCIe link could not be read"
+        if name == "bidir_pinned":
+            value = 2 * link * PCIE_BIDIR_EFFICIENCY
+            return (
+                value,
+                f"{PCIE_BIDIR_EFFICIENCY:.0%} of Gen{gen} x{width} ({link:.1f} GB/s) each way",
+            )
+        return (
+            link * PCIE_PINNED_EFFICIENCY,
+            f"{PCIE_PINNED_EFFICIENCY:.0%} of the live Gen{gen} x{width} link ({link:.1f} GB/s)",
+        )
+    if name == "stream_overlap":
+        return 1.0, "perfect overlap"
+    return None, ""
+
+
+def _measurement_check(
+    m: Measurement, acc: Accelerator | None, catalog: Catalog, inv: Inventory, causes: list[str]
+) -> Check:
+    if m.error is not None:
+        status = "skip" if m.error.startswith("unsupported") else "error"
+        return Check(name=m.name, status=status, unit=m.unit, detail=m.error)
+    assert m.value is not None
+    expected, basis = _expected(m, acc, catalog, inv)
+    figure = _figure(m)
+    if m.name == "stream_overlap":
+        status = _grade(m.value, OVERLAP_PASS, OVERLAP_WARN)
+        p = m.params
+        detail = (
+            f"overlap efficiency {m.value:.2f}: copy {p.get('copy_ms', 0):.1f} ms, compute "
+            f"{p.get('compute_ms', 0):.1f} ms, concurrent {p.get('concurrent_ms', 0):.1f} ms, "
+            "serial "
+            f"{p.get('serial_ms', 0):.1f} ms"
+        )
+        return _check(m, status, expected, detail, causes)
+    if expected is None:
+        why = f" ({basis})" if basis else ""
+        return Check(
+            name=m.name,
+            status="pass",
+            measured=m.value,
+            unit=m.unit,
+            detail=f"{figure}; not compared{why}",
+        )
+    ratio = m.value / expected
+    status = _grade(ratio, PASS_RATIO, WARN_RATIO)
+    detail = f"{figure} = {ratio:.0%} of the expected {expected:,.1f} ({basis})"
+    if status != "pass":
+        detail += f"; below {PASS_RATIO:.0%}" if status == "warn" else f"; below {WARN_RATIO:.0%}"
+    return _check(m, status, expected, detail, causes)
+
+
+def _grade(value: float, pass_at: float, warn_at: float) -> Status:
+    return "pass" if value >= pass_at else "warn" if value >= warn_at else "fail"
+
+
+def _check(
+    m: Measurement, status: Status, expected: float | None, detail: str, causes: list[str]
+) -> Check:
+    if status != "pass" and causes:
+        detail += "; likely causes: " + "; ".join(causes)
+    return Check(
+        name=m.name, status=status, measured=m.value, expected=expected, unit=m.unit, detail=detail
+    )
+
+
+def _figure(m: Measurement) -> str:
+    value = f"{m.value:,.1f} {m.unit}" if m.unit != "ratio" else f"{m.value:.2f}"
+    if m.statistic == "max" and m.median is not None:
+        value += f" (best of {len(m.samples)}; median {m.median:,.1f})"
+    sustained = m.params.get("sustained")
+    if isinstance(sustained, float) and m.value and sustained < 0.9 * m.value:
+        value += f"; sustained {sustained:,.1f} ({sustained / m.value:.0%} of burst)"
+    if m.noisy:
+        value += f"; noisy (cv {m.cv:.0%})"
+    return value
+
+
+def _info_check(m: Measurement) -> Check:
+    if m.error is not None:
+        return Check(name=m.name, status="error", unit=m.unit, detail=m.error)
+    return Check(
+        name=m.name,
+        status="pass",
+        measured=m.value,
+        unit=m.unit,
+        detail=f"{_figure(m)} (CPU, for information)",
+    )
+
+
+def _inventory_checks(inv: Inventory) -> list[Check]:
+    gpu, load = inv.gpu, inv.under_load
+    if gpu is None:
+        return []
+    out = []
+    gen, width = _live_link(inv)
+    if gen and width and gpu.pcie_gen_max and gpu.pcie_width_max:
+        below = gen < gpu.pcie_gen_max or width < gpu.pcie_width_max
+        out.append(
+            Check(
+                name="pcie_link",
+                status="warn" if below else "pass",
+                measured=pcie_gbps(gen, width),
+                expected=pcie_gbps(gpu.pcie_gen_max, gpu.pcie_width_max),
+                unit="GB/s",
+                detail=(
+                    f"PCIe link runs at Gen{gen} x{width}, below its maximum "
+                    f"Gen{gpu.pcie_gen_max} x{gpu.pcie_width_max}"
+                    if below
+                    else f"PCIe link at its maximum, Gen{gen} x{width}"
+                ),
+            )
+        )
+    reasons = set(load.throttle_reasons) if load else set(gpu.throttle_reasons or [])
+    if reasons & THERMAL_REASONS:
+        out.append(
+            Check(
+                name="throttling",
+                status="warn",
+                detail="thermal throttling under load "
+                f"({', '.join(sorted(reasons & THERMAL_REASONS))}; "
+                f"max {load.temperature_max_c if load else gpu.temperature_c} C)",
+            )
+        )
+    elif reasons & POWER_REASONS:
+        out.append(
+            Check(
+                name="throttling",
+                status="warn",
+                detail="hardware power slowdown under load "
+                f"({', '.join(sorted(reasons & POWER_REASONS))})",
+            )
+        )
+    elif reasons:
+        note = (
+            " (the GPU held its power limit: normal under full load)"
+            if "sw_power_cap" in reasons
+            else ""
+        )
+        out.append(
+            Check(
+                name="throttling",
+                status="pass",
+                detail=f"clock limits seen under load: {', '.join(sorted(reasons))}{note}",
+            )
+        )
+    if (
+        gpu.power_limit_w
+        and gpu.power_default_limit_w
+        and gpu.power_limit_w < 0.95 * gpu.power_default_limit_w
+    ):
+        out.append(
+            Check(
+                name="power_limit",
+                status="warn",
+                measured=gpu.power_limit_w,
+                expected=gpu.power_default_limit_w,
+                unit="W",
+                detail=f"power limit lowered to {gpu.power_limit_w:g} W "
+                f"(default {gpu.power_default_limit_w:g} W)",
+            )
+        )
+    if gpu.processes:
+        listed = ", ".join(
+            f"pid {p.pid} ({p.name or '?'}, {p.used_memory_mib or 0:.0f} MiB)"
+            for p in gpu.processes
+        )
+        out.append(
+            Check(
+                name="other_processes",
+                status="warn",
+                measured=len(gpu.processes),
+                unit="processes",
+                detail=f"other processes were using the GPU before the probe: {listed}",
+            )
+        )
+    if gpu.ecc_enabled is False:
+        out.append(
+            Check(name="ecc", status="warn", detail="ECC is off: memory errors go undetected")
+        )
+    elif gpu.ecc_enabled:
+        out.append(Check(name="ecc", status="pass", detail="ECC is on"))
+    if gpu.mig_enabled:
+        out.append(
+            Check(
+                name="mig",
+                status="warn",
+                detail="MIG is enabled: the probe measured one slice, not the whole GPU",
+            )
+        )
+    return out

@@ -1,0 +1,174 @@
+"""A fake of the nvidia-ml-py module surface that probes.nvml uses, shipped for tests.
+
+Configure devices as dicts of attribute values; list functions in `unsupported` to make them raise
+NOT_SUPPORTED; set `init_error` to an NVML return code to make nvmlInit fail.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
+NVML_TEMPERATURE_GPU = 0
+NOT_SUPPORTED = 3
+LIBRARY_NOT_FOUND = 12
+DRIVER_NOT_LOADED = 9
+
+
+class NVMLError(Exception):
+    def __init__(self, value: int) -> None:
+        self.value = value
+        super().__init__(f"NVML error {value}")
+
+
+def h200(**overrides: Any) -> dict[str, Any]:
+    """A healthy H200 as our test machine reports it (REFERENCE.md section 1)."""
+    gpu: dict[str, Any] = {
+        "name": "NVIDIA H200",
+        "uuid": "GPU-00000000-fake-h200",
+        "memory": (150_754_820_096, 150_000_000_000),  # total, free (bytes)
+        "pcie": (5, 5, 16, 16),  # gen current, gen max, width current, width max
+        "power": (700_000, 700_000, 95_000),  # enforced limit, default limit, draw (mW)
+        "clocks": (1980, 1980, 3201, 3201),  # sm, sm max, mem, mem max
+        "temperature": 35,
+        "throttle": 0x1,  # idle
+        "ecc": (1, 1),
+        "mig": (0, 0),
+        "util": (0, 0),
+        "processes": [],
+    }
+    gpu.update(overrides)
+    return gpu
+
+
+@dataclass
+class FakeNvmlLib:
+    devices: list[dict[str, Any]] = field(default_factory=lambda: [h200()])
+    driver: str = "580.159.04"
+    cuda_driver: int = 13000
+    init_error: int | None = None
+    unsupported: set[str] = field(default_factory=set)
+    initialised: bool = False
+    NVMLError: type[NVMLError] = NVMLError
+    NVML_CLOCK_SM: int = NVML_CLOCK_SM
+    NVML_CLOCK_MEM: int = NVML_CLOCK_MEM
+    NVML_TEMPERATURE_GPU: int = NVML_TEMPERATURE_GPU
+
+    def _check(self, fn: str) -> None:
+        if not self.initialised:
+            raise NVMLError(1)  # UNINITIALIZED
+        if fn in self.unsupported:
+            raise NVMLError(NOT_SUPPORTED)
+
+    def nvmlInit(self) -> None:
+        if self.init_error is not None:
+            raise NVMLError(self.init_error)
+        self.initialised = True
+
+    def nvmlShutdown(self) -> None:
+        self.initialised = False
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        self._check("nvmlSystemGetDriverVersion")
+        return self.driver
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        self._check("nvmlSystemGetCudaDriverVersion")
+        return self.cuda_driver
+
+    def nvmlDeviceGetCount(self) -> int:
+        self._check("nvmlDeviceGetCount")
+        return len(self.devices)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
+        self._check("nvmlDeviceGetHandleByIndex")
+        if not 0 <= index < len(self.devices):
+            raise NVMLError(2)  # INVALID_ARGUMENT
+        return index
+
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> int:
+        self._check("nvmlDeviceGetHandleByUUID")
+        for i, d in enumerate(self.devices):
+            if d["uuid"] == uuid:
+                return i
+        raise NVMLError(6)  # NOT_FOUND
+
+    def _get(self, fn: str, handle: int, key: str) -> Any:
+        self._check(fn)
+        return self.devices[handle][key]
+
+    def nvmlDeviceGetIndex(self, h: int) -> int:
+        self._check("nvmlDeviceGetIndex")
+        return h
+
+    def nvmlDeviceGetName(self, h: int) -> str:
+        return str(self._get("nvmlDeviceGetName", h, "name"))
+
+    def nvmlDeviceGetUUID(self, h: int) -> str:
+        return str(self._get("nvmlDeviceGetUUID", h, "uuid"))
+
+    def nvmlDeviceGetMemoryInfo(self, h: int) -> SimpleNamespace:
+        total, free = self._get("nvmlDeviceGetMemoryInfo", h, "memory")
+        return SimpleNamespace(total=total, free=free, used=total - free)
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, h: int) -> int:
+        return int(self._get("nvmlDeviceGetCurrPcieLinkGeneration", h, "pcie")[0])
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, h: int) -> int:
+        return int(self._get("nvmlDeviceGetMaxPcieLinkGeneration", h, "pcie")[1])
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, h: int) -> int:
+        return int(self._get("nvmlDeviceGetCurrPcieLinkWidth", h, "pcie")[2])
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, h: int) -> int:
+        return int(self._get("nvmlDeviceGetMaxPcieLinkWidth", h, "pcie")[3])
+
+    def nvmlDeviceGetEnforcedPowerLimit(self, h: int) -> int:
+        return int(self._get("nvmlDeviceGetEnforcedPowerLimit", h, "power")[0])
+
+    def nvmlDeviceGetPowerManagementDefaultLimit(self, h: int) -> int:
+        return int(self._get("nvmlDeviceGetPowerManagementDefaultLimit", h, "power")[1])
+
+    def nvmlDeviceGetPowerUsage(self, h: int) -> int:
+        return int(self._get("nvmlDeviceGetPowerUsage", h, "power")[2])
+
+    def nvmlDeviceGetClockInfo(self, h: int, clock: int) -> int:
+        sm, _, mem, _ = self._get("nvmlDeviceGetClockInfo", h, "clocks")
+        return int(sm if clock == NVML_CLOCK_SM else mem)
+
+    def nvmlDeviceGetMaxClockInfo(self, h: int, clock: int) -> int:
+        _, sm, _, mem = self._get("nvmlDeviceGetMaxClockInfo", h, "clocks")
+        return int(sm if clock == NVML_CLOCK_SM else mem)
+
+    def nvmlDeviceGetTemperature(self, h: int, sensor: int) -> int:
+        return int(self._get("nvmlDeviceGetTemperature", h, "temperature"))
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h: int) -> int:
+        return int(self._get("nvmlDeviceGetCurrentClocksEventReasons", h, "throttle"))
+
+    def nvmlDeviceGetEccMode(self, h: int) -> tuple[int, int]:
+        value: tuple[int, int] = self._get("nvmlDeviceGetEccMode", h, "ecc")
+        return value
+
+    def nvmlDeviceGetMigMode(self, h: int) -> tuple[int, int]:
+        value: tuple[int, int] = self._get("nvmlDeviceGetMigMode", h, "mig")
+        return value
+
+    def nvmlDeviceGetUtilizationRates(self, h: int) -> SimpleNamespace:
+        gpu, mem = self._get("nvmlDeviceGetUtilizationRates", h, "util")
+        return SimpleNamespace(gpu=gpu, memory=mem)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list[SimpleNamespace]:
+        procs = self._get("nvmlDeviceGetComputeRunningProcesses", h, "processes")
+        return [SimpleNamespace(pid=p["pid"], usedGpuMemory=p.get("used")) for p in procs]
+
+    def nvmlSystemGetProcessName(self, pid: int) -> str:
+        self._check("nvmlSystemGetProcessName")
+        for d in self.devices:
+            for p in d["processes"]:
+                if p["pid"] == pid:
+                    return str(p.get("name", "python"))
+        raise NVMLError(6)

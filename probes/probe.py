@@ -1,0 +1,184 @@
+"""Runs the probe: inspect the machine, then each measurement under a watchdog.
+
+Returns a ProbeRun (inventory, diagnosis, measurements); advisor verifies it against the catalog.
+One failing measurement becomes a Measurement with `error` set; the others still run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Literal
+
+from probes import measure
+from probes.device import TorchDevice
+from probes.environment import Environment, gpu_key, import_torch, inspect
+from probes.errors import MeasurementError, WatchdogTimeout
+from probes.nvml import LoadSampler, Nvml
+from probes.report import Diagnosis, Inventory
+from probes.stats import Measurement, failed
+
+Mode = Literal["quick", "full"]
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Sizes and repeats for one mode (quick is the default on a fresh VM)."""
+
+    matmul_n: int
+    matmul_repeats: int
+    transfer_bytes: int
+    transfer_repeats: int
+    overlap_bytes: int
+    overlap_repeats: int
+    sync_steps: int
+    watchdog_s: float
+
+
+PLANS: dict[str, Plan] = {
+    "quick": Plan(8192, 8, 256 * MiB, 10, 256 * MiB, 5, 100, 60.0),
+    "full": Plan(8192, 30, 1024 * MiB, 20, 1024 * MiB, 10, 300, 120.0),
+}
+
+
+@dataclass
+class ProbeRun:
+    created_at: dt.datetime
+    mode: Mode
+    device: int
+    inventory: Inventory
+    diagnosis: list[Diagnosis]
+    measurements: list[Measurement] = field(default_factory=list)
+    duration_s: float = 0.0
+    watchdog_tripped: bool = False
+
+    @property
+    def gpu_measured(self) -> bool:
+        return not self.diagnosis
+
+
+Progress = Callable[[str], None]
+
+
+def run_probe(
+    mode: Mode = "quick",
+    device: int = 0,
+    *,
+    nvml: Nvml | None = None,
+    torch_loader: Callable[[], Any] = import_torch,
+    progress: Progress | None = None,
+    environ: dict[str, str] | None = None,
+    only: set[str] | None = None,
+    watchdog_s: float | None = None,
+    lock: Callable[[str], contextlib.AbstractContextManager[object]] | None = None,
+) -> ProbeRun:
+    """Inspect, then measure. `lock(gpu_key)` is entered around the GPU measurements so that two
+    probes on one GPU never measure each other (it may raise LockBusy)."""
+    started = time.perf_counter()
+    say = progress or (lambda _msg: None)
+    nvml = nvml or Nvml()
+    say("inspecting the machine")
+    env = inspect(device, nvml, torch_loader, environ)
+    run = ProbeRun(dt.datetime.now(dt.UTC), mode, device, env.inventory, env.diagnosis)
+    plan = PLANS[mode]
+    limit = watchdog_s if watchdog_s is not None else plan.watchdog_s
+    steps = gpu_steps(env, device, plan) if env.gpu_usable else cpu_steps(env)
+    steps = [s for s in steps if only is None or s[0] in only]
+    sampler = LoadSampler(nvml, env.nvml_handle) if env.nvml_handle is not None else None
+    guard = lock(gpu_key(env, device)) if lock and env.gpu_usable else contextlib.nullcontext()
+    with guard, sampler or contextlib.nullcontext():
+        for i, (name, unit, step) in enumerate(steps, 1):
+            if run.watchdog_tripped:
+                run.measurements.append(failed(name, unit, "not run: an earlier measurement hung"))
+                continue
+            say(f"[{i}/{len(steps)}] measuring {name}")
+            run.measurements.append(_run_step(name, unit, step, limit, run))
+            _release(env, device)
+    if sampler is not None:
+        run.inventory.under_load = sampler.result()
+    nvml.shutdown()
+    run.duration_s = time.perf_counter() - started
+    return run
+
+
+Step = tuple[str, str, Callable[[], Measurement]]
+
+
+def gpu_steps(env: Environment, device: int, plan: Plan) -> list[Step]:
+    dev = TorchDevice(env.torch, device)
+    elem_bytes = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+
+    def matmul(dtype: str) -> Measurement:
+        n = measure.pick_matmul_n(dev, elem_bytes[dtype], plan.matmul_n)
+        return measure.matmul(dev, dtype, n, plan.matmul_repeats)
+
+    def size() -> int:  # sized from free memory when the step starts
+        return min(plan.transfer_bytes, int(dev.free_bytes() * 0.2))
+
+    def transfer(kind: str) -> Measurement:
+        return measure.transfer(dev, kind, size(), plan.transfer_repeats)
+
+    steps: list[Step] = [
+        (f"matmul_{d}", "TFLOP/s", partial(matmul, d)) for d in measure.MATMUL_DTYPES
+    ]
+    steps += [
+        (k, "GB/s", partial(transfer, k))
+        for k in ("h2d_pinned", "d2h_pinned", "h2d_pageable", "d2h_pageable")
+    ]
+    steps += [
+        ("bidir_pinned", "GB/s", lambda: measure.bidirectional(dev, size(), plan.transfer_repeats)),
+        ("d2d", "GB/s", lambda: measure.d2d(dev, size(), plan.transfer_repeats)),
+        (
+            "stream_overlap",
+            "ratio",
+            lambda: measure.stream_overlap(dev, plan.overlap_bytes, plan.overlap_repeats),
+        ),
+        ("host_sync_penalty", "us/step", lambda: measure.host_sync_penalty(dev, plan.sync_steps)),
+    ]
+    return steps
+
+
+def cpu_steps(env: Environment) -> list[Step]:
+    """Without a usable GPU: CPU figures through the same harness, if torch is there at all."""
+    if env.torch is None:
+        return []
+    dev = TorchDevice(env.torch, None)
+    return [
+        ("cpu_matmul_fp32", "TFLOP/s", partial(measure.matmul, dev, "fp32", 1024, 5)),
+        ("cpu_memcpy", "GB/s", partial(measure.d2d, dev, 128 * MiB, 5)),
+    ]
+
+
+def _run_step(
+    name: str, unit: str, step: Callable[[], Measurement], limit: float, run: ProbeRun
+) -> Measurement:
+    try:
+        return measure_with_watchdog(step, limit, name)
+    except WatchdogTimeout as exc:
+        run.watchdog_tripped = True
+        return failed(name, unit, str(exc))
+    except NotImplementedError as exc:
+        return failed(name, unit, f"unsupported: {exc}")
+    except MeasurementError as exc:
+        return failed(name, unit, str(exc))
+    except Exception as exc:  # one broken measurement never loses the others
+        return failed(name, unit, f"{type(exc).__name__}: {exc}")
+
+
+def measure_with_watchdog(step: Callable[[], Measurement], limit: float, name: str) -> Measurement:
+    from probes.watchdog import run_with_watchdog
+
+    return run_with_watchdog(step, limit, name)
+
+
+def _release(env: Environment, device: int) -> None:
+    if env.gpu_usable and env.torch is not None:
+        try:
+            TorchDevice(env.torch, device).release()
+        except Exception:  # releasing is best effort; the next step reports real failures
+            return
