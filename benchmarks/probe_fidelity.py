@@ -47,14 +47,15 @@ def probe(out: Path, name: str, *args: str) -> tuple[dict[str, object], float, i
         ]
     )
     wall = time.perf_counter() - t0
-    (out / f"{name}.stderr.txt").write_text(p.stderr)
+    with (out / "probe-stderr.txt").open("a") as log:  # few files: the device returns at most 8
+        log.write(f"== {name}: exit {p.returncode}, {wall:.1f} s\n{p.stderr}\n")
     return json.loads(p.stdout), wall, p.returncode
 
 
 def main() -> None:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else "fidelity-out")
     out.mkdir(parents=True, exist_ok=True)
-    binary = out / "memcpy_ref"
+    binary = Path("/tmp/advisor-memcpy_ref")
     build = sh(["nvcc", "-O2", "-o", str(binary), str(HERE / "memcpy_ref.cu")])
     if build.returncode:
         sys.exit(f"nvcc failed: {build.stderr}")
@@ -71,7 +72,7 @@ def main() -> None:
         dtype, best, _median = ln.split()
         ref_mm[f"matmul_{dtype}"] = float(best)
     refs = {**ref_copy, **ref_mm}
-    (out / "references.json").write_text(json.dumps(refs, indent=2))
+    (out / "probe-stderr.txt").open("a").write(f"references: {json.dumps(refs)}\n")
 
     measured = {m["name"]: m for m in full["measurements"]}  # type: ignore[index, union-attr]
     inv = full["inventory"]  # type: ignore[index]
@@ -137,12 +138,12 @@ def main() -> None:
 
     # Two probes at once on one GPU: the second refuses (or waits) and says so.
     first = subprocess.Popen(
-        [sys.executable, "-m", "advisor", "probe", "--quick", "--json"],
+        [sys.executable, "-m", "advisor", "probe", "--full", "--json"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(7)  # past torch import and inventory: the first now holds the lock
+    time.sleep(8)  # past torch import and inventory: the first now holds the lock for ~15 s
     second = sh(
         [sys.executable, "-m", "advisor", "probe", "--quick", "--lock-wait-s", "1", "--json"]
     )
