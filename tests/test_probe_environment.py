@@ -282,7 +282,9 @@ THROTTLE = [
 ]
 
 
-@pytest.mark.parametrize(("bits", "reasons"), [(b, r) for _, b, r in THROTTLE], ids=[c for c, _, _ in THROTTLE])
+@pytest.mark.parametrize(
+    ("bits", "reasons"), [(b, r) for _, b, r in THROTTLE], ids=[c for c, _, _ in THROTTLE]
+)
 def test_throttle_bits_are_decoded(bits: int, reasons: list[str]) -> None:
     nvml = Nvml(FakeNvmlLib(devices=[h200(throttle=bits)]))
     assert nvml.inventory(nvml.handle(0)).throttle_reasons == reasons

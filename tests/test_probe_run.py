@@ -177,7 +177,12 @@ def test_a_hung_step_trips_the_watchdog_and_later_steps_do_not_run(
 
     ran: list[str] = []
     monkeypatch.setattr(measure, "matmul", hang)
-    monkeypatch.setattr(measure, "d2d", lambda *a: ran.append("d2d") or canned("cpu_memcpy", "GB/s"))
+
+    def memcpy(*args: Any) -> Measurement:
+        ran.append("d2d")
+        return canned("cpu_memcpy", "GB/s")
+
+    monkeypatch.setattr(measure, "d2d", memcpy)
     started = time.perf_counter()
     run = run_probe(nvml=no_nvml(), environ={}, watchdog_s=0.2)
     assert time.perf_counter() - started < 5
@@ -339,7 +344,10 @@ def test_oom_guard(
 
 def test_oom_guard_maps_torchs_out_of_memory_error(torch: Any) -> None:
     dev = TorchDevice(torch, None)
-    with pytest.raises(OutOfDeviceMemory, match=r"^out of device memory for d2d: nope$"), dev.oom_guard("d2d"):
+    with (
+        pytest.raises(OutOfDeviceMemory, match=r"^out of device memory for d2d: nope$"),
+        dev.oom_guard("d2d"),
+    ):
         raise torch.OutOfMemoryError("nope")
 
 
@@ -357,13 +365,29 @@ SUMMARIES: list[tuple[str, list[float], str, dict[str, Any]]] = [
         "odd count: median is the middle, iqr from exclusive quartiles, spread flagged noisy",
         [5.0, 1.0, 3.0, 2.0, 4.0],
         "median",
-        dict(value=3.0, median=3.0, min=1.0, max=5.0, iqr=3.0, cv=pytest.approx(2**0.5 / 3), noisy=True),
+        dict(
+            value=3.0,
+            median=3.0,
+            min=1.0,
+            max=5.0,
+            iqr=3.0,
+            cv=pytest.approx(2**0.5 / 3),
+            noisy=True,
+        ),
     ),
     (
         "even count: median of the middle two; a quiet figure is not noisy",
         [99.0, 100.0, 101.0, 100.0],
         "median",
-        dict(value=100.0, median=100.0, min=99.0, max=101.0, iqr=pytest.approx(1.5), cv=pytest.approx(0.5**0.5 / 100), noisy=False),
+        dict(
+            value=100.0,
+            median=100.0,
+            min=99.0,
+            max=101.0,
+            iqr=pytest.approx(1.5),
+            cv=pytest.approx(0.5**0.5 / 100),
+            noisy=False,
+        ),
     ),
     (
         "statistic=max reports the best sample and keeps the median",
@@ -412,4 +436,10 @@ def test_summarize_without_samples_is_an_error() -> None:
 
 def test_failed_measurement() -> None:
     m = failed("h2d_pinned", "GB/s", "boom", bytes=8)
-    assert (m.name, m.unit, m.value, m.error, m.params) == ("h2d_pinned", "GB/s", None, "boom", {"bytes": 8})
+    assert (m.name, m.unit, m.value, m.error, m.params) == (
+        "h2d_pinned",
+        "GB/s",
+        None,
+        "boom",
+        {"bytes": 8},
+    )

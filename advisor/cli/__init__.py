@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from advisor.cli import catalog_cmd, probe_cmd, recommend_cmd
+from advisor.cli import catalog_cmd, probe_cmd, recommend_cmd, serve_cmd
 from advisor.cli.common import STATE, err_console
 from advisor.errors import AdvisorError, CatalogError
 
@@ -23,6 +23,7 @@ app = typer.Typer(
 app.add_typer(catalog_cmd.app, name="catalog")
 app.command("recommend")(recommend_cmd.recommend)
 app.command("probe")(probe_cmd.probe)
+app.command("serve")(serve_cmd.serve)
 
 
 @app.callback()

@@ -1,0 +1,62 @@
+"""The advisor HTTP API: an app factory; routes are thin and the core stays pure."""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import logging
+import signal
+from collections.abc import AsyncIterator
+
+from fastapi import FastAPI
+
+from advisor import __version__
+from advisor.api import problems
+from advisor.api.limits import BodyLimitMiddleware
+from advisor.api.metrics import Metrics, MetricsMiddleware
+from advisor.api.routes import catalog, ops, recommend, reports
+from advisor.api.settings import Settings
+from advisor.api.state import AppState, CatalogHolder
+from advisor.store import Store, open_store
+from advisor.workload import Workload
+from probes.report import ProbeReport
+
+log = logging.getLogger("advisor.api")
+
+
+def create_app(settings: Settings | None = None, store: Store | None = None) -> FastAPI:
+    """Validate settings, load the catalog and open the store now: a bad one fails at start-up."""
+    settings = settings or Settings.from_env()
+    holder = CatalogHolder.load(settings)
+    store = store or open_store(settings.database_url)
+    if not settings.api_tokens:
+        log.warning("ADVISOR_API_TOKENS is empty: every write request will be refused")
+    state = AppState(settings, holder, store, Metrics(), dt.datetime.now(dt.UTC))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        previous = None
+        with contextlib.suppress(ValueError):  # not in the main thread (tests): no SIGHUP reload
+            previous = signal.signal(signal.SIGHUP, lambda *_: holder.reload())
+        yield
+        if previous is not None:
+            signal.signal(signal.SIGHUP, previous)
+        store.close()
+
+    app = FastAPI(
+        title="advisor",
+        version=__version__,
+        description="Hardware recommendations from a validated catalog, and a fleet store of "
+        "GPU probe reports. Errors are application/problem+json.",
+        lifespan=lifespan,
+    )
+    app.state.advisor = state
+    problems.install(
+        app,
+        {"Workload": list(Workload.model_fields), "ProbeReport": list(ProbeReport.model_fields)},
+    )
+    for router in (ops.router, catalog.router, recommend.router, reports.router):
+        app.include_router(router)
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=state.metrics)
+    return app

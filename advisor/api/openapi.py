@@ -1,0 +1,35 @@
+"""Writes the HTTP contract, openapi.yaml, from the app: `python -m advisor.api.openapi [FILE]`.
+
+A test regenerates it and fails when the checked-in file differs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from advisor.api import create_app
+from advisor.api.settings import Settings
+from advisor.store.memory import MemoryStore
+
+
+def spec() -> dict[str, Any]:
+    app = create_app(Settings(database_url="memory://"), store=MemoryStore())
+    return app.openapi()
+
+
+def render() -> str:
+    return yaml.safe_dump(spec(), sort_keys=False, allow_unicode=True, width=100)
+
+
+def main() -> None:
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parents[2] / "openapi.yaml"
+    target.write_text(render())
+    print(f"wrote {target}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""Errors as application/problem+json (RFC 9457), for every error the service returns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from advisor.errors import AdvisorError, InputError, NotFoundError
+from advisor.store import StoreError
+from advisor.suggest import did_you_mean
+
+PROBLEM = "application/problem+json"
+
+
+class FieldProblem(BaseModel):
+    field: str
+    message: str
+
+
+class Problem(BaseModel):
+    """The body of every error response."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    errors: list[FieldProblem] | None = None
+
+
+def problem(
+    status: int,
+    title: str,
+    detail: str,
+    errors: list[FieldProblem] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    body = Problem(title=title, status=status, detail=detail, errors=errors)
+    return JSONResponse(
+        body.model_dump(exclude_none=True), status, headers=headers, media_type=PROBLEM
+    )
+
+
+def _field_problems(exc: RequestValidationError) -> list[FieldProblem]:
+    out = []
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
+        field = ".".join(loc) or "(body)"
+        message = str(err.get("msg", "invalid"))
+        if err.get("type") == "extra_forbidden":
+            message = "unknown field"
+        out.append(FieldProblem(field=field, message=message))
+    return out
+
+
+def install(app: FastAPI, known_fields: dict[str, list[str]]) -> None:
+    """Exception handlers. `known_fields` maps a body model name to its fields (for hints)."""
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = _field_problems(exc)
+        fields = {f for names in known_fields.values() for f in names}
+        for e in errors:
+            if e.message == "unknown field":
+                e.message += did_you_mean(e.field.split(".")[-1], fields)
+        detail = "; ".join(f"{e.field}: {e.message}" for e in errors)
+        return problem(422, "Invalid request", detail, errors)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        title = {
+            401: "Unauthorized",
+            403: "Forbidden",
+            404: "Not Found",
+            405: "Method Not Allowed",
+            413: "Content Too Large",
+        }.get(exc.status_code, "Error")
+        headers = dict(exc.headers) if exc.headers else None
+        return problem(exc.status_code, title, str(exc.detail), headers=headers)
+
+    @app.exception_handler(NotFoundError)
+    async def _not_found(_: Request, exc: NotFoundError) -> JSONResponse:
+        return problem(404, "Not Found", str(exc))
+
+    @app.exception_handler(InputError)
+    async def _input(_: Request, exc: InputError) -> JSONResponse:
+        return problem(422, "Invalid request", str(exc))
+
+    @app.exception_handler(StoreError)
+    async def _store(_: Request, exc: StoreError) -> JSONResponse:
+        return problem(503, "Storage unavailable", str(exc))
+
+    @app.exception_handler(AdvisorError)
+    async def _advisor(_: Request, exc: AdvisorError) -> JSONResponse:
+        return problem(500, "Internal error", str(exc))
+
+
+def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for the problem responses a route can return."""
+    text = {
+        400: "Bad request",
+        401: "Missing bearer token",
+        403: "Token not accepted",
+        404: "Not found",
+        413: "Body too large",
+        422: "Invalid request",
+        503: "Unavailable",
+    }
+    return {c: {"model": Problem, "description": text[c], "content": {PROBLEM: {}}} for c in codes}

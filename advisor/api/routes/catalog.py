@@ -1,0 +1,79 @@
+"""Catalog listing and lookup."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from advisor.api.deps import CatalogDep
+from advisor.api.problems import responses
+from advisor.catalog import (
+    get_accelerator,
+    get_instance_type,
+    list_accelerators,
+    list_instance_types,
+)
+from advisor.errors import InputError
+from advisor.models import Accelerator, FormFactor, InstanceType
+from advisor.suggest import unknown
+
+router = APIRouter(prefix="/v1", tags=["catalog"])
+
+
+@router.get(
+    "/accelerators",
+    operation_id="listAccelerators",
+    response_model=list[Accelerator],
+    responses=responses(422),
+)
+def accelerators(
+    catalog: CatalogDep,
+    form_factor: FormFactor | None = None,
+    vendor: Annotated[str | None, Query(max_length=100)] = None,
+) -> list[Accelerator]:
+    return list_accelerators(catalog, form_factor, vendor)
+
+
+@router.get(
+    "/accelerators/{accelerator_id}",
+    operation_id="getAccelerator",
+    response_model=Accelerator,
+    responses=responses(404),
+)
+def accelerator(catalog: CatalogDep, accelerator_id: str) -> Accelerator:
+    return get_accelerator(catalog, accelerator_id)
+
+
+@router.get(
+    "/instance-types",
+    operation_id="listInstanceTypes",
+    response_model=list[InstanceType],
+    responses=responses(422),
+)
+def instance_types(
+    catalog: CatalogDep,
+    provider: Annotated[str | None, Query(max_length=100)] = None,
+    region: Annotated[str | None, Query(max_length=100)] = None,
+    accelerator: Annotated[str | None, Query(max_length=100)] = None,
+    min_gpus: Annotated[int | None, Query(ge=0, le=4096)] = None,
+    max_hourly_usd: Annotated[float | None, Query(ge=0, le=100000)] = None,
+) -> list[InstanceType]:
+    for kind, value, valid in (
+        ("provider", provider, catalog.providers),
+        ("region", region, catalog.regions),
+        ("accelerator", accelerator, catalog.accelerators),
+    ):
+        if value is not None and value not in valid:
+            raise InputError(unknown(kind, value, valid))
+    return list_instance_types(catalog, provider, region, accelerator, min_gpus, max_hourly_usd)
+
+
+@router.get(
+    "/instance-types/{instance_type_id}",
+    operation_id="getInstanceType",
+    response_model=InstanceType,
+    responses=responses(404),
+)
+def instance_type(catalog: CatalogDep, instance_type_id: str) -> InstanceType:
+    return get_instance_type(catalog, instance_type_id)

@@ -1,0 +1,103 @@
+"""Probe reports: store (bearer token), list with filters, look up, and fleet summaries."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, HTTPException, Query, Response
+
+from advisor.api.deps import StateDep, StoreDep, WriteAccess
+from advisor.api.problems import responses
+from advisor.api.schemas import FleetSummaryOut, ReportPage, StoredReportFull, StoredReportOut
+from advisor.store import ReportFilter, StoredReport
+from probes.report import ProbeReport
+
+router = APIRouter(prefix="/v1", tags=["probe reports"])
+Verdict = Literal["pass", "warn", "fail", "error"]
+
+
+def _summary(r: StoredReport) -> StoredReportOut:
+    return StoredReportOut(
+        id=r.id,
+        received_at=r.received_at,
+        host=r.host,
+        accelerator=r.accelerator,
+        verdict=r.verdict,
+    )
+
+
+@router.post(
+    "/probe-reports",
+    operation_id="createProbeReport",
+    status_code=201,
+    response_model=StoredReportOut,
+    dependencies=[WriteAccess],
+    responses=responses(401, 403, 413, 422, 503),
+)
+def create_report(report: ProbeReport, state: StateDep, response: Response) -> StoredReportOut:
+    stored = state.store.add(report.model_dump(mode="json"))
+    state.metrics.report_stored(stored.verdict)
+    response.headers["Location"] = f"/v1/probe-reports/{stored.id}"
+    return _summary(stored)
+
+
+@router.get(
+    "/probe-reports",
+    operation_id="listProbeReports",
+    response_model=ReportPage,
+    responses=responses(422, 503),
+)
+def list_reports(
+    store: StoreDep,
+    host: Annotated[str | None, Query(max_length=255)] = None,
+    accelerator: Annotated[str | None, Query(max_length=100)] = None,
+    verdict: Verdict | None = None,
+    since: dt.datetime | None = None,
+    until: dt.datetime | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+) -> ReportPage:
+    flt = ReportFilter(host, accelerator, verdict, _aware(since), _aware(until), limit, offset)
+    items, total = store.query(flt)
+    next_offset = offset + limit if offset + limit < total else None
+    return ReportPage(
+        items=[_summary(r) for r in items],
+        total=total,
+        limit=limit,
+        offset=offset,
+        next_offset=next_offset,
+    )
+
+
+@router.get(
+    "/probe-reports/{report_id}",
+    operation_id="getProbeReport",
+    response_model=StoredReportFull,
+    responses=responses(404, 503),
+)
+def get_report(report_id: Annotated[str, ...], store: StoreDep) -> StoredReportFull:
+    stored = store.get(report_id) if len(report_id) <= 64 else None
+    if stored is None:
+        raise HTTPException(404, f"no probe report {report_id!r}")
+    return StoredReportFull(
+        **_summary(stored).model_dump(), report=ProbeReport.model_validate(stored.report)
+    )
+
+
+@router.get(
+    "/fleet/summary",
+    operation_id="getFleetSummary",
+    response_model=list[FleetSummaryOut],
+    responses=responses(422, 503),
+)
+def fleet_summary(
+    store: StoreDep, accelerator: Annotated[str | None, Query(max_length=100)] = None
+) -> list[FleetSummaryOut]:
+    return [FleetSummaryOut(**vars(s)) for s in store.fleet(accelerator)]
+
+
+def _aware(value: dt.datetime | None) -> dt.datetime | None:
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=dt.UTC)  # a time without a zone is read as UTC

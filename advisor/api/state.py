@@ -1,0 +1,71 @@
+"""What the service holds between requests: settings, the catalog (with reload), the store."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import threading
+from dataclasses import dataclass, field
+
+from advisor.api.metrics import Metrics
+from advisor.api.settings import Settings
+from advisor.catalog import Catalog
+from advisor.errors import AdvisorError
+from advisor.loader import load_catalog
+from advisor.store import Store
+
+log = logging.getLogger("advisor.api")
+
+
+@dataclass
+class CatalogHolder:
+    """Serves the last good catalog; a failed reload keeps it and records why."""
+
+    settings: Settings
+    catalog: Catalog
+    loaded_at: dt.datetime
+    reload_error: str | None = None
+    reload_failed_at: dt.datetime | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @classmethod
+    def load(cls, settings: Settings) -> CatalogHolder:
+        return cls(settings, _load(settings), dt.datetime.now(dt.UTC))
+
+    def reload(self) -> bool:
+        with self._lock:
+            try:
+                catalog = _load(self.settings)
+            except AdvisorError as exc:
+                self.reload_error = str(exc)
+                self.reload_failed_at = dt.datetime.now(dt.UTC)
+                log.error(
+                    "catalog reload failed; still serving the catalog loaded at %s: %s",
+                    self.loaded_at.isoformat(),
+                    exc,
+                )
+                return False
+            self.catalog, self.loaded_at = catalog, dt.datetime.now(dt.UTC)
+            self.reload_error = self.reload_failed_at = None
+            log.info(
+                "catalog reloaded: %d accelerators, %d instance types",
+                len(catalog.accelerators),
+                len(catalog.instance_types),
+            )
+            return True
+
+
+def _load(settings: Settings) -> Catalog:
+    catalog = load_catalog(settings.catalog_dir, replace=settings.catalog_mode == "replace")
+    for warning in catalog.warnings:
+        log.warning("catalog: %s", warning)
+    return catalog
+
+
+@dataclass
+class AppState:
+    settings: Settings
+    catalog: CatalogHolder
+    store: Store
+    metrics: Metrics
+    started_at: dt.datetime

@@ -1,0 +1,33 @@
+"""Storage of probe reports: SQLite by default, PostgreSQL for a fleet, an in-memory fake for tests.
+
+`open_store(url)` picks the adapter from the URL; database exceptions are translated into
+StoreError at the adapter boundary. SQL text is constant: values only ever travel as bound
+parameters.
+"""
+
+from __future__ import annotations
+
+from advisor.store.base import ReportFilter, Store, StoredReport, StoreError, summarize_fleet
+
+
+def open_store(url: str) -> Store:
+    if url.startswith(("postgresql://", "postgres://")):
+        from advisor.store.postgres import PostgresStore
+
+        return PostgresStore(url)
+    if url.startswith("sqlite:///") or url == "sqlite://":
+        from advisor.store.sqlite import SqliteStore
+
+        path = url.removeprefix("sqlite:///") if url != "sqlite://" else ":memory:"
+        return SqliteStore(path or ":memory:")
+    if url == "memory://":
+        from advisor.store.memory import MemoryStore
+
+        return MemoryStore()
+    raise StoreError(
+        f"unsupported database URL {url.split(':', 1)[0]!r}: use sqlite:///PATH, "
+        "postgresql://..., or memory://"
+    )
+
+
+__all__ = ["ReportFilter", "Store", "StoreError", "StoredReport", "open_store", "summarize_fleet"]

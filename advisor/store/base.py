@@ -1,0 +1,163 @@
+"""What every store offers, and the pure parts shared by all of them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from advisor.errors import AdvisorError
+
+
+class StoreError(AdvisorError):
+    """The database failed or cannot be reached (translated from sqlite3 / psycopg errors)."""
+
+
+@dataclass(frozen=True)
+class StoredReport:
+    id: str
+    received_at: dt.datetime
+    host: str
+    accelerator: str | None
+    verdict: str
+    report: dict[str, Any]  # the probe report as it was received
+
+
+@dataclass(frozen=True)
+class CheckRow:
+    """One check of one report, kept in its own table for fleet aggregation."""
+
+    report_id: str
+    host: str
+    accelerator: str | None
+    name: str
+    status: str
+    measured: float | None
+    expected: float | None
+
+
+@dataclass(frozen=True)
+class ReportFilter:
+    host: str | None = None
+    accelerator: str | None = None
+    verdict: str | None = None
+    since: dt.datetime | None = None
+    until: dt.datetime | None = None
+    limit: int = 50
+    offset: int = 0
+
+
+@dataclass
+class FleetSummary:
+    accelerator: str | None
+    reports: int
+    hosts: int
+    verdicts: dict[str, int] = field(default_factory=dict)
+    checks: dict[str, dict[str, float | int | None]] = field(default_factory=dict)
+    failing_hosts: list[str] = field(default_factory=list)
+
+
+class Store(Protocol):
+    def add(
+        self, report: dict[str, Any], received_at: dt.datetime | None = None
+    ) -> StoredReport: ...
+
+    def get(self, report_id: str) -> StoredReport | None: ...
+
+    def query(self, flt: ReportFilter) -> tuple[list[StoredReport], int]: ...
+
+    def fleet(self, accelerator: str | None = None) -> list[FleetSummary]: ...
+
+    def ping(self) -> None: ...
+
+    def count(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+def report_fields(report: dict[str, Any]) -> tuple[str, str | None, str]:
+    """(host, accelerator, verdict) from a probe report, tolerant of missing parts."""
+    inventory = report.get("inventory") or {}
+    host = str(inventory.get("hostname") or "unknown")
+    accelerator = report.get("expected_accelerator") or report.get("accelerator")
+    return host, accelerator, str(report.get("verdict") or "error")
+
+
+def check_rows(report_id: str, report: dict[str, Any]) -> list[CheckRow]:
+    host, accelerator, _ = report_fields(report)
+    rows = []
+    for c in report.get("checks") or []:
+        rows.append(
+            CheckRow(
+                report_id,
+                host,
+                accelerator,
+                str(c.get("name")),
+                str(c.get("status")),
+                _num(c.get("measured")),
+                _num(c.get("expected")),
+            )
+        )
+    return rows
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def summarize_fleet(
+    rows: Iterable[CheckRow], reports: dict[str | None, list[str]]
+) -> list[FleetSummary]:
+    """Per accelerator: measured / expected per check (median, p10, p90) and failing hosts."""
+    ratios: dict[str | None, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    statuses: dict[str | None, dict[str, dict[str, int]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(int))
+    )
+    failing: dict[str | None, set[str]] = defaultdict(set)
+    hosts: dict[str | None, set[str]] = defaultdict(set)
+    for r in rows:
+        hosts[r.accelerator].add(r.host)
+        statuses[r.accelerator][r.name][r.status] += 1
+        if r.status == "fail":
+            failing[r.accelerator].add(r.host)
+        if r.measured is not None and r.expected:
+            ratios[r.accelerator][r.name].append(r.measured / r.expected)
+    out = []
+    for acc in sorted(reports, key=lambda a: (a is None, a or "")):
+        verdicts: dict[str, int] = defaultdict(int)
+        for v in reports[acc]:
+            verdicts[v] += 1
+        checks: dict[str, dict[str, float | int | None]] = {}
+        for name in sorted(set(ratios[acc]) | set(statuses[acc])):
+            values = sorted(ratios[acc].get(name, []))
+            checks[name] = {
+                "count": sum(statuses[acc][name].values()),
+                "ratio_median": statistics.median(values) if values else None,
+                "ratio_p10": _quantile(values, 0.10),
+                "ratio_p90": _quantile(values, 0.90),
+                **{f"status_{k}": n for k, n in sorted(statuses[acc][name].items())},
+            }
+        out.append(
+            FleetSummary(
+                acc,
+                len(reports[acc]),
+                len(hosts[acc]),
+                dict(verdicts),
+                checks,
+                sorted(failing[acc]),
+            )
+        )
+    return out
+
+
+def _quantile(sorted_values: list[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default)."""
+    if not sorted_values:
+        return None
+    pos = (len(sorted_values) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)

@@ -1,0 +1,73 @@
+"""In-memory fake store, for tests of code that needs a store but not a database."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import uuid
+from typing import Any
+
+from advisor.store.base import (
+    FleetSummary,
+    ReportFilter,
+    StoredReport,
+    check_rows,
+    report_fields,
+    summarize_fleet,
+)
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self._reports: dict[str, StoredReport] = {}
+        self._lock = threading.Lock()
+
+    def add(self, report: dict[str, Any], received_at: dt.datetime | None = None) -> StoredReport:
+        host, accelerator, verdict = report_fields(report)
+        stored = StoredReport(
+            uuid.uuid4().hex,
+            received_at or dt.datetime.now(dt.UTC),
+            host,
+            accelerator,
+            verdict,
+            report,
+        )
+        with self._lock:
+            self._reports[stored.id] = stored
+        return stored
+
+    def get(self, report_id: str) -> StoredReport | None:
+        return self._reports.get(report_id)
+
+    def query(self, flt: ReportFilter) -> tuple[list[StoredReport], int]:
+        found = [
+            r
+            for r in self._reports.values()
+            if (flt.host is None or r.host == flt.host)
+            and (flt.accelerator is None or r.accelerator == flt.accelerator)
+            and (flt.verdict is None or r.verdict == flt.verdict)
+            and (flt.since is None or r.received_at >= flt.since)
+            and (flt.until is None or r.received_at < flt.until)
+        ]
+        found.sort(key=lambda r: (r.received_at, r.id), reverse=True)
+        return found[flt.offset : flt.offset + flt.limit], len(found)
+
+    def fleet(self, accelerator: str | None = None) -> list[FleetSummary]:
+        chosen = [
+            r for r in self._reports.values() if accelerator is None or r.accelerator == accelerator
+        ]
+        verdicts: dict[str | None, list[str]] = {}
+        rows = []
+        for r in chosen:
+            verdicts.setdefault(r.accelerator, []).append(r.verdict)
+            rows += check_rows(r.id, r.report)
+        return summarize_fleet(rows, verdicts)
+
+    def count(self) -> int:
+        return len(self._reports)
+
+    def ping(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None

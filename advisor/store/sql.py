@@ -1,0 +1,219 @@
+"""Shared SQL store logic for SQLite and PostgreSQL: schema migrations, queries, row mapping.
+
+Every statement is a constant string with placeholders; values are bound parameters only.
+Placeholders are written `?` and turned into `%s` for PostgreSQL by the adapter.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from advisor.store.base import (
+    CheckRow,
+    FleetSummary,
+    ReportFilter,
+    StoredReport,
+    check_rows,
+    report_fields,
+    summarize_fleet,
+)
+
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width, UTC: text order is time order
+
+# (version, statements). Never edit a released step: add a new one. Step 2 is a data migration
+# too (backfill of check rows from the stored report bodies), run by `_backfill_checks`.
+MIGRATIONS: list[tuple[int, list[str]]] = [
+    (
+        1,
+        [
+            "CREATE TABLE probe_reports ("
+            " id TEXT PRIMARY KEY, received_at TEXT NOT NULL, host TEXT NOT NULL,"
+            " accelerator TEXT, verdict TEXT NOT NULL, body TEXT NOT NULL)",
+            "CREATE INDEX probe_reports_received ON probe_reports (received_at, id)",
+            "CREATE INDEX probe_reports_host ON probe_reports (host)",
+        ],
+    ),
+    (
+        2,
+        [
+            "CREATE TABLE probe_checks ("
+            " report_id TEXT NOT NULL REFERENCES probe_reports (id), host TEXT NOT NULL,"
+            " accelerator TEXT, name TEXT NOT NULL, status TEXT NOT NULL,"
+            " measured DOUBLE PRECISION, expected DOUBLE PRECISION)",
+            "CREATE INDEX probe_checks_accelerator ON probe_checks (accelerator, name)",
+        ],
+    ),
+]
+LATEST = MIGRATIONS[-1][0]
+
+Cursor = Any
+Transaction = Callable[[], AbstractContextManager[Cursor]]
+
+
+def format_time(value: dt.datetime) -> str:
+    return value.astimezone(dt.UTC).strftime(TIME_FORMAT)
+
+
+def parse_time(value: str) -> dt.datetime:
+    return dt.datetime.strptime(value, TIME_FORMAT).replace(tzinfo=dt.UTC)
+
+
+def migrate(tx: Transaction, sql: Callable[[str], str], upto: int = LATEST) -> int:
+    """Bring the schema to `upto`, one transaction per step; returns the version reached."""
+    with tx() as cur:
+        cur.execute(sql("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"))
+        cur.execute(sql("SELECT MAX(version) FROM schema_version"))
+        row = cur.fetchone()
+    current = row[0] if row and row[0] is not None else 0
+    for version, statements in MIGRATIONS:
+        if version <= current or version > upto:
+            continue
+        with tx() as cur:
+            for statement in statements:
+                cur.execute(sql(statement))
+            if version == 2:
+                _backfill_checks(cur, sql)
+            cur.execute(sql("INSERT INTO schema_version (version) VALUES (?)"), (version,))
+        current = version
+    return current
+
+
+def _backfill_checks(cur: Cursor, sql: Callable[[str], str]) -> None:
+    cur.execute(sql("SELECT id, body FROM probe_reports"))
+    for report_id, body in cur.fetchall():
+        _insert_checks(cur, sql, check_rows(report_id, json.loads(body)))
+
+
+def _insert_checks(cur: Cursor, sql: Callable[[str], str], rows: Sequence[CheckRow]) -> None:
+    if rows:
+        cur.executemany(
+            sql(
+                "INSERT INTO probe_checks (report_id, host, accelerator, name, status, measured,"
+                " expected) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            ),
+            [
+                (r.report_id, r.host, r.accelerator, r.name, r.status, r.measured, r.expected)
+                for r in rows
+            ],
+        )
+
+
+def add(
+    tx: Transaction,
+    sql: Callable[[str], str],
+    report: dict[str, Any],
+    received_at: dt.datetime | None,
+) -> StoredReport:
+    report_id = uuid.uuid4().hex
+    when = received_at or dt.datetime.now(dt.UTC)
+    host, accelerator, verdict = report_fields(report)
+    body = json.dumps(report, separators=(",", ":"), sort_keys=True)
+    with tx() as cur:  # one transaction: the report and its check rows, or nothing
+        cur.execute(
+            sql(
+                "INSERT INTO probe_reports (id, received_at, host, accelerator, verdict, body)"
+                " VALUES (?, ?, ?, ?, ?, ?)"
+            ),
+            (report_id, format_time(when), host, accelerator, verdict, body),
+        )
+        _insert_checks(cur, sql, check_rows(report_id, report))
+    return StoredReport(
+        report_id, parse_time(format_time(when)), host, accelerator, verdict, report
+    )
+
+
+def get(tx: Transaction, sql: Callable[[str], str], report_id: str) -> StoredReport | None:
+    with tx() as cur:
+        cur.execute(
+            sql(
+                "SELECT id, received_at, host, accelerator, verdict, body FROM probe_reports"
+                " WHERE id = ?"
+            ),
+            (report_id,),
+        )
+        row = cur.fetchone()
+    return _row(row) if row else None
+
+
+def list_reports(
+    tx: Transaction, sql: Callable[[str], str], flt: ReportFilter
+) -> tuple[list[StoredReport], int]:
+    # Each optional filter is "(? IS NULL OR column = ?)": the statement text never changes.
+    where = (
+        " WHERE (CAST(? AS TEXT) IS NULL OR host = ?)"
+        " AND (CAST(? AS TEXT) IS NULL OR accelerator = ?)"
+        " AND (CAST(? AS TEXT) IS NULL OR verdict = ?)"
+        " AND (CAST(? AS TEXT) IS NULL OR received_at >= ?)"
+        " AND (CAST(? AS TEXT) IS NULL OR received_at < ?)"
+    )
+    since = format_time(flt.since) if flt.since else None
+    until = format_time(flt.until) if flt.until else None
+    params = (
+        flt.host,
+        flt.host,
+        flt.accelerator,
+        flt.accelerator,
+        flt.verdict,
+        flt.verdict,
+        since,
+        since,
+        until,
+        until,
+    )
+    with tx() as cur:
+        cur.execute(sql("SELECT COUNT(*) FROM probe_reports" + where), params)
+        total = int(cur.fetchone()[0])
+        cur.execute(
+            sql(
+                "SELECT id, received_at, host, accelerator, verdict, body FROM probe_reports"
+                + where
+                + " ORDER BY received_at DESC, id DESC LIMIT ? OFFSET ?"
+            ),
+            (*params, flt.limit, flt.offset),
+        )
+        rows = cur.fetchall()
+    return [_row(r) for r in rows], total
+
+
+def fleet(
+    tx: Transaction, sql: Callable[[str], str], accelerator: str | None
+) -> list[FleetSummary]:
+    with tx() as cur:
+        cur.execute(
+            sql(
+                "SELECT accelerator, verdict FROM probe_reports"
+                " WHERE (CAST(? AS TEXT) IS NULL OR accelerator = ?)"
+            ),
+            (accelerator, accelerator),
+        )
+        verdicts: dict[str | None, list[str]] = {}
+        for acc, verdict in cur.fetchall():
+            verdicts.setdefault(acc, []).append(verdict)
+        cur.execute(
+            sql(
+                "SELECT report_id, host, accelerator, name, status, measured, expected"
+                " FROM probe_checks"
+                " WHERE (CAST(? AS TEXT) IS NULL OR accelerator = ?)"
+            ),
+            (accelerator, accelerator),
+        )
+        rows = [CheckRow(*r) for r in cur.fetchall()]
+    return summarize_fleet(rows, verdicts)
+
+
+def count(tx: Transaction, sql: Callable[[str], str]) -> int:
+    with tx() as cur:
+        cur.execute(sql("SELECT COUNT(*) FROM probe_reports"))
+        return int(cur.fetchone()[0])
+
+
+def _row(row: Iterable[Any]) -> StoredReport:
+    report_id, received_at, host, accelerator, verdict, body = row
+    return StoredReport(
+        report_id, parse_time(received_at), host, accelerator, verdict, json.loads(body)
+    )
