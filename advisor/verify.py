@@ -14,6 +14,7 @@ from advisor.catalog import Catalog
 from advisor.errors import NotFoundError
 from advisor.models import Accelerator, InstanceType
 from advisor.suggest import did_you_mean
+from advisor.validate import GPU_FORM_FACTORS
 from probes.report import Check, Diagnosis, Inventory, Status, Verdict
 from probes.stats import Measurement
 
@@ -41,12 +42,17 @@ class Verification:
 
 def resolve_expect(catalog: Catalog, expect: str) -> tuple[Accelerator, InstanceType | None]:
     """--expect takes an accelerator id or an instance type id (then its accelerator)."""
-    if expect in catalog.accelerators:
-        return catalog.accelerators[expect], None
+    gpus = {a.id: a for a in catalog.accelerators.values() if a.form_factor in GPU_FORM_FACTORS}
+    if expect in gpus:
+        return gpus[expect], None
     it = catalog.instance_types.get(expect)
     if it is not None and it.accelerator:
         return catalog.accelerators[it.accelerator], it
-    hint = did_you_mean(expect, [*catalog.accelerators, *catalog.instance_types])
+    if it is not None or expect in catalog.accelerators:
+        kind = "a CPU-only instance type" if it is not None else "not a GPU"
+        raise NotFoundError(f"--expect {expect!r} is {kind}: the probe verifies GPUs")
+    with_gpus = [i.id for i in catalog.instance_types.values() if i.accelerator]
+    hint = did_you_mean(expect, [*gpus, *with_gpus])
     raise NotFoundError(f"--expect {expect!r} is no GPU accelerator or GPU instance type{hint}")
 
 
@@ -312,6 +318,7 @@ def _inventory_checks(inv: Inventory) -> list[Check]:
             )
         )
     reasons = set(load.throttle_reasons) if load else set(gpu.throttle_reasons or [])
+    reasons.discard("gpu_idle")  # not a limit: the GPU was simply idle when read
     if reasons & THERMAL_REASONS:
         out.append(
             Check(

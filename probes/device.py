@@ -58,7 +58,8 @@ class TorchDevice:
             self._after_oom()
             raise OutOfDeviceMemory(f"out of device memory for {what}: {exc}") from None
         except RuntimeError as exc:
-            if "out of memory" not in str(exc).lower():
+            text = str(exc).lower()
+            if "out of memory" not in text and "can't allocate memory" not in text:
                 raise
             self._after_oom()
             raise OutOfDeviceMemory(f"out of memory for {what}: {exc}") from None

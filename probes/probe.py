@@ -23,6 +23,22 @@ from probes.report import Diagnosis, Inventory
 from probes.stats import Measurement, failed
 
 Mode = Literal["quick", "full"]
+GPU_STEPS = (
+    "matmul_fp32",
+    "matmul_tf32",
+    "matmul_fp16",
+    "matmul_bf16",
+    "matmul_fp8",
+    "h2d_pinned",
+    "d2h_pinned",
+    "h2d_pageable",
+    "d2h_pageable",
+    "bidir_pinned",
+    "d2d",
+    "stream_overlap",
+    "host_sync_penalty",
+)
+CPU_STEPS = ("cpu_matmul_fp32", "cpu_memcpy")
 MiB = 1 << 20
 
 
@@ -91,17 +107,20 @@ def run_probe(
     steps = [s for s in steps if only is None or s[0] in only]
     sampler = LoadSampler(nvml, env.nvml_handle) if env.nvml_handle is not None else None
     guard = lock(gpu_key(env, device)) if lock and env.gpu_usable else contextlib.nullcontext()
-    with guard, sampler or contextlib.nullcontext():
-        for i, (name, unit, step) in enumerate(steps, 1):
-            if run.watchdog_tripped:
-                run.measurements.append(failed(name, unit, "not run: an earlier measurement hung"))
-                continue
-            say(f"[{i}/{len(steps)}] measuring {name}")
-            run.measurements.append(_run_step(name, unit, step, limit, run))
-            _release(env, device)
+    try:
+        with guard, sampler or contextlib.nullcontext():
+            for i, (name, unit, step) in enumerate(steps, 1):
+                if run.watchdog_tripped:
+                    run.measurements.append(failed(name, unit, "not run: an earlier step hung"))
+                    continue
+                say(f"[{i}/{len(steps)}] measuring {name}")
+                run.measurements.append(_run_step(name, unit, step, limit, run))
+                if not run.watchdog_tripped:  # syncing a hung device would hang the probe too
+                    _release(env, device)
+    finally:
+        nvml.shutdown()
     if sampler is not None:
         run.inventory.under_load = sampler.result()
-    nvml.shutdown()
     run.duration_s = time.perf_counter() - started
     return run
 

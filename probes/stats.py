@@ -50,7 +50,7 @@ def summarize(
         return Measurement(name=name, unit=unit, value=None, params=params, error="no samples")
     median = statistics.median(values)
     mean = statistics.fmean(values)
-    cv = statistics.pstdev(values) / mean if len(values) > 1 and mean else 0.0
+    cv = statistics.pstdev(values) / abs(mean) if len(values) > 1 and mean else 0.0
     if len(values) >= 4:
         q = statistics.quantiles(values, n=4)
         iqr = q[2] - q[0]

@@ -11,4 +11,10 @@ fi
 echo "== ruff"; .venv/bin/ruff check advisor probes tests benchmarks
 echo "== ruff format"; .venv/bin/ruff format --check advisor probes tests benchmarks
 echo "== mypy"; .venv/bin/mypy
+# PostgreSQL for the store tests (installed from apt when missing); SQLite needs nothing.
+if [ -z "${ADVISOR_TEST_POSTGRES_URL:-}" ]; then
+  ADVISOR_TEST_POSTGRES_URL=$(bash scripts/start-postgres.sh)
+  export ADVISOR_TEST_POSTGRES_URL
+fi
+echo "== hadolint"; .venv/bin/hadolint Dockerfile
 echo "== pytest"; .venv/bin/python -m pytest "$@"

@@ -110,11 +110,6 @@ def test_bad_flags_fail_fast_with_one_line(args: list[str], text: str) -> None:
 
 
 @cpu_torch_only
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG advisor/cli/probe_cmd.py: --output naming a directory is not refused up front; "
-    "os.replace raises IsADirectoryError after the run (traceback, exit 1, a stray .tmp file)",
-)
 def test_output_that_is_a_directory_is_refused(tmp_path: Path, lock_dir: dict[str, str]) -> None:
     target = tmp_path / "out"
     target.mkdir()

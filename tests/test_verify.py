@@ -485,11 +485,6 @@ def test_unknown_expect(shipped: Catalog, expect: str, text: str) -> None:
     assert text in str(info.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG advisor/verify.py resolve_expect: a CPU-only instance type is refused with "
-    "'did you mean' naming itself",
-)
 def test_cpu_instance_expect_does_not_suggest_itself(shipped: Catalog) -> None:
     with pytest.raises(NotFoundError) as info:
         resolve_expect(shipped, "m7i.xlarge")

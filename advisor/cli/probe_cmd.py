@@ -18,8 +18,10 @@ from rich.table import Table
 
 from advisor.cli.common import console, emit_json, err_console, get_catalog
 from advisor.errors import InputError
+from advisor.report_client import ReportSender
 from advisor.verify import resolve_expect, verify
 from probes.errors import LockBusy
+from probes.probe import CPU_STEPS, GPU_STEPS
 from probes.report import ProbeReport
 
 STATUS_STYLE = {
@@ -53,23 +55,46 @@ def probe(
     only: Annotated[
         str | None, typer.Option(help="Comma-separated measurement names to run (default: all).")
     ] = None,
+    report_to: Annotated[
+        str | None, typer.Option(help="Service URL to send the report to (retried, else spooled).")
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(envvar="ADVISOR_TOKEN", help="Bearer token for --report-to.")
+    ] = None,
+    spool_dir: Annotated[
+        Path | None, typer.Option(help="Where undelivered reports wait (env ADVISOR_SPOOL_DIR).")
+    ] = None,
 ) -> None:
     """Measure the GPU (matmul, transfers, overlap) and verify it against the catalog."""
     from probes.lock import gpu_lock
-    from probes.probe import run_probe
+    from probes.probe import run_probe  # torch itself is imported only when the run starts
 
     catalog = get_catalog()
     if expect is not None:
         resolve_expect(catalog, expect)  # a bad id fails now, not after a minute of measuring
-    if output is not None and not output.parent.exists():
+    if output is not None and output.is_dir():
+        raise InputError(f"--output {str(output)!r} is a directory: give a file path")
+    if output is not None and not output.parent.is_dir():
         raise InputError(f"--output: directory {str(output.parent)!r} does not exist")
+    names = set(only.split(",")) if only else None
+    if names is not None and names - set(GPU_STEPS + CPU_STEPS):
+        bad = ", ".join(sorted(names - set(GPU_STEPS + CPU_STEPS)))
+        raise InputError(
+            f"--only: unknown measurement(s) {bad}; valid: {', '.join(GPU_STEPS + CPU_STEPS)}"
+        )
+    sender = None
+    if report_to is not None:
+        try:
+            sender = ReportSender(report_to, token, spool_dir)
+        except ValueError as exc:
+            raise InputError(str(exc)) from None
     err = err_console()
     try:
         run = run_probe(
             "full" if full else "quick",
             device,
             progress=lambda msg: err.print(f"[dim]probe:[/] {msg}", highlight=False),
-            only=set(only.split(",")) if only else None,
+            only=names,
             lock=partial(gpu_lock, wait_s=lock_wait_s, on_wait=lambda m: err.print(f"probe: {m}")),
         )
     except LockBusy as exc:
@@ -90,13 +115,22 @@ def probe(
         duration_s=run.duration_s,
     )
     data = report.model_dump(mode="json")
+    output_failed = False
     if output is not None:
-        _write_atomically(output, data)
+        try:
+            _write_atomically(output, data)
+        except OSError as exc:  # unwritable: say so, still print the report below
+            err.print(f"[bold red]error:[/] cannot write --output {output}: {exc}", highlight=False)
+            output_failed = True
     if json_out:
         emit_json(data)
     else:
         render(report)
+    if sender is not None:
+        _deliver(sender, data)
     code = EXIT_CANNOT_RUN if run.diagnosis else EXIT_FOR_VERDICT[report.verdict]
+    if output_failed:
+        code = max(code, 2)
     if run.watchdog_tripped:
         # A hung measurement thread cannot be stopped: leave without waiting for it.
         sys.stdout.flush()
@@ -105,10 +139,34 @@ def probe(
     raise typer.Exit(code)
 
 
+def _deliver(sender: ReportSender, data: dict[str, object]) -> None:
+    err = err_console()
+    outcome = sender.send(data)
+    for report_id in outcome.sent:
+        err.print(f"probe: report delivered to {sender.endpoint} (id {report_id})", highlight=False)
+    for reason in outcome.rejected:
+        err.print(
+            f"[red]probe: the service refused a report ({reason}); kept in "
+            f"{sender.spool / 'rejected'}[/]",
+            highlight=False,
+        )
+    if outcome.spooled is not None:
+        err.print(
+            f"[yellow]probe: could not deliver the report ({outcome.error}); saved to "
+            f"{outcome.spooled}: the next run with --report-to sends it[/]",
+            highlight=False,
+        )
+    elif outcome.pending:
+        err.print(f"probe: {outcome.pending} older report(s) still wait in {sender.spool}")
+
+
 def _write_atomically(path: Path, data: object) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def render(report: ProbeReport) -> None:

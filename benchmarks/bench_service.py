@@ -1,0 +1,561 @@
+"""Speed and footprint of the HTTP service (`advisor serve`).
+
+Starts `python -m advisor serve` as a subprocess on a fresh SQLite store in a temp dir, then:
+
+1. start-up: seconds from spawning the interpreter until GET /healthz answers (target <= 2 s);
+2. load, in one run: for each of four endpoints, a short warm-up and then N concurrent clients
+   (default 32) for a fixed duration (default 10 s): throughput, p50/p99 latency and errors
+   (any non-2xx response or connection/read/write error or timeout is an error);
+3. the server's resident memory (VmRSS from /proc/<pid>/status), sampled during the whole load;
+   the maximum is reported (target <= 150 MB);
+4. that the server process never mapped torch (/proc/<pid>/maps, checked after every phase).
+
+The load generator is Debian's `wrk` (-t2 -c32, POST bodies set by a Lua script) when it is
+installed: it is written in C and leaves the server most of the second core. Without it, an
+asyncio+httpx generator in this process is used instead (it costs far more CPU per request, so
+its numbers understate the server). The output says which one ran.
+
+Run:  .venv/bin/python benchmarks/bench_service.py [--record] [--duration 10] [--loadgen auto]
+Exit status 1 when a target is not met (the numbers are printed and recorded either way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as dt
+import http.client
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).parent / "results"
+PROBE_REPORT = (
+    RESULTS / "probe-2026-11-30-nvidia-h200-driver580.159.04-torch2.11.0+cu130" / "probe-quick.json"
+)
+TOKEN = "bench-token"
+HOST = "127.0.0.1"
+RECOMMEND_BODY = json.dumps({"workload": "fine_tuning", "memory_gb": 80}).encode()
+
+TARGET_READY_S = 2.0
+TARGET_RSS_MB = 150.0
+TARGET_P99_MS = 50.0
+TARGET_RATIO = 0.5
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    label: str
+    method: str
+    path: str
+    body: bytes | None = None
+    auth: bool = False
+
+
+ENDPOINTS = [
+    Endpoint("GET /healthz", "GET", "/healthz"),
+    Endpoint("GET /v1/instance-types", "GET", "/v1/instance-types"),
+    Endpoint("POST /v1/recommendations", "POST", "/v1/recommendations", RECOMMEND_BODY),
+    Endpoint(
+        "POST /v1/probe-reports", "POST", "/v1/probe-reports", PROBE_REPORT.read_bytes(), True
+    ),
+]
+
+
+@dataclass
+class Result:
+    endpoint: Endpoint
+    requests: int = 0
+    ok: int = 0
+    errors: int = 0
+    error_detail: dict[str, int] = field(default_factory=dict)
+    duration_s: float = 0.0
+    p50_ms: float = float("nan")
+    p99_ms: float = float("nan")
+    server_cpu_pct: float = float("nan")
+    loadgen_cpu_pct: float = float("nan")
+    rss_max_mb: float = 0.0
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.duration_s if self.duration_s else 0.0
+
+
+# --------------------------------------------------------------------------- server process
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+def server_env(db_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["ADVISOR_DATABASE_URL"] = f"sqlite:///{db_path}"
+    env["ADVISOR_API_TOKENS"] = TOKEN
+    env.pop("ADVISOR_CATALOG", None)
+    env.pop("ADVISOR_CATALOG_MODE", None)
+    return env
+
+
+def healthz_ok(port: int, timeout: float = 0.5) -> bool:
+    conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
+    try:
+        conn.request("GET", "/healthz")
+        return conn.getresponse().status == 200
+    except OSError:
+        return False
+    finally:
+        conn.close()
+
+
+@contextlib.contextmanager
+def server(
+    db_path: Path, log_path: Path, ready_timeout: float = 30.0
+) -> Iterator[tuple[int, int, float]]:
+    """Spawn `advisor serve`; yields (pid, port, seconds until /healthz answered)."""
+    port = free_port()
+    cmd = [sys.executable, "-m", "advisor", "serve", "--host", HOST, "--port", str(port)]
+    cmd += ["--no-access-log", "--log-level", "warning"]
+    with log_path.open("ab") as log:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=server_env(db_path), stdout=log, stderr=log)
+    try:
+        while not healthz_ok(port):
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"server exited with {proc.returncode}: {log_path.read_text()[-2000:]}"
+                )
+            if time.perf_counter() - t0 > ready_timeout:
+                raise RuntimeError(f"server not ready after {ready_timeout} s")
+            time.sleep(0.005)
+        ready = time.perf_counter() - t0
+        yield proc.pid, port, ready
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
+def rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def torch_mappings(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/maps") as f:
+        paths = {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
+    return sorted(p for p in paths if "torch" in p.lower())
+
+
+class RssSampler:
+    """Samples VmRSS every `interval` seconds in a thread; `peak()` since the last `reset()`."""
+
+    def __init__(self, pid: int, interval: float = 0.05) -> None:
+        self.pid, self.interval = pid, interval
+        self.overall = 0.0
+        self.window = 0.0
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(OSError, ValueError):
+                value = rss_mb(self.pid)
+                self.overall = max(self.overall, value)
+                self.window = max(self.window, value)
+                self.samples += 1
+            self._stop.wait(self.interval)
+
+    def reset(self) -> None:
+        self.window = 0.0
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+# --------------------------------------------------------------------------- wrk load generator
+
+LUA = """
+local body_file = %(body_file)s
+wrk.method = %(method)s
+if body_file then
+  local f = assert(io.open(body_file, "rb"))
+  wrk.body = f:read("*a")
+  f:close()
+  wrk.headers["Content-Type"] = "application/json"
+end
+%(auth)s
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function init(args) ok = 0; bad = 0 end
+function response(status, headers, body)
+  if status >= 200 and status < 300 then ok = ok + 1 else bad = bad + 1 end
+end
+function done(summary, latency, requests)
+  local o, b = 0, 0
+  for _, t in ipairs(threads) do o = o + t:get("ok"); b = b + t:get("bad") end
+  local e = summary.errors
+  io.write(string.format(
+    "BENCH requests=%%d duration_us=%%d ok=%%d non2xx=%%d connect=%%d read=%%d write=%%d timeout=%%d p50_us=%%d p99_us=%%d\\n",
+    summary.requests, summary.duration, o, b, e.connect, e.read, e.write, e.timeout,
+    latency:percentile(50.0), latency:percentile(99.0)))
+end
+"""
+
+
+def lua_script(ep: Endpoint, tmp: Path) -> Path:
+    body_file = "nil"
+    if ep.body is not None:
+        bf = tmp / f"body-{abs(hash(ep.path))}.json"
+        bf.write_bytes(ep.body)
+        body_file = json.dumps(str(bf))
+    auth = f'wrk.headers["Authorization"] = "Bearer {TOKEN}"' if ep.auth else ""
+    script = tmp / f"wrk-{abs(hash(ep.path))}.lua"
+    script.write_text(LUA % {"body_file": body_file, "method": json.dumps(ep.method), "auth": auth})
+    return script
+
+
+def children_cpu() -> float:
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return ru.ru_utime + ru.ru_stime
+
+
+def run_wrk(
+    wrk: str, ep: Endpoint, port: int, tmp: Path, seconds: float, conns: int, threads: int
+) -> tuple[Result, str]:
+    script = lua_script(ep, tmp)
+    cmd = [wrk, f"-t{threads}", f"-c{conns}", f"-d{max(1, round(seconds))}s", "--timeout", "5s"]
+    cmd += ["--latency", "-s", str(script), f"http://{HOST}:{port}{ep.path}"]
+    before = children_cpu()
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - t0
+    used = children_cpu() - before  # wrk only: the server is not a waited-for child yet
+    line = next((x for x in proc.stdout.splitlines() if x.startswith("BENCH ")), None)
+    if proc.returncode != 0 or line is None:
+        raise RuntimeError(f"wrk failed ({proc.returncode}): {proc.stdout}\n{proc.stderr}")
+    v = {k: int(x) for k, x in re.findall(r"(\w+)=(\d+)", line)}
+    detail = {k: v[k] for k in ("non2xx", "connect", "read", "write", "timeout") if v[k]}
+    res = Result(
+        ep,
+        requests=v["requests"],
+        ok=v["ok"],
+        errors=sum(detail.values()),
+        error_detail=detail,
+        duration_s=v["duration_us"] / 1e6,
+        p50_ms=v["p50_us"] / 1000,
+        p99_ms=v["p99_us"] / 1000,
+        loadgen_cpu_pct=100 * used / wall,
+    )
+    return res, " ".join([*cmd[:-3], cmd[-1]])
+
+
+# --------------------------------------------------------------------------- python fallback
+
+
+async def _python_load(ep: Endpoint, port: int, seconds: float, conns: int) -> Result:
+    import httpx
+
+    headers = {"Content-Type": "application/json"} if ep.body is not None else {}
+    if ep.auth:
+        headers["Authorization"] = f"Bearer {TOKEN}"
+    latencies: list[float] = []
+    detail: dict[str, int] = {}
+    ok = 0
+    limits = httpx.Limits(max_connections=conns, max_keepalive_connections=conns)
+    async with httpx.AsyncClient(
+        base_url=f"http://{HOST}:{port}", limits=limits, timeout=5.0
+    ) as client:
+        t0 = time.perf_counter()
+        deadline = t0 + seconds
+
+        async def worker() -> None:
+            nonlocal ok
+            while time.perf_counter() < deadline:
+                start = time.perf_counter()
+                try:
+                    r = await client.request(ep.method, ep.path, content=ep.body, headers=headers)
+                    await r.aread()
+                except httpx.TimeoutException:
+                    detail["timeout"] = detail.get("timeout", 0) + 1
+                    continue
+                except httpx.HTTPError:
+                    detail["connect/read"] = detail.get("connect/read", 0) + 1
+                    continue
+                latencies.append(time.perf_counter() - start)
+                if 200 <= r.status_code < 300:
+                    ok += 1
+                else:
+                    detail["non2xx"] = detail.get("non2xx", 0) + 1
+
+        await asyncio.gather(*(worker() for _ in range(conns)))
+        elapsed = time.perf_counter() - t0
+    latencies.sort()
+
+    def pct(q: float) -> float:
+        if not latencies:
+            return float("nan")
+        return latencies[min(len(latencies) - 1, int(q / 100 * len(latencies)))] * 1000
+
+    return Result(
+        ep,
+        requests=len(latencies) + sum(v for k, v in detail.items() if k != "non2xx"),
+        ok=ok,
+        errors=sum(detail.values()),
+        error_detail=detail,
+        duration_s=elapsed,
+        p50_ms=pct(50),
+        p99_ms=pct(99),
+    )
+
+
+def run_python(ep: Endpoint, port: int, seconds: float, conns: int) -> tuple[Result, str]:
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    res = asyncio.run(_python_load(ep, port, seconds, conns))
+    res.loadgen_cpu_pct = 100 * (time.process_time() - c0) / (time.perf_counter() - t0)
+    return res, f"asyncio+httpx, {conns} concurrent clients, {seconds:g} s"
+
+
+# --------------------------------------------------------------------------- report
+
+
+def describe_server_stack(env: dict[str, str]) -> str:
+    code = (
+        "import importlib.util as u, uvicorn, fastapi, pydantic, sqlite3\n"
+        "loop = 'uvloop' if u.find_spec('uvloop') else 'asyncio'\n"
+        "http = 'httptools' if u.find_spec('httptools') else 'h11'\n"
+        "print(f'uvicorn {uvicorn.__version__} (loop={loop}, http={http}), fastapi {fastapi.__version__},"
+        " pydantic {pydantic.VERSION}, sqlite {sqlite3.sqlite_version}')"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False
+    )
+    return p.stdout.strip() or p.stderr.strip()[-200:]
+
+
+def filesystem_of(path: Path) -> str:
+    best, fstype = "", "?"
+    with open("/proc/mounts") as f:
+        for line in f:
+            parts = line.split()
+            mnt = parts[1]
+            if str(path).startswith(mnt) and len(mnt) > len(best):
+                best, fstype = mnt, parts[2]
+    return fstype
+
+
+def stored_count(db: Path) -> int:
+    with contextlib.closing(sqlite3.connect(db)) as conn:
+        return int(conn.execute("SELECT COUNT(*) FROM probe_reports").fetchone()[0])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--record", action="store_true", help="write benchmarks/results/service-<date>.txt"
+    )
+    parser.add_argument("--duration", type=float, default=10.0, help="seconds of load per endpoint")
+    parser.add_argument("--warmup", type=float, default=2.0, help="seconds of warm-up per endpoint")
+    parser.add_argument("--connections", type=int, default=32, help="concurrent clients")
+    parser.add_argument("--threads", type=int, default=2, help="wrk threads")
+    parser.add_argument(
+        "--starts", type=int, default=3, help="start-up measurements (max is judged)"
+    )
+    parser.add_argument("--loadgen", choices=("auto", "wrk", "python"), default="auto")
+    args = parser.parse_args()
+
+    wrk = shutil.which("wrk") if args.loadgen in ("auto", "wrk") else None
+    if args.loadgen == "wrk" and wrk is None:
+        parser.error("wrk is not installed (apt-get install -y wrk)")
+    loadgen = (
+        f"wrk ({wrk}, -t{args.threads} -c{args.connections}, Lua script for bodies and status counts)"
+        if wrk
+        else "python asyncio+httpx fallback (wrk not found; the generator competes with the server for CPU)"
+    )
+
+    out: list[str] = []
+
+    def say(line: str = "") -> None:
+        print(line, flush=True)
+        out.append(line)
+
+    results: list[Result] = []
+    with tempfile.TemporaryDirectory(prefix="bench-service-") as tmp_s:
+        tmp = Path(tmp_s)
+        db, log = tmp / "advisor.db", tmp / "server.log"
+        say(
+            f"# bench_service {dt.datetime.now().isoformat(timespec='seconds')} "
+            f"python {platform.python_version()} on {platform.machine()} ({os.cpu_count()} cores, "
+            f"{os.sysconf('SC_PAGE_SIZE') * os.sysconf('SC_PHYS_PAGES') / 2**30:.0f} GiB)"
+        )
+        say(
+            f"server: python -m advisor serve --no-access-log (1 process); {describe_server_stack(server_env(db))}"
+        )
+        say(f"store: sqlite:///<tmp>/advisor.db on {filesystem_of(tmp)} (WAL, synchronous=FULL)")
+        say(f"load generator: {loadgen}")
+        say(
+            f"per endpoint: {args.warmup:g} s warm-up, then {args.duration:g} s measured, {args.connections} concurrent clients"
+        )
+        say()
+
+        readies: list[float] = []
+        for _ in range(max(0, args.starts - 1)):  # separate starts, page cache warm after the first
+            with server(tmp / "startup.db", log) as (_pid, _port, ready):
+                readies.append(ready)
+        torch_maps: list[str] = []
+        rss_idle = 0.0
+        warm_ok: dict[str, int] = {}
+        with server(db, log) as (pid, port, ready), RssSampler(pid) as sampler:
+            readies.append(ready)
+            rss_idle = rss_mb(pid)
+            torch_maps += torch_mappings(pid)
+            for ep in ENDPOINTS:
+                if wrk:
+                    warm, _ = run_wrk(
+                        wrk, ep, port, tmp, args.warmup, args.connections, args.threads
+                    )
+                else:
+                    warm, _ = run_python(ep, port, args.warmup, args.connections)
+                warm_ok[ep.path] = warm.ok
+                sampler.reset()
+                c0, t0 = cpu_seconds(pid), time.perf_counter()
+                if wrk:
+                    res, _ = run_wrk(
+                        wrk, ep, port, tmp, args.duration, args.connections, args.threads
+                    )
+                else:
+                    res, _ = run_python(ep, port, args.duration, args.connections)
+                res.server_cpu_pct = 100 * (cpu_seconds(pid) - c0) / (time.perf_counter() - t0)
+                res.rss_max_mb = sampler.window
+                results.append(res)
+                torch_maps += torch_mappings(pid)
+            rss_final = rss_mb(pid)
+        rss_peak, rss_samples = sampler.overall, sampler.samples
+        stored = stored_count(db)
+        server_log = log.read_text(errors="replace")
+
+    # ------------------------------------------------------------------ table
+    say(
+        f"{'endpoint':<27} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'requests':>9} {'srv CPU':>8} {'gen CPU':>8} {'RSS max':>8}"
+    )
+    for r in results:
+        say(
+            f"{r.endpoint.label:<27} {r.rps:>8.0f} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} {r.errors:>7} "
+            f"{r.requests:>9} {r.server_cpu_pct:>7.0f}% {r.loadgen_cpu_pct:>7.0f}% {r.rss_max_mb:>6.1f}MB"
+        )
+    for r in results:
+        if r.error_detail:
+            say(f"  errors on {r.endpoint.label}: {r.error_detail}")
+    say("(srv CPU: server process CPU time / wall, 100% = one core; gen CPU: load generator's)")
+    say()
+    say(
+        "start-up until /healthz answers (interpreter start included): "
+        + ", ".join(f"{x:.3f} s" for x in readies)
+        + f" (max {max(readies):.3f} s)"
+    )
+    say(
+        f"server RSS: {rss_idle:.1f} MB idle after start, {rss_peak:.1f} MB max over {rss_samples} samples during load, {rss_final:.1f} MB at the end"
+    )
+    say(
+        f"torch mapped by the server: {', '.join(sorted(set(torch_maps))) or 'no (no torch in /proc/<pid>/maps)'}"
+    )
+    by = {r.endpoint.path: r for r in results}
+    posted = by["/v1/probe-reports"]
+    acked = posted.ok + warm_ok[posted.endpoint.path]
+    # A load generator stops with requests in flight: the server may still commit those (at
+    # most one per connection per run), so the store may hold a few more than were acknowledged.
+    slack = 2 * args.connections
+    verdict = "consistent" if acked <= stored <= acked + slack else "MISMATCH"
+    say(
+        f"probe reports in the store after the run: {stored}; 201 responses seen (warm-up + measured):"
+        f" {acked}; unacknowledged in-flight at stop: {stored - acked} (<= {slack}) -> {verdict}"
+    )
+    warnings = [line for line in server_log.splitlines() if line.strip()]
+    if warnings:
+        say(f"server log ({len(warnings)} lines, last 5):")
+        for line in warnings[-5:]:
+            say(f"  {line[:200]}")
+    say()
+
+    # ------------------------------------------------------------------ targets
+    health, recs = by["/healthz"], by["/v1/recommendations"]
+    ratio = recs.rps / health.rps if health.rps else 0.0
+    total_errors = sum(r.errors for r in results)
+    checks = [
+        (
+            f"recommendations throughput >= {TARGET_RATIO:.0%} of /healthz",
+            f"{recs.rps:.0f} / {health.rps:.0f} req/s = {ratio:.0%}",
+            ratio >= TARGET_RATIO,
+        ),
+        (
+            f"recommendations p99 <= {TARGET_P99_MS:g} ms",
+            f"{recs.p99_ms:.2f} ms",
+            recs.p99_ms <= TARGET_P99_MS,
+        ),
+        ("zero errors (all endpoints)", f"{total_errors} errors", total_errors == 0),
+        (
+            f"ready <= {TARGET_READY_S:g} s",
+            f"max {max(readies):.3f} s",
+            max(readies) <= TARGET_READY_S,
+        ),
+        (f"RSS <= {TARGET_RSS_MB:g} MB", f"max {rss_peak:.1f} MB", rss_peak <= TARGET_RSS_MB),
+        (
+            "no torch in the server process",
+            "none mapped" if not torch_maps else "torch mapped",
+            not torch_maps,
+        ),
+    ]
+    say("targets:")
+    for name, value, met in checks:
+        say(f"  {'MET    ' if met else 'NOT MET'}  {name:<46} {value}")
+    all_met = all(m for *_, m in checks)
+    say(f"overall: {'all targets MET' if all_met else 'some targets NOT MET'}")
+
+    if args.record:
+        RESULTS.mkdir(exist_ok=True)
+        path = RESULTS / f"service-{dt.date.today().isoformat()}.txt"
+        path.write_text("\n".join(out) + "\n")
+        print(f"recorded: {path.relative_to(ROOT)}")
+    return 0 if all_met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
