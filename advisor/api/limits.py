@@ -7,10 +7,6 @@ import json
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
-class BodyTooLarge(Exception):
-    pass
-
-
 class BodyLimitMiddleware:
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
@@ -24,28 +20,31 @@ class BodyLimitMiddleware:
             await self._reject(send)
             return
         seen = 0
-        started = False
+        started = rejected = False
 
         async def limited_receive() -> Message:
-            nonlocal seen
+            nonlocal seen, rejected
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_bytes:  # chunked bodies have no Content-Length to trust
-                    raise BodyTooLarge
+                if seen > self.max_bytes and not rejected:
+                    # A chunked body has no Content-Length to trust: answer 413 now and tell the
+                    # app the client is gone, so that it stops reading (its reply is dropped).
+                    rejected = True
+                    if not started:
+                        await self._reject(send)
+                    return {"type": "http.disconnect"}
             return message
 
         async def tracking_send(message: Message) -> None:
             nonlocal started
+            if rejected:
+                return
             if message["type"] == "http.response.start":
                 started = True
             await send(message)
 
-        try:
-            await self.app(scope, limited_receive, tracking_send)
-        except BodyTooLarge:
-            if not started:
-                await self._reject(send)
+        await self.app(scope, limited_receive, tracking_send)
 
     async def _reject(self, send: Send) -> None:
         body = json.dumps(

@@ -64,7 +64,7 @@ class PostgresStore:
                 self._pool.put(conn)
 
     def add(self, report: dict[str, Any], received_at: dt.datetime | None = None) -> StoredReport:
-        return q.add(self._tx, _pg, report, received_at)
+        return q.add(self._tx, _pg, report, received_at, self.schema_version)
 
     def get(self, report_id: str) -> StoredReport | None:
         return q.get(self._tx, _pg, report_id)

@@ -108,6 +108,7 @@ def add(
     sql: Callable[[str], str],
     report: dict[str, Any],
     received_at: dt.datetime | None,
+    schema_version: int = LATEST,
 ) -> StoredReport:
     report_id = uuid.uuid4().hex
     when = received_at or dt.datetime.now(dt.UTC)
@@ -121,7 +122,8 @@ def add(
             ),
             (report_id, format_time(when), host, accelerator, verdict, body),
         )
-        _insert_checks(cur, sql, check_rows(report_id, report))
+        if schema_version >= 2:  # (a version-1 database has no check table yet)
+            _insert_checks(cur, sql, check_rows(report_id, report))
     return StoredReport(
         report_id, parse_time(format_time(when)), host, accelerator, verdict, report
     )

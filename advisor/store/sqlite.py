@@ -56,7 +56,7 @@ class SqliteStore:
                 cur.close()
 
     def add(self, report: dict[str, Any], received_at: dt.datetime | None = None) -> StoredReport:
-        return q.add(self._tx, _same, report, received_at)
+        return q.add(self._tx, _same, report, received_at, self.schema_version)
 
     def get(self, report_id: str) -> StoredReport | None:
         return q.get(self._tx, _same, report_id)

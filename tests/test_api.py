@@ -1,0 +1,212 @@
+"""The HTTP API in-process (starlette's TestClient): routes, security, limits, reload, metrics."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from fastapi.testclient import TestClient
+
+from advisor import Workload, load_catalog, recommend
+from advisor.api import create_app
+from advisor.api.openapi import render
+from advisor.api.settings import Settings
+from advisor.errors import InputError
+from tests.factories import mini_catalog_data, write_catalog
+
+TOKEN = "t0ken-for-tests"
+REPORT = Path(__file__).parents[1] / (
+    "benchmarks/results/probe-2026-11-30-nvidia-h200-driver580.159.04-torch2.11.0+cu130/probe-quick.json"
+)
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def settings(tmp_path: Path, **kw: Any) -> Settings:
+    return Settings(database_url=f"sqlite:///{tmp_path}/api.db", api_tokens=(TOKEN,), **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[TestClient]:
+    with TestClient(create_app(settings(tmp_path, max_body_bytes=200_000))) as c:
+        yield c
+
+
+def problem(r: Any, status: int) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = r.json()
+    assert body["status"] == status and body["title"] and body["detail"]
+    return body
+
+
+def test_catalog_listing_and_lookup(client: TestClient) -> None:
+    accs = client.get("/v1/accelerators", params={"form_factor": "edge"}).json()
+    assert accs and all(a["form_factor"] == "edge" for a in accs)
+    its = client.get("/v1/instance-types", params={"provider": "aws", "min_gpus": 8}).json()
+    assert its and all(i["provider"] == "aws" and i["gpu_count"] >= 8 for i in its)
+    cheap = client.get(
+        "/v1/instance-types", params={"region": "us-east-1", "max_hourly_usd": 1}
+    ).json()
+    assert all(
+        p["region"] == "us-east-1" and p["hourly_usd"] <= 1 for i in cheap for p in i["prices"]
+    )
+    assert client.get("/v1/instance-types/p5.48xlarge").json()["accelerator"] == "h100-sxm"
+    body = problem(client.get("/v1/accelerators/h100-sxn"), 404)
+    assert "did you mean 'h100-sxm'" in body["detail"]
+    body = problem(client.get("/v1/instance-types", params={"provider": "amazon"}), 422)
+    assert "valid: aws" in body["detail"]
+
+
+def test_recommendation_matches_the_engine(client: TestClient) -> None:
+    request = {"workload": "large_scale_training", "memory_gb": 80, "interconnect_gb_s": 900}
+    r = client.post("/v1/recommendations", json=request)
+    assert r.status_code == 200
+    expected = json.loads(json.dumps(recommend(load_catalog(), Workload(**request)).to_dict()))
+    assert r.json() == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "message"),
+    [
+        ({"workload": "fine_tuning", "memry_gb": 80}, "memry_gb", "did you mean 'memory_gb'"),
+        ({"workload": "fine_tuning", "memory_gb": -1}, "memory_gb", "greater than or equal to 0"),
+        ({"memory_gb": 80}, "workload", "Field required"),
+    ],
+)
+def test_invalid_bodies_are_422_naming_the_field(
+    client: TestClient, body: dict[str, Any], field: str, message: str
+) -> None:
+    r = problem(client.post("/v1/recommendations", json=body), 422)
+    assert any(e["field"] == field and message in e["message"] for e in r["errors"]), r
+
+
+def test_unknown_workload_is_422_with_valid_list(client: TestClient) -> None:
+    r = problem(client.post("/v1/recommendations", json={"workload": "edge_inferenc"}), 422)
+    assert "did you mean 'edge_inference'" in r["detail"]
+
+
+def test_reports_need_a_valid_token(client: TestClient, caplog: pytest.LogCaptureFixture) -> None:
+    body = json.loads(REPORT.read_text())
+    caplog.set_level(logging.DEBUG)
+    problem(client.post("/v1/probe-reports", json=body), 401)
+    problem(
+        client.post(
+            "/v1/probe-reports", json=body, headers={"Authorization": "Bearer wrong-secret"}
+        ),
+        403,
+    )
+    problem(
+        client.post("/v1/probe-reports", json=body, headers={"Authorization": "Basic abc"}), 401
+    )
+    assert "wrong-secret" not in caplog.text and TOKEN not in caplog.text
+
+
+def test_report_store_list_get_and_fleet(client: TestClient) -> None:
+    body = json.loads(REPORT.read_text())
+    created = client.post("/v1/probe-reports", json=body, headers=AUTH)
+    assert created.status_code == 201
+    rid = created.json()["id"]
+    assert created.headers["location"] == f"/v1/probe-reports/{rid}"
+    got = client.get(f"/v1/probe-reports/{rid}").json()
+    assert got["report"]["verdict"] == body["verdict"] and got["report"]["checks"] == body["checks"]
+    page = client.get(
+        "/v1/probe-reports", params={"accelerator": "h200-sxm", "verdict": body["verdict"]}
+    ).json()
+    assert page["total"] == 1 and page["items"][0]["id"] == rid and page["next_offset"] is None
+    assert client.get("/v1/probe-reports", params={"host": "elsewhere"}).json()["total"] == 0
+    assert (
+        client.get("/v1/probe-reports", params={"since": "2999-01-01T00:00:00"}).json()["total"]
+        == 0
+    )
+    problem(client.get("/v1/probe-reports/nope"), 404)
+    (fleet,) = client.get("/v1/fleet/summary").json()
+    assert fleet["accelerator"] == "h200-sxm" and fleet["reports"] == 1
+    assert 0.9 < fleet["checks"]["matmul_bf16"]["ratio_median"] < 1.2
+
+
+def test_report_with_unknown_field_is_422(client: TestClient) -> None:
+    body = json.loads(REPORT.read_text())
+    body["verdikt"] = "pass"
+    r = problem(client.post("/v1/probe-reports", json=body, headers=AUTH), 422)
+    assert any(
+        e["field"] == "verdikt" and "did you mean 'verdict'" in e["message"] for e in r["errors"]
+    )
+
+
+def test_body_size_limit(client: TestClient) -> None:
+    big = {"workload": "fine_tuning", "region": "x" * 300_000}
+    problem(client.post("/v1/recommendations", json=big), 413)
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: the limit is counted as bytes arrive
+        yield b'{"workload": "fine_tuning", "region": "'
+        for _ in range(30):
+            yield b"y" * 10_000
+        yield b'"}'
+
+    problem(
+        client.post(
+            "/v1/recommendations", content=chunks(), headers={"content-type": "application/json"}
+        ),
+        413,
+    )
+
+
+def test_readyz_and_reload_keep_the_last_good_catalog(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    user = write_catalog(tmp_path / "cat", mini_catalog_data())
+    s = settings(tmp_path, catalog_dir=str(user), catalog_mode="replace")
+    with TestClient(create_app(s)) as c:
+        assert c.get("/readyz").json()["status"] == "ready"
+        bad = mini_catalog_data()
+        bad["accelerators"][0]["memry_gb"] = 1
+        write_catalog(user, bad)
+        r = c.post("/v1/catalog/reload", headers=AUTH).json()
+        assert r["reloaded"] is False and "memry_gb" in r["detail"]
+        ready = c.get("/readyz").json()
+        assert ready["status"] == "degraded" and "memry_gb" in ready["catalog"]["detail"]
+        assert "catalog reload failed" in caplog.text
+        assert c.get("/v1/accelerators/big").status_code == 200  # still serving the last good one
+        write_catalog(user, mini_catalog_data())
+        assert c.post("/v1/catalog/reload", headers=AUTH).json()["reloaded"] is True
+        assert c.get("/readyz").json()["status"] == "ready"
+        problem(c.post("/v1/catalog/reload"), 401)
+
+
+def test_metrics_count_requests_and_reports(client: TestClient) -> None:
+    client.get("/healthz")
+    client.post("/v1/probe-reports", json=json.loads(REPORT.read_text()), headers=AUTH)
+    text = client.get("/metrics").text
+    assert 'advisor_http_requests_total{method="GET",route="/healthz",status="200"} 1' in text
+    assert (
+        'advisor_http_requests_total{method="POST",route="/v1/probe-reports",status="201"} 1'
+        in text
+    )
+    assert "advisor_probe_reports_stored_total 1" in text
+    assert 'advisor_probe_report_verdicts_total{verdict="pass"} 1' in text
+    assert 'advisor_http_request_duration_seconds_count{method="GET",route="/healthz"} 1' in text
+
+
+def test_settings_are_validated_at_start_up() -> None:
+    with pytest.raises(InputError, match="ADVISOR_MAX_BODY_BYTES"):
+        Settings.from_env({"ADVISOR_MAX_BODY_BYTES": "lots"})
+    with pytest.raises(InputError, match="ADVISOR_CATALOG_MODE"):
+        Settings.from_env({"ADVISOR_CATALOG_MODE": "merge"})
+    s = Settings.from_env({"ADVISOR_API_TOKENS": " a, b ,,", "ADVISOR_DATABASE_URL": "memory://"})
+    assert [t.get_secret_value() for t in s.api_tokens] == ["a", "b"]
+    assert "a" not in repr(s.api_tokens)
+
+
+def test_openapi_yaml_is_current() -> None:
+    checked_in = (Path(__file__).parents[1] / "openapi.yaml").read_text()
+    assert yaml.safe_load(checked_in) == yaml.safe_load(render()), (
+        "openapi.yaml differs from the app: regenerate with `python -m advisor.api.openapi`"
+    )
+    spec = yaml.safe_load(checked_in)
+    ids = [op["operationId"] for path in spec["paths"].values() for op in path.values()]
+    assert len(ids) == len(set(ids)) and "createRecommendation" in ids

@@ -1,0 +1,180 @@
+"""The report store on every backend: SQLite always, PostgreSQL where ADVISOR_TEST_POSTGRES_URL
+points to one (.ci/run starts one; in CI its absence is a failure, not a skip)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from advisor.store import ReportFilter, Store, StoreError, open_store
+from advisor.store.memory import MemoryStore
+from advisor.store.sqlite import SqliteStore
+
+PG_URL = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
+BACKENDS = ["sqlite", "postgres", "memory"]
+
+
+def report(
+    host: str = "gpu-1", verdict: str = "pass", bf16: float = 780.0, acc: str = "h200-sxm"
+) -> dict[str, Any]:
+    return {
+        "verdict": verdict,
+        "accelerator": acc,
+        "inventory": {"hostname": host},
+        "checks": [
+            {
+                "name": "matmul_bf16",
+                "status": "pass" if bf16 > 700 else "fail",
+                "measured": bf16,
+                "expected": 781.0,
+            },
+            {"name": "ecc", "status": "pass", "detail": "ECC is on"},
+        ],
+    }
+
+
+@pytest.fixture(params=BACKENDS)
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "sqlite":
+        s: Store = open_store(f"sqlite:///{tmp_path}/reports.db")
+    elif request.param == "memory":
+        s = MemoryStore()
+    else:
+        if not PG_URL:
+            if os.environ.get("CI"):
+                pytest.fail("ADVISOR_TEST_POSTGRES_URL is not set in CI")
+            pytest.skip("no PostgreSQL (set ADVISOR_TEST_POSTGRES_URL; scripts/start-postgres.sh)")
+        s = open_store(PG_URL)
+        _truncate_pg(PG_URL)
+    yield s
+    s.close()
+
+
+def _truncate_pg(url: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        conn.execute("TRUNCATE probe_checks, probe_reports")
+
+
+def test_add_get_roundtrip_is_exact(store: Store) -> None:
+    body = report()
+    stored = store.add(body)
+    again = store.get(stored.id)
+    assert again is not None and again.report == body
+    assert (again.host, again.accelerator, again.verdict) == ("gpu-1", "h200-sxm", "pass")
+    assert store.get(uuid.uuid4().hex) is None
+
+
+def test_filters_and_pagination(store: Store) -> None:
+    base = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    for i in range(7):
+        store.add(
+            report(host=f"h{i % 3}", verdict="fail" if i % 2 else "pass"),
+            base + dt.timedelta(hours=i),
+        )
+    items, total = store.query(ReportFilter(limit=3))
+    assert total == 7 and len(items) == 3
+    assert [r.received_at for r in items] == sorted((r.received_at for r in items), reverse=True)
+    page2, _ = store.query(ReportFilter(limit=3, offset=3))
+    assert not {r.id for r in items} & {r.id for r in page2}
+    assert store.query(ReportFilter(host="h0"))[1] == 3
+    assert store.query(ReportFilter(verdict="fail"))[1] == 3
+    assert store.query(ReportFilter(accelerator="nope"))[1] == 0
+    window = ReportFilter(since=base + dt.timedelta(hours=2), until=base + dt.timedelta(hours=5))
+    assert store.query(window)[1] == 3  # hours 2, 3, 4: since inclusive, until exclusive
+
+
+def test_hostile_values_are_data_not_sql(store: Store) -> None:
+    evil = "x'; DROP TABLE probe_reports; --"
+    stored = store.add(report(host=evil))
+    assert store.query(ReportFilter(host=evil))[1] == 1
+    assert store.get(stored.id) is not None and store.count() == 1
+
+
+def test_fleet_summary_ratios_and_failing_hosts(store: Store) -> None:
+    for host, bf16 in (("a", 781.0), ("b", 702.9), ("c", 390.5), ("d", 800.0)):
+        store.add(report(host=host, bf16=bf16, verdict="fail" if bf16 < 700 else "pass"))
+    (summary,) = store.fleet("h200-sxm")
+    assert (summary.accelerator, summary.reports, summary.hosts) == ("h200-sxm", 4, 4)
+    assert summary.verdicts == {"pass": 3, "fail": 1}
+    stats = summary.checks["matmul_bf16"]
+    ratios = sorted(v / 781.0 for v in (781.0, 702.9, 390.5, 800.0))
+    assert stats["ratio_median"] == pytest.approx((ratios[1] + ratios[2]) / 2)
+    assert stats["ratio_p10"] == pytest.approx(ratios[0] + (ratios[1] - ratios[0]) * 0.3)
+    assert summary.failing_hosts == ["c"]
+    assert summary.checks["ecc"]["ratio_median"] is None and summary.checks["ecc"]["count"] == 4
+
+
+def test_sqlite_schema_upgrade_keeps_reports(tmp_path: Path) -> None:
+    """A database written by schema version 1 upgrades to the latest without losing a report,
+    and the new check table is filled from the stored bodies."""
+    path = str(tmp_path / "old.db")
+    old = SqliteStore(path, migrate_to=1)
+    ids = [old.add(report(host=f"h{i}", bf16=700.0 + i)).id for i in range(3)]
+    old.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == 1
+    new = SqliteStore(path)
+    assert new.schema_version == 2
+    assert all(new.get(i) is not None for i in ids)
+    (summary,) = new.fleet()
+    assert summary.checks["matmul_bf16"]["count"] == 3
+    new.close()
+
+
+def test_postgres_schema_upgrade_keeps_reports() -> None:
+    if not PG_URL:
+        if os.environ.get("CI"):
+            pytest.fail("ADVISOR_TEST_POSTGRES_URL is not set in CI")
+        pytest.skip("no PostgreSQL")
+    import psycopg
+
+    from advisor.store.postgres import PostgresStore
+
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS probe_checks, probe_reports, schema_version")
+    old = PostgresStore(PG_URL, migrate_to=1)
+    ids = [old.add(report(host=f"h{i}")).id for i in range(3)]
+    old.close()
+    new = PostgresStore(PG_URL)
+    assert new.schema_version == 2 and all(new.get(i) is not None for i in ids)
+    assert new.fleet()[0].checks["matmul_bf16"]["count"] == 3
+    new.close()
+
+
+def test_bad_urls_and_unreachable_databases() -> None:
+    with pytest.raises(StoreError, match="unsupported database URL 'mysql'"):
+        open_store("mysql://x")
+    with pytest.raises(StoreError, match="cannot connect to PostgreSQL"):
+        open_store("postgresql://nobody:secret@127.0.0.1:1/none")
+
+
+def test_secrets_stay_out_of_errors() -> None:
+    with pytest.raises(StoreError) as info:
+        open_store("postgresql://nobody:hunter2@127.0.0.1:1/none")
+    assert "hunter2" not in str(info.value)
+
+
+def test_sqlite_is_durable_mode(tmp_path: Path) -> None:
+    s = SqliteStore(str(tmp_path / "d.db"))
+    with sqlite3.connect(tmp_path / "d.db") as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    s.close()
+
+
+def test_report_body_is_stored_verbatim(tmp_path: Path) -> None:
+    s = SqliteStore(str(tmp_path / "v.db"))
+    body = json.loads(json.dumps(report()))
+    body["extra_unicode"] = "Δ GPU ✓"
+    stored = s.add(body)
+    assert s.get(stored.id).report == body  # type: ignore[union-attr]
+    s.close()
