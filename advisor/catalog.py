@@ -10,7 +10,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from advisor.errors import NotFoundError
-from advisor.models import Accelerator, FormFactor, InstanceType, ProbeExpectation, WorkloadProfile
+from advisor.models import (
+    Accelerator,
+    FormFactor,
+    InstanceType,
+    ModelPreset,
+    ProbeExpectation,
+    WorkloadProfile,
+)
 from advisor.suggest import did_you_mean
 
 
@@ -20,6 +27,7 @@ class Catalog:
     instance_types: dict[str, InstanceType]
     workloads: dict[str, WorkloadProfile]
     probe_expectations: dict[str, ProbeExpectation] = field(default_factory=dict)
+    models: dict[str, ModelPreset] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()  # directories it was read from, in order
     # Derived indexes, filled once in __post_init__ (the engine reads them on every query).

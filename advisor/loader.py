@@ -16,7 +16,13 @@ from pydantic import BaseModel, ValidationError
 
 from advisor.catalog import Catalog
 from advisor.errors import CatalogError, CatalogIssue, InputError
-from advisor.models import Accelerator, InstanceType, ProbeExpectation, WorkloadProfile
+from advisor.models import (
+    Accelerator,
+    InstanceType,
+    ModelPreset,
+    ProbeExpectation,
+    WorkloadProfile,
+)
 from advisor.suggest import did_you_mean
 from advisor.validate import Origin, cross_check
 
@@ -25,6 +31,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "instance_types": InstanceType,
     "workloads": WorkloadProfile,
     "probe_expectations": ProbeExpectation,
+    "models": ModelPreset,
 }
 DEFAULT_MAX_PRICE_AGE_DAYS = 365
 
@@ -119,6 +126,7 @@ def load_catalog(
         probe_expectations={
             k: typing.cast(ProbeExpectation, v[0]) for k, v in merged["probe_expectations"].items()
         },
+        models={k: typing.cast(ModelPreset, v[0]) for k, v in merged["models"].items()},
         warnings=tuple(warnings),
         sources=tuple(str(d) for d in dirs),
     )

@@ -145,7 +145,14 @@ class InstanceType(Strict):
         return self
 
 
-Objective = Literal["cheapest", "performance", "price_performance"]
+Objective = Literal[
+    "cheapest",
+    "performance",
+    "price_performance",
+    "cost_to_completion",
+    "time",
+    "cost_per_million_tokens",
+]
 
 
 class WorkloadProfile(Strict):
@@ -161,6 +168,11 @@ class WorkloadProfile(Strict):
     default_gpu_count: Annotated[int, Field(ge=0, le=4096)] = 0
     key_precision: Literal["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8"] = "bf16"
     default_objective: Objective = "cheapest"
+    # Sizing from a model (advisor/workplan.py): what kind of work, and the share of the dense
+    # peak (training: model FLOPs utilisation) or of memory bandwidth (inference decode) it gets.
+    sizing: Literal["training", "inference", "none"] = "none"
+    efficiency: Annotated[float, Field(gt=0, le=1)] = 0.4
+    default_batch: Annotated[int, Field(ge=1, le=100_000)] = 1  # micro-batch / sequences served
     # Soft preferences, applied as multiplicative score penalties (0.2 = 20% worse) with a reason.
     prefer_gpu_link: tuple[GpuLink, ...] = ()
     prefer_form_factor: FormFactor | None = None
@@ -179,3 +191,33 @@ class ProbeExpectation(Strict):
     d2d_gbps: Pos | None = None  # device-to-device copy, bytes read + written per second
     conditions: str | None = None  # sizes, software, how they were taken
     source: Annotated[str, Field(min_length=1)]
+
+
+class ModelPreset(Strict):
+    """An open model's shape, for sizing (catalog/models.yaml). Figures from its config/paper."""
+
+    id: Id
+    name: Annotated[str, Field(min_length=1)]
+    params_b: Annotated[float, Field(gt=0, le=100_000)]  # total parameters, billions
+    active_params_b: Annotated[float | None, Field(gt=0, le=100_000)] = None  # MoE: per token
+    layers: Annotated[int, Field(gt=0, le=1000)]
+    hidden_size: Annotated[int, Field(gt=0, le=1_000_000)]
+    attention_heads: Annotated[int, Field(gt=0, le=10_000)]
+    kv_heads: Annotated[int, Field(gt=0, le=10_000)]
+    head_dim: Annotated[int | None, Field(gt=0, le=100_000)] = None  # default hidden / heads
+    vocab_size: Annotated[int, Field(gt=0, le=10_000_000)]
+    context_length: Annotated[int, Field(gt=0, le=100_000_000)]
+    experts: Annotated[int | None, Field(gt=0, le=10_000)] = None
+    source: Annotated[str, Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _shape_is_consistent(self) -> ModelPreset:
+        if self.attention_heads % self.kv_heads:
+            raise ValueError("attention_heads must be a multiple of kv_heads")
+        if self.active_params_b is not None and self.active_params_b > self.params_b:
+            raise ValueError("active_params_b cannot exceed params_b")
+        return self
+
+    @property
+    def head_size(self) -> int:
+        return self.head_dim or self.hidden_size // self.attention_heads

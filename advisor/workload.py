@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from advisor.models import Objective, Purchase
 
@@ -31,3 +31,30 @@ class Workload(BaseModel):
     gpu_count: Annotated[int | None, Field(ge=0, le=4096, description="at least this many")] = None
     objective: Objective | None = None  # None = the workload profile's default
     limit: Annotated[int, Field(ge=1, le=1000)] = 10
+    # Sizing from a model instead of --memory-gb (advisor/workplan.py).
+    model: Annotated[str | None, Field(min_length=1, description="model preset id")] = None
+    params_b: Annotated[float | None, Field(gt=0, le=100_000, description="free-form size")] = None
+    tokens: Annotated[float | None, Field(gt=0, le=1e16, description="training tokens")] = None
+    zero_stage: Annotated[int, Field(ge=0, le=3, description="ZeRO stage (3 = FSDP)")] = 3
+    seq_len: Annotated[int | None, Field(gt=0, le=10_000_000)] = None
+    batch: Annotated[
+        int | None, Field(ge=1, le=100_000, description="micro-batch / concurrent sequences")
+    ] = None  # None = the workload profile's default
+    recompute: bool = True
+    precision: Annotated[
+        Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"], Field(description="weights")
+    ] = "bf16"
+    context_tokens: Annotated[int | None, Field(gt=0, le=100_000_000)] = None
+    throughput_tokens_s: Annotated[float | None, Field(gt=0, le=1e12)] = None
+
+    @property
+    def sized(self) -> bool:
+        return self.model is not None or self.params_b is not None
+
+    @model_validator(mode="after")
+    def _one_model(self) -> Workload:
+        if self.model is not None and self.params_b is not None:
+            raise ValueError("give either model or params_b, not both")
+        if self.sized and self.memory_gb is not None:
+            raise ValueError("memory_gb is derived from the model: leave it out")
+        return self

@@ -14,11 +14,11 @@ from advisor import __version__
 from advisor.api import problems
 from advisor.api.limits import BodyLimitMiddleware
 from advisor.api.metrics import Metrics, MetricsMiddleware
-from advisor.api.routes import catalog, ops, recommend, reports
+from advisor.api.routes import catalog, ops, recommend, reports, utilisation
 from advisor.api.settings import Settings
 from advisor.api.state import AppState, CatalogHolder
+from advisor.estimate import EstimateRequest
 from advisor.store import Store, open_store
-from advisor.workload import Workload
 from probes.report import ProbeReport
 
 log = logging.getLogger("advisor.api")
@@ -53,10 +53,14 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     app.state.advisor = state
     problems.install(
         app,
-        {"Workload": list(Workload.model_fields), "ProbeReport": list(ProbeReport.model_fields)},
+        {
+            "Workload": list(EstimateRequest.model_fields),
+            "ProbeReport": list(ProbeReport.model_fields),
+        },
     )
     for router in (ops.router, catalog.router, recommend.router, reports.router):
         app.include_router(router)
+    app.include_router(utilisation.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)
     return app

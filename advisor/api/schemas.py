@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -28,6 +28,7 @@ class RecommendationOut(_Out):
     power_mode: str | None
     score: float
     reasons: list[str]
+    sizing: dict[str, Any] | None = None
 
 
 class RejectionOut(_Out):
@@ -41,6 +42,34 @@ class AlternativeOut(_Out):
     relax_to: float | str | None
     candidate: str
     sentence: str
+
+
+class FigureOut(_Out):
+    name: str
+    value: float
+    unit: str
+    formula: str
+
+
+class EstimateResult(_Out):
+    workload: str
+    model: str
+    sizing: str
+    hardware: dict[str, str | int | None]
+    fits: bool
+    figures: list[FigureOut]
+    memory_per_gpu_gb: float
+    memory_total_gb: float
+    efficiency: float
+    efficiency_source: str
+    hours: float | None
+    hourly_usd: float | None
+    price: dict[str, Any] | None
+    cost_usd: float | None
+    tokens_per_s: float | None
+    replicas: int | None
+    cost_per_million_tokens_usd: float | None = None
+    notes: list[str]
 
 
 class RecommendationResult(_Out):

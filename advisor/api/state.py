@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 
 from advisor.api.metrics import Metrics
@@ -13,6 +14,7 @@ from advisor.catalog import Catalog
 from advisor.errors import AdvisorError
 from advisor.loader import load_catalog
 from advisor.store import Store
+from advisor.workplan import Calibration, calibrations
 
 log = logging.getLogger("advisor.api")
 
@@ -69,3 +71,15 @@ class AppState:
     store: Store
     metrics: Metrics
     started_at: dt.datetime
+    _fleet: tuple[float, dict[str, Calibration]] | None = None
+    _fleet_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def fleet_calibration(self, max_age_s: float = 60.0) -> dict[str, Calibration]:
+        """The fleet's measured matmul ratios per accelerator, recomputed at most once a minute
+        (a summary reads every stored check: not per request)."""
+        with self._fleet_lock:
+            now = time.monotonic()
+            if self._fleet is None or now - self._fleet[0] > max_age_s:
+                summaries = [vars(s) for s in self.store.fleet()]
+                self._fleet = (now, calibrations(summaries))
+            return self._fleet[1]

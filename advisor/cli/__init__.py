@@ -9,7 +9,14 @@ from typing import Annotated
 
 import typer
 
-from advisor.cli import catalog_cmd, probe_cmd, recommend_cmd, serve_cmd
+from advisor.cli import (
+    catalog_cmd,
+    estimate_cmd,
+    monitor_cmd,
+    probe_cmd,
+    recommend_cmd,
+    serve_cmd,
+)
 from advisor.cli.common import STATE, err_console
 from advisor.errors import AdvisorError, CatalogError
 
@@ -23,7 +30,9 @@ app = typer.Typer(
 app.add_typer(catalog_cmd.app, name="catalog")
 app.command("recommend")(recommend_cmd.recommend)
 app.command("probe")(probe_cmd.probe)
+app.command("monitor")(monitor_cmd.monitor)
 app.command("serve")(serve_cmd.serve)
+app.command("estimate")(estimate_cmd.estimate_cmd)
 
 
 @app.callback()

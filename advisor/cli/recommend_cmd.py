@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from advisor.cli import sizing_opts as opts
 from advisor.cli.common import console, emit_json, get_catalog, money
 from advisor.engine import Recommendation, Result
 from advisor.engine import recommend as run_engine
@@ -41,6 +42,17 @@ def recommend(
     limit: Annotated[int, typer.Option(help="How many recommendations to show.")] = 10,
     show_rejected: Annotated[bool, typer.Option(help="List every rejected candidate.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON for tools.")] = False,
+    model: opts.Model = None,
+    params_b: opts.ParamsB = None,
+    tokens: opts.Tokens = None,
+    zero_stage: opts.ZeroStage = 3,
+    seq_len: opts.SeqLen = None,
+    batch: opts.Batch = None,
+    recompute: opts.Recompute = True,
+    precision: opts.Precision = "bf16",
+    context_tokens: opts.Context = None,
+    throughput_tokens_s: opts.Throughput = None,
+    server: opts.Server = None,
 ) -> None:
     """Recommend hardware for a workload; exit 1 when nothing satisfies the constraints."""
     request: dict[str, Any] = {
@@ -55,8 +67,22 @@ def recommend(
         "gpu_count": gpu_count,
         "objective": objective,
         "limit": limit,
+        **opts.sizing_fields(
+            model,
+            params_b,
+            tokens,
+            zero_stage,
+            seq_len,
+            batch,
+            recompute,
+            precision,
+            context_tokens,
+            throughput_tokens_s,
+        ),
     }
-    result = run_engine(get_catalog(), parse_workload(request))
+    parsed = parse_workload(request)
+    fleet = opts.fleet_from_server(server) if parsed.sized else None
+    result = run_engine(get_catalog(), parsed, fleet)
     if json_out:
         emit_json(result.to_dict())
     else:

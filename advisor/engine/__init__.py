@@ -5,6 +5,8 @@ Pure and deterministic: the same catalog and workload always give the same resul
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from advisor.catalog import Catalog
 from advisor.engine.candidates import CandidateIndex, CloudCandidate, candidate_index
 from advisor.engine.checks import (
@@ -25,27 +27,39 @@ from advisor.engine.rank import (
     penalty,
     rank,
     reasons,
+    sizing_summary,
 )
 from advisor.engine.result import Alternative, Recommendation, Rejection, Result
 from advisor.errors import InputError
 from advisor.models import Price, WorkloadProfile
 from advisor.suggest import unknown
 from advisor.workload import Workload
+from advisor.workplan import Calibration, WorkPlan
 
 __all__ = ["Alternative", "Recommendation", "Rejection", "Result", "recommend"]
 
 
-def recommend(catalog: Catalog, workload: Workload) -> Result:
+def recommend(
+    catalog: Catalog,
+    workload: Workload,
+    fleet: Mapping[str, Calibration] | None = None,
+    min_fleet_reports: int = 5,
+) -> Result:
+    """`fleet` maps accelerator ids to the fleet's measured matmul ratio (from stored probe
+    reports); with enough reports it replaces the catalog's efficiency when sizing a model."""
     profile = _profile(catalog, workload)
     _check_request(catalog, workload)
-    objective = workload.objective or profile.default_objective
+    plan = (
+        WorkPlan(catalog, workload, profile, fleet, min_fleet_reports) if workload.sized else None
+    )
+    objective = workload.objective or _default_objective(workload, profile)
     index = candidate_index(catalog)
     hits: list[Hit] = []
     rejected: list[Rejection] = []
 
     for group in index.cloud_groups:
         # Members share everything static_violations and size_cloud look at.
-        sizing = size_cloud(group[0], workload, profile)
+        sizing = size_cloud(group[0], workload, profile, plan)
         static = static_violations(group[0], sizing, workload, profile)
         if static:  # the whole group is out for reasons that no offering changes
             ruled_out = _rejection("", static)
@@ -68,7 +82,7 @@ def recommend(catalog: Catalog, workload: Workload) -> Result:
 
     ranked = rank(hits, objective, workload.limit)
     recommendations = tuple(
-        _recommendation(h, score, reasons(h, workload, profile, objective, i + 1))
+        _recommendation(h, score, reasons(h, workload, profile, objective, i + 1), workload)
         for i, (h, score) in enumerate(ranked)
     )
     rejected.sort()  # by id: ids are unique, so the tuples never compare further
@@ -79,7 +93,7 @@ def recommend(catalog: Catalog, workload: Workload) -> Result:
         )
     else:
         # Only now is it worth finding what single relaxation would help (a second, rare pass).
-        alternatives = _alternatives(index, workload, profile)
+        alternatives = _alternatives(index, workload, profile, plan)
         explanation = explain_none(rejected, alternatives, profile.id)
     return Result(
         workload=profile.id,
@@ -117,7 +131,7 @@ def _evaluate_offers(
             cost = hourly * nodes
             hits.append(
                 Hit(
-                    objective_value(objective, cost, perf, factor),
+                    objective_value(objective, cost, perf, factor, sizing.fit),
                     cost,
                     sort_id,
                     c,
@@ -134,11 +148,13 @@ def _evaluate_offers(
         rejected.append(_rejection(c.instance.id, offering_violations(closest[2], nodes, w)))
 
 
-def _alternatives(index: CandidateIndex, w: Workload, p: WorkloadProfile) -> list[Alternative]:
+def _alternatives(
+    index: CandidateIndex, w: Workload, p: WorkloadProfile, plan: WorkPlan | None
+) -> list[Alternative]:
     """For each constraint that alone blocks a candidate, the smallest relaxation that helps."""
     tracker = AlternativeTracker()
     for c in index.cloud:
-        sizing = size_cloud(c, w, p)
+        sizing = size_cloud(c, w, p, plan)
         static = static_violations(c, sizing, w, p)
         if len(static) > 1:
             continue
@@ -166,7 +182,7 @@ def _rejection(entry_id: str, violations: list[Violation]) -> Rejection:
     return Rejection(entry_id, codes, tuple(v.sentence for v in violations))
 
 
-def _recommendation(h: Hit, score: float, why: list[str]) -> Recommendation:
+def _recommendation(h: Hit, score: float, why: list[str], w: Workload) -> Recommendation:
     if h.edge is not None:
         e = h.edge
         return Recommendation(
@@ -200,7 +216,16 @@ def _recommendation(h: Hit, score: float, why: list[str]) -> Recommendation:
         power_mode=None,
         score=score,
         reasons=tuple(why),
+        sizing=sizing_summary(s.fit, h.hourly_usd, w) if s.fit is not None else None,
     )
+
+
+def _default_objective(w: Workload, p: WorkloadProfile) -> str:
+    if w.sized and p.sizing == "training" and w.tokens:
+        return "cost_to_completion"
+    if w.sized and p.sizing == "inference":
+        return "cost_per_million_tokens"
+    return p.default_objective
 
 
 def _profile(catalog: Catalog, w: Workload) -> WorkloadProfile:

@@ -12,6 +12,7 @@ from typing import NamedTuple
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate
 from advisor.models import Price, WorkloadProfile
 from advisor.workload import Workload
+from advisor.workplan import Fit, WorkPlan
 
 
 class Violation(NamedTuple):
@@ -24,19 +25,29 @@ class Violation(NamedTuple):
 class Sizing(NamedTuple):
     gpus: int  # GPUs needed (0 for CPU-only)
     nodes: int
+    spans_nodes: bool = False  # one copy of the work split across nodes (needs scale-out)
+    fit: Fit | None = None  # when sized from a model (advisor/workplan.py)
 
 
-def size_cloud(c: CloudCandidate, w: Workload, p: WorkloadProfile) -> Sizing:
+def size_cloud(
+    c: CloudCandidate, w: Workload, p: WorkloadProfile, plan: WorkPlan | None = None
+) -> Sizing:
     """GPUs and nodes: fill GPUs inside one node first, spill to more nodes only when needed."""
+    if plan is not None:
+        if not c.is_gpu:
+            return Sizing(0, 1)
+        fit = plan.fit(c.hardware, c.instance.gpu_count)
+        return Sizing(fit.gpus_needed, max(fit.nodes, 1), fit.spans_nodes, fit)
     need_gb = w.memory_gb or 0.0
     if c.is_gpu:
         per_gpu = c.hardware.memory_gb
         by_memory = math.ceil(need_gb / per_gpu - 1e-9) if per_gpu else 1
         wanted = p.default_gpu_count if w.gpu_count is None else w.gpu_count
         gpus = max(1, by_memory, wanted)
-        return Sizing(gpus, math.ceil(gpus / c.instance.gpu_count))
+        nodes = math.ceil(gpus / c.instance.gpu_count)
+        return Sizing(gpus, nodes, nodes > 1)
     nodes = max(1, math.ceil(need_gb / c.per_node_memory_gb - 1e-9))
-    return Sizing(0, nodes)
+    return Sizing(0, nodes, nodes > 1)
 
 
 def static_violations(
@@ -63,16 +74,24 @@ def static_violations(
                 f"that {p.id} needs on each GPU",
             )
         )
-    if s.nodes > 1:
-        what = f"{w.memory_gb:g} GB" if w.memory_gb else f"{s.gpus} GPUs"
+    if s.fit is not None and s.fit.unfit:
+        out.append(Violation("MEMORY_INSUFFICIENT", None, s.fit.unfit))
+    elif w.sized and not c.is_gpu:
+        out.append(Violation("NO_GPU", None, "CPU-only: a sized model runs on GPUs"))
+    if s.spans_nodes:
+        if s.fit is not None:
+            what = f"{s.fit.memory_total_gb:,.0f} GB ({w.model or f'{w.params_b:g}B'})"
+        else:
+            what = f"{w.memory_gb:g} GB" if w.memory_gb else f"{s.gpus} GPUs"
         if not p.scale_out:
+            by_memory = bool(w.memory_gb) or s.fit is not None
             out.append(
                 Violation(
-                    "MEMORY_INSUFFICIENT" if w.memory_gb else "GPU_COUNT_TOO_HIGH",
-                    "memory_gb" if w.memory_gb else "gpu_count",
+                    "MEMORY_INSUFFICIENT" if by_memory else "GPU_COUNT_TOO_HIGH",
+                    ("memory_gb" if w.memory_gb else None) if by_memory else "gpu_count",
                     f"{what} needs {s.nodes} nodes "
                     f"({c.per_node_memory_gb:g} GB each) and {p.id} runs on one node",
-                    c.per_node_memory_gb if w.memory_gb else it.gpu_count,
+                    c.per_node_memory_gb if w.memory_gb else (None if by_memory else it.gpu_count),
                 )
             )
         elif it.network_gbps < p.min_multi_node_network_gbps:

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import heapq
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate
 from advisor.engine.checks import Sizing
 from advisor.models import FormFactor, Price, WorkloadProfile
 from advisor.workload import Workload
+from advisor.workplan import Fit
 
 OBJECTIVE_WORDS = {
     "cheapest": "lowest hourly price",
     "performance": "highest peak throughput",
     "price_performance": "most throughput per dollar",
+    "cost_to_completion": "lowest cost to completion",
+    "time": "shortest time to completion",
+    "cost_per_million_tokens": "lowest cost per million tokens",
 }
 
 
@@ -51,10 +55,23 @@ def _link_not_preferred(c: CloudCandidate, p: WorkloadProfile) -> bool:
     return bool(p.prefer_gpu_link) and multi_gpu and c.instance.gpu_link not in p.prefer_gpu_link
 
 
-def objective_value(objective: str, cost: float, perf: float, factor: float) -> float:
+COST_LIKE = {"cheapest", "cost_to_completion", "time", "cost_per_million_tokens"}
+
+
+def objective_value(
+    objective: str, cost: float, perf: float, factor: float, fit: Fit | None = None
+) -> float:
     """Lower is better for every objective, so one sort serves them all."""
     if objective == "cheapest":
         return cost * factor
+    if objective in ("cost_to_completion", "time"):
+        if fit is None or fit.hours is None:
+            return cost * factor  # nothing to complete: fall back to the hourly price
+        return (cost * fit.hours if objective == "cost_to_completion" else fit.hours) * factor
+    if objective == "cost_per_million_tokens":
+        if fit is None or not fit.tokens_per_s:
+            return cost * factor
+        return cost / (fit.tokens_per_s * 3600) * 1e6 * factor
     if objective == "performance":
         return -perf / factor
     return -(perf / cost) / factor if cost else 0.0
@@ -74,7 +91,7 @@ def rank(hits: list[Hit], objective: str, limit: int) -> list[tuple[Hit, float]]
     best = top[0].value
     out = []
     for h in top:
-        if objective == "cheapest":
+        if objective in COST_LIKE:
             score = best / h.value if h.value else 1.0
         else:
             score = h.value / best if best else 0.0
@@ -95,17 +112,21 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
         line = f"{s.nodes * it.gpu_count} x {hw.name} ({each})"
         if w.memory_gb:
             line += f" hold the {w.memory_gb:g} GB needed ({s.gpus} GPU(s) by memory)"
+        elif s.fit is not None:
+            line += f" hold the {s.fit.memory_total_gb:,.1f} GB the work needs"
         out.append(line)
     else:
         out.append(
             f"CPU-only ({hw.name}), {it.vcpus} vCPUs and {it.memory_gib:g} GiB RAM per node"
             + (f", enough for the {w.memory_gb:g} GB needed" if w.memory_gb else "")
         )
-    if s.nodes > 1:
+    if s.spans_nodes:
         out.append(
             f"spans {s.nodes} nodes over {it.network_gbps:g} Gbit/s; {p.id} scales out "
             f"(needs >= {p.min_multi_node_network_gbps:g} Gbit/s between nodes)"
         )
+    if s.fit is not None:
+        out += _sizing_reasons(s.fit, h.hourly_usd, w)
     if w.interconnect_gb_s:
         out.append(
             f"{it.gpu_link.value} at {it.interconnect_gb_s:g} GB/s per GPU meets the "
@@ -119,7 +140,7 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
         f"(price as of {price.as_of.isoformat()})"
     )
     precision, perf = cloud_perf(c, s, p)
-    if objective != "cheapest" and perf:
+    if objective in ("performance", "price_performance") and perf:
         per_dollar = ""
         if objective == "price_performance":
             per_dollar = f" = {perf / h.hourly_usd:,.0f} per $/h"
@@ -152,4 +173,47 @@ def _edge_reasons(e: EdgeCandidate, w: Workload, objective: str, rank_no: int) -
         out.append("edge devices carry no hourly price: ranked by power draw instead")
     else:
         out.append(f"ranked {rank_no} by {OBJECTIVE_WORDS[objective]}")
+    return out
+
+
+def sizing_summary(fit: Fit, hourly_usd: float, w: Workload) -> dict[str, Any]:
+    """The numbers behind a sized recommendation, for JSON."""
+    out: dict[str, Any] = {
+        "gpus_needed": fit.gpus_needed,
+        "rented_gpus": fit.rented_gpus,
+        "memory_per_gpu_gb": round(fit.memory_per_gpu_gb, 3),
+        "memory_total_gb": round(fit.memory_total_gb, 3),
+        "efficiency": round(fit.efficiency, 4),
+        "efficiency_source": fit.efficiency_source,
+    }
+    if fit.hours is not None:
+        out["hours"] = fit.hours
+        out["cost_to_completion_usd"] = fit.hours * hourly_usd
+    if fit.tokens_per_s:
+        out["replicas"] = fit.replicas
+        out["tokens_per_s"] = fit.tokens_per_s
+        served = min(fit.tokens_per_s, w.throughput_tokens_s or fit.tokens_per_s)
+        out["cost_per_million_tokens_usd"] = hourly_usd / (served * 3600) * 1e6
+    return out
+
+
+def _sizing_reasons(fit: Fit, hourly_usd: float, w: Workload) -> list[str]:
+    out = [
+        f"{fit.memory_per_gpu_gb:,.1f} GB per GPU on {fit.rented_gpus} GPU(s); "
+        f"efficiency {fit.efficiency:.2f} ({fit.efficiency_source})"
+    ]
+    if fit.hours is not None:
+        out.append(
+            f"{fit.hours:,.1f} h to process {w.tokens:.3g} tokens: "
+            f"${fit.hours * hourly_usd:,.0f} to completion"
+        )
+    if fit.tokens_per_s:
+        summary = sizing_summary(fit, hourly_usd, w)
+        target = (
+            f" for the {w.throughput_tokens_s:g} tokens/s target" if w.throughput_tokens_s else ""
+        )
+        out.append(
+            f"{fit.replicas} replica(s){target} decode about {fit.tokens_per_s:,.0f} tokens/s: "
+            f"${summary['cost_per_million_tokens_usd']:,.3f} per million tokens"
+        )
     return out

@@ -21,6 +21,7 @@ class Recommendation:
     power_mode: str | None
     score: float  # 1.0 = the best candidate under the objective; lower is worse
     reasons: tuple[str, ...]
+    sizing: dict[str, Any] | None = None  # GPUs, memory, hours, cost when sized from a model
 
 
 class Rejection(NamedTuple):

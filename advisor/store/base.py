@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,6 +24,14 @@ class StoredReport:
     accelerator: str | None
     verdict: str
     report: dict[str, Any]  # the probe report as it was received
+
+
+@dataclass(frozen=True)
+class StoredUtilisation:
+    id: str
+    received_at: dt.datetime
+    host: str
+    report: dict[str, Any]  # the utilisation report as it was received
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,22 @@ class Store(Protocol):
 
     def fleet(self, accelerator: str | None = None) -> list[FleetSummary]: ...
 
+    def add_utilisation(
+        self, report: dict[str, Any], received_at: dt.datetime | None = None
+    ) -> StoredUtilisation: ...
+
+    def get_utilisation(self, report_id: str) -> StoredUtilisation | None: ...
+
+    def query_utilisation(
+        self, host: str | None = None, limit: int = 50, offset: int = 0
+    ) -> tuple[list[StoredUtilisation], int]:
+        """Newest first, optionally one host's; with the total before limit and offset."""
+        ...
+
+    def iter_utilisation(self) -> Iterator[StoredUtilisation]:
+        """Every utilisation report, oldest first (for reviews over the whole fleet)."""
+        ...
+
     def ping(self) -> None: ...
 
     def count(self) -> int: ...
@@ -84,6 +108,10 @@ def report_fields(report: dict[str, Any]) -> tuple[str, str | None, str]:
     host = str(inventory.get("hostname") or "unknown")
     accelerator = report.get("expected_accelerator") or report.get("accelerator")
     return host, accelerator, str(report.get("verdict") or "error")
+
+
+def utilisation_host(report: dict[str, Any]) -> str:
+    return str(report.get("host") or "unknown")
 
 
 def check_rows(report_id: str, report: dict[str, Any]) -> list[CheckRow]:

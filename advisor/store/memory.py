@@ -5,21 +5,25 @@ from __future__ import annotations
 import datetime as dt
 import threading
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from advisor.store.base import (
     FleetSummary,
     ReportFilter,
     StoredReport,
+    StoredUtilisation,
     check_rows,
     report_fields,
     summarize_fleet,
+    utilisation_host,
 )
 
 
 class MemoryStore:
     def __init__(self) -> None:
         self._reports: dict[str, StoredReport] = {}
+        self._utilisation: dict[str, StoredUtilisation] = {}
         self._lock = threading.Lock()
 
     def add(self, report: dict[str, Any], received_at: dt.datetime | None = None) -> StoredReport:
@@ -62,6 +66,34 @@ class MemoryStore:
             verdicts.setdefault(r.accelerator, []).append(r.verdict)
             rows += check_rows(r.id, r.report)
         return summarize_fleet(rows, verdicts)
+
+    def add_utilisation(
+        self, report: dict[str, Any], received_at: dt.datetime | None = None
+    ) -> StoredUtilisation:
+        stored = StoredUtilisation(
+            uuid.uuid4().hex,
+            received_at or dt.datetime.now(dt.UTC),
+            utilisation_host(report),
+            report,
+        )
+        with self._lock:
+            self._utilisation[stored.id] = stored
+        return stored
+
+    def get_utilisation(self, report_id: str) -> StoredUtilisation | None:
+        return self._utilisation.get(report_id)
+
+    def query_utilisation(
+        self, host: str | None = None, limit: int = 50, offset: int = 0
+    ) -> tuple[list[StoredUtilisation], int]:
+        found = [r for r in self._utilisation.values() if host is None or r.host == host]
+        found.sort(key=lambda r: (r.received_at, r.id), reverse=True)
+        return found[offset : offset + limit], len(found)
+
+    def iter_utilisation(self) -> Iterator[StoredUtilisation]:
+        with self._lock:
+            chosen = sorted(self._utilisation.values(), key=lambda r: (r.received_at, r.id))
+        return iter(chosen)
 
     def count(self) -> int:
         return len(self._reports)

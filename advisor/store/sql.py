@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -18,9 +18,11 @@ from advisor.store.base import (
     FleetSummary,
     ReportFilter,
     StoredReport,
+    StoredUtilisation,
     check_rows,
     report_fields,
     summarize_fleet,
+    utilisation_host,
 )
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width, UTC: text order is time order
@@ -46,6 +48,19 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             " accelerator TEXT, name TEXT NOT NULL, status TEXT NOT NULL,"
             " measured DOUBLE PRECISION, expected DOUBLE PRECISION)",
             "CREATE INDEX probe_checks_accelerator ON probe_checks (accelerator, name)",
+        ],
+    ),
+    (
+        3,
+        [
+            # IF NOT EXISTS: a test or an operator that drops only the probe tables and migrates
+            # again must not trip over a utilisation table that outlived them.
+            "CREATE TABLE IF NOT EXISTS utilisation_reports ("
+            " id TEXT PRIMARY KEY, received_at TEXT NOT NULL, host TEXT NOT NULL,"
+            " body TEXT NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS utilisation_reports_received"
+            " ON utilisation_reports (received_at, id)",
+            "CREATE INDEX IF NOT EXISTS utilisation_reports_host ON utilisation_reports (host)",
         ],
     ),
 ]
@@ -219,3 +234,82 @@ def _row(row: Iterable[Any]) -> StoredReport:
     return StoredReport(
         report_id, parse_time(received_at), host, accelerator, verdict, json.loads(body)
     )
+
+
+# -- utilisation reports (schema step 3) ------------------------------------------------------
+_UTILISATION_COLUMNS = "SELECT id, received_at, host, body FROM utilisation_reports"
+ITER_PAGE = 500  # rows per transaction while iterating over every utilisation report
+
+
+def add_utilisation(
+    tx: Transaction,
+    sql: Callable[[str], str],
+    report: dict[str, Any],
+    received_at: dt.datetime | None,
+) -> StoredUtilisation:
+    report_id = uuid.uuid4().hex
+    when = format_time(received_at or dt.datetime.now(dt.UTC))
+    host = utilisation_host(report)
+    body = json.dumps(report, separators=(",", ":"), sort_keys=True)
+    with tx() as cur:
+        cur.execute(
+            sql(
+                "INSERT INTO utilisation_reports (id, received_at, host, body) VALUES (?, ?, ?, ?)"
+            ),
+            (report_id, when, host, body),
+        )
+    return StoredUtilisation(report_id, parse_time(when), host, report)
+
+
+def get_utilisation(
+    tx: Transaction, sql: Callable[[str], str], report_id: str
+) -> StoredUtilisation | None:
+    with tx() as cur:
+        cur.execute(sql(_UTILISATION_COLUMNS + " WHERE id = ?"), (report_id,))
+        row = cur.fetchone()
+    return _utilisation_row(row) if row else None
+
+
+def query_utilisation(
+    tx: Transaction, sql: Callable[[str], str], host: str | None, limit: int, offset: int
+) -> tuple[list[StoredUtilisation], int]:
+    where = " WHERE (CAST(? AS TEXT) IS NULL OR host = ?)"
+    with tx() as cur:
+        cur.execute(sql("SELECT COUNT(*) FROM utilisation_reports" + where), (host, host))
+        total = int(cur.fetchone()[0])
+        cur.execute(
+            sql(
+                _UTILISATION_COLUMNS
+                + where
+                + " ORDER BY received_at DESC, id DESC LIMIT ? OFFSET ?"
+            ),
+            (host, host, limit, offset),
+        )
+        rows = cur.fetchall()
+    return [_utilisation_row(r) for r in rows], total
+
+
+def iter_utilisation(tx: Transaction, sql: Callable[[str], str]) -> Iterator[StoredUtilisation]:
+    """Every utilisation report, oldest first, a page per transaction (keyset pagination): no
+    lock or cursor is held while the caller works on a report, so it may use the store too."""
+    after: tuple[str, str] = ("", "")
+    while True:
+        with tx() as cur:
+            cur.execute(
+                sql(
+                    _UTILISATION_COLUMNS + " WHERE received_at > ? OR (received_at = ? AND id > ?)"
+                    " ORDER BY received_at, id LIMIT ?"
+                ),
+                (after[0], after[0], after[1], ITER_PAGE),
+            )
+            rows = cur.fetchall()
+        for row in rows:
+            yield _utilisation_row(row)
+        if len(rows) < ITER_PAGE:
+            return
+        after = (rows[-1][1], rows[-1][0])
+
+
+def _utilisation_row(row: Iterable[Any]) -> StoredUtilisation:
+    report_id, received_at, host, body = row
+    return StoredUtilisation(report_id, parse_time(received_at), host, json.loads(body))

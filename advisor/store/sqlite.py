@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from advisor.store import sql as q
-from advisor.store.base import FleetSummary, ReportFilter, StoredReport, StoreError
+from advisor.store.base import (
+    FleetSummary,
+    ReportFilter,
+    StoredReport,
+    StoredUtilisation,
+    StoreError,
+)
 
 
 def _same(statement: str) -> str:
@@ -66,6 +72,22 @@ class SqliteStore:
 
     def fleet(self, accelerator: str | None = None) -> list[FleetSummary]:
         return q.fleet(self._tx, _same, accelerator)
+
+    def add_utilisation(
+        self, report: dict[str, Any], received_at: dt.datetime | None = None
+    ) -> StoredUtilisation:
+        return q.add_utilisation(self._tx, _same, report, received_at)
+
+    def get_utilisation(self, report_id: str) -> StoredUtilisation | None:
+        return q.get_utilisation(self._tx, _same, report_id)
+
+    def query_utilisation(
+        self, host: str | None = None, limit: int = 50, offset: int = 0
+    ) -> tuple[list[StoredUtilisation], int]:
+        return q.query_utilisation(self._tx, _same, host, limit, offset)
+
+    def iter_utilisation(self) -> Iterator[StoredUtilisation]:
+        return q.iter_utilisation(self._tx, _same)
 
     def count(self) -> int:
         return q.count(self._tx, _same)

@@ -1,0 +1,110 @@
+"""Utilisation reports from `advisor monitor`: store (bearer token), list by host, look up."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, Response
+from pydantic import BaseModel, ConfigDict
+
+from advisor.api.deps import StoreDep, WriteAccess
+from advisor.api.problems import responses
+from advisor.store.base import StoredUtilisation
+from probes.report import UtilisationReport
+
+router = APIRouter(prefix="/v1", tags=["utilisation reports"])
+
+
+class StoredUtilisationOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    received_at: dt.datetime
+    host: str
+    instance_type: str | None
+    gpus: int
+    findings: dict[str, int]  # finding -> number of GPUs ("unclassified" when None)
+
+
+class StoredUtilisationFull(StoredUtilisationOut):
+    report: UtilisationReport
+
+
+class UtilisationPage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    items: list[StoredUtilisationOut]
+    total: int
+    limit: int
+    offset: int
+    next_offset: int | None
+
+
+def _summary(r: StoredUtilisation) -> StoredUtilisationOut:
+    gpus = [g for g in r.report.get("gpus") or [] if isinstance(g, dict)]
+    findings: dict[str, int] = {}
+    for g in gpus:
+        key = str(g.get("finding") or "unclassified")
+        findings[key] = findings.get(key, 0) + 1
+    return StoredUtilisationOut(
+        id=r.id,
+        received_at=r.received_at,
+        host=r.host,
+        instance_type=r.report.get("instance_type"),
+        gpus=len(gpus),
+        findings=dict(sorted(findings.items())),
+    )
+
+
+@router.post(
+    "/utilisation-reports",
+    operation_id="createUtilisationReport",
+    status_code=201,
+    response_model=StoredUtilisationOut,
+    dependencies=[WriteAccess],
+    responses=responses(401, 403, 413, 422, 503),
+)
+def create_utilisation_report(
+    report: UtilisationReport, store: StoreDep, response: Response
+) -> StoredUtilisationOut:
+    stored = store.add_utilisation(report.model_dump(mode="json"))
+    response.headers["Location"] = f"/v1/utilisation-reports/{stored.id}"
+    return _summary(stored)
+
+
+@router.get(
+    "/utilisation-reports",
+    operation_id="listUtilisationReports",
+    response_model=UtilisationPage,
+    responses=responses(422, 503),
+)
+def list_utilisation_reports(
+    store: StoreDep,
+    host: Annotated[str | None, Query(max_length=255)] = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
+) -> UtilisationPage:
+    items, total = store.query_utilisation(host, limit, offset)
+    return UtilisationPage(
+        items=[_summary(r) for r in items],
+        total=total,
+        limit=limit,
+        offset=offset,
+        next_offset=offset + limit if offset + limit < total else None,
+    )
+
+
+@router.get(
+    "/utilisation-reports/{report_id}",
+    operation_id="getUtilisationReport",
+    response_model=StoredUtilisationFull,
+    responses=responses(404, 503),
+)
+def get_utilisation_report(report_id: str, store: StoreDep) -> StoredUtilisationFull:
+    stored = store.get_utilisation(report_id) if len(report_id) <= 64 else None
+    if stored is None:
+        raise HTTPException(404, f"no utilisation report {report_id!r}")
+    return StoredUtilisationFull(
+        **_summary(stored).model_dump(), report=UtilisationReport.model_validate(stored.report)
+    )

@@ -1,0 +1,103 @@
+"""`advisor estimate`: memory, FLOPs, time and cost of one workload on one kind of hardware."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from advisor.cli import sizing_opts as opts
+from advisor.cli.common import console, emit_json, get_catalog, money
+from advisor.errors import InputError
+from advisor.estimate import EstimateRequest, estimate
+from advisor.loader import explain_validation
+
+
+def estimate_cmd(
+    workload: Annotated[str, typer.Option(help="fine_tuning, large_scale_training, *_inference")],
+    model: opts.Model = None,
+    params_b: opts.ParamsB = None,
+    tokens: opts.Tokens = None,
+    instance_type: Annotated[str | None, typer.Option(help="Priced instance type id.")] = None,
+    accelerator: Annotated[str | None, typer.Option(help="Accelerator id (no price).")] = None,
+    gpus_per_node: Annotated[int, typer.Option(help="GPUs per node with --accelerator.")] = 8,
+    gpu_count: Annotated[int | None, typer.Option(help="At least this many GPUs.")] = None,
+    region: Annotated[str | None, typer.Option(help="Price region.")] = None,
+    purchase: Annotated[str, typer.Option(help="on_demand or spot.")] = "on_demand",
+    zero_stage: opts.ZeroStage = 3,
+    seq_len: opts.SeqLen = None,
+    batch: opts.Batch = None,
+    recompute: opts.Recompute = True,
+    precision: opts.Precision = "bf16",
+    context_tokens: opts.Context = None,
+    throughput_tokens_s: opts.Throughput = None,
+    server: opts.Server = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON for tools.")] = False,
+) -> None:
+    """Every intermediate figure with its formula: memory per GPU, FLOPs, hours, cost."""
+    raw: dict[str, Any] = {
+        "workload": workload,
+        "instance_type": instance_type,
+        "accelerator": accelerator,
+        "gpus_per_node": gpus_per_node,
+        "gpu_count": gpu_count,
+        "region": region,
+        "purchase": purchase,
+        **opts.sizing_fields(
+            model,
+            params_b,
+            tokens,
+            zero_stage,
+            seq_len,
+            batch,
+            recompute,
+            precision,
+            context_tokens,
+            throughput_tokens_s,
+        ),
+    }
+    try:
+        request = EstimateRequest.model_validate(raw)
+    except ValueError as exc:
+        from pydantic import ValidationError
+
+        if not isinstance(exc, ValidationError):
+            raise
+        problems = "; ".join(f"{f}: {m}" for f, m in explain_validation(exc, EstimateRequest))
+        raise InputError(f"invalid request: {problems}") from None
+    result = estimate(get_catalog(), request, opts.fleet_from_server(server))
+    if json_out:
+        emit_json(result)
+    else:
+        render(result)
+    if not result["fits"]:
+        raise typer.Exit(1)
+
+
+def render(r: dict[str, Any]) -> None:
+    out = console()
+    hw = r["hardware"]
+    where = hw["instance_type"] or f"{hw['gpus_per_node']} x {hw['accelerator']} per node"
+    table = Table(title=f"{r['model']} ({r['workload']}) on {where}")
+    for col in ("figure", "value", "unit", "formula"):
+        table.add_column(col, overflow="fold", justify="right" if col == "value" else "left")
+    for f in r["figures"]:
+        table.add_row(f["name"], f"{f['value']:,.4g}", f["unit"], f["formula"])
+    out.print(table)
+    lines = [
+        f"{hw['nodes']} node(s), {hw['gpus']} GPU(s); {r['memory_per_gpu_gb']:,.1f} GB per GPU",
+        f"efficiency {r['efficiency']:.2f}: {r['efficiency_source']}",
+    ]
+    if r["hours"] is not None:
+        lines.append(
+            f"{r['hours']:,.1f} hours; {money(r['hourly_usd'])}/h; cost {money(r['cost_usd'])}"
+        )
+    if r.get("cost_per_million_tokens_usd") is not None:
+        lines.append(
+            f"{r['tokens_per_s']:,.0f} tokens/s over {r['replicas']} replica(s); "
+            f"{money(r['cost_per_million_tokens_usd'])} per million tokens"
+        )
+    lines += [f"note: {n}" for n in r["notes"]]
+    for line in lines:
+        out.print(line, highlight=False, markup=False)

@@ -1,0 +1,272 @@
+"""`advisor monitor`: sample every GPU's utilisation for a window and classify it.
+
+Exit codes: 0 the window was sampled (whatever the findings); 2 bad usage, or --output could not
+be written; 3 NVML cannot be reached or sees no GPU. No torch: NVML only, imported lazily.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import re
+import signal
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from advisor.catalog import get_instance_type
+from advisor.cli.common import console, emit_json, err_console, get_catalog
+from advisor.errors import InputError
+from advisor.report_client import ReportSender, default_spool_dir
+from advisor.utilisation import classify_report
+from probes.errors import EnvironmentProblem
+from probes.monitor import format_span, sample
+from probes.nvml import Nvml
+from probes.report import UtilisationReport
+
+EXIT_CANNOT_RUN = 3
+ENDPOINT = "/v1/utilisation-reports"
+MIN_INTERVAL_S = 0.1  # NVML refreshes utilisation every 1/6 s to 1 s: faster polls add nothing
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|min|s|m|h)?")
+FINDING_STYLE = {
+    "idle": "yellow",
+    "over_provisioned": "yellow",
+    "under_provisioned": "bold red",
+    "optimized": "green",
+}
+
+
+def open_nvml() -> Nvml:
+    """The NVML seam (tests replace it with an Nvml over probes.fake_nvml)."""
+    return Nvml()
+
+
+def parse_duration(text: str, flag: str) -> float:
+    """Seconds from '30s', '10m', '1h', '1h30m', '500ms' or a bare number of seconds."""
+    compact = text.strip().lower().replace(" ", "")
+    parts = list(_PART.finditer(compact))
+    if not compact or "".join(p.group(0) for p in parts) != compact:
+        raise InputError(f"{flag} {text!r} is not a duration: use e.g. 30s, 10m, 1h or 1h30m")
+    if len(parts) > 1 and any(p.group(2) is None for p in parts):
+        raise InputError(f"{flag} {text!r}: give a unit to every part (e.g. 1h30m)")
+    seconds = sum(float(p.group(1)) * _UNIT_S[p.group(2) or "s"] for p in parts)
+    if seconds <= 0:
+        raise InputError(f"{flag} must be longer than zero, got {text!r}")
+    return seconds
+
+
+def monitor(
+    duration: Annotated[
+        str, typer.Option(help="How long to watch: 30s, 10m, 1h, 1h30m (a bare number: seconds).")
+    ] = "10m",
+    interval: Annotated[str, typer.Option(help="Time between readings.")] = "1s",
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print the full report as JSON.")
+    ] = False,
+    output: Annotated[
+        Path | None, typer.Option(help="Also write the full JSON report here.")
+    ] = None,
+    instance_type: Annotated[
+        str | None, typer.Option(help="Catalog instance type id of this machine, for the record.")
+    ] = None,
+    report_to: Annotated[
+        str | None, typer.Option(help="Service URL to send the report to (retried, else spooled).")
+    ] = None,
+    token: Annotated[
+        str | None, typer.Option(envvar="ADVISOR_TOKEN", help="Bearer token for --report-to.")
+    ] = None,
+    spool_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Where undelivered reports wait, in its utilisation/ folder "
+            "(env ADVISOR_SPOOL_DIR)."
+        ),
+    ] = None,
+) -> None:
+    """Sample GPU utilisation, memory, power and throttling; classify each GPU (idle,
+    over_provisioned, under_provisioned, optimized)."""
+    duration_s = parse_duration(duration, "--duration")
+    interval_s = parse_duration(interval, "--interval")
+    if interval_s < MIN_INTERVAL_S:
+        raise InputError(f"--interval {interval!r} is below {MIN_INTERVAL_S:g} s")
+    if interval_s > duration_s:
+        raise InputError(f"--interval {interval!r} is longer than --duration {duration!r}")
+    _check_output(output)
+    catalog = get_catalog()
+    if instance_type is not None:
+        get_instance_type(catalog, instance_type)  # an unknown id fails now, not after the window
+    sender = _sender(report_to, token, spool_dir) if report_to is not None else None
+
+    err = err_console()
+    nvml = open_nvml()
+    created = dt.datetime.now(dt.UTC)
+    start = time.monotonic()
+    try:
+        with _stop_on_interrupt() as stop:
+            gpus = sample(
+                nvml,
+                duration_s,
+                interval_s,
+                progress=lambda msg: err.print(f"[dim]monitor:[/] {msg}", highlight=False),
+                stop=stop,
+            )
+        if not gpus:
+            raise EnvironmentProblem("no_gpu", "NVML sees no GPU on this machine")
+    except EnvironmentProblem as exc:
+        err.print(
+            f"[bold red]error:[/] cannot monitor: {exc.code}: {exc}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_CANNOT_RUN) from None
+    finally:
+        nvml.shutdown()
+    report = classify_report(
+        UtilisationReport(
+            created_at=created,
+            host=socket.gethostname(),
+            instance_type=instance_type,
+            duration_s=round(time.monotonic() - start, 3),
+            interval_s=interval_s,
+            gpus=gpus,
+        ),
+        catalog,
+    )
+    data = report.model_dump(mode="json")
+    code = 0
+    if output is not None:
+        try:
+            _write_atomically(output, data)
+        except OSError as exc:  # unwritable: say so, still print the report below
+            err.print(f"[bold red]error:[/] cannot write --output {output}: {exc}", highlight=False)
+            code = 2
+    if json_out:
+        emit_json(data)
+    else:
+        render(report)
+    if sender is not None:
+        _deliver(sender, data)
+    raise typer.Exit(code)
+
+
+def _check_output(output: Path | None) -> None:
+    if output is not None and output.is_dir():
+        raise InputError(f"--output {str(output)!r} is a directory: give a file path")
+    if output is not None and not output.parent.is_dir():
+        raise InputError(f"--output: directory {str(output.parent)!r} does not exist")
+
+
+def _sender(url: str, token: str | None, spool_dir: Path | None) -> ReportSender:
+    """ReportSender aimed at the utilisation endpoint, with its own spool folder: a probe run
+    flushing the shared spool must never post a utilisation report to /v1/probe-reports."""
+    try:
+        sender = ReportSender(url, token, (spool_dir or default_spool_dir()) / "utilisation")
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    sender.endpoint = url.rstrip("/").removesuffix(ENDPOINT) + ENDPOINT
+    return sender
+
+
+@contextlib.contextmanager
+def _stop_on_interrupt() -> Iterator[threading.Event]:
+    """Ctrl-C ends the window early: the report covers what was sampled until then."""
+    stop = threading.Event()
+    previous: Any = None
+    with contextlib.suppress(ValueError):  # not the main thread: no handler, Ctrl-C as usual
+        previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        yield stop
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _deliver(sender: ReportSender, data: dict[str, Any]) -> None:
+    err = err_console()
+    outcome = sender.send(data)
+    for report_id in outcome.sent:
+        err.print(f"monitor: report delivered to {sender.endpoint} (id {report_id})")
+    for reason in outcome.rejected:
+        err.print(
+            f"[red]monitor: the service refused a report ({reason}); kept in "
+            f"{sender.spool / 'rejected'}[/]",
+            highlight=False,
+        )
+    if outcome.spooled is not None:
+        err.print(
+            f"[yellow]monitor: could not deliver the report ({outcome.error}); saved to "
+            f"{outcome.spooled}: the next run with --report-to sends it[/]",
+            highlight=False,
+        )
+    elif outcome.pending:
+        err.print(f"monitor: {outcome.pending} older report(s) still wait in {sender.spool}")
+
+
+def _write_atomically(path: Path, data: object) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def render(report: UtilisationReport) -> None:
+    out = console()
+    title = (
+        f"advisor monitor on {report.host}: {format_span(report.duration_s)}, "
+        f"a reading every {format_span(report.interval_s)}"
+    )
+    if report.instance_type:
+        title += f" ({report.instance_type})"
+    table = Table(title=title)
+    for col in ("gpu", "name", "finding", "util avg", "util p95", "memory peak", "power avg"):
+        table.add_column(
+            col, overflow="fold", justify="left" if col in ("name", "finding") else "right"
+        )
+    table.add_column("reasons", overflow="fold")
+    for g in report.gpus:
+        finding = f"[{FINDING_STYLE[g.finding]}]{g.finding}[/]" if g.finding else "[dim]-[/]"
+        name = g.name or "?"
+        if g.accelerator:
+            name += f" ({g.accelerator})"
+        table.add_row(
+            str(g.index),
+            name,
+            finding,
+            _pct(g.util_gpu_mean_pct),
+            _pct(g.util_gpu_p95_pct),
+            _memory(g.memory_used_max_mib, g.memory_total_mib),
+            _power(g.power_mean_w, g.power_limit_w),
+            ", ".join(g.reason_codes) or "-",
+        )
+    out.print(table)
+    for g in report.gpus:
+        for sentence in g.evidence:
+            out.print(f"GPU {g.index}: {sentence}", highlight=False)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}%"
+
+
+def _memory(used: float | None, total: float | None) -> str:
+    if used is None:
+        return "-"
+    of = f" / {total / 1024:.1f}" if total else ""
+    return f"{used / 1024:.1f}{of} GiB"
+
+
+def _power(mean: float | None, limit: float | None) -> str:
+    if mean is None:
+        return "-"
+    return f"{mean:.0f} / {limit:.0f} W" if limit else f"{mean:.0f} W"

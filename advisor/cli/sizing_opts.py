@@ -1,0 +1,65 @@
+"""Options shared by `advisor recommend` and `advisor estimate` for sizing from a model."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from typing import Annotated, Any
+
+import typer
+
+from advisor.errors import InputError
+from advisor.workplan import Calibration, calibrations
+
+Model = Annotated[str | None, typer.Option(help="Model preset id, e.g. llama-3-8b.")]
+ParamsB = Annotated[float | None, typer.Option(help="Free-form model size in billions.")]
+Tokens = Annotated[float | None, typer.Option(help="Training tokens, e.g. 2e9.")]
+ZeroStage = Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP).")]
+SeqLen = Annotated[int | None, typer.Option(help="Training sequence length.")]
+Batch = Annotated[int | None, typer.Option(help="Micro-batch (training) / sequences (inference).")]
+Recompute = Annotated[bool, typer.Option(help="Full activation recomputation (training).")]
+Precision = Annotated[str, typer.Option(help="Weights: fp32, bf16, fp16, fp8, int8, int4.")]
+Context = Annotated[int | None, typer.Option(help="Context length per sequence (inference).")]
+Throughput = Annotated[float | None, typer.Option(help="Target tokens/s (inference).")]
+Server = Annotated[
+    str | None,
+    typer.Option(envvar="ADVISOR_SERVER", help="Service URL: calibrate efficiency from its fleet."),
+]
+
+
+def sizing_fields(
+    model: str | None,
+    params_b: float | None,
+    tokens: float | None,
+    zero_stage: int,
+    seq_len: int | None,
+    batch: int | None,
+    recompute: bool,
+    precision: str,
+    context_tokens: int | None,
+    throughput_tokens_s: float | None,
+) -> dict[str, Any]:
+    return {
+        "model": model,
+        "params_b": params_b,
+        "tokens": tokens,
+        "zero_stage": zero_stage,
+        "seq_len": seq_len,
+        "batch": batch,
+        "recompute": recompute,
+        "precision": precision,
+        "context_tokens": context_tokens,
+        "throughput_tokens_s": throughput_tokens_s,
+    }
+
+
+def fleet_from_server(url: str | None) -> dict[str, Calibration] | None:
+    """The fleet's calibration from a running service, or None without --server."""
+    if not url:
+        return None
+    endpoint = url.rstrip("/") + "/v1/fleet/summary"
+    try:
+        with urllib.request.urlopen(endpoint, timeout=10) as response:
+            return calibrations(json.loads(response.read()))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--server: cannot read {endpoint}: {exc}") from None

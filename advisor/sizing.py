@@ -1,0 +1,239 @@
+"""Workload sizing: memory, compute, time and cost from a model's shape. Pure functions.
+
+Every result is a list of Figures: a name, a value with its unit, and the formula with the numbers
+that produced it, so a planner can check each step. Sources:
+- ZeRO (Rajbhandari et al. 2019): mixed-precision Adam keeps 16 bytes per parameter (2 weights,
+  2 gradients, 12 optimizer: fp32 master weights, momentum, variance); stages 1/2/3 shard the
+  optimizer states / + gradients / + parameters over the data-parallel ranks (FSDP = stage 3).
+- Korthikanti et al. 2022 (Reducing Activation Recomputation): activations of one transformer layer
+  in 16-bit are s·b·h·(34 + 5·a·s/h) bytes; with full recomputation only the layer input, 2·s·b·h.
+- Kaplan et al. 2020: training compute 6·N·D (forward 2·N·D + backward 4·N·D); recomputing the
+  forward pass adds 2·N·D (8·N·D). Inference: prefill 2·N FLOPs per token; decode reads every
+  weight and the KV cache once per generated token, so it is bound by memory bandwidth.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from advisor.errors import InputError
+from advisor.models import ModelPreset
+
+GB = 1e9
+BYTES_PER_WEIGHT = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+TRAINING_STATE_BYTES = 16  # 2 weights + 2 gradients + 12 optimizer (ZeRO paper, section 3)
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str
+    value: float
+    unit: str
+    formula: str
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What sizing needs to know of a model; layers etc. are None for a bare parameter count."""
+
+    name: str
+    params: float  # total
+    active_params: float  # per token (= params unless mixture of experts)
+    layers: int | None = None
+    hidden: int | None = None
+    heads: int | None = None
+    kv_heads: int | None = None
+    head_dim: int | None = None
+
+    @classmethod
+    def of(cls, preset: ModelPreset) -> Shape:
+        active = (preset.active_params_b or preset.params_b) * 1e9
+        return cls(
+            preset.id,
+            preset.params_b * 1e9,
+            active,
+            preset.layers,
+            preset.hidden_size,
+            preset.attention_heads,
+            preset.kv_heads,
+            preset.head_size,
+        )
+
+    @classmethod
+    def bare(cls, params_b: float) -> Shape:
+        return cls(f"{params_b:g}B parameters", params_b * 1e9, params_b * 1e9)
+
+    def need_layers(self, what: str) -> tuple[int, int, int, int, int]:
+        if None in (self.layers, self.hidden, self.heads, self.kv_heads, self.head_dim):
+            raise InputError(
+                f"{what} needs the model's shape: give --model (a preset), not --params-b"
+            )
+        assert self.layers and self.hidden and self.heads and self.kv_heads and self.head_dim
+        return self.layers, self.hidden, self.heads, self.kv_heads, self.head_dim
+
+
+def zero_state_bytes_per_param(stage: int, ranks: int) -> tuple[float, str]:
+    """Bytes of weights + gradients + optimizer states per parameter on one GPU."""
+    n = ranks
+    if stage == 0:
+        return 16.0, "2 + 2 + 12"
+    if stage == 1:
+        return 4 + 12 / n, f"2 + 2 + 12/{n}"
+    if stage == 2:
+        return 2 + 14 / n, f"2 + (2 + 12)/{n}"
+    if stage == 3:
+        return 16 / n, f"(2 + 2 + 12)/{n}"
+    raise InputError(f"ZeRO stage {stage} does not exist; valid: 0, 1, 2, 3 (3 = FSDP)")
+
+
+def training_memory(
+    shape: Shape,
+    *,
+    zero_stage: int,
+    ranks: int,
+    seq_len: int | None = None,
+    micro_batch: int = 1,
+    recompute: bool = True,
+) -> list[Figure]:
+    """Memory per GPU for mixed-precision Adam training, data parallel over `ranks` GPUs."""
+    per_param, expr = zero_state_bytes_per_param(zero_stage, ranks)
+    states = shape.params * per_param / GB
+    out = [
+        Figure(
+            "model_states_per_gpu_gb",
+            states,
+            "GB",
+            f"{shape.params:.4g} params x ({expr}) bytes (ZeRO stage {zero_stage}, {ranks} GPUs)",
+        )
+    ]
+    if seq_len:
+        layers, hidden, heads, _, _ = shape.need_layers("activation memory")
+        s, b, h, a = seq_len, micro_batch, hidden, heads
+        if recompute:
+            act = 2 * s * b * h * layers / GB
+            formula = f"2 x s {s} x b {b} x h {h} x {layers} layers (full recomputation)"
+        else:
+            act = s * b * h * (34 + 5 * a * s / h) * layers / GB
+            formula = f"s {s} x b {b} x h {h} x (34 + 5 x a {a} x s / h) x {layers} layers"
+        out.append(Figure("activations_per_gpu_gb", act, "GB", formula))
+    total = sum(f.value for f in out)
+    out.append(Figure("memory_per_gpu_gb", total, "GB", " + ".join(f.name for f in out)))
+    return out
+
+
+def kv_cache_bytes_per_token(shape: Shape, kv_precision: str = "bf16") -> Figure:
+    layers, _, _, kv_heads, head_dim = shape.need_layers("the KV cache")
+    per_elem = BYTES_PER_WEIGHT[kv_precision]
+    value = 2 * layers * kv_heads * head_dim * per_elem
+    return Figure(
+        "kv_cache_bytes_per_token",
+        value,
+        "bytes",
+        f"2 (K and V) x {layers} layers x {kv_heads} KV heads x {head_dim} head dim x "
+        f"{per_elem:g} bytes ({kv_precision})",
+    )
+
+
+def inference_memory(
+    shape: Shape,
+    *,
+    precision: str,
+    context_tokens: int = 0,
+    batch: int = 1,
+    kv_precision: str = "bf16",
+    overhead_fraction: float = 0.10,
+) -> list[Figure]:
+    """Total memory to serve: weights + KV cache for `batch` sequences of `context_tokens`."""
+    if precision not in BYTES_PER_WEIGHT:
+        raise InputError(f"unknown precision {precision!r}; valid: {', '.join(BYTES_PER_WEIGHT)}")
+    wb = BYTES_PER_WEIGHT[precision]
+    weights = shape.params * wb / GB
+    out = [
+        Figure(
+            "weights_gb", weights, "GB", f"{shape.params:.4g} params x {wb:g} bytes ({precision})"
+        )
+    ]
+    if context_tokens:
+        per_token = kv_cache_bytes_per_token(shape, kv_precision)
+        out.append(per_token)
+        kv = per_token.value * context_tokens * batch / GB
+        out.append(
+            Figure(
+                "kv_cache_gb",
+                kv,
+                "GB",
+                f"{per_token.value:,.0f} bytes x {context_tokens} tokens x batch {batch}",
+            )
+        )
+    else:
+        kv = 0.0
+    overhead = overhead_fraction * (weights + kv)
+    out.append(
+        Figure(
+            "runtime_overhead_gb",
+            overhead,
+            "GB",
+            f"{overhead_fraction:.0%} of weights + KV (CUDA context, activations, allocator)",
+        )
+    )
+    out.append(
+        Figure("memory_total_gb", weights + kv + overhead, "GB", "weights + KV cache + overhead")
+    )
+    return out
+
+
+def training_flops(shape: Shape, tokens: float, recompute: bool = False) -> Figure:
+    k = 8 if recompute else 6
+    flops = k * shape.active_params * tokens
+    why = "forward + backward + recomputed forward" if recompute else "forward 2ND + backward 4ND"
+    return Figure(
+        "training_flops",
+        flops,
+        "FLOP",
+        f"{k} x N {shape.active_params:.4g} x D {tokens:.4g} tokens ({why})",
+    )
+
+
+def prefill_flops(shape: Shape, tokens: float) -> Figure:
+    return Figure(
+        "prefill_flops",
+        2 * shape.active_params * tokens,
+        "FLOP",
+        f"2 x N {shape.active_params:.4g} x {tokens:.4g} prompt tokens",
+    )
+
+
+def compute_hours(flops: float, gpus: int, peak_tflops: float, efficiency: float) -> Figure:
+    seconds = flops / (gpus * peak_tflops * 1e12 * efficiency)
+    return Figure(
+        "hours",
+        seconds / 3600,
+        "h",
+        f"{flops:.4g} FLOP / ({gpus} GPUs x {peak_tflops:g} TFLOP/s dense peak x "
+        f"{efficiency:.2f} efficiency) / 3600",
+    )
+
+
+def decode_tokens_per_second(
+    weight_gb: float,
+    kv_gb_per_sequence: float,
+    batch: int,
+    bandwidth_gbps: float,
+    efficiency: float,
+) -> Figure:
+    """One decode step reads all weights once plus each sequence's KV cache (bandwidth bound)."""
+    bytes_per_step = (weight_gb + kv_gb_per_sequence * batch) * GB
+    steps = bandwidth_gbps * GB * efficiency / bytes_per_step
+    return Figure(
+        "decode_tokens_per_s",
+        steps * batch,
+        "tokens/s",
+        f"batch {batch} x {bandwidth_gbps:g} GB/s x {efficiency:.2f} / "
+        f"(weights {weight_gb:.3g} GB + {batch} x KV {kv_gb_per_sequence:.3g} GB) per step",
+    )
+
+
+def min_gpus_for(per_gpu_gb: float, gpu_memory_gb: float, usable: float = 0.9) -> int:
+    """GPUs needed to hold `per_gpu_gb`-style totals, keeping 10% headroom per GPU."""
+    return max(1, math.ceil(per_gpu_gb / (gpu_memory_gb * usable) - 1e-9))
