@@ -83,7 +83,7 @@ def estimate(
     if fit.spans_nodes and not profile.scale_out:
         out["notes"].append(f"needs {fit.nodes} nodes and {profile.id} runs on one node")
     if fit.tokens_per_s and hourly is not None:
-        served = min(fit.tokens_per_s, req.throughput_tokens_s or fit.tokens_per_s)
+        served = fit.served_tokens_per_s or fit.tokens_per_s
         out["cost_per_million_tokens_usd"] = hourly / (served * 3600) * 1e6
     if instance is None:
         out["notes"].append("no price: estimated on an accelerator, not an instance type")

@@ -54,6 +54,7 @@ class Fit:
     efficiency_source: str
     hours: float | None = None  # training with a token count
     tokens_per_s: float | None = None  # inference capacity of what is rented
+    served_tokens_per_s: float | None = None  # what is paid for: the target, or the capacity
     replicas: int | None = None
     unfit: str | None = None  # why this GPU cannot hold the work at all
     figures: tuple[Figure, ...] = field(default=(), compare=False)
@@ -227,6 +228,7 @@ class WorkPlan:
             eff,
             source,
             tokens_per_s=rate.value * replicas,
+            served_tokens_per_s=min(rate.value * replicas, w.throughput_tokens_s or math.inf),
             replicas=replicas,
             figures=tuple(out),
         )

@@ -69,9 +69,9 @@ def objective_value(
             return cost * factor  # nothing to complete: fall back to the hourly price
         return (cost * fit.hours if objective == "cost_to_completion" else fit.hours) * factor
     if objective == "cost_per_million_tokens":
-        if fit is None or not fit.tokens_per_s:
+        if fit is None or not fit.served_tokens_per_s:
             return cost * factor
-        return cost / (fit.tokens_per_s * 3600) * 1e6 * factor
+        return cost / (fit.served_tokens_per_s * 3600) * 1e6 * factor
     if objective == "performance":
         return -perf / factor
     return -(perf / cost) / factor if cost else 0.0
@@ -192,7 +192,7 @@ def sizing_summary(fit: Fit, hourly_usd: float, w: Workload) -> dict[str, Any]:
     if fit.tokens_per_s:
         out["replicas"] = fit.replicas
         out["tokens_per_s"] = fit.tokens_per_s
-        served = min(fit.tokens_per_s, w.throughput_tokens_s or fit.tokens_per_s)
+        served = fit.served_tokens_per_s or fit.tokens_per_s
         out["cost_per_million_tokens_usd"] = hourly_usd / (served * 3600) * 1e6
     return out
 

@@ -1,0 +1,244 @@
+"""Recommendations and estimates sized from a model: GPU counts, cost to completion, cost per
+million tokens, fleet calibration; and the invariant that no proposal is too small to hold it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from advisor import Catalog, InputError, Workload, recommend
+from advisor.estimate import EstimateRequest, estimate
+from advisor.sizing import Shape, inference_memory
+from advisor.workplan import Calibration
+
+
+def test_fine_tuning_ranks_by_cost_to_completion(shipped: Catalog) -> None:
+    result = recommend(
+        shipped, Workload(workload="fine_tuning", model="llama-3-8b", tokens=2e9, limit=50)
+    )
+    assert result.objective == "cost_to_completion" and result.ok
+    # among options the profile does not penalise, ranking is by cost to completion
+    plain = [r for r in result.recommendations if not any("worse" in x for x in r.reasons)]
+    costs = [r.sizing["cost_to_completion_usd"] for r in plain if r.sizing]
+    assert costs == sorted(costs)
+    top = result.recommendations[0]
+    assert (
+        top.sizing
+        and top.sizing["memory_per_gpu_gb"] <= 0.9 * shipped.accelerators[top.accelerator].memory_gb
+    )
+    assert any("to completion" in reason for reason in top.reasons)
+
+
+def test_time_objective_prefers_more_compute(shipped: Catalog) -> None:
+    w = Workload(workload="fine_tuning", model="llama-3-8b", tokens=2e9, objective="time", limit=5)
+    hours = [r.sizing["hours"] for r in recommend(shipped, w).recommendations if r.sizing]
+    assert hours == sorted(hours)
+
+
+def test_inference_ranks_by_cost_per_million_tokens(shipped: Catalog) -> None:
+    w = Workload(
+        workload="high_throughput_inference",
+        model="llama-2-70b",
+        precision="fp16",
+        context_tokens=4096,
+        throughput_tokens_s=5000,
+        limit=20,
+    )
+    result = recommend(shipped, w)
+    assert result.objective == "cost_per_million_tokens" and result.ok
+    cpm = [r.sizing["cost_per_million_tokens_usd"] for r in result.recommendations if r.sizing]
+    assert cpm == sorted(cpm)
+    assert all(r.sizing and r.sizing["tokens_per_s"] >= 5000 for r in result.recommendations)
+
+
+def test_fleet_calibration_replaces_the_catalog_efficiency(shipped: Catalog) -> None:
+    w = Workload(workload="fine_tuning", model="llama-3-8b", tokens=2e9, limit=100)
+    fleet = {"h100-sxm": Calibration(0.5, 12), "a100-80gb-sxm": Calibration(0.5, 2)}
+    result = recommend(shipped, w, fleet, min_fleet_reports=5)
+    by_acc = {r.accelerator: r.sizing for r in result.recommendations if r.sizing}
+    assert by_acc["h100-sxm"]["efficiency"] == pytest.approx(0.35 * 0.5)
+    assert "fleet-calibrated" in by_acc["h100-sxm"]["efficiency_source"]
+    assert by_acc["a100-80gb-sxm"]["efficiency"] == 0.35  # too few reports
+    assert "only 2 report(s)" in by_acc["a100-80gb-sxm"]["efficiency_source"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        (dict(workload="fine_tuning", model="llama-9"), "did you mean"),
+        (dict(workload="edge_inference", model="llama-3-8b"), "not sized from a model"),
+        (
+            dict(workload="high_throughput_inference", model="llama-2-7b", context_tokens=100_000),
+            "beyond",
+        ),
+    ],
+)
+def test_bad_sizing_requests(shipped: Catalog, kwargs: dict[str, object], error: str) -> None:
+    with pytest.raises(InputError, match=error):
+        recommend(shipped, Workload(**kwargs))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(model="llama-3-8b", params_b=8), dict(model="llama-3-8b", memory_gb=80)],
+)
+def test_contradictory_sizing_fields(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        Workload(workload="fine_tuning", **kwargs)  # type: ignore[arg-type]
+
+
+def test_estimate_reports_every_figure(shipped: Catalog) -> None:
+    r = estimate(
+        shipped,
+        EstimateRequest(
+            workload="fine_tuning", model="llama-3-8b", tokens=2e9, instance_type="p5.48xlarge"
+        ),
+    )
+    names = [f["name"] for f in r["figures"]]
+    assert names == [
+        "model_states_per_gpu_gb",
+        "activations_per_gpu_gb",
+        "memory_per_gpu_gb",
+        "training_flops",
+        "hours",
+    ]
+    assert all(f["formula"] for f in r["figures"])
+    assert r["fits"] and r["cost_usd"] == pytest.approx(r["hours"] * r["hourly_usd"])
+    assert r["memory_per_gpu_gb"] == pytest.approx(
+        8.03e9 * 16 / 8 / 1e9 + 2 * 4096 * 4096 * 32 / 1e9
+    )
+
+
+def test_estimate_says_when_it_cannot_fit(shipped: Catalog) -> None:
+    r = estimate(
+        shipped,
+        EstimateRequest(
+            workload="fine_tuning",
+            model="llama-3.1-405b",
+            zero_stage=0,
+            instance_type="p5.48xlarge",
+        ),
+    )
+    assert not r["fits"] and "ZeRO stage 0 keeps" in r["notes"][0]
+
+
+def test_estimate_on_an_unpriced_accelerator(shipped: Catalog) -> None:
+    r = estimate(
+        shipped,
+        EstimateRequest(
+            workload="high_throughput_inference",
+            model="mixtral-8x7b",
+            accelerator="h200-sxm",
+            gpus_per_node=8,
+            context_tokens=8192,
+        ),
+    )
+    assert r["hourly_usd"] is None and r["tokens_per_s"] > 0 and "no price" in r["notes"][-1]
+
+
+def test_estimate_cli_json_and_exit_codes() -> None:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "advisor", "estimate", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    ok = run(
+        "--workload",
+        "fine_tuning",
+        "--model",
+        "llama-3-8b",
+        "--tokens",
+        "2e9",
+        "--instance-type",
+        "p5.48xlarge",
+        "--json",
+    )
+    assert ok.returncode == 0 and json.loads(ok.stdout)["hours"] > 0
+    unfit = run(
+        "--workload",
+        "fine_tuning",
+        "--model",
+        "llama-3.1-405b",
+        "--zero-stage",
+        "0",
+        "--instance-type",
+        "p5.48xlarge",
+    )
+    assert unfit.returncode == 1
+    bad = run(
+        "--workload",
+        "fine_tuning",
+        "--model",
+        "llama-3-8b",
+        "--zero-stage",
+        "5",
+        "--accelerator",
+        "h100-sxm",
+    )
+    assert bad.returncode == 2 and "zero_stage" in bad.stderr and "Traceback" not in bad.stderr
+
+
+INFERENCE = ["high_throughput_inference", "low_latency_inference"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_no_proposal_too_small_for_weights_plus_kv(shipped: Catalog, data: st.DataObject) -> None:
+    """For every preset (70B fp16 included): rented GPU memory >= weights + KV cache."""
+    model = data.draw(st.sampled_from(sorted(shipped.models)))
+    preset = shipped.models[model]
+    precision = data.draw(st.sampled_from(["fp16", "bf16", "fp8", "int4"]))
+    context = data.draw(st.integers(1, preset.context_length))
+    batch = data.draw(st.integers(1, 64))
+    w = Workload(
+        workload=data.draw(st.sampled_from(INFERENCE)),
+        model=model,
+        precision=precision,
+        context_tokens=context,
+        batch=batch,
+        limit=1000,
+        purchase=None,
+    )
+    need = inference_memory(
+        Shape.of(preset),
+        precision=precision,
+        context_tokens=context,
+        batch=batch,
+        overhead_fraction=0.0,
+    )
+    weights_plus_kv = need[-1].value
+    for r in recommend(shipped, w).recommendations:
+        per_gpu = shipped.accelerators[r.accelerator].memory_gb
+        assert r.gpu_count * per_gpu >= weights_plus_kv, (model, r.instance_type)
+        assert r.sizing is not None
+        replica_gpus = r.sizing["gpus_needed"] // r.sizing["replicas"]
+        assert replica_gpus * per_gpu >= weights_plus_kv  # one replica holds a whole copy
+
+
+def test_llama2_70b_fp16_never_undersized(shipped: Catalog) -> None:
+    w = Workload(
+        workload="high_throughput_inference",
+        model="llama-2-70b",
+        precision="fp16",
+        context_tokens=4096,
+        limit=1000,
+        purchase=None,
+    )
+    result = recommend(shipped, w)
+    assert result.ok
+    for r in result.recommendations:
+        assert (
+            r.gpu_count * shipped.accelerators[r.accelerator].memory_gb
+            >= 138 + 327_680 * 4096 * 32 / 1e9
+        )
+    rejected = {r.id: r for r in result.rejected}
+    assert "MEMORY_INSUFFICIENT" in rejected["g6.xlarge"].codes  # one 24 GB L4 cannot hold 138 GB
