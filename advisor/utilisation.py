@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from advisor.catalog import Catalog
 from advisor.verify import match_by_name
-from probes.monitor import format_span
+from probes.monitor import LIMIT_REASONS, format_span
 from probes.report import Finding, GpuUtilisation, UtilisationReport
 
 GPU_UTIL_LOW = "GPU_UTIL_LOW"
@@ -45,6 +45,7 @@ class Condition:
     metric: str  # a key of METRICS
     above: bool  # holds when the figure is above the limit (else: below it); strict both ways
     limit: float
+    if_unknown: bool | None = None  # the outcome when NVML could not read the figure
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,8 @@ RULES: tuple[Rule, ...] = (
                 Condition(GPU_UTIL_HIGH, "util_mean", above=True, limit=90.0),
                 Condition(GPU_MEMORY_HIGH, "memory_share", above=True, limit=0.90),
             ),
-            (Condition(THROTTLED, "throttled", above=True, limit=0.5),),
+            # Some GPUs (vGPUs, older drivers) report no clock-event reasons: none seen, none taken.
+            (Condition(THROTTLED, "throttled", above=True, limit=0.5, if_unknown=False),),
         ),
     ),
     # over_provisioned: either resource could be smaller. Memory judged at its peak.
@@ -108,7 +110,7 @@ class Classification:
 def _holds(c: Condition, g: GpuUtilisation) -> bool | None:
     value = METRICS[c.metric](g)
     if value is None:
-        return None
+        return c.if_unknown
     return value > c.limit if c.above else value < c.limit
 
 
@@ -168,8 +170,9 @@ def _evidence(
             f"memory used peaked at {_gib(g.memory_used_max_mib)} of "
             f"{_gib(g.memory_total_mib)} ({_pct(share * 100)})" + clause("memory_share")
         )
-    if g.throttled_fraction is not None and (g.throttled_fraction > 0 or held):
-        reasons = f" ({', '.join(g.throttle_reasons)})" if g.throttle_reasons else ""
+    if g.throttled_fraction:
+        limits = [r for r in g.throttle_reasons if r in LIMIT_REASONS]
+        reasons = f" ({', '.join(limits)})" if limits else ""
         out.append(
             "power or thermal limits held the clocks back in "
             f"{_pct(g.throttled_fraction * 100)} of readings{reasons}" + clause("throttled")

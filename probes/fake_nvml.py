@@ -1,7 +1,10 @@
 """A fake of the nvidia-ml-py module surface that probes.nvml uses, shipped for tests.
 
 Configure devices as dicts of attribute values; list functions in `unsupported` to make them raise
-NOT_SUPPORTED; set `init_error` to an NVML return code to make nvmlInit fail.
+NOT_SUPPORTED; set `init_error` to an NVML return code to make nvmlInit fail. A value wrapped in
+`Readings` changes over time: each query function steps through the list on its own (the n-th
+call of nvmlDeviceGetPowerUsage and the n-th call of nvmlDeviceGetEnforcedPowerLimit see the same
+n-th entry), and the last entry repeats once the list is used up; an NVMLError entry is raised.
 """
 
 from __future__ import annotations
@@ -16,6 +19,21 @@ NVML_TEMPERATURE_GPU = 0
 NOT_SUPPORTED = 3
 LIBRARY_NOT_FOUND = 12
 DRIVER_NOT_LOADED = 9
+
+
+class Readings:
+    """A device value that changes from one query to the next (see the module docstring)."""
+
+    def __init__(self, *values: Any) -> None:
+        if not values:
+            raise ValueError("Readings needs at least one value")
+        self.values = values
+        self._calls: dict[str, int] = {}
+
+    def next(self, fn: str) -> Any:
+        n = self._calls.get(fn, 0)
+        self._calls[fn] = n + 1
+        return self.values[min(n, len(self.values) - 1)]
 
 
 class NVMLError(Exception):
@@ -98,7 +116,12 @@ class FakeNvmlLib:
 
     def _get(self, fn: str, handle: int, key: str) -> Any:
         self._check(fn)
-        return self.devices[handle][key]
+        value = self.devices[handle][key]
+        if isinstance(value, Readings):
+            value = value.next(fn)
+            if isinstance(value, NVMLError):  # this reading failed (e.g. NOT_SUPPORTED)
+                raise value
+        return value
 
     def nvmlDeviceGetIndex(self, h: int) -> int:
         self._check("nvmlDeviceGetIndex")

@@ -112,3 +112,41 @@ class ProbeReport(_Model):
     measurements: list[Measurement] = Field(default_factory=list)
     checks: list[Check] = Field(default_factory=list)
     duration_s: float
+
+
+Finding = Literal["idle", "over_provisioned", "under_provisioned", "optimized"]
+
+
+class GpuUtilisation(_Model):
+    """One GPU over a monitoring window: NVML samples reduced to figures, then classified."""
+
+    index: int
+    uuid: str | None = None
+    name: str | None = None
+    accelerator: str | None = None  # matched catalog id
+    samples: int
+    util_gpu_mean_pct: float | None = None
+    util_gpu_p95_pct: float | None = None
+    util_memory_mean_pct: float | None = None
+    memory_used_max_mib: float | None = None
+    memory_total_mib: float | None = None
+    power_mean_w: float | None = None
+    power_limit_w: float | None = None
+    throttle_reasons: list[str] = Field(default_factory=list)  # union seen, "gpu_idle" left out
+    throttled_fraction: float | None = None  # share of samples with a power/thermal limit active
+    finding: Finding | None = None  # Compute Optimizer's vocabulary
+    reason_codes: list[str] = Field(default_factory=list)
+    evidence: list[str] = Field(default_factory=list)
+
+
+class UtilisationReport(_Model):
+    """What `advisor monitor` produces and can send to the service."""
+
+    schema_version: int = SCHEMA_VERSION
+    kind: Literal["utilisation"] = "utilisation"
+    created_at: dt.datetime
+    host: str
+    instance_type: str | None = None  # catalog id, when the operator says what this machine is
+    duration_s: float
+    interval_s: float
+    gpus: list[GpuUtilisation]

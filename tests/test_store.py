@@ -16,6 +16,7 @@ import pytest
 
 from advisor.store import ReportFilter, Store, StoreError, open_store
 from advisor.store.memory import MemoryStore
+from advisor.store.sql import LATEST
 from advisor.store.sqlite import SqliteStore
 
 PG_URL = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
@@ -124,7 +125,7 @@ def test_sqlite_schema_upgrade_keeps_reports(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == 1
     new = SqliteStore(path)
-    assert new.schema_version == 2
+    assert new.schema_version == LATEST
     assert all(new.get(i) is not None for i in ids)
     (summary,) = new.fleet()
     assert summary.checks["matmul_bf16"]["count"] == 3
@@ -146,7 +147,7 @@ def test_postgres_schema_upgrade_keeps_reports() -> None:
     ids = [old.add(report(host=f"h{i}")).id for i in range(3)]
     old.close()
     new = PostgresStore(PG_URL)
-    assert new.schema_version == 2 and all(new.get(i) is not None for i in ids)
+    assert new.schema_version == LATEST and all(new.get(i) is not None for i in ids)
     assert new.fleet()[0].checks["matmul_bf16"]["count"] == 3
     new.close()
 

@@ -14,12 +14,12 @@ from advisor import __version__
 from advisor.api import problems
 from advisor.api.limits import BodyLimitMiddleware
 from advisor.api.metrics import Metrics, MetricsMiddleware
-from advisor.api.routes import catalog, ops, recommend, reports, utilisation
+from advisor.api.routes import catalog, ops, recommend, reports, review, utilisation
 from advisor.api.settings import Settings
 from advisor.api.state import AppState, CatalogHolder
 from advisor.estimate import EstimateRequest
 from advisor.store import Store, open_store
-from probes.report import ProbeReport
+from probes.report import ProbeReport, UtilisationReport
 
 log = logging.getLogger("advisor.api")
 
@@ -56,11 +56,13 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
         {
             "Workload": list(EstimateRequest.model_fields),
             "ProbeReport": list(ProbeReport.model_fields),
+            "UtilisationReport": list(UtilisationReport.model_fields),
         },
     )
     for router in (ops.router, catalog.router, recommend.router, reports.router):
         app.include_router(router)
     app.include_router(utilisation.router)
+    app.include_router(review.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)
     return app

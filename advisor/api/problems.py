@@ -75,6 +75,7 @@ def install(app: FastAPI, known_fields: dict[str, list[str]]) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         title = {
+            400: "Bad Request",
             401: "Unauthorized",
             403: "Forbidden",
             404: "Not Found",

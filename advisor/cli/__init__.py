@@ -15,6 +15,7 @@ from advisor.cli import (
     monitor_cmd,
     probe_cmd,
     recommend_cmd,
+    review_cmd,
     serve_cmd,
 )
 from advisor.cli.common import STATE, err_console
@@ -32,6 +33,7 @@ app.command("recommend")(recommend_cmd.recommend)
 app.command("probe")(probe_cmd.probe)
 app.command("monitor")(monitor_cmd.monitor)
 app.command("serve")(serve_cmd.serve)
+app.command("review")(review_cmd.review)
 app.command("estimate")(estimate_cmd.estimate_cmd)
 
 

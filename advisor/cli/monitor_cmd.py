@@ -35,8 +35,9 @@ from probes.report import UtilisationReport
 EXIT_CANNOT_RUN = 3
 ENDPOINT = "/v1/utilisation-reports"
 MIN_INTERVAL_S = 0.1  # NVML refreshes utilisation every 1/6 s to 1 s: faster polls add nothing
+MAX_DURATION_S = 30 * 86400.0  # one window at most; longer reviews store a report per window
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|min|s|m|h)?")
+_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|min|s|m|h)?\s*")
 FINDING_STYLE = {
     "idle": "yellow",
     "over_provisioned": "yellow",
@@ -52,7 +53,7 @@ def open_nvml() -> Nvml:
 
 def parse_duration(text: str, flag: str) -> float:
     """Seconds from '30s', '10m', '1h', '1h30m', '500ms' or a bare number of seconds."""
-    compact = text.strip().lower().replace(" ", "")
+    compact = text.strip().lower()
     parts = list(_PART.finditer(compact))
     if not compact or "".join(p.group(0) for p in parts) != compact:
         raise InputError(f"{flag} {text!r} is not a duration: use e.g. 30s, 10m, 1h or 1h30m")
@@ -96,6 +97,8 @@ def monitor(
     over_provisioned, under_provisioned, optimized)."""
     duration_s = parse_duration(duration, "--duration")
     interval_s = parse_duration(interval, "--interval")
+    if duration_s > MAX_DURATION_S:
+        raise InputError(f"--duration {duration!r} is longer than 30 days: monitor in windows")
     if interval_s < MIN_INTERVAL_S:
         raise InputError(f"--interval {interval!r} is below {MIN_INTERVAL_S:g} s")
     if interval_s > duration_s:

@@ -29,7 +29,7 @@ ESTIMATE_EXAMPLE = {
     response_model=None,  # the engine's result is already JSON-ready: no second validation pass
     responses={
         200: {"model": RecommendationResult, "description": "Recommendations, best first"},
-        **responses(413, 422),
+        **responses(400, 413, 422),
     },
     openapi_extra={"requestBody": {"content": {"application/json": {"example": EXAMPLE}}}},
 )
@@ -49,7 +49,7 @@ async def create_recommendation(
     response_model=None,
     responses={
         200: {"model": EstimateResult, "description": "Every figure with its formula"},
-        **responses(413, 422),
+        **responses(400, 413, 422),
     },
     openapi_extra={"requestBody": {"content": {"application/json": {"example": ESTIMATE_EXAMPLE}}}},
 )

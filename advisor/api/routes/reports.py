@@ -33,7 +33,7 @@ def _summary(r: StoredReport) -> StoredReportOut:
     status_code=201,
     response_model=StoredReportOut,
     dependencies=[WriteAccess],
-    responses=responses(401, 403, 413, 422, 503),
+    responses=responses(400, 401, 403, 413, 422, 503),
 )
 def create_report(report: ProbeReport, state: StateDep, response: Response) -> StoredReportOut:
     stored = state.store.add(report.model_dump(mode="json"))

@@ -63,7 +63,7 @@ def _summary(r: StoredUtilisation) -> StoredUtilisationOut:
     status_code=201,
     response_model=StoredUtilisationOut,
     dependencies=[WriteAccess],
-    responses=responses(401, 403, 413, 422, 503),
+    responses=responses(400, 401, 403, 413, 422, 503),
 )
 def create_utilisation_report(
     report: UtilisationReport, store: StoreDep, response: Response

@@ -1,0 +1,78 @@
+"""`advisor review`: the capacity-planning review of a fleet, as one self-contained HTML page."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from advisor.cli.common import emit_json, err_console, get_catalog
+from advisor.errors import InputError
+from advisor.suggest import unknown
+
+
+def review(
+    server: Annotated[
+        str | None,
+        typer.Option(help="Service URL to read probe and utilisation reports from."),
+    ] = None,
+    reports: Annotated[
+        Path | None,
+        typer.Option(help="Directory of report *.json files (probe and utilisation reports)."),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(help="Where to write the HTML page (default review.html)."),
+    ] = None,
+    catalog_region: Annotated[
+        str | None,
+        typer.Option(
+            help="Price suggestions and workload costs in this region (default: the current "
+            "price's region for suggestions, each instance type's cheapest for costs)."
+        ),
+    ] = None,
+    json_out: Annotated[
+        bool,
+        typer.Option(
+            "--json", help="Print the review's figures as JSON (HTML only with --output)."
+        ),
+    ] = False,
+    token: Annotated[
+        str | None,
+        typer.Option(envvar="ADVISOR_TOKEN", help="Bearer token for --server, if it needs one."),
+    ] = None,
+) -> None:
+    """Fleet review: inventory, measured vs expected, outliers, savings, cost per workload."""
+    from advisor.review import build_review, from_dir, from_server, render_html
+
+    if (server is None) == (reports is None):
+        raise InputError("give exactly one of --server URL or --reports DIR")
+    if output is not None and output.is_dir():
+        raise InputError(f"--output {str(output)!r} is a directory: give a file path")
+    target = output or (None if json_out else Path("review.html"))
+    if target is not None and not target.parent.is_dir():
+        raise InputError(f"--output: directory {str(target.parent)!r} does not exist")
+    catalog = get_catalog()
+    if catalog_region is not None and catalog_region not in catalog.regions:
+        raise InputError(unknown("--catalog-region", catalog_region, catalog.regions))
+    started = time.perf_counter()
+    data = from_dir(reports) if reports is not None else from_server(str(server), token)
+    result = build_review(data, catalog, catalog_region)
+    if target is not None:
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_text(render_html(result), encoding="utf-8")
+        os.replace(tmp, target)  # never a half-written page
+    if json_out:
+        emit_json(result.to_dict())
+    inv = result.inventory
+    where = f"wrote {target}: " if target is not None else ""
+    err_console().print(
+        f"{where}{inv.reports:,} probe reports from {inv.hosts:,} hosts, "
+        f"{inv.usage_reports:,} utilisation reports, {len(result.outliers):,} outlier rows, "
+        f"{len(result.savings):,} GPUs to downsize ({time.perf_counter() - started:.1f} s)",
+        highlight=False,
+        soft_wrap=True,
+    )

@@ -1,0 +1,403 @@
+"""Gathering for the review: probe and utilisation reports reduced to small, plain records.
+
+Three sources, one result (ReviewData):
+- a directory of *.json files (probe reports and utilisation reports, told apart by "kind");
+- the service's store, read directly (pages of `store.query`, then `store.iter_utilisation`);
+- the service over HTTP (`GET /v1/probe-reports` pages, then each body, several at a time).
+
+A report is reduced as soon as it is read: the review keeps what it shows, never the bodies, so
+memory stays flat however many reports the fleet holds.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import gc
+import http.client
+import json
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from advisor.errors import AdvisorError, InputError
+from advisor.store import ReportFilter, Store
+from advisor.store.base import report_fields
+
+PAGE = 500  # the API's largest page
+STORE_PAGE = 1000  # reports decoded at a time from the store (about 50 MB of dicts at most)
+MAX_NOTES = 20
+
+_gc_lock = threading.Lock()
+_gc_holders = 0
+_gc_was_enabled = False
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while thousands of report bodies are decoded.
+
+    Decoding creates millions of short-lived dicts and lists; each collection then walks every
+    live container, which made reading 10,000 stored reports a third slower. JSON bodies hold no
+    reference cycles, so reference counting frees them meanwhile; cyclic garbage made elsewhere
+    waits until the last concurrent holder leaves, when collection resumes as before.
+    """
+    global _gc_holders, _gc_was_enabled  # noqa: PLW0603 - one process-wide switch, counted
+    with _gc_lock:
+        if _gc_holders == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_holders += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_holders -= 1
+            if _gc_holders == 0 and _gc_was_enabled:
+                gc.enable()
+
+
+class SourceError(AdvisorError):
+    """The reports could not be read (directory, store or service)."""
+
+
+class CheckResult(NamedTuple):
+    """One check of one run. Named tuples of plain values: the garbage collector stops tracking
+    them, which keeps a review over 10,000 reports (170,000 checks) fast."""
+
+    name: str
+    status: str
+    measured: float | None
+    expected: float | None
+    unit: str | None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.measured is None or not self.expected:
+            return None
+        return self.measured / self.expected
+
+
+class ProbeRecord(NamedTuple):
+    id: str
+    host: str
+    accelerator: str | None  # what the checks were verified against (expected, else matched)
+    matched: str | None  # the accelerator the probe recognised
+    verdict: str
+    created_at: str | None  # ISO 8601, as in the report
+    driver_version: str | None
+    gpu_name: str | None
+    gpu_id: str  # the GPU's UUID, else host#device
+    checks: tuple[CheckResult, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class GpuUsage:
+    index: int
+    uuid: str | None
+    name: str | None
+    accelerator: str | None
+    util_mean_pct: float | None
+    util_p95_pct: float | None
+    memory_used_max_mib: float | None
+    memory_total_mib: float | None
+    finding: str | None
+    reason_codes: tuple[str, ...]
+    evidence: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    host: str
+    instance_type: str | None
+    created_at: str | None
+    duration_s: float | None
+    gpus: tuple[GpuUsage, ...]
+
+
+@dataclass
+class ReviewData:
+    source: str  # where the reports came from, in words
+    probes: list[ProbeRecord] = field(default_factory=list)
+    usage: list[UsageRecord] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what was skipped or missing, and why
+
+    def note(self, text: str) -> None:
+        if len(self.notes) < MAX_NOTES:
+            self.notes.append(text)
+        elif len(self.notes) == MAX_NOTES:
+            self.notes.append("(further notes left out)")
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def is_probe_report(body: Any) -> bool:
+    return isinstance(body, dict) and "checks" in body and "inventory" in body and "verdict" in body
+
+
+def is_usage_report(body: Any) -> bool:
+    return isinstance(body, dict) and body.get("kind") == "utilisation"
+
+
+def probe_record(report_id: str, body: dict[str, Any]) -> ProbeRecord:
+    """The parts of a probe report the review shows; tolerant of missing fields."""
+    host, accelerator, verdict = report_fields(body)
+    inventory = body.get("inventory") or {}
+    gpu = inventory.get("gpu") or {}
+    checks = tuple(
+        CheckResult(
+            str(c.get("name")),
+            str(c.get("status")),
+            m if type(m) is float else _num(m),  # the common case first: a plain float
+            e if type(e) is float else _num(e),
+            _str(c.get("unit")),
+        )
+        for c in body.get("checks") or ()
+        if isinstance(c, dict)
+        for m, e in ((c.get("measured"), c.get("expected")),)
+    )
+    return ProbeRecord(
+        id=report_id,
+        host=host,
+        accelerator=accelerator,
+        matched=_str(body.get("accelerator")),
+        verdict=verdict,
+        created_at=_str(body.get("created_at")),
+        driver_version=_str(inventory.get("driver_version")),
+        gpu_name=_str(gpu.get("name")),
+        gpu_id=_str(gpu.get("uuid")) or f"{host}#{body.get('device', 0)}",
+        checks=checks,
+    )
+
+
+def usage_record(body: dict[str, Any]) -> UsageRecord:
+    gpus = []
+    for g in body.get("gpus") or ():
+        if not isinstance(g, dict):
+            continue
+        gpus.append(
+            GpuUsage(
+                index=int(_num(g.get("index")) or 0),
+                uuid=_str(g.get("uuid")),
+                name=_str(g.get("name")),
+                accelerator=_str(g.get("accelerator")),
+                util_mean_pct=_num(g.get("util_gpu_mean_pct")),
+                util_p95_pct=_num(g.get("util_gpu_p95_pct")),
+                memory_used_max_mib=_num(g.get("memory_used_max_mib")),
+                memory_total_mib=_num(g.get("memory_total_mib")),
+                finding=_str(g.get("finding")),
+                reason_codes=tuple(str(c) for c in g.get("reason_codes") or ()),
+                evidence=tuple(str(e) for e in g.get("evidence") or ()),
+            )
+        )
+    return UsageRecord(
+        host=str(body.get("host") or "unknown"),
+        instance_type=_str(body.get("instance_type")),
+        created_at=_str(body.get("created_at")),
+        duration_s=_num(body.get("duration_s")),
+        gpus=tuple(gpus),
+    )
+
+
+def _add_body(data: ReviewData, report_id: str, body: Any, where: str) -> None:
+    if is_usage_report(body):
+        data.usage.append(usage_record(body))
+    elif is_probe_report(body):
+        data.probes.append(probe_record(report_id, body))
+    else:
+        data.note(f"{where}: neither a probe report nor a utilisation report, left out")
+
+
+# --- a directory -------------------------------------------------------------------------------
+
+
+def from_dir(directory: Path) -> ReviewData:
+    """Every *.json under `directory` (recursively), in name order."""
+    if not directory.is_dir():
+        raise InputError(f"--reports {str(directory)!r} is not a directory")
+    data = ReviewData(source=f"directory {directory}")
+    with gc_paused():
+        for path in sorted(directory.rglob("*.json")):
+            rel = str(path.relative_to(directory))
+            try:
+                body = json.loads(path.read_bytes())
+            except (OSError, ValueError) as exc:
+                data.note(f"{rel}: not readable JSON ({exc.__class__.__name__}), left out")
+                continue
+            _add_body(data, rel, body, rel)
+    return data
+
+
+# --- the store ---------------------------------------------------------------------------------
+
+
+def from_store(store: Store, now: dt.datetime | None = None) -> ReviewData:
+    """Every probe report stored before `now` (a fixed snapshot while paging), and utilisation."""
+    until = now or dt.datetime.now(dt.UTC)
+    data = ReviewData(source="the service's store")
+    offset = 0
+    seen: set[str] = set()
+    with gc_paused():
+        while True:
+            items, total = store.query(ReportFilter(until=until, limit=STORE_PAGE, offset=offset))
+            for stored in items:
+                if stored.id not in seen:
+                    seen.add(stored.id)
+                    data.probes.append(probe_record(stored.id, stored.report))
+            del items  # the page's bodies go now, not when the next page arrives
+            offset += STORE_PAGE
+            if offset >= total:
+                break
+    for stored_usage in store.iter_utilisation():
+        _add_body(data, stored_usage.id, stored_usage.report, f"utilisation {stored_usage.id}")
+    return data
+
+
+# --- the service over HTTP ---------------------------------------------------------------------
+
+
+class _Http:
+    """Keep-alive GETs, one connection per thread; errors become SourceError."""
+
+    def __init__(self, base_url: str, token: str | None, timeout_s: float) -> None:
+        parts = urllib.parse.urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InputError(f"--server needs an http(s) URL, got {base_url!r}")
+        self.base = base_url.rstrip("/")
+        self.scheme, self.host, self.port = parts.scheme, parts.hostname, parts.port
+        self.prefix = parts.path.rstrip("/")
+        self.headers = {"Accept": "application/json"}
+        if token:
+            self.headers["Authorization"] = f"Bearer {token}"
+        self.timeout_s = timeout_s
+        self._local = threading.local()
+        self._opened: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+
+    def _conn(self) -> http.client.HTTPConnection:
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            cls = (
+                http.client.HTTPSConnection
+                if self.scheme == "https"
+                else http.client.HTTPConnection
+            )
+            conn = cls(self.host, self.port, timeout=self.timeout_s)
+            self._local.conn = conn
+            with self._lock:
+                self._opened.append(conn)
+        return conn
+
+    def get(self, path: str, params: dict[str, Any] | None = None) -> tuple[int, Any]:
+        query = f"?{urllib.parse.urlencode(params)}" if params else ""
+        target = f"{self.prefix}{path}{query}"
+        for attempt in (1, 2):  # a kept-alive connection the server closed: reconnect once
+            conn = self._conn()
+            try:
+                conn.request("GET", target, headers=self.headers)
+                response = conn.getresponse()
+                raw = response.read()
+                break
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                self._local.conn = None
+                if attempt == 2:
+                    raise SourceError(f"cannot reach {self.base}{path}: {exc}") from None
+        if response.status != 200:
+            return response.status, raw.decode(errors="replace")[:300]
+        try:
+            return 200, json.loads(raw)
+        except ValueError:
+            raise SourceError(f"{self.base}{path} did not answer JSON") from None
+
+    def pages(self, path: str) -> Iterator[dict[str, Any]]:
+        offset: int | None = 0
+        while offset is not None:
+            status, body = self.get(path, {"limit": PAGE, "offset": offset})
+            if status != 200:
+                raise _HttpStatus(status, f"GET {self.base}{path}: HTTP {status}: {body}")
+            yield from body.get("items") or ()
+            offset = body.get("next_offset")
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._opened:
+                conn.close()
+            self._opened.clear()
+
+
+class _HttpStatus(SourceError):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def from_server(
+    base_url: str, token: str | None = None, workers: int = 8, timeout_s: float = 30.0
+) -> ReviewData:
+    """Probe reports (list, then bodies, `workers` at a time) and utilisation reports."""
+    client = _Http(base_url, token, timeout_s)
+    try:
+        return _from_server(client, workers)
+    finally:
+        client.close()
+
+
+def _from_server(client: _Http, workers: int) -> ReviewData:
+    data = ReviewData(source=f"service {client.base}")
+    ids = list(dict.fromkeys(str(item["id"]) for item in client.pages("/v1/probe-reports")))
+
+    def body(report_id: str) -> tuple[str, Any]:
+        status, payload = client.get(f"/v1/probe-reports/{urllib.parse.quote(report_id)}")
+        if status == 404:  # deleted between the listing and now
+            return report_id, None
+        if status != 200:
+            raise SourceError(f"GET /v1/probe-reports/{report_id}: HTTP {status}: {payload}")
+        return report_id, payload.get("report")
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for report_id, report in pool.map(body, ids):
+            if report is not None:
+                _add_body(data, report_id, report, f"probe report {report_id}")
+    try:
+        listed = list(client.pages("/v1/utilisation-reports"))
+    except _HttpStatus as exc:
+        if exc.status != 404:
+            raise
+        listed = []
+        data.note("the service keeps no utilisation reports (no /v1/utilisation-reports)")
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        for item, report in zip(
+            listed, pool.map(lambda i: _usage_body(client, i), listed), strict=True
+        ):
+            if report is not None:
+                _add_body(data, str(item.get("id", "")), report, "a utilisation report")
+    return data
+
+
+def _usage_body(client: _Http, item: dict[str, Any]) -> dict[str, Any] | None:
+    """A listing entry may carry the body (`gpus` or `report`); else fetch it by id."""
+    if isinstance(item.get("gpus"), list):
+        return item
+    if isinstance(item.get("report"), dict):
+        report: dict[str, Any] = item["report"]
+        return report
+    if "id" not in item:
+        return None
+    status, payload = client.get(f"/v1/utilisation-reports/{urllib.parse.quote(str(item['id']))}")
+    if status != 200 or not isinstance(payload, dict):
+        return None
+    inner = payload.get("report")
+    return inner if isinstance(inner, dict) else payload

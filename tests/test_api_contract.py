@@ -1,0 +1,308 @@
+"""The HTTP contract: schemathesis against a live `advisor serve`, from the checked-in openapi.yaml.
+
+Every generated request (positive and negative data, all operations) must get an answer that is
+not a 5xx and that conforms to openapi.yaml: a documented status code, a documented content type
+and a body that matches the documented schema. Error bodies are application/problem+json, which
+the spec lists without a schema, so they are also checked here against its Problem component.
+The last test asserts that at least MIN_REQUESTS generated requests were really sent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import jsonschema_rs
+import pytest
+import requests
+import schemathesis
+import yaml
+from hypothesis import HealthCheck, given, settings
+
+from probes.report import ProbeReport
+from tests.api_server import REPO, LiveServer, live_server
+
+OPENAPI = REPO / "openapi.yaml"
+TOKEN = "contract-test-token"
+MAX_BODY_BYTES = 64 * 1024
+MAX_EXAMPLES = 90
+MIN_REQUESTS = 1000
+PROBLEM = "application/problem+json"
+
+# Conformance and server-error checks only. Left out on purpose: positive_data_acceptance (an
+# unknown region or accelerator is schema-valid yet rightly a 422 with the valid choices) and the
+# negative/auth heuristics; the explicit tests below cover auth.
+CHECKS = (
+    "not_a_server_error",
+    "status_code_conformance",
+    "content_type_conformance",
+    "response_schema_conformance",
+    "response_headers_conformance",
+)
+CONFIG = schemathesis.Config.from_dict(
+    {"checks": {"enabled": False, **{name: {"enabled": True} for name in CHECKS}}}
+)
+schema = schemathesis.openapi.from_path(OPENAPI, config=CONFIG)
+
+SPEC: dict[str, Any] = yaml.safe_load(OPENAPI.read_text())
+PROBLEM_VALIDATOR = jsonschema_rs.validator_for(
+    {"$ref": "#/components/schemas/Problem", "components": SPEC["components"]}
+)
+OPERATIONS = sorted(
+    f"{method.upper()} {path}" for path, item in SPEC["paths"].items() for method in item
+)
+JSON_BODY_OPERATIONS = sorted(
+    (method.upper(), path)
+    for path, item in SPEC["paths"].items()
+    for method, op in item.items()
+    if "application/json" in op.get("requestBody", {}).get("content", {})
+)
+
+SETTINGS = settings(
+    deadline=None,
+    derandomize=True,  # the same requests every run
+    database=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.filter_too_much,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
+
+# Requests actually sent by the generated tests, per operation ("GET /v1/accelerators").
+SENT: Counter[str] = Counter()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with live_server(tmp_path_factory.mktemp("advisor-api"), TOKEN, MAX_BODY_BYTES) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def session() -> Iterator[requests.Session]:
+    with requests.Session() as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def client(server: LiveServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.base_url, timeout=30) as c:
+        yield c
+
+
+def auth(token: str = TOKEN) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def header(response: schemathesis.Response, name: str) -> str:
+    """One header of a schemathesis response (its headers are lowercased names -> value lists)."""
+    return ", ".join(response.headers.get(name.lower(), []))
+
+
+def assert_problem(status: int, content_type: str, body: bytes) -> dict[str, Any]:
+    """An error must be application/problem+json whose body is the spec's Problem."""
+    media_type = content_type.partition(";")[0].strip()
+    assert media_type == PROBLEM, (status, content_type, body[:500])
+    problem: dict[str, Any] = json.loads(body)
+    errors = [e.message for e in PROBLEM_VALIDATOR.iter_errors(problem)]
+    assert not errors, (status, problem, errors)
+    assert problem["status"] == status, problem
+    return problem
+
+
+def valid_report(host: str = "contract-host-1", verdict: str = "pass") -> dict[str, Any]:
+    return {
+        "created_at": "2026-11-30T12:00:00Z",
+        "mode": "quick",
+        "device": 0,
+        "verdict": verdict,
+        "accelerator": "h100-sxm",
+        "inventory": {"hostname": host, "python": "3.11.9", "device_count": 8},
+        "checks": [
+            {"name": "memory_bandwidth", "status": "pass", "measured": 3100.0, "detail": "ok"}
+        ],
+        "duration_s": 12.5,
+    }
+
+
+# --- generated requests, every operation ------------------------------------------------------
+
+
+@schema.parametrize()
+@settings(SETTINGS, max_examples=MAX_EXAMPLES)
+def test_generated_requests_conform(
+    case: schemathesis.Case, server: LiveServer, session: requests.Session
+) -> None:
+    # The token goes on every request; GET endpoints ignore it, write endpoints need it.
+    response = case.call(base_url=server.base_url, session=session, headers=auth(), timeout=30)
+    SENT[f"{case.operation.method.upper()} {case.operation.path}"] += 1
+    case.validate_response(response, headers=auth())
+    if response.status_code >= 400:  # every error, documented or not, is a Problem
+        assert_problem(response.status_code, header(response, "content-type"), response.content)
+
+
+@given(case=schema["/v1/probe-reports"]["POST"].as_strategy())
+@settings(SETTINGS, max_examples=40)
+def test_accepted_reports_read_back(
+    case: schemathesis.Case, server: LiveServer, session: requests.Session
+) -> None:
+    """Whatever POST /v1/probe-reports accepts, GET returns: conforming, and the same report."""
+    created = case.call(base_url=server.base_url, session=session, headers=auth(), timeout=30)
+    SENT["POST /v1/probe-reports"] += 1
+    case.validate_response(created, headers=auth())
+    if created.status_code == 413:  # a schema-valid report can still be over the size limit
+        return
+    assert created.status_code == 201, created.text
+    report_id = created.json()["id"]
+    read = schema["/v1/probe-reports/{report_id}"]["GET"].Case(
+        path_parameters={"report_id": report_id}
+    )
+    got = read.call(base_url=server.base_url, session=session, timeout=30)
+    SENT["GET /v1/probe-reports/{report_id}"] += 1
+    read.validate_response(got)
+    assert got.status_code == 200, got.text
+    expected = ProbeReport.model_validate(case.body).model_dump(mode="json")
+    assert got.json()["report"] == expected
+
+
+# --- explicit cases against the live server ---------------------------------------------------
+
+
+def conforms(method: str, path: str, server: LiveServer, **kwargs: Any) -> schemathesis.Response:
+    """Send one hand-written request and validate it against the spec like a generated one."""
+    case = schema[path][method].Case(**kwargs)
+    response = case.call(base_url=server.base_url, headers=auth(), timeout=30)
+    case.validate_response(response, headers=auth())
+    return response
+
+
+def test_known_good_requests_conform(server: LiveServer) -> None:
+    assert conforms("GET", "/readyz", server).status_code == 200
+    metrics = conforms("GET", "/metrics", server)
+    assert "advisor_http_requests_total" in metrics.text
+    path = "/v1/accelerators/{accelerator_id}"
+    h100 = conforms("GET", path, server, path_parameters={"accelerator_id": "h100-sxm"})
+    assert h100.json()["id"] == "h100-sxm"
+    types = conforms("GET", "/v1/instance-types", server, query={"accelerator": "h100-sxm"}).json()
+    assert types, "the shipped catalog has H100 instance types"
+    one = conforms(
+        "GET",
+        "/v1/instance-types/{instance_type_id}",
+        server,
+        path_parameters={"instance_type_id": types[0]["id"]},
+    )
+    assert one.json() == types[0]
+    example = SPEC["paths"]["/v1/recommendations"]["post"]["requestBody"]["content"][
+        "application/json"
+    ]["example"]
+    result = conforms("POST", "/v1/recommendations", server, body=example).json()
+    assert result["recommendations"], result
+    assert conforms("POST", "/v1/catalog/reload", server).json()["reloaded"] is True
+
+
+def test_stored_report_round_trip(server: LiveServer) -> None:
+    created = conforms("POST", "/v1/probe-reports", server, body=valid_report("contract-rt"))
+    assert created.status_code == 201
+    stored = created.json()
+    assert header(created, "location") == f"/v1/probe-reports/{stored['id']}"
+    full = conforms(
+        "GET", "/v1/probe-reports/{report_id}", server, path_parameters={"report_id": stored["id"]}
+    ).json()
+    assert full["host"] == "contract-rt" and full["report"]["verdict"] == "pass"
+    page = conforms("GET", "/v1/probe-reports", server, query={"host": "contract-rt"}).json()
+    assert [item["id"] for item in page["items"]] == [stored["id"]]
+    fleet = conforms("GET", "/v1/fleet/summary", server, query={"accelerator": "h100-sxm"}).json()
+    assert fleet and fleet[0]["accelerator"] == "h100-sxm"
+
+
+def test_unknown_recommendation_field_is_named(client: httpx.Client) -> None:
+    r = client.post(
+        "/v1/recommendations", json={"workload": "large_scale_training", "memory_gbs": 80}
+    )
+    assert r.status_code == 422
+    problem = assert_problem(r.status_code, r.headers["content-type"], r.content)
+    assert {"field": "memory_gbs", "message": "unknown field (did you mean 'memory_gb'?)"} in (
+        problem["errors"]
+    )
+    assert "memory_gbs" in problem["detail"]
+
+
+def test_write_without_token_is_401(client: httpx.Client) -> None:
+    for path, body in (("/v1/probe-reports", valid_report()), ("/v1/catalog/reload", None)):
+        r = client.post(path, json=body)
+        assert r.status_code == 401, path
+        assert r.headers["www-authenticate"] == "Bearer"
+        assert_problem(r.status_code, r.headers["content-type"], r.content)
+
+
+def test_write_with_wrong_token_is_403(client: httpx.Client) -> None:
+    r = client.post("/v1/probe-reports", json=valid_report(), headers=auth("not-" + TOKEN))
+    assert r.status_code == 403
+    assert_problem(r.status_code, r.headers["content-type"], r.content)
+    r = client.post("/v1/catalog/reload", headers=auth("not-" + TOKEN))
+    assert r.status_code == 403
+
+
+def test_body_over_limit_is_413(client: httpx.Client) -> None:
+    body = json.dumps({"workload": "x" * MAX_BODY_BYTES}).encode()
+    for path, headers in (("/v1/recommendations", {}), ("/v1/probe-reports", auth())):
+        r = client.post(path, content=body, headers={"content-type": "application/json", **headers})
+        assert r.status_code == 413, (path, r.text)
+        problem = assert_problem(r.status_code, r.headers["content-type"], r.content)
+        assert str(MAX_BODY_BYTES) in problem["detail"]
+
+
+def test_chunked_body_over_limit_is_413(client: httpx.Client) -> None:
+    """No Content-Length to trust: the limit must still hold, and still answer 413."""
+    body = json.dumps({"workload": "x" * MAX_BODY_BYTES}).encode()
+
+    def chunks() -> Iterator[bytes]:
+        for start in range(0, len(body), 4096):
+            yield body[start : start + 4096]
+
+    r = client.post(
+        "/v1/recommendations", content=chunks(), headers={"content-type": "application/json"}
+    )
+    assert r.status_code == 413, r.text
+    assert_problem(r.status_code, r.headers["content-type"], r.content)
+
+
+@pytest.mark.parametrize(("method", "path"), JSON_BODY_OPERATIONS)
+def test_undecodable_json_body_is_a_documented_problem(
+    method: str, path: str, client: httpx.Client
+) -> None:
+    """Bytes that are not UTF-8, sent as application/json: a documented error, as a Problem."""
+    r = client.request(
+        method,
+        path,
+        content=b"\xff\xfe{\x93}",
+        headers={"content-type": "application/json", **auth()},
+    )
+    assert 400 <= r.status_code < 500, r.text
+    schema[path][method].Case().validate_response(r)
+    assert_problem(r.status_code, r.headers["content-type"], r.content)
+
+
+def test_unknown_accelerator_suggests_the_closest(client: httpx.Client) -> None:
+    r = client.get("/v1/accelerators/h100-sxn")
+    assert r.status_code == 404
+    problem = assert_problem(r.status_code, r.headers["content-type"], r.content)
+    assert "did you mean 'h100-sxm'" in problem["detail"]
+
+
+# --- must run last: the generated tests above have filled SENT --------------------------------
+
+
+def test_generated_request_count() -> None:
+    if not SENT:
+        pytest.skip("the generated contract tests were not selected in this run")
+    total = sum(SENT.values())
+    assert total >= MIN_REQUESTS, f"only {total} generated requests: {dict(SENT)}"
+    missing = [op for op in OPERATIONS if not SENT[op]]
+    assert not missing, f"operations never exercised: {missing}"
+    print(f"\n{total} generated requests: {dict(sorted(SENT.items()))}")

@@ -1,0 +1,297 @@
+"""Utilisation reports: storage on every backend (schema step 3 included) and the HTTP API, and
+`advisor monitor --report-to` delivering to a live service, with its own spool."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import uvicorn
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from advisor.api import create_app
+from advisor.api.settings import Settings
+from advisor.cli import app, monitor_cmd
+from advisor.store import Store, StoreError, open_store
+from advisor.store import sql as q
+from advisor.store.memory import MemoryStore
+from advisor.store.sqlite import SqliteStore
+from probes.nvml import Nvml
+from probes.report import UtilisationReport
+from tests.test_monitor import busy_and_idle
+from tests.test_store import report as probe_report
+
+PG_URL = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
+TOKEN = "t0ken-for-tests"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def utilisation(host: str = "gpu-1", finding: str | None = "idle") -> dict[str, Any]:
+    body = {
+        "created_at": "2026-12-01T09:30:00Z",
+        "host": host,
+        "instance_type": "p5en.48xlarge",
+        "duration_s": 600.0,
+        "interval_s": 1.0,
+        "gpus": [
+            {
+                "index": 0,
+                "name": "NVIDIA H200",
+                "accelerator": "h200-sxm",
+                "samples": 600,
+                "util_gpu_mean_pct": 3.0,
+                "util_gpu_p95_pct": 4.0,
+                "memory_used_max_mib": 512.0,
+                "memory_total_mib": 143_771.0,
+                "throttled_fraction": 0.0,
+                "finding": finding,
+                "reason_codes": ["GPU_UTIL_LOW", "GPU_MEMORY_LOW"],
+                "evidence": ["GPU utilisation averaged 3% (p95 4%) over 10 min"],
+            },
+            {"index": 1, "samples": 600, "finding": None},
+        ],
+    }
+    return UtilisationReport.model_validate(body).model_dump(mode="json")
+
+
+def _require_pg() -> str:
+    if not PG_URL:
+        if os.environ.get("CI"):
+            pytest.fail("ADVISOR_TEST_POSTGRES_URL is not set in CI")
+        pytest.skip("no PostgreSQL (set ADVISOR_TEST_POSTGRES_URL; scripts/start-postgres.sh)")
+    return PG_URL
+
+
+@pytest.fixture(params=["sqlite", "postgres", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "sqlite":
+        s: Store = open_store(f"sqlite:///{tmp_path}/util.db")
+    elif request.param == "memory":
+        s = MemoryStore()
+    else:
+        url = _require_pg()
+        s = open_store(url)
+        import psycopg
+
+        with psycopg.connect(url) as conn:
+            conn.execute("TRUNCATE utilisation_reports, probe_checks, probe_reports")
+    yield s
+    s.close()
+
+
+# -- storage ----------------------------------------------------------------------------------
+
+
+def test_round_trip_is_exact(store: Store) -> None:
+    body = utilisation()
+    body["gpus"][0]["evidence"].append("Δ unicode ✓")
+    stored = store.add_utilisation(body)
+    again = store.get_utilisation(stored.id)
+    assert again is not None and again.report == body
+    assert (again.id, again.host, again.received_at) == (stored.id, "gpu-1", stored.received_at)
+    assert store.get_utilisation(uuid.uuid4().hex) is None
+    assert store.count() == 0  # probe reports are counted apart
+
+
+def test_query_by_host_newest_first_with_paging(store: Store) -> None:
+    base = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+    for i in range(7):
+        store.add_utilisation(utilisation(host=f"h{i % 3}"), base + dt.timedelta(hours=i))
+    items, total = store.query_utilisation(limit=3)
+    assert total == 7 and [r.received_at.hour for r in items] == [6, 5, 4]
+    page2, _ = store.query_utilisation(limit=3, offset=3)
+    assert [r.received_at.hour for r in page2] == [3, 2, 1]
+    h0, total_h0 = store.query_utilisation(host="h0")
+    assert total_h0 == 3 and {r.host for r in h0} == {"h0"}
+    assert store.query_utilisation(host="nope") == ([], 0)
+    evil = "x'; DROP TABLE utilisation_reports; --"
+    store.add_utilisation(utilisation(host=evil))
+    assert store.query_utilisation(host=evil)[1] == 1
+    assert store.query_utilisation()[1] == 8
+
+
+def test_iter_utilisation_yields_all_oldest_first(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(q, "ITER_PAGE", 2)  # several pages, one ending exactly at the last row
+    base = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+    same = base + dt.timedelta(hours=1)
+    ids = [store.add_utilisation(utilisation(host=f"h{i}"), base).id for i in range(3)]
+    ids += [store.add_utilisation(utilisation(host=f"s{i}"), same).id for i in range(3)]
+    seen = []
+    for r in store.iter_utilisation():
+        seen.append(r.id)
+        store.get_utilisation(r.id)  # the store stays usable while iterating
+    assert len(seen) == 6 and set(seen) == set(ids)
+    assert set(seen[:3]) == set(ids[:3])  # oldest first; ties in any order, each once
+    assert list(MemoryStore().iter_utilisation()) == []
+
+
+def test_sqlite_upgrade_from_version_2_keeps_probe_reports(tmp_path: Path) -> None:
+    path = str(tmp_path / "v2.db")
+    old = SqliteStore(path, migrate_to=2)
+    ids = [old.add(probe_report(host=f"h{i}")).id for i in range(3)]
+    with pytest.raises(StoreError, match="utilisation_reports"):
+        old.add_utilisation(utilisation())  # no such table before step 3
+    old.close()
+    new = SqliteStore(path)
+    assert new.schema_version == q.LATEST == 3
+    assert all(new.get(i) is not None for i in ids)
+    assert new.fleet()[0].checks["matmul_bf16"]["count"] == 3
+    stored = new.add_utilisation(utilisation())
+    new.close()
+    with sqlite3.connect(path) as conn:
+        versions = [v for (v,) in conn.execute("SELECT version FROM schema_version ORDER BY 1")]
+        assert versions == [1, 2, 3]
+    again = SqliteStore(path)  # opening a current database migrates nothing
+    assert again.get_utilisation(stored.id) is not None and again.count() == 3
+    again.close()
+
+
+def test_postgres_upgrade_from_version_2_keeps_probe_reports() -> None:
+    url = _require_pg()
+    import psycopg
+
+    from advisor.store.postgres import PostgresStore
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "DROP TABLE IF EXISTS utilisation_reports, probe_checks, probe_reports, schema_version"
+        )
+    old = PostgresStore(url, migrate_to=2)
+    ids = [old.add(probe_report(host=f"h{i}")).id for i in range(3)]
+    old.close()
+    new = PostgresStore(url)
+    assert new.schema_version == 3 and all(new.get(i) is not None for i in ids)
+    assert new.fleet()[0].checks["matmul_bf16"]["count"] == 3
+    stored = new.add_utilisation(utilisation())
+    assert new.get_utilisation(stored.id) is not None
+    new.close()
+
+
+# -- HTTP API ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[TestClient]:
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/api.db", api_tokens=(TOKEN,))  # type: ignore[arg-type]
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def problem(r: Any, status: int) -> dict[str, Any]:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    body: dict[str, Any] = r.json()
+    assert body["status"] == status and body["detail"]
+    return body
+
+
+def test_writing_needs_an_accepted_token(client: TestClient) -> None:
+    r = client.post("/v1/utilisation-reports", json=utilisation())
+    problem(r, 401)
+    assert r.headers["www-authenticate"] == "Bearer"
+    bad = {"Authorization": "Bearer not-" + TOKEN}
+    problem(client.post("/v1/utilisation-reports", json=utilisation(), headers=bad), 403)
+    assert client.get("/v1/utilisation-reports").json()["total"] == 0
+
+
+def test_create_list_and_get(client: TestClient) -> None:
+    r = client.post("/v1/utilisation-reports", json=utilisation("gpu-1"), headers=AUTH)
+    assert r.status_code == 201, r.text
+    created = r.json()
+    assert r.headers["location"] == f"/v1/utilisation-reports/{created['id']}"
+    assert created["host"] == "gpu-1" and created["instance_type"] == "p5en.48xlarge"
+    assert (created["gpus"], created["findings"]) == (2, {"idle": 1, "unclassified": 1})
+    for host in ("gpu-2", "gpu-2", "gpu-3"):
+        client.post("/v1/utilisation-reports", json=utilisation(host), headers=AUTH)
+    page = client.get("/v1/utilisation-reports", params={"limit": 2}).json()
+    assert (page["total"], len(page["items"]), page["next_offset"]) == (4, 2, 2)
+    last = client.get("/v1/utilisation-reports", params={"limit": 2, "offset": 2}).json()
+    assert last["next_offset"] is None and created["id"] in {i["id"] for i in last["items"]}
+    mine = client.get("/v1/utilisation-reports", params={"host": "gpu-2"}).json()
+    assert mine["total"] == 2 and {i["host"] for i in mine["items"]} == {"gpu-2"}
+    full = client.get(f"/v1/utilisation-reports/{created['id']}").json()
+    assert full["report"] == utilisation("gpu-1") and full["id"] == created["id"]
+    problem(client.get(f"/v1/utilisation-reports/{uuid.uuid4().hex}"), 404)
+    problem(client.get("/v1/utilisation-reports/" + "x" * 65), 404)
+    problem(client.get("/v1/utilisation-reports", params={"limit": 0}), 422)
+
+
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        (lambda b: b.update(hots="x"), "hots"),  # unknown top-level field
+        (lambda b: b["gpus"][0].update(util_pct=3), "gpus.0.util_pct"),  # unknown GPU field
+        (lambda b: b["gpus"][0].update(finding="wasteful"), "gpus.0.finding"),  # not a finding
+        (lambda b: b.update(kind="probe"), "kind"),  # not a utilisation report
+        (lambda b: b.pop("host"), "host"),  # required
+    ],
+)
+def test_invalid_reports_are_422(client: TestClient, change: Any, field: str) -> None:
+    body = utilisation()
+    change(body)
+    r = client.post("/v1/utilisation-reports", json=body, headers=AUTH)
+    errors = problem(r, 422)["errors"]
+    assert field in [e["field"] for e in errors], errors
+    assert client.get("/v1/utilisation-reports").json()["total"] == 0
+
+
+def test_openapi_names_the_operations(client: TestClient) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    ops = {op["operationId"] for p in paths.values() for op in p.values()}
+    assert {"createUtilisationReport", "listUtilisationReports", "getUtilisationReport"} <= ops
+
+
+# -- advisor monitor --report-to ---------------------------------------------------------------
+
+
+@pytest.fixture
+def live_service(tmp_path: Path) -> Iterator[str]:
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/svc.db", api_tokens=(TOKEN,))  # type: ignore[arg-type]
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(settings), host="127.0.0.1", port=0, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 10
+    while not server.started and time.time() < deadline:
+        time.sleep(0.05)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    thread.join(5)
+
+
+def test_monitor_spools_then_delivers_to_the_utilisation_endpoint(
+    tmp_path: Path, live_service: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(monitor_cmd, "open_nvml", lambda: Nvml(busy_and_idle()))
+    spool = tmp_path / "spool"
+    args = ["monitor", "--duration", "0.6s", "--interval", "0.1s", "--json"]
+    args += ["--token", TOKEN, "--spool-dir", str(spool)]
+    down = CliRunner().invoke(app, [*args, "--report-to", "http://127.0.0.1:9"])
+    assert down.exit_code == 0, down.output
+    assert "the next run with --report-to sends it" in down.stderr
+    assert len(list((spool / "utilisation").glob("*.json"))) == 1
+    assert not list(spool.glob("*.json"))  # never where probe reports wait
+    up = CliRunner().invoke(app, [*args, "--report-to", live_service + "/"])
+    assert up.stderr.count("report delivered to") == 2, up.stderr
+    assert f"{live_service}/v1/utilisation-reports" in up.stderr
+    assert not list((spool / "utilisation").glob("*.json"))
+    listed = httpx.get(f"{live_service}/v1/utilisation-reports").json()
+    assert (
+        listed["total"] == 2 and httpx.get(f"{live_service}/v1/probe-reports").json()["total"] == 0
+    )
+    newest = httpx.get(f"{live_service}/v1/utilisation-reports/{listed['items'][0]['id']}")
+    assert newest.json()["findings"] == {"idle": 1, "optimized": 1}
