@@ -51,7 +51,20 @@ PROBE_REPORT = (
 )
 TOKEN = "bench-token"
 HOST = "127.0.0.1"
-RECOMMEND_BODY = json.dumps({"workload": "fine_tuning", "memory_gb": 80}).encode()
+# A mix of the questions platform tools ask, rotated request by request (not one repeated body).
+RECOMMEND_BODIES = tuple(
+    json.dumps(body).encode()
+    for body in (
+        {"workload": "fine_tuning", "memory_gb": 80},
+        {"workload": "large_scale_training", "memory_gb": 80, "interconnect_gb_s": 900},
+        {"workload": "high_throughput_inference", "region": "us-east-1"},
+        {"workload": "edge_inference", "power_budget_w": 25},
+        {"workload": "batch_processing", "provider": "gcp"},
+        {"workload": "low_latency_inference", "memory_gb": 40, "max_hourly_usd": 10},
+        {"workload": "fine_tuning", "memory_gb": 160, "purchase": "spot"},
+        {"workload": "large_scale_training", "memory_gb": 1000, "objective": "performance"},
+    )
+)
 
 TARGET_READY_S = 2.0
 TARGET_RSS_MB = 150.0
@@ -64,16 +77,16 @@ class Endpoint:
     label: str
     method: str
     path: str
-    body: bytes | None = None
+    bodies: tuple[bytes, ...] = ()  # rotated, one per request
     auth: bool = False
 
 
 ENDPOINTS = [
     Endpoint("GET /healthz", "GET", "/healthz"),
     Endpoint("GET /v1/instance-types", "GET", "/v1/instance-types"),
-    Endpoint("POST /v1/recommendations", "POST", "/v1/recommendations", RECOMMEND_BODY),
+    Endpoint("POST /v1/recommendations", "POST", "/v1/recommendations", RECOMMEND_BODIES),
     Endpoint(
-        "POST /v1/probe-reports", "POST", "/v1/probe-reports", PROBE_REPORT.read_bytes(), True
+        "POST /v1/probe-reports", "POST", "/v1/probe-reports", (PROBE_REPORT.read_bytes(),), True
     ),
 ]
 
@@ -90,6 +103,8 @@ class Result:
     p99_ms: float = float("nan")
     server_cpu_pct: float = float("nan")
     loadgen_cpu_pct: float = float("nan")
+    server_cpu_ms: float = float("nan")  # server CPU time per request
+    other_cpu_pct: float = float("nan")  # CPU used by processes other than server and generator
     rss_max_mb: float = 0.0
 
     @property
@@ -172,6 +187,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds spent busy by the whole machine (all cores) since boot."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def torch_mappings(pid: int) -> list[str]:
     with open(f"/proc/{pid}/maps") as f:
         paths = {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
@@ -213,15 +236,22 @@ class RssSampler:
 # --------------------------------------------------------------------------- wrk load generator
 
 LUA = """
-local body_file = %(body_file)s
+local body_files = %(body_files)s
 wrk.method = %(method)s
-if body_file then
-  local f = assert(io.open(body_file, "rb"))
-  wrk.body = f:read("*a")
+local bodies = {}
+for _, name in ipairs(body_files) do
+  local f = assert(io.open(name, "rb"))
+  table.insert(bodies, f:read("*a"))
   f:close()
-  wrk.headers["Content-Type"] = "application/json"
 end
+if #bodies > 0 then wrk.headers["Content-Type"] = "application/json" end
 %(auth)s
+local turn = 0
+function request()
+  if #bodies == 0 then return wrk.format() end
+  turn = turn %% #bodies + 1
+  return wrk.format(nil, nil, nil, bodies[turn])
+end
 local threads = {}
 function setup(thread) table.insert(threads, thread) end
 function init(args) ok = 0; bad = 0 end
@@ -241,14 +271,17 @@ end
 
 
 def lua_script(ep: Endpoint, tmp: Path) -> Path:
-    body_file = "nil"
-    if ep.body is not None:
-        bf = tmp / f"body-{abs(hash(ep.path))}.json"
-        bf.write_bytes(ep.body)
-        body_file = json.dumps(str(bf))
+    names = []
+    for i, body in enumerate(ep.bodies):
+        bf = tmp / f"body-{abs(hash(ep.path))}-{i}.json"
+        bf.write_bytes(body)
+        names.append(json.dumps(str(bf)))
+    body_files = "{" + ", ".join(names) + "}"
     auth = f'wrk.headers["Authorization"] = "Bearer {TOKEN}"' if ep.auth else ""
     script = tmp / f"wrk-{abs(hash(ep.path))}.lua"
-    script.write_text(LUA % {"body_file": body_file, "method": json.dumps(ep.method), "auth": auth})
+    script.write_text(
+        LUA % {"body_files": body_files, "method": json.dumps(ep.method), "auth": auth}
+    )
     return script
 
 
@@ -293,7 +326,7 @@ def run_wrk(
 async def _python_load(ep: Endpoint, port: int, seconds: float, conns: int) -> Result:
     import httpx
 
-    headers = {"Content-Type": "application/json"} if ep.body is not None else {}
+    headers = {"Content-Type": "application/json"} if ep.bodies else {}
     if ep.auth:
         headers["Authorization"] = f"Bearer {TOKEN}"
     latencies: list[float] = []
@@ -306,12 +339,16 @@ async def _python_load(ep: Endpoint, port: int, seconds: float, conns: int) -> R
         t0 = time.perf_counter()
         deadline = t0 + seconds
 
+        sent = 0
+
         async def worker() -> None:
-            nonlocal ok
+            nonlocal ok, sent
             while time.perf_counter() < deadline:
                 start = time.perf_counter()
                 try:
-                    r = await client.request(ep.method, ep.path, content=ep.body, headers=headers)
+                    body = ep.bodies[sent % len(ep.bodies)] if ep.bodies else None
+                    sent += 1
+                    r = await client.request(ep.method, ep.path, content=body, headers=headers)
                     await r.aread()
                 except httpx.TimeoutException:
                     detail["timeout"] = detail.get("timeout", 0) + 1
@@ -408,7 +445,9 @@ def main() -> int:
     loadgen = (
         f"wrk ({wrk}, -t{args.threads} -c{args.connections}, Lua script for bodies and status counts)"
         if wrk
-        else "python asyncio+httpx fallback (wrk not found; the generator competes with the server for CPU)"
+        else "python asyncio+httpx fallback ("
+        + ("--loadgen python" if args.loadgen == "python" else "wrk not found")
+        + "; the generator competes with the server for CPU)"
     )
 
     out: list[str] = []
@@ -456,14 +495,19 @@ def main() -> int:
                     warm, _ = run_python(ep, port, args.warmup, args.connections)
                 warm_ok[ep.path] = warm.ok
                 sampler.reset()
-                c0, t0 = cpu_seconds(pid), time.perf_counter()
+                c0, m0, t0 = cpu_seconds(pid), machine_busy_seconds(), time.perf_counter()
                 if wrk:
                     res, _ = run_wrk(
                         wrk, ep, port, tmp, args.duration, args.connections, args.threads
                     )
                 else:
                     res, _ = run_python(ep, port, args.duration, args.connections)
-                res.server_cpu_pct = 100 * (cpu_seconds(pid) - c0) / (time.perf_counter() - t0)
+                wall = time.perf_counter() - t0
+                server_cpu = cpu_seconds(pid) - c0
+                res.server_cpu_pct = 100 * server_cpu / wall
+                res.server_cpu_ms = 1000 * server_cpu / max(1, res.requests)
+                busy_pct = 100 * (machine_busy_seconds() - m0) / wall
+                res.other_cpu_pct = max(0.0, busy_pct - res.server_cpu_pct - res.loadgen_cpu_pct)
                 res.rss_max_mb = sampler.window
                 results.append(res)
                 torch_maps += torch_mappings(pid)
@@ -474,17 +518,36 @@ def main() -> int:
 
     # ------------------------------------------------------------------ table
     say(
-        f"{'endpoint':<27} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'requests':>9} {'srv CPU':>8} {'gen CPU':>8} {'RSS max':>8}"
+        f"{'endpoint':<27} {'req/s':>8} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'requests':>9}"
+        f" {'srv CPU':>8} {'ms/req':>7} {'gen CPU':>8} {'other':>6} {'RSS max':>8}"
     )
     for r in results:
         say(
             f"{r.endpoint.label:<27} {r.rps:>8.0f} {r.p50_ms:>8.2f} {r.p99_ms:>8.2f} {r.errors:>7} "
-            f"{r.requests:>9} {r.server_cpu_pct:>7.0f}% {r.loadgen_cpu_pct:>7.0f}% {r.rss_max_mb:>6.1f}MB"
+            f"{r.requests:>9} {r.server_cpu_pct:>7.0f}% {r.server_cpu_ms:>7.3f} {r.loadgen_cpu_pct:>7.0f}%"
+            f" {r.other_cpu_pct:>5.0f}% {r.rss_max_mb:>6.1f}MB"
         )
     for r in results:
         if r.error_detail:
             say(f"  errors on {r.endpoint.label}: {r.error_detail}")
-    say("(srv CPU: server process CPU time / wall, 100% = one core; gen CPU: load generator's)")
+    say(
+        "(srv CPU: server process CPU time / wall, 100% = one core; ms/req: server CPU ms per request;"
+        " gen CPU: the load generator's; other: the rest of the machine, >~10% means the numbers are"
+        " disturbed by other work)"
+    )
+    busiest = max(results, key=lambda r: r.other_cpu_pct)
+    if busiest.other_cpu_pct > 10:
+        say(
+            f"WARNING: other processes used up to {busiest.other_cpu_pct:.0f}% of a core during the load"
+            f" ({busiest.endpoint.label}): throughput and latency are understated; ms/req much less so."
+        )
+    hungry = max(results, key=lambda r: r.loadgen_cpu_pct)
+    if hungry.loadgen_cpu_pct > 80:
+        say(
+            f"WARNING: the load generator used {hungry.loadgen_cpu_pct:.0f}% of a core"
+            f" ({hungry.endpoint.label}): it, not the server, limits throughput; the throughput ratio"
+            " is not meaningful, compare ms/req (install wrk)."
+        )
     say()
     say(
         "start-up until /healthz answers (interpreter start included): "

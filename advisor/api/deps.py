@@ -1,4 +1,7 @@
-"""Typed dependencies: the app state, the current catalog, and bearer-token authorisation."""
+"""Typed dependencies: the app state, the current catalog, and bearer-token authorisation.
+
+All are `async def`: they do no I/O, and a plain `def` would cost a thread hop per request.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from advisor.store import Store
 _bearer = HTTPBearer(auto_error=False, description="A token from ADVISOR_API_TOKENS")
 
 
-def get_state(request: Request) -> AppState:
+async def get_state(request: Request) -> AppState:
     state: AppState = request.app.state.advisor
     return state
 
@@ -23,11 +26,11 @@ def get_state(request: Request) -> AppState:
 StateDep = Annotated[AppState, Depends(get_state)]
 
 
-def get_catalog(state: StateDep) -> Catalog:
+async def get_catalog(state: StateDep) -> Catalog:
     return state.catalog.catalog
 
 
-def get_store(state: StateDep) -> Store:
+async def get_store(state: StateDep) -> Store:
     return state.store
 
 
@@ -35,7 +38,7 @@ CatalogDep = Annotated[Catalog, Depends(get_catalog)]
 StoreDep = Annotated[Store, Depends(get_store)]
 
 
-def require_token(
+async def require_token(
     state: StateDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> None:

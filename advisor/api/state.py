@@ -6,6 +6,7 @@ import datetime as dt
 import logging
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from advisor.api.metrics import Metrics
@@ -26,6 +27,7 @@ class CatalogHolder:
     settings: Settings
     catalog: Catalog
     loaded_at: dt.datetime
+    generation: int = 0  # bumped by every successful reload: keys the response cache
     reload_error: str | None = None
     reload_failed_at: dt.datetime | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -48,6 +50,7 @@ class CatalogHolder:
                 )
                 return False
             self.catalog, self.loaded_at = catalog, dt.datetime.now(dt.UTC)
+            self.generation += 1
             self.reload_error = self.reload_failed_at = None
             log.info(
                 "catalog reloaded: %d accelerators, %d instance types",
@@ -64,6 +67,37 @@ def _load(settings: Settings) -> Catalog:
     return catalog
 
 
+class ResponseCache:
+    """Encoded responses of a pure function of (catalog generation, request body), LRU-bounded.
+
+    The engine is deterministic, so identical requests against one catalog get identical bytes;
+    platform tools ask the same questions over and over.
+    """
+
+    def __init__(self, size: int = 512) -> None:
+        self._items: OrderedDict[tuple[int, str], bytes] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, key: tuple[int, str]) -> bytes | None:
+        with self._lock:
+            value = self._items.get(key)
+            if value is None:
+                self.misses += 1
+                return None
+            self._items.move_to_end(key)
+            self.hits += 1
+            return value
+
+    def put(self, key: tuple[int, str], value: bytes) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
 @dataclass
 class AppState:
     settings: Settings
@@ -71,6 +105,7 @@ class AppState:
     store: Store
     metrics: Metrics
     started_at: dt.datetime
+    responses: ResponseCache = field(default_factory=ResponseCache)
     _fleet: tuple[float, dict[str, Calibration]] | None = None
     _fleet_lock: threading.Lock = field(default_factory=threading.Lock)
 

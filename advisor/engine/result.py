@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any, NamedTuple
 
 
@@ -58,7 +58,13 @@ class Result:
             "objective": self.objective,
             "explanation": self.explanation,
             "feasible_count": self.feasible_count,
-            "recommendations": [asdict(r) for r in self.recommendations],
+            "recommendations": [_shallow(r) for r in self.recommendations],
             "rejected": [r._asdict() for r in self.rejected],
-            "alternatives": [asdict(a) for a in self.alternatives],
+            "alternatives": [_shallow(a) for a in self.alternatives],
         }
+
+
+def _shallow(obj: Any) -> dict[str, Any]:
+    """Field dict without dataclasses.asdict's recursive deep copy (tuples of str stay as they
+    are: json encodes them as lists)."""
+    return {f.name: getattr(obj, f.name) for f in fields(obj)}

@@ -20,7 +20,7 @@ from typing import Any
 
 from advisor.catalog import Catalog
 from advisor.models import Accelerator, Purchase
-from advisor.review.data import GpuUsage, ProbeRecord, ReviewData, UsageRecord
+from advisor.review.data import GpuUsage, ProbeRecord, ReviewData, UsageRecord, gc_paused
 from advisor.sizing import Shape, compute_hours, training_flops, training_memory
 from advisor.verify import match_by_name
 from advisor.workplan import Calibration
@@ -659,7 +659,8 @@ def build_review(
     workloads: Sequence[WorkloadSpec] | None = None,
     now: dt.datetime | None = None,
 ) -> Review:
-    stats, hosts = aggregate(data.probes)
+    with gc_paused():  # see data.gc_paused: many small objects, none in a cycle
+        stats, hosts = aggregate(data.probes)
     calibration = {
         acc: Calibration(st.median, st.runs)  # as advisor.workplan.calibrations reads a summary
         for (acc, name), st in stats.items()

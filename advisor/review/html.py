@@ -14,13 +14,14 @@ from advisor.review.analysis import (
     MEMORY_HEADROOM,
     PASS_AT,
     WARN_AT,
+    Outlier,
     Review,
     Saving,
     WorkloadResult,
 )
 from advisor.review.svg import COLOURS, Bar, RatioBar, bar_chart, esc, ratio_chart
 
-MAX_OUTLIER_ROWS = 200
+MAX_OUTLIER_ROWS = 100  # hosts
 MAX_SAVING_ROWS = 60
 MAX_COST_BARS = 15
 CSP = (
@@ -56,6 +57,8 @@ nav a { margin-right: 14px; color: #1565c0; text-decoration: none; }
   overflow-x: auto; }
 .narrow { max-width: 820px; margin-bottom: 12px; }
 table.compact td { white-space: nowrap; }
+table.ratios td, table.ratios th { height: 22px; padding-top: 0; padding-bottom: 0; }
+tr.group th { background: #eceff1; position: static; }
 svg.chart { display: block; max-width: 100%; height: auto; }
 table { border-collapse: collapse; width: 100%; background: #fff; font-size: 13px; }
 th, td { padding: 3px 7px; border-bottom: 1px solid var(--line); text-align: left;
@@ -186,7 +189,7 @@ def _inventory(r: Review) -> str:
 def _measured(r: Review) -> str:
     bars = [
         RatioBar(
-            f"{row.accelerator} \u00b7 {row.check}",
+            row.check,
             row.median,
             row.p10,
             row.p90,
@@ -194,28 +197,36 @@ def _measured(r: Review) -> str:
             f"{row.accelerator} {row.check}: median {row.median:.1%} of expected "
             f"(p10 {row.p10:.1%}, p90 {row.p90:.1%}) over {row.reports} runs; "
             f"{row.failed} failed, {row.warned} warned",
+            group=row.accelerator,
         )
         for row in r.ratios
     ]
     chart = ratio_chart(bars, "ratios", "Measured / expected per accelerator and check")
-    table = _table(
-        ["accelerator", "check", "runs", "median", "p10", "p90", "fail", "warn"],
-        [
-            [
-                esc(row.accelerator),
-                esc(row.check)
-                + (f' <span class="small">{esc(row.unit)}</span>' if row.unit else ""),
-                f"{row.reports:,}",
-                f'<span class="badge {row.band}">{row.median:.0%}</span>',
-                _pct(row.p10),
-                _pct(row.p90),
-                f"{row.failed:,}",
-                f"{row.warned:,}",
-            ]
-            for row in r.ratios
-        ],
-        numeric=(2, 3, 4, 5, 6, 7),
-        cls="compact",
+    body = []
+    group = None
+    for row in r.ratios:
+        if row.accelerator != group:
+            group = row.accelerator
+            body.append(f'<tr class="group"><th colspan="7">{esc(group)}</th></tr>')
+        cells = [
+            f'<td title="{esc(row.unit or "")}">{esc(row.check)}</td>',
+            f'<td class="n">{row.reports:,}</td>',
+            f'<td class="n"><span class="badge {row.band}">{row.median:.0%}</span></td>',
+            f'<td class="n">{_pct(row.p10)}</td>',
+            f'<td class="n">{_pct(row.p90)}</td>',
+            f'<td class="n">{row.failed:,}</td>',
+            f'<td class="n">{row.warned:,}</td>',
+        ]
+        body.append(f"<tr>{''.join(cells)}</tr>")
+    if not body:
+        body.append('<tr><td class="empty" colspan="7">none</td></tr>')
+    head = "".join(
+        f'<th class="n">{h}</th>' if i else f"<th>{h}</th>"
+        for i, h in enumerate(("check", "runs", "median", "p10", "p90", "fail", "warn"))
+    )
+    table = (
+        f'<table class="compact ratios"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table>"
     )
     legend = (
         '<p class="legend small">'
@@ -235,48 +246,55 @@ def _measured(r: Review) -> str:
 
 
 def _outliers(r: Review) -> str:
-    shown = r.outliers[:MAX_OUTLIER_ROWS]
-    hosts = len({o.host for o in r.outliers})
-    table = _table(
-        [
-            "host",
-            "accelerator",
-            "check",
-            "host median",
-            "fleet p10",
-            "fleet median",
-            "runs",
-            "failed",
-            "why",
-        ],
-        [
+    by_host: dict[tuple[str, str], list[Outlier]] = {}
+    for o in r.outliers:  # lowest ratio first: a host's first row is its worst
+        by_host.setdefault((o.host, o.accelerator), []).append(o)
+    shown = list(by_host.items())[:MAX_OUTLIER_ROWS]
+    rows = []
+    for (host, accelerator), found in shown:
+        worst = found[0]
+        checks = "<br>".join(
+            f"<b>{esc(o.check)}</b> {_pct(o.ratio)}"
+            + (
+                f" (fleet p10 {_pct(o.fleet_p10)}, median {_pct(o.fleet_median)})"
+                if o.ratio is not None
+                else ""
+            )
+            + (
+                f', <span class="badge fail">failed {o.failed} of {o.runs}</span>'
+                if o.failed
+                else ""
+            )
+            for o in found
+        )
+        rows.append(
             [
-                esc(o.host),
-                esc(o.accelerator),
-                esc(o.check),
-                _pct(o.ratio),
-                _pct(o.fleet_p10),
-                _pct(o.fleet_median),
-                f"{o.runs:,}",
-                f"{o.failed:,}",
-                esc(o.why),
+                esc(host),
+                esc(accelerator),
+                _pct(worst.ratio),
+                f"{len(found)}",
+                f"{max(o.runs for o in found):,}",
+                checks,
             ]
-            for o in shown
-        ],
-        numeric=(3, 4, 5, 6, 7),
+        )
+    table = _table(
+        ["host", "accelerator", "worst", "checks", "runs", "flagged checks: host median ratio"],
+        rows,
+        numeric=(2, 3, 4),
     )
     more = (
-        f'<p class="small">{len(r.outliers) - len(shown):,} more rows left out '
+        f'<p class="small">{len(by_host) - len(shown):,} more hosts left out '
         "(all are in the --json output).</p>"
-        if len(r.outliers) > len(shown)
+        if len(by_host) > len(shown)
         else ""
     )
+    hosts = len({o.host for o in r.outliers})
     return (
         '<section id="outliers"><h2>3. Outlier hosts</h2>'
         f'<p class="how">{hosts:,} of {r.inventory.hosts:,} hosts flagged: a check failed at '
         "least once on the host, or the host's median measured / expected sits below the "
         "fleet's p10 for that accelerator and check and more than "
-        f"{r.outlier_gap:.0%} under the fleet median. Lowest ratio first.</p>"
+        f"{r.outlier_gap:.0%} under the fleet median. Worst ratio first.</p>"
         f'<div class="panel">{table}</div>{more}</section>'
     )
 

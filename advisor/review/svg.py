@@ -62,6 +62,7 @@ class RatioBar:
     p90: float
     band: str  # pass | warn | fail | none
     tooltip: str
+    group: str = ""  # bars of one group share a header row (e.g. the accelerator)
 
 
 def ratio_chart(
@@ -70,13 +71,15 @@ def ratio_chart(
     title: str = "Measured / expected, fleet median with p10-p90",
     pass_at: float = 0.90,
     warn_at: float = 0.75,
+    label_w: int = 150,
 ) -> str:
     """Horizontal bars of the median ratio, p10-p90 whiskers, a 100% reference line and the
     pass / warn thresholds as dashed lines. The axis runs to at least 120%."""
     top_value = max([1.2, *(b.p90 for b in bars), *(b.median for b in bars)])
     top_value = min(math.ceil(top_value * 10) / 10, 3.0)
-    x0, x1 = LABEL_W, WIDTH - VALUE_W
-    height = TOP + ROW_H * max(len(bars), 1) + BOTTOM
+    x0, x1 = label_w, WIDTH - VALUE_W
+    groups = len({b.group for b in bars if b.group})
+    height = TOP + ROW_H * max(len(bars) + groups, 1) + BOTTOM
 
     def x(v: float) -> float:
         return x0 + (x1 - x0) * max(0.0, min(v, top_value)) / top_value
@@ -102,13 +105,26 @@ def ratio_chart(
             f'stroke="{colour}" stroke-width="1.5" stroke-dasharray="4 3">'
             f"<title>{esc(name)} threshold: {value:.0%} of expected</title></line>"
         )
-    for i, b in enumerate(bars):
-        y = TOP + i * ROW_H
+    row = 0
+    group = ""
+    for b in bars:
+        if b.group and b.group != group:
+            group = b.group
+            y = TOP + row * ROW_H
+            out.append(
+                f'<rect x="0" y="{_f(y + 1)}" width="{WIDTH}" height="{ROW_H - 2}" '
+                f'fill="#eceff1"/><text x="8" y="{_f(y + ROW_H / 2 + 4)}" font-weight="600">'
+                f"{esc(_clip(group, 90))}</text>"
+            )
+            row += 1
+        y = TOP + row * ROW_H
+        row += 1
         mid = y + ROW_H / 2
         colour = COLOURS.get(b.band, COLOURS["none"])
         out.append(f"<g><title>{esc(b.tooltip)}</title>")
         out.append(
-            f'<text x="{x0 - 8}" y="{_f(mid + 4)}" text-anchor="end">{esc(_clip(b.label))}</text>'
+            f'<text x="{x0 - 8}" y="{_f(mid + 4)}" text-anchor="end">'
+            f"{esc(_clip(b.label, max(8, int(label_w / 7.2))))}</text>"
         )
         out.append(
             f'<rect x="{x0}" y="{_f(y + 4)}" width="{_f(max(x(b.median) - x0, 1))}" '

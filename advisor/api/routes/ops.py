@@ -62,6 +62,8 @@ def metrics(state: StateDep) -> PlainTextResponse:
     extra = {
         "advisor_catalog_reload_failing": float(state.catalog.reload_error is not None),
         "advisor_catalog_instance_types": float(len(state.catalog.catalog.instance_types)),
+        "advisor_recommendation_cache_hits": float(state.responses.hits),
+        "advisor_recommendation_cache_misses": float(state.responses.misses),
     }
     try:
         extra["advisor_probe_reports_in_store"] = float(state.store.count())

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from advisor.api.deps import CatalogDep, StateDep
 from advisor.api.problems import responses
@@ -35,12 +37,19 @@ ESTIMATE_EXAMPLE = {
 )
 async def create_recommendation(
     workload: Workload, catalog: CatalogDep, state: StateDep
-) -> JSONResponse:
-    # The engine takes well under a millisecond: run it on the event loop (no thread hop). The
-    # fleet calibration touches the store at most once a minute, and only for sized workloads.
-    fleet = state.fleet_calibration() if workload.sized else None
-    result = recommend(catalog, workload, fleet, state.settings.min_fleet_reports)
-    return JSONResponse(result.to_dict())
+) -> Response:
+    # The engine takes under a millisecond: run it on the event loop (no thread hop). Results of
+    # unsized requests depend on the catalog alone and are memoised; sized ones also depend on
+    # the fleet's calibration (store, refreshed once a minute) and are computed each time.
+    key = (state.catalog.generation, workload.model_dump_json())
+    cached = None if workload.sized else state.responses.get(key)
+    if cached is None:
+        fleet = state.fleet_calibration() if workload.sized else None
+        result = recommend(catalog, workload, fleet, state.settings.min_fleet_reports)
+        cached = json.dumps(result.to_dict(), separators=(",", ":")).encode()
+        if not workload.sized:
+            state.responses.put(key, cached)
+    return Response(cached, media_type="application/json")
 
 
 @router.post(
