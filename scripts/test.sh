@@ -17,4 +17,6 @@ if [ -z "${ADVISOR_TEST_POSTGRES_URL:-}" ]; then
   export ADVISOR_TEST_POSTGRES_URL
 fi
 echo "== hadolint"; .venv/bin/hadolint Dockerfile
+# Headless Chromium for the review's browser test (Debian's package; no-op when present).
+bash scripts/install-chromium.sh >/dev/null
 echo "== pytest"; .venv/bin/python -m pytest "$@"

@@ -42,14 +42,22 @@ def test_llama2_7b_kv_cache_is_half_a_mib_per_token_in_fp16(shipped: Catalog) ->
 def test_gpt3_training_flops(shipped: Catalog) -> None:
     flops = training_flops(Shape.of(shipped.models["gpt-3-175b"]), 300e9)
     assert f"{flops.value:.2e}" == "3.14e+23"
-    assert training_flops(Shape.of(shipped.models["gpt-3-175b"]), 300e9, recompute=True).value == pytest.approx(
-        flops.value * 8 / 6
-    )
+    assert training_flops(
+        Shape.of(shipped.models["gpt-3-175b"]), 300e9, recompute=True
+    ).value == pytest.approx(flops.value * 8 / 6)
 
 
 def test_inference_memory_llama2_70b_fp16(shipped: Catalog) -> None:
-    figures = {f.name: f for f in inference_memory(Shape.of(shipped.models["llama-2-70b"]), precision="fp16",
-                                                    context_tokens=4096, batch=1, overhead_fraction=0.0)}
+    figures = {
+        f.name: f
+        for f in inference_memory(
+            Shape.of(shipped.models["llama-2-70b"]),
+            precision="fp16",
+            context_tokens=4096,
+            batch=1,
+            overhead_fraction=0.0,
+        )
+    }
     assert figures["weights_gb"].value == pytest.approx(138.0)
     # GQA: 2 x 80 layers x 8 KV heads x 128 x 2 bytes = 327,680 bytes per token
     assert figures["kv_cache_bytes_per_token"].value == 327_680
@@ -57,7 +65,9 @@ def test_inference_memory_llama2_70b_fp16(shipped: Catalog) -> None:
     assert figures["memory_total_gb"].value == pytest.approx(138.0 + 327_680 * 4096 / 1e9)
 
 
-@pytest.mark.parametrize(("precision", "bytes_"), [("fp32", 4), ("bf16", 2), ("fp8", 1), ("int8", 1), ("int4", 0.5)])
+@pytest.mark.parametrize(
+    ("precision", "bytes_"), [("fp32", 4), ("bf16", 2), ("fp8", 1), ("int8", 1), ("int4", 0.5)]
+)
 def test_weight_precisions(precision: str, bytes_: float) -> None:
     weights = inference_memory(Shape.bare(10), precision=precision)[0]
     assert weights.value == pytest.approx(10 * bytes_)
@@ -65,8 +75,12 @@ def test_weight_precisions(precision: str, bytes_: float) -> None:
 
 def test_activations_with_and_without_recomputation(shipped: Catalog) -> None:
     shape = Shape.of(shipped.models["llama-2-7b"])
-    full = training_memory(shape, zero_stage=3, ranks=8, seq_len=4096, micro_batch=1, recompute=False)
-    lean = training_memory(shape, zero_stage=3, ranks=8, seq_len=4096, micro_batch=1, recompute=True)
+    full = training_memory(
+        shape, zero_stage=3, ranks=8, seq_len=4096, micro_batch=1, recompute=False
+    )
+    lean = training_memory(
+        shape, zero_stage=3, ranks=8, seq_len=4096, micro_batch=1, recompute=True
+    )
     act_full = next(f.value for f in full if f.name == "activations_per_gpu_gb")
     act_lean = next(f.value for f in lean if f.name == "activations_per_gpu_gb")
     # Korthikanti et al.: s*b*h*(34 + 5*a*s/h) per layer vs 2*s*b*h
@@ -77,7 +91,9 @@ def test_activations_with_and_without_recomputation(shipped: Catalog) -> None:
 def test_compute_time_and_decode_rate() -> None:
     hours = compute_hours(6 * 8e9 * 2e9, gpus=8, peak_tflops=989, efficiency=0.4)
     assert hours.value == pytest.approx(6 * 8e9 * 2e9 / (8 * 989e12 * 0.4) / 3600)
-    rate = decode_tokens_per_second(weight_gb=16, kv_gb_per_sequence=0, batch=1, bandwidth_gbps=3350, efficiency=0.8)
+    rate = decode_tokens_per_second(
+        weight_gb=16, kv_gb_per_sequence=0, batch=1, bandwidth_gbps=3350, efficiency=0.8
+    )
     assert rate.value == pytest.approx(3350 * 0.8 / 16)
 
 

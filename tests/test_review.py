@@ -1,0 +1,569 @@
+"""The fleet review: analysis (outliers, savings, efficiency, workload costs) with hand-worked
+numbers, SVG and HTML escaping, the page's sections, the CLI end to end, and GET /v1/review."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from advisor import Catalog, load_catalog
+from advisor.api import create_app
+from advisor.api.settings import Settings
+from advisor.models import Accelerator, InstanceType
+from advisor.review import build_review, from_dir, from_store, render_html, synthetic
+from advisor.review.analysis import (
+    GB_PER_MIB,
+    HOURS_PER_MONTH,
+    WorkloadSpec,
+    aggregate,
+    band,
+    efficiency_for,
+    find_outliers,
+    savings,
+    workload_costs,
+)
+from advisor.review.data import CheckResult, GpuUsage, ProbeRecord, ReviewData, UsageRecord
+from advisor.review.svg import Bar, RatioBar, bar_chart, ratio_chart
+from advisor.sizing import Shape
+from advisor.store.memory import MemoryStore
+from advisor.workplan import Calibration
+from tests.api_server import live_server
+from tests.factories import acc, inst, price
+
+FIXTURES = Path(__file__).parents[1] / (
+    "benchmarks/results/probe-2026-11-30-nvidia-h200-driver580.159.04-torch2.11.0+cu130"
+)
+TOKEN = "review-t0ken"
+SECTIONS = ("inventory", "measured", "outliers", "savings", "workloads")
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+
+def rec(
+    host: str, accelerator: str, checks: dict[str, tuple[float | None, float | None, str]]
+) -> ProbeRecord:
+    return ProbeRecord(
+        id=f"{host}-{len(checks)}",
+        host=host,
+        accelerator=accelerator,
+        matched=accelerator,
+        verdict="fail" if any(s == "fail" for _, _, s in checks.values()) else "pass",
+        created_at="2026-11-30T00:00:00Z",
+        driver_version="580.159.04",
+        gpu_name=None,
+        gpu_id=f"{host}#0",
+        checks=tuple(CheckResult(n, s, m, e, "TFLOP/s") for n, (m, e, s) in checks.items()),
+    )
+
+
+def fleet(
+    ratios: dict[str, float], check: str = "matmul_bf16", acc_id: str = "big"
+) -> list[ProbeRecord]:
+    return [rec(h, acc_id, {check: (r * 100, 100.0, band(r))}) for h, r in ratios.items()]
+
+
+def tiny_catalog() -> Catalog:
+    """Two accelerators, four instance types; per-GPU prices worked out by hand below."""
+    accs = [
+        acc("big", memory_gb=80, peak_tflops={"bf16": 989, "fp16": 989}),
+        acc("small", memory_gb=24, peak_tflops={"bf16": 121, "fp16": 121}),
+        acc("old", memory_gb=16, peak_tflops={"fp16": 65}),
+    ]
+    its = [
+        inst("big8", "big", 8, [price("us-east-1", 80), price("eu-west-1", 64)]),
+        inst("big1", "big", 1, [price("us-east-1", 12)]),
+        inst("small1", "small", 1, [price("us-east-1", 1.0), price("eu-west-1", 0.9)]),
+        inst("small4", "small", 4, [price("us-east-1", 3.5), price("us-east-1", 0.5, "spot")]),
+        inst("old1", "old", 1, [price("us-east-1", 0.3)]),
+    ]
+    return Catalog(
+        accelerators={a["id"]: Accelerator.model_validate(a) for a in accs},
+        instance_types={i["id"]: InstanceType.model_validate(i) for i in its},
+        workloads={},
+    )
+
+
+def gpu(
+    finding: str, memory_gb: float | None, p95: float | None, accelerator: str | None = "big"
+) -> GpuUsage:
+    return GpuUsage(
+        index=0,
+        uuid=None,
+        name=None,
+        accelerator=accelerator,
+        util_mean_pct=p95,
+        util_p95_pct=p95,
+        memory_used_max_mib=None if memory_gb is None else memory_gb / GB_PER_MIB,
+        memory_total_mib=80 / GB_PER_MIB,
+        finding=finding,
+        reason_codes=("GPU_UTIL_LOW",),
+        evidence=(),
+    )
+
+
+def fixture_reports() -> list[dict[str, Any]]:
+    return [json.loads(p.read_text()) for p in sorted(FIXTURES.glob("probe-*.json"))]
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return load_catalog()
+
+
+@pytest.fixture(scope="module")
+def reports_dir(tmp_path_factory: pytest.TempPathFactory, catalog: Catalog) -> Path:
+    """The four real H200 reports, a synthetic fleet of 300 runs, its utilisation reports."""
+    d = tmp_path_factory.mktemp("reports")
+    for i, r in enumerate(fixture_reports()):
+        (d / f"real-{i}.json").write_text(json.dumps(r))
+    base = fixture_reports()[1]
+    for i, r in enumerate(synthetic.probe_reports(catalog, base, 300, 30)):
+        (d / "fleet" / f"p-{i:03d}.json").parent.mkdir(exist_ok=True)
+        (d / "fleet" / f"p-{i:03d}.json").write_text(json.dumps(r))
+    for i, u in enumerate(synthetic.utilisation_reports(catalog, 30)):
+        (d / f"u-{i:02d}.json").write_text(json.dumps(u))
+    (d / "notes.json").write_text('{"hello": "not a report"}')
+    (d / "broken.json").write_text("{not json")
+    return d
+
+
+# --- bands, fleet statistics, outliers ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ratio", "expected"),
+    [
+        (1.02, "pass"),
+        (0.90, "pass"),
+        (0.8999, "warn"),
+        (0.75, "warn"),
+        (0.7499, "fail"),
+        (None, "none"),
+    ],
+)
+def test_band_thresholds(ratio: float | None, expected: str) -> None:
+    assert band(ratio) == expected
+
+
+def test_aggregate_matches_the_service_fleet_summary(catalog: Catalog) -> None:
+    """The review's per-check figures are the ones GET /v1/fleet/summary serves."""
+    store = MemoryStore()
+    for r in synthetic.probe_reports(catalog, fixture_reports()[1], 120, 12):
+        store.add(r)
+    stats, _ = aggregate(from_store(store).probes)
+    for summary in store.fleet():
+        for name, st in summary.checks.items():
+            mine = stats[(summary.accelerator or "unknown", name)]
+            assert mine.runs == st["count"]
+            for key, value in (
+                ("ratio_median", mine.median),
+                ("ratio_p10", mine.p10),
+                ("ratio_p90", mine.p90),
+            ):
+                assert value == pytest.approx(st[key]) if st[key] is not None else value is None
+
+
+STEADY = {f"h{i:02d}": 1.0 + (i % 5 - 2) * 0.005 for i in range(20)}  # 0.99 .. 1.01
+
+
+@pytest.mark.parametrize(
+    ("extra", "flagged"),
+    [
+        ({"sick": 0.80}, {("sick", 0.80)}),  # far below p10 and the median
+        ({"sick": 0.70, "slow": 0.85}, {("sick", 0.70), ("slow", 0.85)}),
+        ({"meh": 0.98}, set()),  # below p10, but within 3% of the median: noise
+        ({}, set()),
+    ],
+)
+def test_outliers_below_p10_and_clearly_below_the_median(
+    extra: dict[str, float], flagged: set[tuple[str, float]]
+) -> None:
+    stats, hosts = aggregate(fleet({**STEADY, **extra}))
+    found = {(o.host, round(o.ratio or 0, 2)) for o in find_outliers(stats, hosts)}
+    assert found == flagged
+
+
+def test_outliers_include_failed_runs_and_checks_without_a_ratio() -> None:
+    probes = fleet(STEADY)
+    probes.append(rec("h00", "big", {"matmul_bf16": (101.0, 100.0, "fail")}))  # odd, but failed
+    probes.append(rec("wrong", "big", {"gpu_model": (None, None, "fail")}))
+    stats, hosts = aggregate(probes)
+    out = {(o.host, o.check): o for o in find_outliers(stats, hosts)}
+    assert set(out) == {("h00", "matmul_bf16"), ("wrong", "gpu_model")}
+    assert out[("h00", "matmul_bf16")].why == "failed 1 of 2 runs"
+    assert out[("wrong", "gpu_model")].ratio is None
+
+
+def test_a_single_host_is_never_its_own_outlier() -> None:
+    stats, hosts = aggregate(fleet({"only": 0.95}) + fleet({"only": 0.96}))
+    assert find_outliers(stats, hosts) == []
+
+
+# --- savings ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("case", "instance_type", "g", "region", "suggested", "saving", "basis"),
+    [
+        # big8 is cheapest in eu-west-1: $64/h / 8 = $8 per GPU; small1 there costs $0.90
+        (
+            "instance type, any region",
+            "big8",
+            gpu("idle", 2, 2),
+            None,
+            "small1",
+            (8 - 0.9) * HOURS_PER_MONTH,
+            "instance type big8: $64.00/h on demand in eu-west-1 / 8 GPUs",
+        ),
+        # in us-east-1: $80/h / 8 = $10 per GPU; an idle GPU's 2% of 989 TFLOP/s fits
+        # old1 (16 GB, fp16 65 TFLOP/s) at $0.30
+        (
+            "instance type, region",
+            "big8",
+            gpu("idle", 2, 2),
+            "us-east-1",
+            "old1",
+            (10 - 0.3) * HOURS_PER_MONTH,
+            "instance type big8: $80.00/h on demand in us-east-1",
+        ),
+        # no instance type: the cheapest per-GPU price of big ($8, big8 in eu-west-1)
+        (
+            "accelerator's cheapest",
+            None,
+            gpu("over_provisioned", 10, 10),
+            None,
+            "small1",
+            (8 - 0.9) * HOURS_PER_MONTH,
+            "cheapest per-GPU on-demand price of big in the catalog",
+        ),
+        # 30 GB peak x 1.2 = 36 GB: only big fits, big1 at $12 > $10: nothing cheaper
+        (
+            "memory too big",
+            "big8",
+            gpu("over_provisioned", 30, 5),
+            "us-east-1",
+            None,
+            None,
+            "instance type big8",
+        ),
+        # 20% of 989 TFLOP/s = 198 > small's 121: nothing cheaper
+        (
+            "compute too big",
+            "big8",
+            gpu("over_provisioned", 5, 20),
+            "us-east-1",
+            None,
+            None,
+            "instance type big8",
+        ),
+        # 10% of 989 = 99 <= 121: small fits; old (fp16 65) does not, though cheaper
+        (
+            "compute fits small",
+            "big8",
+            gpu("over_provisioned", 5, 10),
+            "us-east-1",
+            "small1",
+            (10 - 1.0) * HOURS_PER_MONTH,
+            "instance type big8",
+        ),
+        # a GPU the catalog does not know and no instance type: no price, no suggestion
+        (
+            "unknown GPU",
+            None,
+            gpu("idle", 1, 1, accelerator="mystery"),
+            None,
+            None,
+            None,
+            "unknown",
+        ),
+    ],
+)
+def test_savings_with_known_prices(
+    case: str,
+    instance_type: str | None,
+    g: GpuUsage,
+    region: str | None,
+    suggested: str | None,
+    saving: float | None,
+    basis: str,
+) -> None:
+    usage = [UsageRecord("host-a", instance_type, "2026-11-30T00:00:00Z", 3600.0, (g,))]
+    (s,) = savings(tiny_catalog(), usage, region)
+    assert (s.suggestion.instance_type if s.suggestion else None) == suggested, case
+    assert s.monthly_saving_usd == (pytest.approx(saving) if saving is not None else None), case
+    assert s.current_basis.startswith(basis), (case, s.current_basis)
+
+
+def test_savings_only_for_idle_and_over_provisioned_latest_report() -> None:
+    old = UsageRecord("h", "big8", "2026-11-01T00:00:00Z", 1.0, (gpu("idle", 1, 1),))
+    new = UsageRecord(
+        "h",
+        "big8",
+        "2026-11-30T00:00:00Z",
+        1.0,
+        (gpu("optimized", 50, 80), gpu("under_provisioned", 79, 99), gpu("over_provisioned", 5, 5)),
+    )
+    found = savings(tiny_catalog(), [old, new], None)
+    assert [s.finding for s in found] == ["over_provisioned"]  # the old idle report is superseded
+
+
+def test_idle_gpu_also_says_what_releasing_it_saves() -> None:
+    usage = [UsageRecord("h", "big8", None, 1.0, (gpu("idle", 1, 1),))]
+    (s,) = savings(tiny_catalog(), usage, "us-east-1")
+    assert "releasing it instead saves $7,300/month" in s.note  # $10 x 730
+
+
+# --- efficiency and workload costs ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("ratios", "value", "calibrated", "label"),
+    [
+        ([1.0, 1.02, 0.98, 1.01, 0.99], 0.4, True, "fleet-calibrated: 0.4 x median"),
+        ([0.9, 0.9, 0.9, 0.9, 0.9, 0.9], 0.36, True, "fleet-calibrated"),
+        ([0.5, 0.5, 0.5, 0.5], 0.4, False, "default 0.4: 4 fleet report(s)"),
+        ([], 0.4, False, "default 0.4: 0 fleet report(s)"),
+    ],
+)
+def test_efficiency_source_label(
+    ratios: list[float], value: float, calibrated: bool, label: str
+) -> None:
+    data = ReviewData("test", fleet({f"h{i}": r for i, r in enumerate(ratios)}))
+    review = build_review(data, tiny_catalog(), workloads=[])
+    (eff,) = [e for e in review.efficiencies if e.accelerator == "big"]
+    assert eff.value == pytest.approx(value)
+    assert eff.calibrated is calibrated
+    assert eff.source.startswith(label)
+
+
+def test_workload_cost_is_six_n_d_over_gpus_peak_efficiency_times_price() -> None:
+    cat = tiny_catalog()
+    eff = {a: efficiency_for(a, {"big": Calibration(1.0, 10)}) for a in ("big", "small", "old")}
+    (result,) = workload_costs(
+        cat, [WorkloadSpec("7B x 1e11", Shape.bare(7), 1e11)], eff, "us-east-1"
+    )
+    hours = 6 * 7e9 * 1e11 / (8 * 989e12 * 0.4) / 3600
+    assert [c.instance_type for c in result.costs] == ["big8"]
+    (c,) = result.costs
+    assert c.hours == pytest.approx(hours)
+    assert c.cost_usd == pytest.approx(hours * 80)
+    assert c.usd_per_billion_tokens == pytest.approx(hours * 80 / 100)
+    assert c.efficiency_source.startswith("fleet-calibrated")
+    # 112 GB of ZeRO-3 states: 1 big (72 GB usable), 1 or 4 small, and old (no bf16) are left out
+    assert [x.split(":")[0] for x in result.left_out] == ["big1", "old1", "small1", "small4"]
+    assert "no dense bf16 peak" in result.left_out[1]
+
+
+def test_workload_costs_cheapest_first(catalog: Catalog) -> None:
+    review = build_review(ReviewData("empty"), catalog)
+    assert [w.label for w in review.workloads] == [
+        "fine-tune llama-3-8b on 2e9 tokens",
+        "train a 7B model on 1e11 tokens",
+    ]
+    for w in review.workloads:
+        costs = [c.cost_usd for c in w.costs]
+        assert costs == sorted(costs) and len(costs) >= 5
+        assert all(c.efficiency == 0.4 for c in w.costs)  # an empty fleet calibrates nothing
+
+
+# --- SVG and HTML -------------------------------------------------------------------------------
+
+EVIL = "<script>alert('x')</script>&\""
+
+
+def test_svg_charts_escape_text_and_are_well_formed() -> None:
+    charts = [
+        bar_chart([Bar(EVIL, 3.0, EVIL), Bar("ok", 1.0, "ok")], "c1", EVIL),
+        ratio_chart([RatioBar(EVIL, 0.95, 0.9, 1.0, "pass", EVIL)], "c2", EVIL),
+        bar_chart([], "c3", "empty"),
+        ratio_chart([], "c4"),
+    ]
+    for svg in charts:
+        assert "<script" not in svg
+        root = ET.fromstring(svg)  # well-formed XML: every text was escaped
+        assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;&amp;&quot;" in charts[0]
+    texts = ET.fromstring(charts[0]).itertext()
+    assert any("<script>" in t for t in texts)  # what a reader sees is the original text
+
+
+def test_page_escapes_a_hostile_host_name(catalog: Catalog) -> None:
+    report = fixture_reports()[3]  # the --expect mi300x run: it fails, so the host is an outlier
+    report["inventory"]["hostname"] = EVIL
+    usage = synthetic.utilisation_reports(catalog, 3, share=1.0)
+    for u in usage:
+        u["host"] = EVIL + u["host"]
+    data = ReviewData("test")
+    from advisor.review.data import probe_record, usage_record
+
+    data.probes.append(probe_record("1", report))
+    data.usage += [usage_record(u) for u in usage]
+    page = render_html(build_review(data, catalog))
+    assert "<script" not in page
+    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    for svg in re.findall(r"<svg.*?</svg>", page, flags=re.S):
+        ET.fromstring(svg)
+
+
+def test_page_has_every_section_and_makes_no_requests(reports_dir: Path, catalog: Catalog) -> None:
+    review = build_review(from_dir(reports_dir), catalog)
+    page = render_html(review)
+    for section in SECTIONS:
+        assert f'<section id="{section}">' in page
+    for heading in (
+        "1. Fleet inventory",
+        "2. Measured / expected",
+        "3. Outlier hosts",
+        "4. Idle and over-provisioned GPUs",
+        "5. Cost per unit of work",
+    ):
+        assert heading in page
+    assert page.count("<svg") >= 5  # GPUs, ratios, savings, one per workload
+    assert "Content-Security-Policy" in page and "default-src 'none'" in page
+    assert "<script" not in page and "<link" not in page and "<img" not in page
+    urls = set(re.findall(r"https?://[^\s\"'<>]+", page))
+    assert urls <= {"http://www.w3.org/2000/svg"}  # the SVG namespace is a name, not a request
+    assert review.outliers and review.savings and review.ratios
+    assert {n for n in review.notes} >= {
+        "notes.json: neither a probe report nor a utilisation report, left out",
+        "broken.json: not readable JSON (JSONDecodeError), left out",
+    }
+
+
+def test_from_dir_reads_probe_and_utilisation_reports(reports_dir: Path) -> None:
+    data = from_dir(reports_dir)
+    assert len(data.probes) == 304 and len(data.usage) > 5
+    real = [p for p in data.probes if p.host == "vm"]
+    assert {p.accelerator for p in real} == {"h200-sxm", "mi300x"}  # as the store files them
+    assert {p.matched for p in real} == {"h200-sxm"}  # what the GPU really is
+    assert all(p.driver_version == "580.159.04" for p in real)
+
+
+def test_inventory_counts_each_gpu_once(reports_dir: Path, catalog: Catalog) -> None:
+    inv = build_review(from_dir(reports_dir), catalog).inventory
+    assert inv.reports == 304
+    # the 4 real runs are one H200 (one UUID); 30 synthetic hosts hold 4 or 8 GPUs each
+    assert dict(inv.gpus_by_accelerator)["h200-sxm"] >= 1
+    assert inv.gpus == sum(n for _, n in inv.gpus_by_accelerator)
+    assert inv.hosts == 31
+    assert sum(inv.verdicts.values()) == 304
+
+
+# --- CLI ----------------------------------------------------------------------------------------
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "advisor", "review", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_cli_writes_the_page_from_a_reports_dir(reports_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "review.html"
+    p = run("--reports", str(reports_dir), "--output", str(out), "--catalog-region", "us-east-1")
+    assert p.returncode == 0, p.stderr
+    assert "304 probe reports from 31 hosts" in p.stderr
+    page = out.read_text()
+    assert page.startswith("<!DOCTYPE html>") and all(f'id="{s}"' in page for s in SECTIONS)
+    assert "prices: on demand, us-east-1" in page
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_cli_json(reports_dir: Path) -> None:
+    p = run("--reports", str(reports_dir), "--json")
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout)
+    assert data["inventory"]["reports"] == 304
+    assert {"ratios", "outliers", "savings", "workloads", "efficiencies"} <= set(data)
+    assert data["workloads"][0]["costs"][0]["cost_usd"] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((), "exactly one of --server URL or --reports DIR"),
+        (("--reports", ".", "--server", "http://x"), "exactly one of"),
+        (("--reports", "/nonexistent"), "is not a directory"),
+        (("--reports", ".", "--catalog-region", "us-east-9"), "did you mean 'us-east-1'"),
+        (("--server", "ftp://x"), "needs an http(s) URL"),
+    ],
+)
+def test_cli_bad_usage_exits_2(args: tuple[str, ...], message: str) -> None:
+    p = run(*args)
+    assert p.returncode == 2, p.stderr
+    assert message in p.stderr and "Traceback" not in p.stderr
+
+
+def test_cli_unreachable_server_exits_2_in_one_line() -> None:
+    p = run("--server", "http://127.0.0.1:9", "--json")
+    assert p.returncode == 2
+    assert "cannot reach http://127.0.0.1:9" in p.stderr and "Traceback" not in p.stderr
+
+
+# --- the service --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[TestClient]:
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/api.db", api_tokens=(TOKEN,))  # type: ignore[arg-type]
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def test_api_review_is_html(client: TestClient, catalog: Catalog) -> None:
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    for report in fixture_reports():
+        assert client.post("/v1/probe-reports", json=report, headers=auth).status_code == 201
+    for u in synthetic.utilisation_reports(catalog, 4, share=1.0):
+        r = client.post("/v1/utilisation-reports", json=u, headers=auth)
+        assert r.status_code == 201, r.text
+    r = client.get("/v1/review")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/html")
+    assert "default-src 'none'" in r.headers["content-security-policy"]
+    assert all(f'<section id="{s}">' in r.text for s in SECTIONS)
+    assert "<b>4</b><span>probe reports</span>" in r.text
+    assert "idle or over-provisioned GPUs" in r.text
+    r = client.get("/v1/review", params={"region": "europe-west4"})
+    assert r.status_code == 200 and "prices: on demand, europe-west4" in r.text
+
+
+def test_api_review_unknown_region_is_a_problem(client: TestClient) -> None:
+    r = client.get("/v1/review", params={"region": "us-east-9"})
+    assert r.status_code == 422
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert "did you mean 'us-east-1'" in r.json()["detail"]
+
+
+def test_cli_review_from_a_live_server(tmp_path: Path, catalog: Catalog) -> None:
+    """--server: lists the reports, fetches each body, and the utilisation reports."""
+    with live_server(tmp_path, TOKEN) as server:
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        reports = synthetic.probe_reports(catalog, fixture_reports()[1], 520, 20)  # 2 pages
+        with httpx.Client(base_url=server.base_url, headers=auth) as http:
+            for r in reports:
+                assert http.post("/v1/probe-reports", json=r).status_code == 201
+            for u in synthetic.utilisation_reports(catalog, 20, share=1.0):
+                assert http.post("/v1/utilisation-reports", json=u).status_code == 201
+        p = run("--server", server.base_url, "--json", "--output", str(tmp_path / "r.html"))
+    assert p.returncode == 0, p.stderr
+    data = json.loads(p.stdout)
+    assert data["inventory"]["reports"] == 520
+    assert data["inventory"]["hosts"] == 20
+    assert data["inventory"]["usage_hosts"] == 20
+    assert data["source"] == f"service {server.base_url}"
+    assert (tmp_path / "r.html").read_text().count("<svg") >= 5
