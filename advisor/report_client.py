@@ -65,13 +65,18 @@ class ReportSender:
         timeout_s: float = 10.0,
         transport: Transport = urllib_transport,
         sleep: Callable[[float], None] = time.sleep,
+        path: str = "/v1/probe-reports",
     ) -> None:
+        """`path` picks the collection (probe or utilisation reports); each kind keeps its own
+        spool folder below `spool_dir`, so that a flush never posts one kind to the other's URL."""
         if not url.startswith(("http://", "https://")):
             raise ValueError(f"--report-to needs an http(s) URL, got {url!r}")
         base = url.rstrip("/")
-        self.endpoint = base if base.endswith("/v1/probe-reports") else base + "/v1/probe-reports"
+        self.endpoint = base if base.endswith(path) else base + path
         self.token = token
-        self.spool = spool_dir or default_spool_dir()
+        spool = spool_dir or default_spool_dir()
+        kind = path.rsplit("/", 1)[-1].removesuffix("-reports")  # utilisation, ...
+        self.spool = spool if path == "/v1/probe-reports" else spool / kind
         self.attempts, self.backoff_s, self.timeout_s = attempts, backoff_s, timeout_s
         self.transport, self.sleep = transport, sleep
 

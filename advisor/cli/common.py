@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
 from advisor.catalog import Catalog
 from advisor.loader import load_catalog
+from advisor.report_client import ReportSender
 
 
 @dataclass
@@ -47,3 +50,35 @@ def emit_json(data: Any) -> None:
 
 def money(value: float | None) -> str:
     return "-" if value is None else f"${value:,.2f}"
+
+
+def write_atomically(path: Path, data: object) -> None:
+    """A reader never sees half a report: write beside it, then rename over it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def deliver(sender: ReportSender, data: dict[str, Any], who: str) -> None:
+    """Send a report (retried, else spooled) and say what happened on stderr."""
+    err = err_console()
+    outcome = sender.send(data)
+    for report_id in outcome.sent:
+        err.print(f"{who}: report delivered to {sender.endpoint} (id {report_id})", highlight=False)
+    for reason in outcome.rejected:
+        err.print(
+            f"[red]{who}: the service refused a report ({reason}); kept in "
+            f"{sender.spool / 'rejected'}[/]",
+            highlight=False,
+        )
+    if outcome.spooled is not None:
+        err.print(
+            f"[yellow]{who}: could not deliver the report ({outcome.error}); saved to "
+            f"{outcome.spooled}: the next run with --report-to sends it[/]",
+            highlight=False,
+        )
+    elif outcome.pending:
+        err.print(f"{who}: {outcome.pending} older report(s) still wait in {sender.spool}")

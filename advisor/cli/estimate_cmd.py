@@ -9,9 +9,8 @@ from rich.table import Table
 
 from advisor.cli import sizing_opts as opts
 from advisor.cli.common import console, emit_json, get_catalog, money
-from advisor.errors import InputError
 from advisor.estimate import EstimateRequest, estimate
-from advisor.loader import explain_validation
+from advisor.requests import parse_request
 
 
 def estimate_cmd(
@@ -57,15 +56,7 @@ def estimate_cmd(
             throughput_tokens_s,
         ),
     }
-    try:
-        request = EstimateRequest.model_validate(raw)
-    except ValueError as exc:
-        from pydantic import ValidationError
-
-        if not isinstance(exc, ValidationError):
-            raise
-        problems = "; ".join(f"{f}: {m}" for f, m in explain_validation(exc, EstimateRequest))
-        raise InputError(f"invalid request: {problems}") from None
+    request = parse_request(EstimateRequest, raw)
     result = estimate(get_catalog(), request, opts.fleet_from_server(server))
     if json_out:
         emit_json(result)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
-import os
 import re
 import signal
 import socket
@@ -23,9 +21,16 @@ import typer
 from rich.table import Table
 
 from advisor.catalog import get_instance_type
-from advisor.cli.common import console, emit_json, err_console, get_catalog
+from advisor.cli.common import (
+    console,
+    deliver,
+    emit_json,
+    err_console,
+    get_catalog,
+    write_atomically,
+)
 from advisor.errors import InputError
-from advisor.report_client import ReportSender, default_spool_dir
+from advisor.report_client import ReportSender
 from advisor.utilisation import classify_report
 from probes.errors import EnvironmentProblem
 from probes.monitor import format_span, sample
@@ -148,7 +153,7 @@ def monitor(
     code = 0
     if output is not None:
         try:
-            _write_atomically(output, data)
+            write_atomically(output, data)
         except OSError as exc:  # unwritable: say so, still print the report below
             err.print(f"[bold red]error:[/] cannot write --output {output}: {exc}", highlight=False)
             code = 2
@@ -157,7 +162,7 @@ def monitor(
     else:
         render(report)
     if sender is not None:
-        _deliver(sender, data)
+        deliver(sender, data, "monitor")
     raise typer.Exit(code)
 
 
@@ -172,11 +177,9 @@ def _sender(url: str, token: str | None, spool_dir: Path | None) -> ReportSender
     """ReportSender aimed at the utilisation endpoint, with its own spool folder: a probe run
     flushing the shared spool must never post a utilisation report to /v1/probe-reports."""
     try:
-        sender = ReportSender(url, token, (spool_dir or default_spool_dir()) / "utilisation")
+        return ReportSender(url, token, spool_dir, path=ENDPOINT)
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    sender.endpoint = url.rstrip("/").removesuffix(ENDPOINT) + ENDPOINT
-    return sender
 
 
 @contextlib.contextmanager
@@ -191,36 +194,6 @@ def _stop_on_interrupt() -> Iterator[threading.Event]:
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
-
-
-def _deliver(sender: ReportSender, data: dict[str, Any]) -> None:
-    err = err_console()
-    outcome = sender.send(data)
-    for report_id in outcome.sent:
-        err.print(f"monitor: report delivered to {sender.endpoint} (id {report_id})")
-    for reason in outcome.rejected:
-        err.print(
-            f"[red]monitor: the service refused a report ({reason}); kept in "
-            f"{sender.spool / 'rejected'}[/]",
-            highlight=False,
-        )
-    if outcome.spooled is not None:
-        err.print(
-            f"[yellow]monitor: could not deliver the report ({outcome.error}); saved to "
-            f"{outcome.spooled}: the next run with --report-to sends it[/]",
-            highlight=False,
-        )
-    elif outcome.pending:
-        err.print(f"monitor: {outcome.pending} older report(s) still wait in {sender.spool}")
-
-
-def _write_atomically(path: Path, data: object) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def render(report: UtilisationReport) -> None:

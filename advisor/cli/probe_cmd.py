@@ -6,7 +6,6 @@ measured (the report still says why, with CPU figures). torch is imported only h
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from functools import partial
@@ -16,7 +15,14 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from advisor.cli.common import console, emit_json, err_console, get_catalog
+from advisor.cli.common import (
+    console,
+    deliver,
+    emit_json,
+    err_console,
+    get_catalog,
+    write_atomically,
+)
 from advisor.errors import InputError
 from advisor.report_client import ReportSender
 from advisor.verify import resolve_expect, verify
@@ -118,7 +124,7 @@ def probe(
     output_failed = False
     if output is not None:
         try:
-            _write_atomically(output, data)
+            write_atomically(output, data)
         except OSError as exc:  # unwritable: say so, still print the report below
             err.print(f"[bold red]error:[/] cannot write --output {output}: {exc}", highlight=False)
             output_failed = True
@@ -127,7 +133,7 @@ def probe(
     else:
         render(report)
     if sender is not None:
-        _deliver(sender, data)
+        deliver(sender, data, "probe")
     code = EXIT_CANNOT_RUN if run.diagnosis else EXIT_FOR_VERDICT[report.verdict]
     if output_failed:
         code = max(code, 2)
@@ -137,36 +143,6 @@ def probe(
         sys.stderr.flush()
         os._exit(code)
     raise typer.Exit(code)
-
-
-def _deliver(sender: ReportSender, data: dict[str, object]) -> None:
-    err = err_console()
-    outcome = sender.send(data)
-    for report_id in outcome.sent:
-        err.print(f"probe: report delivered to {sender.endpoint} (id {report_id})", highlight=False)
-    for reason in outcome.rejected:
-        err.print(
-            f"[red]probe: the service refused a report ({reason}); kept in "
-            f"{sender.spool / 'rejected'}[/]",
-            highlight=False,
-        )
-    if outcome.spooled is not None:
-        err.print(
-            f"[yellow]probe: could not deliver the report ({outcome.error}); saved to "
-            f"{outcome.spooled}: the next run with --report-to sends it[/]",
-            highlight=False,
-        )
-    elif outcome.pending:
-        err.print(f"probe: {outcome.pending} older report(s) still wait in {sender.spool}")
-
-
-def _write_atomically(path: Path, data: object) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def render(report: ProbeReport) -> None:
