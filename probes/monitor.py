@@ -18,6 +18,7 @@ from typing import Any
 
 from probes.nvml import Nvml
 from probes.report import GpuUtilisation
+from probes.stats import quantile
 
 # Clock-event reasons that mean a hardware or thermal limit held the clocks back (nvml.h). Idle,
 # application clocks, sync boost and display clocks are settings or states, not limits; and
@@ -49,14 +50,8 @@ def format_span(seconds: float) -> str:
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
-    """Linear interpolation between closest ranks (numpy's default); None when empty."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+    """Quantile of unsorted values (see probes.stats.quantile)."""
+    return quantile(sorted(values), q)
 
 
 @dataclass

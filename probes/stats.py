@@ -74,3 +74,13 @@ def summarize(
 
 def failed(name: str, unit: str, error: str, **params: Any) -> Measurement:
     return Measurement(name=name, unit=unit, value=None, params=params, error=error)
+
+
+def quantile(sorted_values: Sequence[float], q: float) -> float | None:
+    """Linear interpolation between closest ranks (numpy's default); None when empty."""
+    if not sorted_values:
+        return None
+    pos = (len(sorted_values) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)

@@ -24,6 +24,7 @@ from advisor.review.data import GpuUsage, ProbeRecord, ReviewData, UsageRecord, 
 from advisor.sizing import Shape, compute_hours, training_flops, training_memory
 from advisor.verify import match_by_name
 from advisor.workplan import Calibration
+from probes.stats import quantile
 
 PASS_AT = 0.90  # the probe's bands: pass at >= 90% of the expectation, warn at >= 75%
 WARN_AT = 0.75
@@ -182,8 +183,8 @@ def aggregate(
             runs=sum(per_check[key].values()),
             ratios=len(values),
             median=_median(values),
-            p10=_quantile(values, 0.10),
-            p90=_quantile(values, 0.90),
+            p10=quantile(values, 0.10),
+            p90=quantile(values, 0.90),
             statuses=dict(sorted(per_check[key].items())),
         )
     hosts = [
@@ -270,16 +271,6 @@ def _median(sorted_values: Sequence[float]) -> float | None:
         return None
     mid = n // 2
     return sorted_values[mid] if n % 2 else (sorted_values[mid - 1] + sorted_values[mid]) / 2
-
-
-def _quantile(sorted_values: Sequence[float], q: float) -> float | None:
-    """Linear interpolation between closest ranks (numpy's default), as the store's summary."""
-    if not sorted_values:
-        return None
-    pos = (len(sorted_values) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 # --- prices ------------------------------------------------------------------------------------

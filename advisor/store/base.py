@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from advisor.errors import AdvisorError
+from probes.stats import quantile
 
 
 class StoreError(AdvisorError):
@@ -164,8 +165,8 @@ def summarize_fleet(
             checks[name] = {
                 "count": sum(statuses[acc][name].values()),
                 "ratio_median": statistics.median(values) if values else None,
-                "ratio_p10": _quantile(values, 0.10),
-                "ratio_p90": _quantile(values, 0.90),
+                "ratio_p10": quantile(values, 0.10),
+                "ratio_p90": quantile(values, 0.90),
                 **{f"status_{k}": n for k, n in sorted(statuses[acc][name].items())},
             }
         out.append(
@@ -179,13 +180,3 @@ def summarize_fleet(
             )
         )
     return out
-
-
-def _quantile(sorted_values: list[float], q: float) -> float | None:
-    """Linear interpolation between closest ranks (numpy's default)."""
-    if not sorted_values:
-        return None
-    pos = (len(sorted_values) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
