@@ -21,6 +21,7 @@ from probes.errors import MeasurementError, WatchdogTimeout
 from probes.nvml import LoadSampler, Nvml
 from probes.report import Diagnosis, Inventory
 from probes.stats import Measurement, failed
+from probes.watchdog import run_with_watchdog
 
 Mode = Literal["quick", "full"]
 GPU_STEPS = (
@@ -177,7 +178,7 @@ def _run_step(
     name: str, unit: str, step: Callable[[], Measurement], limit: float, run: ProbeRun
 ) -> Measurement:
     try:
-        return measure_with_watchdog(step, limit, name)
+        return run_with_watchdog(step, limit, name)
     except WatchdogTimeout as exc:
         run.watchdog_tripped = True
         return failed(name, unit, str(exc))
@@ -187,12 +188,6 @@ def _run_step(
         return failed(name, unit, str(exc))
     except Exception as exc:  # one broken measurement never loses the others
         return failed(name, unit, f"{type(exc).__name__}: {exc}")
-
-
-def measure_with_watchdog(step: Callable[[], Measurement], limit: float, name: str) -> Measurement:
-    from probes.watchdog import run_with_watchdog
-
-    return run_with_watchdog(step, limit, name)
 
 
 def _release(env: Environment, device: int) -> None:

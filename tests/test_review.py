@@ -21,14 +21,12 @@ from advisor.api import create_app
 from advisor.api.settings import Settings
 from advisor.models import Accelerator, InstanceType
 from advisor.review import build_review, from_dir, from_store, render_html, synthetic
-from advisor.review.analysis import (
+from advisor.review.analysis import aggregate, band, find_outliers
+from advisor.review.costs import (
     GB_PER_MIB,
     HOURS_PER_MONTH,
     WorkloadSpec,
-    aggregate,
-    band,
     efficiency_for,
-    find_outliers,
     savings,
     workload_costs,
 )

@@ -19,7 +19,7 @@ from advisor.cli import (
     serve_cmd,
 )
 from advisor.cli.common import STATE, err_console
-from advisor.errors import AdvisorError, CatalogError
+from advisor.errors import AdvisorError
 
 app = typer.Typer(
     name="advisor",
@@ -60,9 +60,7 @@ def _global(
 def main(argv: list[str] | None = None) -> None:
     try:
         app(args=argv, prog_name="advisor")
-    except CatalogError as exc:
-        _fail(exc, 2)
-    except AdvisorError as exc:
+    except AdvisorError as exc:  # bad input, a bad catalog, a bad setting: all exit 2
         _fail(exc, 2)
 
 

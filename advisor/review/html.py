@@ -9,16 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from advisor.review.analysis import (
-    HOURS_PER_MONTH,
-    MEMORY_HEADROOM,
-    PASS_AT,
-    WARN_AT,
-    Outlier,
-    Review,
-    Saving,
-    WorkloadResult,
-)
+from advisor.review.analysis import PASS_AT, WARN_AT, Outlier, Review
+from advisor.review.costs import HOURS_PER_MONTH, MEMORY_HEADROOM, Saving, WorkloadResult
 from advisor.review.svg import COLOURS, Bar, RatioBar, bar_chart, esc, ratio_chart
 
 MAX_OUTLIER_ROWS = 100  # hosts
