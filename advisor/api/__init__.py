@@ -59,6 +59,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
             "UtilisationReport": list(UtilisationReport.model_fields),
         },
     )
+    problems.document(app)
     for router in (ops.router, catalog.router, recommend.router, reports.router):
         app.include_router(router)
     app.include_router(utilisation.router)

@@ -6,6 +6,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -113,4 +114,45 @@ def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         422: "Invalid request",
         503: "Unavailable",
     }
-    return {c: {"model": Problem, "description": text[c], "content": {PROBLEM: {}}} for c in codes}
+    return {
+        c: {"description": text[c], "content": {PROBLEM: {"schema": PROBLEM_REF}}} for c in codes
+    }
+
+
+PROBLEM_REF = {"$ref": "#/components/schemas/Problem"}
+
+
+def _is_problem(response: dict[str, Any]) -> bool:
+    """An error response whose body is a Problem (not, say, /readyz's 503 Readiness body)."""
+    content = response.get("content") or {}
+    if PROBLEM in content:
+        return True
+    ref = str(content.get("application/json", {}).get("schema", {}).get("$ref", ""))
+    return ref.endswith(("/HTTPValidationError", "/Problem")) or not content
+
+
+def document(app: FastAPI) -> None:
+    """Every error response in the contract is problem+json with the Problem schema (FastAPI
+    would otherwise document its own 422 body and put extra responses under application/json)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        spec = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        schemas = spec.setdefault("components", {}).setdefault("schemas", {})
+        problem_schema = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(problem_schema.pop("$defs", {}))
+        schemas["Problem"] = problem_schema
+        for name in ("HTTPValidationError", "ValidationError"):
+            schemas.pop(name, None)
+        for path in spec.get("paths", {}).values():
+            for operation in path.values():
+                for code, response in operation.get("responses", {}).items():
+                    if str(code).startswith(("4", "5")) and _is_problem(response):
+                        response["content"] = {PROBLEM: {"schema": PROBLEM_REF}}
+        app.openapi_schema = spec
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
