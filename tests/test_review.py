@@ -565,3 +565,18 @@ def test_cli_review_from_a_live_server(tmp_path: Path, catalog: Catalog) -> None
     assert data["inventory"]["usage_hosts"] == 20
     assert data["source"] == f"service {server.base_url}"
     assert (tmp_path / "r.html").read_text().count("<svg") >= 5
+
+
+def test_cli_review_page_is_taken_from_the_service(tmp_path: Path, catalog: Catalog) -> None:
+    """--server without --json: the service builds the page from its store (one request)."""
+    with live_server(tmp_path, TOKEN) as server:
+        with httpx.Client(
+            base_url=server.base_url, headers={"Authorization": f"Bearer {TOKEN}"}
+        ) as http:
+            for r in synthetic.probe_reports(catalog, fixture_reports()[1], 30, 5):
+                assert http.post("/v1/probe-reports", json=r).status_code == 201
+        p = run("--server", server.base_url, "--output", str(tmp_path / "served.html"))
+    assert p.returncode == 0, p.stderr
+    assert "as served by" in p.stderr
+    page = (tmp_path / "served.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and page.count("<svg") >= 3 and "30" in page

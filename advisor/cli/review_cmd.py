@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Annotated
 
@@ -59,12 +62,19 @@ def review(
     if catalog_region is not None and catalog_region not in catalog.regions:
         raise InputError(unknown("--catalog-region", catalog_region, catalog.regions))
     started = time.perf_counter()
+    if server is not None and not json_out and target is not None:
+        page = _served_page(server, token, catalog_region)
+        if page is not None:  # the service builds it from its store: no report crosses the wire
+            _write(target, page)
+            err_console().print(
+                f"wrote {target} as served by {server} ({time.perf_counter() - started:.1f} s)",
+                highlight=False,
+            )
+            return
     data = from_dir(reports) if reports is not None else from_server(str(server), token)
     result = build_review(data, catalog, catalog_region)
     if target is not None:
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        tmp.write_text(render_html(result), encoding="utf-8")
-        os.replace(tmp, target)  # never a half-written page
+        _write(target, render_html(result))
     if json_out:
         emit_json(result.to_dict())
     inv = result.inventory
@@ -76,3 +86,26 @@ def review(
         highlight=False,
         soft_wrap=True,
     )
+
+
+def _write(target: Path, page: str) -> None:
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    tmp.write_text(page, encoding="utf-8")
+    os.replace(tmp, target)  # never a half-written page
+
+
+def _served_page(server: str, token: str | None, region: str | None) -> str | None:
+    """GET /v1/review; None when the service has no such route (an older version)."""
+    query = f"?{urllib.parse.urlencode({'region': region})}" if region else ""
+    request = urllib.request.Request(server.rstrip("/") + "/v1/review" + query)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return str(response.read().decode("utf-8"))
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            return None
+        raise InputError(f"--server: GET /v1/review answered HTTP {exc.code}") from None
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--server: cannot reach {server}: {exc}") from None
