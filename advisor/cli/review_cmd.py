@@ -53,6 +53,8 @@ def review(
 
     if (server is None) == (reports is None):
         raise InputError("give exactly one of --server URL or --reports DIR")
+    if server is not None and not server.startswith(("http://", "https://")):
+        raise InputError(f"--server needs an http(s) URL, got {server!r}")
     if output is not None and output.is_dir():
         raise InputError(f"--output {str(output)!r} is a directory: give a file path")
     target = output or (None if json_out else Path("review.html"))
