@@ -163,7 +163,9 @@ def _alternatives(
             v = violations[0] if len(violations) == 1 else None
             if v is None or v.constraint is None:
                 continue
-            hourly = price.hourly_usd * sizing.nodes
+            # Relaxing memory or GPU count to one node's worth means paying for one node.
+            one_node = v.code in ("MEMORY_INSUFFICIENT", "GPU_COUNT_TOO_HIGH")
+            hourly = price.hourly_usd * (1 if one_node else sizing.nodes)
             where = f"{c.instance.provider} {price.region}, {price.purchase.value}"
             tracker.offer(
                 v.constraint, v.relax_to, hourly, f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
