@@ -31,7 +31,7 @@ from advisor.engine.rank import (
 )
 from advisor.engine.result import Alternative, Recommendation, Rejection, Result
 from advisor.errors import InputError
-from advisor.models import Price, WorkloadProfile
+from advisor.models import Accelerator, FormFactor, Price, WorkloadProfile
 from advisor.suggest import unknown
 from advisor.workload import Workload
 from advisor.workplan import Calibration, WorkPlan
@@ -58,6 +58,12 @@ def recommend(
     rejected: list[Rejection] = []
 
     for group in index.cloud_groups:
+        if group[0].hardware.form_factor not in profile.form_factors:
+            # Hardware this workload never runs on: one reason says it all, and it is known
+            # before looking at the request.
+            ruled_out = _mismatch(group[0].hardware, profile)
+            rejected.extend(ruled_out._replace(id=c.instance.id) for c in group)
+            continue
         # Members share everything static_violations and size_cloud look at.
         sizing = size_cloud(group[0], workload, profile, plan)
         static = static_violations(group[0], sizing, workload, profile)
@@ -70,7 +76,10 @@ def recommend(
 
     edge_misses: dict[str, list[list[Violation]]] = {}
     edge_ok: set[str] = set()
-    for e in index.edge:
+    edge_eligible = FormFactor.edge in profile.form_factors
+    for device_id in sorted({e.device.id for e in index.edge}) if not edge_eligible else ():
+        rejected.append(_mismatch(catalog.accelerators[device_id], profile)._replace(id=device_id))
+    for e in index.edge if edge_eligible else ():
         violations = edge_violations(e, workload, profile)
         if violations:
             edge_misses.setdefault(e.device.id, []).append(violations)
@@ -177,6 +186,17 @@ def _alternatives(
             label = f"{e.device.name} ({e.mode} mode)" if e.mode else e.device.name
             tracker.offer(v.constraint or "", v.relax_to, 0.0, label)
     return tracker.alternatives()
+
+
+def _mismatch(hw: Accelerator, p: WorkloadProfile) -> Rejection:
+    kinds = ", ".join(f.value for f in p.form_factors)
+    what = (
+        "an edge device"
+        if hw.form_factor == FormFactor.edge
+        else f"{hw.form_factor.value} hardware"
+    )
+    sentence = f"{hw.name} is {what}; {p.id} runs on: {kinds}"
+    return Rejection("", ("WORKLOAD_MISMATCH",), (sentence,))
 
 
 def _rejection(entry_id: str, violations: list[Violation]) -> Rejection:
