@@ -8,13 +8,27 @@ import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
 from rich.console import Console
 
 from advisor.catalog import Catalog
 from advisor.loader import load_catalog
 from advisor.report_client import ReportSender
+
+# Options shared by the commands that produce a report (probe, monitor).
+JsonReport = Annotated[bool, typer.Option("--json", help="Print the full report as JSON.")]
+OutputFile = Annotated[Path | None, typer.Option(help="Also write the full JSON report here.")]
+ReportTo = Annotated[
+    str | None, typer.Option(help="Service URL to send the report to (retried, else spooled).")
+]
+Token = Annotated[
+    str | None, typer.Option(envvar="ADVISOR_TOKEN", help="Bearer token for --report-to.")
+]
+SpoolDir = Annotated[
+    Path | None, typer.Option(help="Where undelivered reports wait (env ADVISOR_SPOOL_DIR).")
+]
 
 
 @dataclass

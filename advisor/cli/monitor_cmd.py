@@ -22,6 +22,11 @@ from rich.table import Table
 
 from advisor.catalog import get_instance_type
 from advisor.cli.common import (
+    JsonReport,
+    OutputFile,
+    ReportTo,
+    SpoolDir,
+    Token,
     console,
     deliver,
     emit_json,
@@ -75,28 +80,14 @@ def monitor(
         str, typer.Option(help="How long to watch: 30s, 10m, 1h, 1h30m (a bare number: seconds).")
     ] = "10m",
     interval: Annotated[str, typer.Option(help="Time between readings.")] = "1s",
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Print the full report as JSON.")
-    ] = False,
-    output: Annotated[
-        Path | None, typer.Option(help="Also write the full JSON report here.")
-    ] = None,
+    json_out: JsonReport = False,
+    output: OutputFile = None,
     instance_type: Annotated[
         str | None, typer.Option(help="Catalog instance type id of this machine, for the record.")
     ] = None,
-    report_to: Annotated[
-        str | None, typer.Option(help="Service URL to send the report to (retried, else spooled).")
-    ] = None,
-    token: Annotated[
-        str | None, typer.Option(envvar="ADVISOR_TOKEN", help="Bearer token for --report-to.")
-    ] = None,
-    spool_dir: Annotated[
-        Path | None,
-        typer.Option(
-            help="Where undelivered reports wait, in its utilisation/ folder "
-            "(env ADVISOR_SPOOL_DIR)."
-        ),
-    ] = None,
+    report_to: ReportTo = None,
+    token: Token = None,
+    spool_dir: SpoolDir = None,
 ) -> None:
     """Sample GPU utilisation, memory, power and throttling; classify each GPU (idle,
     over_provisioned, under_provisioned, optimized)."""

@@ -9,13 +9,17 @@ from __future__ import annotations
 import os
 import sys
 from functools import partial
-from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from advisor.cli.common import (
+    JsonReport,
+    OutputFile,
+    ReportTo,
+    SpoolDir,
+    Token,
     console,
     deliver,
     emit_json,
@@ -42,12 +46,8 @@ EXIT_CANNOT_RUN = 3
 
 
 def probe(
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Print the full report as JSON.")
-    ] = False,
-    output: Annotated[
-        Path | None, typer.Option(help="Also write the full JSON report here.")
-    ] = None,
+    json_out: JsonReport = False,
+    output: OutputFile = None,
     expect: Annotated[
         str | None, typer.Option(help="Catalog accelerator or instance type id to verify against.")
     ] = None,
@@ -61,15 +61,9 @@ def probe(
     only: Annotated[
         str | None, typer.Option(help="Comma-separated measurement names to run (default: all).")
     ] = None,
-    report_to: Annotated[
-        str | None, typer.Option(help="Service URL to send the report to (retried, else spooled).")
-    ] = None,
-    token: Annotated[
-        str | None, typer.Option(envvar="ADVISOR_TOKEN", help="Bearer token for --report-to.")
-    ] = None,
-    spool_dir: Annotated[
-        Path | None, typer.Option(help="Where undelivered reports wait (env ADVISOR_SPOOL_DIR).")
-    ] = None,
+    report_to: ReportTo = None,
+    token: Token = None,
+    spool_dir: SpoolDir = None,
 ) -> None:
     """Measure the GPU (matmul, transfers, overlap) and verify it against the catalog."""
     from probes.lock import gpu_lock
