@@ -182,13 +182,13 @@ def aggregate(
             unit=units.get(key),
             runs=sum(per_check[key].values()),
             ratios=len(values),
-            median=_median(values),
+            median=quantile(values, 0.5),
             p10=quantile(values, 0.10),
             p90=quantile(values, 0.90),
             statuses=dict(sorted(per_check[key].items())),
         )
     hosts = [
-        HostCheck(hk[0], hk[1], hk[2], n, host_failed[hk], _median(sorted(host_ratios[hk])))
+        HostCheck(hk[0], hk[1], hk[2], n, host_failed[hk], quantile(sorted(host_ratios[hk]), 0.5))
         if hk in host_ratios
         else HostCheck(hk[0], hk[1], hk[2], n, host_failed[hk], None)
         for hk, n in host_runs.items()
@@ -263,14 +263,6 @@ def find_outliers(
         )
     out.sort(key=lambda o: (o.ratio if o.ratio is not None else -1.0, o.host, o.check))
     return out
-
-
-def _median(sorted_values: Sequence[float]) -> float | None:
-    n = len(sorted_values)
-    if not n:
-        return None
-    mid = n // 2
-    return sorted_values[mid] if n % 2 else (sorted_values[mid - 1] + sorted_values[mid]) / 2
 
 
 # --- the whole review --------------------------------------------------------------------------

@@ -17,13 +17,12 @@ from advisor.models import Accelerator, Purchase
 from advisor.review.data import GpuUsage, UsageRecord
 from advisor.sizing import Shape, compute_hours, training_flops, training_memory
 from advisor.verify import match_by_name
-from advisor.workplan import Calibration
+from advisor.workplan import USABLE_MEMORY, Calibration
 
 HOURS_PER_MONTH = 730
 MEMORY_HEADROOM = 1.2  # a suggested GPU holds the observed peak memory use plus 20%
 BASE_EFFICIENCY = 0.4  # model FLOP utilisation assumed for training
 MIN_CALIBRATION_REPORTS = 5
-USABLE_MEMORY = 0.9  # share of GPU memory model states may take (the rest: activations etc.)
 GB_PER_MIB = 1024 * 1024 / 1e9
 SAVING_FINDINGS = ("idle", "over_provisioned")
 
