@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from advisor import Catalog, Workload, load_catalog, recommend
-from advisor.models import InstanceType, Price, Purchase
+from advisor.catalog.models import InstanceType, Price, Purchase
 
 RESULTS = Path(__file__).parent / "results"
 QUERIES = [

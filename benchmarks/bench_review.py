@@ -27,11 +27,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the synthetic fleet lives in tests/
+
 from advisor import load_catalog
 from advisor.catalog import Catalog
-from advisor.review import build_review, from_dir, from_store, render_html, synthetic
+from advisor.review import build_review, from_dir, from_store, render_html
 from advisor.review.data import ReviewData
 from advisor.store import open_store
+from tests import synthetic_fleet as synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

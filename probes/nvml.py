@@ -2,7 +2,7 @@
 
 "Not supported" (and "no permission") is a value, None, so one odd GPU or driver never breaks a
 report. Only failures to reach NVML at all are raised, translated into EnvironmentProblem.
-The `lib` seam is the nvidia-ml-py module (`pynvml`) or probes.fake_nvml for tests.
+The `lib` seam is the nvidia-ml-py module (`pynvml`) or tests.fake_nvml for tests.
 """
 
 from __future__ import annotations

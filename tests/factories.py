@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 from advisor.catalog import Catalog
-from advisor.loader import load_catalog
+from advisor.catalog.loading import load_catalog
 
 TODAY = dt.date(2026, 11, 30)
 AS_OF = "2026-11-01"

@@ -1,4 +1,4 @@
-"""Fakes at the torch seam of the probe (NVML has its own fake: probes.fake_nvml)."""
+"""Fakes at the torch seam of the probe (NVML has its own fake: tests.fake_nvml)."""
 
 from __future__ import annotations
 

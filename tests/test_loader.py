@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from advisor import CatalogError, InputError, load_catalog
-from advisor.loader import catalog_dirs, shipped_catalog_dir
+from advisor.catalog.loading import catalog_dirs, shipped_catalog_dir
 from tests.factories import TODAY, acc, load_mini, mini_catalog_data, price, write_catalog
 
 

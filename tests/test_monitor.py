@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from advisor import Catalog
 from advisor.cli import app, monitor_cmd
 from advisor.errors import InputError
-from advisor.utilisation import (
+from advisor.fleet.utilisation import (
     GPU_MEMORY_HIGH,
     GPU_MEMORY_LOW,
     GPU_UTIL_HIGH,
@@ -28,12 +28,12 @@ from advisor.utilisation import (
     assess,
     classify,
 )
-from probes import fake_nvml
 from probes.errors import EnvironmentProblem
-from probes.fake_nvml import FakeNvmlLib, NVMLError, Readings, h200
 from probes.monitor import format_span, percentile, sample
 from probes.nvml import Nvml
 from probes.report import GpuUtilisation, UtilisationReport
+from tests import fake_nvml
+from tests.fake_nvml import FakeNvmlLib, NVMLError, Readings, h200
 from tests.test_cli import run
 
 GIB = 1 << 30

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from probes.environment import Environment, gpu_key, inspect
-from probes.fake_nvml import FakeNvmlLib, h200
 from probes.nvml import Nvml
+from tests.fake_nvml import FakeNvmlLib, h200
 from tests.probe_fakes import H200_PROPS, fake_torch
 
 MIB = 1024 * 1024

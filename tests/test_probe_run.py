@@ -16,12 +16,12 @@ from probes import measure
 from probes.device import TorchDevice
 from probes.environment import import_torch
 from probes.errors import LockBusy, MeasurementError, OutOfDeviceMemory, WatchdogTimeout
-from probes.fake_nvml import FakeNvmlLib
 from probes.nvml import Nvml
 from probes.probe import ProbeRun, _run_step, run_probe
 from probes.report import Inventory
 from probes.stats import Measurement, failed, summarize
 from probes.watchdog import run_with_watchdog
+from tests.fake_nvml import FakeNvmlLib
 from tests.probe_fakes import fake_torch
 
 

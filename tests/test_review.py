@@ -19,8 +19,10 @@ from fastapi.testclient import TestClient
 from advisor import Catalog, load_catalog
 from advisor.api import create_app
 from advisor.api.settings import Settings
-from advisor.models import Accelerator, InstanceType
-from advisor.review import build_review, from_dir, from_store, render_html, synthetic
+from advisor.catalog.models import Accelerator, InstanceType
+from advisor.perf.calibration import Calibration
+from advisor.perf.sizing import Shape
+from advisor.review import build_review, from_dir, from_store, render_html
 from advisor.review.analysis import aggregate, band, find_outliers
 from advisor.review.costs import (
     GB_PER_MIB,
@@ -32,9 +34,8 @@ from advisor.review.costs import (
 )
 from advisor.review.data import CheckResult, GpuUsage, ProbeRecord, ReviewData, UsageRecord
 from advisor.review.svg import Bar, RatioBar, bar_chart, ratio_chart
-from advisor.sizing import Shape
 from advisor.store.memory import MemoryStore
-from advisor.workplan import Calibration
+from tests import synthetic_fleet as synthetic
 from tests.api_server import live_server
 from tests.factories import acc, inst, price
 

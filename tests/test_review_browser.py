@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from advisor import load_catalog
-from advisor.review import build_review, from_dir, render_html, synthetic
+from advisor.review import build_review, from_dir, render_html
+from tests import synthetic_fleet as synthetic
 
 FIXTURES = Path(__file__).parents[1] / (
     "benchmarks/results/probe-2026-11-30-nvidia-h200-driver580.159.04-torch2.11.0+cu130"

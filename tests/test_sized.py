@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from advisor import Catalog, InputError, Workload, recommend
-from advisor.estimate import EstimateRequest, estimate
-from advisor.sizing import Shape, inference_memory
-from advisor.workplan import Calibration
+from advisor.perf.calibration import Calibration
+from advisor.perf.estimate import estimate
+from advisor.perf.sizing import Shape, inference_memory
+from advisor.request import EstimateRequest
 
 
 def test_fine_tuning_ranks_by_cost_to_completion(shipped: Catalog) -> None:

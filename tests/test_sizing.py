@@ -6,7 +6,7 @@ import pytest
 
 from advisor import Catalog
 from advisor.errors import InputError
-from advisor.sizing import (
+from advisor.perf.sizing import (
     Shape,
     compute_hours,
     decode_tokens_per_second,

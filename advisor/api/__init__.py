@@ -17,7 +17,7 @@ from advisor.api.metrics import Metrics, MetricsMiddleware
 from advisor.api.routes import catalog, ops, recommend, reports, review, utilisation
 from advisor.api.settings import Settings
 from advisor.api.state import AppState, CatalogHolder
-from advisor.estimate import EstimateRequest
+from advisor.request import EstimateRequest
 from advisor.store import Store, open_store
 from probes.report import ProbeReport, UtilisationReport
 

@@ -11,9 +11,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from advisor.did_you_mean import did_you_mean
 from advisor.errors import AdvisorError, InputError, NotFoundError
 from advisor.store import StoreError
-from advisor.suggest import did_you_mean
 
 PROBLEM = "application/problem+json"
 

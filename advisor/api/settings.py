@@ -9,7 +9,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from advisor.errors import InputError
-from advisor.loader import explain_validation
+from advisor.validation_errors import explain_validation
 
 ENV = {
     "database_url": "ADVISOR_DATABASE_URL",

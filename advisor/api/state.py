@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from advisor.api.metrics import Metrics
 from advisor.api.settings import Settings
 from advisor.catalog import Catalog
+from advisor.catalog.loading import load_catalog
 from advisor.errors import AdvisorError
-from advisor.loader import load_catalog
+from advisor.perf.calibration import Calibration, calibrations
 from advisor.store import Store
-from advisor.workplan import Calibration, calibrations
 
 log = logging.getLogger("advisor.api")
 

@@ -8,10 +8,10 @@ import typer
 from rich.table import Table
 
 from advisor.catalog import get_entry, list_accelerators, list_instance_types
+from advisor.catalog.models import Accelerator, FormFactor
 from advisor.cli.common import console, emit_json, err_console, get_catalog, money
+from advisor.did_you_mean import unknown
 from advisor.errors import InputError
-from advisor.models import Accelerator, FormFactor
-from advisor.suggest import unknown
 
 app = typer.Typer(help="Browse and validate the catalog.", no_args_is_help=True)
 

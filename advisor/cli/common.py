@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 
 from advisor.catalog import Catalog
-from advisor.loader import load_catalog
+from advisor.catalog.loading import load_catalog
 from advisor.report_client import ReportSender
 
 # Options shared by the commands that produce a report (probe, monitor).

@@ -9,8 +9,8 @@ from rich.table import Table
 
 from advisor.cli import sizing_opts as opts
 from advisor.cli.common import console, emit_json, get_catalog, money
-from advisor.estimate import EstimateRequest, estimate
-from advisor.requests import parse_request
+from advisor.perf.estimate import estimate
+from advisor.request import EstimateRequest, parse_request
 
 
 def estimate_cmd(

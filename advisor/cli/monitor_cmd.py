@@ -35,8 +35,8 @@ from advisor.cli.common import (
     write_atomically,
 )
 from advisor.errors import InputError
+from advisor.fleet.utilisation import classify_report
 from advisor.report_client import ReportSender
-from advisor.utilisation import classify_report
 from probes.errors import EnvironmentProblem
 from probes.monitor import format_span, sample
 from probes.nvml import Nvml
@@ -57,7 +57,7 @@ FINDING_STYLE = {
 
 
 def open_nvml() -> Nvml:
-    """The NVML seam (tests replace it with an Nvml over probes.fake_nvml)."""
+    """The NVML seam (tests replace it with an Nvml over tests.fake_nvml)."""
     return Nvml()
 
 

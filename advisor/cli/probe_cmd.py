@@ -28,8 +28,8 @@ from advisor.cli.common import (
     write_atomically,
 )
 from advisor.errors import InputError
+from advisor.fleet.verification import resolve_expect, verify
 from advisor.report_client import ReportSender
-from advisor.verify import resolve_expect, verify
 from probes.errors import LockBusy
 from probes.probe import CPU_STEPS, GPU_STEPS
 from probes.report import ProbeReport

@@ -11,7 +11,7 @@ from advisor.cli import sizing_opts as opts
 from advisor.cli.common import console, emit_json, get_catalog, money
 from advisor.engine import Recommendation, Result
 from advisor.engine import recommend as run_engine
-from advisor.requests import parse_workload
+from advisor.request import Workload, parse_request
 
 PURCHASES = {"on_demand": "on_demand", "spot": "spot", "any": None}
 
@@ -80,7 +80,7 @@ def recommend(
             throughput_tokens_s,
         ),
     }
-    parsed = parse_workload(request)
+    parsed = parse_request(Workload, request)
     fleet = opts.fleet_from_server(server) if parsed.sized else None
     result = run_engine(get_catalog(), parsed, fleet)
     if json_out:

@@ -13,8 +13,8 @@ from typing import Annotated
 import typer
 
 from advisor.cli.common import emit_json, err_console, get_catalog
+from advisor.did_you_mean import unknown
 from advisor.errors import InputError
-from advisor.suggest import unknown
 
 
 def review(

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from advisor.errors import InputError
-from advisor.workplan import Calibration, calibrations
+from advisor.perf.calibration import Calibration, calibrations
 
 Model = Annotated[str | None, typer.Option(help="Model preset id, e.g. llama-3-8b.")]
 ParamsB = Annotated[float | None, typer.Option(help="Free-form model size in billions.")]

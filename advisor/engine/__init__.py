@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from advisor.catalog import Catalog
+from advisor.catalog.models import Accelerator, FormFactor, Price, WorkloadProfile
+from advisor.did_you_mean import unknown
 from advisor.engine.candidates import CandidateIndex, CloudCandidate, candidate_index
 from advisor.engine.checks import (
     Sizing,
@@ -31,10 +33,9 @@ from advisor.engine.rank import (
 )
 from advisor.engine.result import Alternative, Recommendation, Rejection, Result
 from advisor.errors import InputError
-from advisor.models import Accelerator, FormFactor, Price, WorkloadProfile
-from advisor.suggest import unknown
-from advisor.workload import Workload
-from advisor.workplan import Calibration, WorkPlan
+from advisor.perf.calibration import Calibration
+from advisor.perf.fitting import WorkPlan
+from advisor.request import Workload
 
 __all__ = ["Alternative", "Recommendation", "Rejection", "Result", "recommend"]
 

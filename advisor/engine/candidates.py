@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from advisor.catalog import Catalog
-from advisor.models import (
+from advisor.catalog.models import (
     PRECISIONS,
     Accelerator,
     FormFactor,

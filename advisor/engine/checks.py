@@ -9,10 +9,10 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from advisor.catalog.models import Price, WorkloadProfile
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate
-from advisor.models import Price, WorkloadProfile
-from advisor.workload import Workload
-from advisor.workplan import Fit, WorkPlan
+from advisor.perf.fitting import Fit, WorkPlan
+from advisor.request import Workload
 
 
 class Violation(NamedTuple):

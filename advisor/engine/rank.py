@@ -5,11 +5,11 @@ from __future__ import annotations
 import heapq
 from typing import Any, NamedTuple
 
+from advisor.catalog.models import FormFactor, Price, WorkloadProfile
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate
 from advisor.engine.checks import Sizing
-from advisor.models import FormFactor, Price, WorkloadProfile
-from advisor.workload import Workload
-from advisor.workplan import Fit
+from advisor.perf.fitting import Fit
+from advisor.request import Workload
 
 OBJECTIVE_WORDS = {
     "cheapest": "lowest hourly price",

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.catalog import Catalog
+from advisor.perf.calibration import Calibration
 from advisor.review.costs import (
     Efficiency,
     Saving,
@@ -30,7 +31,6 @@ from advisor.review.costs import (
     workload_costs,
 )
 from advisor.review.data import ProbeRecord, ReviewData, gc_paused
-from advisor.workplan import Calibration
 from probes.stats import quantile
 
 PASS_AT = 0.90  # the probe's bands: pass at >= 90% of the expectation, warn at >= 75%
@@ -298,7 +298,7 @@ def build_review(
     with gc_paused():  # see data.gc_paused: many small objects, none in a cycle
         stats, hosts = aggregate(data.probes)
     calibration = {
-        acc: Calibration(st.median, st.runs)  # as advisor.workplan.calibrations reads a summary
+        acc: Calibration(st.median, st.runs)  # as advisor.perf.fitting.calibrations reads a summary
         for (acc, name), st in stats.items()
         if name == "matmul_bf16" and st.median is not None and st.median > 0
     }

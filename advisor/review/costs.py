@@ -13,11 +13,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from advisor.catalog import Catalog
-from advisor.models import Accelerator, Purchase
+from advisor.catalog.models import Accelerator, Purchase
+from advisor.fleet.verification import match_by_name
+from advisor.perf.calibration import Calibration
+from advisor.perf.fitting import USABLE_MEMORY
+from advisor.perf.sizing import Shape, compute_hours, training_flops, training_memory
 from advisor.review.data import GpuUsage, UsageRecord
-from advisor.sizing import Shape, compute_hours, training_flops, training_memory
-from advisor.verify import match_by_name
-from advisor.workplan import USABLE_MEMORY, Calibration
 
 HOURS_PER_MONTH = 730
 MEMORY_HEADROOM = 1.2  # a suggested GPU holds the observed peak memory use plus 20%

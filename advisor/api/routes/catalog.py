@@ -14,9 +14,9 @@ from advisor.catalog import (
     list_accelerators,
     list_instance_types,
 )
+from advisor.catalog.models import Accelerator, FormFactor, InstanceType
+from advisor.did_you_mean import unknown
 from advisor.errors import InputError
-from advisor.models import Accelerator, FormFactor, InstanceType
-from advisor.suggest import unknown
 
 router = APIRouter(prefix="/v1", tags=["catalog"])
 

@@ -11,8 +11,8 @@ from advisor.api.deps import CatalogDep, StateDep
 from advisor.api.problems import responses
 from advisor.api.schemas import EstimateResult, RecommendationResult
 from advisor.engine import recommend
-from advisor.estimate import EstimateRequest, estimate
-from advisor.workload import Workload
+from advisor.perf.estimate import estimate
+from advisor.request import EstimateRequest, Workload
 
 router = APIRouter(prefix="/v1", tags=["recommendations and estimates"])
 

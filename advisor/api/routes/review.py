@@ -9,10 +9,10 @@ from fastapi.responses import HTMLResponse
 
 from advisor.api.deps import CatalogDep, StoreDep
 from advisor.api.problems import responses
+from advisor.did_you_mean import unknown
 from advisor.errors import InputError
 from advisor.review import build_review, from_store, render_html
 from advisor.review.html import CSP
-from advisor.suggest import unknown
 
 router = APIRouter(prefix="/v1", tags=["review"])
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from advisor.catalog.models import ModelPreset
 from advisor.errors import InputError
-from advisor.models import ModelPreset
 
 GB = 1e9
 BYTES_PER_WEIGHT = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}

@@ -4,7 +4,7 @@ its tests and the screenshot in docs/. Pure and seeded: the same arguments give 
 Hosts carry 8 GPUs of one accelerator (4 for L40S); each run's measured / expected ratio is the
 real report's ratio for that check with a little noise; a few hosts are sick (throttled matmuls,
 a PCIe link at half width) and a few run an older driver. Utilisation reports cover most hosts
-with a mix of findings in the vocabulary of advisor.utilisation.
+with a mix of findings in the vocabulary of advisor.fleet.utilisation.
 """
 
 from __future__ import annotations

@@ -1,12 +1,15 @@
-"""The request: a workload and its constraints, as the CLI flags and the HTTP body state them."""
+"""Requests: a workload and its constraints as the CLI flags and the HTTP bodies state them, the
+hardware an estimate is for, and turning outside input into these validated models."""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from advisor.models import Objective, Purchase
+from advisor.catalog.models import Objective, Purchase
+from advisor.errors import InputError
+from advisor.validation_errors import explain_validation
 
 
 class Workload(BaseModel):
@@ -58,3 +61,25 @@ class Workload(BaseModel):
         if self.sized and self.memory_gb is not None:
             raise ValueError("memory_gb is derived from the model: leave it out")
         return self
+
+
+class EstimateRequest(Workload):
+    """A sized workload and the hardware to estimate it on."""
+
+    instance_type: Annotated[str | None, Field(min_length=1)] = None
+    accelerator: Annotated[str | None, Field(min_length=1, description="GPU, without a price")] = (
+        None
+    )
+    gpus_per_node: Annotated[int, Field(ge=1, le=64, description="with --accelerator")] = 8
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def parse_request(model: type[M], data: dict[str, Any]) -> M:
+    """Validate a request; errors become one InputError line naming each bad field."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{f}: {m}" for f, m in explain_validation(exc, model))
+        raise InputError(f"invalid request: {problems}") from None

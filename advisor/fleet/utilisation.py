@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from advisor.catalog import Catalog
-from advisor.verify import match_by_name
+from advisor.fleet.verification import match_by_name
 from probes.monitor import LIMIT_REASONS, format_span
 from probes.report import Finding, GpuUtilisation, UtilisationReport
 

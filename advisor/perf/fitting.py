@@ -11,12 +11,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
-from advisor.catalog import Catalog
+from advisor.catalog.models import Accelerator, WorkloadProfile
+from advisor.catalog.queries import Catalog
+from advisor.did_you_mean import unknown
 from advisor.errors import InputError
-from advisor.models import Accelerator, WorkloadProfile
-from advisor.sizing import (
+from advisor.perf.calibration import Calibration
+from advisor.perf.sizing import (
     Figure,
     Shape,
     compute_hours,
@@ -27,19 +28,10 @@ from advisor.sizing import (
     training_memory,
     zero_state_bytes_per_param,
 )
-from advisor.suggest import unknown
-from advisor.workload import Workload
+from advisor.request import Workload
 
 USABLE_MEMORY = 0.90  # of each GPU's memory: the rest for fragmentation and the CUDA context
 DEFAULT_SEQ_LEN = 4096
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """The fleet's median measured / expected matmul_bf16 for one accelerator."""
-
-    ratio: float
-    reports: int
 
 
 @dataclass(frozen=True)
@@ -263,15 +255,3 @@ def _min_ranks(stage: int, params: float, budget_gb: float) -> int | None:
 
 def _next_pow2(n: int) -> int:
     return 1 << (n - 1).bit_length()
-
-
-def calibrations(fleet: list[dict[str, Any]]) -> dict[str, Calibration]:
-    """Calibration per accelerator from fleet summaries (GET /v1/fleet/summary, or the store)."""
-    out = {}
-    for summary in fleet:
-        acc = summary.get("accelerator")
-        stats = (summary.get("checks") or {}).get("matmul_bf16") or {}
-        ratio = stats.get("ratio_median")
-        if acc and isinstance(ratio, int | float) and ratio > 0:
-            out[str(acc)] = Calibration(float(ratio), int(stats.get("count") or 0))
-    return out

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from advisor.catalog import Catalog
+from advisor.catalog.cross_checks import GPU_FORM_FACTORS
+from advisor.catalog.models import Accelerator, InstanceType
+from advisor.did_you_mean import did_you_mean
 from advisor.errors import NotFoundError
-from advisor.models import Accelerator, InstanceType
-from advisor.suggest import did_you_mean
-from advisor.validate import GPU_FORM_FACTORS
 from probes.report import Check, Diagnosis, Inventory, Status, Verdict
 from probes.stats import Measurement
 

@@ -12,9 +12,9 @@ from typing import cast
 
 from pydantic import BaseModel
 
+from advisor.catalog.models import Accelerator, FormFactor, InstanceType, Purchase
+from advisor.did_you_mean import did_you_mean
 from advisor.errors import CatalogIssue
-from advisor.models import Accelerator, FormFactor, InstanceType, Purchase
-from advisor.suggest import did_you_mean
 
 # Clouds state usable or rounded GPU memory (AWS lists an L4 as 22,888 MiB);
 # a larger difference is a typo.

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from advisor.errors import NotFoundError
-from advisor.models import (
+from advisor.catalog.models import (
     Accelerator,
     FormFactor,
     InstanceType,
@@ -18,7 +17,8 @@ from advisor.models import (
     ProbeExpectation,
     WorkloadProfile,
 )
-from advisor.suggest import did_you_mean
+from advisor.did_you_mean import did_you_mean
+from advisor.errors import NotFoundError
 
 
 @dataclass(frozen=True)

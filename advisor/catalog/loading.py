@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
-import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,17 +12,18 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from advisor.catalog import Catalog
-from advisor.errors import CatalogError, CatalogIssue, InputError
-from advisor.models import (
+from advisor.catalog.cross_checks import Origin, cross_check
+from advisor.catalog.models import (
     Accelerator,
     InstanceType,
     ModelPreset,
     ProbeExpectation,
     WorkloadProfile,
 )
-from advisor.suggest import did_you_mean
-from advisor.validate import Origin, cross_check
+from advisor.catalog.queries import Catalog
+from advisor.did_you_mean import did_you_mean
+from advisor.errors import CatalogError, CatalogIssue, InputError
+from advisor.validation_errors import explain_validation
 
 SECTIONS: dict[str, type[BaseModel]] = {
     "accelerators": Accelerator,
@@ -41,9 +40,9 @@ _SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoade
 
 def shipped_catalog_dir() -> Path:
     """The catalog inside the installed package, or the checkout's catalog/ in development."""
-    here = Path(__file__).resolve().parent
-    packaged = here / "_catalog_data"
-    return packaged if packaged.is_dir() else here.parent / "catalog"
+    package = Path(__file__).resolve().parents[1]  # advisor/
+    packaged = package / "_catalog_data"
+    return packaged if packaged.is_dir() else package.parent / "catalog"
 
 
 def catalog_dirs(
@@ -201,64 +200,3 @@ def _load_entry(
         issues.append(CatalogIssue(file, entry_id, "id", msg))
         return
     layer[section][entry_id] = (entry, Origin(file, layer_index))
-
-
-def explain_validation(exc: ValidationError, model: type[BaseModel]) -> list[tuple[str, str]]:
-    """pydantic errors → (field path, sentence with a hint). Shared with request validation."""
-    out = []
-    for err in exc.errors():
-        loc = err["loc"]
-        path = _format_loc(loc)
-        kind = err["type"]
-        value = err.get("input")
-        if kind == "extra_forbidden":
-            owner = _model_at(model, loc[:-1])
-            hint = did_you_mean(str(loc[-1]), owner.model_fields) if owner else ""
-            msg = f"unknown field{hint}"
-        elif kind in ("enum", "literal_error"):
-            expected = re.findall(r"'([^']*)'", str(err.get("ctx", {}).get("expected", "")))
-            hint = did_you_mean(str(value), expected) if isinstance(value, str) else ""
-            msg = f"{value!r} is not valid{hint}; valid: {', '.join(expected)}"
-        elif kind == "missing":
-            msg = "required field is missing"
-        elif kind in ("float_parsing", "int_parsing", "float_type", "int_type"):
-            msg = f"{err['msg']}, got {value!r}"
-            if isinstance(value, str) and re.search(r"\d", value):
-                msg += " (give a plain number: the unit is in the field name)"
-        elif kind in ("less_than_equal", "less_than") and path.split(".")[-1] not in ("gen",):
-            msg = f"{err['msg']}, got {value!r}: is the unit right? (the field name says it)"
-        else:
-            msg = err["msg"]
-            if value is not None and not isinstance(value, dict | list):
-                msg += f", got {value!r}"
-        out.append((path or "(entry)", msg))
-    return out
-
-
-def _format_loc(loc: tuple[int | str, ...]) -> str:
-    path = ""
-    for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return path
-
-
-def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
-    """The nested model class that the location points into (to suggest its field names)."""
-    current: type[BaseModel] | None = model
-    for part in loc:
-        if isinstance(part, int) or current is None:
-            continue
-        info = current.model_fields.get(part)
-        current = _find_model(info.annotation) if info else None
-    return current
-
-
-def _find_model(annotation: Any) -> type[BaseModel] | None:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is not None:
-        for arg in typing.get_args(annotation):
-            found = _find_model(arg)
-            if found:
-                return found
-    return None

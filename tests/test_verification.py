@@ -1,4 +1,4 @@
-"""advisor.verify: a probe run against the shipped catalog, with hand-made inventories and
+"""advisor.fleet.verification: a probe run against the shipped catalog, with hand-made inventories and
 measurements whose right answers are worked out by hand."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 
 from advisor import Catalog
 from advisor.errors import NotFoundError
-from advisor.verify import Verification, _verdict, pcie_gbps, resolve_expect, verify
+from advisor.fleet.verification import Verification, _verdict, pcie_gbps, resolve_expect, verify
 from probes.report import Check, Diagnosis, GpuInventory, Inventory, LoadSample, ProcessInfo
 from probes.stats import Measurement, failed, summarize
 

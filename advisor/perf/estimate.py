@@ -6,26 +6,15 @@ Pure: takes the catalog (and the fleet's calibration, if any) as arguments.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any
-
-from pydantic import Field
+from typing import Any
 
 from advisor.catalog import Catalog, get_accelerator, get_instance_type
+from advisor.catalog.models import InstanceType, Price, Purchase
+from advisor.did_you_mean import unknown
 from advisor.errors import InputError
-from advisor.models import InstanceType, Price, Purchase
-from advisor.suggest import unknown
-from advisor.workload import Workload
-from advisor.workplan import Calibration, WorkPlan
-
-
-class EstimateRequest(Workload):
-    """A sized workload and the hardware to estimate it on."""
-
-    instance_type: Annotated[str | None, Field(min_length=1)] = None
-    accelerator: Annotated[str | None, Field(min_length=1, description="GPU, without a price")] = (
-        None
-    )
-    gpus_per_node: Annotated[int, Field(ge=1, le=64, description="with --accelerator")] = 8
+from advisor.perf.calibration import Calibration
+from advisor.perf.fitting import WorkPlan
+from advisor.request import EstimateRequest, Workload
 
 
 def estimate(

@@ -1,0 +1,22 @@
+"""The catalog: models of its entries, loading from YAML, cross-checks, and pure queries."""
+
+from advisor.catalog.loading import load_catalog, shipped_catalog_dir
+from advisor.catalog.queries import (
+    Catalog,
+    get_accelerator,
+    get_entry,
+    get_instance_type,
+    list_accelerators,
+    list_instance_types,
+)
+
+__all__ = [
+    "Catalog",
+    "get_accelerator",
+    "get_entry",
+    "get_instance_type",
+    "list_accelerators",
+    "list_instance_types",
+    "load_catalog",
+    "shipped_catalog_dir",
+]
