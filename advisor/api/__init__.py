@@ -14,7 +14,7 @@ from advisor import __version__
 from advisor.api import problems
 from advisor.api.limits import BodyLimitMiddleware
 from advisor.api.metrics import Metrics, MetricsMiddleware
-from advisor.api.routes import catalog, ops, recommend, reports, review, utilisation
+from advisor.api.routes import catalog, estimate, ops, recommend, reports, review, utilisation
 from advisor.api.settings import Settings
 from advisor.api.state import AppState, CatalogHolder
 from advisor.request import EstimateRequest
@@ -60,7 +60,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
         },
     )
     problems.document(app)
-    for router in (ops.router, catalog.router, recommend.router, reports.router):
+    for router in (ops.router, catalog.router, recommend.router, estimate.router, reports.router):
         app.include_router(router)
     app.include_router(utilisation.router)
     app.include_router(review.router)

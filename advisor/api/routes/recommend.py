@@ -5,24 +5,17 @@ from __future__ import annotations
 import json
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
 from advisor.api.deps import CatalogDep, StateDep
 from advisor.api.problems import responses
-from advisor.api.schemas import EstimateResult, RecommendationResult
+from advisor.api.schemas import RecommendationResult
 from advisor.engine import recommend
-from advisor.perf.estimate import estimate
-from advisor.request import EstimateRequest, Workload
+from advisor.request import Workload
 
 router = APIRouter(prefix="/v1", tags=["recommendations and estimates"])
 
 EXAMPLE = {"workload": "large_scale_training", "memory_gb": 80, "interconnect_gb_s": 900}
-ESTIMATE_EXAMPLE = {
-    "workload": "fine_tuning",
-    "model": "llama-3-8b",
-    "tokens": 2e9,
-    "instance_type": "p5.48xlarge",
-}
 
 
 @router.post(
@@ -50,18 +43,3 @@ async def create_recommendation(
         if not workload.sized:
             state.responses.put(key, cached)
     return Response(cached, media_type="application/json")
-
-
-@router.post(
-    "/estimates",
-    operation_id="createEstimate",
-    response_model=None,
-    responses={
-        200: {"model": EstimateResult, "description": "Every figure with its formula"},
-        **responses(400, 413, 422),
-    },
-    openapi_extra={"requestBody": {"content": {"application/json": {"example": ESTIMATE_EXAMPLE}}}},
-)
-def create_estimate(request: EstimateRequest, catalog: CatalogDep, state: StateDep) -> JSONResponse:
-    fleet = state.fleet_calibration()
-    return JSONResponse(estimate(catalog, request, fleet, state.settings.min_fleet_reports))

@@ -1,0 +1,37 @@
+"""POST /v1/estimates: every figure of one sized workload on one kind of hardware, as
+`advisor estimate --json`."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
+
+from advisor.api.deps import CatalogDep, StateDep
+from advisor.api.problems import responses
+from advisor.api.schemas import EstimateResult
+from advisor.perf.estimate import estimate
+from advisor.request import EstimateRequest
+
+router = APIRouter(prefix="/v1", tags=["recommendations and estimates"])
+
+ESTIMATE_EXAMPLE = {
+    "workload": "fine_tuning",
+    "model": "llama-3-8b",
+    "tokens": 2e9,
+    "instance_type": "p5.48xlarge",
+}
+
+
+@router.post(
+    "/estimates",
+    operation_id="createEstimate",
+    response_model=None,
+    responses={
+        200: {"model": EstimateResult, "description": "Every figure with its formula"},
+        **responses(400, 413, 422),
+    },
+    openapi_extra={"requestBody": {"content": {"application/json": {"example": ESTIMATE_EXAMPLE}}}},
+)
+def create_estimate(request: EstimateRequest, catalog: CatalogDep, state: StateDep) -> JSONResponse:
+    fleet = state.fleet_calibration()
+    return JSONResponse(estimate(catalog, request, fleet, state.settings.min_fleet_reports))
