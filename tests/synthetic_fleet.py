@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from advisor.catalog import Catalog
+from advisor.fleet.grading import grade
 
 # accelerator id, share of hosts, GPUs per host, instance type, hostname prefix
 MIX = (
@@ -59,10 +60,6 @@ def hosts(n_hosts: int, seed: int = 7) -> list[Host]:
         sickness = "throttled" if roll < 0.04 else "pcie_x8" if roll < 0.06 else None
         out.append(Host(f"{prefix}-{i:04d}", acc, gpus, it, _pick(rng, DRIVERS), sickness))
     return out
-
-
-def _status(ratio: float) -> str:
-    return "pass" if ratio >= 0.9 else "warn" if ratio >= 0.75 else "fail"
 
 
 def _expected(catalog: Catalog, base: dict[str, Any], acc_id: str, check: dict[str, Any]) -> Any:
@@ -114,7 +111,7 @@ def probe_reports(
                 if host.sickness == "pcie_x8" and c["name"] in TRANSFERS:
                     ratio *= rng.uniform(0.48, 0.52)
                 measured = expected * ratio
-                status = _status(ratio)
+                status = grade(ratio)
             elif measured is not None:
                 measured = measured * rng.gauss(1.0, 0.03)
             checks.append({**c, "expected": expected, "measured": measured, "status": status})

@@ -15,11 +15,10 @@ from advisor.catalog.cross_checks import GPU_FORM_FACTORS
 from advisor.catalog.models import Accelerator, InstanceType
 from advisor.did_you_mean import did_you_mean
 from advisor.errors import NotFoundError
+from advisor.fleet.grading import PASS_AT, WARN_AT, grade
 from probes.report import Check, Diagnosis, Inventory, Status, Verdict
 from probes.stats import Measurement
 
-PASS_RATIO = 0.90  # measured / expected at or above: pass
-WARN_RATIO = 0.75  # DCGM's per-SKU threshold is 0.75 x a measured reference: below it, fail
 # Derived expectations for accelerators without measured figures in the catalog.
 MATMUL_EFFICIENCY = 0.70  # share of the dense datasheet peak a plain torch matmul reaches
 D2D_EFFICIENCY = 0.85  # share of datasheet memory bandwidth a large copy reaches (read + write)
@@ -230,7 +229,7 @@ def _measurement_check(
     expected, basis = _expected(m, acc, catalog, inv)
     figure = _figure(m)
     if m.name == "stream_overlap":
-        status = _grade(m.value, OVERLAP_PASS, OVERLAP_WARN)
+        status = grade(m.value, OVERLAP_PASS, OVERLAP_WARN)
         p = m.params
         detail = (
             f"overlap efficiency {m.value:.2f}: copy {p.get('copy_ms', 0):.1f} ms, compute "
@@ -249,15 +248,11 @@ def _measurement_check(
             detail=f"{figure}; not compared{why}",
         )
     ratio = m.value / expected
-    status = _grade(ratio, PASS_RATIO, WARN_RATIO)
+    status = grade(ratio)
     detail = f"{figure} = {ratio:.0%} of the expected {expected:,.1f} ({basis})"
     if status != "pass":
-        detail += f"; below {PASS_RATIO:.0%}" if status == "warn" else f"; below {WARN_RATIO:.0%}"
+        detail += f"; below {PASS_AT:.0%}" if status == "warn" else f"; below {WARN_AT:.0%}"
     return _check(m, status, expected, detail, causes)
-
-
-def _grade(value: float, pass_at: float, warn_at: float) -> Status:
-    return "pass" if value >= pass_at else "warn" if value >= warn_at else "fail"
 
 
 def _check(

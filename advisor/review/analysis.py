@@ -1,6 +1,6 @@
 """The review's figures, from gathered records and the catalog. Pure and deterministic.
 
-- inventory: hosts, GPUs by accelerator, driver versions, verdicts;
+- inventory: hosts (with and without a GPU), GPUs by accelerator, driver versions, verdicts;
 - measured / expected per accelerator and check (the fleet summary the service also serves);
 - outlier hosts: a host's median ratio for a check below the fleet's p10 (and clearly below its
   median), or any failed run of that check;
@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from advisor.catalog import Catalog
+from advisor.fleet.grading import grade
+from advisor.fleet.statistics import CheckStats, HostCheck, fleet_statistics
 from advisor.perf.calibration import Calibration
 from advisor.review.costs import (
     Efficiency,
@@ -31,30 +33,26 @@ from advisor.review.costs import (
     workload_costs,
 )
 from advisor.review.data import ProbeRecord, ReviewData, gc_paused
-from probes.stats import quantile
 
-PASS_AT = 0.90  # the probe's bands: pass at >= 90% of the expectation, warn at >= 75%
-WARN_AT = 0.75
 OUTLIER_GAP = 0.03  # below p10 only counts when also this far below the fleet median (noise)
 
 
 def band(ratio: float | None) -> str:
-    """pass / warn / fail at the probe's thresholds; "none" without a ratio."""
-    if ratio is None:
-        return "none"
-    if ratio >= PASS_AT:
-        return "pass"
-    return "warn" if ratio >= WARN_AT else "fail"
+    """pass / warn / fail at the probe's bands (advisor.fleet.grading); "none" without a ratio."""
+    return "none" if ratio is None else grade(ratio)
 
 
 # --- inventory ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Inventory:
+class FleetInventory:
+    """What the fleet's probe reports cover (probes.report.Inventory is one machine's)."""
+
     reports: int
     hosts: int
-    gpus: int
+    hosts_without_gpu: int  # hosts none of whose runs reached a GPU (CPU machines, no driver)
+    gpus: int  # GPUs measured; a run that reached no GPU counts none
     gpus_by_accelerator: list[tuple[str, int]]  # each GPU's latest report; most first
     drivers: list[tuple[str, int]]  # hosts per driver version (each host's latest report)
     verdicts: dict[str, int]  # over every report
@@ -67,16 +65,19 @@ class Inventory:
 
 
 def _latest(records: Iterable[ProbeRecord], key: str) -> dict[str, ProbeRecord]:
+    """Each host's (key="host") or each measured GPU's (key="gpu") latest record."""
     out: dict[str, ProbeRecord] = {}
     for r in records:
         k = r.host if key == "host" else r.gpu_id
+        if k is None:  # no GPU measured in this run
+            continue
         held = out.get(k)
         if held is None or (r.created_at or "") >= (held.created_at or ""):
             out[k] = r
     return out
 
 
-def inventory(data: ReviewData) -> Inventory:
+def inventory(data: ReviewData) -> FleetInventory:
     probes = data.probes
     by_gpu = _latest(probes, "gpu")
     by_host = _latest(probes, "host")
@@ -84,9 +85,10 @@ def inventory(data: ReviewData) -> Inventory:
     drivers = Counter(r.driver_version or "unknown" for r in by_host.values())
     times = sorted(r.created_at for r in probes if r.created_at)
     usage = latest_usage(data.usage)
-    return Inventory(
+    return FleetInventory(
         reports=len(probes),
         hosts=len(by_host),
+        hosts_without_gpu=len(set(by_host) - {r.host for r in by_gpu.values()}),
         gpus=len(by_gpu),
         gpus_by_accelerator=sorted(accelerators.items(), key=lambda kv: (-kv[1], kv[0])),
         drivers=sorted(drivers.items(), key=lambda kv: (-kv[1], kv[0])),
@@ -117,86 +119,18 @@ class RatioRow:
     warned: int
 
 
-@dataclass(frozen=True)
-class CheckStats:
-    """One accelerator's check over the fleet: the figures of the service's fleet summary
-    (advisor.store.base.summarize_fleet), computed in the same single pass as the outliers."""
-
-    accelerator: str  # "unknown" for reports matched to no catalog accelerator
-    check: str
-    unit: str | None
-    runs: int  # every run of the check, whatever its status
-    ratios: int  # runs with a measured and an expected value
-    median: float | None
-    p10: float | None
-    p90: float | None
-    statuses: dict[str, int]
-
-
-@dataclass(frozen=True)
-class HostCheck:
-    host: str
-    accelerator: str
-    check: str
-    runs: int
-    failed: int
-    median: float | None  # of the host's ratios
-
-
 def aggregate(
     probes: Iterable[ProbeRecord],
-) -> tuple[dict[tuple[str, str], CheckStats], list[HostCheck]]:
-    """Per (accelerator, check) fleet statistics and per (host, accelerator, check) medians."""
-    fleet_ratios: dict[tuple[str, str], list[float]] = defaultdict(list)
-    statuses: dict[tuple[str, str, str], int] = defaultdict(int)
-    units: dict[tuple[str, str], str | None] = {}
-    host_ratios: dict[tuple[str, str, str], list[float]] = defaultdict(list)
-    host_runs: dict[tuple[str, str, str], int] = defaultdict(int)
-    host_failed: dict[tuple[str, str, str], int] = defaultdict(int)
-    for p in probes:
-        acc = p.accelerator or "unknown"
-        host = p.host
-        for c in p.checks:
-            name = c.name
-            statuses[(acc, name, c.status)] += 1
-            hk = (host, acc, name)
-            host_runs[hk] += 1
-            if c.status == "fail":
-                host_failed[hk] += 1
-            measured, expected = c.measured, c.expected
-            if measured is not None and expected:
-                ratio = measured / expected
-                fleet_ratios[(acc, name)].append(ratio)
-                host_ratios[hk].append(ratio)
-                if (acc, name) not in units:
-                    units[(acc, name)] = c.unit
-    per_check: dict[tuple[str, str], dict[str, int]] = defaultdict(dict)
-    for (acc, name, status), n in statuses.items():
-        per_check[(acc, name)][status] = n
-    stats = {}
-    for key in sorted(per_check):
-        values = sorted(fleet_ratios.get(key, ()))
-        stats[key] = CheckStats(
-            accelerator=key[0],
-            check=key[1],
-            unit=units.get(key),
-            runs=sum(per_check[key].values()),
-            ratios=len(values),
-            median=quantile(values, 0.5),
-            p10=quantile(values, 0.10),
-            p90=quantile(values, 0.90),
-            statuses=dict(sorted(per_check[key].items())),
-        )
-    hosts = [
-        HostCheck(hk[0], hk[1], hk[2], n, host_failed[hk], quantile(sorted(host_ratios[hk]), 0.5))
-        if hk in host_ratios
-        else HostCheck(hk[0], hk[1], hk[2], n, host_failed[hk], None)
-        for hk, n in host_runs.items()
-    ]
-    return stats, hosts
+) -> tuple[dict[tuple[str, str], CheckStats[str]], list[HostCheck[str]]]:
+    """Per (accelerator, check) fleet statistics and per (host, accelerator, check) medians, in
+    one pass (advisor.fleet.statistics, which the service's fleet summary uses too)."""
+    found = fleet_statistics(
+        (p.accelerator or "unknown", p.host, *c) for p in probes for c in p.checks
+    )
+    return found.checks, found.hosts
 
 
-def ratio_rows(stats: dict[tuple[str, str], CheckStats]) -> list[RatioRow]:
+def ratio_rows(stats: dict[tuple[str, str], CheckStats[str]]) -> list[RatioRow]:
     return [
         RatioRow(
             accelerator=st.accelerator,
@@ -232,7 +166,9 @@ class Outlier:
 
 
 def find_outliers(
-    stats: dict[tuple[str, str], CheckStats], hosts: Iterable[HostCheck], gap: float = OUTLIER_GAP
+    stats: dict[tuple[str, str], CheckStats[str]],
+    hosts: Iterable[HostCheck[str]],
+    gap: float = OUTLIER_GAP,
 ) -> list[Outlier]:
     """Per host and check: flagged when any run failed, or when the host's median ratio is below
     the fleet's p10 for that accelerator and check and more than `gap` below the fleet median."""
@@ -274,7 +210,7 @@ class Review:
     source: str
     region: str | None
     notes: list[str]
-    inventory: Inventory
+    inventory: FleetInventory
     ratios: list[RatioRow]
     outliers: list[Outlier]
     outlier_gap: float

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from advisor.errors import AdvisorError, InputError
 from advisor.store import ReportFilter, Store
-from advisor.store.base import report_fields
+from advisor.store.base import measured_a_gpu, report_fields
 
 PAGE = 500  # the API's largest page
 STORE_PAGE = 1000  # reports decoded at a time from the store (about 50 MB of dicts at most)
@@ -91,7 +91,7 @@ class ProbeRecord(NamedTuple):
     created_at: str | None  # ISO 8601, as in the report
     driver_version: str | None
     gpu_name: str | None
-    gpu_id: str  # the GPU's UUID, else host#device
+    gpu_id: str | None  # the GPU's UUID, else host#device; None when the run reached no GPU
     checks: tuple[CheckResult, ...]
 
 
@@ -177,7 +177,9 @@ def probe_record(report_id: str, body: dict[str, Any]) -> ProbeRecord:
         created_at=_str(body.get("created_at")),
         driver_version=_str(inventory.get("driver_version")),
         gpu_name=_str(gpu.get("name")),
-        gpu_id=_str(gpu.get("uuid")) or f"{host}#{body.get('device', 0)}",
+        gpu_id=(_str(gpu.get("uuid")) or f"{host}#{body.get('device', 0)}")
+        if measured_a_gpu(body)
+        else None,
         checks=checks,
     )
 

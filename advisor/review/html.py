@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from advisor.review.analysis import PASS_AT, WARN_AT, Outlier, Review
+from advisor.fleet.grading import PASS_AT, WARN_AT
+from advisor.review.analysis import Outlier, Review
 from advisor.review.costs import HOURS_PER_MONTH, MEMORY_HEADROOM, Saving, WorkloadResult
 from advisor.review.svg import COLOURS, Bar, RatioBar, bar_chart, esc, ratio_chart
 

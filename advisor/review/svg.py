@@ -11,6 +11,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from advisor.fleet.grading import PASS_AT, WARN_AT
+
 COLOURS = {
     "pass": "#2e7d32",
     "warn": "#f9a825",
@@ -69,8 +71,8 @@ def ratio_chart(
     bars: Sequence[RatioBar],
     chart_id: str = "ratios",
     title: str = "Measured / expected, fleet median with p10-p90",
-    pass_at: float = 0.90,
-    warn_at: float = 0.75,
+    pass_at: float = PASS_AT,
+    warn_at: float = WARN_AT,
     label_w: int = 150,
 ) -> str:
     """Horizontal bars of the median ratio, p10-p90 whiskers, a 100% reference line and the

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
-import statistics
-from collections import defaultdict
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from advisor.errors import AdvisorError
-from probes.stats import quantile
+from advisor.fleet.statistics import CheckStats, fleet_statistics
 
 
 class StoreError(AdvisorError):
@@ -103,11 +102,23 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+def measured_a_gpu(report: dict[str, Any]) -> bool:
+    """False for a run that reached no GPU (a CPU machine, no driver, no CUDA): its verdict is
+    error and its inventory holds no GPU. Its checks are CPU figures and diagnoses, which say
+    nothing about the accelerator that --expect named."""
+    inventory = report.get("inventory") or {}
+    return bool(inventory.get("gpu")) or (report.get("verdict") or "error") != "error"
+
+
 def report_fields(report: dict[str, Any]) -> tuple[str, str | None, str]:
-    """(host, accelerator, verdict) from a probe report, tolerant of missing parts."""
+    """(host, accelerator, verdict) from a probe report, tolerant of missing parts. The
+    accelerator is what the checks were verified against (--expect's, else the matched one);
+    None for a run that reached no GPU."""
     inventory = report.get("inventory") or {}
     host = str(inventory.get("hostname") or "unknown")
     accelerator = report.get("expected_accelerator") or report.get("accelerator")
+    if not measured_a_gpu(report):
+        accelerator = None
     return host, accelerator, str(report.get("verdict") or "error")
 
 
@@ -140,43 +151,30 @@ def _num(value: Any) -> float | None:
 def summarize_fleet(
     rows: Iterable[CheckRow], reports: dict[str | None, list[str]]
 ) -> list[FleetSummary]:
-    """Per accelerator: measured / expected per check (median, p10, p90) and failing hosts."""
-    ratios: dict[str | None, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    statuses: dict[str | None, dict[str, dict[str, int]]] = defaultdict(
-        lambda: defaultdict(lambda: defaultdict(int))
+    """Per accelerator (`reports`: each accelerator's report verdicts): measured / expected per
+    check (median, p10, p90, status counts) and failing hosts, from advisor.fleet.statistics."""
+    found = fleet_statistics(
+        (r.accelerator, r.host, r.name, r.status, r.measured, r.expected, None) for r in rows
     )
-    failing: dict[str | None, set[str]] = defaultdict(set)
-    hosts: dict[str | None, set[str]] = defaultdict(set)
-    for r in rows:
-        hosts[r.accelerator].add(r.host)
-        statuses[r.accelerator][r.name][r.status] += 1
-        if r.status == "fail":
-            failing[r.accelerator].add(r.host)
-        if r.measured is not None and r.expected:
-            ratios[r.accelerator][r.name].append(r.measured / r.expected)
-    out = []
-    for acc in sorted(reports, key=lambda a: (a is None, a or "")):
-        verdicts: dict[str, int] = defaultdict(int)
-        for v in reports[acc]:
-            verdicts[v] += 1
-        checks: dict[str, dict[str, float | int | None]] = {}
-        for name in sorted(set(ratios[acc]) | set(statuses[acc])):
-            values = sorted(ratios[acc].get(name, []))
-            checks[name] = {
-                "count": sum(statuses[acc][name].values()),
-                "ratio_median": statistics.median(values) if values else None,
-                "ratio_p10": quantile(values, 0.10),
-                "ratio_p90": quantile(values, 0.90),
-                **{f"status_{k}": n for k, n in sorted(statuses[acc][name].items())},
-            }
-        out.append(
-            FleetSummary(
-                acc,
-                len(reports[acc]),
-                len(hosts[acc]),
-                dict(verdicts),
-                checks,
-                sorted(failing[acc]),
-            )
+    return [
+        FleetSummary(
+            acc,
+            len(reports[acc]),
+            len(found.hosts_of(acc)),
+            dict(Counter(reports[acc])),
+            {st.check: _summary_figures(st) for st in found.for_accelerator(acc)},
+            found.failing_hosts(acc),
         )
-    return out
+        for acc in sorted(reports, key=lambda a: (a is None, a or ""))
+    ]
+
+
+def _summary_figures(st: CheckStats[str | None]) -> dict[str, float | int | None]:
+    """The service's wording of one check's statistics (GET /v1/fleet/summary)."""
+    return {
+        "count": st.runs,
+        "ratio_median": st.median,
+        "ratio_p10": st.p10,
+        "ratio_p90": st.p90,
+        **{f"status_{k}": n for k, n in st.statuses.items()},
+    }

@@ -1,0 +1,125 @@
+"""Fleet statistics of probe checks: the one computation behind the service's fleet summary
+(advisor.store) and the review's measured / expected table and outliers (advisor.review).
+
+Pure and single-pass: each check of each run is read once; medians and percentiles of
+measured / expected come from probes.stats.quantile (linear interpolation, numpy's default).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from probes.stats import quantile
+
+# The accelerator key: the store files unmatched runs under None, the review under "unknown".
+A = TypeVar("A", bound=Hashable)
+
+
+# One check of one probe run: (accelerator, host, check, status, measured, expected, unit).
+# A plain tuple, not a class: the review builds 170,000 of them and construction time counts.
+CheckSample = tuple[A, str, str, str, float | None, float | None, str | None]
+
+
+@dataclass(frozen=True)
+class CheckStats(Generic[A]):
+    """One accelerator's check over the fleet."""
+
+    accelerator: A
+    check: str
+    unit: str | None  # of the first run with a ratio
+    runs: int  # every run of the check, whatever its status
+    ratios: int  # runs with a measured and a non-zero expected value
+    median: float | None  # of measured / expected; None without a ratio
+    p10: float | None
+    p90: float | None
+    statuses: dict[str, int]  # runs per status, by status name
+
+
+@dataclass(frozen=True)
+class HostCheck(Generic[A]):
+    """One host's runs of one check."""
+
+    host: str
+    accelerator: A
+    check: str
+    runs: int
+    failed: int
+    median: float | None  # of the host's ratios
+
+
+@dataclass(frozen=True)
+class FleetStatistics(Generic[A]):
+    checks: dict[tuple[A, str], CheckStats[A]]  # sorted by accelerator (None last), then check
+    hosts: list[HostCheck[A]]  # in order of first appearance
+
+    def for_accelerator(self, accelerator: A) -> list[CheckStats[A]]:
+        return [s for (acc, _), s in self.checks.items() if acc == accelerator]
+
+    def hosts_of(self, accelerator: A) -> set[str]:
+        return {h.host for h in self.hosts if h.accelerator == accelerator}
+
+    def failing_hosts(self, accelerator: A) -> list[str]:
+        """Hosts with at least one failed run of any check, sorted."""
+        return sorted({h.host for h in self.hosts if h.accelerator == accelerator and h.failed})
+
+
+def _key_order(key: tuple[Hashable, str]) -> tuple[bool, str, str]:
+    acc, check = key
+    return (acc is None, str(acc or ""), check)
+
+
+def fleet_statistics(samples: Iterable[CheckSample[A]]) -> FleetStatistics[A]:
+    """Per (accelerator, check): runs, status counts, median / p10 / p90 of measured / expected;
+    per (host, accelerator, check): runs, failures and the host's median ratio."""
+    fleet_ratios: dict[tuple[A, str], list[float]] = defaultdict(list)
+    statuses: dict[tuple[A, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    units: dict[tuple[A, str], str | None] = {}
+    host_ratios: dict[tuple[str, A, str], list[float]] = defaultdict(list)
+    host_runs: dict[tuple[str, A, str], int] = defaultdict(int)
+    host_failed: dict[tuple[str, A, str], int] = defaultdict(int)
+    # One loop over every check of every run: the review reads 170,000 checks this way.
+    for acc, host, name, status, measured, expected, unit in samples:
+        key = (acc, name)
+        statuses[key][status] += 1
+        hk = (host, acc, name)
+        host_runs[hk] += 1
+        if status == "fail":
+            host_failed[hk] += 1
+        if measured is not None and expected:
+            ratio = measured / expected
+            fleet_ratios[key].append(ratio)
+            host_ratios[hk].append(ratio)
+            units.setdefault(key, unit)
+    checks = {
+        key: _check_stats(key, sorted(fleet_ratios.get(key, ())), statuses[key], units.get(key))
+        for key in sorted(statuses, key=_key_order)
+    }
+    hosts = [
+        HostCheck(host, acc, name, n, host_failed[hk], _median(host_ratios.get(hk)))
+        for hk, n in host_runs.items()
+        for host, acc, name in (hk,)
+    ]
+    return FleetStatistics(checks, hosts)
+
+
+def _median(values: list[float] | None) -> float | None:
+    return quantile(sorted(values), 0.5) if values else None
+
+
+def _check_stats(
+    key: tuple[A, str], ratios: list[float], statuses: dict[str, int], unit: str | None
+) -> CheckStats[A]:
+    return CheckStats(
+        accelerator=key[0],
+        check=key[1],
+        unit=unit,
+        runs=sum(statuses.values()),
+        ratios=len(ratios),
+        median=quantile(ratios, 0.5),
+        p10=quantile(ratios, 0.10),
+        p90=quantile(ratios, 0.90),
+        statuses=dict(sorted(statuses.items())),
+    )
