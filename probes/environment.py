@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from probes.errors import EnvironmentProblem
+from probes.errors import INSTALL_PROBE_EXTRA, EnvironmentProblem
 from probes.nvml import Nvml
 from probes.report import Diagnosis, GpuInventory, Inventory
 
@@ -64,7 +64,8 @@ def inspect(
     try:
         torch = torch_loader()
     except ImportError as exc:
-        diag.append(Diagnosis(code="torch_missing", message=f"PyTorch is not installed ({exc})"))
+        message = f"PyTorch is not installed ({exc}); {INSTALL_PROBE_EXTRA}"
+        diag.append(Diagnosis(code="torch_missing", message=message))
         torch = None
     found.torch = torch
     if torch is not None:

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+# What to do when torch or nvidia-ml-py is missing: both come with the package's "probe" extra.
+INSTALL_PROBE_EXTRA = (
+    "install the probe extra: pip install 'advisor[probe]' "
+    "(from a clone: pip install -e '.[probe]')"
+)
+
 
 class ProbeError(Exception):
     """Base of every error the probe raises on purpose."""

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, TypeVar
 
-from probes.errors import EnvironmentProblem
+from probes.errors import INSTALL_PROBE_EXTRA, EnvironmentProblem
 from probes.report import GpuInventory, LoadSample, ProcessInfo
 
 T = TypeVar("T")
@@ -41,7 +41,8 @@ def load_pynvml() -> ModuleType:
         return importlib.import_module("pynvml")
     except ImportError as exc:
         raise EnvironmentProblem(
-            "nvml_bindings_missing", f"the nvidia-ml-py package is not installed ({exc})"
+            "nvml_bindings_missing",
+            f"the nvidia-ml-py package is not installed ({exc}); {INSTALL_PROBE_EXTRA}",
         ) from None
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal
 
-from probes import measure
+from probes import cpu, measure
 from probes.device import TorchDevice
 from probes.environment import Environment, gpu_key, import_torch, inspect
 from probes.errors import MeasurementError, WatchdogTimeout
@@ -164,9 +164,13 @@ def gpu_steps(env: Environment, device: int, plan: Plan) -> list[Step]:
 
 
 def cpu_steps(env: Environment) -> list[Step]:
-    """Without a usable GPU: CPU figures through the same harness, if torch is there at all."""
+    """Without a usable GPU: CPU figures through the same harness; without torch, through
+    probes.cpu (a memoryview copy; numpy's matmul, when numpy is there)."""
     if env.torch is None:
-        return []
+        return [
+            ("cpu_matmul_fp32", "TFLOP/s", partial(cpu.matmul, 1024, 5)),
+            ("cpu_memcpy", "GB/s", partial(cpu.memcpy, 128 * MiB, 5)),
+        ]
     dev = TorchDevice(env.torch, None)
     return [
         ("cpu_matmul_fp32", "TFLOP/s", partial(measure.matmul, dev, "fp32", 1024, 5)),

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -119,3 +121,34 @@ def test_output_that_is_a_directory_is_refused(tmp_path: Path, lock_dir: dict[st
     finally:
         for stray in tmp_path.glob(".out.*.tmp"):
             stray.unlink()
+
+
+BLOCK_TORCH = (
+    "import sys; sys.modules['torch'] = None; sys.modules['numpy'] = None; "
+    "from advisor.cli import main; sys.argv = ['advisor', *sys.argv[1:]]; main()"
+)
+
+
+def test_without_torch_names_the_extra_and_still_gives_cpu_figures(
+    lock_dir: dict[str, str],
+) -> None:
+    """torch (and numpy) made unimportable in the child: exit 3, the diagnosis says which extra
+    to install, the memory copy is measured without torch and the matmul is skipped, saying why."""
+    p = subprocess.run(
+        [sys.executable, "-c", BLOCK_TORCH, "probe", "--json"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **lock_dir},
+        timeout=60,
+    )
+    assert p.returncode == EXIT_CANNOT_RUN, p.stderr
+    assert "Traceback" not in p.stderr
+    report = ProbeReport.model_validate_json(p.stdout)
+    assert report.verdict == "error" and report.inventory.torch_version is None
+    (torch_missing,) = [d for d in report.diagnosis if d.code == "torch_missing"]
+    assert "pip install 'advisor[probe]'" in torch_missing.message
+    by_name = {c.name: c for c in report.checks}
+    memcpy, matmul = by_name["cpu_memcpy"], by_name["cpu_matmul_fp32"]
+    assert memcpy.status == "pass" and memcpy.measured is not None and memcpy.measured > 0.5
+    assert matmul.status == "skip" and matmul.measured is None
+    assert "needs torch or numpy" in matmul.detail

@@ -125,13 +125,17 @@ def test_nvml_bindings_missing(monkeypatch: pytest.MonkeyPatch) -> None:
     env = inspect(0, Nvml(), torch_loader=loader(fake_torch()), environ={})
     assert codes(env) == ["nvml_bindings_missing"]
     assert "nvidia-ml-py" in env.diagnosis[0].message
+    assert "pip install 'advisor[probe]'" in env.diagnosis[0].message
 
 
 def test_messages_name_the_cause() -> None:
     env = run_inspect(environ={"CUDA_VISIBLE_DEVICES": "-1"})
     assert env.diagnosis[0].message == "CUDA_VISIBLE_DEVICES='-1' hides every GPU from CUDA"
     env = run_inspect(torch_loader=no_torch)
-    assert env.diagnosis[0].message == "PyTorch is not installed (No module named 'torch')"
+    assert env.diagnosis[0].message == (
+        "PyTorch is not installed (No module named 'torch'); install the probe extra: "
+        "pip install 'advisor[probe]' (from a clone: pip install -e '.[probe]')"
+    )
     assert env.torch is None and env.inventory.torch_version is None
     env = run_inspect(torch=fake_torch(None))
     assert "2.11.0+cpu is a CPU-only build" in env.diagnosis[0].message

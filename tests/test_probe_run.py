@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -12,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from probes import measure
+from probes import cpu, measure
 from probes.device import TorchDevice
 from probes.environment import import_torch
 from probes.errors import LockBusy, MeasurementError, OutOfDeviceMemory, WatchdogTimeout
@@ -70,13 +71,37 @@ def test_cpu_run_diagnoses_and_still_measures_the_cpu() -> None:
     assert run.duration_s > 0
 
 
-def test_without_torch_nothing_is_measured() -> None:
+def test_without_torch_the_cpu_is_still_measured(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No torch and no numpy: the memory copy is measured by probes.cpu, the matmul is skipped
+    with the reason (numpy is blocked so the case is the same on every machine)."""
+
     def no_torch() -> Any:
         raise ImportError("no torch")
 
+    monkeypatch.setitem(sys.modules, "numpy", None)  # makes `import numpy` raise ImportError
     run = run_probe(nvml=no_nvml(), torch_loader=no_torch, environ={})
     assert [d.code for d in run.diagnosis] == ["torch_missing", "nvml_library_missing"]
-    assert run.measurements == []
+    matmul, memcpy = run.measurements
+    assert (matmul.name, matmul.value) == ("cpu_matmul_fp32", None)
+    assert matmul.error == "unsupported: " + cpu.NO_MATMUL
+    assert (memcpy.name, memcpy.unit, memcpy.error) == ("cpu_memcpy", "GB/s", None)
+    assert memcpy.params["bytes"] == 128 << 20 and len(memcpy.samples) == 5
+    # Each sample copies 128 MiB, read and written: a plausible machine moves 0.5-1000 GB/s.
+    assert memcpy.value is not None and 0.5 < memcpy.value < 1000
+    assert memcpy.value == max(memcpy.samples)
+
+
+def test_cpu_matmul_through_numpy_counts_two_n_cubed_flops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("numpy")
+    ticks = iter([0.0, 0.5, 1.0, 1.25])  # two timed samples: 0.5 s and 0.25 s
+
+    monkeypatch.setattr(cpu.time, "perf_counter", lambda: next(ticks))
+    m = cpu.matmul(64, 2)
+    # 2 * 64**3 = 524,288 FLOPs: 1.048576e6 FLOP/s at 0.5 s, 2.097152e6 at 0.25 s (best)
+    assert m.samples == pytest.approx([1.048576e-6, 2.097152e-6])
+    assert m.value == pytest.approx(2.097152e-6) and m.params["n"] == 64
 
 
 def test_the_lock_is_only_taken_for_gpu_work(monkeypatch: pytest.MonkeyPatch) -> None:

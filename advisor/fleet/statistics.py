@@ -18,9 +18,11 @@ from probes.stats import quantile
 A = TypeVar("A", bound=Hashable)
 
 
-# One check of one probe run: (accelerator, host, check, status, measured, expected, unit).
-# A plain tuple, not a class: the review builds 170,000 of them and construction time counts.
-CheckSample = tuple[A, str, str, str, float | None, float | None, str | None]
+# One check: (name, status, measured, expected, unit); advisor.review.data.CheckResult is one.
+Check = tuple[str, str, float | None, float | None, str | None]
+# One probe run's checks: (accelerator, host, checks). Plain tuples, not classes: the review
+# reads 170,000 checks and construction time counts.
+RunChecks = tuple[A, str, Iterable[Check]]
 
 
 @dataclass(frozen=True)
@@ -71,38 +73,41 @@ def _key_order(key: tuple[Hashable, str]) -> tuple[bool, str, str]:
     return (acc is None, str(acc or ""), check)
 
 
-def fleet_statistics(samples: Iterable[CheckSample[A]]) -> FleetStatistics[A]:
+def fleet_statistics(runs: Iterable[RunChecks[A]]) -> FleetStatistics[A]:
     """Per (accelerator, check): runs, status counts, median / p10 / p90 of measured / expected;
     per (host, accelerator, check): runs, failures and the host's median ratio."""
     fleet_ratios: dict[tuple[A, str], list[float]] = defaultdict(list)
-    statuses: dict[tuple[A, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    statuses: dict[tuple[A, str, str], int] = defaultdict(int)
     units: dict[tuple[A, str], str | None] = {}
     host_ratios: dict[tuple[str, A, str], list[float]] = defaultdict(list)
     host_runs: dict[tuple[str, A, str], int] = defaultdict(int)
     host_failed: dict[tuple[str, A, str], int] = defaultdict(int)
-    # One loop over every check of every run: the review reads 170,000 checks this way.
-    for acc, host, name, status, measured, expected, unit in samples:
-        key = (acc, name)
-        statuses[key][status] += 1
-        hk = (host, acc, name)
-        host_runs[hk] += 1
-        if status == "fail":
-            host_failed[hk] += 1
-        if measured is not None and expected:
-            ratio = measured / expected
-            fleet_ratios[key].append(ratio)
-            host_ratios[hk].append(ratio)
-            units.setdefault(key, unit)
-    checks = {
-        key: _check_stats(key, sorted(fleet_ratios.get(key, ())), statuses[key], units.get(key))
-        for key in sorted(statuses, key=_key_order)
+    # One loop over every check of every run, flat keys: the review reads 170,000 checks here.
+    for acc, host, checks in runs:
+        for name, status, measured, expected, unit in checks:
+            statuses[(acc, name, status)] += 1
+            hk = (host, acc, name)
+            host_runs[hk] += 1
+            if status == "fail":
+                host_failed[hk] += 1
+            if measured is not None and expected:
+                ratio = measured / expected
+                fleet_ratios[(acc, name)].append(ratio)
+                host_ratios[hk].append(ratio)
+                if (acc, name) not in units:
+                    units[(acc, name)] = unit
+    per_check: dict[tuple[A, str], dict[str, int]] = defaultdict(dict)
+    for (acc, name, status), n in statuses.items():
+        per_check[(acc, name)][status] = n
+    checks_stats = {
+        key: _check_stats(key, sorted(fleet_ratios.get(key, ())), per_check[key], units.get(key))
+        for key in sorted(per_check, key=_key_order)
     }
     hosts = [
-        HostCheck(host, acc, name, n, host_failed[hk], _median(host_ratios.get(hk)))
+        HostCheck(hk[0], hk[1], hk[2], n, host_failed.get(hk, 0), _median(host_ratios.get(hk)))
         for hk, n in host_runs.items()
-        for host, acc, name in (hk,)
     ]
-    return FleetStatistics(checks, hosts)
+    return FleetStatistics(checks_stats, hosts)
 
 
 def _median(values: list[float] | None) -> float | None:

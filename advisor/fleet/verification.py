@@ -7,7 +7,7 @@ checks of their own and are named as likely causes in the sentences of failing c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from advisor.catalog import Catalog
@@ -16,7 +16,7 @@ from advisor.catalog.models import Accelerator, InstanceType
 from advisor.did_you_mean import did_you_mean
 from advisor.errors import NotFoundError
 from advisor.fleet.grading import PASS_AT, WARN_AT, grade
-from probes.report import Check, Diagnosis, Inventory, Status, Verdict
+from probes.report import Check, Diagnosis, GpuInventory, Inventory, Status, Verdict
 from probes.stats import Measurement
 
 # Derived expectations for accelerators without measured figures in the catalog.
@@ -223,8 +223,7 @@ def _measurement_check(
     m: Measurement, acc: Accelerator | None, catalog: Catalog, inv: Inventory, causes: list[str]
 ) -> Check:
     if m.error is not None:
-        status = "skip" if m.error.startswith("unsupported") else "error"
-        return Check(name=m.name, status=status, unit=m.unit, detail=m.error)
+        return Check(name=m.name, status=_failure_status(m.error), unit=m.unit, detail=m.error)
     assert m.value is not None
     expected, basis = _expected(m, acc, catalog, inv)
     figure = _figure(m)
@@ -255,6 +254,11 @@ def _measurement_check(
     return _check(m, status, expected, detail, causes)
 
 
+def _failure_status(error: str) -> Status:
+    """A measurement the machine cannot do is skipped; one that broke is an error."""
+    return "skip" if error.startswith("unsupported") else "error"
+
+
 def _check(
     m: Measurement, status: Status, expected: float | None, detail: str, causes: list[str]
 ) -> Check:
@@ -279,7 +283,7 @@ def _figure(m: Measurement) -> str:
 
 def _info_check(m: Measurement) -> Check:
     if m.error is not None:
-        return Check(name=m.name, status="error", unit=m.unit, detail=m.error)
+        return Check(name=m.name, status=_failure_status(m.error), unit=m.unit, detail=m.error)
     return Check(
         name=m.name,
         status="pass",
@@ -290,104 +294,110 @@ def _info_check(m: Measurement) -> Check:
 
 
 def _inventory_checks(inv: Inventory) -> list[Check]:
-    gpu, load = inv.gpu, inv.under_load
+    """The findings of the inventory, one check each where there is something to say."""
+    gpu = inv.gpu
     if gpu is None:
         return []
-    out = []
+    found = (finding(inv, gpu) for finding in INVENTORY_FINDINGS)
+    return [check for check in found if check is not None]
+
+
+def _pcie_link(inv: Inventory, gpu: GpuInventory) -> Check | None:
     gen, width = _live_link(inv)
-    if gen and width and gpu.pcie_gen_max and gpu.pcie_width_max:
-        below = gen < gpu.pcie_gen_max or width < gpu.pcie_width_max
-        out.append(
-            Check(
-                name="pcie_link",
-                status="warn" if below else "pass",
-                measured=pcie_gbps(gen, width),
-                expected=pcie_gbps(gpu.pcie_gen_max, gpu.pcie_width_max),
-                unit="GB/s",
-                detail=(
-                    f"PCIe link runs at Gen{gen} x{width}, below its maximum "
-                    f"Gen{gpu.pcie_gen_max} x{gpu.pcie_width_max}"
-                    if below
-                    else f"PCIe link at its maximum, Gen{gen} x{width}"
-                ),
-            )
-        )
+    if not (gen and width and gpu.pcie_gen_max and gpu.pcie_width_max):
+        return None
+    below = gen < gpu.pcie_gen_max or width < gpu.pcie_width_max
+    return Check(
+        name="pcie_link",
+        status="warn" if below else "pass",
+        measured=pcie_gbps(gen, width),
+        expected=pcie_gbps(gpu.pcie_gen_max, gpu.pcie_width_max),
+        unit="GB/s",
+        detail=(
+            f"PCIe link runs at Gen{gen} x{width}, below its maximum "
+            f"Gen{gpu.pcie_gen_max} x{gpu.pcie_width_max}"
+            if below
+            else f"PCIe link at its maximum, Gen{gen} x{width}"
+        ),
+    )
+
+
+def _throttling(inv: Inventory, gpu: GpuInventory) -> Check | None:
+    """Clock limits seen under load (else at rest): thermal or hardware power ones warn."""
+    load = inv.under_load
     reasons = set(load.throttle_reasons) if load else set(gpu.throttle_reasons or [])
     reasons.discard("gpu_idle")  # not a limit: the GPU was simply idle when read
+    if not reasons:
+        return None
     if reasons & THERMAL_REASONS:
-        out.append(
-            Check(
-                name="throttling",
-                status="warn",
-                detail="thermal throttling under load "
-                f"({', '.join(sorted(reasons & THERMAL_REASONS))}; "
-                f"max {load.temperature_max_c if load else gpu.temperature_c} C)",
-            )
-        )
-    elif reasons & POWER_REASONS:
-        out.append(
-            Check(
-                name="throttling",
-                status="warn",
-                detail="hardware power slowdown under load "
-                f"({', '.join(sorted(reasons & POWER_REASONS))})",
-            )
-        )
-    elif reasons:
-        note = (
-            " (the GPU held its power limit: normal under full load)"
-            if "sw_power_cap" in reasons
-            else ""
-        )
-        out.append(
-            Check(
-                name="throttling",
-                status="pass",
-                detail=f"clock limits seen under load: {', '.join(sorted(reasons))}{note}",
-            )
-        )
-    if (
-        gpu.power_limit_w
-        and gpu.power_default_limit_w
-        and gpu.power_limit_w < 0.95 * gpu.power_default_limit_w
-    ):
-        out.append(
-            Check(
-                name="power_limit",
-                status="warn",
-                measured=gpu.power_limit_w,
-                expected=gpu.power_default_limit_w,
-                unit="W",
-                detail=f"power limit lowered to {gpu.power_limit_w:g} W "
-                f"(default {gpu.power_default_limit_w:g} W)",
-            )
-        )
-    if gpu.processes:
-        listed = ", ".join(
-            f"pid {p.pid} ({p.name or '?'}, {p.used_memory_mib or 0:.0f} MiB)"
-            for p in gpu.processes
-        )
-        out.append(
-            Check(
-                name="other_processes",
-                status="warn",
-                measured=len(gpu.processes),
-                unit="processes",
-                detail=f"other processes were using the GPU before the probe: {listed}",
-            )
-        )
-    if gpu.ecc_enabled is False:
-        out.append(
-            Check(name="ecc", status="warn", detail="ECC is off: memory errors go undetected")
-        )
-    elif gpu.ecc_enabled:
-        out.append(Check(name="ecc", status="pass", detail="ECC is on"))
-    if gpu.mig_enabled:
-        out.append(
-            Check(
-                name="mig",
-                status="warn",
-                detail="MIG is enabled: the probe measured one slice, not the whole GPU",
-            )
-        )
-    return out
+        hottest = load.temperature_max_c if load else gpu.temperature_c
+        listed = ", ".join(sorted(reasons & THERMAL_REASONS))
+        return _warn("throttling", f"thermal throttling under load ({listed}; max {hottest} C)")
+    if reasons & POWER_REASONS:
+        listed = ", ".join(sorted(reasons & POWER_REASONS))
+        return _warn("throttling", f"hardware power slowdown under load ({listed})")
+    note = " (the GPU held its power limit: normal under full load)"
+    return Check(
+        name="throttling",
+        status="pass",
+        detail=f"clock limits seen under load: {', '.join(sorted(reasons))}"
+        + (note if "sw_power_cap" in reasons else ""),
+    )
+
+
+def _power_limit(_inv: Inventory, gpu: GpuInventory) -> Check | None:
+    limit, default = gpu.power_limit_w, gpu.power_default_limit_w
+    if not (limit and default and limit < 0.95 * default):
+        return None
+    return Check(
+        name="power_limit",
+        status="warn",
+        measured=limit,
+        expected=default,
+        unit="W",
+        detail=f"power limit lowered to {limit:g} W (default {default:g} W)",
+    )
+
+
+def _other_processes(_inv: Inventory, gpu: GpuInventory) -> Check | None:
+    if not gpu.processes:
+        return None
+    listed = ", ".join(
+        f"pid {p.pid} ({p.name or '?'}, {p.used_memory_mib or 0:.0f} MiB)" for p in gpu.processes
+    )
+    return Check(
+        name="other_processes",
+        status="warn",
+        measured=len(gpu.processes),
+        unit="processes",
+        detail=f"other processes were using the GPU before the probe: {listed}",
+    )
+
+
+def _ecc(_inv: Inventory, gpu: GpuInventory) -> Check | None:
+    if gpu.ecc_enabled is None:  # not readable (consumer GPUs have none)
+        return None
+    if gpu.ecc_enabled:
+        return Check(name="ecc", status="pass", detail="ECC is on")
+    return _warn("ecc", "ECC is off: memory errors go undetected")
+
+
+def _mig(_inv: Inventory, gpu: GpuInventory) -> Check | None:
+    if not gpu.mig_enabled:
+        return None
+    return _warn("mig", "MIG is enabled: the probe measured one slice, not the whole GPU")
+
+
+def _warn(name: str, detail: str) -> Check:
+    return Check(name=name, status="warn", detail=detail)
+
+
+# In the order the checks appear in a report.
+INVENTORY_FINDINGS: tuple[Callable[[Inventory, GpuInventory], Check | None], ...] = (
+    _pcie_link,
+    _throttling,
+    _power_limit,
+    _other_processes,
+    _ecc,
+    _mig,
+)

@@ -124,9 +124,7 @@ def aggregate(
 ) -> tuple[dict[tuple[str, str], CheckStats[str]], list[HostCheck[str]]]:
     """Per (accelerator, check) fleet statistics and per (host, accelerator, check) medians, in
     one pass (advisor.fleet.statistics, which the service's fleet summary uses too)."""
-    found = fleet_statistics(
-        (p.accelerator or "unknown", p.host, *c) for p in probes for c in p.checks
-    )
+    found = fleet_statistics((p.accelerator or "unknown", p.host, p.checks) for p in probes)
     return found.checks, found.hosts
 
 

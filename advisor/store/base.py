@@ -154,7 +154,7 @@ def summarize_fleet(
     """Per accelerator (`reports`: each accelerator's report verdicts): measured / expected per
     check (median, p10, p90, status counts) and failing hosts, from advisor.fleet.statistics."""
     found = fleet_statistics(
-        (r.accelerator, r.host, r.name, r.status, r.measured, r.expected, None) for r in rows
+        (r.accelerator, r.host, ((r.name, r.status, r.measured, r.expected, None),)) for r in rows
     )
     return [
         FleetSummary(
