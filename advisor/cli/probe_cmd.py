@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import sys
 from functools import partial
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.table import Table
@@ -28,10 +29,10 @@ from advisor.cli.common import (
     write_atomically,
 )
 from advisor.errors import InputError
-from advisor.fleet.verification import resolve_expect, verify
+from advisor.fleet.verification import Verification, resolve_expect, verify
 from advisor.report_client import ReportSender
 from probes.errors import LockBusy
-from probes.probe import CPU_STEPS, GPU_STEPS
+from probes.probe import CPU_STEPS, GPU_STEPS, ProbeRun
 from probes.report import ProbeReport
 
 STATUS_STYLE = {
@@ -66,31 +67,76 @@ def probe(
     spool_dir: SpoolDir = None,
 ) -> None:
     """Measure the GPU (matmul, transfers, overlap) and verify it against the catalog."""
-    from probes.lock import gpu_lock
-    from probes.probe import run_probe  # torch itself is imported only when the run starts
-
     catalog = get_catalog()
     if expect is not None:
         resolve_expect(catalog, expect)  # a bad id fails now, not after a minute of measuring
+    _check_output(output)
+    names = _measurement_names(only)
+    sender = _sender(report_to, token, spool_dir)
+    run = _measure(full, device, lock_wait_s, names)
+    report = _report(run, verify(catalog, run.inventory, run.diagnosis, run.measurements, expect))
+    data = report.model_dump(mode="json")
+    written = output is None or _write_output(output, data)
+    if json_out:
+        emit_json(data)
+    else:
+        render(report)
+    if sender is not None:
+        deliver(sender, data, "probe")
+    _leave(_exit_code(run, report, written), run.watchdog_tripped)
+
+
+def _check_output(output: Path | None) -> None:
+    """--output must name a file in an existing directory: refused before measuring."""
     if output is not None and output.is_dir():
         raise InputError(f"--output {str(output)!r} is a directory: give a file path")
     if output is not None and not output.parent.is_dir():
         raise InputError(f"--output: directory {str(output.parent)!r} does not exist")
-    names = set(only.split(",")) if only else None
-    if names is not None and names - set(GPU_STEPS + CPU_STEPS):
-        bad = ", ".join(sorted(names - set(GPU_STEPS + CPU_STEPS)))
-        raise InputError(
-            f"--only: unknown measurement(s) {bad}; valid: {', '.join(GPU_STEPS + CPU_STEPS)}"
+
+
+def _write_output(output: Path, data: dict[str, Any]) -> bool:
+    """Writes the report; unwritable: says so and returns False (the report is still printed)."""
+    try:
+        write_atomically(output, data)
+    except OSError as exc:
+        err_console().print(
+            f"[bold red]error:[/] cannot write --output {output}: {exc}", highlight=False
         )
-    sender = None
-    if report_to is not None:
-        try:
-            sender = ReportSender(report_to, token, spool_dir)
-        except ValueError as exc:
-            raise InputError(str(exc)) from None
+        return False
+    return True
+
+
+def _measurement_names(only: str | None) -> set[str] | None:
+    """--only's names (None: every measurement); an unknown name is bad usage."""
+    if not only:
+        return None
+    names = set(only.split(","))
+    valid = GPU_STEPS + CPU_STEPS
+    if names - set(valid):
+        bad = ", ".join(sorted(names - set(valid)))
+        raise InputError(f"--only: unknown measurement(s) {bad}; valid: {', '.join(valid)}")
+    return names
+
+
+def _sender(
+    report_to: str | None, token: str | None, spool_dir: Path | None
+) -> ReportSender | None:
+    if report_to is None:
+        return None
+    try:
+        return ReportSender(report_to, token, spool_dir)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+
+
+def _measure(full: bool, device: int, lock_wait_s: float, names: set[str] | None) -> ProbeRun:
+    """Runs the probe with progress on stderr; another probe holding the GPU: exit 3."""
+    from probes.lock import gpu_lock
+    from probes.probe import run_probe  # torch itself is imported only when the run starts
+
     err = err_console()
     try:
-        run = run_probe(
+        return run_probe(
             "full" if full else "quick",
             device,
             progress=lambda msg: err.print(f"[dim]probe:[/] {msg}", highlight=False),
@@ -100,8 +146,10 @@ def probe(
     except LockBusy as exc:
         err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_CANNOT_RUN) from None
-    result = verify(catalog, run.inventory, run.diagnosis, run.measurements, expect)
-    report = ProbeReport(
+
+
+def _report(run: ProbeRun, result: Verification) -> ProbeReport:
+    return ProbeReport(
         created_at=run.created_at,
         mode=run.mode,
         device=run.device,
@@ -114,24 +162,16 @@ def probe(
         checks=result.checks,
         duration_s=run.duration_s,
     )
-    data = report.model_dump(mode="json")
-    output_failed = False
-    if output is not None:
-        try:
-            write_atomically(output, data)
-        except OSError as exc:  # unwritable: say so, still print the report below
-            err.print(f"[bold red]error:[/] cannot write --output {output}: {exc}", highlight=False)
-            output_failed = True
-    if json_out:
-        emit_json(data)
-    else:
-        render(report)
-    if sender is not None:
-        deliver(sender, data, "probe")
+
+
+def _exit_code(run: ProbeRun, report: ProbeReport, output_written: bool) -> int:
+    """3 when no GPU was measured, else by verdict; an unwritten --output makes it at least 2."""
     code = EXIT_CANNOT_RUN if run.diagnosis else EXIT_FOR_VERDICT[report.verdict]
-    if output_failed:
-        code = max(code, 2)
-    if run.watchdog_tripped:
+    return code if output_written else max(code, 2)
+
+
+def _leave(code: int, watchdog_tripped: bool) -> NoReturn:
+    if watchdog_tripped:
         # A hung measurement thread cannot be stopped: leave without waiting for it.
         sys.stdout.flush()
         sys.stderr.flush()

@@ -175,48 +175,55 @@ def _expected(
     """The expected value for a measurement and a phrase saying where it comes from."""
     name = m.name
     if name.startswith("matmul_"):
-        precision = name.removeprefix("matmul_")
-        if acc is None:
-            return None, "no catalog accelerator matched"
-        measured = catalog.probe_expectations.get(acc.id)
-        if measured is not None and measured.matmul_tflops.get(precision):
-            return measured.matmul_tflops.get(precision), f"{acc.id}'s measured reference"
-        peak = acc.peak_tflops.get(precision)
-        if not peak:
-            return None, f"{acc.name} has no dense {precision} figure in its datasheet"
-        return (
-            peak * MATMUL_EFFICIENCY,
-            f"{MATMUL_EFFICIENCY:.0%} of {acc.id}'s dense peak {peak:g}",
-        )
+        return _matmul_expected(name.removeprefix("matmul_"), acc, catalog)
     if name == "d2d":
-        if acc is None:
-            return None, "no catalog accelerator matched"
-        measured = catalog.probe_expectations.get(acc.id)
-        if measured is not None and measured.d2d_gbps:
-            return measured.d2d_gbps, f"{acc.id}'s measured reference"
-        bw = acc.memory_bandwidth_gbps
-        return (
-            bw * D2D_EFFICIENCY,
-            f"{D2D_EFFICIENCY:.0%} of {acc.id}'s {bw:g} GB/s memory bandwidth",
-        )
+        return _d2d_expected(acc, catalog)
     if name in ("h2d_pinned", "d2h_pinned", "bidir_pinned"):
-        gen, width = _live_link(inv)
-        link = pcie_gbps(gen, width)
-        if link is None:
-            return None, "the PCIe link could not be read"
-        if name == "bidir_pinned":
-            value = 2 * link * PCIE_BIDIR_EFFICIENCY
-            return (
-                value,
-                f"{PCIE_BIDIR_EFFICIENCY:.0%} of Gen{gen} x{width} ({link:.1f} GB/s) each way",
-            )
-        return (
-            link * PCIE_PINNED_EFFICIENCY,
-            f"{PCIE_PINNED_EFFICIENCY:.0%} of the live Gen{gen} x{width} link ({link:.1f} GB/s)",
-        )
+        return _pcie_expected(name == "bidir_pinned", inv)
     if name == "stream_overlap":
         return 1.0, "perfect overlap"
     return None, ""
+
+
+def _matmul_expected(
+    precision: str, acc: Accelerator | None, catalog: Catalog
+) -> tuple[float | None, str]:
+    if acc is None:
+        return None, "no catalog accelerator matched"
+    measured = catalog.probe_expectations.get(acc.id)
+    if measured is not None and measured.matmul_tflops.get(precision):
+        return measured.matmul_tflops.get(precision), f"{acc.id}'s measured reference"
+    peak = acc.peak_tflops.get(precision)
+    if not peak:
+        return None, f"{acc.name} has no dense {precision} figure in its datasheet"
+    return peak * MATMUL_EFFICIENCY, f"{MATMUL_EFFICIENCY:.0%} of {acc.id}'s dense peak {peak:g}"
+
+
+def _d2d_expected(acc: Accelerator | None, catalog: Catalog) -> tuple[float | None, str]:
+    if acc is None:
+        return None, "no catalog accelerator matched"
+    measured = catalog.probe_expectations.get(acc.id)
+    if measured is not None and measured.d2d_gbps:
+        return measured.d2d_gbps, f"{acc.id}'s measured reference"
+    bw = acc.memory_bandwidth_gbps
+    return bw * D2D_EFFICIENCY, f"{D2D_EFFICIENCY:.0%} of {acc.id}'s {bw:g} GB/s memory bandwidth"
+
+
+def _pcie_expected(both_ways: bool, inv: Inventory) -> tuple[float | None, str]:
+    """Pinned copies against the live link: one direction, or the sum of both at once."""
+    gen, width = _live_link(inv)
+    link = pcie_gbps(gen, width)
+    if link is None:
+        return None, "the PCIe link could not be read"
+    if both_ways:
+        return (
+            2 * link * PCIE_BIDIR_EFFICIENCY,
+            f"{PCIE_BIDIR_EFFICIENCY:.0%} of Gen{gen} x{width} ({link:.1f} GB/s) each way",
+        )
+    return (
+        link * PCIE_PINNED_EFFICIENCY,
+        f"{PCIE_PINNED_EFFICIENCY:.0%} of the live Gen{gen} x{width} link ({link:.1f} GB/s)",
+    )
 
 
 def _measurement_check(
