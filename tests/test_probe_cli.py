@@ -3,6 +3,7 @@ CPU figures, and one-line errors for bad flags."""
 
 from __future__ import annotations
 
+import datetime as dt
 import importlib.util
 import json
 import os
@@ -12,8 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner, Result
 
-from probes.report import ProbeReport
+import probes.probe
+from advisor.cli import app, probe_cmd
+from probes.probe import ProbeRun
+from probes.report import GpuInventory, Inventory, ProbeReport
 from tests.test_cli import run
 
 EXIT_CANNOT_RUN = 3
@@ -152,3 +157,59 @@ def test_without_torch_names_the_extra_and_still_gives_cpu_figures(
     assert memcpy.status == "pass" and memcpy.measured is not None and memcpy.measured > 0.5
     assert matmul.status == "skip" and matmul.measured is None
     assert "needs torch or numpy" in matmul.detail
+
+
+# -- exits that need a GPU run: the measuring is replaced at probes.probe.run_probe -----------
+
+
+def gpu_run(watchdog_tripped: bool = False) -> ProbeRun:
+    """A run that reached an H200 and measured nothing: verified, its verdict is pass."""
+    gpu = GpuInventory(name="NVIDIA H200")
+    inventory = Inventory(hostname="h", python="3.11", device_count=1, gpu=gpu)
+    return ProbeRun(
+        dt.datetime(2026, 11, 30, tzinfo=dt.UTC),
+        "quick",
+        0,
+        inventory,
+        [],
+        duration_s=1.0,
+        watchdog_tripped=watchdog_tripped,
+    )
+
+
+def invoke(monkeypatch: pytest.MonkeyPatch, run: ProbeRun, *args: str) -> Result:
+    monkeypatch.setattr(probes.probe, "run_probe", lambda *a, **kw: run)
+    return CliRunner().invoke(app, ["probe", *args], env={"COLUMNS": "200"})
+
+
+def test_a_gpu_run_that_passes_exits_0(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = invoke(monkeypatch, gpu_run(), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["verdict"] == "pass"
+
+
+def test_unwritable_output_still_prints_the_report_and_exits_2(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # /proc exists as a directory but takes no new files, even for root
+    result = invoke(monkeypatch, gpu_run(), "--json", "--output", "/proc/report.json")
+    assert result.exit_code == 2
+    assert "cannot write --output /proc/report.json" in result.stderr
+    assert json.loads(result.stdout)["verdict"] == "pass"
+
+
+def test_a_tripped_watchdog_leaves_at_once_with_the_verdicts_code(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A hung measurement thread cannot be joined: the CLI leaves through os._exit."""
+    left: list[int] = []
+
+    def exit_now(code: int) -> None:
+        left.append(code)
+        raise SystemExit(code)
+
+    monkeypatch.setattr(probe_cmd.os, "_exit", exit_now)
+    result = invoke(monkeypatch, gpu_run(watchdog_tripped=True), "--json")
+    assert left == [0] and result.exit_code == 0
+    result = invoke(monkeypatch, gpu_run(watchdog_tripped=False), "--json")
+    assert result.exit_code == 0 and left == [0]  # no tripped watchdog: a normal exit

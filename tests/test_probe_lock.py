@@ -9,10 +9,12 @@ import subprocess
 import sys
 import textwrap
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
 from probes.errors import LockBusy
 from probes.lock import gpu_lock, lock_path
@@ -158,3 +160,27 @@ def test_lock_dir_from_the_environment(tmp_path: Path, monkeypatch: pytest.Monke
     assert lock_path("k") == tmp_path / "locks" / "advisor-probe-k.lock"
     with gpu_lock("k", wait_s=0) as path:  # the directory is created
         assert path == tmp_path / "locks" / "advisor-probe-k.lock" and path.exists()
+
+
+def test_the_cli_exits_3_when_another_probe_holds_the_gpu(
+    tmp_path: Path, holder: subprocess.Popen[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`advisor probe` takes the lock the CLI hands to run_probe (the real gpu_lock, in the
+    directory of ADVISOR_PROBE_LOCK_DIR); the holder's lock makes it refuse with exit 3."""
+    import probes.probe
+    from advisor.cli import app
+
+    def run_probe(
+        *args: object, lock: Callable[[str], AbstractContextManager[object]], **kw: object
+    ) -> None:
+        with lock(KEY):
+            pytest.fail("the lock held by another process was taken")
+
+    monkeypatch.setattr(probes.probe, "run_probe", run_probe)
+    result = CliRunner().invoke(
+        app,
+        ["probe", "--lock-wait-s", "0"],
+        env={"ADVISOR_PROBE_LOCK_DIR": str(tmp_path), "COLUMNS": "200"},
+    )
+    assert result.exit_code == 3
+    assert f"pid {holder.pid}" in result.stderr
