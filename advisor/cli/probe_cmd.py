@@ -25,10 +25,10 @@ from advisor.cli.common import (
     emit_json,
     err_console,
     get_catalog,
-    write_atomically,
 )
 from advisor.errors import InputError
 from advisor.fleet.verification import resolve_expect, verify
+from advisor.outputs import check_output_path, write_json
 from advisor.report_client import ReportSender
 from probes.errors import LockBusy
 from probes.probe import CPU_STEPS, GPU_STEPS
@@ -72,10 +72,8 @@ def probe(
     catalog = get_catalog()
     if expect is not None:
         resolve_expect(catalog, expect)  # a bad id fails now, not after a minute of measuring
-    if output is not None and output.is_dir():
-        raise InputError(f"--output {str(output)!r} is a directory: give a file path")
-    if output is not None and not output.parent.is_dir():
-        raise InputError(f"--output: directory {str(output.parent)!r} does not exist")
+    if output is not None:
+        check_output_path(output)
     names = set(only.split(",")) if only else None
     if names is not None and names - set(GPU_STEPS + CPU_STEPS):
         bad = ", ".join(sorted(names - set(GPU_STEPS + CPU_STEPS)))
@@ -118,7 +116,7 @@ def probe(
     output_failed = False
     if output is not None:
         try:
-            write_atomically(output, data)
+            write_json(output, data)
         except OSError as exc:  # unwritable: say so, still print the report below
             err.print(f"[bold red]error:[/] cannot write --output {output}: {exc}", highlight=False)
             output_failed = True
