@@ -64,3 +64,18 @@ def test_write_json_is_indented_with_a_final_newline(tmp_path: Path) -> None:
     target = write_json(tmp_path / "r.json", {"verdict": "pass", "checks": [1]})
     assert target.read_text() == '{\n  "verdict": "pass",\n  "checks": [\n    1\n  ]\n}\n'
     assert json.loads(target.read_text()) == {"verdict": "pass", "checks": [1]}
+
+
+def test_save_report_says_why_it_could_not_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A report that cannot be saved is said in one line; the caller prints it and exits 2."""
+    from advisor.cli.common import save_report
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert save_report(blocker / "r.json", {"verdict": "pass"}) is False
+    err = capsys.readouterr().err
+    assert err == f"error: cannot write --output {blocker / 'r.json'}: Not a directory\n"
+    assert save_report(tmp_path / "r.json", {"verdict": "pass"}) is True
+    assert json.loads((tmp_path / "r.json").read_text()) == {"verdict": "pass"}

@@ -14,6 +14,7 @@ from rich.console import Console
 
 from advisor.catalog import Catalog
 from advisor.catalog.loading import load_catalog
+from advisor.outputs import write_json
 
 if TYPE_CHECKING:
     from advisor.report_client import ReportSender
@@ -65,6 +66,21 @@ def emit_json(data: Any) -> None:
 
 def money(value: float | None) -> str:
     return "-" if value is None else f"${value:,.2f}"
+
+
+def save_report(output: Path, data: Any) -> bool:
+    """Write the report to --output; False (and one line on stderr) when it cannot be written,
+    so that the command still prints the report and then exits 2."""
+    try:
+        write_json(output, data)
+    except OSError as exc:
+        err_console().print(  # strerror: the temporary file's name would only confuse
+            f"[bold red]error:[/] cannot write --output {output}: {exc.strerror or exc}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return False
+    return True
 
 
 def deliver(sender: ReportSender, data: dict[str, Any], who: str) -> None:

@@ -32,10 +32,11 @@ from advisor.cli.common import (
     emit_json,
     err_console,
     get_catalog,
+    save_report,
 )
 from advisor.errors import InputError
 from advisor.fleet.utilisation import classify_report
-from advisor.outputs import check_output_path, write_json
+from advisor.outputs import check_output_path
 from advisor.report_client import ReportSender
 from probes.errors import EnvironmentProblem
 from probes.monitor import format_span, sample
@@ -142,13 +143,7 @@ def monitor(
         catalog,
     )
     data = report.model_dump(mode="json")
-    code = 0
-    if output is not None:
-        try:
-            write_json(output, data)
-        except OSError as exc:  # unwritable: say so, still print the report below
-            err.print(f"[bold red]error:[/] cannot write --output {output}: {exc}", highlight=False)
-            code = 2
+    code = 0 if output is None or save_report(output, data) else 2  # the report prints anyway
     if json_out:
         emit_json(data)
     else:
