@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import email.utils
 import inspect
-import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import httpx
 import pytest
 
 from advisor.errors import AdvisorError, InputError
 from advisor.http_client import HttpClient, HttpError, RetryPolicy, Unreachable, service_url
+from tests.ports import refused_port
 
 Step = int | tuple[int, dict[str, str]] | Exception
 
@@ -187,19 +187,12 @@ def test_a_bug_in_the_transport_is_not_disguised_as_a_network_error() -> None:
         client(broken, []).get("/v1/x")
 
 
-@pytest.fixture
-def closed_port() -> Iterator[int]:
-    """Bound, never listening: connections are refused and no other process can take it."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        yield int(sock.getsockname()[1])
-
-
-def test_a_real_refused_connection(closed_port: int) -> None:
+def test_a_real_refused_connection() -> None:
     sleeps: list[float] = []
-    http = HttpClient(
-        f"http://127.0.0.1:{closed_port}", retry=RetryPolicy(attempts=2), sleep=sleeps.append
-    )
-    with http, pytest.raises(Unreachable, match=f"^cannot reach http://127.0.0.1:{closed_port}/x"):
-        http.get("/x")
+    with refused_port() as port:
+        http = HttpClient(
+            f"http://127.0.0.1:{port}", retry=RetryPolicy(attempts=2), sleep=sleeps.append
+        )
+        with http, pytest.raises(Unreachable, match=f"^cannot reach http://127.0.0.1:{port}/x"):
+            http.get("/x")
     assert len(sleeps) == 1

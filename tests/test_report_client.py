@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ from advisor.api import create_app
 from advisor.api.settings import Settings
 from advisor.errors import InputError
 from advisor.report_client import ReportSender
+from tests.ports import refused_port
 
 REPORT = {"verdict": "pass", "inventory": {"hostname": "h"}, "checks": []}
 
@@ -125,15 +125,6 @@ def test_urls() -> None:
 
 
 @pytest.fixture
-def closed_port() -> Iterator[int]:
-    """A port bound but not listening: a connection to it is refused, and no other process can
-    take it meanwhile (a port merely found free could be)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        yield int(sock.getsockname()[1])
-
-
-@pytest.fixture
 def live_service(tmp_path: Path) -> Iterator[str]:
     """The service in a thread, on the port the system gave it (port 0: no race for a port)."""
     app = create_app(Settings(database_url=f"sqlite:///{tmp_path}/svc.db", api_tokens=("tok",)))  # type: ignore[arg-type]
@@ -151,7 +142,7 @@ def live_service(tmp_path: Path) -> Iterator[str]:
 
 
 def test_probe_cli_spools_then_delivers_to_the_live_service(
-    tmp_path: Path, live_service: str, closed_port: int
+    tmp_path: Path, live_service: str
 ) -> None:
     env = {
         "ADVISOR_SPOOL_DIR": str(tmp_path / "spool"),
@@ -160,13 +151,14 @@ def test_probe_cli_spools_then_delivers_to_the_live_service(
         "ADVISOR_PROBE_LOCK_DIR": str(tmp_path),
     }
     cmd = [sys.executable, "-m", "advisor", "probe", "--only", "cpu_memcpy", "--json"]
-    down = subprocess.run(
-        [*cmd, "--report-to", f"http://127.0.0.1:{closed_port}"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    with refused_port() as port:
+        down = subprocess.run(
+            [*cmd, "--report-to", f"http://127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
     assert down.returncode == 3 and "the next run with --report-to sends it" in down.stderr
     assert len(list((tmp_path / "spool").glob("*.json"))) == 1
     up = subprocess.run(

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import pytest
 
 from advisor.errors import AdvisorError
 from advisor.review.data import from_server
+from tests.ports import refused_port
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -89,28 +89,18 @@ def test_a_refused_token_is_an_error_naming_the_status() -> None:
     assert str(caught.value) == 'GET http://svc/v1/probe-reports: HTTP 401: {"detail":"bad token"}'
 
 
-@pytest.fixture
-def closed_port() -> Iterator[int]:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        yield int(sock.getsockname()[1])
-
-
-def test_estimate_with_an_unreachable_server_is_exit_2_in_one_line(closed_port: int) -> None:
+def test_estimate_with_an_unreachable_server_is_exit_2_in_one_line() -> None:
     """`--server` calibration goes through the same client: unreachable is bad usage."""
     cmd = [sys.executable, "-m", "advisor", "estimate", "--workload", "fine_tuning"]
     cmd += ["--model", "llama-3-8b", "--tokens", "2e9", "--instance-type", "p5.48xlarge"]
-    p = subprocess.run(
-        [*cmd, "--server", f"http://127.0.0.1:{closed_port}"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=120,
-    )
+    with refused_port() as port:
+        p = subprocess.run(
+            [*cmd, "--server", f"http://127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=120,
+        )
     assert p.returncode == 2, p.stderr
-    assert p.stderr.startswith(
-        f"error: cannot reach http://127.0.0.1:{closed_port}/v1/fleet/summary: "
-    )
+    assert p.stderr.startswith(f"error: cannot reach http://127.0.0.1:{port}/v1/fleet/summary: ")
     assert len(p.stderr.strip().splitlines()) == 1 and p.stdout == ""
