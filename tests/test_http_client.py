@@ -196,3 +196,14 @@ def test_a_real_refused_connection() -> None:
         with http, pytest.raises(Unreachable, match=f"^cannot reach http://127.0.0.1:{port}/x"):
             http.get("/x")
     assert len(sleeps) == 1
+
+
+def test_commands_that_call_no_service_do_not_import_httpx() -> None:
+    """httpx costs a tenth of a second to import: only a call to a service pays for it."""
+    import subprocess
+    import sys
+
+    code = "import sys, advisor.cli, advisor.report_client; print('httpx' in sys.modules)"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "False"
