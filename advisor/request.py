@@ -34,7 +34,7 @@ class Workload(BaseModel):
     gpu_count: Annotated[int | None, Field(ge=0, le=4096, description="at least this many")] = None
     objective: Objective | None = None  # None = the workload profile's default
     limit: Annotated[int, Field(ge=1, le=1000)] = 10
-    # Sizing from a model instead of --memory-gb (advisor/workplan.py).
+    # Sizing from a model instead of --memory-gb (advisor/perf/fitting.py).
     model: Annotated[str | None, Field(min_length=1, description="model preset id")] = None
     params_b: Annotated[float | None, Field(gt=0, le=100_000, description="free-form size")] = None
     tokens: Annotated[float | None, Field(gt=0, le=1e16, description="training tokens")] = None

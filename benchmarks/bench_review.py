@@ -1,7 +1,7 @@
 """Speed of the fleet review (target: <= 5 s over 10,000 stored probe reports).
 
 Generates a synthetic-but-plausible fleet grown from our real H200 probe report (hosts,
-accelerators, ratios, sick hosts and driver versions varied; see advisor/review/synthetic.py),
+accelerators, ratios, sick hosts and driver versions varied; see tests/synthetic_fleet.py),
 loads it into a SQLite store (advisor.store.open_store) and times the review built from the store
 (what GET /v1/review does), GET /v1/review itself in-process, and the review built from a
 --reports directory of the same reports (what `advisor review --reports DIR` does).

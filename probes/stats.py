@@ -1,6 +1,6 @@
 """A measurement as data: raw samples, what was measured, median, spread, and a noise warning.
 
-Separate from how it is timed (probes/timing.py) and how it is shown (advisor's CLI).
+Separate from how it is timed (probes/device.py) and how it is shown (advisor's CLI).
 """
 
 from __future__ import annotations

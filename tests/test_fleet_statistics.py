@@ -17,7 +17,7 @@ import pytest
 from advisor import Catalog
 from advisor.fleet.statistics import fleet_statistics
 from advisor.review import build_review, from_store
-from advisor.store.memory import MemoryStore
+from tests.memory_store import MemoryStore
 
 DATA = Path(__file__).parent / "data"
 CPU_MACHINE = DATA / "probe-report-cpu-machine.json"  # `advisor probe --expect h200-sxm --json`

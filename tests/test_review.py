@@ -34,10 +34,10 @@ from advisor.review.costs import (
 )
 from advisor.review.data import CheckResult, GpuUsage, ProbeRecord, ReviewData, UsageRecord
 from advisor.review.svg import Bar, RatioBar, bar_chart, ratio_chart
-from advisor.store.memory import MemoryStore
 from tests import synthetic_fleet as synthetic
 from tests.api_server import live_server
 from tests.factories import acc, inst, price
+from tests.memory_store import MemoryStore
 
 FIXTURES = Path(__file__).parents[1] / (
     "benchmarks/results/probe-2026-11-30-nvidia-h200-driver580.159.04-torch2.11.0+cu130"

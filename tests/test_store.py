@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from advisor.store import ReportFilter, Store, StoreError, open_store
-from advisor.store.memory import MemoryStore
 from advisor.store.sql import LATEST
 from advisor.store.sqlite import SqliteStore
+from tests.memory_store import MemoryStore
 
 PG_URL = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
 BACKENDS = ["sqlite", "postgres", "memory"]

@@ -24,10 +24,10 @@ from advisor.api.settings import Settings
 from advisor.cli import app, monitor_cmd
 from advisor.store import Store, StoreError, open_store
 from advisor.store import sql as q
-from advisor.store.memory import MemoryStore
 from advisor.store.sqlite import SqliteStore
 from probes.nvml import Nvml
 from probes.report import UtilisationReport
+from tests.memory_store import MemoryStore
 from tests.test_monitor import busy_and_idle
 from tests.test_store import report as probe_report
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import logging
 import signal
 from collections.abc import AsyncIterator
@@ -31,7 +30,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     store = store or open_store(settings.database_url)
     if not settings.api_tokens:
         log.warning("ADVISOR_API_TOKENS is empty: every write request will be refused")
-    state = AppState(settings, holder, store, Metrics(), dt.datetime.now(dt.UTC))
+    state = AppState(settings, holder, store, Metrics())
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

@@ -13,12 +13,15 @@ import yaml
 
 from advisor.api import create_app
 from advisor.api.settings import Settings
-from advisor.store.memory import MemoryStore
 
 
 def spec() -> dict[str, Any]:
-    app = create_app(Settings(database_url="memory://"), store=MemoryStore())
-    return app.openapi()
+    """The spec of an app over an in-memory SQLite database: no file, and nothing is stored."""
+    app = create_app(Settings(database_url="sqlite://"))
+    try:
+        return app.openapi()
+    finally:
+        app.state.advisor.store.close()
 
 
 def render() -> str:

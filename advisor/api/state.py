@@ -28,8 +28,7 @@ class CatalogHolder:
     catalog: Catalog
     loaded_at: dt.datetime
     generation: int = 0  # bumped by every successful reload: keys the response cache
-    reload_error: str | None = None
-    reload_failed_at: dt.datetime | None = None
+    reload_error: str | None = None  # why the last reload failed (on /readyz), None after success
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
@@ -42,7 +41,6 @@ class CatalogHolder:
                 catalog = _load(self.settings)
             except AdvisorError as exc:
                 self.reload_error = str(exc)
-                self.reload_failed_at = dt.datetime.now(dt.UTC)
                 log.error(
                     "catalog reload failed; still serving the catalog loaded at %s: %s",
                     self.loaded_at.isoformat(),
@@ -51,7 +49,7 @@ class CatalogHolder:
                 return False
             self.catalog, self.loaded_at = catalog, dt.datetime.now(dt.UTC)
             self.generation += 1
-            self.reload_error = self.reload_failed_at = None
+            self.reload_error = None
             log.info(
                 "catalog reloaded: %d accelerators, %d instance types",
                 len(catalog.accelerators),
@@ -104,7 +102,6 @@ class AppState:
     catalog: CatalogHolder
     store: Store
     metrics: Metrics
-    started_at: dt.datetime
     responses: ResponseCache = field(default_factory=ResponseCache)
     _fleet: tuple[float, dict[str, Calibration]] | None = None
     _fleet_lock: threading.Lock = field(default_factory=threading.Lock)

@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
 from advisor.catalog import Catalog
 from advisor.catalog.loading import load_catalog
-from advisor.report_client import ReportSender
+from advisor.outputs import write_json
+
+if TYPE_CHECKING:
+    from advisor.report_client import ReportSender
 
 # Options shared by the commands that produce a report (probe, monitor).
 JsonReport = Annotated[bool, typer.Option("--json", help="Print the full report as JSON.")]
@@ -66,14 +68,19 @@ def money(value: float | None) -> str:
     return "-" if value is None else f"${value:,.2f}"
 
 
-def write_atomically(path: Path, data: object) -> None:
-    """A reader never sees half a report: write beside it, then rename over it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def save_report(output: Path, data: Any) -> bool:
+    """Write the report to --output; False (and one line on stderr) when it cannot be written,
+    so that the command still prints the report and then exits 2."""
     try:
-        tmp.write_text(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+        write_json(output, data)
+    except OSError as exc:
+        err_console().print(  # strerror: the temporary file's name would only confuse
+            f"[bold red]error:[/] cannot write --output {output}: {exc.strerror or exc}",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return False
+    return True
 
 
 def deliver(sender: ReportSender, data: dict[str, Any], who: str) -> None:

@@ -32,10 +32,11 @@ from advisor.cli.common import (
     emit_json,
     err_console,
     get_catalog,
-    write_atomically,
+    save_report,
 )
 from advisor.errors import InputError
 from advisor.fleet.utilisation import classify_report
+from advisor.outputs import check_output_path
 from advisor.report_client import ReportSender
 from probes.errors import EnvironmentProblem
 from probes.monitor import format_span, sample
@@ -99,7 +100,8 @@ def monitor(
         raise InputError(f"--interval {interval!r} is below {MIN_INTERVAL_S:g} s")
     if interval_s > duration_s:
         raise InputError(f"--interval {interval!r} is longer than --duration {duration!r}")
-    _check_output(output)
+    if output is not None:
+        check_output_path(output)
     catalog = get_catalog()
     if instance_type is not None:
         get_instance_type(catalog, instance_type)  # an unknown id fails now, not after the window
@@ -141,13 +143,7 @@ def monitor(
         catalog,
     )
     data = report.model_dump(mode="json")
-    code = 0
-    if output is not None:
-        try:
-            write_atomically(output, data)
-        except OSError as exc:  # unwritable: say so, still print the report below
-            err.print(f"[bold red]error:[/] cannot write --output {output}: {exc}", highlight=False)
-            code = 2
+    code = 0 if output is None or save_report(output, data) else 2  # the report prints anyway
     if json_out:
         emit_json(data)
     else:
@@ -157,20 +153,10 @@ def monitor(
     raise typer.Exit(code)
 
 
-def _check_output(output: Path | None) -> None:
-    if output is not None and output.is_dir():
-        raise InputError(f"--output {str(output)!r} is a directory: give a file path")
-    if output is not None and not output.parent.is_dir():
-        raise InputError(f"--output: directory {str(output.parent)!r} does not exist")
-
-
 def _sender(url: str, token: str | None, spool_dir: Path | None) -> ReportSender:
     """ReportSender aimed at the utilisation endpoint, with its own spool folder: a probe run
     flushing the shared spool must never post a utilisation report to /v1/probe-reports."""
-    try:
-        return ReportSender(url, token, spool_dir, path=ENDPOINT)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
+    return ReportSender(url, token, spool_dir, path=ENDPOINT)
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ import os
 import sys
 from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, NoReturn
 
 import typer
 from rich.table import Table
@@ -26,10 +26,11 @@ from advisor.cli.common import (
     emit_json,
     err_console,
     get_catalog,
-    write_atomically,
+    save_report,
 )
 from advisor.errors import InputError
 from advisor.fleet.verification import Verification, resolve_expect, verify
+from advisor.outputs import check_output_path
 from advisor.report_client import ReportSender
 from probes.errors import LockBusy
 from probes.probe import CPU_STEPS, GPU_STEPS, ProbeRun
@@ -70,13 +71,14 @@ def probe(
     catalog = get_catalog()
     if expect is not None:
         resolve_expect(catalog, expect)  # a bad id fails now, not after a minute of measuring
-    _check_output(output)
+    if output is not None:
+        check_output_path(output)
     names = _measurement_names(only)
     sender = _sender(report_to, token, spool_dir)
     run = _measure(full, device, lock_wait_s, names)
     report = _report(run, verify(catalog, run.inventory, run.diagnosis, run.measurements, expect))
     data = report.model_dump(mode="json")
-    written = output is None or _write_output(output, data)
+    written = output is None or save_report(output, data)
     if json_out:
         emit_json(data)
     else:
@@ -84,26 +86,6 @@ def probe(
     if sender is not None:
         deliver(sender, data, "probe")
     _leave(_exit_code(run, report, written), run.watchdog_tripped)
-
-
-def _check_output(output: Path | None) -> None:
-    """--output must name a file in an existing directory: refused before measuring."""
-    if output is not None and output.is_dir():
-        raise InputError(f"--output {str(output)!r} is a directory: give a file path")
-    if output is not None and not output.parent.is_dir():
-        raise InputError(f"--output: directory {str(output.parent)!r} does not exist")
-
-
-def _write_output(output: Path, data: dict[str, Any]) -> bool:
-    """Writes the report; unwritable: says so and returns False (the report is still printed)."""
-    try:
-        write_atomically(output, data)
-    except OSError as exc:
-        err_console().print(
-            f"[bold red]error:[/] cannot write --output {output}: {exc}", highlight=False
-        )
-        return False
-    return True
 
 
 def _measurement_names(only: str | None) -> set[str] | None:
@@ -123,10 +105,7 @@ def _sender(
 ) -> ReportSender | None:
     if report_to is None:
         return None
-    try:
-        return ReportSender(report_to, token, spool_dir)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
+    return ReportSender(report_to, token, spool_dir)
 
 
 def _measure(full: bool, device: int, lock_wait_s: float, names: set[str] | None) -> ProbeRun:

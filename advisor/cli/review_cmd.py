@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Annotated
 
@@ -15,6 +11,8 @@ import typer
 from advisor.cli.common import emit_json, err_console, get_catalog
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError
+from advisor.http_client import HttpClient, service_url
+from advisor.outputs import check_output_path, write_atomically
 
 
 def review(
@@ -53,13 +51,11 @@ def review(
 
     if (server is None) == (reports is None):
         raise InputError("give exactly one of --server URL or --reports DIR")
-    if server is not None and not server.startswith(("http://", "https://")):
-        raise InputError(f"--server needs an http(s) URL, got {server!r}")
-    if output is not None and output.is_dir():
-        raise InputError(f"--output {str(output)!r} is a directory: give a file path")
+    if server is not None:
+        service_url(server, "--server")
     target = output or (None if json_out else Path("review.html"))
-    if target is not None and not target.parent.is_dir():
-        raise InputError(f"--output: directory {str(target.parent)!r} does not exist")
+    if target is not None:
+        check_output_path(target)
     catalog = get_catalog()
     if catalog_region is not None and catalog_region not in catalog.regions:
         raise InputError(unknown("--catalog-region", catalog_region, catalog.regions))
@@ -67,7 +63,7 @@ def review(
     if server is not None and not json_out and target is not None:
         page = _served_page(server, token, catalog_region)
         if page is not None:  # the service builds it from its store: no report crosses the wire
-            _write(target, page)
+            write_atomically(target, page)
             err_console().print(
                 f"wrote {target} as served by {server} ({time.perf_counter() - started:.1f} s)",
                 highlight=False,
@@ -76,7 +72,7 @@ def review(
     data = from_dir(reports) if reports is not None else from_server(str(server), token)
     result = build_review(data, catalog, catalog_region)
     if target is not None:
-        _write(target, render_html(result))
+        write_atomically(target, render_html(result))
     if json_out:
         emit_json(result.to_dict())
     inv = result.inventory
@@ -90,24 +86,12 @@ def review(
     )
 
 
-def _write(target: Path, page: str) -> None:
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    os.replace(tmp, target)  # never a half-written page
-
-
 def _served_page(server: str, token: str | None, region: str | None) -> str | None:
     """GET /v1/review; None when the service has no such route (an older version)."""
-    query = f"?{urllib.parse.urlencode({'region': region})}" if region else ""
-    request = urllib.request.Request(server.rstrip("/") + "/v1/review" + query)
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=120) as response:
-            return str(response.read().decode("utf-8"))
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return None
-        raise InputError(f"--server: GET /v1/review answered HTTP {exc.code}") from None
-    except (OSError, ValueError) as exc:
-        raise InputError(f"--server: cannot reach {server}: {exc}") from None
+    with HttpClient(server, token, timeout_s=120) as client:
+        reply = client.get("/v1/review", {"region": region} if region else None)
+    if reply.status == 404:
+        return None
+    if reply.status != 200:
+        raise InputError(f"--server: GET /v1/review answered HTTP {reply.status}")
+    return reply.content.decode("utf-8", errors="replace")

@@ -1,16 +1,27 @@
-"""`advisor serve`: the HTTP API under uvicorn. fastapi is imported here only, lazily."""
+"""`advisor serve`: the HTTP API under uvicorn. fastapi is imported here only, lazily.
+
+The port is bound here, before uvicorn starts, so that a port in use (or one this user may not
+bind) is bad usage: exit 2 with one line, instead of uvicorn's log and exit 1.
+"""
 
 from __future__ import annotations
 
 import logging
+import socket
 from typing import Annotated
 
 import typer
 
+from advisor.errors import InputError
+
+log = logging.getLogger("advisor.api")
+
 
 def serve(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(min=1, max=65535, help="Port to bind.")] = 8080,
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="Port to bind (0: any free port, logged).")
+    ] = 8080,
     access_log: Annotated[bool, typer.Option(help="Log every request (never headers).")] = True,
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
 ) -> None:
@@ -23,11 +34,34 @@ def serve(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     app = create_app()  # settings, catalog and database are checked before the port opens
-    uvicorn.run(
+    sock = listen_socket(host, port)
+    bound_host, bound_port = sock.getsockname()[:2]
+    log.info("listening on http://%s:%d", bound_host, bound_port)
+    config = uvicorn.Config(
         app,
         host=host,
-        port=port,
+        port=bound_port,
         access_log=access_log,
         log_level=log_level,
         timeout_graceful_shutdown=5,
     )
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A bound TCP socket for host:port (uvicorn listens on it); InputError when it cannot be."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise InputError(f"--host {host!r}: {exc.strerror or exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.set_inheritable(True)
+    return sock

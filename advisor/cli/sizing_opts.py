@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import urllib.request
 from typing import Annotated, Any
 
 import typer
 
 from advisor.errors import InputError
+from advisor.http_client import HttpClient
 from advisor.perf.calibration import Calibration, calibrations
 
 Model = Annotated[str | None, typer.Option(help="Model preset id, e.g. llama-3-8b.")]
@@ -57,9 +56,9 @@ def fleet_from_server(url: str | None) -> dict[str, Calibration] | None:
     """The fleet's calibration from a running service, or None without --server."""
     if not url:
         return None
-    endpoint = url.rstrip("/") + "/v1/fleet/summary"
-    try:
-        with urllib.request.urlopen(endpoint, timeout=10) as response:
-            return calibrations(json.loads(response.read()))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"--server: cannot read {endpoint}: {exc}") from None
+    with HttpClient(url) as client:
+        reply = client.get("/v1/fleet/summary")
+    summaries = reply.json() if reply.status == 200 else None
+    if not isinstance(summaries, list):
+        raise InputError(f"--server: GET {reply.url} answered HTTP {reply.status}, not a summary")
+    return calibrations(summaries)

@@ -26,7 +26,7 @@ class Sizing(NamedTuple):
     gpus: int  # GPUs needed (0 for CPU-only)
     nodes: int
     spans_nodes: bool = False  # one copy of the work split across nodes (needs scale-out)
-    fit: Fit | None = None  # when sized from a model (advisor/workplan.py)
+    fit: Fit | None = None  # when sized from a model (advisor/perf/fitting.py)
 
 
 def size_cloud(

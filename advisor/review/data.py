@@ -3,7 +3,8 @@
 Three sources, one result (ReviewData):
 - a directory of *.json files (probe reports and utilisation reports, told apart by "kind");
 - the service's store, read directly (pages of `store.query`, then `store.iter_utilisation`);
-- the service over HTTP (`GET /v1/probe-reports` pages, then each body, several at a time).
+- the service over HTTP (`GET /v1/probe-reports` pages, then each body, several at a time),
+  through advisor.http_client.
 
 A report is reduced as soon as it is read: the review keeps what it shows, never the bodies, so
 memory stays flat however many reports the fleet holds.
@@ -14,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import gc
-import http.client
 import json
 import threading
 import urllib.parse
@@ -22,11 +22,15 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from advisor.errors import AdvisorError, InputError
+from advisor.http_client import HttpClient
 from advisor.store import ReportFilter, Store
 from advisor.store.base import measured_a_gpu, report_fields
+
+if TYPE_CHECKING:
+    import httpx
 
 PAGE = 500  # the API's largest page
 STORE_PAGE = 1000  # reports decoded at a time from the store (about 50 MB of dicts at most)
@@ -270,103 +274,53 @@ def from_store(store: Store, now: dt.datetime | None = None) -> ReviewData:
 # --- the service over HTTP ---------------------------------------------------------------------
 
 
-class _Http:
-    """Keep-alive GETs, one connection per thread; errors become SourceError."""
-
-    def __init__(self, base_url: str, token: str | None, timeout_s: float) -> None:
-        parts = urllib.parse.urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise InputError(f"--server needs an http(s) URL, got {base_url!r}")
-        self.base = base_url.rstrip("/")
-        self.scheme, self.host, self.port = parts.scheme, parts.hostname, parts.port
-        self.prefix = parts.path.rstrip("/")
-        self.headers = {"Accept": "application/json"}
-        if token:
-            self.headers["Authorization"] = f"Bearer {token}"
-        self.timeout_s = timeout_s
-        self._local = threading.local()
-        self._opened: list[http.client.HTTPConnection] = []
-        self._lock = threading.Lock()
-
-    def _conn(self) -> http.client.HTTPConnection:
-        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            cls = (
-                http.client.HTTPSConnection
-                if self.scheme == "https"
-                else http.client.HTTPConnection
-            )
-            conn = cls(self.host, self.port, timeout=self.timeout_s)
-            self._local.conn = conn
-            with self._lock:
-                self._opened.append(conn)
-        return conn
-
-    def get(self, path: str, params: dict[str, Any] | None = None) -> tuple[int, Any]:
-        query = f"?{urllib.parse.urlencode(params)}" if params else ""
-        target = f"{self.prefix}{path}{query}"
-        for attempt in (1, 2):  # a kept-alive connection the server closed: reconnect once
-            conn = self._conn()
-            try:
-                conn.request("GET", target, headers=self.headers)
-                response = conn.getresponse()
-                raw = response.read()
-                break
-            except (OSError, http.client.HTTPException) as exc:
-                conn.close()
-                self._local.conn = None
-                if attempt == 2:
-                    raise SourceError(f"cannot reach {self.base}{path}: {exc}") from None
-        if response.status != 200:
-            return response.status, raw.decode(errors="replace")[:300]
-        try:
-            return 200, json.loads(raw)
-        except ValueError:
-            raise SourceError(f"{self.base}{path} did not answer JSON") from None
-
-    def pages(self, path: str) -> Iterator[dict[str, Any]]:
-        offset: int | None = 0
-        while offset is not None:
-            status, body = self.get(path, {"limit": PAGE, "offset": offset})
-            if status != 200:
-                raise _HttpStatus(status, f"GET {self.base}{path}: HTTP {status}: {body}")
-            yield from body.get("items") or ()
-            offset = body.get("next_offset")
-
-    def close(self) -> None:
-        with self._lock:
-            for conn in self._opened:
-                conn.close()
-            self._opened.clear()
-
-
 class _HttpStatus(SourceError):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
 
 
+def _get(client: HttpClient, path: str, params: dict[str, str | int] | None = None) -> Any:
+    """The JSON body of a 200 answer; _HttpStatus for any other status."""
+    reply = client.get(path, params)
+    if reply.status != 200:
+        raise _HttpStatus(reply.status, f"GET {reply.url}: HTTP {reply.status}: {reply.text(300)}")
+    return reply.json()
+
+
+def _pages(client: HttpClient, path: str) -> Iterator[dict[str, Any]]:
+    offset: int | None = 0
+    while offset is not None:
+        body = _get(client, path, {"limit": PAGE, "offset": offset})
+        yield from body.get("items") or ()
+        offset = body.get("next_offset")
+
+
 def from_server(
-    base_url: str, token: str | None = None, workers: int = 8, timeout_s: float = 30.0
+    base_url: str,
+    token: str | None = None,
+    workers: int = 8,
+    timeout_s: float = 30.0,
+    transport: httpx.BaseTransport | None = None,
 ) -> ReviewData:
     """Probe reports (list, then bodies, `workers` at a time) and utilisation reports."""
-    client = _Http(base_url, token, timeout_s)
-    try:
+    with HttpClient(
+        base_url, token, timeout_s=timeout_s, connections=workers, transport=transport
+    ) as client:
         return _from_server(client, workers)
-    finally:
-        client.close()
 
 
-def _from_server(client: _Http, workers: int) -> ReviewData:
+def _from_server(client: HttpClient, workers: int) -> ReviewData:
     data = ReviewData(source=f"service {client.base}")
-    ids = list(dict.fromkeys(str(item["id"]) for item in client.pages("/v1/probe-reports")))
+    ids = list(dict.fromkeys(str(item["id"]) for item in _pages(client, "/v1/probe-reports")))
 
     def body(report_id: str) -> tuple[str, Any]:
-        status, payload = client.get(f"/v1/probe-reports/{urllib.parse.quote(report_id)}")
-        if status == 404:  # deleted between the listing and now
-            return report_id, None
-        if status != 200:
-            raise SourceError(f"GET /v1/probe-reports/{report_id}: HTTP {status}: {payload}")
+        try:
+            payload = _get(client, f"/v1/probe-reports/{urllib.parse.quote(report_id)}")
+        except _HttpStatus as exc:
+            if exc.status == 404:  # deleted between the listing and now
+                return report_id, None
+            raise
         return report_id, payload.get("report")
 
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -374,7 +328,7 @@ def _from_server(client: _Http, workers: int) -> ReviewData:
             if report is not None:
                 _add_body(data, report_id, report, f"probe report {report_id}")
     try:
-        listed = list(client.pages("/v1/utilisation-reports"))
+        listed = list(_pages(client, "/v1/utilisation-reports"))
     except _HttpStatus as exc:
         if exc.status != 404:
             raise
@@ -389,7 +343,7 @@ def _from_server(client: _Http, workers: int) -> ReviewData:
     return data
 
 
-def _usage_body(client: _Http, item: dict[str, Any]) -> dict[str, Any] | None:
+def _usage_body(client: HttpClient, item: dict[str, Any]) -> dict[str, Any] | None:
     """A listing entry may carry the body (`gpus` or `report`); else fetch it by id."""
     if isinstance(item.get("gpus"), list):
         return item
@@ -398,8 +352,9 @@ def _usage_body(client: _Http, item: dict[str, Any]) -> dict[str, Any] | None:
         return report
     if "id" not in item:
         return None
-    status, payload = client.get(f"/v1/utilisation-reports/{urllib.parse.quote(str(item['id']))}")
-    if status != 200 or not isinstance(payload, dict):
+    reply = client.get(f"/v1/utilisation-reports/{urllib.parse.quote(str(item['id']))}")
+    payload = reply.json() if reply.status == 200 else None
+    if not isinstance(payload, dict):
         return None
     inner = payload.get("report")
     return inner if isinstance(inner, dict) else payload

@@ -1,4 +1,5 @@
-"""Storage of probe reports: SQLite by default, PostgreSQL for a fleet, an in-memory fake for tests.
+"""Storage of probe reports: SQLite by default, PostgreSQL for a fleet (tests/memory_store.py holds
+an in-memory fake for tests).
 
 `open_store(url)` picks the adapter from the URL; database exceptions are translated into
 StoreError at the adapter boundary. SQL text is constant: values only ever travel as bound
@@ -20,13 +21,8 @@ def open_store(url: str) -> Store:
 
         path = url.removeprefix("sqlite:///") if url != "sqlite://" else ":memory:"
         return SqliteStore(path or ":memory:")
-    if url == "memory://":
-        from advisor.store.memory import MemoryStore
-
-        return MemoryStore()
     raise StoreError(
-        f"unsupported database URL {url.split(':', 1)[0]!r}: use sqlite:///PATH, "
-        "postgresql://..., or memory://"
+        f"unsupported database URL {url.split(':', 1)[0]!r}: use sqlite:///PATH or postgresql://..."
     )
 
 

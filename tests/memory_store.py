@@ -1,4 +1,6 @@
-"""In-memory fake store, for tests of code that needs a store but not a database."""
+"""In-memory fake of advisor.store.Store, for tests of code that needs a store but not a database.
+
+It lives with the tests, not in the package: a service cannot be started on it by mistake."""
 
 from __future__ import annotations
 
