@@ -327,3 +327,18 @@ def test_post_estimates_serves_the_estimate(shipped: Catalog, tmp_path: Path) ->
         assert ok["content"]["application/json"]["schema"] == {
             "$ref": "#/components/schemas/Estimate"
         }
+
+
+def test_estimate_does_not_spread_training_over_a_slow_network(shipped: Catalog) -> None:
+    """large_scale_training plans at least 8 GPUs; on g6e.xlarge (one L40S) that is 8 nodes,
+    joined by a 20 Gbit/s network where the profile asks for 400 between nodes: no fit. On
+    p5.48xlarge the 8 GPUs are one node."""
+    request = dict(workload="large_scale_training", params_b=7, tokens=1e11)
+    slow = estimate(shipped, EstimateRequest(**request, instance_type="g6e.xlarge"))  # type: ignore[arg-type]
+    assert not slow.fits and slow.hardware.nodes == 8
+    assert slow.notes == [
+        "needs 8 nodes and g6e.xlarge's 20 Gbit/s network is below the 400 Gbit/s "
+        "large_scale_training needs between nodes"
+    ]
+    one_node = estimate(shipped, EstimateRequest(**request, instance_type="p5.48xlarge"))  # type: ignore[arg-type]
+    assert one_node.fits and one_node.hardware.nodes == 1 and one_node.notes == []

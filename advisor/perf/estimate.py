@@ -74,6 +74,7 @@ def estimate(
     fit = WorkPlan(catalog, req, profile, fleet, min_fleet_reports).fit(acc, per_node)
     price = _price(instance, req) if instance is not None else None
     hourly = price.hourly_usd * fit.nodes if price is not None and not fit.unfit else None
+    notes = _notes(fit, profile, instance)
     return Estimate(
         workload=profile.id,
         model=req.model or f"{req.params_b:g}B parameters",
@@ -85,7 +86,7 @@ def estimate(
             nodes=fit.nodes,
             gpus=fit.rented_gpus,
         ),
-        fits=fit.unfit is None and (profile.scale_out or not fit.spans_nodes),
+        fits=not notes or notes == [_UNPRICED],
         figures=list(fit.figures),
         memory_per_gpu_gb=fit.memory_per_gpu_gb,
         memory_total_gb=fit.memory_total_gb,
@@ -98,7 +99,7 @@ def estimate(
         tokens_per_s=fit.tokens_per_s,
         replicas=fit.replicas,
         cost_per_million_tokens_usd=_cost_per_million_tokens(fit, hourly),
-        notes=_notes(fit, profile, instance),
+        notes=notes,
     )
 
 
@@ -133,12 +134,24 @@ def _cost_per_million_tokens(fit: Fit, hourly_usd: float | None) -> float | None
     return hourly_usd / (served * 3600) * 1e6
 
 
+_UNPRICED = "no price: estimated on an accelerator, not an instance type"
+
+
 def _notes(fit: Fit, profile: WorkloadProfile, instance: InstanceType | None) -> list[str]:
+    """Why the hardware cannot run the work (any note but the unpriced one means it does not
+    fit): memory, a one-node profile on several nodes, a fabric too slow between nodes."""
     notes = [fit.unfit] if fit.unfit else []
     if fit.spans_nodes and not profile.scale_out:
         notes.append(f"needs {fit.nodes} nodes and {profile.id} runs on one node")
+    elif fit.spans_nodes and instance is not None:
+        floor = profile.min_multi_node_network_gbps
+        if instance.network_gbps < floor:
+            notes.append(
+                f"needs {fit.nodes} nodes and {instance.id}'s {instance.network_gbps:g} Gbit/s "
+                f"network is below the {floor:g} Gbit/s {profile.id} needs between nodes"
+            )
     if instance is None:
-        notes.append("no price: estimated on an accelerator, not an instance type")
+        notes.append(_UNPRICED)
     return notes
 
 

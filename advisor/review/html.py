@@ -422,7 +422,7 @@ def _workload(w: WorkloadResult, index: int) -> str:
     costs = w.costs
     bars = [
         Bar(
-            f"{c.instance_type} ({c.gpus}\u00d7 {c.accelerator})",
+            c.instance_type,  # the id alone, so that it is never cut; the GPUs are in the table
             c.cost_usd,
             f"{c.instance_type} in {c.region}: {c.hours:,.1f} h x ${c.hourly_usd:,.2f}/h = "
             f"${c.cost_usd:,.0f}; efficiency {c.efficiency:.3f} ({c.efficiency_source})",
@@ -464,8 +464,7 @@ def _workload(w: WorkloadResult, index: int) -> str:
         f"<h3>{esc(w.label)}</h3>"
         f'<p class="small">Workload profile {esc(w.workload)} (efficiency '
         f"{w.profile_efficiency:.2f}); {esc(w.flops_formula)}{flops}.</p>"
-        f'<div class="pair"><div class="panel">{chart}</div><div class="panel">{table}</div></div>'
-        f"{left}"
+        f'<div class="panel narrow">{chart}</div><div class="panel">{table}{left}</div>'
     )
 
 
