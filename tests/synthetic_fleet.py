@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import random
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,13 +52,16 @@ def _pick(rng: random.Random, weighted: tuple[tuple[str, float], ...]) -> str:
     return rng.choices([w[0] for w in weighted], [w[1] for w in weighted])[0]
 
 
-def hosts(n_hosts: int, seed: int = 7) -> list[Host]:
+def hosts(n_hosts: int, seed: int = 7, sick: Mapping[int, str] | None = None) -> list[Host]:
+    """`sick` (host index -> sickness) replaces the random sicknesses: every other host is well."""
     rng = random.Random(seed)
     out = []
     for i in range(n_hosts):
         acc, _, gpus, it, prefix = rng.choices(MIX, [m[1] for m in MIX])[0]
         roll = rng.random()
         sickness = "throttled" if roll < 0.04 else "pcie_x8" if roll < 0.06 else None
+        if sick is not None:
+            sickness = sick.get(i)
         out.append(Host(f"{prefix}-{i:04d}", acc, gpus, it, _pick(rng, DRIVERS), sickness))
     return out
 
@@ -80,11 +84,16 @@ def _expected(catalog: Catalog, base: dict[str, Any], acc_id: str, check: dict[s
 
 
 def probe_reports(
-    catalog: Catalog, base: dict[str, Any], n_reports: int, n_hosts: int, seed: int = 7
+    catalog: Catalog,
+    base: dict[str, Any],
+    n_reports: int,
+    n_hosts: int,
+    seed: int = 7,
+    sick: Mapping[int, str] | None = None,
 ) -> list[dict[str, Any]]:
     """`n_reports` probe reports spread over `n_hosts` hosts and 30 days, newest last."""
     rng = random.Random(seed + 1)
-    fleet = hosts(n_hosts, seed)
+    fleet = hosts(n_hosts, seed, sick)
     base_checks = base.get("checks") or []
     base_ratio = {
         c["name"]: c["measured"] / c["expected"]

@@ -19,20 +19,28 @@ from fastapi.testclient import TestClient
 from advisor import Catalog, load_catalog
 from advisor.api import create_app
 from advisor.api.settings import Settings
-from advisor.catalog.models import Accelerator, InstanceType
+from advisor.catalog.models import Accelerator, InstanceType, WorkloadProfile
 from advisor.perf.calibration import Calibration
-from advisor.perf.sizing import Shape
+from advisor.perf.estimate import estimate
+from advisor.request import EstimateRequest
 from advisor.review import build_review, from_dir, from_store, render_html
 from advisor.review.analysis import aggregate, band, find_outliers
 from advisor.review.costs import (
     GB_PER_MIB,
     HOURS_PER_MONTH,
-    WorkloadSpec,
-    efficiency_for,
+    CostedJob,
     savings,
     workload_costs,
 )
-from advisor.review.data import CheckResult, GpuUsage, ProbeRecord, ReviewData, UsageRecord
+from advisor.review.data import (
+    CheckResult,
+    GpuUsage,
+    ProbeRecord,
+    ReviewData,
+    UsageRecord,
+    probe_record,
+    usage_record,
+)
 from advisor.review.svg import Bar, RatioBar, bar_chart, ratio_chart
 from tests import synthetic_fleet as synthetic
 from tests.api_server import live_server
@@ -72,8 +80,23 @@ def fleet(
     return [rec(h, acc_id, {check: (r * 100, 100.0, band(r))}) for h, r in ratios.items()]
 
 
+PRETRAIN = {  # scales out; at least 8 GPUs; MFU 0.4
+    "id": "pretrain",
+    "description": "t",
+    "form_factors": ["datacenter"],
+    "scale_out": True,
+    "default_gpu_count": 8,
+    "key_precision": "bf16",
+    "rationale": "t",
+    "sizing": "training",
+    "efficiency": 0.4,
+}
+FINETUNE = {**PRETRAIN, "id": "finetune", "scale_out": False, "default_gpu_count": 0}
+
+
 def tiny_catalog() -> Catalog:
-    """Two accelerators, four instance types; per-GPU prices worked out by hand below."""
+    """Three accelerators, five instance types, two training profiles; per-GPU prices worked
+    out by hand below."""
     accs = [
         acc("big", memory_gb=80, peak_tflops={"bf16": 989, "fp16": 989}),
         acc("small", memory_gb=24, peak_tflops={"bf16": 121, "fp16": 121}),
@@ -89,7 +112,7 @@ def tiny_catalog() -> Catalog:
     return Catalog(
         accelerators={a["id"]: Accelerator.model_validate(a) for a in accs},
         instance_types={i["id"]: InstanceType.model_validate(i) for i in its},
-        workloads={},
+        workloads={w["id"]: WorkloadProfile.model_validate(w) for w in (PRETRAIN, FINETUNE)},
     )
 
 
@@ -111,8 +134,20 @@ def gpu(
     )
 
 
-def fixture_reports() -> list[dict[str, Any]]:
-    return [json.loads(p.read_text()) for p in sorted(FIXTURES.glob("probe-*.json"))]
+# The real H200 runs, by name: "full" and "quick" pass, "expect-h200" passes its --expect,
+# "expect-mi300x" fails (gpu_model, matmul_fp32, matmul_fp8: an H200 is not an MI300X).
+REAL_RUNS = ("expect-h200", "expect-mi300x", "full", "quick")
+SICK = 3  # the synthetic fleet's one throttled host (by index); every other host is well
+
+
+def real_run(name: str) -> dict[str, Any]:
+    report: dict[str, Any] = json.loads((FIXTURES / f"probe-{name}.json").read_text())
+    return report
+
+
+def healthy_fleet(catalog: Catalog, n_reports: int, n_hosts: int) -> list[dict[str, Any]]:
+    """Grown from the passing full run: no host is sick, no check fails."""
+    return synthetic.probe_reports(catalog, real_run("full"), n_reports, n_hosts, sick={})
 
 
 @pytest.fixture(scope="module")
@@ -122,12 +157,13 @@ def catalog() -> Catalog:
 
 @pytest.fixture(scope="module")
 def reports_dir(tmp_path_factory: pytest.TempPathFactory, catalog: Catalog) -> Path:
-    """The four real H200 reports, a synthetic fleet of 300 runs, its utilisation reports."""
+    """The four real H200 reports, a synthetic fleet of 300 runs on 30 hosts grown from the
+    passing full run with exactly one throttled host (SICK), its utilisation reports."""
     d = tmp_path_factory.mktemp("reports")
-    for i, r in enumerate(fixture_reports()):
-        (d / f"real-{i}.json").write_text(json.dumps(r))
-    base = fixture_reports()[1]
-    for i, r in enumerate(synthetic.probe_reports(catalog, base, 300, 30)):
+    for name in REAL_RUNS:
+        (d / f"real-{name}.json").write_text(json.dumps(real_run(name)))
+    fleet = synthetic.probe_reports(catalog, real_run("full"), 300, 30, sick={SICK: "throttled"})
+    for i, r in enumerate(fleet):
         (d / "fleet" / f"p-{i:03d}.json").parent.mkdir(exist_ok=True)
         (d / "fleet" / f"p-{i:03d}.json").write_text(json.dumps(r))
     for i, u in enumerate(synthetic.utilisation_reports(catalog, 30)):
@@ -158,8 +194,8 @@ def test_band_thresholds(ratio: float | None, expected: str) -> None:
 def test_aggregate_matches_the_service_fleet_summary(catalog: Catalog) -> None:
     """The review's per-check figures are the ones GET /v1/fleet/summary serves."""
     store = MemoryStore()
-    for r in synthetic.probe_reports(catalog, fixture_reports()[1], 120, 12):
-        store.add(r)
+    for r in synthetic.probe_reports(catalog, real_run("expect-mi300x"), 120, 12):
+        store.add(r)  # grown from a failing run: the summary's statuses include failures
     stats, _ = aggregate(from_store(store).probes)
     for summary in store.fleet():
         for name, st in summary.checks.items():
@@ -327,53 +363,108 @@ def test_idle_gpu_also_says_what_releasing_it_saves() -> None:
 
 
 @pytest.mark.parametrize(
-    ("ratios", "value", "calibrated", "label"),
+    ("ratios", "median", "reports", "applied"),
     [
-        ([1.0, 1.02, 0.98, 1.01, 0.99], 0.4, True, "fleet-calibrated: 0.4 x median"),
-        ([0.9, 0.9, 0.9, 0.9, 0.9, 0.9], 0.36, True, "fleet-calibrated"),
-        ([0.5, 0.5, 0.5, 0.5], 0.4, False, "default 0.4: 4 fleet report(s)"),
-        ([], 0.4, False, "default 0.4: 0 fleet report(s)"),
+        ([1.0, 1.02, 0.98, 1.01, 0.99], 1.0, 5, True),
+        ([0.9] * 6, 0.9, 6, True),
+        ([0.5] * 4, 0.5, 4, False),  # 4 reports: fewer than 5
+        ([], None, 0, False),
     ],
 )
-def test_efficiency_source_label(
-    ratios: list[float], value: float, calibrated: bool, label: str
+def test_fleet_calibration_applies_from_five_reports(
+    ratios: list[float], median: float | None, reports: int, applied: bool
 ) -> None:
     data = ReviewData("test", fleet({f"h{i}": r for i, r in enumerate(ratios)}))
     review = build_review(data, tiny_catalog(), workloads=[])
-    (eff,) = [e for e in review.efficiencies if e.accelerator == "big"]
-    assert eff.value == pytest.approx(value)
-    assert eff.calibrated is calibrated
-    assert eff.source.startswith(label)
+    (mine,) = [f for f in review.calibration if f.accelerator == "big"]
+    assert mine.ratio == (pytest.approx(median) if median is not None else None)
+    assert (mine.reports, mine.applied) == (reports, applied)
 
 
-def test_workload_cost_is_six_n_d_over_gpus_peak_efficiency_times_price() -> None:
+def test_job_cost_is_eight_n_d_over_gpus_peak_efficiency_times_the_nodes_price() -> None:
+    """7B parameters, 1e11 tokens, recomputation: 8·N·D = 5.6e21 FLOP. The profile asks for at
+    least 8 GPUs, so a 1-GPU type rents 8 nodes and a 4-GPU type 2. Efficiency 0.4, times the
+    fleet's 0.9 on `big` (10 reports). old has no bf16 but an fp16 peak of 65 TFLOP/s."""
     cat = tiny_catalog()
-    eff = {a: efficiency_for(a, {"big": Calibration(1.0, 10)}) for a in ("big", "small", "old")}
-    (result,) = workload_costs(
-        cat, [WorkloadSpec("7B x 1e11", Shape.bare(7), 1e11)], eff, "us-east-1"
-    )
-    hours = 6 * 7e9 * 1e11 / (8 * 989e12 * 0.4) / 3600
+    job = CostedJob("7B x 1e11", "pretrain", 1e11, params_b=7)
+    (result,) = workload_costs(cat, [job], {"big": Calibration(0.9, 10)}, "us-east-1")
+    flops = 8 * 7e9 * 1e11
+    big_h = flops / (8 * 989e12 * 0.4 * 0.9) / 3600  # 546.1 h
+    small_h = flops / (8 * 121e12 * 0.4) / 3600  # 4,017.5 h
+    old_h = flops / (8 * 65e12 * 0.4) / 3600  # 7,478.6 h
+    expected = {  # instance type: (nodes, hours, $/h of all nodes)
+        "old1": (8, old_h, 8 * 0.3),
+        "small4": (2, small_h, 2 * 3.5),
+        "small1": (8, small_h, 8 * 1.0),
+        "big8": (1, big_h, 80),
+        "big1": (8, big_h, 8 * 12),
+    }
+    assert [c.instance_type for c in result.costs] == list(expected)  # cheapest first
+    for c in result.costs:
+        nodes, hours, hourly = expected[c.instance_type]
+        assert (c.nodes, c.gpus) == (nodes, 8), c.instance_type
+        assert c.hours == pytest.approx(hours), c.instance_type
+        assert c.cost_usd == pytest.approx(hours * hourly), c.instance_type
+        assert c.usd_per_billion_tokens == pytest.approx(hours * hourly / 100)
+    assert result.flops == pytest.approx(flops)
+    by_type = {c.instance_type: c for c in result.costs}
+    assert by_type["big8"].efficiency_source.startswith("fleet-calibrated: 0.40 x")
+    assert by_type["small1"].efficiency_source == "catalog default for pretrain"
+    assert result.left_out == []
+
+
+def test_a_one_node_job_leaves_out_types_that_need_more_nodes() -> None:
+    """112 GB of ZeRO-3 states (16 bytes x 7e9) over GPUs with 90% usable: big (72 GB) needs 2
+    GPUs, small (21.6 GB) 6, old (14.4 GB) 8; only big8 holds them on one node."""
+    cat = tiny_catalog()
+    job = CostedJob("7B x 1e9", "finetune", 1e9, params_b=7)
+    (result,) = workload_costs(cat, [job], {}, "us-east-1")
     assert [c.instance_type for c in result.costs] == ["big8"]
-    (c,) = result.costs
-    assert c.hours == pytest.approx(hours)
-    assert c.cost_usd == pytest.approx(hours * 80)
-    assert c.usd_per_billion_tokens == pytest.approx(hours * 80 / 100)
-    assert c.efficiency_source.startswith("fleet-calibrated")
-    # 112 GB of ZeRO-3 states: 1 big (72 GB usable), 1 or 4 small, and old (no bf16) are left out
-    assert [x.split(":")[0] for x in result.left_out] == ["big1", "old1", "small1", "small4"]
-    assert "no dense bf16 peak" in result.left_out[1]
+    assert result.left_out == [
+        "big1: needs 2 nodes and finetune runs on one node",
+        "old1: needs 8 nodes and finetune runs on one node",
+        "small1: needs 6 nodes and finetune runs on one node",
+        "small4: needs 2 nodes and finetune runs on one node",
+    ]
+
+
+def test_review_and_estimate_give_one_answer_for_the_llama_fine_tune(catalog: Catalog) -> None:
+    """The review's row and `advisor estimate --workload fine_tuning --model llama-3-8b --tokens
+    2e9 --instance-type p5.48xlarge` agree, and both match a hand calculation: 8·N·D with
+    N = 8.03e9 (Meta's Llama 3 8B model card) and D = 2e9, over 8 H100 SXM GPUs at 989.4 TFLOP/s
+    dense BF16 (NVIDIA H100 Tensor Core GPU Architecture whitepaper, table "H100 SXM5": 1978.9
+    with sparsity, 989.4 dense) x fine_tuning's efficiency 0.35 = 12.88 h."""
+    hand_hours = 8 * 8.03e9 * 2e9 / (8 * 989.4e12 * 0.35) / 3600
+    review = build_review(ReviewData("empty"), catalog)
+    (job,) = [w for w in review.workloads if w.label.startswith("fine-tune llama-3-8b")]
+    (row,) = [c for c in job.costs if c.instance_type == "p5.48xlarge"]
+    est = estimate(
+        catalog,
+        EstimateRequest(
+            workload="fine_tuning", model="llama-3-8b", tokens=2e9, instance_type="p5.48xlarge"
+        ),
+    )
+    assert est.hours is not None and est.cost_usd is not None
+    assert (row.hours, row.cost_usd) == (est.hours, est.cost_usd)
+    assert row.hours == pytest.approx(hand_hours, rel=1e-3)
+    assert row.hours == pytest.approx(12.88, abs=0.01)
+    assert row.cost_usd == pytest.approx(hand_hours * row.hourly_usd, rel=1e-3)
+    assert row.gpus == 8 and row.nodes == 1
 
 
 def test_workload_costs_cheapest_first(catalog: Catalog) -> None:
     review = build_review(ReviewData("empty"), catalog)
-    assert [w.label for w in review.workloads] == [
-        "fine-tune llama-3-8b on 2e9 tokens",
-        "train a 7B model on 1e11 tokens",
+    assert [(w.label, w.workload) for w in review.workloads] == [
+        ("fine-tune llama-3-8b on 2e9 tokens", "fine_tuning"),
+        ("train a 7B model on 1e11 tokens", "large_scale_training"),
     ]
     for w in review.workloads:
         costs = [c.cost_usd for c in w.costs]
         assert costs == sorted(costs) and len(costs) >= 5
-        assert all(c.efficiency == 0.4 for c in w.costs)  # an empty fleet calibrates nothing
+        # an empty fleet calibrates nothing: the profile's own efficiency
+        assert {(c.efficiency, c.efficiency_source) for c in w.costs} == {
+            (w.profile_efficiency, f"catalog default for {w.workload}")
+        }
 
 
 # --- SVG and HTML -------------------------------------------------------------------------------
@@ -397,29 +488,57 @@ def test_svg_charts_escape_text_and_are_well_formed() -> None:
     assert any("<script>" in t for t in texts)  # what a reader sees is the original text
 
 
+def section(page: str, name: str) -> str:
+    found = re.search(rf'<section id="{name}">.*?</section>', page, flags=re.S)
+    assert found is not None, name
+    return found.group(0)
+
+
 def test_page_escapes_a_hostile_host_name(catalog: Catalog) -> None:
-    report = fixture_reports()[3]  # the --expect mi300x run: it fails, so the host is an outlier
+    report = real_run("expect-mi300x")  # it fails gpu_model: its host is an outlier
     report["inventory"]["hostname"] = EVIL
     usage = synthetic.utilisation_reports(catalog, 3, share=1.0)
     for u in usage:
         u["host"] = EVIL + u["host"]
     data = ReviewData("test")
-    from advisor.review.data import probe_record, usage_record
-
     data.probes.append(probe_record("1", report))
     data.usage += [usage_record(u) for u in usage]
-    page = render_html(build_review(data, catalog))
+    review = build_review(data, catalog)
+    assert {o.host for o in review.outliers} == {EVIL}  # the name really reaches the page
+    page = render_html(review)
     assert "<script" not in page
-    assert "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
+    escaped = "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;"
+    assert escaped in section(page, "outliers") and escaped in section(page, "savings")
     for svg in re.findall(r"<svg.*?</svg>", page, flags=re.S):
         ET.fromstring(svg)
+
+
+def test_only_the_throttled_host_is_an_outlier(catalog: Catalog) -> None:
+    """A fleet grown from a passing run, one host throttled (matmuls at 72-86% of the rest):
+    that host, and no other, is flagged, and only for matmul checks."""
+    n_hosts, sick = 12, 5
+    reports = synthetic.probe_reports(
+        catalog, real_run("full"), 120, n_hosts, sick={sick: "throttled"}
+    )
+    data = ReviewData("test", [probe_record(str(i), r) for i, r in enumerate(reports)])
+    outliers = build_review(data, catalog, workloads=[]).outliers
+    sick_host = synthetic.hosts(n_hosts)[sick].name
+    assert {o.host for o in outliers} == {sick_host}
+    assert {o.check for o in outliers} <= set(synthetic.MATMULS)
+    assert {"matmul_bf16", "matmul_fp16"} <= {o.check for o in outliers}
+
+
+def test_a_healthy_fleet_has_no_outliers(catalog: Catalog) -> None:
+    reports = healthy_fleet(catalog, 120, 12)
+    data = ReviewData("test", [probe_record(str(i), r) for i, r in enumerate(reports)])
+    assert build_review(data, catalog, workloads=[]).outliers == []
 
 
 def test_page_has_every_section_and_makes_no_requests(reports_dir: Path, catalog: Catalog) -> None:
     review = build_review(from_dir(reports_dir), catalog)
     page = render_html(review)
-    for section in SECTIONS:
-        assert f'<section id="{section}">' in page
+    for name in SECTIONS:
+        assert f'<section id="{name}">' in page
     for heading in (
         "1. Fleet inventory",
         "2. Measured / expected",
@@ -433,7 +552,9 @@ def test_page_has_every_section_and_makes_no_requests(reports_dir: Path, catalog
     assert "<script" not in page and "<link" not in page and "<img" not in page
     urls = set(re.findall(r"https?://[^\s\"'<>]+", page))
     assert urls <= {"http://www.w3.org/2000/svg"}  # the SVG namespace is a name, not a request
-    assert review.outliers and review.savings and review.ratios
+    # the real runs' host "vm" failed its --expect mi300x run; the throttled host is slow
+    assert {o.host for o in review.outliers} == {"vm", synthetic.hosts(30)[SICK].name}
+    assert review.savings and review.ratios
     assert {n for n in review.notes} >= {
         "notes.json: neither a probe report nor a utilisation report, left out",
         "broken.json: not readable JSON (JSONDecodeError), left out",
@@ -450,13 +571,20 @@ def test_from_dir_reads_probe_and_utilisation_reports(reports_dir: Path) -> None
 
 
 def test_inventory_counts_each_gpu_once(reports_dir: Path, catalog: Catalog) -> None:
+    """Counted from the fixture: the 4 real runs are one H200 (one UUID) on host "vm"; each of
+    the 30 synthetic hosts runs 10 reports on devices (i // 30) % GPUs for i = 0..299, so every
+    one of its 8 (L40S: 4) GPUs reports at least once."""
     inv = build_review(from_dir(reports_dir), catalog).inventory
+    per_accelerator: dict[str, int] = {"h200-sxm": 1}
+    for h in synthetic.hosts(30):
+        per_accelerator[h.accelerator] = per_accelerator.get(h.accelerator, 0) + h.gpus
     assert inv.reports == 304
-    # the 4 real runs are one H200 (one UUID); 30 synthetic hosts hold 4 or 8 GPUs each
-    assert dict(inv.gpus_by_accelerator)["h200-sxm"] >= 1
-    assert inv.gpus == sum(n for _, n in inv.gpus_by_accelerator)
+    assert dict(inv.gpus_by_accelerator) == per_accelerator
+    assert inv.gpus == 1 + sum(h.gpus for h in synthetic.hosts(30))
     assert inv.hosts == 31
-    assert sum(inv.verdicts.values()) == 304
+    # every run passes but the throttled host's 10 (matmuls below 90%) and the mi300x run
+    assert inv.verdicts["pass"] == 290 + 3
+    assert inv.verdicts.get("fail", 0) + inv.verdicts.get("warn", 0) == 10 + 1
 
 
 # --- CLI ----------------------------------------------------------------------------------------
@@ -487,7 +615,7 @@ def test_cli_json(reports_dir: Path) -> None:
     assert p.returncode == 0, p.stderr
     data = json.loads(p.stdout)
     assert data["inventory"]["reports"] == 304
-    assert {"ratios", "outliers", "savings", "workloads", "efficiencies"} <= set(data)
+    assert {"ratios", "outliers", "savings", "workloads", "calibration"} <= set(data)
     assert data["workloads"][0]["costs"][0]["cost_usd"] > 0
 
 
@@ -525,7 +653,7 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
 
 def test_api_review_is_html(client: TestClient, catalog: Catalog) -> None:
     auth = {"Authorization": f"Bearer {TOKEN}"}
-    for report in fixture_reports():
+    for report in map(real_run, REAL_RUNS):
         assert client.post("/v1/probe-reports", json=report, headers=auth).status_code == 201
     for u in synthetic.utilisation_reports(catalog, 4, share=1.0):
         r = client.post("/v1/utilisation-reports", json=u, headers=auth)
@@ -552,7 +680,7 @@ def test_cli_review_from_a_live_server(tmp_path: Path, catalog: Catalog) -> None
     """--server: lists the reports, fetches each body, and the utilisation reports."""
     with live_server(tmp_path, TOKEN) as server:
         auth = {"Authorization": f"Bearer {TOKEN}"}
-        reports = synthetic.probe_reports(catalog, fixture_reports()[1], 520, 20)  # 2 pages
+        reports = healthy_fleet(catalog, 520, 20)  # 2 pages
         with httpx.Client(base_url=server.base_url, headers=auth) as http:
             for r in reports:
                 assert http.post("/v1/probe-reports", json=r).status_code == 201
@@ -574,10 +702,11 @@ def test_cli_review_page_is_taken_from_the_service(tmp_path: Path, catalog: Cata
         with httpx.Client(
             base_url=server.base_url, headers={"Authorization": f"Bearer {TOKEN}"}
         ) as http:
-            for r in synthetic.probe_reports(catalog, fixture_reports()[1], 30, 5):
+            for r in healthy_fleet(catalog, 30, 5):
                 assert http.post("/v1/probe-reports", json=r).status_code == 201
         p = run("--server", server.base_url, "--output", str(tmp_path / "served.html"))
     assert p.returncode == 0, p.stderr
     assert "as served by" in p.stderr
     page = (tmp_path / "served.html").read_text()
-    assert page.startswith("<!DOCTYPE html>") and page.count("<svg") >= 3 and "30" in page
+    assert page.startswith("<!DOCTYPE html>") and page.count("<svg") >= 3
+    assert "<b>30</b><span>probe reports</span>" in page

@@ -6,13 +6,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from advisor import Catalog, InputError, Workload, recommend
+from advisor.api import create_app
+from advisor.api.settings import Settings
 from advisor.perf.calibration import Calibration
 from advisor.perf.estimate import estimate
 from advisor.perf.sizing import Shape, inference_memory
@@ -27,6 +31,7 @@ def test_fine_tuning_ranks_by_cost_to_completion(shipped: Catalog) -> None:
     # among options the profile does not penalise, ranking is by cost to completion
     plain = [r for r in result.recommendations if not any("worse" in x for x in r.reasons)]
     costs = [r.sizing["cost_to_completion_usd"] for r in plain if r.sizing]
+    assert len(costs) == len(plain) >= 5  # every recommendation is sized
     assert costs == sorted(costs)
     top = result.recommendations[0]
     assert (
@@ -39,7 +44,7 @@ def test_fine_tuning_ranks_by_cost_to_completion(shipped: Catalog) -> None:
 def test_time_objective_prefers_more_compute(shipped: Catalog) -> None:
     w = Workload(workload="fine_tuning", model="llama-3-8b", tokens=2e9, objective="time", limit=5)
     hours = [r.sizing["hours"] for r in recommend(shipped, w).recommendations if r.sizing]
-    assert hours == sorted(hours)
+    assert len(hours) == 5 and hours == sorted(hours)
 
 
 def test_inference_ranks_by_cost_per_million_tokens(shipped: Catalog) -> None:
@@ -54,7 +59,7 @@ def test_inference_ranks_by_cost_per_million_tokens(shipped: Catalog) -> None:
     result = recommend(shipped, w)
     assert result.objective == "cost_per_million_tokens" and result.ok
     cpm = [r.sizing["cost_per_million_tokens_usd"] for r in result.recommendations if r.sizing]
-    assert cpm == sorted(cpm)
+    assert len(cpm) == len(result.recommendations) >= 5 and cpm == sorted(cpm)
     assert all(r.sizing and r.sizing["tokens_per_s"] >= 5000 for r in result.recommendations)
 
 
@@ -101,7 +106,7 @@ def test_estimate_reports_every_figure(shipped: Catalog) -> None:
             workload="fine_tuning", model="llama-3-8b", tokens=2e9, instance_type="p5.48xlarge"
         ),
     )
-    names = [f["name"] for f in r["figures"]]
+    names = [f.name for f in r.figures]
     assert names == [
         "model_states_per_gpu_gb",
         "activations_per_gpu_gb",
@@ -109,11 +114,10 @@ def test_estimate_reports_every_figure(shipped: Catalog) -> None:
         "training_flops",
         "hours",
     ]
-    assert all(f["formula"] for f in r["figures"])
-    assert r["fits"] and r["cost_usd"] == pytest.approx(r["hours"] * r["hourly_usd"])
-    assert r["memory_per_gpu_gb"] == pytest.approx(
-        8.03e9 * 16 / 8 / 1e9 + 2 * 4096 * 4096 * 32 / 1e9
-    )
+    assert all(f.formula for f in r.figures)
+    assert r.fits and r.hours is not None and r.hourly_usd is not None
+    assert r.cost_usd == pytest.approx(r.hours * r.hourly_usd)
+    assert r.memory_per_gpu_gb == pytest.approx(8.03e9 * 16 / 8 / 1e9 + 2 * 4096 * 4096 * 32 / 1e9)
 
 
 def test_estimate_says_when_it_cannot_fit(shipped: Catalog) -> None:
@@ -126,7 +130,7 @@ def test_estimate_says_when_it_cannot_fit(shipped: Catalog) -> None:
             instance_type="p5.48xlarge",
         ),
     )
-    assert not r["fits"] and "ZeRO stage 0 keeps" in r["notes"][0]
+    assert not r.fits and "ZeRO stage 0 keeps" in r.notes[0]
 
 
 def test_estimate_on_an_unpriced_accelerator(shipped: Catalog) -> None:
@@ -140,7 +144,7 @@ def test_estimate_on_an_unpriced_accelerator(shipped: Catalog) -> None:
             context_tokens=8192,
         ),
     )
-    assert r["hourly_usd"] is None and r["tokens_per_s"] > 0 and "no price" in r["notes"][-1]
+    assert r.hourly_usd is None and r.tokens_per_s and "no price" in r.notes[-1]
 
 
 def test_estimate_cli_json_and_exit_codes() -> None:
@@ -163,7 +167,34 @@ def test_estimate_cli_json_and_exit_codes() -> None:
         "p5.48xlarge",
         "--json",
     )
-    assert ok.returncode == 0 and json.loads(ok.stdout)["hours"] > 0
+    assert ok.returncode == 0, ok.stderr
+    body = json.loads(ok.stdout)
+    assert list(body) == TRAINING_KEYS  # the contract: these keys, in this order
+    assert list(body["hardware"]) == [
+        "instance_type",
+        "accelerator",
+        "gpus_per_node",
+        "nodes",
+        "gpus",
+    ]
+    assert list(body["figures"][0]) == ["name", "value", "unit", "formula"]
+    # 8 x 8.03e9 x 2e9 FLOP / (8 x 989.4e12 x 0.35) / 3600 (H100 SXM5 dense BF16, whitepaper)
+    assert body["hours"] == pytest.approx(8 * 8.03e9 * 2e9 / (8 * 989.4e12 * 0.35) / 3600, rel=1e-3)
+    serve = run(
+        "--workload",
+        "high_throughput_inference",
+        "--model",
+        "llama-3-8b",
+        "--instance-type",
+        "p5.48xlarge",
+        "--purchase",
+        "any",
+        "--json",
+    )
+    assert serve.returncode == 0, serve.stderr
+    body = json.loads(serve.stdout)
+    assert list(body) == [*TRAINING_KEYS, "cost_per_million_tokens_usd"]
+    assert body["price"]["purchase"] == "spot"  # any: the cheaper of on demand and spot
     unfit = run(
         "--workload",
         "fine_tuning",
@@ -188,6 +219,25 @@ def test_estimate_cli_json_and_exit_codes() -> None:
     assert bad.returncode == 2 and "zero_stage" in bad.stderr and "Traceback" not in bad.stderr
 
 
+TRAINING_KEYS = [
+    "workload",
+    "model",
+    "sizing",
+    "hardware",
+    "fits",
+    "figures",
+    "memory_per_gpu_gb",
+    "memory_total_gb",
+    "efficiency",
+    "efficiency_source",
+    "hours",
+    "hourly_usd",
+    "price",
+    "cost_usd",
+    "tokens_per_s",
+    "replicas",
+    "notes",
+]
 INFERENCE = ["high_throughput_inference", "low_latency_inference"]
 
 
@@ -243,3 +293,52 @@ def test_llama2_70b_fp16_never_undersized(shipped: Catalog) -> None:
         )
     rejected = {r.id: r for r in result.rejected}
     assert "MEMORY_INSUFFICIENT" in rejected["g6.xlarge"].codes  # one 24 GB L4 cannot hold 138 GB
+
+
+def test_post_estimates_serves_the_estimate(shipped: Catalog, tmp_path: Path) -> None:
+    """POST /v1/estimates answers what estimate() does, keys and figures alike; an inference
+    body carries cost_per_million_tokens_usd, a training body does not."""
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/api.db")  # type: ignore[arg-type]
+    training = {
+        "workload": "fine_tuning",
+        "model": "llama-3-8b",
+        "tokens": 2e9,
+        "instance_type": "p5.48xlarge",
+    }
+    serving = {
+        "workload": "high_throughput_inference",
+        "model": "llama-3-8b",
+        "instance_type": "p5.48xlarge",
+        "throughput_tokens_s": 5000,
+    }
+    with TestClient(create_app(settings)) as client:
+        for body in (training, serving):
+            r = client.post("/v1/estimates", json=body)
+            assert r.status_code == 200, r.text
+            expected = estimate(shipped, EstimateRequest.model_validate(body))
+            assert r.json() == expected.model_dump(mode="json")
+            assert ("cost_per_million_tokens_usd" in r.json()) is (body is serving)
+        hours = client.post("/v1/estimates", json=training).json()["hours"]
+        assert hours == pytest.approx(8 * 8.03e9 * 2e9 / (8 * 989.4e12 * 0.35) / 3600, rel=1e-3)
+        bad = client.post("/v1/estimates", json={**training, "instance_type": "p5.48xlarg"})
+        assert bad.status_code == 404 and "did you mean 'p5.48xlarge'" in bad.json()["detail"]
+        schema = client.get("/openapi.json").json()
+        ok = schema["paths"]["/v1/estimates"]["post"]["responses"]["200"]
+        assert ok["content"]["application/json"]["schema"] == {
+            "$ref": "#/components/schemas/Estimate"
+        }
+
+
+def test_estimate_does_not_spread_training_over_a_slow_network(shipped: Catalog) -> None:
+    """large_scale_training plans at least 8 GPUs; on g6e.xlarge (one L40S) that is 8 nodes,
+    joined by a 20 Gbit/s network where the profile asks for 400 between nodes: no fit. On
+    p5.48xlarge the 8 GPUs are one node."""
+    request = dict(workload="large_scale_training", params_b=7, tokens=1e11)
+    slow = estimate(shipped, EstimateRequest(**request, instance_type="g6e.xlarge"))  # type: ignore[arg-type]
+    assert not slow.fits and slow.hardware.nodes == 8
+    assert slow.notes == [
+        "needs 8 nodes and g6e.xlarge's 20 Gbit/s network is below the 400 Gbit/s "
+        "large_scale_training needs between nodes"
+    ]
+    one_node = estimate(shipped, EstimateRequest(**request, instance_type="p5.48xlarge"))  # type: ignore[arg-type]
+    assert one_node.fits and one_node.hardware.nodes == 1 and one_node.notes == []

@@ -44,34 +44,6 @@ class AlternativeOut(_Out):
     sentence: str
 
 
-class FigureOut(_Out):
-    name: str
-    value: float
-    unit: str
-    formula: str
-
-
-class EstimateResult(_Out):
-    workload: str
-    model: str
-    sizing: str
-    hardware: dict[str, str | int | None]
-    fits: bool
-    figures: list[FigureOut]
-    memory_per_gpu_gb: float
-    memory_total_gb: float
-    efficiency: float
-    efficiency_source: str
-    hours: float | None
-    hourly_usd: float | None
-    price: dict[str, Any] | None
-    cost_usd: float | None
-    tokens_per_s: float | None
-    replicas: int | None
-    cost_per_million_tokens_usd: float | None = None
-    notes: list[str]
-
-
 class RecommendationResult(_Out):
     workload: str
     objective: str

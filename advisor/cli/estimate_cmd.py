@@ -9,7 +9,7 @@ from rich.table import Table
 
 from advisor.cli import sizing_opts as opts
 from advisor.cli.common import console, emit_json, get_catalog, money
-from advisor.perf.estimate import estimate
+from advisor.perf.estimate import Estimate, estimate
 from advisor.request import EstimateRequest, parse_request
 
 
@@ -23,7 +23,7 @@ def estimate_cmd(
     gpus_per_node: Annotated[int, typer.Option(help="GPUs per node with --accelerator.")] = 8,
     gpu_count: Annotated[int | None, typer.Option(help="At least this many GPUs.")] = None,
     region: Annotated[str | None, typer.Option(help="Price region.")] = None,
-    purchase: Annotated[str, typer.Option(help="on_demand or spot.")] = "on_demand",
+    purchase: opts.Purchase = "on_demand",
     zero_stage: opts.ZeroStage = 3,
     seq_len: opts.SeqLen = None,
     batch: opts.Batch = None,
@@ -42,7 +42,7 @@ def estimate_cmd(
         "gpus_per_node": gpus_per_node,
         "gpu_count": gpu_count,
         "region": region,
-        "purchase": purchase,
+        "purchase": opts.PURCHASES.get(purchase, purchase),
         **opts.sizing_fields(
             model,
             params_b,
@@ -59,36 +59,39 @@ def estimate_cmd(
     request = parse_request(EstimateRequest, raw)
     result = estimate(get_catalog(), request, opts.fleet_from_server(server))
     if json_out:
-        emit_json(result)
+        emit_json(result.model_dump(mode="json"))
     else:
         render(result)
-    if not result["fits"]:
+    if not result.fits:
         raise typer.Exit(1)
 
 
-def render(r: dict[str, Any]) -> None:
+def render(r: Estimate) -> None:
     out = console()
-    hw = r["hardware"]
-    where = hw["instance_type"] or f"{hw['gpus_per_node']} x {hw['accelerator']} per node"
-    table = Table(title=f"{r['model']} ({r['workload']}) on {where}")
+    hw = r.hardware
+    where = hw.instance_type or f"{hw.gpus_per_node} x {hw.accelerator} per node"
+    table = Table(title=f"{r.model} ({r.workload}) on {where}")
     for col in ("figure", "value", "unit", "formula"):
         table.add_column(col, overflow="fold", justify="right" if col == "value" else "left")
-    for f in r["figures"]:
-        table.add_row(f["name"], f"{f['value']:,.4g}", f["unit"], f["formula"])
+    for f in r.figures:
+        table.add_row(f.name, f"{f.value:,.4g}", f.unit, f.formula)
     out.print(table)
-    lines = [
-        f"{hw['nodes']} node(s), {hw['gpus']} GPU(s); {r['memory_per_gpu_gb']:,.1f} GB per GPU",
-        f"efficiency {r['efficiency']:.2f}: {r['efficiency_source']}",
-    ]
-    if r["hours"] is not None:
-        lines.append(
-            f"{r['hours']:,.1f} hours; {money(r['hourly_usd'])}/h; cost {money(r['cost_usd'])}"
-        )
-    if r.get("cost_per_million_tokens_usd") is not None:
-        lines.append(
-            f"{r['tokens_per_s']:,.0f} tokens/s over {r['replicas']} replica(s); "
-            f"{money(r['cost_per_million_tokens_usd'])} per million tokens"
-        )
-    lines += [f"note: {n}" for n in r["notes"]]
-    for line in lines:
+    for line in _summary(r):
         out.print(line, highlight=False, markup=False)
+
+
+def _summary(r: Estimate) -> list[str]:
+    """The lines under the table: GPUs and memory, efficiency, time and cost, notes."""
+    hw = r.hardware
+    lines = [
+        f"{hw.nodes} node(s), {hw.gpus} GPU(s); {r.memory_per_gpu_gb:,.1f} GB per GPU",
+        f"efficiency {r.efficiency:.2f}: {r.efficiency_source}",
+    ]
+    if r.hours is not None:
+        lines.append(f"{r.hours:,.1f} hours; {money(r.hourly_usd)}/h; cost {money(r.cost_usd)}")
+    if r.cost_per_million_tokens_usd is not None and r.tokens_per_s is not None:
+        lines.append(
+            f"{r.tokens_per_s:,.0f} tokens/s over {r.replicas} replica(s); "
+            f"{money(r.cost_per_million_tokens_usd)} per million tokens"
+        )
+    return lines + [f"note: {n}" for n in r.notes]

@@ -13,8 +13,6 @@ from advisor.engine import Recommendation, Result
 from advisor.engine import recommend as run_engine
 from advisor.request import Workload, parse_request
 
-PURCHASES = {"on_demand": "on_demand", "spot": "spot", "any": None}
-
 
 def recommend(
     workload: Annotated[
@@ -34,7 +32,7 @@ def recommend(
     region: Annotated[str | None, typer.Option(help="Cloud region, e.g. us-east-1.")] = None,
     provider: Annotated[str | None, typer.Option(help="aws, gcp or azure.")] = None,
     max_hourly_usd: Annotated[float | None, typer.Option(help="Budget in USD per hour.")] = None,
-    purchase: Annotated[str, typer.Option(help="on_demand, spot or any.")] = "on_demand",
+    purchase: opts.Purchase = "on_demand",
     gpu_count: Annotated[int | None, typer.Option(help="At least this many GPUs.")] = None,
     objective: Annotated[
         str | None, typer.Option(help="cheapest, performance or price_performance.")
@@ -63,7 +61,7 @@ def recommend(
         "region": region,
         "provider": provider,
         "max_hourly_usd": max_hourly_usd,
-        "purchase": PURCHASES.get(purchase, purchase),
+        "purchase": opts.PURCHASES.get(purchase, purchase),
         "gpu_count": gpu_count,
         "objective": objective,
         "limit": limit,

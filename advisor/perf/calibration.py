@@ -1,9 +1,16 @@
-"""The fleet's calibration: measured / expected matmul_bf16 per accelerator, from probe reports."""
+"""The one efficiency rule, and the fleet's calibration it reads (from probe reports).
+
+Efficiency (model FLOP utilisation for training, share of memory bandwidth for decode) is the
+workload profile's base efficiency (catalog), times the fleet's median measured / expected
+matmul_bf16 for the accelerator when at least `min_reports` probe reports give that ratio.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+
+MIN_FLEET_REPORTS = 5  # fewer measured reports than this: the fleet's median is noise
 
 
 @dataclass(frozen=True)
@@ -12,6 +19,38 @@ class Calibration:
 
     ratio: float
     reports: int
+
+
+@dataclass(frozen=True)
+class Efficiency:
+    value: float
+    source: str  # one sentence: which rule gave the value
+    calibrated: bool  # True when the fleet's ratio was applied
+
+
+def calibrates(cal: Calibration | None, min_reports: int = MIN_FLEET_REPORTS) -> bool:
+    """Whether the fleet's ratio is trusted: enough reports measured it."""
+    return cal is not None and cal.reports >= min_reports
+
+
+def efficiency(
+    base: float,
+    workload: str,
+    cal: Calibration | None,
+    min_reports: int = MIN_FLEET_REPORTS,
+) -> Efficiency:
+    """`base` (the profile of `workload`) x the fleet's ratio when `calibrates`, else `base`."""
+    if cal is not None and calibrates(cal, min_reports):
+        return Efficiency(
+            base * cal.ratio,
+            f"fleet-calibrated: {base:.2f} x the fleet's median measured/expected matmul_bf16 "
+            f"{cal.ratio:.2f} over {cal.reports} probe reports",
+            True,
+        )
+    why = f"catalog default for {workload}"
+    if cal is not None:
+        why += f" (the fleet has only {cal.reports} report(s), {min_reports} needed)"
+    return Efficiency(base, why, False)
 
 
 def calibrations(fleet: list[dict[str, Any]]) -> dict[str, Calibration]:

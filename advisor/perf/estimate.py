@@ -1,4 +1,5 @@
-"""`advisor estimate`: every intermediate figure of sizing one workload on one kind of hardware.
+"""`advisor estimate` and POST /v1/estimates: every intermediate figure of sizing one workload
+on one kind of hardware, as a typed `Estimate`.
 
 Pure: takes the catalog (and the fleet's calibration, if any) as arguments.
 """
@@ -6,87 +7,165 @@ Pure: takes the catalog (and the fleet's calibration, if any) as arguments.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.catalog import Catalog, get_accelerator, get_instance_type
-from advisor.catalog.models import InstanceType, Price, Purchase
+from advisor.catalog.models import Accelerator, InstanceType, Price, WorkloadProfile
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError
-from advisor.perf.calibration import Calibration
-from advisor.perf.fitting import WorkPlan
+from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
+from advisor.perf.fitting import Fit, WorkPlan
+from advisor.perf.sizing import Figure
 from advisor.request import EstimateRequest, Workload
+
+
+def _absent_when_none(value: object) -> bool:
+    return value is None
+
+
+class _Result(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Hardware(_Result):
+    """What the estimate runs on: one instance type (priced) or an accelerator (unpriced)."""
+
+    instance_type: str | None
+    accelerator: str
+    gpus_per_node: int
+    nodes: int
+    gpus: int  # rented: nodes x GPUs per node
+
+
+class Estimate(_Result):
+    """Every figure of one sized workload on one kind of hardware (the JSON contract)."""
+
+    workload: str
+    model: str
+    sizing: str  # the profile's sizing kind: training or inference
+    hardware: Hardware
+    fits: bool
+    figures: list[Figure]
+    memory_per_gpu_gb: float
+    memory_total_gb: float
+    efficiency: float
+    efficiency_source: str
+    hours: float | None
+    hourly_usd: float | None  # all rented nodes together
+    price: Price | None  # of one node
+    cost_usd: float | None
+    tokens_per_s: float | None
+    replicas: int | None
+    notes: list[str]
+    # absent from the JSON unless the workload is inference on a priced instance type
+    cost_per_million_tokens_usd: Annotated[float | None, Field(exclude_if=_absent_when_none)] = None
 
 
 def estimate(
     catalog: Catalog,
     req: EstimateRequest,
     fleet: Mapping[str, Calibration] | None = None,
-    min_fleet_reports: int = 5,
-) -> dict[str, Any]:
+    min_fleet_reports: int = MIN_FLEET_REPORTS,
+) -> Estimate:
+    profile = _profile(catalog, req)
+    instance, acc, per_node = _hardware(catalog, req)
+    fit = WorkPlan(catalog, req, profile, fleet, min_fleet_reports).fit(acc, per_node)
+    price = _price(instance, req) if instance is not None else None
+    hourly = price.hourly_usd * fit.nodes if price is not None and not fit.unfit else None
+    notes = _notes(fit, profile, instance)
+    return Estimate(
+        workload=profile.id,
+        model=req.model or f"{req.params_b:g}B parameters",
+        sizing=profile.sizing,
+        hardware=Hardware(
+            instance_type=instance.id if instance else None,
+            accelerator=acc.id,
+            gpus_per_node=per_node,
+            nodes=fit.nodes,
+            gpus=fit.rented_gpus,
+        ),
+        fits=not notes or notes == [_UNPRICED],
+        figures=list(fit.figures),
+        memory_per_gpu_gb=fit.memory_per_gpu_gb,
+        memory_total_gb=fit.memory_total_gb,
+        efficiency=fit.efficiency,
+        efficiency_source=fit.efficiency_source,
+        hours=fit.hours,
+        hourly_usd=hourly,
+        price=price,
+        cost_usd=hourly * fit.hours if hourly is not None and fit.hours is not None else None,
+        tokens_per_s=fit.tokens_per_s,
+        replicas=fit.replicas,
+        cost_per_million_tokens_usd=_cost_per_million_tokens(fit, hourly),
+        notes=notes,
+    )
+
+
+def _profile(catalog: Catalog, req: EstimateRequest) -> WorkloadProfile:
     if not req.sized:
         raise InputError("estimate needs a model: give model (a preset id) or params_b")
     profile = catalog.workloads.get(req.workload)
     if profile is None:
         raise InputError(unknown("workload", req.workload, catalog.workloads))
-    instance: InstanceType | None = None
+    return profile
+
+
+def _hardware(
+    catalog: Catalog, req: EstimateRequest
+) -> tuple[InstanceType | None, Accelerator, int]:
+    """The instance type (None on a bare accelerator), its accelerator and GPUs per node."""
     if req.instance_type is not None:
         instance = get_instance_type(catalog, req.instance_type)
         if instance.accelerator is None:
             raise InputError(f"{instance.id} has no GPU: estimates are for GPU instance types")
-        acc, per_node = get_accelerator(catalog, instance.accelerator), instance.gpu_count
-    elif req.accelerator is not None:
-        acc, per_node = get_accelerator(catalog, req.accelerator), req.gpus_per_node
-    else:
-        raise InputError("give instance_type (priced) or accelerator (unpriced) to estimate on")
-    plan = WorkPlan(catalog, req, profile, fleet, min_fleet_reports)
-    fit = plan.fit(acc, per_node)
-    price = _price(instance, req) if instance is not None else None
-    hourly = price.hourly_usd * fit.nodes if price is not None and not fit.unfit else None
-    out: dict[str, Any] = {
-        "workload": profile.id,
-        "model": req.model or f"{req.params_b:g}B parameters",
-        "sizing": profile.sizing,
-        "hardware": {
-            "instance_type": instance.id if instance else None,
-            "accelerator": acc.id,
-            "gpus_per_node": per_node,
-            "nodes": fit.nodes,
-            "gpus": fit.rented_gpus,
-        },
-        "fits": fit.unfit is None and (profile.scale_out or not fit.spans_nodes),
-        "figures": [vars(f) for f in fit.figures],
-        "memory_per_gpu_gb": fit.memory_per_gpu_gb,
-        "memory_total_gb": fit.memory_total_gb,
-        "efficiency": fit.efficiency,
-        "efficiency_source": fit.efficiency_source,
-        "hours": fit.hours,
-        "hourly_usd": hourly,
-        "price": price.model_dump(mode="json") if price else None,
-        "cost_usd": hourly * fit.hours if hourly is not None and fit.hours is not None else None,
-        "tokens_per_s": fit.tokens_per_s,
-        "replicas": fit.replicas,
-        "notes": [],
-    }
-    if fit.unfit:
-        out["notes"].append(fit.unfit)
+        return instance, get_accelerator(catalog, instance.accelerator), instance.gpu_count
+    if req.accelerator is not None:
+        return None, get_accelerator(catalog, req.accelerator), req.gpus_per_node
+    raise InputError("give instance_type (priced) or accelerator (unpriced) to estimate on")
+
+
+def _cost_per_million_tokens(fit: Fit, hourly_usd: float | None) -> float | None:
+    """Hourly price over the tokens paid for (the target, or the capacity) in an hour."""
+    if not fit.tokens_per_s or hourly_usd is None:
+        return None
+    served = fit.served_tokens_per_s or fit.tokens_per_s
+    return hourly_usd / (served * 3600) * 1e6
+
+
+_UNPRICED = "no price: estimated on an accelerator, not an instance type"
+
+
+def _notes(fit: Fit, profile: WorkloadProfile, instance: InstanceType | None) -> list[str]:
+    """Why the hardware cannot run the work (any note but the unpriced one means it does not
+    fit): memory, a one-node profile on several nodes, a fabric too slow between nodes."""
+    notes = [fit.unfit] if fit.unfit else []
     if fit.spans_nodes and not profile.scale_out:
-        out["notes"].append(f"needs {fit.nodes} nodes and {profile.id} runs on one node")
-    if fit.tokens_per_s and hourly is not None:
-        served = fit.served_tokens_per_s or fit.tokens_per_s
-        out["cost_per_million_tokens_usd"] = hourly / (served * 3600) * 1e6
+        notes.append(f"needs {fit.nodes} nodes and {profile.id} runs on one node")
+    elif fit.spans_nodes and instance is not None:
+        floor = profile.min_multi_node_network_gbps
+        if instance.network_gbps < floor:
+            notes.append(
+                f"needs {fit.nodes} nodes and {instance.id}'s {instance.network_gbps:g} Gbit/s "
+                f"network is below the {floor:g} Gbit/s {profile.id} needs between nodes"
+            )
     if instance is None:
-        out["notes"].append("no price: estimated on an accelerator, not an instance type")
-    return out
+        notes.append(_UNPRICED)
+    return notes
 
 
 def _price(instance: InstanceType, req: Workload) -> Price | None:
-    purchase = req.purchase or Purchase.on_demand
+    """The cheapest price of the request's purchase option (None: either), in its region when
+    given: the same reading of `purchase` as `recommend`'s."""
     prices = [
         p
         for p in instance.prices
-        if p.purchase == purchase and (req.region is None or p.region == req.region)
+        if (req.purchase is None or p.purchase == req.purchase)
+        and (req.region is None or p.region == req.region)
     ]
     if not prices:
+        what = req.purchase.value if req.purchase is not None else "any"
         where = f" in {req.region}" if req.region else ""
-        raise InputError(f"{instance.id} has no {purchase.value} price{where} in the catalog")
+        raise InputError(f"{instance.id} has no {what} price{where} in the catalog")
     return min(prices, key=lambda p: (p.hourly_usd, p.region))

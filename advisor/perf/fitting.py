@@ -16,8 +16,9 @@ from advisor.catalog.models import Accelerator, WorkloadProfile
 from advisor.catalog.queries import Catalog
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError
-from advisor.perf.calibration import Calibration
+from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration, efficiency
 from advisor.perf.sizing import (
+    TRAINING_STATE_BYTES,
     Figure,
     Shape,
     compute_hours,
@@ -36,6 +37,8 @@ DEFAULT_SEQ_LEN = 4096
 
 @dataclass(frozen=True)
 class Fit:
+    """How one sized workload lands on one kind of GPU node: GPUs, memory, time or throughput."""
+
     gpus_needed: int  # by memory (training: data-parallel ranks; inference: per replica x replicas)
     nodes: int
     rented_gpus: int
@@ -53,13 +56,16 @@ class Fit:
 
 
 class WorkPlan:
+    """One sized workload (a request's model, tokens or throughput target) under its workload
+    profile; `fit` places it on a kind of GPU node, cached per (accelerator, GPUs per node)."""
+
     def __init__(
         self,
         catalog: Catalog,
         w: Workload,
         profile: WorkloadProfile,
         fleet: Mapping[str, Calibration] | None = None,
-        min_fleet_reports: int = 5,
+        min_fleet_reports: int = MIN_FLEET_REPORTS,
     ) -> None:
         if profile.sizing == "none":
             raise InputError(f"{profile.id} is not sized from a model: drop --model / --params-b")
@@ -86,17 +92,11 @@ class WorkPlan:
         self._cache: dict[tuple[str, int], Fit] = {}
 
     def efficiency(self, acc: Accelerator) -> tuple[float, str]:
-        base = self.profile.efficiency
-        cal = self.fleet.get(acc.id)
-        if cal is not None and cal.reports >= self.min_fleet_reports:
-            return base * cal.ratio, (
-                f"fleet-calibrated: {base:.2f} x the fleet's median measured/expected matmul_bf16 "
-                f"{cal.ratio:.2f} over {cal.reports} probe reports"
-            )
-        why = f"catalog default for {self.profile.id}"
-        if cal is not None:
-            why += f" (the fleet has only {cal.reports} report(s), {self.min_fleet_reports} needed)"
-        return base, why
+        """The one efficiency rule (advisor.perf.calibration) for this profile on `acc`."""
+        eff = efficiency(
+            self.profile.efficiency, self.profile.id, self.fleet.get(acc.id), self.min_fleet_reports
+        )
+        return eff.value, eff.source
 
     def fit(self, acc: Accelerator, gpus_per_node: int) -> Fit:
         key = (acc.id, gpus_per_node)
@@ -113,26 +113,11 @@ class WorkPlan:
         w, shape = self.w, self.shape
         seq = w.seq_len or min(self.context_limit or DEFAULT_SEQ_LEN, DEFAULT_SEQ_LEN)
         has_shape = shape.layers is not None
-        cap = acc.memory_gb * USABLE_MEMORY
         act = _activations(shape, seq, self.batch, w.recompute, has_shape)
-        ranks = _min_ranks(w.zero_stage, shape.params, cap - act)
+        ranks = _min_ranks(w.zero_stage, shape.params, acc.memory_gb * USABLE_MEMORY - act)
         eff, source = self.efficiency(acc)
         if ranks is None:
-            return Fit(
-                0,
-                0,
-                0,
-                False,
-                0,
-                0,
-                eff,
-                source,
-                unfit=(
-                    f"ZeRO stage {w.zero_stage} keeps "
-                    f"{_stage_floor(w.zero_stage, shape.params):.0f} GB per GPU whatever the GPU "
-                    f"count, above {cap:.0f} GB usable of {acc.memory_gb:g} GB"
-                ),
-            )
+            return _unfit(acc, w.zero_stage, shape.params, eff, source)
         wanted = self.profile.default_gpu_count if w.gpu_count is None else w.gpu_count
         needed = max(ranks, wanted, 1)
         nodes = math.ceil(needed / per_node)
@@ -145,85 +130,130 @@ class WorkPlan:
             micro_batch=self.batch,
             recompute=w.recompute,
         )
-        per_gpu = figures[-1].value
-        out = list(figures)
-        hours = None
-        peak = acc.peak_tflops.bf16 or acc.peak_tflops.fp16 or 0.0
-        if w.tokens and peak:
-            flops = training_flops(shape, w.tokens, w.recompute)
-            time = compute_hours(flops.value, rented, peak, eff)
-            out += [flops, time]
-            hours = time.value
-        total = shape.params * 16 / 1e9 + (act * rented)
+        time = self._training_time(acc, rented, eff)
         return Fit(
-            needed,
-            nodes,
-            rented,
-            nodes > 1,
-            per_gpu,
-            total,
-            eff,
-            source,
-            hours=hours,
-            figures=tuple(out),
+            gpus_needed=needed,
+            nodes=nodes,
+            rented_gpus=rented,
+            spans_nodes=nodes > 1,
+            memory_per_gpu_gb=figures[-1].value,
+            memory_total_gb=shape.params * TRAINING_STATE_BYTES / 1e9 + act * rented,
+            efficiency=eff,
+            efficiency_source=source,
+            hours=time[-1].value if time else None,
+            figures=(*figures, *time),
         )
+
+    def _training_time(self, acc: Accelerator, gpus: int, eff: float) -> tuple[Figure, ...]:
+        """Training FLOPs and hours on `gpus` GPUs; none without a token count or a 16-bit peak."""
+        peak = peak16_tflops(acc)
+        if not self.w.tokens or not peak:
+            return ()
+        flops = training_flops(self.shape, self.w.tokens, self.w.recompute)
+        return flops, compute_hours(flops.value, gpus, peak, eff)
 
     # -- inference --------------------------------------------------------------------------
     def _inference(self, acc: Accelerator, per_node: int) -> Fit:
-        w, shape = self.w, self.shape
-        figures = inference_memory(
-            shape, precision=w.precision, context_tokens=w.context_tokens or 0, batch=self.batch
+        w, context = self.w, self.w.context_tokens or 0
+        memory = inference_memory(
+            self.shape, precision=w.precision, context_tokens=context, batch=self.batch
         )
-        total = figures[-1].value
+        total = memory[-1].value
         eff, source = self.efficiency(acc)
         per_replica = _next_pow2(min_gpus_for(total, acc.memory_gb, USABLE_MEMORY))
+        rate = self._decode_rate(memory, acc.memory_bandwidth_gbps * per_replica, eff)
         spans = per_replica > per_node
-        weights = next(f.value for f in figures if f.name == "weights_gb")
-        kv_total = next((f.value for f in figures if f.name == "kv_cache_gb"), 0.0)
-        rate = decode_tokens_per_second(
-            weights, kv_total / self.batch, self.batch, acc.memory_bandwidth_gbps * per_replica, eff
+        nodes, replicas = _inference_nodes(
+            per_replica, per_node, _replicas_for(w.throughput_tokens_s, rate.value), spans
         )
-        replicas = math.ceil(w.throughput_tokens_s / rate.value) if w.throughput_tokens_s else 1
-        per_node_replicas = max(1, per_node // per_replica)
-        nodes = (
-            math.ceil(per_replica / per_node) if spans else math.ceil(replicas / per_node_replicas)
-        )
-        rented = nodes * per_node
-        if not spans:  # rented GPUs are paid for: run as many replicas as the nodes hold
-            replicas = nodes * per_node_replicas
-        out = [
-            *figures,
-            rate,
-            Figure(
-                "gpus_per_replica",
-                per_replica,
-                "GPUs",
-                f"{total:.1f} GB / ({acc.memory_gb:g} GB x {USABLE_MEMORY:.0%} usable), "
-                "rounded up to a power of two (tensor parallel)",
-            ),
-            Figure(
-                "replicas",
-                replicas,
-                "replicas",
-                f"ceil({w.throughput_tokens_s:g} tokens/s / {rate.value:,.0f} per replica)"
-                if w.throughput_tokens_s
-                else "no throughput target: one replica",
-            ),
-        ]
         return Fit(
-            per_replica * replicas,
-            nodes,
-            rented,
-            spans,
-            total / per_replica,
-            total,
-            eff,
-            source,
+            gpus_needed=per_replica * replicas,
+            nodes=nodes,
+            rented_gpus=nodes * per_node,
+            spans_nodes=spans,
+            memory_per_gpu_gb=total / per_replica,
+            memory_total_gb=total,
+            efficiency=eff,
+            efficiency_source=source,
             tokens_per_s=rate.value * replicas,
             served_tokens_per_s=min(rate.value * replicas, w.throughput_tokens_s or math.inf),
             replicas=replicas,
-            figures=tuple(out),
+            figures=(
+                *memory,
+                rate,
+                _per_replica_figure(total, acc, per_replica),
+                _replicas_figure(replicas, w.throughput_tokens_s, rate.value),
+            ),
         )
+
+    def _decode_rate(self, memory: list[Figure], bandwidth_gbps: float, eff: float) -> Figure:
+        """Decode tokens/s of one replica: its weights and KV cache read once per step."""
+        weights = next(f.value for f in memory if f.name == "weights_gb")
+        kv_total = next((f.value for f in memory if f.name == "kv_cache_gb"), 0.0)
+        return decode_tokens_per_second(
+            weights, kv_total / self.batch, self.batch, bandwidth_gbps, eff
+        )
+
+
+def peak16_tflops(acc: Accelerator) -> float | None:
+    """Dense 16-bit peak (bf16, else fp16) in TFLOP/s: what training and GPU fitting read."""
+    return acc.peak_tflops.bf16 or acc.peak_tflops.fp16
+
+
+def _unfit(acc: Accelerator, stage: int, params: float, eff: float, source: str) -> Fit:
+    """A training Fit for a GPU that cannot hold the unsharded states at any GPU count."""
+    cap = acc.memory_gb * USABLE_MEMORY
+    return Fit(
+        gpus_needed=0,
+        nodes=0,
+        rented_gpus=0,
+        spans_nodes=False,
+        memory_per_gpu_gb=0,
+        memory_total_gb=0,
+        efficiency=eff,
+        efficiency_source=source,
+        unfit=(
+            f"ZeRO stage {stage} keeps {_stage_floor(stage, params):.0f} GB per GPU whatever the "
+            f"GPU count, above {cap:.0f} GB usable of {acc.memory_gb:g} GB"
+        ),
+    )
+
+
+def _replicas_for(target_tokens_s: float | None, per_replica_tokens_s: float) -> int:
+    return math.ceil(target_tokens_s / per_replica_tokens_s) if target_tokens_s else 1
+
+
+def _inference_nodes(
+    per_replica: int, per_node: int, replicas: int, spans: bool
+) -> tuple[int, int]:
+    """Nodes to rent and replicas to run: rented GPUs are paid for, so a node runs as many
+    replicas as it holds; a replica wider than a node spans nodes (one replica)."""
+    if spans:
+        return math.ceil(per_replica / per_node), replicas
+    per_node_replicas = max(1, per_node // per_replica)
+    nodes = math.ceil(replicas / per_node_replicas)
+    return nodes, nodes * per_node_replicas
+
+
+def _per_replica_figure(total_gb: float, acc: Accelerator, per_replica: int) -> Figure:
+    return Figure(
+        "gpus_per_replica",
+        per_replica,
+        "GPUs",
+        f"{total_gb:.1f} GB / ({acc.memory_gb:g} GB x {USABLE_MEMORY:.0%} usable), "
+        "rounded up to a power of two (tensor parallel)",
+    )
+
+
+def _replicas_figure(replicas: int, target_tokens_s: float | None, rate: float) -> Figure:
+    return Figure(
+        "replicas",
+        replicas,
+        "replicas",
+        f"ceil({target_tokens_s:g} tokens/s / {rate:,.0f} per replica)"
+        if target_tokens_s
+        else "no throughput target: one replica",
+    )
 
 
 def _activations(shape: Shape, seq: int, batch: int, recompute: bool, has_shape: bool) -> float:

@@ -17,6 +17,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from pydantic import ConfigDict
+from pydantic.dataclasses import dataclass as pydantic_dataclass
+
 from advisor.catalog.models import ModelPreset
 from advisor.errors import InputError
 
@@ -25,8 +28,10 @@ BYTES_PER_WEIGHT = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1
 TRAINING_STATE_BYTES = 16  # 2 weights + 2 gradients + 12 optimizer (ZeRO paper, section 3)
 
 
-@dataclass(frozen=True)
+@pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid"))
 class Figure:
+    """One step of an estimate: what it is, its value and unit, and the formula with numbers."""
+
     name: str
     value: float
     unit: str
@@ -192,15 +197,6 @@ def training_flops(shape: Shape, tokens: float, recompute: bool = False) -> Figu
         flops,
         "FLOP",
         f"{k} x N {shape.active_params:.4g} x D {tokens:.4g} tokens ({why})",
-    )
-
-
-def prefill_flops(shape: Shape, tokens: float) -> Figure:
-    return Figure(
-        "prefill_flops",
-        2 * shape.active_params * tokens,
-        "FLOP",
-        f"2 x N {shape.active_params:.4g} x {tokens:.4g} prompt tokens",
     )
 
 

@@ -1,8 +1,9 @@
 """The capacity-planning review: one self-contained HTML page about the fleet.
 
 data.py gathers probe and utilisation reports (a directory, the service's store, or the service
-over HTTP) into plain dataclasses; analysis.py is pure (fleet ratios, outliers, savings, workload
-costs); svg.py draws the charts; html.py assembles the page. No JavaScript, no external requests.
+over HTTP) into plain dataclasses; analysis.py is pure (inventory, fleet ratios, outliers);
+costs.py prices savings and named jobs (the jobs through advisor.perf.estimate, as the CLI and
+API do); svg.py draws the charts; html.py assembles the page. No JavaScript, no external requests.
 """
 
 from __future__ import annotations

@@ -21,13 +21,13 @@ from advisor.fleet.grading import grade
 from advisor.fleet.statistics import CheckStats, HostCheck, fleet_statistics
 from advisor.perf.calibration import Calibration
 from advisor.review.costs import (
-    Efficiency,
+    CostedJob,
+    FleetFactor,
     Saving,
     WorkloadResult,
-    WorkloadSpec,
-    default_workloads,
-    efficiency_for,
+    default_jobs,
     finding_counts,
+    fleet_factors,
     latest_usage,
     savings,
     workload_costs,
@@ -214,7 +214,7 @@ class Review:
     outlier_gap: float
     savings: list[Saving]
     findings: dict[str, int]
-    efficiencies: list[Efficiency]
+    calibration: list[FleetFactor]  # per GPU accelerator of the catalog
     workloads: list[WorkloadResult]
 
     def to_dict(self) -> dict[str, Any]:
@@ -226,7 +226,7 @@ def build_review(
     data: ReviewData,
     catalog: Catalog,
     region: str | None = None,
-    workloads: Sequence[WorkloadSpec] | None = None,
+    workloads: Sequence[CostedJob] | None = None,
     now: dt.datetime | None = None,
 ) -> Review:
     with gc_paused():  # see data.gc_paused: many small objects, none in a cycle
@@ -240,8 +240,7 @@ def build_review(
         {it.accelerator for it in catalog.instance_types.values() if it.accelerator}
         & set(catalog.accelerators)
     )
-    efficiencies = {a: efficiency_for(a, calibration) for a in gpu_accelerators}
-    specs = default_workloads(catalog) if workloads is None else list(workloads)
+    jobs = default_jobs(catalog) if workloads is None else list(workloads)
     moment = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC)
     return Review(
         generated_at=moment.strftime("%Y-%m-%d %H:%M UTC"),
@@ -254,6 +253,6 @@ def build_review(
         outlier_gap=OUTLIER_GAP,
         savings=savings(catalog, data.usage, region),
         findings=finding_counts(data.usage),
-        efficiencies=list(efficiencies.values()),
-        workloads=workload_costs(catalog, specs, efficiencies, region),
+        calibration=fleet_factors(calibration, gpu_accelerators),
+        workloads=workload_costs(catalog, jobs, calibration, region),
     )

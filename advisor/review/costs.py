@@ -1,9 +1,10 @@
 """The review's money figures: savings on idle and over-provisioned GPUs, and cost per unit of
-work for named workloads across catalog instance types. Pure and deterministic.
+work for named jobs across catalog instance types. Pure and deterministic.
 
 - savings: the cheapest on-demand catalog option with enough memory for the observed peak and
   enough 16-bit compute for the observed busy share; (current - suggested hourly) x 730 h;
-- workload costs: hours = 6·N·D / (GPUs x dense bf16 peak x efficiency), cost = hours x hourly.
+- job costs: `advisor estimate` (advisor.perf.estimate) of each job on each GPU instance type,
+  so the review and the CLI/API answer with the same hours and cost.
 """
 
 from __future__ import annotations
@@ -15,15 +16,14 @@ from dataclasses import dataclass
 from advisor.catalog import Catalog
 from advisor.catalog.models import Accelerator, Purchase
 from advisor.fleet.verification import match_by_name
-from advisor.perf.calibration import Calibration
-from advisor.perf.fitting import USABLE_MEMORY
-from advisor.perf.sizing import Shape, compute_hours, training_flops, training_memory
+from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration, calibrates
+from advisor.perf.estimate import Estimate, estimate
+from advisor.perf.fitting import peak16_tflops
+from advisor.request import EstimateRequest
 from advisor.review.data import GpuUsage, UsageRecord
 
 HOURS_PER_MONTH = 730
 MEMORY_HEADROOM = 1.2  # a suggested GPU holds the observed peak memory use plus 20%
-BASE_EFFICIENCY = 0.4  # model FLOP utilisation assumed for training
-MIN_CALIBRATION_REPORTS = 5
 GB_PER_MIB = 1024 * 1024 / 1e9
 SAVING_FINDINGS = ("idle", "over_provisioned")
 
@@ -57,11 +57,6 @@ def on_demand_offers(catalog: Catalog, region: str | None) -> list[Offer]:
                 out.append(Offer(it.id, it.accelerator, it.gpu_count, p.region, p.hourly_usd))
     out.sort(key=lambda o: (o.hourly_usd, o.instance_type, o.region))
     return out
-
-
-def _peak16(acc: Accelerator) -> float | None:
-    """Dense 16-bit peak (bf16, else fp16) in TFLOP/s."""
-    return acc.peak_tflops.bf16 or acc.peak_tflops.fp16
 
 
 # --- savings -----------------------------------------------------------------------------------
@@ -113,24 +108,100 @@ def _current_price(
                 o,
                 f"instance type {it.id}: ${o.hourly_usd:,.2f}/h on demand in {o.region}{split}",
             )
-    if acc is not None:
-        same = sorted(
-            (o for o in offers if o.accelerator == acc.id),
-            key=lambda o: (o.per_gpu_usd, o.instance_type),
+    if acc is None:
+        return None, (
+            "unknown: no catalog instance type in the report and the GPU is not in the catalog"
         )
-        if same:
-            o = same[0]
-            prefix = (
-                f"instance type {record.instance_type!r} has no on-demand price here; "
-                if record.instance_type
-                else ""
-            )
-            return o, (
-                f"{prefix}cheapest per-GPU on-demand price of {acc.id} in the catalog "
-                f"({o.instance_type}, {o.region}: ${o.hourly_usd:,.2f}/h / {o.gpu_count} GPUs)"
-            )
+    return _cheapest_per_gpu(record, acc, offers)
+
+
+def _cheapest_per_gpu(
+    record: UsageRecord, acc: Accelerator, offers: Sequence[Offer]
+) -> tuple[Offer | None, str]:
+    """The accelerator's cheapest per-GPU on-demand offer, when the report's type has none."""
+    same = sorted(
+        (o for o in offers if o.accelerator == acc.id),
+        key=lambda o: (o.per_gpu_usd, o.instance_type),
+    )
+    if not same:
         return None, f"no on-demand price of {acc.id} in the catalog"
-    return None, "unknown: no catalog instance type in the report and the GPU is not in the catalog"
+    o = same[0]
+    prefix = (
+        f"instance type {record.instance_type!r} has no on-demand price here; "
+        if record.instance_type
+        else ""
+    )
+    return o, (
+        f"{prefix}cheapest per-GPU on-demand price of {acc.id} in the catalog "
+        f"({o.instance_type}, {o.region}: ${o.hourly_usd:,.2f}/h / {o.gpu_count} GPUs)"
+    )
+
+
+@dataclass(frozen=True)
+class _Need:
+    """What a replacement GPU must offer: memory for the peak use, compute for the busy share."""
+
+    memory_gb: float
+    tflops16: float
+
+    @property
+    def words(self) -> str:
+        return f">= {self.memory_gb:,.1f} GB, >= {self.tflops16:,.0f} TFLOP/s 16-bit"
+
+
+def _need(g: GpuUsage, acc: Accelerator | None) -> _Need | str:
+    """The GPU's need, or why it is unknown (a note)."""
+    peak_gb = _gb(g.memory_used_max_mib)
+    busy = g.util_p95_pct if g.util_p95_pct is not None else g.util_mean_pct
+    acc_peak = peak16_tflops(acc) if acc is not None else None
+    if peak_gb is None or busy is None or acc_peak is None:
+        missing = [
+            what
+            for what, value in (
+                ("peak memory use", peak_gb),
+                ("GPU utilisation", busy),
+                ("a catalog accelerator with a 16-bit peak", acc_peak),
+            )
+            if value is None
+        ]
+        return "no suggestion: " + ", ".join(missing) + " unknown"
+    return _Need(peak_gb * MEMORY_HEADROOM, acc_peak * busy / 100)
+
+
+def _cheapest_fit(
+    catalog: Catalog, offers: Sequence[Offer], where: str | None, need: _Need
+) -> Offer | None:
+    """The first (cheapest) offer in `where` (any region when None) whose GPU meets `need`."""
+    for o in offers:
+        if where is not None and o.region != where:
+            continue
+        cand = catalog.accelerators[o.accelerator]
+        peak = peak16_tflops(cand)
+        if cand.memory_gb >= need.memory_gb and peak is not None and peak >= need.tflops16:
+            return o
+    return None
+
+
+def _suggest(
+    catalog: Catalog,
+    offers: Sequence[Offer],
+    where: str | None,
+    need: _Need | str,
+    current: float | None,
+) -> tuple[Offer | None, str]:
+    """A cheaper offer that meets the need, or None and a note saying why there is none."""
+    if isinstance(need, str):
+        return None, need
+    found = _cheapest_fit(catalog, offers, where, need)
+    if found is None:
+        return None, f"nothing in the catalog fits in {where}" if where else "nothing fits"
+    if current is not None and found.hourly_usd >= current:
+        return None, f"nothing cheaper fits (cheapest fit: {found.instance_type})"
+    return found, ""
+
+
+def _gb(mib: float | None) -> float | None:
+    return mib * GB_PER_MIB if mib is not None else None
 
 
 def _saving(
@@ -145,41 +216,8 @@ def _saving(
     current = basis_offer.per_gpu_usd if basis_offer else None
     # Suggestions come from the review's region, else from the region the current price is in.
     where = region or (basis_offer.region if basis_offer else None)
-    peak_gb = g.memory_used_max_mib * GB_PER_MIB if g.memory_used_max_mib is not None else None
-    total_gb = g.memory_total_mib * GB_PER_MIB if g.memory_total_mib is not None else None
-    busy = g.util_p95_pct if g.util_p95_pct is not None else g.util_mean_pct
-    acc_peak = _peak16(acc) if acc is not None else None
-    suggestion: Offer | None = None
-    note = ""
-    needs = "-"
-    if peak_gb is None or busy is None or acc_peak is None:
-        missing = [
-            what
-            for what, value in (
-                ("peak memory use", peak_gb),
-                ("GPU utilisation", busy),
-                ("a catalog accelerator with a 16-bit peak", acc_peak),
-            )
-            if value is None
-        ]
-        note = "no suggestion: " + ", ".join(missing) + " unknown"
-    else:
-        need_gb = peak_gb * MEMORY_HEADROOM
-        need_tflops = acc_peak * busy / 100
-        needs = f">= {need_gb:,.1f} GB, >= {need_tflops:,.0f} TFLOP/s 16-bit"
-        for o in offers:  # cheapest first
-            if where is not None and o.region != where:
-                continue
-            cand = catalog.accelerators[o.accelerator]
-            peak = _peak16(cand)
-            if cand.memory_gb >= need_gb and peak is not None and peak >= need_tflops:
-                suggestion = o
-                break
-        if suggestion is None:
-            note = f"nothing in the catalog fits in {where}" if where else "nothing fits"
-        elif current is not None and suggestion.hourly_usd >= current:
-            note = f"nothing cheaper fits (cheapest fit: {suggestion.instance_type})"
-            suggestion = None
+    need = _need(g, acc)
+    suggestion, note = _suggest(catalog, offers, where, need, current)
     saving = None
     if suggestion is not None and current is not None:
         saving = (current - suggestion.hourly_usd) * HOURS_PER_MONTH
@@ -196,9 +234,9 @@ def _saving(
         reason_codes=g.reason_codes,
         util_mean_pct=g.util_mean_pct,
         util_p95_pct=g.util_p95_pct,
-        memory_peak_gb=peak_gb,
-        memory_total_gb=total_gb,
-        needs=needs,
+        memory_peak_gb=_gb(g.memory_used_max_mib),
+        memory_total_gb=_gb(g.memory_total_mib),
+        needs=need.words if isinstance(need, _Need) else "-",
         current_hourly_usd=current,
         current_basis=basis,
         suggestion=suggestion,
@@ -242,58 +280,79 @@ def finding_counts(usage: Sequence[UsageRecord]) -> dict[str, int]:
 
 
 @dataclass(frozen=True)
-class WorkloadSpec:
+class CostedJob:
+    """A named job the review prices on every GPU instance type: a workload profile (whose
+    efficiency and GPU count rules apply), a model (preset id, or a bare size) and tokens."""
+
     label: str
-    shape: Shape
+    workload: str  # workload profile id, e.g. fine_tuning
     tokens: float
+    model: str | None = None
+    params_b: float | None = None
+
+    def request(self, instance_type: str, region: str | None) -> EstimateRequest:
+        return EstimateRequest(
+            workload=self.workload,
+            model=self.model,
+            params_b=self.params_b,
+            tokens=self.tokens,
+            instance_type=instance_type,
+            region=region,
+        )
 
 
-def default_workloads(catalog: Catalog) -> list[WorkloadSpec]:
-    llama = catalog.models.get("llama-3-8b")
-    shape = Shape.of(llama) if llama else Shape("llama-3-8b", 8.03e9, 8.03e9)
+def default_jobs(catalog: Catalog) -> list[CostedJob]:
+    llama = "llama-3-8b" in catalog.models
     return [
-        WorkloadSpec("fine-tune llama-3-8b on 2e9 tokens", shape, 2e9),
-        WorkloadSpec("train a 7B model on 1e11 tokens", Shape.bare(7), 1e11),
+        CostedJob(
+            "fine-tune llama-3-8b on 2e9 tokens",
+            "fine_tuning",
+            2e9,
+            model="llama-3-8b" if llama else None,
+            params_b=None if llama else 8.03,
+        ),
+        CostedJob("train a 7B model on 1e11 tokens", "large_scale_training", 1e11, params_b=7),
     ]
 
 
 @dataclass(frozen=True)
-class Efficiency:
+class FleetFactor:
+    """The fleet's measured / expected matmul_bf16 for one accelerator, and whether the
+    efficiency rule (advisor.perf.calibration) applies it."""
+
     accelerator: str
-    value: float
-    calibrated: bool
-    source: str
+    ratio: float | None
+    reports: int
+    applied: bool
 
 
-def efficiency_for(accelerator: str, calibration: Mapping[str, Calibration]) -> Efficiency:
-    """0.4 x the fleet's median measured/expected matmul_bf16 ratio for the accelerator when at
-    least 5 reports give one; else 0.4. Calibration as the estimate command reads it."""
-    cal = calibration.get(accelerator)
-    if cal is not None and cal.reports >= MIN_CALIBRATION_REPORTS:
-        return Efficiency(
-            accelerator,
-            BASE_EFFICIENCY * cal.ratio,
-            True,
-            f"fleet-calibrated: {BASE_EFFICIENCY} x median matmul_bf16 measured/expected "
-            f"{cal.ratio:.3f} over {cal.reports} reports",
+def fleet_factors(
+    calibration: Mapping[str, Calibration],
+    accelerators: Iterable[str],
+    min_reports: int = MIN_FLEET_REPORTS,
+) -> list[FleetFactor]:
+    out = []
+    for acc in accelerators:
+        cal = calibration.get(acc)
+        out.append(
+            FleetFactor(
+                acc,
+                cal.ratio if cal else None,
+                cal.reports if cal else 0,
+                calibrates(cal, min_reports),
+            )
         )
-    n = cal.reports if cal is not None else 0
-    return Efficiency(
-        accelerator,
-        BASE_EFFICIENCY,
-        False,
-        f"default {BASE_EFFICIENCY}: {n} fleet report(s) with matmul_bf16, fewer than "
-        f"{MIN_CALIBRATION_REPORTS}",
-    )
+    return out
 
 
 @dataclass(frozen=True)
 class WorkloadCost:
     instance_type: str
     accelerator: str
+    nodes: int
     gpus: int
     region: str
-    hourly_usd: float
+    hourly_usd: float  # all nodes together
     hours: float
     cost_usd: float
     usd_per_billion_tokens: float
@@ -305,9 +364,10 @@ class WorkloadCost:
 @dataclass(frozen=True)
 class WorkloadResult:
     label: str
-    params: float
+    workload: str
+    profile_efficiency: float  # the profile's base efficiency, before any fleet calibration
     tokens: float
-    flops: float
+    flops: float | None
     flops_formula: str
     costs: list[WorkloadCost]  # cheapest first
     left_out: list[str]  # instance types not costed, and why
@@ -315,61 +375,73 @@ class WorkloadResult:
 
 def workload_costs(
     catalog: Catalog,
-    specs: Sequence[WorkloadSpec],
-    efficiencies: dict[str, Efficiency],
+    jobs: Sequence[CostedJob],
+    calibration: Mapping[str, Calibration],
     region: str | None,
+    min_reports: int = MIN_FLEET_REPORTS,
 ) -> list[WorkloadResult]:
-    """Each workload on one instance of each GPU type (its cheapest on-demand price in `region`,
-    every region when None); left out when the ZeRO-3 model states (16 bytes per parameter
-    over the instance's GPUs) exceed 90% of GPU memory or the GPU has no bf16 peak."""
+    """Each job estimated (advisor.perf.estimate) on each GPU instance type with an on-demand
+    price in `region` (every region when None), at its cheapest such price; left out, with the
+    estimate's reason, where it does not fit or has no time."""
     cheapest: dict[str, Offer] = {}
     for o in on_demand_offers(catalog, region):  # cheapest first: keep each type's first
         cheapest.setdefault(o.instance_type, o)
-    results = []
-    for spec in specs:
-        flops = training_flops(spec.shape, spec.tokens)
-        costs, left_out = [], []
-        for o in cheapest.values():
-            acc = catalog.accelerators[o.accelerator]
-            peak = acc.peak_tflops.bf16
-            if not peak:
-                left_out.append(f"{o.instance_type}: {acc.id} has no dense bf16 peak")
-                continue
-            states = training_memory(spec.shape, zero_stage=3, ranks=o.gpu_count)[-1].value
-            if states > acc.memory_gb * USABLE_MEMORY:
-                left_out.append(
-                    f"{o.instance_type}: {states:,.0f} GB of model states per GPU, "
-                    f"{acc.memory_gb:g} GB GPUs"
-                )
-                continue
-            eff = efficiencies[acc.id]
-            hours = compute_hours(flops.value, o.gpu_count, peak, eff.value)
-            cost = hours.value * o.hourly_usd
-            costs.append(
-                WorkloadCost(
-                    instance_type=o.instance_type,
-                    accelerator=acc.id,
-                    gpus=o.gpu_count,
-                    region=o.region,
-                    hourly_usd=o.hourly_usd,
-                    hours=hours.value,
-                    cost_usd=cost,
-                    usd_per_billion_tokens=cost / (spec.tokens / 1e9),
-                    efficiency=eff.value,
-                    efficiency_source=eff.source,
-                    formula=f"{hours.formula} x ${o.hourly_usd:,.2f}/h",
-                )
-            )
-        costs.sort(key=lambda c: (c.cost_usd, c.instance_type))
-        results.append(
-            WorkloadResult(
-                spec.label,
-                spec.shape.active_params,
-                spec.tokens,
-                flops.value,
-                flops.formula,
-                costs,
-                sorted(left_out),
-            )
-        )
-    return results
+    return [
+        _job_costs(catalog, job, list(cheapest), calibration, region, min_reports) for job in jobs
+    ]
+
+
+def _job_costs(
+    catalog: Catalog,
+    job: CostedJob,
+    instance_types: Sequence[str],
+    calibration: Mapping[str, Calibration],
+    region: str | None,
+    min_reports: int,
+) -> WorkloadResult:
+    costs, left_out = [], []
+    flops = None
+    for it in instance_types:
+        est = estimate(catalog, job.request(it, region), calibration, min_reports)
+        flops = flops or next((f for f in est.figures if f.name == "training_flops"), None)
+        cost = _cost(est, job.tokens)
+        if isinstance(cost, str):
+            left_out.append(f"{it}: {cost}")
+        else:
+            costs.append(cost)
+    costs.sort(key=lambda c: (c.cost_usd, c.instance_type))
+    return WorkloadResult(
+        label=job.label,
+        workload=job.workload,
+        profile_efficiency=catalog.workloads[job.workload].efficiency,
+        tokens=job.tokens,
+        flops=flops.value if flops else None,
+        flops_formula=flops.formula if flops else "-",
+        costs=costs,
+        left_out=sorted(left_out),
+    )
+
+
+def _cost(est: Estimate, tokens: float) -> WorkloadCost | str:
+    """The estimate as a cost row, or why it gives none."""
+    if not est.fits:
+        return "; ".join(est.notes)
+    hours = next((f for f in est.figures if f.name == "hours"), None)
+    if hours is None or est.cost_usd is None or est.hourly_usd is None or est.price is None:
+        return f"{est.hardware.accelerator} has no dense 16-bit peak in the catalog"
+    nodes = est.hardware.nodes
+    per_node = f" ({nodes} nodes x ${est.price.hourly_usd:,.2f}/h)" if nodes > 1 else ""
+    return WorkloadCost(
+        instance_type=est.hardware.instance_type or "",
+        accelerator=est.hardware.accelerator,
+        nodes=nodes,
+        gpus=est.hardware.gpus,
+        region=est.price.region,
+        hourly_usd=est.hourly_usd,
+        hours=hours.value,
+        cost_usd=est.cost_usd,
+        usd_per_billion_tokens=est.cost_usd / (tokens / 1e9),
+        efficiency=est.efficiency,
+        efficiency_source=est.efficiency_source,
+        formula=f"{hours.formula} x ${est.hourly_usd:,.2f}/h{per_node}",
+    )

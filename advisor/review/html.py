@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from advisor.fleet.grading import PASS_AT, WARN_AT
+from advisor.perf.calibration import MIN_FLEET_REPORTS
 from advisor.review.analysis import Outlier, Review
 from advisor.review.costs import HOURS_PER_MONTH, MEMORY_HEADROOM, Saving, WorkloadResult
 from advisor.review.svg import COLOURS, Bar, RatioBar, bar_chart, esc, ratio_chart
@@ -422,7 +423,7 @@ def _workload(w: WorkloadResult, index: int) -> str:
     costs = w.costs
     bars = [
         Bar(
-            f"{c.instance_type} ({c.gpus}\u00d7 {c.accelerator})",
+            c.instance_type,  # the id alone, so that it is never cut; the GPUs are in the table
             c.cost_usd,
             f"{c.instance_type} in {c.region}: {c.hours:,.1f} h x ${c.hourly_usd:,.2f}/h = "
             f"${c.cost_usd:,.0f}; efficiency {c.efficiency:.3f} ({c.efficiency_source})",
@@ -433,25 +434,25 @@ def _workload(w: WorkloadResult, index: int) -> str:
     chart = bar_chart(
         bars, f"cost-{index}", f"{w.label}: cost per run, cheapest first", lambda v: f"${v:,.0f}"
     )
+    # The id and the cost (the sort column) come first so that they never scroll out of view.
     table = _table(
-        ["instance type", "GPUs", "$/h", "hours", "cost", "$ / 1e9 tokens", "efficiency"],
+        ["instance type", "cost", "GPUs", "$/h", "hours", "$ / 1e9 tokens", "efficiency"],
         [
             [
                 f'{esc(c.instance_type)} <span class="small">{esc(c.region)}</span>',
-                f"{c.gpus}\u00d7 {esc(c.accelerator)}",
+                f"<b>{_usd(c.cost_usd)}</b>",
+                f"{c.gpus}\u00d7 {esc(c.accelerator)}"
+                + (f' <span class="small">{c.nodes} nodes</span>' if c.nodes > 1 else ""),
                 _usd(c.hourly_usd, cents=True),
                 f"{c.hours:,.1f}",
-                f"<b>{_usd(c.cost_usd)}</b>",
                 _usd(c.usd_per_billion_tokens, cents=True),
                 f'<span title="{esc(c.efficiency_source)}">{c.efficiency:.3f} '
-                f'<span class="small">'
-                f"{'fleet' if c.efficiency_source.startswith('fleet') else 'default'}"
-                "</span></span>",
+                f'<span class="small">{_efficiency_kind(c.efficiency_source)}</span></span>',
             ]
             for c in costs
         ],
-        numeric=(1, 2, 3, 4, 5, 6),
-        cls="compact",
+        numeric=(1, 3, 4, 5, 6),
+        cls="costs",
     )
     left = (
         f'<details class="small"><summary>{len(w.left_out)} instance type(s) not costed'
@@ -459,36 +460,48 @@ def _workload(w: WorkloadResult, index: int) -> str:
         if w.left_out
         else ""
     )
+    flops = f" = {w.flops:.3g} FLOP" if w.flops is not None else ""
     return (
         f"<h3>{esc(w.label)}</h3>"
-        f'<p class="small">{esc(w.flops_formula)} = {w.flops:.3g} FLOP.</p>'
-        f'<div class="pair"><div class="panel">{chart}</div><div class="panel">{table}</div></div>'
-        f"{left}"
+        f'<p class="small">Workload profile {esc(w.workload)} (efficiency '
+        f"{w.profile_efficiency:.2f}); {esc(w.flops_formula)}{flops}.</p>"
+        f'<div class="panel narrow">{chart}</div><div class="panel">{table}{left}</div>'
     )
+
+
+def _efficiency_kind(source: str) -> str:
+    return "fleet" if source.startswith("fleet") else "default"
 
 
 def _workloads(r: Review) -> str:
     used = {c.accelerator for w in r.workloads for c in w.costs}
     eff = _table(
-        ["accelerator", "efficiency", "source"],
+        ["accelerator", "fleet matmul_bf16 measured / expected", "reports", "applied"],
         [
-            [esc(e.accelerator), f"{e.value:.3f}", esc(e.source)]
-            for e in r.efficiencies
-            if e.accelerator in used
+            [
+                esc(f.accelerator),
+                _pct(f.ratio),
+                f"{f.reports:,}",
+                "yes" if f.applied else f"no (fewer than {MIN_FLEET_REPORTS})",
+            ]
+            for f in r.calibration
+            if f.accelerator in used
         ],
-        numeric=(1,),
+        numeric=(1, 2),
     )
     where = f"in {r.region}" if r.region else "in its cheapest region"
     return (
         '<section id="workloads"><h2>5. Cost per unit of work</h2>'
-        '<p class="how">Hours = 6&middot;N&middot;D / (GPUs &times; dense bf16 peak &times; '
-        "efficiency); cost = hours &times; the instance type's on-demand hourly price "
-        f"{esc(where)}. Efficiency is 0.4 &times; the fleet's median measured / expected "
-        "matmul_bf16 for the accelerator where at least 5 reports give one, else 0.4. One "
-        "instance, ZeRO-3 (model states 16 bytes per parameter spread over its GPUs, at most "
-        "90% of GPU memory).</p>"
+        '<p class="how">Each job as <code>advisor estimate</code> prices it on each GPU instance '
+        f"type at its on-demand hourly price {esc(where)}: the fewest GPUs that hold the model "
+        "(ZeRO-3, activation recomputation) and the workload profile's GPU count; hours = "
+        "8&middot;N&middot;D / (GPUs &times; dense bf16 peak &times; efficiency); cost = hours "
+        "&times; hourly price of the nodes. Efficiency is the workload profile's, &times; the "
+        "fleet's median measured / expected matmul_bf16 for the accelerator where at least "
+        f"{MIN_FLEET_REPORTS} reports give one. Not costed: instance types the job does not fit "
+        "on (one node for fine-tuning).</p>"
         + "".join(_workload(w, i) for i, w in enumerate(r.workloads))
-        + f"<h3>Efficiency used</h3>{eff}</section>"
+        + f"<h3>Fleet calibration</h3>{eff}</section>"
     )
 
 

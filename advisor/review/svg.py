@@ -31,6 +31,7 @@ ROW_H = 22
 TOP = 30
 BOTTOM = 14
 LABEL_CHARS = 34
+CHAR_W = 8.0  # px a 12 px sans-serif character may take (capitals, underscores): no label clipped
 
 
 def esc(text: object) -> str:
@@ -40,6 +41,11 @@ def esc(text: object) -> str:
 
 def _clip(text: str, limit: int = LABEL_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def _label_chars(label_w: float) -> int:
+    """Characters that fit left of the bars (the label ends 8 px before them)."""
+    return max(8, int((label_w - 10) / CHAR_W))
 
 
 def _f(x: float) -> str:
@@ -126,7 +132,7 @@ def ratio_chart(
         out.append(f"<g><title>{esc(b.tooltip)}</title>")
         out.append(
             f'<text x="{x0 - 8}" y="{_f(mid + 4)}" text-anchor="end">'
-            f"{esc(_clip(b.label, max(8, int(label_w / 7.2))))}</text>"
+            f"{esc(_clip(b.label, _label_chars(label_w)))}</text>"
         )
         out.append(
             f'<rect x="{x0}" y="{_f(y + 4)}" width="{_f(max(x(b.median) - x0, 1))}" '
@@ -175,7 +181,7 @@ def bar_chart(
     height = TOP + ROW_H * max(len(bars), 1) + BOTTOM
     top_value = max([b.value for b in bars if b.value > 0] or [1.0])
     out = _open(chart_id, title, height, width)
-    limit = max(8, int(label_w / 7.2))
+    limit = _label_chars(label_w)
     out.append(
         f'<line x1="{x0}" y1="{TOP - 4}" x2="{x0}" y2="{_f(height - BOTTOM)}" stroke="{INK}" '
         f'stroke-width="1"/>'

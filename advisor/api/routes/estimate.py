@@ -4,12 +4,10 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse
 
 from advisor.api.deps import CatalogDep, StateDep
 from advisor.api.problems import responses
-from advisor.api.schemas import EstimateResult
-from advisor.perf.estimate import estimate
+from advisor.perf.estimate import Estimate, estimate
 from advisor.request import EstimateRequest
 
 router = APIRouter(prefix="/v1", tags=["recommendations and estimates"])
@@ -25,13 +23,10 @@ ESTIMATE_EXAMPLE = {
 @router.post(
     "/estimates",
     operation_id="createEstimate",
-    response_model=None,
-    responses={
-        200: {"model": EstimateResult, "description": "Every figure with its formula"},
-        **responses(400, 413, 422),
-    },
+    response_model=Estimate,
+    responses={200: {"description": "Every figure with its formula"}, **responses(400, 413, 422)},
     openapi_extra={"requestBody": {"content": {"application/json": {"example": ESTIMATE_EXAMPLE}}}},
 )
-def create_estimate(request: EstimateRequest, catalog: CatalogDep, state: StateDep) -> JSONResponse:
+def create_estimate(request: EstimateRequest, catalog: CatalogDep, state: StateDep) -> Estimate:
     fleet = state.fleet_calibration()
-    return JSONResponse(estimate(catalog, request, fleet, state.settings.min_fleet_reports))
+    return estimate(catalog, request, fleet, state.settings.min_fleet_reports)
