@@ -17,6 +17,7 @@ from advisor.api import create_app
 from advisor.api.openapi import render
 from advisor.api.settings import Settings
 from advisor.errors import InputError
+from advisor.store import open_store
 from tests.factories import mini_catalog_data, write_catalog
 
 TOKEN = "t0ken-for-tests"
@@ -176,6 +177,20 @@ def test_readyz_and_reload_keep_the_last_good_catalog(
         assert c.post("/v1/catalog/reload", headers=AUTH).json()["reloaded"] is True
         assert c.get("/readyz").json()["status"] == "ready"
         problem(c.post("/v1/catalog/reload"), 401)
+
+
+def test_readyz_is_503_while_the_database_is_unreachable(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path}/ready.db")
+    with TestClient(create_app(settings(tmp_path), store=store)) as c:
+        assert c.get("/readyz").status_code == 200
+        store.close()  # the database connection is gone, as when the database is down
+        r = c.get("/readyz")
+        assert r.status_code == 503, r.text
+        body = r.json()
+        assert body["status"] == "unavailable"
+        assert body["database"]["status"] == "unavailable" and body["database"]["detail"]
+        assert body["catalog"]["status"] == "ok"  # the other component is still reported
+        assert c.get("/healthz").status_code == 200  # alive, only not ready: no restart
 
 
 def test_metrics_count_requests_and_reports(client: TestClient) -> None:
