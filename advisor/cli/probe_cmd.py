@@ -120,7 +120,11 @@ def probe(
         try:
             write_atomically(output, data)
         except OSError as exc:  # unwritable: say so, still print the report below
-            err.print(f"[bold red]error:[/] cannot write --output {output}: {exc}", highlight=False)
+            err.print(
+                f"[bold red]error:[/] cannot write --output {output}: {exc}",
+                highlight=False,
+                soft_wrap=True,  # one line, however narrow the terminal
+            )
             output_failed = True
     if json_out:
         emit_json(data)
