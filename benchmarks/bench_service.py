@@ -33,7 +33,6 @@ import re
 import resource
 import shutil
 import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -51,6 +50,7 @@ PROBE_REPORT = (
 )
 TOKEN = "bench-token"
 HOST = "127.0.0.1"
+LISTENING = re.compile(r"advisor serve: listening on http://[^\s]+:(\d+)")
 # A mix of the questions platform tools ask, rotated request by request (not one repeated body).
 RECOMMEND_BODIES = tuple(
     json.dumps(body).encode()
@@ -134,12 +134,6 @@ class Result:
 # --------------------------------------------------------------------------- server process
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
-
-
 def server_env(db_path: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["ADVISOR_DATABASE_URL"] = f"sqlite:///{db_path}"
@@ -164,21 +158,28 @@ def healthz_ok(port: int, timeout: float = 0.5) -> bool:
 def server(
     db_path: Path, log_path: Path, ready_timeout: float = 30.0
 ) -> Iterator[tuple[int, int, float]]:
-    """Spawn `advisor serve`; yields (pid, port, seconds until /healthz answered)."""
-    port = free_port()
-    cmd = [sys.executable, "-m", "advisor", "serve", "--host", HOST, "--port", str(port)]
+    """Spawn `advisor serve`; yields (pid, port, seconds until /healthz answered).
+
+    The server binds port 0 and prints the port it got: a port picked beforehand could be taken by
+    another process before the server binds it."""
+    cmd = [sys.executable, "-m", "advisor", "serve", "--host", HOST, "--port", "0"]
     cmd += ["--no-access-log", "--log-level", "warning"]
+    offset = log_path.stat().st_size if log_path.exists() else 0  # the log is shared by starts
     with log_path.open("ab") as log:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=ROOT, env=server_env(db_path), stdout=log, stderr=log)
     try:
-        while not healthz_ok(port):
+        port = None
+        while port is None or not healthz_ok(port):
             if proc.poll() is not None:
                 raise RuntimeError(
                     f"server exited with {proc.returncode}: {log_path.read_text()[-2000:]}"
                 )
             if time.perf_counter() - t0 > ready_timeout:
                 raise RuntimeError(f"server not ready after {ready_timeout} s")
+            if port is None:
+                found = LISTENING.search(log_path.read_bytes()[offset:].decode(errors="replace"))
+                port = int(found.group(1)) if found else None
             time.sleep(0.005)
         ready = time.perf_counter() - t0
         yield proc.pid, port, ready

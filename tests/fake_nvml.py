@@ -194,4 +194,4 @@ class FakeNvmlLib:
             for p in d["processes"]:
                 if p["pid"] == pid:
                     return str(p.get("name", "python"))
-        raise NVMLError(6)
+        raise NVMLError(6)  # NOT_FOUND

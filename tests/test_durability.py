@@ -13,9 +13,7 @@ import copy
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -24,6 +22,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from tests.api_server import spawn
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBE_REPORT = (
@@ -36,12 +36,6 @@ CLIENTS = 4
 TRAFFIC_S = 2.5
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Servers:
     """Starts `advisor serve` subprocesses; whatever is still running is killed at teardown."""
 
@@ -50,28 +44,10 @@ class Servers:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def start(self, db: Path) -> tuple[subprocess.Popen[bytes], str]:
-        port = _free_port()
-        env = dict(os.environ)
-        env.update(ADVISOR_DATABASE_URL=f"sqlite:///{db}", ADVISOR_API_TOKENS=TOKEN)
-        env.pop("ADVISOR_CATALOG", None)
-        env.pop("ADVISOR_CATALOG_MODE", None)
-        log = (self.tmp / f"server-{len(self.procs)}.log").open("wb")
-        cmd = [sys.executable, "-m", "advisor", "serve", "--host", "127.0.0.1", "--port", str(port)]
-        cmd += ["--no-access-log", "--log-level", "warning"]
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
+        log = self.tmp / f"server-{len(self.procs)}.log"
+        proc, base = spawn(db, log, {"ADVISOR_API_TOKENS": TOKEN})
         self.procs.append(proc)
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, self.log(len(self.procs) - 1)
-            try:
-                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    return proc, base
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "server did not answer /healthz within 30 s"
-            time.sleep(0.02)
+        return proc, base
 
     def log(self, index: int) -> str:
         return (self.tmp / f"server-{index}.log").read_text(errors="replace")[-3000:]

@@ -392,7 +392,9 @@ def test_cli_table(fake_machine: FakeNvmlLib) -> None:
     r = invoke("monitor", "--duration", "0.3s", "--interval", "0.1s")
     assert r.exit_code == 0, r.output
     assert "advisor monitor on" in r.stdout and "NVIDIA H200 (h200-sxm)" in r.stdout
-    assert "idle" in r.stdout and "GPU_UTIL_LOW, GPU_MEMORY_LOW" in r.stdout
+    # GPU 1's row: idle, its reasons, and 0.5 GiB of the fake's 150,754,820,096 B = 140.4 GiB
+    (row,) = [line for line in r.stdout.splitlines() if "0.5 / 140.4 GiB" in line]
+    assert "idle" in row and "GPU_UTIL_LOW, GPU_MEMORY_LOW" in row and "80 / 700 W" in row
     assert "GPU 1: GPU utilisation averaged 0% (p95 0%) over" in r.stdout
 
 

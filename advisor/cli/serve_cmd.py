@@ -6,6 +6,7 @@ bind) is bad usage: exit 2 with one line, instead of uvicorn's log and exit 1.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 from typing import Annotated
@@ -14,13 +15,11 @@ import typer
 
 from advisor.errors import InputError
 
-log = logging.getLogger("advisor.api")
-
 
 def serve(
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
     port: Annotated[
-        int, typer.Option(min=0, max=65535, help="Port to bind (0: any free port, logged).")
+        int, typer.Option(min=0, max=65535, help="Port to bind (0: any free port, printed).")
     ] = 8080,
     access_log: Annotated[bool, typer.Option(help="Log every request (never headers).")] = True,
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
@@ -35,8 +34,7 @@ def serve(
     )
     app = create_app()  # settings, catalog and database are checked before the port opens
     sock = listen_socket(host, port)
-    bound_host, bound_port = sock.getsockname()[:2]
-    log.info("listening on http://%s:%d", bound_host, bound_port)
+    bound_port = sock.getsockname()[1]
     config = uvicorn.Config(
         app,
         host=host,
@@ -45,7 +43,11 @@ def serve(
         log_level=log_level,
         timeout_graceful_shutdown=5,
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    shown = f"[{host}]" if ":" in host else host
+    # Always printed (whatever the log level): tests and benchmarks read the port from this line.
+    typer.echo(f"advisor serve: listening on http://{shown}:{bound_port}", err=True)
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is a normal stop, as in uvicorn.run
+        uvicorn.Server(config).run(sockets=[sock])
 
 
 def listen_socket(host: str, port: int) -> socket.socket:

@@ -45,7 +45,10 @@ class SqliteStore:
     @contextlib.contextmanager
     def _tx(self) -> Iterator[Any]:
         with self._lock:
-            cur = self._conn.cursor()
+            try:
+                cur = self._conn.cursor()  # fails too when the connection is gone
+            except sqlite3.Error as exc:
+                raise StoreError(f"SQLite: {exc}") from None
             try:
                 cur.execute("BEGIN IMMEDIATE")
                 yield cur

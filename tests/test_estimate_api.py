@@ -1,0 +1,248 @@
+"""POST /v1/estimates and `advisor estimate`: figures worked out by hand from published numbers,
+and the fleet's calibration of the efficiency from stored probe reports, end to end.
+
+Independent sources used below:
+- Llama 2 7B (Touvron et al. 2023, config.json): 6.74e9 parameters, 32 layers, 32 heads, 32 KV
+  heads, hidden 4096 (head dim 4096 / 32 = 128).
+- Llama 3 8B (config.json): 8.03e9 parameters, 32 layers, hidden 4096, 32 heads.
+- H100 SXM5 datasheet: bf16 1,979 TFLOP/s with sparsity, so 989.5 dense; 80 GB.
+- A10G: 24 GB, 600 GB/s.
+- Kaplan et al. 2020: training costs 6·N·D FLOPs without recomputation.
+- Korthikanti et al. 2022: activations of one layer without recomputation s·b·h·(34 + 5·a·s/h) B.
+- ZeRO (Rajbhandari et al. 2019): 16 bytes of model states per parameter, stage 3 shards all of
+  them over the data-parallel ranks.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from advisor import Catalog
+from advisor.api import create_app
+from advisor.api.settings import Settings
+from tests.api_server import REPO, LiveServer, live_server
+
+TOKEN = "estimate-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+GB = 1e9
+
+FINE_TUNE = {
+    "workload": "fine_tuning",
+    "model": "llama-3-8b",
+    "tokens": 2e9,
+    "instance_type": "p5.48xlarge",  # 8 x H100 SXM5
+}
+
+# measured / expected matmul_bf16 of five H100 hosts; the median is the third, 0.80
+RATIOS = (0.70, 0.74, 0.80, 0.86, 0.90)
+MEDIAN_RATIO = 0.80
+EXPECTED_TFLOPS = 800.0  # any expectation will do: only the ratio counts
+
+
+def probe_report(host: str, ratio: float) -> dict[str, Any]:
+    return {
+        "created_at": "2026-11-30T12:00:00Z",
+        "mode": "quick",
+        "device": 0,
+        "verdict": "pass",
+        "accelerator": "h100-sxm",
+        "inventory": {"hostname": host, "python": "3.11.9", "device_count": 8},
+        "checks": [
+            {
+                "name": "matmul_bf16",
+                "status": "pass",
+                "measured": ratio * EXPECTED_TFLOPS,
+                "expected": EXPECTED_TFLOPS,
+                "unit": "TFLOP/s",
+                "detail": "test",
+            }
+        ],
+        "duration_s": 10.0,
+    }
+
+
+def app_client(tmp_path: Path, name: str) -> TestClient:
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/{name}.db", api_tokens=(TOKEN,))  # type: ignore[arg-type]
+    return TestClient(create_app(settings))
+
+
+def figure(result: dict[str, Any], name: str) -> float:
+    values = [f["value"] for f in result["figures"] if f["name"] == name]
+    assert len(values) == 1, (name, [f["name"] for f in result["figures"]])
+    return float(values[0])
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[TestClient]:
+    with app_client(tmp_path, "api") as c:
+        yield c
+
+
+# -- content, by hand ---------------------------------------------------------------------------
+
+
+def test_inference_memory_and_price(client: TestClient, shipped: Catalog) -> None:
+    body = {
+        "workload": "low_latency_inference",
+        "model": "llama-2-7b",
+        "context_tokens": 1024,
+        "batch": 1,
+        "instance_type": "g5.xlarge",  # 1 x A10G 24 GB
+        "region": "eu-west-1",
+    }
+    r = client.post("/v1/estimates", json=body)
+    assert r.status_code == 200, r.text
+    result = r.json()
+    weights_gb = 6.74e9 * 2 / GB  # bf16: 2 bytes per parameter
+    assert figure(result, "weights_gb") == pytest.approx(13.48)
+    assert weights_gb == pytest.approx(13.48)
+    kv_per_token = 2 * 32 * 32 * 128 * 2  # K and V x layers x KV heads x head dim x 2 bytes
+    assert kv_per_token == 512 * 1024  # Llama-2-7B's well-known 0.5 MiB per token
+    assert figure(result, "kv_cache_bytes_per_token") == kv_per_token
+    kv_gb = kv_per_token * 1024 / GB
+    assert figure(result, "kv_cache_gb") == pytest.approx(kv_gb)
+    # 10% runtime overhead on top of weights + KV: the model's stated allowance (README)
+    total_gb = 1.10 * (weights_gb + kv_gb)
+    assert result["memory_per_gpu_gb"] == pytest.approx(total_gb)  # 15.42 GB on one GPU
+    assert result["fits"] is True  # 15.42 GB <= 90% of 24 GB
+    assert result["hardware"] == {
+        "instance_type": "g5.xlarge",
+        "accelerator": "a10g",
+        "gpus_per_node": 1,
+        "nodes": 1,
+        "gpus": 1,
+    }
+    # decode is bandwidth bound: each token reads every weight and the KV cache once
+    efficiency = result["efficiency"]
+    assert efficiency == shipped.workloads["low_latency_inference"].efficiency
+    rate = 600 * GB * efficiency / ((weights_gb + kv_gb) * GB)
+    assert result["tokens_per_s"] == pytest.approx(rate)  # about 21 tokens/s at 0.5
+    # The catalog's price rows are the input of the lookup under test: it must pick the
+    # eu-west-1 on-demand row, not the cheaper us-east-1 one nor a spot row.
+    rows = {
+        (p.region, p.purchase.value): p.hourly_usd
+        for p in shipped.instance_types["g5.xlarge"].prices
+    }
+    assert rows[("eu-west-1", "on_demand")] > rows[("us-east-1", "on_demand")]
+    assert result["hourly_usd"] == rows[("eu-west-1", "on_demand")]
+    assert (result["price"]["region"], result["price"]["purchase"]) == ("eu-west-1", "on_demand")
+    assert result["hours"] is None and result["cost_usd"] is None  # serving has no end
+
+
+def test_spot_price_is_the_spot_row(client: TestClient, shipped: Catalog) -> None:
+    body = {"workload": "low_latency_inference", "model": "llama-2-7b"}
+    body |= {"instance_type": "g5.xlarge", "region": "us-east-1", "purchase": "spot"}
+    result = client.post("/v1/estimates", json=body).json()
+    rows = {
+        (p.region, p.purchase.value): p.hourly_usd
+        for p in shipped.instance_types["g5.xlarge"].prices
+    }
+    assert result["hourly_usd"] == rows[("us-east-1", "spot")] < rows[("us-east-1", "on_demand")]
+
+
+def test_fine_tuning_memory_time_and_cost(client: TestClient, shipped: Catalog) -> None:
+    body = {**FINE_TUNE, "recompute": False, "seq_len": 1024, "batch": 1}
+    r = client.post("/v1/estimates", json=body)
+    assert r.status_code == 200, r.text
+    result = r.json()
+    params, layers, hidden, heads, seq = 8.03e9, 32, 4096, 32, 1024
+    # activations without recomputation (Korthikanti): s·b·h·(34 + 5·a·s/h) bytes per layer
+    activations_gb = seq * 1 * hidden * (34 + 5 * heads * seq / hidden) * layers / GB
+    assert activations_gb == pytest.approx(9.93, abs=0.01)
+    # ZeRO-3 needs ceil(16 B x 8.03e9 / (0.9 x 80 GB - activations)) = 3 GPUs; one node of 8
+    # is rented and all 8 join data parallelism, so the states per GPU are 16 x N / 8
+    assert result["hardware"]["gpus"] == 8 and result["hardware"]["nodes"] == 1
+    states_gb = 16 * params / 8 / GB
+    assert figure(result, "model_states_per_gpu_gb") == pytest.approx(16.06)
+    assert result["memory_per_gpu_gb"] == pytest.approx(states_gb + activations_gb)
+    assert result["fits"] is True
+    # 6·N·D FLOPs over 8 GPUs at 989.5 dense TFLOP/s x the profile's efficiency
+    efficiency = shipped.workloads["fine_tuning"].efficiency
+    assert result["efficiency"] == efficiency
+    hours = 6 * params * 2e9 / (8 * 989.5e12 * efficiency) / 3600
+    assert figure(result, "training_flops") == pytest.approx(6 * params * 2e9)
+    assert result["hours"] == pytest.approx(hours)
+    # p5.48xlarge has one on-demand row (us-east-1): the price lookup under test must find it
+    (on_demand,) = [
+        p for p in shipped.instance_types["p5.48xlarge"].prices if p.purchase == "on_demand"
+    ]
+    assert result["hourly_usd"] == on_demand.hourly_usd
+    assert result["cost_usd"] == pytest.approx(on_demand.hourly_usd * hours)
+
+
+# -- fleet calibration end to end ---------------------------------------------------------------
+
+
+def post_reports(post: Any, ratios: tuple[float, ...], first_host: int = 0) -> None:
+    for i, ratio in enumerate(ratios, first_host):
+        r = post("/v1/probe-reports", json=probe_report(f"h100-host-{i}", ratio), headers=AUTH)
+        assert r.status_code == 201, r.text
+
+
+def test_the_service_calibrates_from_five_reports_not_four(
+    tmp_path: Path, shipped: Catalog
+) -> None:
+    base = shipped.workloads["fine_tuning"].efficiency
+    with app_client(tmp_path, "four") as four:
+        post_reports(four.post, RATIOS[:4])
+        uncalibrated = four.post("/v1/estimates", json=FINE_TUNE).json()
+    with app_client(tmp_path, "five") as five:
+        post_reports(five.post, RATIOS)
+        calibrated = five.post("/v1/estimates", json=FINE_TUNE).json()
+    assert uncalibrated["efficiency"] == base
+    assert "fleet-calibrated" not in uncalibrated["efficiency_source"]
+    assert calibrated["efficiency"] == pytest.approx(base * MEDIAN_RATIO)
+    assert "fleet-calibrated" in calibrated["efficiency_source"]
+    # the same work at 80% of the efficiency takes 1 / 0.8 as long, and costs as much more
+    assert calibrated["hours"] == pytest.approx(uncalibrated["hours"] / MEDIAN_RATIO)
+    assert calibrated["cost_usd"] == pytest.approx(uncalibrated["cost_usd"] / MEDIAN_RATIO)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[LiveServer]:
+    with live_server(tmp_path, TOKEN) as srv:
+        yield srv
+
+
+def cli_estimate(server: LiveServer) -> dict[str, Any]:
+    args = ["estimate", "--workload", "fine_tuning", "--model", "llama-3-8b", "--tokens", "2e9"]
+    args += ["--instance-type", "p5.48xlarge", "--server", server.base_url, "--json"]
+    p = subprocess.run(
+        [sys.executable, "-m", "advisor", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+    assert p.returncode == 0, p.stderr
+    result: dict[str, Any] = json.loads(p.stdout)
+    return result
+
+
+def test_cli_and_service_calibrate_alike_from_a_live_fleet(
+    server: LiveServer, shipped: Catalog
+) -> None:
+    base = shipped.workloads["fine_tuning"].efficiency
+    with httpx.Client(base_url=server.base_url, timeout=30) as http:
+        post_reports(http.post, RATIOS[:4])
+        four = cli_estimate(server)
+        assert four["efficiency"] == base
+        assert "fleet-calibrated" not in four["efficiency_source"]
+        post_reports(http.post, RATIOS[4:], first_host=4)
+        cli = cli_estimate(server)
+        served = http.post("/v1/estimates", json=FINE_TUNE).json()
+    assert cli["efficiency"] == pytest.approx(base * MEDIAN_RATIO)
+    assert "fleet-calibrated" in cli["efficiency_source"]
+    assert cli["hours"] == pytest.approx(four["hours"] / MEDIAN_RATIO)
+    # one function answers both: the service's figures are the CLI's
+    for key in ("efficiency", "efficiency_source", "hours", "cost_usd", "memory_per_gpu_gb"):
+        assert served[key] == cli[key], key
