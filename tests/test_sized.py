@@ -133,6 +133,29 @@ def test_estimate_says_when_it_cannot_fit(shipped: Catalog) -> None:
     assert not r.fits and "ZeRO stage 0 keeps" in r.notes[0]
 
 
+def test_an_unfit_estimate_names_activations_and_what_one_gpu_needs(shipped: Catalog) -> None:
+    """Llama-3-8B without recomputation at 4,096 tokens: ZeRO-3 shards every state away, but one
+    micro-batch's activations stay on each GPU. Korthikanti et al. (2022), 16-bit, per layer
+    s*b*h*(34 + 5*a*s/h) bytes = 4096*1*4096*(34 + 5*32*4096/4096) = 3,254,779,904 bytes; x 32
+    layers = 104.15 GB, above 72 GB usable of an 80 GB H100. The estimate must say so and report
+    that figure, not 0 GB or "0 GB of states"."""
+    r = estimate(
+        shipped,
+        EstimateRequest(
+            workload="fine_tuning",
+            model="llama-3-8b",
+            tokens=2e9,
+            seq_len=4096,
+            recompute=False,
+            instance_type="p5.48xlarge",
+        ),
+    )
+    assert not r.fits
+    assert r.memory_per_gpu_gb == pytest.approx(4096 * 4096 * 194 * 32 / 1e9, rel=1e-6)
+    assert "104 GB of activations" in r.notes[0]
+    assert "above 72 GB usable of 80 GB" in r.notes[0]
+
+
 def test_estimate_on_an_unpriced_accelerator(shipped: Catalog) -> None:
     r = estimate(
         shipped,

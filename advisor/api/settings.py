@@ -9,6 +9,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from advisor.errors import InputError
+from advisor.perf.calibration import MIN_FLEET_REPORTS
 from advisor.validation_errors import explain_validation
 
 ENV = {
@@ -29,7 +30,7 @@ class Settings(BaseModel):
     catalog_dir: str | None = None
     catalog_mode: Annotated[str, Field(pattern="^(extend|replace)$")] = "extend"
     max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
-    min_fleet_reports: Annotated[int, Field(ge=1)] = 5
+    min_fleet_reports: Annotated[int, Field(ge=1)] = MIN_FLEET_REPORTS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:

@@ -117,7 +117,7 @@ class WorkPlan:
         ranks = _min_ranks(w.zero_stage, shape.params, acc.memory_gb * USABLE_MEMORY - act)
         eff, source = self.efficiency(acc)
         if ranks is None:
-            return _unfit(acc, w.zero_stage, shape.params, eff, source)
+            return _unfit(acc, w.zero_stage, shape.params, act, eff, source)
         wanted = self.profile.default_gpu_count if w.gpu_count is None else w.gpu_count
         needed = max(ranks, wanted, 1)
         nodes = math.ceil(needed / per_node)
@@ -200,21 +200,28 @@ def peak16_tflops(acc: Accelerator) -> float | None:
     return acc.peak_tflops.bf16 or acc.peak_tflops.fp16
 
 
-def _unfit(acc: Accelerator, stage: int, params: float, eff: float, source: str) -> Fit:
-    """A training Fit for a GPU that cannot hold the unsharded states at any GPU count."""
+def _unfit(
+    acc: Accelerator, stage: int, params: float, activations_gb: float, eff: float, source: str
+) -> Fit:
+    """A training Fit for a GPU that cannot hold the work at any GPU count: what no sharding
+    removes (the unsharded states and one micro-batch's activations) is above its memory."""
     cap = acc.memory_gb * USABLE_MEMORY
+    floor = _stage_floor(stage, params)
+    parts = [f"ZeRO stage {stage} keeps {floor:.0f} GB of unsharded states"]
+    if activations_gb:
+        parts.append(f"{activations_gb:.0f} GB of activations")
     return Fit(
         gpus_needed=0,
         nodes=0,
         rented_gpus=0,
         spans_nodes=False,
-        memory_per_gpu_gb=0,
+        memory_per_gpu_gb=floor + activations_gb,  # the least any GPU count leaves per GPU
         memory_total_gb=0,
         efficiency=eff,
         efficiency_source=source,
         unfit=(
-            f"ZeRO stage {stage} keeps {_stage_floor(stage, params):.0f} GB per GPU whatever the "
-            f"GPU count, above {cap:.0f} GB usable of {acc.memory_gb:g} GB"
+            f"{' + '.join(parts)} per GPU whatever the GPU count: "
+            f"{floor + activations_gb:.0f} GB, above {cap:.0f} GB usable of {acc.memory_gb:g} GB"
         ),
     )
 

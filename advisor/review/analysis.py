@@ -19,7 +19,7 @@ from typing import Any
 from advisor.catalog import Catalog
 from advisor.fleet.grading import grade
 from advisor.fleet.statistics import CheckStats, HostCheck, fleet_statistics
-from advisor.perf.calibration import Calibration
+from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
 from advisor.review.costs import (
     CostedJob,
     FleetFactor,
@@ -215,6 +215,7 @@ class Review:
     savings: list[Saving]
     findings: dict[str, int]
     calibration: list[FleetFactor]  # per GPU accelerator of the catalog
+    min_fleet_reports: int  # reports an accelerator needs before its fleet median is applied
     workloads: list[WorkloadResult]
 
     def to_dict(self) -> dict[str, Any]:
@@ -228,6 +229,7 @@ def build_review(
     region: str | None = None,
     workloads: Sequence[CostedJob] | None = None,
     now: dt.datetime | None = None,
+    min_fleet_reports: int = MIN_FLEET_REPORTS,
 ) -> Review:
     with gc_paused():  # see data.gc_paused: many small objects, none in a cycle
         stats, hosts = aggregate(data.probes)
@@ -253,6 +255,7 @@ def build_review(
         outlier_gap=OUTLIER_GAP,
         savings=savings(catalog, data.usage, region),
         findings=finding_counts(data.usage),
-        calibration=fleet_factors(calibration, gpu_accelerators),
-        workloads=workload_costs(catalog, jobs, calibration, region),
+        calibration=fleet_factors(calibration, gpu_accelerators, min_fleet_reports),
+        min_fleet_reports=min_fleet_reports,
+        workloads=workload_costs(catalog, jobs, calibration, region, min_fleet_reports),
     )

@@ -10,7 +10,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from advisor.fleet.grading import PASS_AT, WARN_AT
-from advisor.perf.calibration import MIN_FLEET_REPORTS
 from advisor.review.analysis import Outlier, Review
 from advisor.review.costs import HOURS_PER_MONTH, MEMORY_HEADROOM, Saving, WorkloadResult
 from advisor.review.svg import COLOURS, Bar, RatioBar, bar_chart, esc, ratio_chart
@@ -482,7 +481,7 @@ def _workloads(r: Review) -> str:
                 esc(f.accelerator),
                 _pct(f.ratio),
                 f"{f.reports:,}",
-                "yes" if f.applied else f"no (fewer than {MIN_FLEET_REPORTS})",
+                "yes" if f.applied else f"no (fewer than {r.min_fleet_reports})",
             ]
             for f in r.calibration
             if f.accelerator in used
@@ -498,7 +497,7 @@ def _workloads(r: Review) -> str:
         "8&middot;N&middot;D / (GPUs &times; dense bf16 peak &times; efficiency); cost = hours "
         "&times; hourly price of the nodes. Efficiency is the workload profile's, &times; the "
         "fleet's median measured / expected matmul_bf16 for the accelerator where at least "
-        f"{MIN_FLEET_REPORTS} reports give one. Not costed: instance types the job does not fit "
+        f"{r.min_fleet_reports} reports give one. Not costed: instance types the job does not fit "
         "on (one node for fine-tuning).</p>"
         + "".join(_workload(w, i) for i, w in enumerate(r.workloads))
         + f"<h3>Fleet calibration</h3>{eff}</section>"

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 
-from advisor.api.deps import CatalogDep, StoreDep
+from advisor.api.deps import CatalogDep, StateDep, StoreDep
 from advisor.api.problems import responses
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError
@@ -34,6 +34,7 @@ router = APIRouter(prefix="/v1", tags=["review"])
 def get_review(
     store: StoreDep,
     catalog: CatalogDep,
+    state: StateDep,
     region: Annotated[
         str | None,
         Query(
@@ -45,7 +46,10 @@ def get_review(
 ) -> HTMLResponse:
     if region is not None and region not in catalog.regions:
         raise InputError(unknown("region", region, catalog.regions))
-    page = render_html(build_review(from_store(store), catalog, region))
+    review = build_review(
+        from_store(store), catalog, region, min_fleet_reports=state.settings.min_fleet_reports
+    )
+    page = render_html(review)
     return HTMLResponse(
         page,
         headers={"Content-Security-Policy": CSP, "Cache-Control": "no-store"},
