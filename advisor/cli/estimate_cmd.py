@@ -23,7 +23,7 @@ def estimate_cmd(
     gpus_per_node: Annotated[int, typer.Option(help="GPUs per node with --accelerator.")] = 8,
     gpu_count: Annotated[int | None, typer.Option(help="At least this many GPUs.")] = None,
     region: Annotated[str | None, typer.Option(help="Price region.")] = None,
-    purchase: Annotated[str, typer.Option(help="on_demand or spot.")] = "on_demand",
+    purchase: Annotated[str, typer.Option(help="on_demand, spot or any (either).")] = "on_demand",
     zero_stage: opts.ZeroStage = 3,
     seq_len: opts.SeqLen = None,
     batch: opts.Batch = None,

@@ -9,12 +9,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from advisor.catalog import Catalog, get_accelerator, get_instance_type
-from advisor.catalog.models import InstanceType, Price, Purchase
+from advisor.catalog.models import InstanceType, Price
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError
 from advisor.perf.calibration import Calibration
 from advisor.perf.fitting import WorkPlan
-from advisor.request import EstimateRequest, Workload
+from advisor.request import EstimateRequest, purchase_matches
 
 
 def estimate(
@@ -79,14 +79,15 @@ def estimate(
     return out
 
 
-def _price(instance: InstanceType, req: Workload) -> Price | None:
-    purchase = req.purchase or Purchase.on_demand
+def _price(instance: InstanceType, req: EstimateRequest) -> Price | None:
     prices = [
         p
         for p in instance.prices
-        if p.purchase == purchase and (req.region is None or p.region == req.region)
+        if purchase_matches(req.purchase, p.purchase)
+        and (req.region is None or p.region == req.region)
     ]
     if not prices:
         where = f" in {req.region}" if req.region else ""
-        raise InputError(f"{instance.id} has no {purchase.value} price{where} in the catalog")
+        how = req.purchase.value if req.purchase else "any"
+        raise InputError(f"{instance.id} has no {how} price{where} in the catalog")
     return min(prices, key=lambda p: (p.hourly_usd, p.region))
