@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from advisor.catalog import Catalog
-from advisor.catalog.models import Accelerator, FormFactor, Price, WorkloadProfile
+from advisor.catalog.models import FormFactor, Price, WorkloadProfile
 from advisor.did_you_mean import unknown
 from advisor.engine.candidates import CandidateIndex, CloudCandidate, candidate_index
 from advisor.engine.checks import (
@@ -57,41 +57,14 @@ def recommend(
     objective = workload.objective or _default_objective(workload, profile)
     index = candidate_index(catalog, GROUP_SIGNATURE)
     hits: list[Hit] = []
-    rejected: list[Rejection] = []
-
-    for group in index.cloud_groups:
-        if group[0].hardware.form_factor not in profile.form_factors:
-            # Hardware this workload never runs on: one reason says it all, and it is known
-            # before looking at the request.
-            rejected.extend(_mismatch(c.instance.id, group[0].hardware, profile) for c in group)
-            continue
-        # Members share everything the static checks and placement read (GROUP_SIGNATURE).
-        placement = place(group[0], workload, profile, plan)
-        static = static_violations(group[0], placement, workload, profile)
-        if static:  # the whole group is out for reasons that no offering changes
-            rejected.extend(_rejection(c.instance.id, static) for c in group)
-            continue
-        for c in group:
-            _evaluate_offers(c, placement, workload, profile, objective, hits, rejected)
-
-    edge_misses: dict[str, list[list[Violation]]] = {}
-    edge_ok: set[str] = set()
-    edge_eligible = FormFactor.edge in profile.form_factors
-    for device_id in sorted({e.device.id for e in index.edge}) if not edge_eligible else ():
-        rejected.append(_mismatch(device_id, catalog.accelerators[device_id], profile))
-    for e in index.edge if edge_eligible else ():
-        violations = edge_violations(e, workload, profile)
-        if violations:
-            edge_misses.setdefault(e.device.id, []).append(violations)
-        else:
-            hits.append(edge_hit(e, objective))
-            edge_ok.add(e.device.id)
-    for device_id in sorted(edge_misses.keys() - edge_ok):
-        rejected.append(_rejection(device_id, min(edge_misses[device_id], key=len)))
+    rejected: list[Rejection] = list(_mismatches(catalog, index, profile))
+    _evaluate_cloud(index, workload, profile, plan, objective, hits, rejected)
+    if FormFactor.edge in profile.form_factors:
+        _evaluate_edge(index, workload, profile, objective, hits, rejected)
 
     ranked = rank(hits, objective, workload.limit)
     recommendations = tuple(
-        _recommendation(h, score, reasons(h, workload, profile, objective, i + 1), workload)
+        _recommendation(h, score, reasons(h, workload, profile, objective, i + 1))
         for i, (h, score) in enumerate(ranked)
     )
     rejected.sort(key=lambda r: r.id)  # ids are unique
@@ -113,6 +86,78 @@ def recommend(
         explanation=explanation,
         feasible_count=len(hits),
     )
+
+
+def _mismatches(
+    catalog: Catalog, index: CandidateIndex, p: WorkloadProfile
+) -> tuple[Rejection, ...]:
+    """Hardware this workload never runs on: one reason says it all, and it is known before
+    looking at the request, so it is worked out once per catalog and workload type."""
+    cached = index.memo.get(p.id)
+    if cached is not None:
+        return cached
+    out = [
+        Rejection(
+            id=c.instance.id, codes=_MISMATCH, reasons=(mismatch_sentence(group[0].hardware, p),)
+        )
+        for group in index.cloud_groups
+        if group[0].hardware.form_factor not in p.form_factors
+        for c in group
+    ]
+    if FormFactor.edge not in p.form_factors:
+        for device_id in sorted({e.device.id for e in index.edge}):
+            sentence = (mismatch_sentence(catalog.accelerators[device_id], p),)
+            out.append(Rejection(id=device_id, codes=_MISMATCH, reasons=sentence))
+    index.memo[p.id] = tuple(out)
+    return index.memo[p.id]
+
+
+def _evaluate_cloud(
+    index: CandidateIndex,
+    w: Workload,
+    p: WorkloadProfile,
+    plan: WorkPlan | None,
+    objective: str,
+    hits: list[Hit],
+    rejected: list[Rejection],
+) -> None:
+    for group in index.cloud_groups:
+        if group[0].hardware.form_factor not in p.form_factors:
+            continue  # in _mismatches
+        # Members share everything the static checks and placement read (GROUP_SIGNATURE).
+        placement = place(group[0], w, p, plan)
+        static = static_violations(group[0], placement, w, p)
+        if static:  # the whole group is out for reasons that no offering changes
+            codes, sentences = _codes_and_sentences(static)
+            rejected.extend(
+                Rejection(id=c.instance.id, codes=codes, reasons=sentences) for c in group
+            )
+            continue
+        for c in group:
+            _evaluate_offers(c, placement, w, p, objective, hits, rejected)
+
+
+def _evaluate_edge(
+    index: CandidateIndex,
+    w: Workload,
+    p: WorkloadProfile,
+    objective: str,
+    hits: list[Hit],
+    rejected: list[Rejection],
+) -> None:
+    """Each device in each power mode; a device is rejected only if no mode fits, with the
+    reasons of the mode that misses least."""
+    misses: dict[str, list[list[Violation]]] = {}
+    fits: set[str] = set()
+    for e in index.edge:
+        violations = edge_violations(e, w, p)
+        if violations:
+            misses.setdefault(e.device.id, []).append(violations)
+        else:
+            hits.append(edge_hit(e, objective))
+            fits.add(e.device.id)
+    for device_id in sorted(misses.keys() - fits):
+        rejected.append(_rejection(device_id, min(misses[device_id], key=len)))
 
 
 def _evaluate_offers(
@@ -190,16 +235,21 @@ def _alternatives(
     return tracker.alternatives()
 
 
-def _mismatch(entry_id: str, hw: Accelerator, p: WorkloadProfile) -> Rejection:
-    return Rejection(id=entry_id, codes=("WORKLOAD_MISMATCH",), reasons=(mismatch_sentence(hw, p),))
+_MISMATCH = ("WORKLOAD_MISMATCH",)
+
+
+def _codes_and_sentences(violations: list[Violation]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if len(violations) == 1:  # the common case, on the per-candidate path
+        return (violations[0].code,), (violations[0].sentence,)
+    return tuple(dict.fromkeys(v.code for v in violations)), tuple(v.sentence for v in violations)
 
 
 def _rejection(entry_id: str, violations: list[Violation]) -> Rejection:
-    codes = tuple(dict.fromkeys(v.code for v in violations))
-    return Rejection(id=entry_id, codes=codes, reasons=tuple(v.sentence for v in violations))
+    codes, sentences = _codes_and_sentences(violations)
+    return Rejection(id=entry_id, codes=codes, reasons=sentences)
 
 
-def _recommendation(h: Hit, score: float, why: list[str], w: Workload) -> Recommendation:
+def _recommendation(h: Hit, score: float, why: list[str]) -> Recommendation:
     if h.edge is not None:
         e = h.edge
         return Recommendation(

@@ -6,7 +6,7 @@ one of its power modes. Everything that does not depend on the request is comput
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import (
@@ -18,6 +18,7 @@ from advisor.catalog.models import (
     Price,
     Purchase,
 )
+from advisor.engine.result import Rejection
 
 GIB_PER_GB = 1e9 / 2**30  # instance RAM is stated in GiB, requirements in GB
 
@@ -75,6 +76,8 @@ class CandidateIndex:
     # per group, not per type.
     cloud_groups: tuple[tuple[CloudCandidate, ...], ...]
     edge: tuple[EdgeCandidate, ...]
+    # Per workload type: the rejections that depend on the catalog alone (advisor/engine).
+    memo: dict[str, tuple[Rejection, ...]] = field(default_factory=dict, compare=False)
 
 
 def candidate_index(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:

@@ -133,7 +133,8 @@ def violations(registry: Sequence[Constraint[Case]], case: Case) -> list[Violati
     lets the engine suggest its nearest relaxation."""
     out = []
     for entry in registry:
-        v = entry.violation(case)
-        if v is not None:
-            out.append(v)
+        found = entry.check(case)
+        if found is not None:  # as Constraint.violation, inlined: this runs per candidate
+            field = entry.field if found.relaxable else None
+            out.append(Violation(entry.code, field, found.sentence, found.relax_to))
     return out
