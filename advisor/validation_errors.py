@@ -20,15 +20,17 @@ def explain_validation(exc: ValidationError, model: type[BaseModel]) -> list[tup
 
 
 def explain_errors(
-    errors: Iterable[Mapping[str, Any]], model: type[BaseModel] | None
+    errors: Iterable[Mapping[str, Any]], model: type[BaseModel] | None, dotted: bool = False
 ) -> list[tuple[str, str]]:
     """pydantic error dicts (ValidationError.errors(), or FastAPI's with the "body" prefix
     already stripped from each loc) → (field path, sentence). Hints for unknown fields come from
-    `model`'s own fields (the nested model the location points into), never from other models."""
+    `model`'s own fields (the nested model the location points into), never from other models.
+    Paths read `prices[0].purchase`; with `dotted` (the HTTP API's `field`), `prices.0.purchase`.
+    """
     out = []
     for err in errors:
         loc = tuple(err["loc"])
-        path = _format_loc(loc)
+        path = ".".join(str(p) for p in loc) if dotted else _format_loc(loc)
         out.append((path or "(entry)", _sentence(err, loc, path, model)))
     return out
 

@@ -70,7 +70,9 @@ def field_problems(
         {**err, "loc": tuple(p for p in err.get("loc", ()) if p not in ("body", "query", "path"))}
         for err in errors
     ]
-    return [FieldProblem(field=f, message=m) for f, m in explain_errors(located, model)]
+    return [
+        FieldProblem(field=f, message=m) for f, m in explain_errors(located, model, dotted=True)
+    ]
 
 
 def install(app: FastAPI) -> None:

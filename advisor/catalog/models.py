@@ -168,7 +168,7 @@ class WorkloadProfile(Strict):
     default_gpu_count: Annotated[int, Field(ge=0, le=4096)] = 0
     key_precision: Literal["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8"] = "bf16"
     default_objective: Objective = "cheapest"
-    # Sizing from a model (advisor/workplan.py): what kind of work, and the share of the dense
+    # Sizing from a model (advisor/perf/fitting.py): what kind of work, and the share of the dense
     # peak (training: model FLOPs utilisation) or of memory bandwidth (inference decode) it gets.
     sizing: Literal["training", "inference", "none"] = "none"
     efficiency: Annotated[float, Field(gt=0, le=1)] = 0.4

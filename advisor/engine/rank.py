@@ -105,22 +105,8 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
         return _edge_reasons(h.edge, w, objective, rank_no)
     c, price, s = h.cloud, h.price, h.placement
     assert c is not None and price is not None
-    it, hw = c.instance, c.hardware
-    out = []
-    if c.is_gpu:
-        total_gb = s.nodes * it.gpu_count * hw.memory_gb
-        each = f"{hw.memory_gb:g} GB each, {total_gb:g} GB total"
-        line = f"{s.nodes * it.gpu_count} x {hw.name} ({each})"
-        if w.memory_gb:
-            line += f" hold the {w.memory_gb:g} GB needed{_gpu_count_source(s, w, p)}"
-        elif s.fit is not None:
-            line += f" hold the {s.fit.memory_total_gb:,.1f} GB the work needs"
-        out.append(line)
-    else:
-        out.append(
-            f"CPU-only ({hw.name}), {it.vcpus} vCPUs and {it.memory_gib:g} GiB RAM per node"
-            + (f", enough for the {w.memory_gb:g} GB needed" if w.memory_gb else "")
-        )
+    it = c.instance
+    out = [_hardware_reason(c, s, w, p)]
     if s.spans_nodes:
         out.append(
             f"spans {s.nodes} nodes over {it.network_gbps:g} Gbit/s; {p.id} scales out "
@@ -146,18 +132,40 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
         if objective == "price_performance":
             per_dollar = f" = {perf / h.hourly_usd:,.0f} per $/h"
         out.append(f"{perf:,.0f} dense {precision} TFLOP/s peak{per_dollar}")
+    out += _penalty_reasons(c, p)
+    out.append(f"ranked {rank_no} by {OBJECTIVE_WORDS[objective]}")
+    return out
+
+
+def _hardware_reason(c: CloudCandidate, s: Placement, w: Workload, p: WorkloadProfile) -> str:
+    it, hw = c.instance, c.hardware
+    if not c.is_gpu:
+        return f"CPU-only ({hw.name}), {it.vcpus} vCPUs and {it.memory_gib:g} GiB RAM per node" + (
+            f", enough for the {w.memory_gb:g} GB needed" if w.memory_gb else ""
+        )
+    total_gb = s.nodes * it.gpu_count * hw.memory_gb
+    line = f"{s.nodes * it.gpu_count} x {hw.name} ({hw.memory_gb:g} GB each, {total_gb:g} GB total)"
+    if w.memory_gb:
+        line += f" hold the {w.memory_gb:g} GB needed{_gpu_count_source(s, w, p)}"
+    elif s.fit is not None:
+        line += f" hold the {s.fit.memory_total_gb:,.1f} GB the work needs"
+    return line
+
+
+def _penalty_reasons(c: CloudCandidate, p: WorkloadProfile) -> list[str]:
+    """One sentence per unmet soft preference, saying what it cost in score."""
+    out = []
     if _link_not_preferred(c, p):
         links = "/".join(link.value for link in p.prefer_gpu_link)
         out.append(
-            f"scored {p.preference_penalty:.0%} worse: GPUs linked by {it.gpu_link.value}, "
-            f"{p.id} prefers {links}"
+            f"scored {p.preference_penalty:.0%} worse: GPUs linked by "
+            f"{c.instance.gpu_link.value}, {p.id} prefers {links}"
         )
-    if p.prefer_form_factor is not None and hw.form_factor != p.prefer_form_factor:
+    if p.prefer_form_factor is not None and c.hardware.form_factor != p.prefer_form_factor:
         out.append(
             f"scored {p.preference_penalty:.0%} worse: {p.id} prefers "
             f"{p.prefer_form_factor.value} hardware"
         )
-    out.append(f"ranked {rank_no} by {OBJECTIVE_WORDS[objective]}")
     return out
 
 
