@@ -91,7 +91,7 @@ class _PriceChoice(_Request):
     purchase: PurchaseOption = Purchase.on_demand
 
 
-class RecommendRequest(SizedWork, _PriceChoice):
+class RecommendRequest(_PriceChoice, SizedWork):
     """What to recommend hardware for. Every constraint is optional except the workload type."""
 
     memory_gb: Annotated[
@@ -117,7 +117,7 @@ class RecommendRequest(SizedWork, _PriceChoice):
 Workload = RecommendRequest
 
 
-class EstimateRequest(SizedWork, _PriceChoice):
+class EstimateRequest(_PriceChoice, SizedWork):
     """A sized workload and the hardware to estimate it on."""
 
     instance_type: Annotated[str | None, Field(min_length=1)] = None
