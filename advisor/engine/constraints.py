@@ -120,13 +120,6 @@ class Constraint(Generic[Case]):
     def direction(self) -> Direction:
         return RELAXATIONS[self.field].direction if self.field else Direction.fixed
 
-    def violation(self, case: Case) -> Violation | None:
-        found = self.check(case)
-        if found is None:
-            return None
-        field = self.field if found.relaxable else None
-        return Violation(self.code, field, found.sentence, found.relax_to)
-
 
 def violations(registry: Sequence[Constraint[Case]], case: Case) -> list[Violation]:
     """Every failure, in registry order: knowing a candidate fails *only* one constraint is what
@@ -134,7 +127,7 @@ def violations(registry: Sequence[Constraint[Case]], case: Case) -> list[Violati
     out = []
     for entry in registry:
         found = entry.check(case)
-        if found is not None:  # as Constraint.violation, inlined: this runs per candidate
+        if found is not None:
             field = entry.field if found.relaxable else None
             out.append(Violation(entry.code, field, found.sentence, found.relax_to))
     return out
