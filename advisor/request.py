@@ -1,40 +1,63 @@
-"""Requests: a workload and its constraints as the CLI flags and the HTTP bodies state them, the
-hardware an estimate is for, and turning outside input into these validated models."""
+"""Requests: what to recommend hardware for, and the hardware an estimate is for, as the CLI flags
+and the HTTP bodies state them; and turning outside input into these validated models.
+
+Both requests are built from shared field groups so that each accepts exactly the fields its
+endpoint uses (an estimate has no budget, no power limit, no result limit), and an unknown field
+is answered with a hint from that request's own fields.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    model_validator,
+)
 
 from advisor.catalog.models import Objective, Purchase
 from advisor.errors import InputError
 from advisor.validation_errors import explain_validation
 
 
-class Workload(BaseModel):
-    """What to recommend hardware for. Every constraint is optional except the workload type."""
+def _any_purchase(value: object) -> object:
+    return None if value == "any" else value
 
+
+# One rule for every caller (CLI, estimate, API): "any" and null both mean either purchase
+# option; leaving the field out means on_demand.
+PurchaseOption = Annotated[
+    Purchase | None,
+    BeforeValidator(_any_purchase),
+    WithJsonSchema(
+        {
+            "anyOf": [{"enum": ["on_demand", "spot", "any"], "type": "string"}, {"type": "null"}],
+            "description": "on_demand (default), spot, or any (either; null means the same)",
+        }
+    ),
+]
+
+
+def purchase_matches(wanted: Purchase | None, offered: Purchase) -> bool:
+    """Whether an offering's purchase option satisfies the request's (None = any)."""
+    return wanted is None or offered == wanted
+
+
+class _Request(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+
+class SizedWork(_Request):
+    """The field group every request shares: the workload type and, optionally, the model it
+    is sized from (advisor/perf/fitting.py reads these)."""
+
     workload: Annotated[str, Field(min_length=1, description="workload type id")]
-    memory_gb: Annotated[
-        float | None, Field(ge=0, le=1_000_000, description="accelerator memory the job needs")
-    ] = None
-    power_budget_w: Annotated[float | None, Field(gt=0, le=1_000_000)] = None
-    interconnect_gb_s: Annotated[
-        float | None, Field(ge=0, le=100_000, description="per-GPU GPU-to-GPU bandwidth")
-    ] = None
-    region: Annotated[str | None, Field(min_length=1)] = None
-    provider: Annotated[str | None, Field(min_length=1)] = None
-    max_hourly_usd: Annotated[float | None, Field(gt=0)] = None
-    purchase: Annotated[
-        Purchase | None, Field(description="on_demand (default) or spot; null = either")
-    ] = Purchase.on_demand
     gpu_count: Annotated[int | None, Field(ge=0, le=4096, description="at least this many")] = None
-    objective: Objective | None = None  # None = the workload profile's default
-    limit: Annotated[int, Field(ge=1, le=1000)] = 10
-    # Sizing from a model instead of --memory-gb (advisor/perf/fitting.py).
     model: Annotated[str | None, Field(min_length=1, description="model preset id")] = None
     params_b: Annotated[float | None, Field(gt=0, le=100_000, description="free-form size")] = None
     tokens: Annotated[float | None, Field(gt=0, le=1e16, description="training tokens")] = None
@@ -55,15 +78,46 @@ class Workload(BaseModel):
         return self.model is not None or self.params_b is not None
 
     @model_validator(mode="after")
-    def _one_model(self) -> Workload:
+    def _one_model(self) -> SizedWork:
         if self.model is not None and self.params_b is not None:
             raise ValueError("give either model or params_b, not both")
+        return self
+
+
+class _PriceChoice(_Request):
+    """Which prices count: where, and how bought."""
+
+    region: Annotated[str | None, Field(min_length=1)] = None
+    purchase: PurchaseOption = Purchase.on_demand
+
+
+class RecommendRequest(_PriceChoice, SizedWork):
+    """What to recommend hardware for. Every constraint is optional except the workload type."""
+
+    memory_gb: Annotated[
+        float | None, Field(ge=0, le=1_000_000, description="accelerator memory the job needs")
+    ] = None
+    power_budget_w: Annotated[float | None, Field(gt=0, le=1_000_000)] = None
+    interconnect_gb_s: Annotated[
+        float | None, Field(ge=0, le=100_000, description="per-GPU GPU-to-GPU bandwidth")
+    ] = None
+    provider: Annotated[str | None, Field(min_length=1)] = None
+    max_hourly_usd: Annotated[float | None, Field(gt=0)] = None
+    objective: Objective | None = None  # None = the workload profile's default
+    limit: Annotated[int, Field(ge=1, le=1000)] = 10
+
+    @model_validator(mode="after")
+    def _memory_or_model(self) -> RecommendRequest:
         if self.sized and self.memory_gb is not None:
             raise ValueError("memory_gb is derived from the model: leave it out")
         return self
 
 
-class EstimateRequest(Workload):
+# The public name the README and earlier releases use for the recommendation request.
+Workload = RecommendRequest
+
+
+class EstimateRequest(_PriceChoice, SizedWork):
     """A sized workload and the hardware to estimate it on."""
 
     instance_type: Annotated[str | None, Field(min_length=1)] = None
@@ -81,5 +135,11 @@ def parse_request(model: type[M], data: dict[str, Any]) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        problems = "; ".join(f"{f}: {m}" for f, m in explain_validation(exc, model))
-        raise InputError(f"invalid request: {problems}") from None
+        raise InputError(
+            f"invalid request: {field_sentences(explain_validation(exc, model))}"
+        ) from None
+
+
+def field_sentences(problems: list[tuple[str, str]]) -> str:
+    """The one wording of a list of field problems, shared by the CLI and the HTTP API."""
+    return "; ".join(f"{field}: {message}" for field, message in problems)

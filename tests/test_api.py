@@ -220,7 +220,9 @@ def test_settings_are_validated_at_start_up() -> None:
         Settings.from_env({"ADVISOR_MAX_BODY_BYTES": "lots"})
     with pytest.raises(InputError, match="ADVISOR_CATALOG_MODE"):
         Settings.from_env({"ADVISOR_CATALOG_MODE": "merge"})
-    s = Settings.from_env({"ADVISOR_API_TOKENS": " a, b ,,", "ADVISOR_DATABASE_URL": "sqlite:///fleet.db"})
+    s = Settings.from_env(
+        {"ADVISOR_API_TOKENS": " a, b ,,", "ADVISOR_DATABASE_URL": "sqlite:///fleet.db"}
+    )
     assert [t.get_secret_value() for t in s.api_tokens] == ["a", "b"]
     assert "a" not in repr(s.api_tokens)
 

@@ -30,20 +30,20 @@ def test_fine_tuning_ranks_by_cost_to_completion(shipped: Catalog) -> None:
     assert result.objective == "cost_to_completion" and result.ok
     # among options the profile does not penalise, ranking is by cost to completion
     plain = [r for r in result.recommendations if not any("worse" in x for x in r.reasons)]
-    costs = [r.sizing["cost_to_completion_usd"] for r in plain if r.sizing]
+    costs = [r.sizing.cost_to_completion_usd for r in plain if r.sizing]
     assert len(costs) == len(plain) >= 5  # every recommendation is sized
     assert costs == sorted(costs)
     top = result.recommendations[0]
     assert (
         top.sizing
-        and top.sizing["memory_per_gpu_gb"] <= 0.9 * shipped.accelerators[top.accelerator].memory_gb
+        and top.sizing.memory_per_gpu_gb <= 0.9 * shipped.accelerators[top.accelerator].memory_gb
     )
     assert any("to completion" in reason for reason in top.reasons)
 
 
 def test_time_objective_prefers_more_compute(shipped: Catalog) -> None:
     w = Workload(workload="fine_tuning", model="llama-3-8b", tokens=2e9, objective="time", limit=5)
-    hours = [r.sizing["hours"] for r in recommend(shipped, w).recommendations if r.sizing]
+    hours = [r.sizing.hours for r in recommend(shipped, w).recommendations if r.sizing]
     assert len(hours) == 5 and hours == sorted(hours)
 
 
@@ -58,9 +58,9 @@ def test_inference_ranks_by_cost_per_million_tokens(shipped: Catalog) -> None:
     )
     result = recommend(shipped, w)
     assert result.objective == "cost_per_million_tokens" and result.ok
-    cpm = [r.sizing["cost_per_million_tokens_usd"] for r in result.recommendations if r.sizing]
+    cpm = [r.sizing.cost_per_million_tokens_usd for r in result.recommendations if r.sizing]
     assert len(cpm) == len(result.recommendations) >= 5 and cpm == sorted(cpm)
-    assert all(r.sizing and r.sizing["tokens_per_s"] >= 5000 for r in result.recommendations)
+    assert all(r.sizing and r.sizing.tokens_per_s >= 5000 for r in result.recommendations)
 
 
 def test_fleet_calibration_replaces_the_catalog_efficiency(shipped: Catalog) -> None:
@@ -68,10 +68,10 @@ def test_fleet_calibration_replaces_the_catalog_efficiency(shipped: Catalog) -> 
     fleet = {"h100-sxm": Calibration(0.5, 12), "a100-80gb-sxm": Calibration(0.5, 2)}
     result = recommend(shipped, w, fleet, min_fleet_reports=5)
     by_acc = {r.accelerator: r.sizing for r in result.recommendations if r.sizing}
-    assert by_acc["h100-sxm"]["efficiency"] == pytest.approx(0.35 * 0.5)
-    assert "fleet-calibrated" in by_acc["h100-sxm"]["efficiency_source"]
-    assert by_acc["a100-80gb-sxm"]["efficiency"] == 0.35  # too few reports
-    assert "only 2 report(s)" in by_acc["a100-80gb-sxm"]["efficiency_source"]
+    assert by_acc["h100-sxm"].efficiency == pytest.approx(0.35 * 0.5)
+    assert "fleet-calibrated" in by_acc["h100-sxm"].efficiency_source
+    assert by_acc["a100-80gb-sxm"].efficiency == 0.35  # too few reports
+    assert "only 2 report(s)" in by_acc["a100-80gb-sxm"].efficiency_source
 
 
 @pytest.mark.parametrize(
@@ -294,7 +294,7 @@ def test_no_proposal_too_small_for_weights_plus_kv(shipped: Catalog, data: st.Da
         per_gpu = shipped.accelerators[r.accelerator].memory_gb
         assert r.gpu_count * per_gpu >= weights_plus_kv, (model, r.instance_type)
         assert r.sizing is not None
-        replica_gpus = r.sizing["gpus_needed"] // r.sizing["replicas"]
+        replica_gpus = r.sizing.gpus_needed // r.sizing.replicas
         assert replica_gpus * per_gpu >= weights_plus_kv  # one replica holds a whole copy
 
 

@@ -16,9 +16,7 @@ from advisor.api.metrics import Metrics, MetricsMiddleware
 from advisor.api.routes import catalog, estimate, ops, recommend, reports, review, utilisation
 from advisor.api.settings import Settings
 from advisor.api.state import AppState, CatalogHolder
-from advisor.request import EstimateRequest
 from advisor.store import Store, open_store
-from probes.report import ProbeReport, UtilisationReport
 
 log = logging.getLogger("advisor.api")
 
@@ -50,14 +48,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
         lifespan=lifespan,
     )
     app.state.advisor = state
-    problems.install(
-        app,
-        {
-            "Workload": list(EstimateRequest.model_fields),
-            "ProbeReport": list(ProbeReport.model_fields),
-            "UtilisationReport": list(UtilisationReport.model_fields),
-        },
-    )
+    problems.install(app)
     problems.document(app)
     for router in (ops.router, catalog.router, recommend.router, estimate.router, reports.router):
         app.include_router(router)

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from advisor.did_you_mean import did_you_mean
 from advisor.errors import AdvisorError, InputError, NotFoundError
+from advisor.request import field_sentences
 from advisor.store import StoreError
+from advisor.validation_errors import explain_errors
 
 PROBLEM = "application/problem+json"
 
@@ -48,29 +51,37 @@ def problem(
     )
 
 
-def _field_problems(exc: RequestValidationError) -> list[FieldProblem]:
-    out = []
-    for err in exc.errors():
-        loc = [str(p) for p in err.get("loc", ()) if p not in ("body", "query", "path")]
-        field = ".".join(loc) or "(body)"
-        message = str(err.get("msg", "invalid"))
-        if err.get("type") == "extra_forbidden":
-            message = "unknown field"
-        out.append(FieldProblem(field=field, message=message))
-    return out
+def _body_model(request: Request) -> type[BaseModel] | None:
+    """The model the route validates its body with: unknown-field hints come from its fields
+    alone, not from every model the service knows."""
+    route = request.scope.get("route")
+    field = route.body_field if isinstance(route, APIRoute) else None
+    annotation = field.field_info.annotation if field is not None else None
+    return (
+        annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    )
 
 
-def install(app: FastAPI, known_fields: dict[str, list[str]]) -> None:
-    """Exception handlers. `known_fields` maps a body model name to its fields (for hints)."""
+def field_problems(
+    errors: Sequence[Mapping[str, Any]], model: type[BaseModel] | None
+) -> list[FieldProblem]:
+    """FastAPI's validation errors, worded by the same formatter as the CLI and the loader."""
+    located = [
+        {**err, "loc": tuple(p for p in err.get("loc", ()) if p not in ("body", "query", "path"))}
+        for err in errors
+    ]
+    return [
+        FieldProblem(field=f, message=m) for f, m in explain_errors(located, model, dotted=True)
+    ]
+
+
+def install(app: FastAPI) -> None:
+    """Exception handlers: every error becomes a Problem."""
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = _field_problems(exc)
-        fields = {f for names in known_fields.values() for f in names}
-        for e in errors:
-            if e.message == "unknown field":
-                e.message += did_you_mean(e.field.split(".")[-1], fields)
-        detail = "; ".join(f"{e.field}: {e.message}" for e in errors)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = field_problems(exc.errors(), _body_model(request))
+        detail = field_sentences([(e.field, e.message) for e in errors])
         return problem(422, "Invalid request", detail, errors)
 
     @app.exception_handler(StarletteHTTPException)

@@ -1,9 +1,10 @@
-"""Response bodies, for the OpenAPI contract (request bodies reuse the core's models)."""
+"""Response bodies, for the OpenAPI contract (request bodies, and the recommendation result,
+reuse the core's models: advisor/request.py, advisor/engine/result.py)."""
 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -12,46 +13,6 @@ from probes.report import ProbeReport
 
 class _Out(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class RecommendationOut(_Out):
-    instance_type: str | None
-    device: str | None
-    provider: str | None
-    accelerator: str
-    gpu_count: int
-    nodes: int
-    region: str | None
-    purchase: str | None
-    hourly_usd: float | None
-    power_w: float
-    power_mode: str | None
-    score: float
-    reasons: list[str]
-    sizing: dict[str, Any] | None = None
-
-
-class RejectionOut(_Out):
-    id: str
-    codes: list[str]
-    reasons: list[str]
-
-
-class AlternativeOut(_Out):
-    constraint: str
-    relax_to: float | str | None
-    candidate: str
-    sentence: str
-
-
-class RecommendationResult(_Out):
-    workload: str
-    objective: str
-    explanation: str
-    feasible_count: int
-    recommendations: list[RecommendationOut]
-    rejected: list[RejectionOut]
-    alternatives: list[AlternativeOut]
 
 
 class StoredReportOut(_Out):

@@ -9,7 +9,8 @@ from rich.table import Table
 
 from advisor.catalog import get_entry, list_accelerators, list_instance_types
 from advisor.catalog.models import Accelerator, FormFactor
-from advisor.cli.common import console, emit_json, err_console, get_catalog, money
+from advisor.cli.common import console, emit_json, get_catalog, money
+from advisor.cli.tables import Column, print_table
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError
 
@@ -30,33 +31,32 @@ def accelerators(
     if json_out:
         emit_json([a.model_dump(mode="json") for a in found])
         return
-    table = Table(title=f"{len(found)} accelerators")
-    for col in (
-        "id",
-        "name",
-        "form",
-        "memory GB",
-        "GB/s",
-        "bf16 TF",
-        "fp8 TF",
-        "int8 TOPS",
-        "TDP W",
-    ):
-        table.add_column(col, justify="right" if col[0].isupper() or " " in col else "left")
-    for a in found:
-        pk = a.peak_tflops
-        table.add_row(
+    columns = [
+        Column("id", key=True),
+        Column("name", drop_rank=1),
+        Column("form", drop_rank=2),
+        Column("memory GB", "right", drop_rank=8),
+        Column("GB/s", "right", drop_rank=5),
+        Column("bf16 TF", "right", drop_rank=7),
+        Column("fp8 TF", "right", drop_rank=4),
+        Column("int8 TOPS", "right", drop_rank=6),
+        Column("TDP W", "right", drop_rank=3),
+    ]
+    rows = [
+        (
             a.id,
             a.name,
             a.form_factor.value,
             f"{a.memory_gb:g}",
             f"{a.memory_bandwidth_gbps:g}",
-            _num(pk.bf16),
-            _num(pk.fp8),
-            _num(pk.int8),
+            _num(a.peak_tflops.bf16),
+            _num(a.peak_tflops.fp8),
+            _num(a.peak_tflops.int8),
             f"{a.tdp_w:g}",
         )
-    console().print(table)
+        for a in found
+    ]
+    print_table(console(), f"{len(found)} accelerators", columns, rows)
 
 
 @app.command("instances")
@@ -80,36 +80,36 @@ def instances(
     if json_out:
         emit_json([i.model_dump(mode="json") for i in found])
         return
-    table = Table(title=f"{len(found)} instance types")
-    for col in (
-        "id",
-        "provider",
-        "accelerator",
-        "GPUs",
-        "vCPUs",
-        "RAM GiB",
-        "link",
-        "net Gbps",
-        "from $/h",
-        "regions",
-    ):
-        table.add_column(col)
+    columns = [
+        Column("id", key=True),
+        Column("provider", drop_rank=4),
+        Column("accelerator", drop_rank=8),
+        Column("GPUs", "right", drop_rank=7),
+        Column("vCPUs", "right", drop_rank=1),
+        Column("RAM GiB", "right", drop_rank=2),
+        Column("link", drop_rank=3),
+        Column("net Gbps", "right", drop_rank=0),
+        Column("from $/h", "right", drop_rank=9),
+        Column("regions", drop_rank=5),
+    ]
+    rows = []
     for i in found:
         cheapest = min((p.hourly_usd for p in i.prices), default=None)
-        regions = sorted({p.region for p in i.prices})
-        table.add_row(
-            i.id,
-            i.provider,
-            i.accelerator or f"(cpu) {i.cpu}",
-            str(i.gpu_count),
-            str(i.vcpus),
-            f"{i.memory_gib:g}",
-            i.gpu_link.value,
-            f"{i.network_gbps:g}",
-            money(cheapest),
-            ", ".join(regions),
+        rows.append(
+            (
+                i.id,
+                i.provider,
+                i.accelerator or f"(cpu) {i.cpu}",
+                str(i.gpu_count),
+                str(i.vcpus),
+                f"{i.memory_gib:g}",
+                i.gpu_link.value,
+                f"{i.network_gbps:g}",
+                money(cheapest),
+                ", ".join(sorted({p.region for p in i.prices})),
+            )
         )
-    console().print(table)
+    print_table(console(), f"{len(found)} instance types", columns, rows)
 
 
 @app.command("show")
@@ -143,8 +143,8 @@ def validate(json_out: JsonOpt = False) -> None:
     }
     if json_out:
         emit_json(summary)
-    else:
-        err_console().print(
+    else:  # the result goes to stdout; warnings (get_catalog) and errors go to stderr
+        console().print(
             f"catalog OK: {summary['accelerators']} accelerators, "
             f"{summary['instance_types']} instance types, {summary['offerings']} priced "
             f"offerings, {summary['workloads']} workloads"

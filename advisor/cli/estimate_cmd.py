@@ -42,7 +42,7 @@ def estimate_cmd(
         "gpus_per_node": gpus_per_node,
         "gpu_count": gpu_count,
         "region": region,
-        "purchase": opts.PURCHASES.get(purchase, purchase),
+        "purchase": purchase,
         **opts.sizing_fields(
             model,
             params_b,

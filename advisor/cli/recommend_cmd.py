@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from advisor.cli import sizing_opts as opts
 from advisor.cli.common import console, emit_json, get_catalog, money
+from advisor.cli.tables import Column, print_table
 from advisor.engine import Recommendation, Result
 from advisor.engine import recommend as run_engine
-from advisor.request import Workload, parse_request
+from advisor.request import RecommendRequest, parse_request
 
 
 def recommend(
@@ -61,7 +62,7 @@ def recommend(
         "region": region,
         "provider": provider,
         "max_hourly_usd": max_hourly_usd,
-        "purchase": opts.PURCHASES.get(purchase, purchase),
+        "purchase": purchase,
         "gpu_count": gpu_count,
         "objective": objective,
         "limit": limit,
@@ -78,7 +79,7 @@ def recommend(
             throughput_tokens_s,
         ),
     }
-    parsed = parse_request(Workload, request)
+    parsed = parse_request(RecommendRequest, request)
     fleet = opts.fleet_from_server(server) if parsed.sized else None
     result = run_engine(get_catalog(), parsed, fleet)
     if json_out:
@@ -89,26 +90,27 @@ def recommend(
         raise typer.Exit(1)
 
 
+# The column each objective sorts by: shown whole, never left out.
+SORT_COLUMNS: dict[str, tuple[str, Callable[[Recommendation], str]]] = {
+    "cheapest": ("$/h", lambda r: money(r.hourly_usd)),
+    "cost_to_completion": (
+        "to completion",
+        lambda r: money(r.sizing.cost_to_completion_usd if r.sizing else None),
+    ),
+    "cost_per_million_tokens": (
+        "$/M tokens",
+        lambda r: money(r.sizing.cost_per_million_tokens_usd if r.sizing else None),
+    ),
+    "time": ("hours", lambda r: _hours(r.sizing.hours if r.sizing else None)),
+}
+
+
 def render(result: Result, show_rejected: bool, reasons_for: int = 3) -> None:
     out = console()
     if result.recommendations:
-        table = Table(title=f"{result.workload}: best by {result.objective}")
-        for col in ("#", "option", "where", "hardware", "nodes", "$/h", "power W", "score"):
-            table.add_column(col, justify="right" if col in ("$/h", "power W", "score") else "left")
-        for n, r in enumerate(result.recommendations, 1):
-            table.add_row(
-                str(n),
-                _option(r),
-                _where(r),
-                _hardware(r),
-                str(r.nodes),
-                money(r.hourly_usd),
-                f"{r.power_w:g}",
-                f"{r.score:.2f}",
-            )
-        out.print(table)
+        _recommendation_table(result)
         for n, r in enumerate(result.recommendations[:reasons_for], 1):
-            out.print(f"[bold]#{n} {_option(r)}[/]", highlight=False)
+            out.print(f"#{n} {_option(r)}", style="bold", highlight=False, markup=False)
             for reason in r.reasons:
                 out.print(f"  - {reason}", highlight=False, markup=False)
     out.print(result.explanation, highlight=False, markup=False)
@@ -116,15 +118,57 @@ def render(result: Result, show_rejected: bool, reasons_for: int = 3) -> None:
         for alt in result.alternatives:
             out.print(f"  - {alt.sentence}", highlight=False, markup=False)
     if show_rejected and result.rejected:
-        table = Table(title=f"{len(result.rejected)} rejected")
-        table.add_column("id")
-        table.add_column("codes")
-        table.add_column("reasons", overflow="fold")
-        for rej in result.rejected:
-            table.add_row(rej.id, ", ".join(rej.codes), "\n".join(rej.reasons))
-        out.print(table)
+        print_table(
+            out,
+            f"{len(result.rejected)} rejected",
+            [Column("id", key=True), Column("codes", drop_rank=1), Column("reasons", drop_rank=2)],
+            [(rej.id, ", ".join(rej.codes), "\n".join(rej.reasons)) for rej in result.rejected],
+        )
     elif result.rejected:
         out.print(f"{len(result.rejected)} candidate(s) rejected (--show-rejected lists them)")
+
+
+def _recommendation_table(result: Result) -> None:
+    """Rows best first; the option id and the column they are sorted by are always whole."""
+    sort_header, sort_cell = SORT_COLUMNS.get(result.objective, ("score", _score))
+    columns = [
+        Column("#", key=True),
+        Column("option", key=True),
+        Column(sort_header, "right", key=True),
+        Column("where", drop_rank=5),
+        Column("hardware", drop_rank=4),
+        Column("nodes", "right", drop_rank=1),
+        Column("$/h", "right", drop_rank=3),
+        Column("power W", "right", drop_rank=0),
+        Column("score", "right", drop_rank=2),
+    ]
+    rows = []
+    for n, r in enumerate(result.recommendations, 1):
+        cells = {
+            "where": _where(r),
+            "hardware": _hardware(r),
+            "nodes": str(r.nodes),
+            "$/h": money(r.hourly_usd),
+            "power W": f"{r.power_w:g}",
+            "score": _score(r),
+        }
+        rows.append([str(n), _option(r), sort_cell(r), *cells.values()])
+    # The sort column is not repeated among the others.
+    keep = [i for i, c in enumerate(columns) if i < 3 or c.header != sort_header]
+    print_table(
+        console(),
+        f"{result.workload}: best by {result.objective}",
+        [columns[i] for i in keep],
+        [[row[i] for i in keep] for row in rows],
+    )
+
+
+def _score(r: Recommendation) -> str:
+    return f"{r.score:.2f}"
+
+
+def _hours(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
 
 
 def _option(r: Recommendation) -> str:

@@ -20,8 +20,7 @@ Recompute = Annotated[bool, typer.Option(help="Full activation recomputation (tr
 Precision = Annotated[str, typer.Option(help="Weights: fp32, bf16, fp16, fp8, int8, int4.")]
 Context = Annotated[int | None, typer.Option(help="Context length per sequence (inference).")]
 Throughput = Annotated[float | None, typer.Option(help="Target tokens/s (inference).")]
-Purchase = Annotated[str, typer.Option(help="on_demand, spot or any.")]
-PURCHASES = {"on_demand": "on_demand", "spot": "spot", "any": None}  # any: the cheapest of either
+Purchase = Annotated[str, typer.Option(help="on_demand, spot or any (either).")]
 Server = Annotated[
     str | None,
     typer.Option(envvar="ADVISOR_SERVER", help="Service URL: calibrate efficiency from its fleet."),

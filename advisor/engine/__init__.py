@@ -8,18 +8,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from advisor.catalog import Catalog
-from advisor.catalog.models import Accelerator, FormFactor, Price, WorkloadProfile
+from advisor.catalog.models import FormFactor, Price, WorkloadProfile
 from advisor.did_you_mean import unknown
 from advisor.engine.candidates import CandidateIndex, CloudCandidate, candidate_index
 from advisor.engine.checks import (
-    Sizing,
-    Violation,
+    GROUP_SIGNATURE,
     edge_violations,
+    mismatch_sentence,
     offering_violations,
-    size_cloud,
     static_violations,
 )
+from advisor.engine.constraints import Violation
 from advisor.engine.explain import AlternativeTracker, explain_chosen, explain_none
+from advisor.engine.placement import Placement, place
 from advisor.engine.rank import (
     OBJECTIVE_WORDS,
     Hit,
@@ -29,15 +30,15 @@ from advisor.engine.rank import (
     penalty,
     rank,
     reasons,
-    sizing_summary,
+    sized_figures,
 )
-from advisor.engine.result import Alternative, Recommendation, Rejection, Result
+from advisor.engine.result import Alternative, Recommendation, Rejection, Result, SizedFigures
 from advisor.errors import InputError
 from advisor.perf.calibration import Calibration
 from advisor.perf.fitting import WorkPlan
 from advisor.request import Workload
 
-__all__ = ["Alternative", "Recommendation", "Rejection", "Result", "recommend"]
+__all__ = ["Alternative", "Recommendation", "Rejection", "Result", "SizedFigures", "recommend"]
 
 
 def recommend(
@@ -54,48 +55,19 @@ def recommend(
         WorkPlan(catalog, workload, profile, fleet, min_fleet_reports) if workload.sized else None
     )
     objective = workload.objective or _default_objective(workload, profile)
-    index = candidate_index(catalog)
+    index = candidate_index(catalog, GROUP_SIGNATURE)
     hits: list[Hit] = []
-    rejected: list[Rejection] = []
-
-    for group in index.cloud_groups:
-        if group[0].hardware.form_factor not in profile.form_factors:
-            # Hardware this workload never runs on: one reason says it all, and it is known
-            # before looking at the request.
-            ruled_out = _mismatch(group[0].hardware, profile)
-            rejected.extend(ruled_out._replace(id=c.instance.id) for c in group)
-            continue
-        # Members share everything static_violations and size_cloud look at.
-        sizing = size_cloud(group[0], workload, profile, plan)
-        static = static_violations(group[0], sizing, workload, profile)
-        if static:  # the whole group is out for reasons that no offering changes
-            ruled_out = _rejection("", static)
-            rejected.extend(ruled_out._replace(id=c.instance.id) for c in group)
-            continue
-        for c in group:
-            _evaluate_offers(c, sizing, workload, profile, objective, hits, rejected)
-
-    edge_misses: dict[str, list[list[Violation]]] = {}
-    edge_ok: set[str] = set()
-    edge_eligible = FormFactor.edge in profile.form_factors
-    for device_id in sorted({e.device.id for e in index.edge}) if not edge_eligible else ():
-        rejected.append(_mismatch(catalog.accelerators[device_id], profile)._replace(id=device_id))
-    for e in index.edge if edge_eligible else ():
-        violations = edge_violations(e, workload, profile)
-        if violations:
-            edge_misses.setdefault(e.device.id, []).append(violations)
-        else:
-            hits.append(edge_hit(e, objective))
-            edge_ok.add(e.device.id)
-    for device_id in sorted(edge_misses.keys() - edge_ok):
-        rejected.append(_rejection(device_id, min(edge_misses[device_id], key=len)))
+    rejected: list[Rejection] = list(_mismatches(catalog, index, profile))
+    _evaluate_cloud(index, workload, profile, plan, objective, hits, rejected)
+    if FormFactor.edge in profile.form_factors:
+        _evaluate_edge(index, workload, profile, objective, hits, rejected)
 
     ranked = rank(hits, objective, workload.limit)
     recommendations = tuple(
-        _recommendation(h, score, reasons(h, workload, profile, objective, i + 1), workload)
+        _recommendation(h, score, reasons(h, workload, profile, objective, i + 1))
         for i, (h, score) in enumerate(ranked)
     )
-    rejected.sort()  # by id: ids are unique, so the tuples never compare further
+    rejected.sort(key=lambda r: r.id)  # ids are unique
     if recommendations:
         alternatives: list[Alternative] = []
         explanation = explain_chosen(
@@ -116,9 +88,81 @@ def recommend(
     )
 
 
+def _mismatches(
+    catalog: Catalog, index: CandidateIndex, p: WorkloadProfile
+) -> tuple[Rejection, ...]:
+    """Hardware this workload never runs on: one reason says it all, and it is known before
+    looking at the request, so it is worked out once per catalog and workload type."""
+    cached = index.memo.get(p.id)
+    if cached is not None:
+        return cached
+    out = [
+        Rejection(
+            id=c.instance.id, codes=_MISMATCH, reasons=(mismatch_sentence(group[0].hardware, p),)
+        )
+        for group in index.cloud_groups
+        if group[0].hardware.form_factor not in p.form_factors
+        for c in group
+    ]
+    if FormFactor.edge not in p.form_factors:
+        for device_id in sorted({e.device.id for e in index.edge}):
+            sentence = (mismatch_sentence(catalog.accelerators[device_id], p),)
+            out.append(Rejection(id=device_id, codes=_MISMATCH, reasons=sentence))
+    index.memo[p.id] = tuple(out)
+    return index.memo[p.id]
+
+
+def _evaluate_cloud(
+    index: CandidateIndex,
+    w: Workload,
+    p: WorkloadProfile,
+    plan: WorkPlan | None,
+    objective: str,
+    hits: list[Hit],
+    rejected: list[Rejection],
+) -> None:
+    for group in index.cloud_groups:
+        if group[0].hardware.form_factor not in p.form_factors:
+            continue  # in _mismatches
+        # Members share everything the static checks and placement read (GROUP_SIGNATURE).
+        placement = place(group[0], w, p, plan)
+        static = static_violations(group[0], placement, w, p)
+        if static:  # the whole group is out for reasons that no offering changes
+            codes, sentences = _codes_and_sentences(static)
+            rejected.extend(
+                Rejection(id=c.instance.id, codes=codes, reasons=sentences) for c in group
+            )
+            continue
+        for c in group:
+            _evaluate_offers(c, placement, w, p, objective, hits, rejected)
+
+
+def _evaluate_edge(
+    index: CandidateIndex,
+    w: Workload,
+    p: WorkloadProfile,
+    objective: str,
+    hits: list[Hit],
+    rejected: list[Rejection],
+) -> None:
+    """Each device in each power mode; a device is rejected only if no mode fits, with the
+    reasons of the mode that misses least."""
+    misses: dict[str, list[list[Violation]]] = {}
+    fits: set[str] = set()
+    for e in index.edge:
+        violations = edge_violations(e, w, p)
+        if violations:
+            misses.setdefault(e.device.id, []).append(violations)
+        else:
+            hits.append(edge_hit(e, objective))
+            fits.add(e.device.id)
+    for device_id in sorted(misses.keys() - fits):
+        rejected.append(_rejection(device_id, min(misses[device_id], key=len)))
+
+
 def _evaluate_offers(
     c: CloudCandidate,
-    sizing: Sizing,
+    placement: Placement,
     w: Workload,
     p: WorkloadProfile,
     objective: str,
@@ -126,12 +170,14 @@ def _evaluate_offers(
     rejected: list[Rejection],
 ) -> None:
     """The hot loop: once per statically feasible instance type, its body once per offering."""
-    region, purchase, budget, nodes = w.region, w.purchase, w.max_hourly_usd, sizing.nodes
+    region, purchase, budget, nodes = w.region, w.purchase, w.max_hourly_usd, placement.nodes
     per_node_budget = None if budget is None else budget / nodes
-    _, perf = cloud_perf(c, sizing, p)
+    _, perf = cloud_perf(c, placement, p)
     factor = penalty(c, p)
     closest: tuple[int, float, Price] | None = None
     for o_region, o_purchase, hourly, price, sort_id in c.offers:
+        # The OFFERING checks (advisor/engine/checks.py), counted inline: this runs once per
+        # priced offering. tests/test_constraints.py holds the two to the same answer.
         bad = (
             (region is not None and o_region != region)
             + (purchase is not None and o_purchase != purchase)
@@ -141,12 +187,12 @@ def _evaluate_offers(
             cost = hourly * nodes
             hits.append(
                 Hit(
-                    objective_value(objective, cost, perf, factor, sizing.fit),
+                    objective_value(objective, cost, perf, factor, placement.fit),
                     cost,
                     sort_id,
                     c,
                     None,
-                    sizing,
+                    placement,
                     price,
                 )
             )
@@ -164,18 +210,18 @@ def _alternatives(
     """For each constraint that alone blocks a candidate, the smallest relaxation that helps."""
     tracker = AlternativeTracker()
     for c in index.cloud:
-        sizing = size_cloud(c, w, p, plan)
-        static = static_violations(c, sizing, w, p)
+        placement = place(c, w, p, plan)
+        static = static_violations(c, placement, w, p)
         if len(static) > 1:
             continue
         for price in c.instance.prices:
-            violations = static + offering_violations(price, sizing.nodes, w)
+            violations = static + offering_violations(price, placement.nodes, w)
             v = violations[0] if len(violations) == 1 else None
             if v is None or v.constraint is None:
                 continue
             # Relaxing memory or GPU count to one node's worth means paying for one node.
             one_node = v.code in ("MEMORY_INSUFFICIENT", "GPU_COUNT_TOO_HIGH")
-            hourly = price.hourly_usd * (1 if one_node else sizing.nodes)
+            hourly = price.hourly_usd * (1 if one_node else placement.nodes)
             where = f"{c.instance.provider} {price.region}, {price.purchase.value}"
             tracker.offer(
                 v.constraint, v.relax_to, hourly, f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
@@ -189,23 +235,21 @@ def _alternatives(
     return tracker.alternatives()
 
 
-def _mismatch(hw: Accelerator, p: WorkloadProfile) -> Rejection:
-    kinds = ", ".join(f.value for f in p.form_factors)
-    what = (
-        "an edge device"
-        if hw.form_factor == FormFactor.edge
-        else f"{hw.form_factor.value} hardware"
-    )
-    sentence = f"{hw.name} is {what}; {p.id} runs on: {kinds}"
-    return Rejection("", ("WORKLOAD_MISMATCH",), (sentence,))
+_MISMATCH = ("WORKLOAD_MISMATCH",)
+
+
+def _codes_and_sentences(violations: list[Violation]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if len(violations) == 1:  # the common case, on the per-candidate path
+        return (violations[0].code,), (violations[0].sentence,)
+    return tuple(dict.fromkeys(v.code for v in violations)), tuple(v.sentence for v in violations)
 
 
 def _rejection(entry_id: str, violations: list[Violation]) -> Rejection:
-    codes = tuple(dict.fromkeys(v.code for v in violations))
-    return Rejection(entry_id, codes, tuple(v.sentence for v in violations))
+    codes, sentences = _codes_and_sentences(violations)
+    return Rejection(id=entry_id, codes=codes, reasons=sentences)
 
 
-def _recommendation(h: Hit, score: float, why: list[str], w: Workload) -> Recommendation:
+def _recommendation(h: Hit, score: float, why: list[str]) -> Recommendation:
     if h.edge is not None:
         e = h.edge
         return Recommendation(
@@ -223,7 +267,7 @@ def _recommendation(h: Hit, score: float, why: list[str], w: Workload) -> Recomm
             score=score,
             reasons=tuple(why),
         )
-    c, price, s = h.cloud, h.price, h.sizing
+    c, price, s = h.cloud, h.price, h.placement
     assert c is not None and price is not None
     return Recommendation(
         instance_type=c.instance.id,
@@ -239,7 +283,7 @@ def _recommendation(h: Hit, score: float, why: list[str], w: Workload) -> Recomm
         power_mode=None,
         score=score,
         reasons=tuple(why),
-        sizing=sizing_summary(s.fit, h.hourly_usd, w) if s.fit is not None else None,
+        sizing=sized_figures(s.fit, h.hourly_usd) if s.fit is not None else None,
     )
 
 

@@ -6,7 +6,7 @@ one of its power modes. Everything that does not depend on the request is comput
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import (
@@ -18,6 +18,7 @@ from advisor.catalog.models import (
     Price,
     Purchase,
 )
+from advisor.engine.result import Rejection
 
 GIB_PER_GB = 1e9 / 2**30  # instance RAM is stated in GiB, requirements in GB
 
@@ -53,6 +54,10 @@ class CloudCandidate:
     offers: tuple[tuple[str, Purchase, float, Price, str], ...]
     peaks: dict[str, tuple[str, float]]  # workload precision -> (precision used, dense peak)
 
+    @property
+    def has_offers(self) -> bool:
+        return bool(self.offers)
+
 
 @dataclass(frozen=True, slots=True)
 class EdgeCandidate:
@@ -66,22 +71,34 @@ class EdgeCandidate:
 @dataclass(frozen=True, slots=True)
 class CandidateIndex:
     cloud: tuple[CloudCandidate, ...]
-    # Instance types that every hard constraint treats alike (same hardware, count, fabric,
-    # network, provider): feasibility and sizing are worked out once per group, not per type.
+    # Instance types equal on every attribute the static checks and placement read
+    # (advisor/engine/checks.py GROUP_SIGNATURE): feasibility and placement are worked out once
+    # per group, not per type.
     cloud_groups: tuple[tuple[CloudCandidate, ...], ...]
     edge: tuple[EdgeCandidate, ...]
+    # Per workload type: the rejections that depend on the catalog alone (advisor/engine).
+    memo: dict[str, tuple[Rejection, ...]] = field(default_factory=dict, compare=False)
 
 
-def candidate_index(catalog: Catalog) -> CandidateIndex:
+def candidate_index(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:
+    """The catalog's candidates, grouped by the attributes named in `signature` (dotted paths
+    such as "instance.provider"); built once per catalog (the signature is a constant)."""
     cached = catalog.__dict__.get("_candidate_index")
     if isinstance(cached, CandidateIndex):
         return cached
-    index = _build(catalog)
+    index = _build(catalog, signature)
     object.__setattr__(catalog, "_candidate_index", index)
     return index
 
 
-def _build(catalog: Catalog) -> CandidateIndex:
+def attribute(obj: object, path: str) -> object:
+    """The value at a dotted attribute path: attribute(c, "instance.provider")."""
+    for name in path.split("."):
+        obj = getattr(obj, name)
+    return obj
+
+
+def _build(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:
     cloud = []
     for it in sorted(catalog.instance_types.values(), key=lambda i: i.id):
         hw_id = it.accelerator or it.cpu
@@ -111,18 +128,5 @@ def _build(catalog: Catalog) -> CandidateIndex:
             edge.append(EdgeCandidate(acc, mode.name, mode.power_w, tops, estimated))
     groups: dict[tuple[object, ...], list[CloudCandidate]] = {}
     for c in cloud:
-        it = c.instance
-        signature = (
-            c.hardware.id,
-            c.is_gpu,
-            it.gpu_count,
-            it.network_gbps,
-            it.interconnect_gb_s,
-            it.gpu_link,
-            it.provider,
-            c.per_node_memory_gb,
-            c.per_node_power_w,
-            bool(c.offers),
-        )
-        groups.setdefault(signature, []).append(c)
+        groups.setdefault(tuple(attribute(c, path) for path in signature), []).append(c)
     return CandidateIndex(tuple(cloud), tuple(tuple(g) for g in groups.values()), tuple(edge))

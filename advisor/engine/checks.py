@@ -1,229 +1,336 @@
-"""Stage 1, feasibility: the hard constraints, each failure a Violation with a code and a sentence.
+"""Stage 1, feasibility: the registry of hard constraints, one entry and one small check each.
 
-Checks never stop at the first failure: knowing that a candidate fails *only* the power budget is
-what lets the engine suggest "relax the power budget to 40 W".
+Three scopes: what depends on the instance type alone (`STATIC`, worked out once per candidate
+group), what depends on one priced offering (`OFFERING`), and edge devices (`EDGE`).
 """
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
-from advisor.catalog.models import Price, WorkloadProfile
+from advisor.catalog.models import Accelerator, FormFactor, Price, WorkloadProfile
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate
-from advisor.perf.fitting import Fit, WorkPlan
-from advisor.request import Workload
+from advisor.engine.constraints import Constraint, Finding, Violation, violations
+from advisor.engine.placement import PLACEMENT_READS, Placement
+from advisor.request import Workload, purchase_matches
 
 
-class Violation(NamedTuple):
-    code: str
-    constraint: str | None  # the request field that could be relaxed; None = not relaxable
-    sentence: str
-    relax_to: float | str | None = None
+class StaticCase(NamedTuple):
+    c: CloudCandidate
+    s: Placement
+    w: Workload
+    p: WorkloadProfile
 
 
-class Sizing(NamedTuple):
-    gpus: int  # GPUs needed (0 for CPU-only)
+class OfferCase(NamedTuple):
+    price: Price
     nodes: int
-    spans_nodes: bool = False  # one copy of the work split across nodes (needs scale-out)
-    fit: Fit | None = None  # when sized from a model (advisor/perf/fitting.py)
+    w: Workload
 
 
-def size_cloud(
-    c: CloudCandidate, w: Workload, p: WorkloadProfile, plan: WorkPlan | None = None
-) -> Sizing:
-    """GPUs and nodes: fill GPUs inside one node first, spill to more nodes only when needed."""
-    if plan is not None:
-        if not c.is_gpu:
-            return Sizing(0, 1)
-        fit = plan.fit(c.hardware, c.instance.gpu_count)
-        return Sizing(fit.gpus_needed, max(fit.nodes, 1), fit.spans_nodes, fit)
-    need_gb = w.memory_gb or 0.0
-    if c.is_gpu:
-        per_gpu = c.hardware.memory_gb
-        by_memory = math.ceil(need_gb / per_gpu - 1e-9) if per_gpu else 1
-        wanted = p.default_gpu_count if w.gpu_count is None else w.gpu_count
-        gpus = max(1, by_memory, wanted)
-        nodes = math.ceil(gpus / c.instance.gpu_count)
-        return Sizing(gpus, nodes, nodes > 1)
-    nodes = max(1, math.ceil(need_gb / c.per_node_memory_gb - 1e-9))
-    return Sizing(0, nodes, nodes > 1)
+class EdgeCase(NamedTuple):
+    e: EdgeCandidate
+    w: Workload
+    p: WorkloadProfile
+
+
+def mismatch_sentence(hw: Accelerator, p: WorkloadProfile) -> str:
+    kinds = ", ".join(f.value for f in p.form_factors)
+    what = (
+        "an edge device"
+        if hw.form_factor == FormFactor.edge
+        else f"{hw.form_factor.value} hardware"
+    )
+    return f"{hw.name} is {what}; {p.id} runs on: {kinds}"
+
+
+# --- instance-type checks -------------------------------------------------------------------
+
+
+def _workload_mismatch(k: StaticCase) -> Finding | None:
+    if k.c.hardware.form_factor in k.p.form_factors:
+        return None
+    return Finding(mismatch_sentence(k.c.hardware, k.p))
+
+
+def _gpu_memory_too_small(k: StaticCase) -> Finding | None:
+    hw, p = k.c.hardware, k.p
+    if not k.c.is_gpu or hw.memory_gb >= p.min_gpu_memory_gb:
+        return None
+    return Finding(
+        f"{hw.memory_gb:g} GB per GPU is below the {p.min_gpu_memory_gb:g} GB "
+        f"that {p.id} needs on each GPU"
+    )
+
+
+def _model_does_not_fit(k: StaticCase) -> Finding | None:
+    fit = k.s.fit
+    return Finding(fit.unfit) if fit is not None and fit.unfit else None
+
+
+def _sized_on_cpu(k: StaticCase) -> Finding | None:
+    return Finding("CPU-only: a sized model runs on GPUs") if k.w.sized and not k.c.is_gpu else None
+
+
+def _spread(k: StaticCase) -> str:
+    """What makes the work span nodes, for the sentence."""
+    s, w = k.s, k.w
+    if s.fit is not None:
+        return f"{s.fit.memory_total_gb:,.0f} GB ({w.model or f'{w.params_b:g}B'})"
+    return f"{w.memory_gb:g} GB" if w.memory_gb else f"{s.gpus} GPUs"
+
+
+def _one_node_sentence(k: StaticCase) -> str:
+    return (
+        f"{_spread(k)} needs {k.s.nodes} nodes "
+        f"({k.c.per_node_memory_gb:g} GB each) and {k.p.id} runs on one node"
+    )
+
+
+def _one_node_by_memory(k: StaticCase) -> Finding | None:
+    """Memory (requested, or a sized model's) spills past one node, and the work runs on one."""
+    if not k.s.spans_nodes or k.p.scale_out or not (k.w.memory_gb or k.s.fit is not None):
+        return None
+    if k.w.memory_gb:
+        return Finding(_one_node_sentence(k), k.c.per_node_memory_gb)
+    return Finding(_one_node_sentence(k), None, relaxable=False)
+
+
+def _one_node_by_count(k: StaticCase) -> Finding | None:
+    """A GPU count (requested or the profile's default) spills past one node."""
+    if not k.s.spans_nodes or k.p.scale_out or k.w.memory_gb or k.s.fit is not None:
+        return None
+    return Finding(_one_node_sentence(k), k.c.instance.gpu_count)
+
+
+def _network_too_slow(k: StaticCase) -> Finding | None:
+    it, p = k.c.instance, k.p
+    if not k.s.spans_nodes or not p.scale_out or it.network_gbps >= p.min_multi_node_network_gbps:
+        return None
+    return Finding(
+        f"{_spread(k)} needs {k.s.nodes} nodes, but the {it.network_gbps:g} Gbit/s "
+        f"network is below the {p.min_multi_node_network_gbps:g} Gbit/s {p.id} "
+        "needs between nodes"
+    )
+
+
+def _gpus_on_cpu(k: StaticCase) -> Finding | None:
+    return Finding("CPU-only: no GPU", 0) if not k.c.is_gpu and k.w.gpu_count else None
+
+
+def _interconnect_too_slow(k: StaticCase) -> Finding | None:
+    it, need = k.c.instance, k.w.interconnect_gb_s
+    if not need or it.interconnect_gb_s >= need:
+        return None
+    have = (
+        f"{it.interconnect_gb_s:g} GB/s per GPU ({it.gpu_link.value})"
+        if it.interconnect_gb_s
+        else f"no GPU-to-GPU link ({it.gpu_link.value})"
+    )
+    return Finding(f"has {have}, below the required {need:g} GB/s", it.interconnect_gb_s or None)
+
+
+def _power_over_budget(k: StaticCase) -> Finding | None:
+    c, s, budget = k.c, k.s, k.w.power_budget_w
+    power = c.per_node_power_w * s.nodes
+    if budget is None or power <= budget:
+        return None
+    count = s.nodes * c.instance.gpu_count or s.nodes
+    return Finding(
+        f"{count} x {c.hardware.name} draw {power:g} W, above the {budget:g} W budget", power
+    )
+
+
+def _provider_excluded(k: StaticCase) -> Finding | None:
+    provider, wanted = k.c.instance.provider, k.w.provider
+    if wanted is None or provider == wanted:
+        return None
+    return Finding(f"offered by {provider}, not {wanted}", provider)
+
+
+def _no_price(k: StaticCase) -> Finding | None:
+    return None if k.c.has_offers else Finding("the catalog has no price for it")
+
+
+STATIC: tuple[Constraint[StaticCase], ...] = (
+    Constraint(
+        "WORKLOAD_MISMATCH",
+        None,
+        "the workload's kind of hardware",
+        _workload_mismatch,
+        ("hardware.form_factor", "hardware.name"),
+    ),
+    Constraint(
+        "GPU_MEMORY_TOO_SMALL",
+        None,
+        "the workload's memory per GPU",
+        _gpu_memory_too_small,
+        ("is_gpu", "hardware.memory_gb"),
+    ),
+    Constraint("MEMORY_INSUFFICIENT", None, "the memory requirement", _model_does_not_fit),
+    Constraint("NO_GPU", None, "the GPU count", _sized_on_cpu, ("is_gpu",)),
+    Constraint(
+        "MEMORY_INSUFFICIENT",
+        "memory_gb",
+        "the memory requirement",
+        _one_node_by_memory,
+        ("per_node_memory_gb",),
+    ),
+    Constraint(
+        "GPU_COUNT_TOO_HIGH",
+        "gpu_count",
+        "the GPU count",
+        _one_node_by_count,
+        ("per_node_memory_gb", "instance.gpu_count"),
+    ),
+    Constraint(
+        "NETWORK_TOO_SLOW",
+        None,
+        "the scale-out network",
+        _network_too_slow,
+        ("instance.network_gbps",),
+    ),
+    Constraint("NO_GPU", "gpu_count", "the GPU count", _gpus_on_cpu, ("is_gpu",)),
+    Constraint(
+        "INTERCONNECT_TOO_SLOW",
+        "interconnect_gb_s",
+        "the interconnect requirement",
+        _interconnect_too_slow,
+        ("instance.interconnect_gb_s", "instance.gpu_link"),
+    ),
+    Constraint(
+        "POWER_OVER_BUDGET",
+        "power_budget_w",
+        "the power budget",
+        _power_over_budget,
+        ("per_node_power_w", "instance.gpu_count", "hardware.name"),
+    ),
+    Constraint(
+        "PROVIDER_EXCLUDED", "provider", "the provider", _provider_excluded, ("instance.provider",)
+    ),
+    Constraint("NO_PRICE", None, "a missing price", _no_price, ("has_offers",)),
+)
+
+# Instance types equal on every attribute the static checks and placement read are one group:
+# feasibility and placement are worked out once for it (advisor/engine/candidates.py).
+GROUP_SIGNATURE: tuple[str, ...] = tuple(
+    sorted({*PLACEMENT_READS, *(name for entry in STATIC for name in entry.reads)})
+)
 
 
 def static_violations(
-    c: CloudCandidate, s: Sizing, w: Workload, p: WorkloadProfile
+    c: CloudCandidate, s: Placement, w: Workload, p: WorkloadProfile
 ) -> list[Violation]:
     """Constraints that depend on the instance type, not on which of its offerings."""
-    out: list[Violation] = []
-    it, hw = c.instance, c.hardware
-    if hw.form_factor not in p.form_factors:
-        kinds = ", ".join(f.value for f in p.form_factors)
-        out.append(
-            Violation(
-                "WORKLOAD_MISMATCH",
-                None,
-                f"{hw.name} is {hw.form_factor.value} hardware; {p.id} runs on: {kinds}",
-            )
-        )
-    if c.is_gpu and hw.memory_gb < p.min_gpu_memory_gb:
-        out.append(
-            Violation(
-                "GPU_MEMORY_TOO_SMALL",
-                None,
-                f"{hw.memory_gb:g} GB per GPU is below the {p.min_gpu_memory_gb:g} GB "
-                f"that {p.id} needs on each GPU",
-            )
-        )
-    if s.fit is not None and s.fit.unfit:
-        out.append(Violation("MEMORY_INSUFFICIENT", None, s.fit.unfit))
-    elif w.sized and not c.is_gpu:
-        out.append(Violation("NO_GPU", None, "CPU-only: a sized model runs on GPUs"))
-    if s.spans_nodes:
-        if s.fit is not None:
-            what = f"{s.fit.memory_total_gb:,.0f} GB ({w.model or f'{w.params_b:g}B'})"
-        else:
-            what = f"{w.memory_gb:g} GB" if w.memory_gb else f"{s.gpus} GPUs"
-        if not p.scale_out:
-            by_memory = bool(w.memory_gb) or s.fit is not None
-            out.append(
-                Violation(
-                    "MEMORY_INSUFFICIENT" if by_memory else "GPU_COUNT_TOO_HIGH",
-                    ("memory_gb" if w.memory_gb else None) if by_memory else "gpu_count",
-                    f"{what} needs {s.nodes} nodes "
-                    f"({c.per_node_memory_gb:g} GB each) and {p.id} runs on one node",
-                    c.per_node_memory_gb if w.memory_gb else (None if by_memory else it.gpu_count),
-                )
-            )
-        elif it.network_gbps < p.min_multi_node_network_gbps:
-            out.append(
-                Violation(
-                    "NETWORK_TOO_SLOW",
-                    None,
-                    f"{what} needs {s.nodes} nodes, but the {it.network_gbps:g} Gbit/s "
-                    f"network is below the {p.min_multi_node_network_gbps:g} Gbit/s {p.id} "
-                    "needs between nodes",
-                )
-            )
-    if not c.is_gpu and w.gpu_count:
-        out.append(
-            Violation("NO_GPU", "gpu_count", "CPU-only: no GPU", 0),
-        )
-    if w.interconnect_gb_s and it.interconnect_gb_s < w.interconnect_gb_s:
-        have = (
-            f"{it.interconnect_gb_s:g} GB/s per GPU ({it.gpu_link.value})"
-            if it.interconnect_gb_s
-            else f"no GPU-to-GPU link ({it.gpu_link.value})"
-        )
-        out.append(
-            Violation(
-                "INTERCONNECT_TOO_SLOW",
-                "interconnect_gb_s",
-                f"has {have}, below the required {w.interconnect_gb_s:g} GB/s",
-                it.interconnect_gb_s or None,
-            )
-        )
-    power = c.per_node_power_w * s.nodes
-    if w.power_budget_w is not None and power > w.power_budget_w:
-        out.append(
-            Violation(
-                "POWER_OVER_BUDGET",
-                "power_budget_w",
-                f"{s.nodes * it.gpu_count or s.nodes} x {hw.name} draw {power:g} W, above the "
-                f"{w.power_budget_w:g} W budget",
-                power,
-            )
-        )
-    if w.provider is not None and it.provider != w.provider:
-        out.append(
-            Violation(
-                "PROVIDER_EXCLUDED",
-                "provider",
-                f"offered by {it.provider}, not {w.provider}",
-                it.provider,
-            )
-        )
-    if not c.offers:
-        out.append(Violation("NO_PRICE", None, "the catalog has no price for it"))
-    return out
+    return violations(STATIC, StaticCase(c, s, w, p))
+
+
+# --- offering checks ------------------------------------------------------------------------
+
+
+def _region_not_offered(k: OfferCase) -> Finding | None:
+    region = k.w.region
+    if region is None or k.price.region == region:
+        return None
+    return Finding(f"not offered in {region}", k.price.region)
+
+
+def _purchase_unavailable(k: OfferCase) -> Finding | None:
+    wanted = k.w.purchase
+    if wanted is None or purchase_matches(wanted, k.price.purchase):
+        return None
+    return Finding(f"no {wanted.value} price", k.price.purchase.value)
+
+
+def _over_budget(k: OfferCase) -> Finding | None:
+    price, budget = k.price, k.w.max_hourly_usd
+    hourly = price.hourly_usd * k.nodes
+    if budget is None or hourly <= budget:
+        return None
+    return Finding(
+        f"costs ${hourly:,.2f}/h in {price.region} ({price.purchase.value}), above the "
+        f"${budget:,.2f}/h budget",
+        round(hourly, 4),
+    )
+
+
+OFFERING: tuple[Constraint[OfferCase], ...] = (
+    Constraint("REGION_NOT_OFFERED", "region", "the region", _region_not_offered),
+    Constraint("PURCHASE_UNAVAILABLE", "purchase", "the purchase option", _purchase_unavailable),
+    Constraint("OVER_BUDGET", "max_hourly_usd", "the hourly budget", _over_budget),
+)
 
 
 def offering_violations(price: Price, nodes: int, w: Workload) -> list[Violation]:
-    out: list[Violation] = []
-    if w.region is not None and price.region != w.region:
-        out.append(
-            Violation("REGION_NOT_OFFERED", "region", f"not offered in {w.region}", price.region)
-        )
-    if w.purchase is not None and price.purchase != w.purchase:
-        out.append(
-            Violation(
-                "PURCHASE_UNAVAILABLE",
-                "purchase",
-                f"no {w.purchase.value} price",
-                price.purchase.value,
-            )
-        )
-    hourly = price.hourly_usd * nodes
-    if w.max_hourly_usd is not None and hourly > w.max_hourly_usd:
-        out.append(
-            Violation(
-                "OVER_BUDGET",
-                "max_hourly_usd",
-                f"costs ${hourly:,.2f}/h in {price.region} ({price.purchase.value}), above the "
-                f"${w.max_hourly_usd:,.2f}/h budget",
-                round(hourly, 4),
-            )
-        )
-    return out
+    return violations(OFFERING, OfferCase(price, nodes, w))
+
+
+# --- edge-device checks ---------------------------------------------------------------------
+
+
+def _edge_mismatch(k: EdgeCase) -> Finding | None:
+    d = k.e.device
+    return None if d.form_factor in k.p.form_factors else Finding(mismatch_sentence(d, k.p))
+
+
+def _edge_memory(k: EdgeCase) -> Finding | None:
+    d, need = k.e.device, k.w.memory_gb
+    if need is None or d.memory_gb >= need:
+        return None
+    return Finding(f"{d.memory_gb:g} GB of memory is below the {need:g} GB needed", d.memory_gb)
+
+
+def _edge_power(k: EdgeCase) -> Finding | None:
+    e, budget = k.e, k.w.power_budget_w
+    if budget is None or e.power_w <= budget:
+        return None
+    mode = f" in its {e.mode} mode" if e.mode else ""
+    return Finding(f"draws {e.power_w:g} W{mode}, above the {budget:g} W budget", e.power_w)
+
+
+def _edge_region(k: EdgeCase) -> Finding | None:
+    return None if k.w.region is None else Finding("an edge device has no cloud region")
+
+
+def _edge_provider(k: EdgeCase) -> Finding | None:
+    return None if k.w.provider is None else Finding("an edge device has no cloud provider")
+
+
+def _edge_budget(k: EdgeCase) -> Finding | None:
+    return None if k.w.max_hourly_usd is None else Finding("an edge device has no hourly price")
+
+
+def _edge_gpu_count(k: EdgeCase) -> Finding | None:
+    count = k.w.gpu_count
+    return Finding("one device, one accelerator", 1) if count and count > 1 else None
+
+
+def _edge_interconnect(k: EdgeCase) -> Finding | None:
+    return Finding("an edge device has no GPU link") if k.w.interconnect_gb_s else None
+
+
+EDGE: tuple[Constraint[EdgeCase], ...] = (
+    Constraint("WORKLOAD_MISMATCH", None, "the workload's kind of hardware", _edge_mismatch),
+    Constraint("MEMORY_INSUFFICIENT", "memory_gb", "the memory requirement", _edge_memory),
+    Constraint("POWER_OVER_BUDGET", "power_budget_w", "the power budget", _edge_power),
+    Constraint("NOT_A_CLOUD_OFFERING", "region", "the region/provider", _edge_region),
+    Constraint("NOT_A_CLOUD_OFFERING", "provider", "the region/provider", _edge_provider),
+    Constraint("NO_HOURLY_PRICE", "max_hourly_usd", "the hourly budget", _edge_budget),
+    Constraint("GPU_COUNT_TOO_HIGH", "gpu_count", "the GPU count", _edge_gpu_count),
+    Constraint(
+        "INTERCONNECT_TOO_SLOW",
+        "interconnect_gb_s",
+        "the interconnect requirement",
+        _edge_interconnect,
+    ),
+)
 
 
 def edge_violations(e: EdgeCandidate, w: Workload, p: WorkloadProfile) -> list[Violation]:
-    out: list[Violation] = []
-    d = e.device
-    mode = f" in its {e.mode} mode" if e.mode else ""
-    if d.form_factor not in p.form_factors:
-        kinds = ", ".join(f.value for f in p.form_factors)
-        out.append(
-            Violation(
-                "WORKLOAD_MISMATCH", None, f"{d.name} is an edge device; {p.id} runs on: {kinds}"
-            )
-        )
-    if w.memory_gb is not None and d.memory_gb < w.memory_gb:
-        out.append(
-            Violation(
-                "MEMORY_INSUFFICIENT",
-                "memory_gb",
-                f"{d.memory_gb:g} GB of memory is below the {w.memory_gb:g} GB needed",
-                d.memory_gb,
-            )
-        )
-    if w.power_budget_w is not None and e.power_w > w.power_budget_w:
-        out.append(
-            Violation(
-                "POWER_OVER_BUDGET",
-                "power_budget_w",
-                f"draws {e.power_w:g} W{mode}, above the {w.power_budget_w:g} W budget",
-                e.power_w,
-            )
-        )
-    for field, value in (("region", w.region), ("provider", w.provider)):
-        if value is not None:
-            out.append(
-                Violation(
-                    "NOT_A_CLOUD_OFFERING", field, f"an edge device has no cloud {field}", None
-                )
-            )
-    if w.max_hourly_usd is not None:
-        out.append(
-            Violation(
-                "NO_HOURLY_PRICE", "max_hourly_usd", "an edge device has no hourly price", None
-            )
-        )
-    if w.gpu_count and w.gpu_count > 1:
-        out.append(Violation("GPU_COUNT_TOO_HIGH", "gpu_count", "one device, one accelerator", 1))
-    if w.interconnect_gb_s:
-        out.append(
-            Violation(
-                "INTERCONNECT_TOO_SLOW", "interconnect_gb_s", "an edge device has no GPU link", None
-            )
-        )
-    return out
+    return violations(EDGE, EdgeCase(e, w, p))
+
+
+# What the explanation counts each code under ("the power budget rules out 3").
+CODE_WORDS: dict[str, str] = {
+    entry.code: entry.words for registry in (STATIC, OFFERING, EDGE) for entry in registry
+}

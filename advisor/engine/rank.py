@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import heapq
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from advisor.catalog.models import FormFactor, Price, WorkloadProfile
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate
-from advisor.engine.checks import Sizing
+from advisor.engine.placement import Placement
+from advisor.engine.result import SizedFigures
 from advisor.perf.fitting import Fit
 from advisor.request import Workload
 
@@ -30,11 +31,11 @@ class Hit(NamedTuple):
     sort_id: str
     cloud: CloudCandidate | None
     edge: EdgeCandidate | None
-    sizing: Sizing
+    placement: Placement
     price: Price | None
 
 
-def cloud_perf(c: CloudCandidate, s: Sizing, p: WorkloadProfile) -> tuple[str, float]:
+def cloud_perf(c: CloudCandidate, s: Placement, p: WorkloadProfile) -> tuple[str, float]:
     """(precision used, dense peak of everything rented) for a cloud option."""
     precision, peak = c.peaks[p.key_precision]
     return precision, peak * (s.nodes * c.instance.gpu_count if c.is_gpu else s.nodes)
@@ -80,7 +81,7 @@ def objective_value(
 def edge_hit(e: EdgeCandidate, objective: str) -> Hit:
     # Edge devices carry no hourly price: their "cost" is the power they draw.
     value = objective_value(objective, e.power_w, e.int8_tops, 1.0)
-    return Hit(value, 0.0, f"{e.device.id}|{e.power_w:012.3f}", None, e, Sizing(1, 1), None)
+    return Hit(value, 0.0, f"{e.device.id}|{e.power_w:012.3f}", None, e, Placement(1, 1), None)
 
 
 def rank(hits: list[Hit], objective: str, limit: int) -> list[tuple[Hit, float]]:
@@ -102,24 +103,10 @@ def rank(hits: list[Hit], objective: str, limit: int) -> list[tuple[Hit, float]]
 def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: int) -> list[str]:
     if h.edge is not None:
         return _edge_reasons(h.edge, w, objective, rank_no)
-    c, price, s = h.cloud, h.price, h.sizing
+    c, price, s = h.cloud, h.price, h.placement
     assert c is not None and price is not None
-    it, hw = c.instance, c.hardware
-    out = []
-    if c.is_gpu:
-        total_gb = s.nodes * it.gpu_count * hw.memory_gb
-        each = f"{hw.memory_gb:g} GB each, {total_gb:g} GB total"
-        line = f"{s.nodes * it.gpu_count} x {hw.name} ({each})"
-        if w.memory_gb:
-            line += f" hold the {w.memory_gb:g} GB needed ({s.gpus} GPU(s) by memory)"
-        elif s.fit is not None:
-            line += f" hold the {s.fit.memory_total_gb:,.1f} GB the work needs"
-        out.append(line)
-    else:
-        out.append(
-            f"CPU-only ({hw.name}), {it.vcpus} vCPUs and {it.memory_gib:g} GiB RAM per node"
-            + (f", enough for the {w.memory_gb:g} GB needed" if w.memory_gb else "")
-        )
+    it = c.instance
+    out = [_hardware_reason(c, s, w, p)]
     if s.spans_nodes:
         out.append(
             f"spans {s.nodes} nodes over {it.network_gbps:g} Gbit/s; {p.id} scales out "
@@ -145,18 +132,40 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
         if objective == "price_performance":
             per_dollar = f" = {perf / h.hourly_usd:,.0f} per $/h"
         out.append(f"{perf:,.0f} dense {precision} TFLOP/s peak{per_dollar}")
+    out += _penalty_reasons(c, p)
+    out.append(f"ranked {rank_no} by {OBJECTIVE_WORDS[objective]}")
+    return out
+
+
+def _hardware_reason(c: CloudCandidate, s: Placement, w: Workload, p: WorkloadProfile) -> str:
+    it, hw = c.instance, c.hardware
+    if not c.is_gpu:
+        return f"CPU-only ({hw.name}), {it.vcpus} vCPUs and {it.memory_gib:g} GiB RAM per node" + (
+            f", enough for the {w.memory_gb:g} GB needed" if w.memory_gb else ""
+        )
+    total_gb = s.nodes * it.gpu_count * hw.memory_gb
+    line = f"{s.nodes * it.gpu_count} x {hw.name} ({hw.memory_gb:g} GB each, {total_gb:g} GB total)"
+    if w.memory_gb:
+        line += f" hold the {w.memory_gb:g} GB needed{_gpu_count_source(s, w, p)}"
+    elif s.fit is not None:
+        line += f" hold the {s.fit.memory_total_gb:,.1f} GB the work needs"
+    return line
+
+
+def _penalty_reasons(c: CloudCandidate, p: WorkloadProfile) -> list[str]:
+    """One sentence per unmet soft preference, saying what it cost in score."""
+    out = []
     if _link_not_preferred(c, p):
         links = "/".join(link.value for link in p.prefer_gpu_link)
         out.append(
-            f"scored {p.preference_penalty:.0%} worse: GPUs linked by {it.gpu_link.value}, "
-            f"{p.id} prefers {links}"
+            f"scored {p.preference_penalty:.0%} worse: GPUs linked by "
+            f"{c.instance.gpu_link.value}, {p.id} prefers {links}"
         )
-    if p.prefer_form_factor is not None and hw.form_factor != p.prefer_form_factor:
+    if p.prefer_form_factor is not None and c.hardware.form_factor != p.prefer_form_factor:
         out.append(
             f"scored {p.preference_penalty:.0%} worse: {p.id} prefers "
             f"{p.prefer_form_factor.value} hardware"
         )
-    out.append(f"ranked {rank_no} by {OBJECTIVE_WORDS[objective]}")
     return out
 
 
@@ -176,25 +185,34 @@ def _edge_reasons(e: EdgeCandidate, w: Workload, objective: str, rank_no: int) -
     return out
 
 
-def sizing_summary(fit: Fit, hourly_usd: float, w: Workload) -> dict[str, Any]:
+def _gpu_count_source(s: Placement, w: Workload, p: WorkloadProfile) -> str:
+    """Which GPU count memory needs, and where a larger planned count came from: a count that
+    came from a default is never stated as one the memory needs."""
+    by_memory = f"{s.gpus_for_memory} GPU(s) by memory"
+    if s.gpus <= s.gpus_for_memory:
+        return f" ({by_memory})"
+    source = "as requested" if w.gpu_count is not None else f"{p.id}'s default"
+    return f" ({by_memory}; {s.gpus} planned, {source})"
+
+
+def sized_figures(fit: Fit, hourly_usd: float) -> SizedFigures:
     """The numbers behind a sized recommendation, for JSON."""
-    out: dict[str, Any] = {
-        "gpus_needed": fit.gpus_needed,
-        "rented_gpus": fit.rented_gpus,
-        "memory_per_gpu_gb": round(fit.memory_per_gpu_gb, 3),
-        "memory_total_gb": round(fit.memory_total_gb, 3),
-        "efficiency": round(fit.efficiency, 4),
-        "efficiency_source": fit.efficiency_source,
-    }
-    if fit.hours is not None:
-        out["hours"] = fit.hours
-        out["cost_to_completion_usd"] = fit.hours * hourly_usd
-    if fit.tokens_per_s:
-        out["replicas"] = fit.replicas
-        out["tokens_per_s"] = fit.tokens_per_s
-        served = fit.served_tokens_per_s or fit.tokens_per_s
-        out["cost_per_million_tokens_usd"] = hourly_usd / (served * 3600) * 1e6
-    return out
+    served = fit.served_tokens_per_s or fit.tokens_per_s
+    return SizedFigures(
+        gpus_needed=fit.gpus_needed,
+        rented_gpus=fit.rented_gpus,
+        memory_per_gpu_gb=round(fit.memory_per_gpu_gb, 3),
+        memory_total_gb=round(fit.memory_total_gb, 3),
+        efficiency=round(fit.efficiency, 4),
+        efficiency_source=fit.efficiency_source,
+        hours=fit.hours,
+        cost_to_completion_usd=None if fit.hours is None else fit.hours * hourly_usd,
+        replicas=fit.replicas if fit.tokens_per_s else None,
+        tokens_per_s=fit.tokens_per_s or None,
+        cost_per_million_tokens_usd=(
+            hourly_usd / (served * 3600) * 1e6 if fit.tokens_per_s and served else None
+        ),
+    )
 
 
 def _sizing_reasons(fit: Fit, hourly_usd: float, w: Workload) -> list[str]:
@@ -208,12 +226,12 @@ def _sizing_reasons(fit: Fit, hourly_usd: float, w: Workload) -> list[str]:
             f"${fit.hours * hourly_usd:,.0f} to completion"
         )
     if fit.tokens_per_s:
-        summary = sizing_summary(fit, hourly_usd, w)
+        per_million = sized_figures(fit, hourly_usd).cost_per_million_tokens_usd or 0.0
         target = (
             f" for the {w.throughput_tokens_s:g} tokens/s target" if w.throughput_tokens_s else ""
         )
         out.append(
             f"{fit.replicas} replica(s){target} decode about {fit.tokens_per_s:,.0f} tokens/s: "
-            f"${summary['cost_per_million_tokens_usd']:,.3f} per million tokens"
+            f"${per_million:,.3f} per million tokens"
         )
     return out

@@ -1,70 +1,105 @@
-"""What the engine returns: plain data, independent of how it is shown (CLI table, JSON, HTTP)."""
+"""What the engine returns: typed data, independent of how it is shown (CLI table, JSON, HTTP).
+
+These models are the HTTP API's response schema too (advisor/api/routes/recommend.py), so the
+OpenAPI contract is generated from the same classes the engine builds.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, SkipValidation, WithJsonSchema
 
 
-@dataclass(frozen=True, slots=True)
-class Recommendation:
-    instance_type: str | None  # None for an edge device
-    device: str | None  # edge device id; None for a cloud offering
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SizedFigures(_Out):
+    """The numbers behind a recommendation sized from a model (advisor/perf/fitting.py)."""
+
+    gpus_needed: int
+    rented_gpus: int
+    memory_per_gpu_gb: float
+    memory_total_gb: float
+    efficiency: float = Field(description="share of the dense peak the work reaches")
+    efficiency_source: str
+    hours: float | None = Field(None, description="training: time to process the tokens")
+    cost_to_completion_usd: float | None = None
+    replicas: int | None = Field(None, description="inference: copies of the model served")
+    tokens_per_s: float | None = None
+    cost_per_million_tokens_usd: float | None = None
+
+
+class Recommendation(_Out):
+    instance_type: str | None = Field(description="None for an edge device")
+    device: str | None = Field(description="edge device id; None for a cloud offering")
     provider: str | None
-    accelerator: str  # accelerator id, or the CPU class id for CPU-only offerings
-    gpu_count: int  # GPUs rented in total (nodes x GPUs per node)
+    accelerator: str = Field(description="accelerator id, or the CPU class for CPU-only")
+    gpu_count: int = Field(description="GPUs rented in total (nodes x GPUs per node)")
     nodes: int
     region: str | None
     purchase: str | None
-    hourly_usd: float | None  # for all nodes together; None for an edge device
+    hourly_usd: float | None = Field(description="all nodes together; None for an edge device")
     power_w: float
     power_mode: str | None
-    score: float  # 1.0 = the best candidate under the objective; lower is worse
+    score: float = Field(description="1.0 = the best candidate under the objective")
     reasons: tuple[str, ...]
-    sizing: dict[str, Any] | None = None  # GPUs, memory, hours, cost when sized from a model
+    sizing: SizedFigures | None = None
 
 
 class Rejection(NamedTuple):
+    """A candidate ruled out, with a code and a sentence per failed constraint.
+
+    A NamedTuple rather than a model: one query rejects up to thousands of candidates, and
+    building each as a validated model cost the engine a third of its time. In a Result it
+    serialises as the object `RejectionJson` describes."""
+
     id: str
     codes: tuple[str, ...]
     reasons: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Alternative:
-    constraint: str  # the request field to relax
-    relax_to: float | str | None  # None = drop the constraint
+class RejectionJson(_Out):
+    """The JSON shape of a Rejection (its schema in the HTTP contract)."""
+
+    id: str
+    codes: list[str]
+    reasons: list[str]
+
+
+def _rejection_json(r: Rejection) -> dict[str, Any]:
+    return {"id": r.id, "codes": r.codes, "reasons": r.reasons}
+
+
+# Built by the engine from validated catalog data: not validated again; written as an object.
+_RejectionField = Annotated[
+    Rejection,
+    SkipValidation,
+    PlainSerializer(_rejection_json, return_type=dict[str, Any]),
+    WithJsonSchema(RejectionJson.model_json_schema()),
+]
+
+
+class Alternative(_Out):
+    constraint: str = Field(description="the request field to relax")
+    relax_to: float | str | None = Field(description="None = drop the constraint")
     candidate: str
     sentence: str
 
 
-@dataclass(frozen=True, slots=True)
-class Result:
+class Result(_Out):
     workload: str
     objective: str
-    recommendations: tuple[Recommendation, ...]
-    rejected: tuple[Rejection, ...]
-    alternatives: tuple[Alternative, ...]
-    explanation: str  # one paragraph: what was chosen and why, or why nothing fits
+    explanation: str = Field(description="what was chosen and why, or why nothing fits")
     feasible_count: int
+    recommendations: tuple[Recommendation, ...]
+    rejected: tuple[_RejectionField, ...]
+    alternatives: tuple[Alternative, ...]
 
     @property
     def ok(self) -> bool:
         return bool(self.recommendations)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "workload": self.workload,
-            "objective": self.objective,
-            "explanation": self.explanation,
-            "feasible_count": self.feasible_count,
-            "recommendations": [_shallow(r) for r in self.recommendations],
-            "rejected": [r._asdict() for r in self.rejected],
-            "alternatives": [_shallow(a) for a in self.alternatives],
-        }
-
-
-def _shallow(obj: Any) -> dict[str, Any]:
-    """Field dict without dataclasses.asdict's recursive deep copy (tuples of str stay as they
-    are: json encodes them as lists)."""
-    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+        return self.model_dump(mode="json")

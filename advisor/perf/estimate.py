@@ -18,7 +18,7 @@ from advisor.errors import InputError
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
 from advisor.perf.fitting import Fit, WorkPlan
 from advisor.perf.sizing import Figure
-from advisor.request import EstimateRequest, Workload
+from advisor.request import EstimateRequest, purchase_matches
 
 
 def _absent_when_none(value: object) -> bool:
@@ -155,13 +155,13 @@ def _notes(fit: Fit, profile: WorkloadProfile, instance: InstanceType | None) ->
     return notes
 
 
-def _price(instance: InstanceType, req: Workload) -> Price | None:
+def _price(instance: InstanceType, req: EstimateRequest) -> Price | None:
     """The cheapest price of the request's purchase option (None: either), in its region when
     given: the same reading of `purchase` as `recommend`'s."""
     prices = [
         p
         for p in instance.prices
-        if (req.purchase is None or p.purchase == req.purchase)
+        if purchase_matches(req.purchase, p.purchase)
         and (req.region is None or p.region == req.region)
     ]
     if not prices:

@@ -29,7 +29,7 @@ from advisor.perf.sizing import (
     training_memory,
     zero_state_bytes_per_param,
 )
-from advisor.request import Workload
+from advisor.request import SizedWork
 
 USABLE_MEMORY = 0.90  # of each GPU's memory: the rest for fragmentation and the CUDA context
 DEFAULT_SEQ_LEN = 4096
@@ -62,7 +62,7 @@ class WorkPlan:
     def __init__(
         self,
         catalog: Catalog,
-        w: Workload,
+        w: SizedWork,
         profile: WorkloadProfile,
         fleet: Mapping[str, Calibration] | None = None,
         min_fleet_reports: int = MIN_FLEET_REPORTS,

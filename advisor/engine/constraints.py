@@ -1,0 +1,133 @@
+"""The constraint registry's vocabulary: what a hard constraint is, and how each request field that
+can be relaxed is worded and compared. The entries themselves live in advisor/engine/checks.py.
+
+A new constraint is one `Constraint` entry there (and, if it reads a new request field, one
+`Relaxation` here): the explanation's words, the nearest-alternative sentence and the
+candidate-group signature all derive from the registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Generic, NamedTuple, TypeVar
+
+
+class Direction(StrEnum):
+    """How a request field is relaxed, and so which alternative is "nearest"."""
+
+    ceiling = "ceiling"  # raise it: the smallest raise is nearest (budgets)
+    floor = "floor"  # lower it: the smallest cut is nearest (memory, GPU count, bandwidth)
+    equality = "equality"  # change it to another value (region, provider, purchase)
+    fixed = "fixed"  # nothing in the request relaxes it
+
+
+@dataclass(frozen=True, slots=True)
+class Relaxation:
+    """A request field that can be relaxed: its words and its alternative sentence."""
+
+    field: str
+    direction: Direction
+    words: str  # "the power budget"
+    to_value: str | None = None  # "relax the power budget to {to:g} W" (None: "change ... to")
+
+    def closeness(self, relax_to: float | str | None) -> float:
+        """Lower is nearer: the smallest raise of a ceiling, the smallest cut of a floor."""
+        numeric = float(relax_to) if isinstance(relax_to, int | float) else 0.0
+        if self.direction == Direction.ceiling:
+            return numeric
+        if self.direction == Direction.floor:
+            return -numeric
+        return 0.0
+
+    def sentence(self, to: float | str | None, label: str) -> str:
+        if to is None:
+            return f"drop {self.words}: {label}"
+        if isinstance(to, str):
+            return f"change {self.words} to {to}: {label}"
+        if self.to_value is not None:
+            return f"{self.to_value.format(to=to)}: {label}"
+        return f"change {self.words} to {to:g}: {label}"
+
+
+RELAXATIONS: dict[str, Relaxation] = {
+    r.field: r
+    for r in (
+        Relaxation(
+            "power_budget_w",
+            Direction.ceiling,
+            "the power budget",
+            "relax the power budget to {to:g} W",
+        ),
+        Relaxation(
+            "max_hourly_usd",
+            Direction.ceiling,
+            "the hourly budget",
+            "raise the hourly budget to ${to:,.2f}/h",
+        ),
+        Relaxation(
+            "interconnect_gb_s",
+            Direction.floor,
+            "the interconnect requirement",
+            "accept {to:g} GB/s of GPU interconnect",
+        ),
+        Relaxation(
+            "memory_gb",
+            Direction.floor,
+            "the memory requirement",
+            "reduce the memory requirement to {to:g} GB",
+        ),
+        Relaxation("gpu_count", Direction.floor, "the GPU count"),
+        Relaxation("region", Direction.equality, "the region"),
+        Relaxation("provider", Direction.equality, "the provider"),
+        Relaxation("purchase", Direction.equality, "the purchase option"),
+    )
+}
+
+
+class Violation(NamedTuple):
+    code: str
+    constraint: str | None  # the request field that could be relaxed; None = not relaxable
+    sentence: str
+    relax_to: float | str | None = None
+
+
+class Finding(NamedTuple):
+    """What a check function reports when its constraint fails."""
+
+    sentence: str
+    relax_to: float | str | None = None
+    relaxable: bool = True  # False: this failure is not one a relaxation of the field helps
+
+
+Case = TypeVar("Case")
+
+
+@dataclass(frozen=True, slots=True)
+class Constraint(Generic[Case]):
+    """One hard constraint: a code, the request field that relaxes it (None: not relaxable),
+    the words the explanation counts it under, the candidate attributes its check reads (the
+    candidate-group signature is built from them), and the check itself."""
+
+    code: str
+    field: str | None
+    words: str
+    check: Callable[[Case], Finding | None]
+    reads: tuple[str, ...] = ()
+
+    @property
+    def direction(self) -> Direction:
+        return RELAXATIONS[self.field].direction if self.field else Direction.fixed
+
+
+def violations(registry: Sequence[Constraint[Case]], case: Case) -> list[Violation]:
+    """Every failure, in registry order: knowing a candidate fails *only* one constraint is what
+    lets the engine suggest its nearest relaxation."""
+    out = []
+    for entry in registry:
+        found = entry.check(case)
+        if found is not None:
+            field = entry.field if found.relaxable else None
+            out.append(Violation(entry.code, field, found.sentence, found.relax_to))
+    return out

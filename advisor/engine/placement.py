@@ -1,0 +1,51 @@
+"""Where a request lands on one instance type: how many GPUs and nodes it takes."""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from advisor.catalog.models import WorkloadProfile
+from advisor.engine.candidates import CloudCandidate
+from advisor.perf.fitting import Fit, WorkPlan
+from advisor.request import Workload
+
+# The candidate attributes placement reads: part of the candidate-group signature.
+PLACEMENT_READS = (
+    "is_gpu",
+    "hardware.id",
+    "hardware.memory_gb",
+    "instance.gpu_count",
+    "per_node_memory_gb",
+)
+
+
+class Placement(NamedTuple):
+    gpus: int  # GPUs needed (0 for CPU-only)
+    nodes: int
+    spans_nodes: bool = False  # one copy of the work split across nodes (needs scale-out)
+    fit: Fit | None = None  # when sized from a model (advisor/perf/fitting.py)
+    # GPUs the memory requirement alone needs (0 when none was given): reasons state this count,
+    # not one that came from a requested count or the profile's default.
+    gpus_for_memory: int = 0
+
+
+def place(
+    c: CloudCandidate, w: Workload, p: WorkloadProfile, plan: WorkPlan | None = None
+) -> Placement:
+    """GPUs and nodes: fill GPUs inside one node first, spill to more nodes only when needed."""
+    if plan is not None:
+        if not c.is_gpu:
+            return Placement(0, 1)
+        fit = plan.fit(c.hardware, c.instance.gpu_count)
+        return Placement(fit.gpus_needed, max(fit.nodes, 1), fit.spans_nodes, fit)
+    need_gb = w.memory_gb or 0.0
+    if c.is_gpu:
+        per_gpu = c.hardware.memory_gb
+        by_memory = math.ceil(need_gb / per_gpu - 1e-9) if per_gpu else 1
+        wanted = p.default_gpu_count if w.gpu_count is None else w.gpu_count
+        gpus = max(1, by_memory, wanted)
+        nodes = math.ceil(gpus / c.instance.gpu_count)
+        return Placement(gpus, nodes, nodes > 1, None, by_memory if need_gb else 0)
+    nodes = max(1, math.ceil(need_gb / c.per_node_memory_gb - 1e-9))
+    return Placement(0, nodes, nodes > 1)

@@ -1,0 +1,203 @@
+"""The constraint registry: every constraint is one entry, the candidate-group signature covers
+what the checks read, the hot loop's inline offering test agrees with the OFFERING entries, and a
+"by memory" reason never states a GPU count that came from a default."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+
+from advisor import Catalog, recommend
+from advisor.engine.candidates import CloudCandidate, candidate_index
+from advisor.engine.checks import (
+    CODE_WORDS,
+    EDGE,
+    GROUP_SIGNATURE,
+    OFFERING,
+    STATIC,
+    StaticCase,
+    offering_violations,
+    static_violations,
+)
+from advisor.engine.constraints import RELAXATIONS, Direction
+from advisor.engine.placement import PLACEMENT_READS, place
+from advisor.perf.fitting import WorkPlan
+from advisor.request import RecommendRequest, purchase_matches
+from tests.factories import load_mini
+
+
+@pytest.fixture(scope="module")
+def mini(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    return load_mini(tmp_path_factory.mktemp("constraints"))
+
+
+# Requests that between them make every static check both pass and fail on the mini catalog.
+REQUESTS = [
+    dict(workload="fine_tuning"),
+    dict(workload="fine_tuning", memory_gb=1000),
+    dict(workload="fine_tuning", gpu_count=16),
+    dict(workload="large_scale_training", memory_gb=1000),
+    dict(workload="large_scale_training", memory_gb=100, power_budget_w=1000),
+    dict(workload="batch_processing", memory_gb=600, gpu_count=2),
+    dict(workload="fine_tuning", interconnect_gb_s=900, provider="gcp"),
+    dict(workload="high_throughput_inference", power_budget_w=50, provider="aws"),
+]
+
+
+class Recorder:
+    """Stands in for a candidate and notes every attribute path a check reads."""
+
+    def __init__(self, target: object, prefix: str, seen: set[str]) -> None:
+        self._target, self._prefix, self._seen = target, prefix, seen
+
+    def __getattr__(self, name: str) -> Any:
+        path = f"{self._prefix}{name}"
+        value = getattr(self._target, name)
+        if name in ("instance", "hardware"):
+            return Recorder(value, f"{path}.", self._seen)
+        self._seen.add(path)
+        return value
+
+
+def _reads(check: Any, c: CloudCandidate, *rest: Any) -> set[str]:
+    seen: set[str] = set()
+    check(Recorder(c, "", seen), *rest)
+    return seen
+
+
+@pytest.mark.parametrize("entry", STATIC, ids=[f"{e.code}:{e.check.__name__}" for e in STATIC])
+def test_each_static_check_reads_only_what_it_declares(mini: Catalog, entry: Any) -> None:
+    index = candidate_index(mini, GROUP_SIGNATURE)
+    read: set[str] = set()
+    for kw, c in itertools.product(REQUESTS, index.cloud):
+        w = RecommendRequest(**kw)
+        p = mini.workloads[w.workload]
+        s = place(c, w, p)
+        read |= _reads(lambda rc, *k: entry.check(StaticCase(rc, *k)), c, s, w, p)
+    assert read <= set(entry.reads), f"{entry.code} reads {sorted(read - set(entry.reads))}"
+
+
+def test_placement_reads_only_what_it_declares(mini: Catalog, shipped: Catalog) -> None:
+    read: set[str] = set()
+    for kw, c in itertools.product(REQUESTS, candidate_index(mini, GROUP_SIGNATURE).cloud):
+        w = RecommendRequest(**kw)
+        read |= _reads(place, c, w, mini.workloads[w.workload])
+    # Sized from a model, placement hands the whole accelerator to the performance model:
+    # that is covered by hardware.id, which names one accelerator and all its figures.
+    sized = RecommendRequest(workload="fine_tuning", model="llama-3-8b", tokens=1e9)
+    plan = WorkPlan(shipped, sized, shipped.workloads["fine_tuning"])
+    for c in candidate_index(shipped, GROUP_SIGNATURE).cloud[:10]:
+        read |= _reads(place, c, sized, shipped.workloads["fine_tuning"], plan)
+    uncovered = {r for r in read - set(PLACEMENT_READS) if not r.startswith("hardware.")}
+    assert not uncovered and "hardware.id" in PLACEMENT_READS
+
+
+def test_the_recorder_would_catch_an_undeclared_read(mini: Catalog) -> None:
+    c = candidate_index(mini, GROUP_SIGNATURE).cloud[0]
+    assert _reads(lambda rc: rc.instance.vcpus, c) == {"instance.vcpus"}
+    assert "instance.vcpus" not in GROUP_SIGNATURE
+
+
+def test_group_signature_is_the_union_of_the_declared_reads() -> None:
+    declared = set(PLACEMENT_READS).union(*(e.reads for e in STATIC))
+    assert set(GROUP_SIGNATURE) == declared
+
+
+@pytest.mark.parametrize("kw", REQUESTS, ids=[str(r) for r in REQUESTS])
+def test_grouping_gives_each_instance_its_own_answer(mini: Catalog, kw: dict[str, Any]) -> None:
+    """Every statically rejected instance type carries exactly the reasons its own checks give."""
+    w = RecommendRequest(**kw, limit=1000)
+    p = mini.workloads[w.workload]
+    rejected = {r.id: r for r in recommend(mini, w).rejected}
+    for c in candidate_index(mini, GROUP_SIGNATURE).cloud:
+        if c.hardware.form_factor not in p.form_factors:
+            continue
+        own = static_violations(c, place(c, w, p), w, p)
+        if own:
+            assert rejected[c.instance.id].reasons == tuple(v.sentence for v in own)
+
+
+OFFER_REQUESTS = [
+    dict(region=region, purchase=purchase, max_hourly_usd=budget)
+    for region in (None, "us-east-1", "eu-west-1")
+    for purchase in (None, "on_demand", "spot")
+    for budget in (None, 1.0, 50.0, 100.0)
+]
+
+
+@pytest.mark.parametrize("kw", OFFER_REQUESTS, ids=[str(r) for r in OFFER_REQUESTS])
+def test_inline_offering_test_agrees_with_the_registry(mini: Catalog, kw: dict[str, Any]) -> None:
+    """The hot loop counts offering failures inline; the OFFERING entries explain them. The
+    offerings recommended must be exactly those the entries find no fault with."""
+    w = RecommendRequest(workload="fine_tuning", limit=1000, **kw)
+    p = mini.workloads["fine_tuning"]
+    expected = set()
+    for c in candidate_index(mini, GROUP_SIGNATURE).cloud:
+        s = place(c, w, p)
+        if static_violations(c, s, w, p):
+            continue
+        for price in c.instance.prices:
+            if not offering_violations(price, s.nodes, w):
+                expected.add((c.instance.id, price.region, price.purchase.value))
+    got = {(r.instance_type, r.region, r.purchase) for r in recommend(mini, w).recommendations}
+    assert got == expected
+
+
+def test_purchase_rule_none_means_any() -> None:
+    from advisor.catalog.models import Purchase
+
+    assert purchase_matches(None, Purchase.spot) and purchase_matches(None, Purchase.on_demand)
+    assert not purchase_matches(Purchase.on_demand, Purchase.spot)
+
+
+def test_one_code_one_set_of_words() -> None:
+    for code in CODE_WORDS:
+        words = {
+            e.words for registry in (STATIC, OFFERING, EDGE) for e in registry if e.code == code
+        }
+        assert len(words) == 1, f"{code} is worded {words}"
+
+
+def test_every_relaxable_field_is_a_request_field_with_a_direction() -> None:
+    for registry in (STATIC, OFFERING, EDGE):
+        for entry in registry:
+            if entry.field is None:
+                assert entry.direction == Direction.fixed
+            else:
+                assert entry.field in RecommendRequest.model_fields
+                assert entry.field in RELAXATIONS
+
+
+def test_nearest_alternative_follows_each_direction() -> None:
+    # a ceiling: the smallest raise is nearest; a floor: the smallest cut (largest value)
+    budget, memory = RELAXATIONS["max_hourly_usd"], RELAXATIONS["memory_gb"]
+    assert budget.closeness(12.0) < budget.closeness(98.0)
+    assert memory.closeness(640) < memory.closeness(80)
+    assert budget.sentence(98.0, "big8") == "raise the hourly budget to $98.00/h: big8"
+    assert RELAXATIONS["region"].sentence("eu-west-1", "x") == "change the region to eu-west-1: x"
+    assert RELAXATIONS["gpu_count"].sentence(None, "x") == "drop the GPU count: x"
+
+
+def test_by_memory_reason_states_the_count_memory_needs(mini: Catalog) -> None:
+    # large_scale_training plans 8 GPUs by default (tests/factories.py); 100 GB on 80 GB GPUs
+    # needs ceil(100 / 80) = 2 of them. The reason must say 2 by memory, and where 8 came from.
+    w = RecommendRequest(workload="large_scale_training", memory_gb=100, limit=1000)
+    big8 = next(r for r in recommend(mini, w).recommendations if r.instance_type == "big8")
+    first = big8.reasons[0]
+    assert "(2 GPU(s) by memory; 8 planned, large_scale_training's default)" in first
+    assert "8 GPU(s) by memory" not in first
+
+
+def test_by_memory_reason_when_memory_sets_the_count(mini: Catalog) -> None:
+    # 1000 GB on 80 GB GPUs: ceil(1000 / 80) = 13 GPUs, more than the default 8: memory decides.
+    w = RecommendRequest(workload="large_scale_training", memory_gb=1000)
+    top = recommend(mini, w).recommendations[0]
+    assert "(13 GPU(s) by memory)" in top.reasons[0]
+
+
+def test_by_memory_reason_names_a_requested_count(mini: Catalog) -> None:
+    w = RecommendRequest(workload="fine_tuning", memory_gb=20, gpu_count=4)
+    top = recommend(mini, w).recommendations[0]
+    assert "(1 GPU(s) by memory; 4 planned, as requested)" in top.reasons[0]
