@@ -12,6 +12,7 @@ from advisor.catalog.models import Accelerator, FormFactor, Price, WorkloadProfi
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate
 from advisor.engine.constraints import Constraint, Finding, Violation, violations
 from advisor.engine.placement import PLACEMENT_READS, Placement
+from advisor.perf.fitting import network_below_floor
 from advisor.request import Workload, purchase_matches
 
 
@@ -105,7 +106,7 @@ def _one_node_by_count(k: StaticCase) -> Finding | None:
 
 def _network_too_slow(k: StaticCase) -> Finding | None:
     it, p = k.c.instance, k.p
-    if not k.s.spans_nodes or not p.scale_out or it.network_gbps >= p.min_multi_node_network_gbps:
+    if not k.s.spans_nodes or not p.scale_out or not network_below_floor(p, it.network_gbps):
         return None
     return Finding(
         f"{_spread(k)} needs {k.s.nodes} nodes, but the {it.network_gbps:g} Gbit/s "

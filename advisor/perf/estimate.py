@@ -16,7 +16,7 @@ from advisor.catalog.models import Accelerator, InstanceType, Price, WorkloadPro
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
-from advisor.perf.fitting import Fit, WorkPlan
+from advisor.perf.fitting import Fit, WorkPlan, network_below_floor
 from advisor.perf.sizing import Figure
 from advisor.request import EstimateRequest, purchase_matches
 
@@ -143,13 +143,16 @@ def _notes(fit: Fit, profile: WorkloadProfile, instance: InstanceType | None) ->
     notes = [fit.unfit] if fit.unfit else []
     if fit.spans_nodes and not profile.scale_out:
         notes.append(f"needs {fit.nodes} nodes and {profile.id} runs on one node")
-    elif fit.spans_nodes and instance is not None:
-        floor = profile.min_multi_node_network_gbps
-        if instance.network_gbps < floor:
-            notes.append(
-                f"needs {fit.nodes} nodes and {instance.id}'s {instance.network_gbps:g} Gbit/s "
-                f"network is below the {floor:g} Gbit/s {profile.id} needs between nodes"
-            )
+    elif (
+        fit.spans_nodes
+        and instance is not None
+        and network_below_floor(profile, instance.network_gbps)
+    ):
+        notes.append(
+            f"needs {fit.nodes} nodes and {instance.id}'s {instance.network_gbps:g} Gbit/s "
+            f"network is below the {profile.min_multi_node_network_gbps:g} Gbit/s "
+            f"{profile.id} needs between nodes"
+        )
     if instance is None:
         notes.append(_UNPRICED)
     return notes

@@ -200,6 +200,12 @@ def peak16_tflops(acc: Accelerator) -> float | None:
     return acc.peak_tflops.bf16 or acc.peak_tflops.fp16
 
 
+def network_below_floor(profile: WorkloadProfile, network_gbps: float) -> bool:
+    """Whether a scale-out network is too slow for one job spread over several nodes: the one
+    rule `estimate` and the engine's NETWORK_TOO_SLOW constraint both apply."""
+    return network_gbps < profile.min_multi_node_network_gbps
+
+
 def _unfit(
     acc: Accelerator, stage: int, params: float, activations_gb: float, eff: float, source: str
 ) -> Fit:

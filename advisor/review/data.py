@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from advisor.errors import AdvisorError, InputError
 from advisor.http_client import HttpClient
 from advisor.store import ReportFilter, Store
-from advisor.store.base import measured_a_gpu, report_fields
+from advisor.store.base import measured_a_gpu, number_or_none, report_fields
 
 if TYPE_CHECKING:
     import httpx
@@ -137,12 +137,6 @@ class ReviewData:
             self.notes.append("(further notes left out)")
 
 
-def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -164,8 +158,8 @@ def probe_record(report_id: str, body: dict[str, Any]) -> ProbeRecord:
         CheckResult(
             str(c.get("name")),
             str(c.get("status")),
-            m if type(m) is float else _num(m),  # the common case first: a plain float
-            e if type(e) is float else _num(e),
+            m if type(m) is float else number_or_none(m),  # the common case first: a plain float
+            e if type(e) is float else number_or_none(e),
             _str(c.get("unit")),
         )
         for c in body.get("checks") or ()
@@ -195,14 +189,14 @@ def usage_record(body: dict[str, Any]) -> UsageRecord:
             continue
         gpus.append(
             GpuUsage(
-                index=int(_num(g.get("index")) or 0),
+                index=int(number_or_none(g.get("index")) or 0),
                 uuid=_str(g.get("uuid")),
                 name=_str(g.get("name")),
                 accelerator=_str(g.get("accelerator")),
-                util_mean_pct=_num(g.get("util_gpu_mean_pct")),
-                util_p95_pct=_num(g.get("util_gpu_p95_pct")),
-                memory_used_max_mib=_num(g.get("memory_used_max_mib")),
-                memory_total_mib=_num(g.get("memory_total_mib")),
+                util_mean_pct=number_or_none(g.get("util_gpu_mean_pct")),
+                util_p95_pct=number_or_none(g.get("util_gpu_p95_pct")),
+                memory_used_max_mib=number_or_none(g.get("memory_used_max_mib")),
+                memory_total_mib=number_or_none(g.get("memory_total_mib")),
                 finding=_str(g.get("finding")),
                 reason_codes=tuple(str(c) for c in g.get("reason_codes") or ()),
                 evidence=tuple(str(e) for e in g.get("evidence") or ()),
@@ -212,7 +206,7 @@ def usage_record(body: dict[str, Any]) -> UsageRecord:
         host=str(body.get("host") or "unknown"),
         instance_type=_str(body.get("instance_type")),
         created_at=_str(body.get("created_at")),
-        duration_s=_num(body.get("duration_s")),
+        duration_s=number_or_none(body.get("duration_s")),
         gpus=tuple(gpus),
     )
 

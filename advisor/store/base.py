@@ -137,14 +137,15 @@ def check_rows(report_id: str, report: dict[str, Any]) -> list[CheckRow]:
                 accelerator,
                 str(c.get("name")),
                 str(c.get("status")),
-                _num(c.get("measured")),
-                _num(c.get("expected")),
+                number_or_none(c.get("measured")),
+                number_or_none(c.get("expected")),
             )
         )
     return rows
 
 
-def _num(value: Any) -> float | None:
+def number_or_none(value: Any) -> float | None:
+    """A JSON number as a float; anything else (null, a string, a bool) as None."""
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
