@@ -53,13 +53,24 @@ def efficiency(
     return Efficiency(base, why, False)
 
 
+CALIBRATION_CHECK = "matmul_bf16"  # the probe check whose measured / expected scales efficiency
+
+
+def calibration_from(ratio_median: object, runs: int) -> Calibration | None:
+    """One accelerator's calibration from its CALIBRATION_CHECK statistics over the fleet (the
+    store's summary and the review's rows alike); None without a positive median."""
+    if isinstance(ratio_median, bool) or not isinstance(ratio_median, int | float):
+        return None
+    return Calibration(float(ratio_median), runs) if ratio_median > 0 else None
+
+
 def calibrations(fleet: list[dict[str, Any]]) -> dict[str, Calibration]:
     """Calibration per accelerator from fleet summaries (GET /v1/fleet/summary, or the store)."""
     out = {}
     for summary in fleet:
         acc = summary.get("accelerator")
-        stats = (summary.get("checks") or {}).get("matmul_bf16") or {}
-        ratio = stats.get("ratio_median")
-        if acc and isinstance(ratio, int | float) and ratio > 0:
-            out[str(acc)] = Calibration(float(ratio), int(stats.get("count") or 0))
+        stats = (summary.get("checks") or {}).get(CALIBRATION_CHECK) or {}
+        cal = calibration_from(stats.get("ratio_median"), int(stats.get("count") or 0))
+        if acc and cal is not None:
+            out[str(acc)] = cal
     return out

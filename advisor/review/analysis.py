@@ -19,7 +19,7 @@ from typing import Any
 from advisor.catalog import Catalog
 from advisor.fleet.grading import grade
 from advisor.fleet.statistics import CheckStats, HostCheck, fleet_statistics
-from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
+from advisor.perf.calibration import CALIBRATION_CHECK, MIN_FLEET_REPORTS, calibration_from
 from advisor.review.costs import (
     CostedJob,
     FleetFactor,
@@ -234,9 +234,9 @@ def build_review(
     with gc_paused():  # see data.gc_paused: many small objects, none in a cycle
         stats, hosts = aggregate(data.probes)
     calibration = {
-        acc: Calibration(st.median, st.runs)  # as advisor.perf.fitting.calibrations reads a summary
+        acc: cal
         for (acc, name), st in stats.items()
-        if name == "matmul_bf16" and st.median is not None and st.median > 0
+        if name == CALIBRATION_CHECK and (cal := calibration_from(st.median, st.runs)) is not None
     }
     gpu_accelerators = sorted(
         {it.accelerator for it in catalog.instance_types.values() if it.accelerator}
