@@ -710,3 +710,23 @@ def test_cli_review_page_is_taken_from_the_service(tmp_path: Path, catalog: Cata
     page = (tmp_path / "served.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and page.count("<svg") >= 3
     assert "<b>30</b><span>probe reports</span>" in page
+
+
+def test_api_review_applies_the_services_min_fleet_reports(tmp_path: Path) -> None:
+    """ADVISOR_MIN_FLEET_REPORTS reaches the review as it reaches /v1/estimates: with 2, the
+    three real H200 runs (quick, full, expect-h200) calibrate h200-sxm; with the default 5 they
+    do not. A review that ignored the setting would say "fewer than 5" in both."""
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    pages = {}
+    for min_reports in (2, 5):
+        settings = Settings(  # type: ignore[call-arg]
+            database_url=f"sqlite:///{tmp_path}/api{min_reports}.db",
+            api_tokens=(TOKEN,),
+            min_fleet_reports=min_reports,
+        )
+        with TestClient(create_app(settings)) as c:
+            for report in map(real_run, REAL_RUNS):
+                assert c.post("/v1/probe-reports", json=report, headers=auth).status_code == 201
+            pages[min_reports] = c.get("/v1/review").text
+    assert "where at least 2 reports give one" in pages[2]
+    assert "fewer than 5" not in pages[2] and "fewer than 5" in pages[5]
