@@ -166,21 +166,29 @@ def bench(args: argparse.Namespace) -> list[str]:
 
 
 def _server(catalog: Catalog, db: Path) -> dict[str, float]:
-    """`advisor review --server`: list pages, then every body over HTTP, 8 at a time."""
-    import socket
+    """`advisor review --server`: list pages, then every body over HTTP, 8 at a time. The server
+    binds port 0 and prints the port it got (no port picked beforehand, so no race)."""
+    import re
     import urllib.request
 
     from advisor.review import from_server
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
     env = {**os.environ, "ADVISOR_DATABASE_URL": f"sqlite:///{db}", "ADVISOR_API_TOKENS": "x"}
-    cmd = [sys.executable, "-m", "advisor", "serve", "--port", str(port), "--no-access-log"]
-    proc = subprocess.Popen([*cmd, "--log-level", "warning"], env=env)
-    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "advisor", "serve", "--port", "0", "--no-access-log"]
+    proc = subprocess.Popen(
+        [*cmd, "--log-level", "warning"], env=env, stderr=subprocess.PIPE, text=True
+    )
     try:
-        for _ in range(300):
+        assert proc.stderr is not None
+        url = None
+        for line in proc.stderr:  # the line comes once the socket is bound
+            found = re.search(r"advisor serve: listening on (http://\S+)", line)
+            if found:
+                url = found.group(1)
+                break
+        if url is None:
+            raise SystemExit("advisor serve exited before listening")
+        for _ in range(300):  # bound is not yet accepting: wait for uvicorn to answer
             try:
                 with urllib.request.urlopen(f"{url}/healthz", timeout=1):
                     break
