@@ -21,6 +21,7 @@ def acc(id: str, **kw: Any) -> dict[str, Any]:
         "name": id.upper(),
         "vendor": "nvidia",
         "form_factor": "datacenter",
+        "generation": "hopper",
         "memory_gb": 80,
         "memory_bandwidth_gbps": 3350,
         "peak_tflops": {"fp32": 67, "bf16": 989, "fp16": 989, "fp8": 1979},

@@ -44,11 +44,32 @@ class GpuLink(StrEnum):
     none = "none"  # one GPU, or no GPU
 
 
+class Generation(StrEnum):
+    """The accelerator's architecture generation: calibrated efficiencies are keyed by it."""
+
+    volta = "volta"  # NVIDIA V100
+    turing = "turing"  # NVIDIA T4
+    ampere = "ampere"  # NVIDIA A100, A10, A10G, Jetson Orin
+    ada = "ada"  # NVIDIA L4, L40S
+    hopper = "hopper"  # NVIDIA H100, H200
+    blackwell = "blackwell"  # NVIDIA B200, GB200
+    cdna2 = "cdna2"  # AMD MI250
+    cdna3 = "cdna3"  # AMD MI300X
+    tpu = "tpu"  # Google Cloud TPU
+    trainium = "trainium"  # AWS Trainium / Inferentia
+    edge_npu = "edge_npu"  # fixed-function int8 edge accelerators (Coral Edge TPU, Hailo)
+    cpu = "cpu"  # CPU classes
+
+
 PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
 
 class PeakTflops(Strict):
-    """Dense (never 2:4-sparse) peak rates in TFLOP/s; int8 in TOPS. Absent = not supported."""
+    """Dense (never 2:4-sparse) peak rates in TFLOP/s; int8 in TOPS.
+
+    Absent = the part has no matrix/tensor-unit rate at that precision (T4: no bf16; A100: no
+    fp8): advisor/perf/precision.py reads this as the precision being unsupported.
+    """
 
     fp64: NonNeg | None = None
     fp32: NonNeg | None = None
@@ -83,6 +104,7 @@ class Accelerator(Strict):
     name: Annotated[str, Field(min_length=1)]
     vendor: Annotated[str, Field(min_length=1)]
     form_factor: FormFactor
+    generation: Generation
     # Upper bounds catch wrong units (MB for GB, W for kW, cents for dollars) at load time.
     memory_gb: Annotated[float, Field(ge=0, le=4096)]
     memory_bandwidth_gbps: Annotated[float, Field(ge=0, le=100_000)]
@@ -207,7 +229,17 @@ class ModelPreset(Strict):
     head_dim: Annotated[int | None, Field(gt=0, le=100_000)] = None  # default hidden / heads
     vocab_size: Annotated[int, Field(gt=0, le=10_000_000)]
     context_length: Annotated[int, Field(gt=0, le=100_000_000)]
-    experts: Annotated[int | None, Field(gt=0, le=10_000)] = None
+    experts: Annotated[int | None, Field(gt=0, le=10_000)] = None  # routed experts per layer
+    experts_per_token: Annotated[int | None, Field(gt=0, le=10_000)] = None  # routing top-k
+    # Sliding-window attention: each layer keeps K/V of at most this many recent tokens.
+    sliding_window: Annotated[int | None, Field(gt=0, le=100_000_000)] = None
+    # "gqa": K and V of kv_heads x head_dim per layer (multi-head attention is kv_heads = heads).
+    # "mla": multi-head latent attention (DeepSeek-V2/V3) caches one compressed latent of
+    # kv_lora_rank plus a shared decoupled RoPE key of qk_rope_head_dim per layer and token.
+    attention: Literal["gqa", "mla"] = "gqa"
+    kv_lora_rank: Annotated[int | None, Field(gt=0, le=100_000)] = None
+    qk_rope_head_dim: Annotated[int | None, Field(gt=0, le=100_000)] = None
+    notes: str | None = None
     source: Annotated[str, Field(min_length=1)]
 
     @model_validator(mode="after")
@@ -216,6 +248,26 @@ class ModelPreset(Strict):
             raise ValueError("attention_heads must be a multiple of kv_heads")
         if self.active_params_b is not None and self.active_params_b > self.params_b:
             raise ValueError("active_params_b cannot exceed params_b")
+        if (self.experts is None) != (self.experts_per_token is None):
+            raise ValueError("give both experts and experts_per_token, or neither")
+        if self.experts and self.experts_per_token and self.experts_per_token > self.experts:
+            raise ValueError(
+                f"experts_per_token {self.experts_per_token} exceeds experts {self.experts}"
+            )
+        if self.experts is not None and self.active_params_b is None:
+            raise ValueError("a mixture-of-experts model needs active_params_b")
+        if self.sliding_window is not None and self.sliding_window > self.context_length:
+            raise ValueError(
+                f"sliding_window {self.sliding_window} exceeds context_length {self.context_length}"
+            )
+        return self._attention_is_consistent()
+
+    def _attention_is_consistent(self) -> ModelPreset:
+        mla_fields = (self.kv_lora_rank, self.qk_rope_head_dim)
+        if self.attention == "mla" and None in mla_fields:
+            raise ValueError("attention mla needs kv_lora_rank and qk_rope_head_dim")
+        if self.attention == "gqa" and mla_fields != (None, None):
+            raise ValueError("kv_lora_rank and qk_rope_head_dim apply only to attention mla")
         return self
 
     @property
