@@ -14,33 +14,19 @@ from advisor.catalog.models import (
     Accelerator,
     FormFactor,
     InstanceType,
-    PeakTflops,
     Price,
     Purchase,
 )
 from advisor.engine.result import Rejection
+from advisor.perf.precision import (
+    REQUEST_PRECISIONS,
+    ComputePrecision,
+    Unsupported,
+    compute_precision,
+    key_peak,
+)
 
 GIB_PER_GB = 1e9 / 2**30  # instance RAM is stated in GiB, requirements in GB
-
-# What a workload at a precision falls back to on hardware lacking it (T4: no bf16).
-PRECISION_FALLBACK: dict[str, tuple[str, ...]] = {
-    "fp64": ("fp64",),
-    "fp32": ("fp32",),
-    "tf32": ("tf32", "fp32"),
-    "bf16": ("bf16", "fp16"),
-    "fp16": ("fp16", "bf16"),
-    "fp8": ("fp8", "fp16", "bf16"),
-    "int8": ("int8", "fp8", "fp16"),
-}
-
-
-def effective_peak(peak: PeakTflops, precision: str) -> tuple[str, float]:
-    """(precision used, dense peak) along the fallback chain; (precision, 0) if none applies."""
-    for p in PRECISION_FALLBACK[precision]:
-        value = peak.get(p)
-        if value:
-            return p, value
-    return precision, 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +38,10 @@ class CloudCandidate:
     per_node_power_w: float
     # (region, purchase, hourly_usd, price, sort id): plain values for the per-offering hot loop
     offers: tuple[tuple[str, Purchase, float, Price, str], ...]
-    peaks: dict[str, tuple[str, float]]  # workload precision -> (precision used, dense peak)
+    # workload profile's key precision -> (precision used, dense peak): ranking work without a model
+    peaks: dict[str, tuple[str, float]]
+    # a request's weight precision -> how this hardware computes it, or why it cannot
+    precision_support: dict[str, ComputePrecision | Unsupported]
 
     @property
     def has_offers(self) -> bool:
@@ -112,8 +101,9 @@ def _build(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:
             (p.region, p.purchase, p.hourly_usd, p, f"{it.id}|{p.region}|{p.purchase.value}")
             for p in it.prices
         )
-        peaks = {prec: effective_peak(hardware.peak_tflops, prec) for prec in PRECISIONS}
-        cloud.append(CloudCandidate(it, hardware, is_gpu, memory, power, offers, peaks))
+        peaks = {prec: key_peak(hardware, prec) for prec in PRECISIONS}
+        support = {prec: compute_precision(hardware, prec) for prec in REQUEST_PRECISIONS}
+        cloud.append(CloudCandidate(it, hardware, is_gpu, memory, power, offers, peaks, support))
     edge = []
     for acc in sorted(catalog.accelerators.values(), key=lambda a: a.id):
         if acc.form_factor != FormFactor.edge:

@@ -13,6 +13,7 @@ from advisor.engine.candidates import CloudCandidate, EdgeCandidate
 from advisor.engine.constraints import Constraint, Finding, Violation, violations
 from advisor.engine.placement import PLACEMENT_READS, Placement
 from advisor.perf.fitting import network_below_floor
+from advisor.perf.precision import Unsupported
 from advisor.request import Workload, purchase_matches
 
 
@@ -104,6 +105,14 @@ def _one_node_by_count(k: StaticCase) -> Finding | None:
     return Finding(_one_node_sentence(k), k.c.instance.gpu_count)
 
 
+def _precision_unsupported(k: StaticCase) -> Finding | None:
+    """A sized model's precision the GPU has no matrix units for (advisor/perf/precision.py)."""
+    if not k.w.sized or not k.c.is_gpu:
+        return None
+    found = k.c.precision_support[k.w.precision]
+    return Finding(found.reason, relaxable=False) if isinstance(found, Unsupported) else None
+
+
 def _network_too_slow(k: StaticCase) -> Finding | None:
     it, p = k.c.instance, k.p
     if not k.s.spans_nodes or not p.scale_out or not network_below_floor(p, it.network_gbps):
@@ -170,6 +179,13 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
     ),
     Constraint("MEMORY_INSUFFICIENT", None, "the memory requirement", _model_does_not_fit),
     Constraint("NO_GPU", None, "the GPU count", _sized_on_cpu, ("is_gpu",)),
+    Constraint(
+        "PRECISION_UNSUPPORTED",
+        None,
+        "the precision",
+        _precision_unsupported,
+        ("is_gpu", "hardware.peak_tflops", "hardware.name", "hardware.generation"),
+    ),
     Constraint(
         "MEMORY_INSUFFICIENT",
         "memory_gb",

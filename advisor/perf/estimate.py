@@ -17,6 +17,7 @@ from advisor.did_you_mean import unknown
 from advisor.errors import InputError
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
 from advisor.perf.fitting import Fit, WorkPlan, network_below_floor
+from advisor.perf.precision import require_precision
 from advisor.perf.sizing import Figure
 from advisor.request import EstimateRequest, purchase_matches
 
@@ -71,6 +72,7 @@ def estimate(
 ) -> Estimate:
     profile = _profile(catalog, req)
     instance, acc, per_node = _hardware(catalog, req)
+    require_precision(acc, req.precision)  # refused with the precisions it runs (exit 2 / 400)
     fit = WorkPlan(catalog, req, profile, fleet, min_fleet_reports).fit(acc, per_node)
     price = _price(instance, req) if instance is not None else None
     hourly = price.hourly_usd * fit.nodes if price is not None and not fit.unfit else None

@@ -50,6 +50,8 @@ class Shape:
     heads: int | None = None
     kv_heads: int | None = None
     head_dim: int | None = None
+    sliding_window: int | None = None  # tokens of K/V each layer keeps (None: all of them)
+    mla_kv_dim: int | None = None  # MLA: values cached per layer and token (latent + RoPE key)
 
     @classmethod
     def of(cls, preset: ModelPreset) -> Shape:
@@ -63,6 +65,8 @@ class Shape:
             preset.attention_heads,
             preset.kv_heads,
             preset.head_size,
+            preset.sliding_window,
+            (preset.kv_lora_rank or 0) + (preset.qk_rope_head_dim or 0) or None,
         )
 
     @classmethod
@@ -127,17 +131,34 @@ def training_memory(
     return out
 
 
-def kv_cache_bytes_per_token(shape: Shape, kv_precision: str = "bf16") -> Figure:
+def kv_cache_bytes_per_token(
+    shape: Shape, kv_precision: str = "bf16", context_tokens: int | None = None
+) -> Figure:
+    """KV-cache bytes per token of context. Grouped-query attention caches K and V of every KV
+    head in every layer; multi-head latent attention (DeepSeek-V2 arXiv:2405.04434 section 2.1,
+    V3 arXiv:2412.19437 section 2.1.1) caches one latent of kv_lora_rank plus the decoupled RoPE
+    key per layer. With a sliding window (Mistral 7B, arXiv:2310.06825 section 2: a rolling
+    buffer of W tokens) a sequence of `context_tokens` > W keeps only W tokens, so the bytes per
+    token of context are the cached bytes x W / context."""
     layers, _, _, kv_heads, head_dim = shape.need_layers("the KV cache")
     per_elem = BYTES_PER_WEIGHT[kv_precision]
-    value = 2 * layers * kv_heads * head_dim * per_elem
-    return Figure(
-        "kv_cache_bytes_per_token",
-        value,
-        "bytes",
-        f"2 (K and V) x {layers} layers x {kv_heads} KV heads x {head_dim} head dim x "
-        f"{per_elem:g} bytes ({kv_precision})",
-    )
+    if shape.mla_kv_dim:
+        value = layers * shape.mla_kv_dim * per_elem
+        formula = (
+            f"{layers} layers x {shape.mla_kv_dim} MLA latent + RoPE-key values x "
+            f"{per_elem:g} bytes ({kv_precision})"
+        )
+    else:
+        value = 2 * layers * kv_heads * head_dim * per_elem
+        formula = (
+            f"2 (K and V) x {layers} layers x {kv_heads} KV heads x {head_dim} head dim x "
+            f"{per_elem:g} bytes ({kv_precision})"
+        )
+    window = shape.sliding_window
+    if window and context_tokens and context_tokens > window:
+        value *= window / context_tokens
+        formula += f" x sliding window {window} / {context_tokens} context tokens"
+    return Figure("kv_cache_bytes_per_token", value, "bytes", formula)
 
 
 def inference_memory(
@@ -160,7 +181,7 @@ def inference_memory(
         )
     ]
     if context_tokens:
-        per_token = kv_cache_bytes_per_token(shape, kv_precision)
+        per_token = kv_cache_bytes_per_token(shape, kv_precision, context_tokens)
         out.append(per_token)
         kv = per_token.value * context_tokens * batch / GB
         out.append(
