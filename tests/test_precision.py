@@ -183,3 +183,11 @@ def test_estimate_api_refuses_unsupported_precision(tmp_path: Path) -> None:
             headers={"Authorization": "Bearer t"},
         )
         assert ok.status_code == 200, ok.text
+
+
+def test_training_is_sized_as_16_bit_mixed_precision_not_refused(shipped: Catalog) -> None:
+    # Training sizing computes at the bf16, else fp16, rate (T4: fp16 65 TFLOP/s) whatever the
+    # weights' precision, so the precision constraint reads inference work only.
+    request = Workload(workload="fine_tuning", model="llama-2-7b", precision="bf16")
+    result = recommend(shipped, request)
+    assert all("PRECISION_UNSUPPORTED" not in r.codes for r in result.rejected)

@@ -106,8 +106,10 @@ def _one_node_by_count(k: StaticCase) -> Finding | None:
 
 
 def _precision_unsupported(k: StaticCase) -> Finding | None:
-    """A sized model's precision the GPU has no matrix units for (advisor/perf/precision.py)."""
-    if not k.w.sized or not k.c.is_gpu:
+    """A served model's precision the GPU has no matrix units for (advisor/perf/precision.py).
+    Training is sized as 16-bit mixed precision at the bf16, else fp16, rate (perf/fitting.py
+    peak16_tflops), whatever the weights' precision, so this reads inference only."""
+    if not k.w.sized or not k.c.is_gpu or k.p.sizing != "inference":
         return None
     found = k.c.precision_support[k.w.precision]
     return Finding(found.reason, relaxable=False) if isinstance(found, Unsupported) else None

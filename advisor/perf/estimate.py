@@ -72,7 +72,8 @@ def estimate(
 ) -> Estimate:
     profile = _profile(catalog, req)
     instance, acc, per_node = _hardware(catalog, req)
-    require_precision(acc, req.precision)  # refused with the precisions it runs (exit 2 / 400)
+    if profile.sizing == "inference":  # training is sized as 16-bit mixed precision (fitting)
+        require_precision(acc, req.precision)  # refused with the precisions it runs: exit 2
     fit = WorkPlan(catalog, req, profile, fleet, min_fleet_reports).fit(acc, per_node)
     price = _price(instance, req) if instance is not None else None
     hourly = price.hourly_usd * fit.nodes if price is not None and not fit.unfit else None
