@@ -1,0 +1,142 @@
+"""Every published inference row (tests/data/published.yaml) predicted by advisor/perf/inference.py.
+
+Prints predicted vs published with the ratio, then the median error and the worst row.
+Offline max-throughput rows: throughput at the highest-throughput concurrency that fits.
+Serving rows at a request rate (QPS): at QPS=2 the load is light, so TTFT is the prefill of one
+prompt and ITL the decode step at the concurrency Little's law gives (rate x latency); saturated
+(QPS=INF) rows are compared on throughput only (their TTFT is queueing, not modelled).
+
+    PYTHONPATH=. python benchmarks/bench_calibration.py [--record]
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from advisor.catalog.loading import load_catalog
+from advisor.catalog.queries import Catalog
+from advisor.perf.inference import Deployment, InferenceModel, moe_of
+from advisor.perf.sizing import Shape
+
+DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "published.yaml"
+MODELS = {
+    "Llama-3.1-8B": "llama-3.1-8b",
+    "Llama-3.1-70B": "llama-3.1-70b",
+    "Llama-3.1-405B": "llama-3.1-405b",
+    "Mixtral-8x7B": "mixtral-8x7b",
+}
+ACCELERATORS = {"H100": "h100-sxm", "H200": "h200-sxm", "A100": "a100-80gb-sxm", "L40S": "l40s"}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    row_id: str
+    metric: str
+    predicted: float
+    published: float
+
+    @property
+    def ratio(self) -> float:
+        return self.predicted / self.published
+
+
+def accelerator_id(label: str) -> str | None:
+    return next((v for k, v in ACCELERATORS.items() if label.startswith(k)), None)
+
+
+def _model(row: dict[str, Any], cat: Catalog) -> InferenceModel:
+    preset = cat.models[MODELS[row["model"]]]
+    acc = cat.accelerators[str(accelerator_id(row["accelerator"]))]
+    dep = Deployment(
+        acc,
+        int(row["gpu_count"]),
+        int(row["tensor_parallel"]),
+        str(row["precision"]).lower(),
+        acc.interconnect_gb_s,
+    )
+    return InferenceModel(
+        Shape.of(preset),
+        dep,
+        int(row["input_tokens"]),
+        int(row["output_tokens"]),
+        moe_of(preset.experts, preset.experts_per_token),
+    )
+
+
+def compare(row: dict[str, Any], cat: Catalog) -> list[Comparison]:
+    """The row's comparable figures; raises KeyError when model or GPU is not in the catalog."""
+    model = _model(row, cat)
+    rid, conc = row["id"], str(row["concurrency"])
+    qps = re.search(r"QPS=(\d+)", conc)
+    if qps and int(qps.group(1)) <= 2:  # light load: Little's law for the concurrency
+        rate = int(qps.group(1))
+        first = model.at(1)
+        e2e_s = (first.ttft_ms + first.itl_ms * row["output_tokens"]) / 1e3
+        got = model.at(max(1, round(rate * e2e_s)))
+        return [
+            Comparison(rid, "ttft_ms", got.ttft_ms, row["ttft_ms"]),
+            Comparison(rid, "itl_ms", model.step_s(got.concurrency) * 1e3, row["itl_ms"]),
+        ]
+    got = model.at()
+    return [
+        Comparison(rid, "throughput_tokens_s", got.throughput_tokens_s, row["throughput_tokens_s"])
+    ]
+
+
+def run(cat: Catalog) -> tuple[list[Comparison], list[str]]:
+    rows = yaml.safe_load(DATA.read_text())["inference"]
+    out: list[Comparison] = []
+    skipped: list[str] = []
+    for row in rows:
+        if row["model"] not in MODELS or accelerator_id(row["accelerator"]) is None:
+            skipped.append(f"{row['id']}: model or GPU not mapped to the catalog")
+            continue
+        qps = re.search(r"QPS=(\d+)", str(row["concurrency"]))
+        if qps and int(qps.group(1)) > 2:
+            skipped.append(
+                f"{row['id']}: request rate {qps.group(1)} QPS below saturation: queueing "
+                "at that load is not modelled"
+            )
+            continue
+        out.extend(compare(row, cat))
+    return out, skipped
+
+
+def report(cat: Catalog) -> str:
+    comps, skipped = run(cat)
+    lines = [f"{'row':52} {'metric':20} {'predicted':>10} {'published':>10} {'ratio':>6}"]
+    for c in comps:
+        lines.append(
+            f"{c.row_id:52} {c.metric:20} {c.predicted:10.1f} {c.published:10.1f} {c.ratio:6.2f}"
+        )
+    errors = [abs(c.ratio - 1) for c in comps]
+    worst = max(comps, key=lambda c: max(c.ratio, 1 / c.ratio))
+    lines += [
+        f"rows compared: {len(comps)}; within x1.5: "
+        f"{sum(1 for c in comps if 1 / 1.5 <= c.ratio <= 1.5)}",
+        f"median error: {statistics.median(errors):.1%}",
+        f"worst: {worst.row_id} {worst.metric} ratio {worst.ratio:.2f}",
+        *(f"skipped: {s}" for s in skipped),
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    text = report(load_catalog())
+    print(text)
+    if "--record" in sys.argv:
+        out = Path(__file__).parent / "results" / f"calibration-{dt.date.today()}.txt"
+        out.write_text(text + "\n")
+        print(f"written {out}")
+
+
+if __name__ == "__main__":
+    main()
