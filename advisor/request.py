@@ -72,6 +72,14 @@ class SizedWork(_Request):
     ] = "bf16"
     context_tokens: Annotated[int | None, Field(gt=0, le=100_000_000)] = None
     throughput_tokens_s: Annotated[float | None, Field(gt=0, le=1e12)] = None
+    input_tokens: Annotated[int | None, Field(gt=0, le=10_000_000, description="prompt")] = None
+    output_tokens: Annotated[int | None, Field(gt=0, le=10_000_000, description="generated")] = None
+    concurrency: Annotated[
+        int | None, Field(ge=1, le=1_000_000, description="sequences in flight per replica")
+    ] = None  # None: the highest-throughput concurrency that fits
+    tensor_parallel: Annotated[int | None, Field(ge=1, le=64, description="GPUs per replica")] = (
+        None
+    )
 
     @property
     def sized(self) -> bool:

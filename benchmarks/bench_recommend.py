@@ -32,6 +32,15 @@ QUERIES = [
     Workload(workload="low_latency_inference", memory_gb=40, max_hourly_usd=10),
     Workload(workload="edge_inference", power_budget_w=25),
     Workload(workload="fine_tuning", memory_gb=80, purchase=None, objective="price_performance"),
+    # sized inference through the inference model (advisor/perf/inference.py) on every GPU kind
+    Workload(
+        workload="high_throughput_inference",
+        model="llama-3.1-70b",
+        precision="fp8",
+        input_tokens=1000,
+        output_tokens=1000,
+        throughput_tokens_s=20000,
+    ),
 ]
 
 

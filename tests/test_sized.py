@@ -216,7 +216,7 @@ def test_estimate_cli_json_and_exit_codes() -> None:
     )
     assert serve.returncode == 0, serve.stderr
     body = json.loads(serve.stdout)
-    assert list(body) == [*TRAINING_KEYS, "cost_per_million_tokens_usd"]
+    assert list(body) == [*TRAINING_KEYS, "cost_per_million_tokens_usd", *INFERENCE_KEYS]
     assert body["price"]["purchase"] == "spot"  # any: the cheaper of on demand and spot
     unfit = run(
         "--workload",
@@ -242,6 +242,7 @@ def test_estimate_cli_json_and_exit_codes() -> None:
     assert bad.returncode == 2 and "zero_stage" in bad.stderr and "Traceback" not in bad.stderr
 
 
+INFERENCE_KEYS = ["ttft_ms", "itl_ms", "throughput_tokens_s", "concurrency", "tensor_parallel"]
 TRAINING_KEYS = [
     "workload",
     "model",
@@ -287,6 +288,7 @@ def test_no_proposal_too_small_for_weights_plus_kv(shipped: Catalog, data: st.Da
         precision=precision,
         context_tokens=context,
         batch=batch,
+        kv_precision="fp8" if precision == "fp8" else "bf16",  # the inference model's KV rule
         overhead_fraction=0.0,
     )
     weights_plus_kv = need[-1].value

@@ -17,6 +17,7 @@ from advisor.did_you_mean import unknown
 from advisor.errors import InputError
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
 from advisor.perf.fitting import Fit, WorkPlan, network_below_floor
+from advisor.perf.inference import check_tensor_parallel
 from advisor.perf.precision import require_precision
 from advisor.perf.sizing import Figure
 from advisor.request import EstimateRequest, purchase_matches
@@ -62,6 +63,12 @@ class Estimate(_Result):
     notes: list[str]
     # absent from the JSON unless the workload is inference on a priced instance type
     cost_per_million_tokens_usd: Annotated[float | None, Field(exclude_if=_absent_when_none)] = None
+    # inference with a model preset (advisor/perf/inference.py); absent otherwise
+    ttft_ms: Annotated[float | None, Field(exclude_if=_absent_when_none)] = None
+    itl_ms: Annotated[float | None, Field(exclude_if=_absent_when_none)] = None
+    throughput_tokens_s: Annotated[float | None, Field(exclude_if=_absent_when_none)] = None
+    concurrency: Annotated[int | None, Field(exclude_if=_absent_when_none)] = None
+    tensor_parallel: Annotated[int | None, Field(exclude_if=_absent_when_none)] = None
 
 
 def estimate(
@@ -74,6 +81,10 @@ def estimate(
     instance, acc, per_node = _hardware(catalog, req)
     if profile.sizing == "inference":  # training is sized as 16-bit mixed precision (fitting)
         require_precision(acc, req.precision)  # refused with the precisions it runs: exit 2
+        if req.tensor_parallel is not None:  # a degree that cannot be placed: exit 2
+            check_tensor_parallel(
+                req.gpu_count or req.tensor_parallel, req.tensor_parallel, per_node
+            )
     fit = WorkPlan(catalog, req, profile, fleet, min_fleet_reports).fit(acc, per_node)
     price = _price(instance, req) if instance is not None else None
     hourly = price.hourly_usd * fit.nodes if price is not None and not fit.unfit else None
@@ -102,6 +113,11 @@ def estimate(
         tokens_per_s=fit.tokens_per_s,
         replicas=fit.replicas,
         cost_per_million_tokens_usd=_cost_per_million_tokens(fit, hourly),
+        ttft_ms=fit.ttft_ms,
+        itl_ms=fit.itl_ms,
+        throughput_tokens_s=fit.tokens_per_s if fit.itl_ms is not None else None,
+        concurrency=fit.concurrency,
+        tensor_parallel=fit.tensor_parallel,
         notes=notes,
     )
 

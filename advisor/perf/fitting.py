@@ -17,6 +17,7 @@ from advisor.catalog.queries import Catalog
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration, efficiency
+from advisor.perf.inference import USABLE_MEMORY, Deployment, InferenceModel, moe_of
 from advisor.perf.sizing import (
     TRAINING_STATE_BYTES,
     Figure,
@@ -31,7 +32,10 @@ from advisor.perf.sizing import (
 )
 from advisor.request import SizedWork
 
-USABLE_MEMORY = 0.90  # of each GPU's memory: the rest for fragmentation and the CUDA context
+# Without --input-tokens / --output-tokens: 1000 in, 1000 out, the shape of the TensorRT-LLM
+# perf-overview rows the inference model is calibrated on (tests/data/published.yaml).
+DEFAULT_INPUT_TOKENS = 1000
+DEFAULT_OUTPUT_TOKENS = 1000
 DEFAULT_SEQ_LEN = 4096
 
 
@@ -51,6 +55,10 @@ class Fit:
     tokens_per_s: float | None = None  # inference capacity of what is rented
     served_tokens_per_s: float | None = None  # what is paid for: the target, or the capacity
     replicas: int | None = None
+    ttft_ms: float | None = None  # inference with a model preset (advisor/perf/inference.py)
+    itl_ms: float | None = None
+    concurrency: int | None = None  # sequences in flight per replica
+    tensor_parallel: int | None = None
     unfit: str | None = None  # why this GPU cannot hold the work at all
     figures: tuple[Figure, ...] = field(default=(), compare=False)
 
@@ -74,10 +82,12 @@ class WorkPlan:
             if preset is None:
                 raise InputError(unknown("model", w.model, catalog.models))
             self.shape = Shape.of(preset)
+            self.moe = moe_of(preset.experts, preset.experts_per_token)
             self.context_limit: int | None = preset.context_length
         else:
             assert w.params_b is not None
             self.shape = Shape.bare(w.params_b)
+            self.moe = None
             self.context_limit = None
         self.kind = profile.sizing
         self.w, self.profile = w, profile
@@ -154,6 +164,48 @@ class WorkPlan:
 
     # -- inference --------------------------------------------------------------------------
     def _inference(self, acc: Accelerator, per_node: int) -> Fit:
+        if self.shape.layers is not None:  # a preset: the inference performance model
+            return self._modelled(acc, per_node)
+        return self._bare_inference(acc, per_node)
+
+    def _modelled(self, acc: Accelerator, per_node: int) -> Fit:
+        """TTFT, ITL and throughput from advisor/perf/inference.py on TP GPUs per replica."""
+        w = self.w
+        eff, source = self.efficiency(acc)
+        try:
+            model = modelled_inference(self.shape, self.moe, acc, per_node, w)
+            got = model.at(w.concurrency or w.batch)
+        except InputError as e:
+            return _unfit_inference(acc, str(e), eff, source)
+        tp, per_replica = got.tensor_parallel, got.throughput_tokens_s / got.replicas
+        replicas = max(got.replicas, _replicas_for(w.throughput_tokens_s, per_replica))
+        nodes, replicas = _inference_nodes(tp, per_node, replicas, False)
+        per_gpu = model.memory(got.concurrency)[-1].value / tp
+        capacity = per_replica * replicas
+        return Fit(
+            gpus_needed=tp * replicas,
+            nodes=nodes,
+            rented_gpus=nodes * per_node,
+            spans_nodes=False,
+            memory_per_gpu_gb=per_gpu,
+            memory_total_gb=per_gpu * tp * replicas,
+            efficiency=eff,
+            efficiency_source=source,
+            tokens_per_s=capacity,
+            served_tokens_per_s=min(capacity, w.throughput_tokens_s or math.inf),
+            replicas=replicas,
+            ttft_ms=got.ttft_ms,
+            itl_ms=got.itl_ms,
+            concurrency=got.concurrency,
+            tensor_parallel=tp,
+            figures=(
+                *got.figures,
+                _replicas_figure(replicas, w.throughput_tokens_s, per_replica),
+            ),
+        )
+
+    def _bare_inference(self, acc: Accelerator, per_node: int) -> Fit:
+        """--params-b without a shape: weights + KV read per step at the profile's batch."""
         w, context = self.w, self.w.context_tokens or 0
         memory = inference_memory(
             self.shape, precision=w.precision, context_tokens=context, batch=self.batch
@@ -193,6 +245,51 @@ class WorkPlan:
         return decode_tokens_per_second(
             weights, kv_total / self.batch, self.batch, bandwidth_gbps, eff
         )
+
+
+def _io_tokens(w: SizedWork) -> tuple[int, int]:
+    """Input and output tokens: as asked; else a --context-tokens split with at most the default
+    output; else the defaults."""
+    if w.input_tokens or w.output_tokens or not w.context_tokens:
+        return w.input_tokens or DEFAULT_INPUT_TOKENS, w.output_tokens or DEFAULT_OUTPUT_TOKENS
+    out = max(1, min(DEFAULT_OUTPUT_TOKENS, w.context_tokens // 2))
+    return max(1, w.context_tokens - out), out
+
+
+def _unfit_inference(acc: Accelerator, reason: str, eff: float, source: str) -> Fit:
+    return Fit(0, 0, 0, False, 0.0, 0.0, eff, source, unfit=f"{acc.id}: {reason}")
+
+
+def modelled_inference(
+    shape: Shape,
+    moe: tuple[int, int] | None,
+    acc: Accelerator,
+    per_node: int,
+    w: SizedWork,
+) -> InferenceModel:
+    """The inference model for a request on `acc`: TP as asked, else the fewest GPUs (a power
+    of two inside one node) that hold the weights and one sequence; GPUs as asked, else TP."""
+    inp, out = _io_tokens(w)
+    wanted = w.concurrency or w.batch or 1
+    degrees = (
+        [w.tensor_parallel]
+        if w.tensor_parallel
+        else [d for d in (1, 2, 4, 8, 16, 32, 64) if d <= per_node]
+    )
+    model: InferenceModel | None = None
+    for tp in degrees:
+        gpus = w.gpu_count or tp
+        model = InferenceModel(
+            shape,
+            Deployment(acc, gpus, tp, w.precision, acc.interconnect_gb_s, per_node),
+            inp,
+            out,
+            moe,
+        )
+        if model.max_concurrency() >= wanted:
+            return model
+    assert model is not None
+    return model
 
 
 def peak16_tflops(acc: Accelerator) -> float | None:

@@ -42,7 +42,14 @@ from dataclasses import dataclass
 from advisor.catalog.models import Accelerator, Generation
 from advisor.errors import InputError
 from advisor.perf.precision import ComputePrecision, compute_precision
-from advisor.perf.sizing import BYTES_PER_WEIGHT, GB, Figure, Shape, kv_cache_bytes_per_token
+from advisor.perf.sizing import (
+    BYTES_PER_WEIGHT,
+    GB,
+    Figure,
+    Shape,
+    inference_memory,
+    kv_cache_bytes_per_token,
+)
 
 # (compute efficiency, memory-bandwidth efficiency) per generation. ESTIMATED: set by hand from
 # the TensorRT-LLM 0.17 perf-overview rows (tests/data/published.yaml: Llama-3.1-8B FP8 on H100
@@ -67,6 +74,7 @@ ALLREDUCE_LATENCY_S = 8e-6  # estimated: NCCL small-message all-reduce latency i
 # (estimated from REFERENCE.md section 1: Gen5 x16 pinned copies at 55 GB/s, Gen4 is half).
 PCIE_ALLREDUCE_GB_S = 25.0
 USABLE_MEMORY = 0.90  # of each GPU's memory for weights + KV; the rest: context and workspace
+RUNTIME_OVERHEAD = 0.10  # on weights + KV: activations, workspace (sizing.inference_memory)
 ACTIVATION_BYTES = 2  # activations all-reduced in 16-bit
 # Fixed time per layer per forward pass (kernel launches, norms, sampling, scheduling) that no
 # roofline term covers. ESTIMATED: one value set from the three TensorRT-LLM 0.14 QPS=2 serving
@@ -173,18 +181,35 @@ class InferenceModel:
         self.cp = _compute(dep)
         self.eff_c, self.eff_bw = _efficiency(dep.acc)
         self.bpw = BYTES_PER_WEIGHT[dep.precision]
-        kv_prec = "fp8" if dep.precision == "fp8" else "fp16"  # FP8 engines keep an FP8 KV cache
-        self.kv_per_token = kv_cache_bytes_per_token(shape, kv_prec, input_tokens + output_tokens)
+        # FP8 engines keep an FP8 KV cache (TensorRT-LLM perf-overview FP8 rows); else 16-bit
+        self.kv_precision = "fp8" if dep.precision == "fp8" else "bf16"
+        self.kv_per_token = kv_cache_bytes_per_token(
+            shape, self.kv_precision, input_tokens + output_tokens
+        )
         tp = dep.tensor_parallel
         self.peak_flops = tp * self.cp.peak_tflops * 1e12 * self.eff_c
         self.bw_bytes_s = tp * dep.acc.memory_bandwidth_gbps * GB * self.eff_bw
 
     def max_concurrency(self) -> int:
-        """Sequences one replica holds: (usable - weights/TP) per GPU over KV of I + O tokens/TP."""
+        """Sequences one replica holds: the largest B whose memory (below) per GPU stays within
+        the usable memory: (weights + B x KV of I + O tokens) x (1 + overhead) / TP."""
         tp = self.dep.tensor_parallel
-        free = self.dep.acc.memory_gb * GB * USABLE_MEMORY - self.shape.params * self.bpw / tp
-        per_seq = self.kv_per_token.value * (self.inp + self.out) / tp
+        budget = self.dep.acc.memory_gb * GB * USABLE_MEMORY * tp / (1 + RUNTIME_OVERHEAD)
+        free = budget - self.shape.params * self.bpw
+        per_seq = self.kv_per_token.value * (self.inp + self.out)
         return max(0, int(free // per_seq))
+
+    def memory(self, batch: int) -> list[Figure]:
+        """The one inference memory rule (sizing.inference_memory) for `batch` sequences of
+        I + O tokens with this model's KV precision; the last figure is the replica's total."""
+        return inference_memory(
+            self.shape,
+            precision=self.dep.precision,
+            context_tokens=self.inp + self.out,
+            batch=batch,
+            kv_precision=self.kv_precision,
+            overhead_fraction=RUNTIME_OVERHEAD,
+        )
 
     def prefill_s(self, prompt: int) -> float:
         flops = 2 * self.shape.active_params * prompt
@@ -229,7 +254,7 @@ class InferenceModel:
         total = dep.replicas * batch / itl
         tp = dep.tensor_parallel
         figures = (
-            self.kv_per_token,
+            *self.memory(batch),
             Figure(
                 "prefill_s",
                 ttft,
