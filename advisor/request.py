@@ -80,6 +80,12 @@ class SizedWork(_Request):
     tensor_parallel: Annotated[int | None, Field(ge=1, le=64, description="GPUs per replica")] = (
         None
     )
+    max_ttft_ms: Annotated[
+        float | None, Field(gt=0, le=1e7, description="time to first token target")
+    ] = None  # None: the workload profile's default, if any
+    max_itl_ms: Annotated[
+        float | None, Field(gt=0, le=1e7, description="inter-token latency target")
+    ] = None
 
     @property
     def sized(self) -> bool:

@@ -177,6 +177,15 @@ Objective = Literal[
 ]
 
 
+class LatencyTargets(Strict):
+    """Default latency targets of a serving workload, where the request states none."""
+
+    max_ttft_ms: Pos | None = None
+    max_itl_ms: Pos | None = None
+    basis: Annotated[str, Field(min_length=1, max_length=80)]  # what they are, in a few words
+    source: Annotated[str, Field(min_length=1)]
+
+
 class WorkloadProfile(Strict):
     """The rules for one workload type, as data (catalog/workloads.yaml)."""
 
@@ -195,6 +204,8 @@ class WorkloadProfile(Strict):
     sizing: Literal["training", "inference", "none"] = "none"
     efficiency: Annotated[float, Field(gt=0, le=1)] = 0.4
     default_batch: Annotated[int, Field(ge=1, le=100_000)] = 1  # micro-batch / sequences served
+    # Serving that must answer within a latency (advisor/perf/fitting.py latency_targets).
+    latency_targets: LatencyTargets | None = None
     # Soft preferences, applied as multiplicative score penalties (0.2 = 20% worse) with a reason.
     prefer_gpu_link: tuple[GpuLink, ...] = ()
     prefer_form_factor: FormFactor | None = None

@@ -31,14 +31,12 @@ def estimate_cmd(
     precision: opts.Precision = "bf16",
     context_tokens: opts.Context = None,
     throughput_tokens_s: opts.Throughput = None,
-    input_tokens: Annotated[int | None, typer.Option(help="Prompt tokens (inference).")] = None,
-    output_tokens: Annotated[int | None, typer.Option(help="Output tokens (inference).")] = None,
-    concurrency: Annotated[
-        int | None, typer.Option(help="Sequences per replica (default: best that fits).")
-    ] = None,
-    tensor_parallel: Annotated[
-        int | None, typer.Option(help="GPUs per replica, inside one node.")
-    ] = None,
+    input_tokens: opts.InputTokens = None,
+    output_tokens: opts.OutputTokens = None,
+    concurrency: opts.Concurrency = None,
+    tensor_parallel: opts.TensorParallel = None,
+    max_ttft_ms: opts.MaxTtftMs = None,
+    max_itl_ms: opts.MaxItlMs = None,
     server: opts.Server = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON for tools.")] = False,
 ) -> None:
@@ -51,10 +49,6 @@ def estimate_cmd(
         "gpu_count": gpu_count,
         "region": region,
         "purchase": purchase,
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "concurrency": concurrency,
-        "tensor_parallel": tensor_parallel,
         **opts.sizing_fields(
             model,
             params_b,
@@ -66,6 +60,9 @@ def estimate_cmd(
             precision,
             context_tokens,
             throughput_tokens_s,
+            opts.serving_fields(
+                input_tokens, output_tokens, concurrency, tensor_parallel, max_ttft_ms, max_itl_ms
+            ),
         ),
     }
     request = parse_request(EstimateRequest, raw)

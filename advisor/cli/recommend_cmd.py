@@ -10,7 +10,7 @@ import typer
 from advisor.cli import sizing_opts as opts
 from advisor.cli.common import console, emit_json, get_catalog, money
 from advisor.cli.tables import Column, print_table
-from advisor.engine import Recommendation, Result
+from advisor.engine import Recommendation, Result, SizedFigures
 from advisor.engine import recommend as run_engine
 from advisor.request import RecommendRequest, parse_request
 
@@ -51,6 +51,12 @@ def recommend(
     precision: opts.Precision = "bf16",
     context_tokens: opts.Context = None,
     throughput_tokens_s: opts.Throughput = None,
+    input_tokens: opts.InputTokens = None,
+    output_tokens: opts.OutputTokens = None,
+    concurrency: opts.Concurrency = None,
+    tensor_parallel: opts.TensorParallel = None,
+    max_ttft_ms: opts.MaxTtftMs = None,
+    max_itl_ms: opts.MaxItlMs = None,
     server: opts.Server = None,
 ) -> None:
     """Recommend hardware for a workload; exit 1 when nothing satisfies the constraints."""
@@ -77,6 +83,9 @@ def recommend(
             precision,
             context_tokens,
             throughput_tokens_s,
+            opts.serving_fields(
+                input_tokens, output_tokens, concurrency, tensor_parallel, max_ttft_ms, max_itl_ms
+            ),
         ),
     }
     parsed = parse_request(RecommendRequest, request)
@@ -129,38 +138,54 @@ def render(result: Result, show_rejected: bool, reasons_for: int = 3) -> None:
 
 
 def _recommendation_table(result: Result) -> None:
-    """Rows best first; the option id and the column they are sorted by are always whole."""
+    """Rows best first; the option id and the column they are sorted by are always whole.
+    Served models add what each option delivers, kept ahead of the generic columns."""
     sort_header, sort_cell = SORT_COLUMNS.get(result.objective, ("score", _score))
-    columns = [
-        Column("#", key=True),
-        Column("option", key=True),
-        Column(sort_header, "right", key=True),
-        Column("where", drop_rank=5),
-        Column("hardware", drop_rank=4),
-        Column("nodes", "right", drop_rank=1),
-        Column("$/h", "right", drop_rank=3),
-        Column("power W", "right", drop_rank=0),
-        Column("score", "right", drop_rank=2),
+    cells: list[tuple[Column, Callable[[Recommendation], str]]] = [
+        (Column("where", drop_rank=5), _where),
+        (Column("hardware", drop_rank=4), _hardware),
+        (Column("nodes", "right", drop_rank=1), lambda r: str(r.nodes)),
+        (Column("$/h", "right", drop_rank=3), lambda r: money(r.hourly_usd)),
+        (Column("power W", "right", drop_rank=0), lambda r: f"{r.power_w:g}"),
+        (Column("score", "right", drop_rank=2), _score),
     ]
-    rows = []
-    for n, r in enumerate(result.recommendations, 1):
-        cells = {
-            "where": _where(r),
-            "hardware": _hardware(r),
-            "nodes": str(r.nodes),
-            "$/h": money(r.hourly_usd),
-            "power W": f"{r.power_w:g}",
-            "score": _score(r),
-        }
-        rows.append([str(n), _option(r), sort_cell(r), *cells.values()])
+    if any(r.sizing and r.sizing.itl_ms is not None for r in result.recommendations):
+        cells = SERVING_COLUMNS + cells
     # The sort column is not repeated among the others.
-    keep = [i for i, c in enumerate(columns) if i < 3 or c.header != sort_header]
-    print_table(
-        console(),
-        f"{result.workload}: best by {result.objective}",
-        [columns[i] for i in keep],
-        [[row[i] for i in keep] for row in rows],
-    )
+    cells = [(c, f) for c, f in cells if c.header != sort_header]
+    columns = [Column("#", key=True), Column("option", key=True)]
+    columns += [Column(sort_header, "right", key=True), *(c for c, _ in cells)]
+    rows = [
+        [str(n), _option(r), sort_cell(r), *(f(r) for _, f in cells)]
+        for n, r in enumerate(result.recommendations, 1)
+    ]
+    print_table(console(), f"{result.workload}: best by {result.objective}", columns, rows)
+
+
+def _serving(r: Recommendation, figure: Callable[[SizedFigures], str]) -> str:
+    return figure(r.sizing) if r.sizing is not None and r.sizing.itl_ms is not None else "-"
+
+
+# What a served model's option delivers (advisor/perf/inference.py), in the table.
+SERVING_COLUMNS: list[tuple[Column, Callable[[Recommendation], str]]] = [
+    (
+        Column("TTFT ms", "right", drop_rank=14),
+        lambda r: _serving(r, lambda s: f"{s.ttft_ms:,.0f}"),
+    ),
+    (Column("ITL ms", "right", drop_rank=15), lambda r: _serving(r, lambda s: f"{s.itl_ms:,.1f}")),
+    (
+        Column("tokens/s", "right", drop_rank=13),
+        lambda r: _serving(r, lambda s: f"{s.tokens_per_s or 0:,.0f}"),
+    ),
+    (
+        Column("replicas x TP", "right", drop_rank=12),
+        lambda r: _serving(r, lambda s: f"{s.replicas} x {s.tensor_parallel}"),
+    ),
+    (
+        Column("$/M tokens", "right", drop_rank=11),
+        lambda r: money(r.sizing.cost_per_million_tokens_usd if r.sizing else None),
+    ),
+]
 
 
 def _score(r: Recommendation) -> str:

@@ -20,6 +20,16 @@ Recompute = Annotated[bool, typer.Option(help="Full activation recomputation (tr
 Precision = Annotated[str, typer.Option(help="Weights: fp32, bf16, fp16, fp8, int8, int4.")]
 Context = Annotated[int | None, typer.Option(help="Context length per sequence (inference).")]
 Throughput = Annotated[float | None, typer.Option(help="Target tokens/s (inference).")]
+InputTokens = Annotated[int | None, typer.Option(help="Prompt tokens (inference).")]
+OutputTokens = Annotated[int | None, typer.Option(help="Output tokens (inference).")]
+Concurrency = Annotated[
+    int | None, typer.Option(help="Sequences per replica (default: best that fits).")
+]
+TensorParallel = Annotated[int | None, typer.Option(help="GPUs per replica, inside one node.")]
+MaxTtftMs = Annotated[
+    float | None, typer.Option(help="Time-to-first-token target, ms (inference).")
+]
+MaxItlMs = Annotated[float | None, typer.Option(help="Inter-token latency target, ms (inference).")]
 Purchase = Annotated[str, typer.Option(help="on_demand, spot or any (either).")]
 Server = Annotated[
     str | None,
@@ -38,8 +48,11 @@ def sizing_fields(
     precision: str,
     context_tokens: int | None,
     throughput_tokens_s: float | None,
+    serving: dict[str, Any],
 ) -> dict[str, Any]:
+    """The sizing fields of a request; `serving` holds the inference ones (serving_fields)."""
     return {
+        **serving,
         "model": model,
         "params_b": params_b,
         "tokens": tokens,
@@ -50,6 +63,24 @@ def sizing_fields(
         "precision": precision,
         "context_tokens": context_tokens,
         "throughput_tokens_s": throughput_tokens_s,
+    }
+
+
+def serving_fields(
+    input_tokens: int | None,
+    output_tokens: int | None,
+    concurrency: int | None,
+    tensor_parallel: int | None,
+    max_ttft_ms: float | None,
+    max_itl_ms: float | None,
+) -> dict[str, Any]:
+    return {
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "concurrency": concurrency,
+        "tensor_parallel": tensor_parallel,
+        "max_ttft_ms": max_ttft_ms,
+        "max_itl_ms": max_itl_ms,
     }
 
 

@@ -13,7 +13,9 @@ from advisor.did_you_mean import unknown
 from advisor.engine.candidates import CandidateIndex, CloudCandidate, candidate_index
 from advisor.engine.checks import (
     GROUP_SIGNATURE,
+    LATENCY_CODES,
     edge_violations,
+    latency_relax_to,
     mismatch_sentence,
     offering_violations,
     static_violations,
@@ -35,7 +37,7 @@ from advisor.engine.rank import (
 from advisor.engine.result import Alternative, Recommendation, Rejection, Result, SizedFigures
 from advisor.errors import InputError
 from advisor.perf.calibration import Calibration
-from advisor.perf.fitting import WorkPlan
+from advisor.perf.fitting import WorkPlan, latency_targets
 from advisor.request import Workload
 
 __all__ = ["Alternative", "Recommendation", "Rejection", "Result", "SizedFigures", "recommend"]
@@ -207,22 +209,29 @@ def _evaluate_offers(
 def _alternatives(
     index: CandidateIndex, w: Workload, p: WorkloadProfile, plan: WorkPlan | None
 ) -> list[Alternative]:
-    """For each constraint that alone blocks a candidate, the smallest relaxation that helps."""
+    """For each constraint that alone blocks a candidate, the smallest relaxation that helps;
+    for latency targets, the lowest figure any option blocked by latency alone reaches."""
     tracker = AlternativeTracker()
     for c in index.cloud:
         placement = place(c, w, p, plan)
         static = static_violations(c, placement, w, p)
-        if len(static) > 1:
+        latency_only = bool(static) and all(v.code in LATENCY_CODES for v in static)
+        if len(static) > 1 and not latency_only:
             continue
         for price in c.instance.prices:
             violations = static + offering_violations(price, placement.nodes, w)
+            where = f"{c.instance.provider} {price.region}, {price.purchase.value}"
+            if latency_only and len(violations) == len(static):
+                hourly = price.hourly_usd * placement.nodes
+                label = f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
+                _offer_latency(tracker, placement, hourly, label)
+                continue
             v = violations[0] if len(violations) == 1 else None
             if v is None or v.constraint is None:
                 continue
             # Relaxing memory or GPU count to one node's worth means paying for one node.
             one_node = v.code in ("MEMORY_INSUFFICIENT", "GPU_COUNT_TOO_HIGH")
             hourly = price.hourly_usd * (1 if one_node else placement.nodes)
-            where = f"{c.instance.provider} {price.region}, {price.purchase.value}"
             tracker.offer(
                 v.constraint, v.relax_to, hourly, f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
             )
@@ -232,7 +241,26 @@ def _alternatives(
             v = violations[0]
             label = f"{e.device.name} ({e.mode} mode)" if e.mode else e.device.name
             tracker.offer(v.constraint or "", v.relax_to, 0.0, label)
-    return tracker.alternatives()
+    return [a for a in tracker.alternatives() if not _latency_met_anyway(a, w, p)]
+
+
+def _offer_latency(
+    tracker: AlternativeTracker, placement: Placement, hourly_usd: float, label: str
+) -> None:
+    """Each latency target's lowest reachable figure on an option that latency alone blocks."""
+    fit = placement.fit
+    assert fit is not None and fit.latency_floor is not None
+    ttft, itl = fit.latency_floor
+    tracker.offer("max_ttft_ms", latency_relax_to(ttft), hourly_usd, label)
+    tracker.offer("max_itl_ms", latency_relax_to(itl), hourly_usd, label)
+
+
+def _latency_met_anyway(a: Alternative, w: Workload, p: WorkloadProfile) -> bool:
+    """A latency target some option already reaches needs no raising."""
+    if a.constraint not in ("max_ttft_ms", "max_itl_ms") or not isinstance(a.relax_to, float):
+        return False
+    target = getattr(latency_targets(w, p), a.constraint)
+    return target is None or a.relax_to <= target
 
 
 _MISMATCH = ("WORKLOAD_MISMATCH",)
@@ -291,7 +319,9 @@ def _default_objective(w: Workload, p: WorkloadProfile) -> str:
     if w.sized and p.sizing == "training" and w.tokens:
         return "cost_to_completion"
     if w.sized and p.sizing == "inference":
-        return "cost_per_million_tokens"
+        # Serving under latency targets buys the cheapest deployment that meets them (and the
+        # throughput target); otherwise tokens are the unit bought.
+        return p.default_objective if p.latency_targets else "cost_per_million_tokens"
     return p.default_objective
 
 

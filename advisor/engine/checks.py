@@ -6,13 +6,14 @@ group), what depends on one priced offering (`OFFERING`), and edge devices (`EDG
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from advisor.catalog.models import Accelerator, FormFactor, Price, WorkloadProfile
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate
 from advisor.engine.constraints import Constraint, Finding, Violation, violations
 from advisor.engine.placement import PLACEMENT_READS, Placement
-from advisor.perf.fitting import network_below_floor
+from advisor.perf.fitting import latency_targets, network_below_floor
 from advisor.perf.precision import Unsupported
 from advisor.request import Workload, purchase_matches
 
@@ -115,6 +116,47 @@ def _precision_unsupported(k: StaticCase) -> Finding | None:
     return Finding(found.reason, relaxable=False) if isinstance(found, Unsupported) else None
 
 
+def _latency_missed(k: StaticCase, which: int) -> Finding | None:
+    """A served model that misses a latency target on every tensor-parallel degree and
+    concurrency this node allows: `which` 0 is TTFT, 1 is ITL (perf/fitting.py). Targets each
+    reachable but never together are reported under ITL."""
+    fit = k.s.fit
+    if fit is None or fit.latency_met or fit.latency_floor is None:
+        return None
+    targets = (latency_targets(k.w, k.p).max_ttft_ms, latency_targets(k.w, k.p).max_itl_ms)
+    out = [t is not None and best > t for best, t in zip(fit.latency_floor, targets, strict=True)]
+    node = f"{k.c.instance.gpu_count} x {k.c.hardware.name}"
+    if out[which]:
+        what = ("time to first token", "inter-token latency")[which]
+        best = fit.latency_floor[which]
+        return Finding(
+            f"the lowest {what} {node} reach is {best:.3g} ms, above the {targets[which]:g} "
+            "ms target",
+            latency_relax_to(best),
+        )
+    if which == 1 and not any(out):
+        itl = fit.itl_ms or 0.0
+        return Finding(
+            f"{node} meet the TTFT and ITL targets only in different deployments: at the "
+            f"lowest ITL ({itl:.3g} ms) the TTFT is {fit.ttft_ms or 0:.3g} ms",
+            latency_relax_to(itl),
+        )
+    return None
+
+
+def latency_relax_to(best_ms: float) -> float:
+    """A target at the reachable figure, rounded up to 0.1 ms so that it is met."""
+    return math.ceil(best_ms * 10) / 10
+
+
+def _ttft_missed(k: StaticCase) -> Finding | None:
+    return _latency_missed(k, 0)
+
+
+def _itl_missed(k: StaticCase) -> Finding | None:
+    return _latency_missed(k, 1)
+
+
 def _network_too_slow(k: StaticCase) -> Finding | None:
     it, p = k.c.instance, k.p
     if not k.s.spans_nodes or not p.scale_out or not network_below_floor(p, it.network_gbps):
@@ -188,6 +230,8 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         _precision_unsupported,
         ("is_gpu", "hardware.peak_tflops", "hardware.name", "hardware.generation"),
     ),
+    Constraint("TTFT_TARGET_MISSED", "max_ttft_ms", "the TTFT target", _ttft_missed),
+    Constraint("ITL_TARGET_MISSED", "max_itl_ms", "the ITL target", _itl_missed),
     Constraint(
         "MEMORY_INSUFFICIENT",
         "memory_gb",
@@ -348,6 +392,10 @@ EDGE: tuple[Constraint[EdgeCase], ...] = (
 def edge_violations(e: EdgeCandidate, w: Workload, p: WorkloadProfile) -> list[Violation]:
     return violations(EDGE, EdgeCase(e, w, p))
 
+
+# Latency targets are independent: the lowest figure reachable is worth stating for each even
+# when an option misses both (advisor/engine/__init__.py _alternatives).
+LATENCY_CODES = frozenset({"TTFT_TARGET_MISSED", "ITL_TARGET_MISSED"})
 
 # What the explanation counts each code under ("the power budget rules out 3").
 CODE_WORDS: dict[str, str] = {

@@ -79,6 +79,18 @@ RELAXATIONS: dict[str, Relaxation] = {
             "reduce the memory requirement to {to:g} GB",
         ),
         Relaxation("gpu_count", Direction.floor, "the GPU count"),
+        Relaxation(
+            "max_ttft_ms",
+            Direction.ceiling,
+            "the time-to-first-token target",
+            "the lowest TTFT any option reaches is {to:g} ms: raise --max-ttft-ms to it",
+        ),
+        Relaxation(
+            "max_itl_ms",
+            Direction.ceiling,
+            "the inter-token latency target",
+            "the lowest ITL any option reaches is {to:g} ms: raise --max-itl-ms to it",
+        ),
         Relaxation("region", Direction.equality, "the region"),
         Relaxation("provider", Direction.equality, "the provider"),
         Relaxation("purchase", Direction.equality, "the purchase option"),

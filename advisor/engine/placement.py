@@ -17,6 +17,7 @@ PLACEMENT_READS = (
     "hardware.memory_gb",
     "instance.gpu_count",
     "per_node_memory_gb",
+    "instance.interconnect_gb_s",  # tensor parallelism's all-reduces (perf/inference.py)
 )
 
 
@@ -37,7 +38,7 @@ def place(
     if plan is not None:
         if not c.is_gpu:
             return Placement(0, 1)
-        fit = plan.fit(c.hardware, c.instance.gpu_count)
+        fit = plan.fit(c.hardware, c.instance.gpu_count, c.instance.interconnect_gb_s)
         return Placement(fit.gpus_needed, max(fit.nodes, 1), fit.spans_nodes, fit)
     need_gb = w.memory_gb or 0.0
     if c.is_gpu:

@@ -9,7 +9,7 @@ from advisor.catalog.models import FormFactor, Price, WorkloadProfile
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate
 from advisor.engine.placement import Placement
 from advisor.engine.result import SizedFigures
-from advisor.perf.fitting import Fit
+from advisor.perf.fitting import Fit, latency_targets
 from advisor.request import Workload
 
 OBJECTIVE_WORDS = {
@@ -113,7 +113,7 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
             f"(needs >= {p.min_multi_node_network_gbps:g} Gbit/s between nodes)"
         )
     if s.fit is not None:
-        out += _sizing_reasons(s.fit, h.hourly_usd, w)
+        out += _sizing_reasons(s.fit, h.hourly_usd, w, p)
     if w.interconnect_gb_s:
         out.append(
             f"{it.gpu_link.value} at {it.interconnect_gb_s:g} GB/s per GPU meets the "
@@ -212,10 +212,14 @@ def sized_figures(fit: Fit, hourly_usd: float) -> SizedFigures:
         cost_per_million_tokens_usd=(
             hourly_usd / (served * 3600) * 1e6 if fit.tokens_per_s and served else None
         ),
+        ttft_ms=fit.ttft_ms,
+        itl_ms=fit.itl_ms,
+        concurrency=fit.concurrency,
+        tensor_parallel=fit.tensor_parallel,
     )
 
 
-def _sizing_reasons(fit: Fit, hourly_usd: float, w: Workload) -> list[str]:
+def _sizing_reasons(fit: Fit, hourly_usd: float, w: Workload, p: WorkloadProfile) -> list[str]:
     out = [
         f"{fit.memory_per_gpu_gb:,.1f} GB per GPU on {fit.rented_gpus} GPU(s); "
         f"efficiency {fit.efficiency:.2f} ({fit.efficiency_source})"
@@ -230,8 +234,36 @@ def _sizing_reasons(fit: Fit, hourly_usd: float, w: Workload) -> list[str]:
         target = (
             f" for the {w.throughput_tokens_s:g} tokens/s target" if w.throughput_tokens_s else ""
         )
+        verb = "serve" if fit.itl_ms is not None else "decode about"
         out.append(
-            f"{fit.replicas} replica(s){target} decode about {fit.tokens_per_s:,.0f} tokens/s: "
-            f"${per_million:,.3f} per million tokens"
+            f"{fit.replicas} replica(s){_tp_words(fit)}{target} {verb} "
+            f"{fit.tokens_per_s:,.0f} output tokens/s: ${per_million:,.3f} per million tokens"
+        )
+    if fit.ttft_ms is not None and fit.itl_ms is not None:
+        out.append(
+            f"TTFT {fit.ttft_ms:,.0f} ms, ITL {fit.itl_ms:,.1f} ms at {fit.concurrency} "
+            f"sequence(s) per replica{_targets_words(w, p)}"
         )
     return out
+
+
+def _tp_words(fit: Fit) -> str:
+    return f" x TP {fit.tensor_parallel}" if fit.tensor_parallel else ""
+
+
+def _targets_words(w: Workload, p: WorkloadProfile) -> str:
+    """Which latency targets the option meets, and where a default target came from."""
+    targets = latency_targets(w, p)
+    parts = []
+    for name, value, asked in (
+        ("TTFT", targets.max_ttft_ms, w.max_ttft_ms),
+        ("ITL", targets.max_itl_ms, w.max_itl_ms),
+    ):
+        if value is not None:
+            parts.append(f"{name} <= {value:g} ms{'' if asked else ' (default)'}")
+    if not parts:
+        return ""
+    source = ""
+    if p.latency_targets and (w.max_ttft_ms is None or w.max_itl_ms is None):
+        source = f"; defaults: {p.latency_targets.basis}"
+    return f": meets {' and '.join(parts)}{source}"

@@ -29,6 +29,10 @@ class SizedFigures(_Out):
     replicas: int | None = Field(None, description="inference: copies of the model served")
     tokens_per_s: float | None = None
     cost_per_million_tokens_usd: float | None = None
+    ttft_ms: float | None = Field(None, description="inference: time to first token")
+    itl_ms: float | None = Field(None, description="inference: inter-token latency")
+    concurrency: int | None = Field(None, description="inference: sequences per replica")
+    tensor_parallel: int | None = Field(None, description="inference: GPUs per replica")
 
 
 class Recommendation(_Out):

@@ -17,7 +17,7 @@ from advisor.did_you_mean import unknown
 from advisor.errors import InputError
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
 from advisor.perf.fitting import Fit, WorkPlan, network_below_floor
-from advisor.perf.inference import check_tensor_parallel
+from advisor.perf.inference import Targets, check_tensor_parallel
 from advisor.perf.precision import require_precision
 from advisor.perf.sizing import Figure
 from advisor.request import EstimateRequest, purchase_matches
@@ -85,10 +85,12 @@ def estimate(
             check_tensor_parallel(
                 req.gpu_count or req.tensor_parallel, req.tensor_parallel, per_node
             )
-    fit = WorkPlan(catalog, req, profile, fleet, min_fleet_reports).fit(acc, per_node)
+    link = instance.interconnect_gb_s if instance is not None else None
+    plan = WorkPlan(catalog, req, profile, fleet, min_fleet_reports)
+    fit = plan.fit(acc, per_node, link)
     price = _price(instance, req) if instance is not None else None
     hourly = price.hourly_usd * fit.nodes if price is not None and not fit.unfit else None
-    notes = _notes(fit, profile, instance)
+    notes = _notes(fit, profile, instance) + _latency_notes(fit, plan.targets)
     return Estimate(
         workload=profile.id,
         model=req.model or f"{req.params_b:g}B parameters",
@@ -175,6 +177,26 @@ def _notes(fit: Fit, profile: WorkloadProfile, instance: InstanceType | None) ->
     if instance is None:
         notes.append(_UNPRICED)
     return notes
+
+
+def _latency_notes(fit: Fit, targets: Targets) -> list[str]:
+    """Latency targets this hardware misses (a miss means it does not fit the request), each
+    with the lowest figure it reaches."""
+    if fit.latency_met or fit.latency_floor is None:
+        return []
+    notes = []
+    for name, target, best in (
+        ("TTFT", targets.max_ttft_ms, fit.latency_floor[0]),
+        ("ITL", targets.max_itl_ms, fit.latency_floor[1]),
+    ):
+        if target is not None and best > target:
+            notes.append(
+                f"misses the {target:g} ms {name} target: the lowest it reaches is {best:.3g} ms"
+            )
+    return notes or [
+        f"meets the TTFT and ITL targets only in different deployments: at the lowest ITL "
+        f"({fit.itl_ms or 0:.3g} ms) the TTFT is {fit.ttft_ms or 0:.3g} ms"
+    ]
 
 
 def _price(instance: InstanceType, req: EstimateRequest) -> Price | None:

@@ -17,7 +17,14 @@ from advisor.catalog.queries import Catalog
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration, efficiency
-from advisor.perf.inference import USABLE_MEMORY, Deployment, InferenceModel, moe_of
+from advisor.perf.inference import (
+    USABLE_MEMORY,
+    Deployment,
+    InferenceModel,
+    InferenceResult,
+    Targets,
+    moe_of,
+)
 from advisor.perf.sizing import (
     TRAINING_STATE_BYTES,
     Figure,
@@ -59,6 +66,10 @@ class Fit:
     itl_ms: float | None = None
     concurrency: int | None = None  # sequences in flight per replica
     tensor_parallel: int | None = None
+    # modelled inference: the lowest (TTFT, ITL) ms reachable here, and whether the latency
+    # targets are met (when not, the figures above are the lowest-ITL deployment's)
+    latency_floor: tuple[float, float] | None = None
+    latency_met: bool = True
     unfit: str | None = None  # why this GPU cannot hold the work at all
     figures: tuple[Figure, ...] = field(default=(), compare=False)
 
@@ -99,7 +110,8 @@ class WorkPlan:
             raise InputError(
                 f"context of {w.context_tokens} tokens is beyond {w.model}'s {self.context_limit}"
             )
-        self._cache: dict[tuple[str, int], Fit] = {}
+        self._cache: dict[tuple[str, int, float], Fit] = {}
+        self.targets = latency_targets(w, profile)
 
     def efficiency(self, acc: Accelerator) -> tuple[float, str]:
         """The one efficiency rule (advisor.perf.calibration) for this profile on `acc`."""
@@ -108,13 +120,16 @@ class WorkPlan:
         )
         return eff.value, eff.source
 
-    def fit(self, acc: Accelerator, gpus_per_node: int) -> Fit:
-        key = (acc.id, gpus_per_node)
+    def fit(self, acc: Accelerator, gpus_per_node: int, link_gb_s: float | None = None) -> Fit:
+        """The work on nodes of `gpus_per_node` x `acc` whose GPUs talk at `link_gb_s` per GPU
+        (an instance type's link; the accelerator's own when None; 0: over PCIe)."""
+        link = acc.interconnect_gb_s if link_gb_s is None else link_gb_s
+        key = (acc.id, gpus_per_node, link)
         if key not in self._cache:
             self._cache[key] = (
                 self._training(acc, gpus_per_node)
                 if self.kind == "training"
-                else self._inference(acc, gpus_per_node)
+                else self._inference(acc, gpus_per_node, link)
             )
         return self._cache[key]
 
@@ -163,20 +178,22 @@ class WorkPlan:
         return flops, compute_hours(flops.value, gpus, peak, eff)
 
     # -- inference --------------------------------------------------------------------------
-    def _inference(self, acc: Accelerator, per_node: int) -> Fit:
+    def _inference(self, acc: Accelerator, per_node: int, link_gb_s: float) -> Fit:
         if self.shape.layers is not None:  # a preset: the inference performance model
-            return self._modelled(acc, per_node)
+            return self._modelled(acc, per_node, link_gb_s)
         return self._bare_inference(acc, per_node)
 
-    def _modelled(self, acc: Accelerator, per_node: int) -> Fit:
+    def _modelled(self, acc: Accelerator, per_node: int, link_gb_s: float) -> Fit:
         """TTFT, ITL and throughput from advisor/perf/inference.py on TP GPUs per replica."""
         w = self.w
-        eff, source = self.efficiency(acc)
         try:
-            model = modelled_inference(self.shape, self.moe, acc, per_node, w)
-            got = model.at(w.concurrency or w.batch)
+            choice = choose_deployment(
+                self.shape, self.moe, acc, per_node, link_gb_s, w, self.targets
+            )
         except InputError as e:
+            eff, source = self.efficiency(acc)
             return _unfit_inference(acc, str(e), eff, source)
+        got, model = choice.result, choice.model
         tp, per_replica = got.tensor_parallel, got.throughput_tokens_s / got.replicas
         replicas = max(got.replicas, _replicas_for(w.throughput_tokens_s, per_replica))
         nodes, replicas = _inference_nodes(tp, per_node, replicas, False)
@@ -189,8 +206,11 @@ class WorkPlan:
             spans_nodes=False,
             memory_per_gpu_gb=per_gpu,
             memory_total_gb=per_gpu * tp * replicas,
-            efficiency=eff,
-            efficiency_source=source,
+            efficiency=model.eff_bw,
+            efficiency_source=(
+                f"decode share of {acc.generation.value} memory bandwidth "
+                "(estimated: advisor/perf/inference.py EFFICIENCY)"
+            ),
             tokens_per_s=capacity,
             served_tokens_per_s=min(capacity, w.throughput_tokens_s or math.inf),
             replicas=replicas,
@@ -198,6 +218,8 @@ class WorkPlan:
             itl_ms=got.itl_ms,
             concurrency=got.concurrency,
             tensor_parallel=tp,
+            latency_floor=choice.floor,
+            latency_met=choice.met,
             figures=(
                 *got.figures,
                 _replicas_figure(replicas, w.throughput_tokens_s, per_replica),
@@ -260,36 +282,73 @@ def _unfit_inference(acc: Accelerator, reason: str, eff: float, source: str) -> 
     return Fit(0, 0, 0, False, 0.0, 0.0, eff, source, unfit=f"{acc.id}: {reason}")
 
 
-def modelled_inference(
+@dataclass(frozen=True, slots=True)
+class DeploymentChoice:
+    """The deployment chosen for a request on one kind of node: the highest throughput per GPU
+    among those that meet the latency targets; when none does (`met` False), the one with the
+    lowest ITL. `floor` is the lowest (TTFT, ITL) in ms any tensor-parallel degree reaches."""
+
+    result: InferenceResult
+    model: InferenceModel
+    floor: tuple[float, float]
+    met: bool
+
+
+def latency_targets(w: SizedWork, profile: WorkloadProfile) -> Targets:
+    """The request's latency targets, each falling back to the workload profile's default."""
+    default = profile.latency_targets
+    if default is None:
+        return Targets(w.max_ttft_ms, w.max_itl_ms)
+    return Targets(
+        default.max_ttft_ms if w.max_ttft_ms is None else w.max_ttft_ms,
+        default.max_itl_ms if w.max_itl_ms is None else w.max_itl_ms,
+    )
+
+
+def choose_deployment(
     shape: Shape,
     moe: tuple[int, int] | None,
     acc: Accelerator,
     per_node: int,
+    link_gb_s: float,
     w: SizedWork,
-) -> InferenceModel:
-    """The inference model for a request on `acc`: TP as asked, else the fewest GPUs (a power
-    of two inside one node) that hold the weights and one sequence; GPUs as asked, else TP."""
+    targets: Targets,
+) -> DeploymentChoice:
+    """The inference model for a request on `acc`: TP as asked, else every power of two inside
+    one node (that divides the GPUs asked for) that holds the weights and the sequences asked
+    for; GPUs as asked, else one replica of TP GPUs. InputError when no degree holds them."""
     inp, out = _io_tokens(w)
-    wanted = w.concurrency or w.batch or 1
+    asked = w.concurrency or w.batch
     degrees = (
         [w.tensor_parallel]
         if w.tensor_parallel
-        else [d for d in (1, 2, 4, 8, 16, 32, 64) if d <= per_node]
+        else [d for d in (1, 2, 4, 8, 16, 32, 64) if d <= per_node and (w.gpu_count or d) % d == 0]
     )
+    met: list[tuple[float, InferenceResult, InferenceModel]] = []
+    missed: list[tuple[InferenceResult, InferenceModel]] = []
+    floors: list[tuple[float, float]] = []
     model: InferenceModel | None = None
     for tp in degrees:
-        gpus = w.gpu_count or tp
-        model = InferenceModel(
-            shape,
-            Deployment(acc, gpus, tp, w.precision, acc.interconnect_gb_s, per_node),
-            inp,
-            out,
-            moe,
-        )
-        if model.max_concurrency() >= wanted:
-            return model
-    assert model is not None
-    return model
+        dep = Deployment(acc, w.gpu_count or tp, tp, w.precision, link_gb_s, per_node)
+        model = InferenceModel(shape, dep, inp, out, moe)
+        if model.max_concurrency() < (asked or 1):
+            continue
+        got = model.at(asked, targets)
+        floors.append((model.prefill_s(inp) * 1e3, model.itl_s(asked or 1) * 1e3))
+        if targets.met(got.ttft_ms, got.itl_ms):
+            met.append((got.throughput_tokens_s / dep.gpus, got, model))
+        else:
+            missed.append((got, model))
+    if not floors:
+        assert model is not None
+        model.at(asked)  # raises: why the largest degree tried holds nothing
+        raise AssertionError("unreachable: a degree that holds the work was skipped")
+    floor = (min(f[0] for f in floors), min(f[1] for f in floors))
+    if met:
+        _, got, model = max(met, key=lambda m: m[0])  # ties: the first, the fewest GPUs
+        return DeploymentChoice(got, model, floor, True)
+    got, model = min(missed, key=lambda m: (m[0].itl_ms, m[0].ttft_ms))
+    return DeploymentChoice(got, model, floor, False)
 
 
 def peak16_tflops(acc: Accelerator) -> float | None:

@@ -99,6 +99,19 @@ class Deployment:
 
 
 @dataclass(frozen=True, slots=True)
+class Targets:
+    """Latency targets a deployment must meet (None: no target)."""
+
+    max_ttft_ms: float | None = None
+    max_itl_ms: float | None = None
+
+    def met(self, ttft_ms: float, itl_ms: float) -> bool:
+        return (self.max_ttft_ms is None or ttft_ms <= self.max_ttft_ms) and (
+            self.max_itl_ms is None or itl_ms <= self.max_itl_ms
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class InferenceResult:
     ttft_ms: float
     itl_ms: float
@@ -229,8 +242,10 @@ class InferenceModel:
     def itl_s(self, batch: int) -> float:
         return self.step_s(batch) + batch * self.prefill_s(self.inp) / self.out
 
-    def at(self, concurrency: int | None = None) -> InferenceResult:
-        """Figures at `concurrency` per replica, or at the highest-throughput one that fits."""
+    def at(self, concurrency: int | None = None, targets: Targets | None = None) -> InferenceResult:
+        """Figures at `concurrency` per replica, or else at the highest-throughput concurrency
+        that fits in memory and keeps the ITL within `targets`; when no concurrency meets the
+        ITL target, at one sequence (the lowest ITL this deployment reaches)."""
         fit = self.max_concurrency()
         if fit < 1:
             raise InputError(
@@ -240,8 +255,22 @@ class InferenceModel:
             )
         if concurrency is not None and concurrency > fit:
             raise InputError(f"concurrency {concurrency} exceeds the {fit} sequences that fit")
-        batch = concurrency or self._best(fit)
-        return self._result(batch, fit)
+        cap = fit
+        if concurrency is None and targets is not None and targets.max_itl_ms is not None:
+            cap = self._most_within(fit, targets.max_itl_ms / 1e3)
+        return self._result(concurrency or self._best(cap), fit)
+
+    def _most_within(self, fit: int, max_itl_s: float) -> int:
+        """The largest concurrency up to `fit` whose ITL stays within `max_itl_s` (ITL grows with
+        concurrency, so a bisection finds it); 1 when even one sequence misses it."""
+        lo, hi = 1, fit
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self.itl_s(mid) <= max_itl_s:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
 
     def _best(self, fit: int) -> int:
         candidates: list[int] = sorted({fit, *(1 << i for i in range(fit.bit_length()))})
