@@ -9,7 +9,6 @@ from advisor.errors import InputError
 from advisor.perf.sizing import (
     Shape,
     compute_hours,
-    decode_tokens_per_second,
     inference_memory,
     kv_cache_bytes_per_token,
     min_gpus_for,
@@ -88,13 +87,9 @@ def test_activations_with_and_without_recomputation(shipped: Catalog) -> None:
     assert act_lean == pytest.approx(2 * 4096 * 4096 * 32 / 1e9)
 
 
-def test_compute_time_and_decode_rate() -> None:
+def test_compute_time() -> None:
     hours = compute_hours(6 * 8e9 * 2e9, gpus=8, peak_tflops=989, efficiency=0.4)
     assert hours.value == pytest.approx(6 * 8e9 * 2e9 / (8 * 989e12 * 0.4) / 3600)
-    rate = decode_tokens_per_second(
-        weight_gb=16, kv_gb_per_sequence=0, batch=1, bandwidth_gbps=3350, efficiency=0.8
-    )
-    assert rate.value == pytest.approx(3350 * 0.8 / 16)
 
 
 def test_errors_are_input_errors() -> None:

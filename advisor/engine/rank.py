@@ -9,7 +9,7 @@ from advisor.catalog.models import FormFactor, Price, WorkloadProfile
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate
 from advisor.engine.placement import Placement
 from advisor.engine.result import SizedFigures
-from advisor.perf.fitting import Fit, latency_targets
+from advisor.perf.fitting import BARE_INFERENCE, Fit, latency_targets
 from advisor.request import Workload
 
 OBJECTIVE_WORDS = {
@@ -239,6 +239,8 @@ def _sizing_reasons(fit: Fit, hourly_usd: float, w: Workload, p: WorkloadProfile
             f"{fit.replicas} replica(s){_tp_words(fit)}{target} {verb} "
             f"{fit.tokens_per_s:,.0f} output tokens/s: ${per_million:,.3f} per million tokens"
         )
+    if p.sizing == "inference" and not fit.tokens_per_s:
+        out.append(BARE_INFERENCE)
     if fit.ttft_ms is not None and fit.itl_ms is not None:
         out.append(
             f"TTFT {fit.ttft_ms:,.0f} ms, ITL {fit.itl_ms:,.1f} ms at {fit.concurrency} "

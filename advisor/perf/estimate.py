@@ -16,7 +16,7 @@ from advisor.catalog.models import Accelerator, InstanceType, Price, WorkloadPro
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
-from advisor.perf.fitting import Fit, WorkPlan, network_below_floor
+from advisor.perf.fitting import BARE_INFERENCE, Fit, WorkPlan, network_below_floor
 from advisor.perf.inference import Targets, check_tensor_parallel
 from advisor.perf.precision import require_precision
 from advisor.perf.sizing import Figure
@@ -90,7 +90,8 @@ def estimate(
     fit = plan.fit(acc, per_node, link)
     price = _price(instance, req) if instance is not None else None
     hourly = price.hourly_usd * fit.nodes if price is not None and not fit.unfit else None
-    notes = _notes(fit, profile, instance) + _latency_notes(fit, plan.targets)
+    blocking = _notes(fit, profile, instance) + _latency_notes(fit, plan.targets)
+    notes = blocking + _information(fit, profile, instance)
     return Estimate(
         workload=profile.id,
         model=req.model or f"{req.params_b:g}B parameters",
@@ -102,7 +103,7 @@ def estimate(
             nodes=fit.nodes,
             gpus=fit.rented_gpus,
         ),
-        fits=not notes or notes == [_UNPRICED],
+        fits=not blocking,
         figures=list(fit.figures),
         memory_per_gpu_gb=fit.memory_per_gpu_gb,
         memory_total_gb=fit.memory_total_gb,
@@ -155,12 +156,9 @@ def _cost_per_million_tokens(fit: Fit, hourly_usd: float | None) -> float | None
     return hourly_usd / (served * 3600) * 1e6
 
 
-_UNPRICED = "no price: estimated on an accelerator, not an instance type"
-
-
 def _notes(fit: Fit, profile: WorkloadProfile, instance: InstanceType | None) -> list[str]:
-    """Why the hardware cannot run the work (any note but the unpriced one means it does not
-    fit): memory, a one-node profile on several nodes, a fabric too slow between nodes."""
+    """Why the hardware cannot run the work: memory, a one-node profile on several nodes, a
+    fabric too slow between nodes."""
     notes = [fit.unfit] if fit.unfit else []
     if fit.spans_nodes and not profile.scale_out:
         notes.append(f"needs {fit.nodes} nodes and {profile.id} runs on one node")
@@ -174,8 +172,16 @@ def _notes(fit: Fit, profile: WorkloadProfile, instance: InstanceType | None) ->
             f"network is below the {profile.min_multi_node_network_gbps:g} Gbit/s "
             f"{profile.id} needs between nodes"
         )
+    return notes
+
+
+def _information(fit: Fit, profile: WorkloadProfile, instance: InstanceType | None) -> list[str]:
+    """What the estimate leaves out, without making the hardware unfit."""
+    notes = []
+    if profile.sizing == "inference" and fit.tokens_per_s is None and not fit.unfit:
+        notes.append(BARE_INFERENCE)
     if instance is None:
-        notes.append(_UNPRICED)
+        notes.append("no price: estimated on an accelerator, not an instance type")
     return notes
 
 

@@ -23,6 +23,7 @@ from advisor.perf.inference import (
     InferenceModel,
     InferenceResult,
     Targets,
+    bandwidth_efficiency,
     moe_of,
 )
 from advisor.perf.sizing import (
@@ -30,7 +31,6 @@ from advisor.perf.sizing import (
     Figure,
     Shape,
     compute_hours,
-    decode_tokens_per_second,
     inference_memory,
     min_gpus_for,
     training_flops,
@@ -110,6 +110,8 @@ class WorkPlan:
             raise InputError(
                 f"context of {w.context_tokens} tokens is beyond {w.model}'s {self.context_limit}"
             )
+        if self.kind == "inference" and self.shape.layers is None:
+            _refuse_serving_fields(w)
         self._cache: dict[tuple[str, int, float], Fit] = {}
         self.targets = latency_targets(w, profile)
 
@@ -191,8 +193,7 @@ class WorkPlan:
                 self.shape, self.moe, acc, per_node, link_gb_s, w, self.targets
             )
         except InputError as e:
-            eff, source = self.efficiency(acc)
-            return _unfit_inference(acc, str(e), eff, source)
+            return _unfit_inference(acc, str(e))
         got, model = choice.result, choice.model
         tp, per_replica = got.tensor_parallel, got.throughput_tokens_s / got.replicas
         replicas = max(got.replicas, _replicas_for(w.throughput_tokens_s, per_replica))
@@ -207,10 +208,7 @@ class WorkPlan:
             memory_per_gpu_gb=per_gpu,
             memory_total_gb=per_gpu * tp * replicas,
             efficiency=model.eff_bw,
-            efficiency_source=(
-                f"decode share of {acc.generation.value} memory bandwidth "
-                "(estimated: advisor/perf/inference.py EFFICIENCY)"
-            ),
+            efficiency_source=bandwidth_efficiency(acc)[1],
             tokens_per_s=capacity,
             served_tokens_per_s=min(capacity, w.throughput_tokens_s or math.inf),
             replicas=replicas,
@@ -227,46 +225,59 @@ class WorkPlan:
         )
 
     def _bare_inference(self, acc: Accelerator, per_node: int) -> Fit:
-        """--params-b without a shape: weights + KV read per step at the profile's batch."""
-        w, context = self.w, self.w.context_tokens or 0
-        memory = inference_memory(
-            self.shape, precision=w.precision, context_tokens=context, batch=self.batch
-        )
+        """--params-b without a shape: the weights' memory and the GPUs (a power of two inside
+        one node) that hold them. Latency and throughput need the architecture (layers, heads,
+        KV heads) the inference model reads: not computed, and said so (BARE_INFERENCE)."""
+        memory = inference_memory(self.shape, precision=self.w.precision)
         total = memory[-1].value
-        eff, source = self.efficiency(acc)
+        eff, source = bandwidth_efficiency(acc)
         per_replica = _next_pow2(min_gpus_for(total, acc.memory_gb, USABLE_MEMORY))
-        rate = self._decode_rate(memory, acc.memory_bandwidth_gbps * per_replica, eff)
-        spans = per_replica > per_node
-        nodes, replicas = _inference_nodes(
-            per_replica, per_node, _replicas_for(w.throughput_tokens_s, rate.value), spans
-        )
+        if per_replica > per_node:
+            reason = (
+                f"{total:,.0f} GB needs {per_replica} x {acc.memory_gb:g} GB GPUs, beyond one "
+                f"node of {per_node}: a replica is served inside one node"
+            )
+            return _unfit_inference(acc, reason)
+        nodes, replicas = _inference_nodes(per_replica, per_node, 1, False)
         return Fit(
             gpus_needed=per_replica * replicas,
             nodes=nodes,
             rented_gpus=nodes * per_node,
-            spans_nodes=spans,
+            spans_nodes=False,
             memory_per_gpu_gb=total / per_replica,
-            memory_total_gb=total,
+            memory_total_gb=total * replicas,
             efficiency=eff,
             efficiency_source=source,
-            tokens_per_s=rate.value * replicas,
-            served_tokens_per_s=min(rate.value * replicas, w.throughput_tokens_s or math.inf),
             replicas=replicas,
-            figures=(
-                *memory,
-                rate,
-                _per_replica_figure(total, acc, per_replica),
-                _replicas_figure(replicas, w.throughput_tokens_s, rate.value),
-            ),
+            figures=(*memory, _per_replica_figure(total, acc, per_replica)),
         )
 
-    def _decode_rate(self, memory: list[Figure], bandwidth_gbps: float, eff: float) -> Figure:
-        """Decode tokens/s of one replica: its weights and KV cache read once per step."""
-        weights = next(f.value for f in memory if f.name == "weights_gb")
-        kv_total = next((f.value for f in memory if f.name == "kv_cache_gb"), 0.0)
-        return decode_tokens_per_second(
-            weights, kv_total / self.batch, self.batch, bandwidth_gbps, eff
+
+# What `advisor estimate` says of a model given as --params-b for inference.
+BARE_INFERENCE = (
+    "memory only: TTFT, ITL and throughput need the model's architecture (layers, heads, KV "
+    "heads): give --model (a preset)"
+)
+
+
+def _refuse_serving_fields(w: SizedWork) -> None:
+    """Serving figures asked of a model without a shape: exit 2 rather than a silent guess."""
+    asked = [
+        name
+        for name in (
+            "throughput_tokens_s",
+            "input_tokens",
+            "output_tokens",
+            "concurrency",
+            "tensor_parallel",
+            "max_ttft_ms",
+            "max_itl_ms",
+            "context_tokens",
         )
+        if getattr(w, name) is not None
+    ]
+    if asked:
+        raise InputError(f"{', '.join(asked)}: {BARE_INFERENCE}")
 
 
 def _io_tokens(w: SizedWork) -> tuple[int, int]:
@@ -278,7 +289,8 @@ def _io_tokens(w: SizedWork) -> tuple[int, int]:
     return max(1, w.context_tokens - out), out
 
 
-def _unfit_inference(acc: Accelerator, reason: str, eff: float, source: str) -> Fit:
+def _unfit_inference(acc: Accelerator, reason: str) -> Fit:
+    eff, source = bandwidth_efficiency(acc)
     return Fit(0, 0, 0, False, 0.0, 0.0, eff, source, unfit=f"{acc.id}: {reason}")
 
 

@@ -144,6 +144,15 @@ def _efficiency(acc: Accelerator) -> tuple[float, float]:
     return EFFICIENCY.get(acc.generation, DEFAULT_EFFICIENCY)
 
 
+def bandwidth_efficiency(acc: Accelerator) -> tuple[float, str]:
+    """The share of memory bandwidth a decode step reaches on `acc`, and where it comes from:
+    what a served model's options report as their efficiency."""
+    return _efficiency(acc)[1], (
+        f"decode share of {acc.generation.value} memory bandwidth "
+        "(estimated: advisor/perf/inference.py EFFICIENCY)"
+    )
+
+
 def expected_experts(experts: int, per_token: int, batch: int) -> float:
     """Expected distinct experts a batch of `batch` tokens reads per layer: E(1 - (1 - k/E)^B)."""
     return experts * (1 - (1 - per_token / experts) ** batch)

@@ -232,25 +232,6 @@ def compute_hours(flops: float, gpus: int, peak_tflops: float, efficiency: float
     )
 
 
-def decode_tokens_per_second(
-    weight_gb: float,
-    kv_gb_per_sequence: float,
-    batch: int,
-    bandwidth_gbps: float,
-    efficiency: float,
-) -> Figure:
-    """One decode step reads all weights once plus each sequence's KV cache (bandwidth bound)."""
-    bytes_per_step = (weight_gb + kv_gb_per_sequence * batch) * GB
-    steps = bandwidth_gbps * GB * efficiency / bytes_per_step
-    return Figure(
-        "decode_tokens_per_s",
-        steps * batch,
-        "tokens/s",
-        f"batch {batch} x {bandwidth_gbps:g} GB/s x {efficiency:.2f} / "
-        f"(weights {weight_gb:.3g} GB + {batch} x KV {kv_gb_per_sequence:.3g} GB) per step",
-    )
-
-
 def min_gpus_for(per_gpu_gb: float, gpu_memory_gb: float, usable: float = 0.9) -> int:
     """GPUs needed to hold `per_gpu_gb`-style totals, keeping 10% headroom per GPU."""
     return max(1, math.ceil(per_gpu_gb / (gpu_memory_gb * usable) - 1e-9))
