@@ -197,7 +197,7 @@ class WorkPlan:
         got, model = choice.result, choice.model
         tp, per_replica = got.tensor_parallel, got.throughput_tokens_s / got.replicas
         replicas = max(got.replicas, _replicas_for(w.throughput_tokens_s, per_replica))
-        nodes, replicas = _inference_nodes(tp, per_node, replicas, False)
+        nodes, replicas = _inference_nodes(tp, per_node, replicas)
         per_gpu = model.memory(got.concurrency)[-1].value / tp
         capacity = per_replica * replicas
         return Fit(
@@ -238,7 +238,7 @@ class WorkPlan:
                 f"node of {per_node}: a replica is served inside one node"
             )
             return _unfit_inference(acc, reason)
-        nodes, replicas = _inference_nodes(per_replica, per_node, 1, False)
+        nodes, replicas = _inference_nodes(per_replica, per_node, 1)
         return Fit(
             gpus_needed=per_replica * replicas,
             nodes=nodes,
@@ -404,13 +404,9 @@ def _replicas_for(target_tokens_s: float | None, per_replica_tokens_s: float) ->
     return math.ceil(target_tokens_s / per_replica_tokens_s) if target_tokens_s else 1
 
 
-def _inference_nodes(
-    per_replica: int, per_node: int, replicas: int, spans: bool
-) -> tuple[int, int]:
-    """Nodes to rent and replicas to run: rented GPUs are paid for, so a node runs as many
-    replicas as it holds; a replica wider than a node spans nodes (one replica)."""
-    if spans:
-        return math.ceil(per_replica / per_node), replicas
+def _inference_nodes(per_replica: int, per_node: int, replicas: int) -> tuple[int, int]:
+    """Nodes to rent and replicas to run (a replica lives inside one node): rented GPUs are
+    paid for, so a node runs as many replicas as it holds."""
     per_node_replicas = max(1, per_node // per_replica)
     nodes = math.ceil(replicas / per_node_replicas)
     return nodes, nodes * per_node_replicas
