@@ -115,7 +115,7 @@ def report(cat: Catalog) -> str:
     lines = [f"{'row':52} {'metric':20} {'predicted':>10} {'published':>10} {'ratio':>6}"]
     for c in comps:
         lines.append(
-            f"{c.row_id:52} {c.metric:20} {c.predicted:10.1f} {c.published:10.1f} {c.ratio:6.2f}"
+            f"{c.row_id:52} {c.metric:20} {c.predicted:10.1f} {c.published:10.1f} {c.ratio:6.3f}"
         )
     errors = [abs(c.ratio - 1) for c in comps]
     worst = max(comps, key=lambda c: max(c.ratio, 1 / c.ratio))
@@ -123,7 +123,7 @@ def report(cat: Catalog) -> str:
         f"rows compared: {len(comps)}; within x1.5: "
         f"{sum(1 for c in comps if 1 / 1.5 <= c.ratio <= 1.5)}",
         f"median error: {statistics.median(errors):.1%}",
-        f"worst: {worst.row_id} {worst.metric} ratio {worst.ratio:.2f}",
+        f"worst: {worst.row_id} {worst.metric} ratio {worst.ratio:.3f}",
         *(f"skipped: {s}" for s in skipped),
     ]
     return "\n".join(lines)

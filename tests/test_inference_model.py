@@ -12,6 +12,7 @@ from advisor.perf.inference import (
     EFFICIENCY,
     Deployment,
     InferenceModel,
+    _allreduce_s,
     expected_experts,
     moe_of,
     weight_bytes_touched,
@@ -136,3 +137,52 @@ def test_memory_bounds_concurrency_by_hand() -> None:
     m = _model("llama-3.1-70b", "h200-sxm", precision="fp8", inp=1000, out=1000)
     params = CAT.models["llama-3.1-70b"].params_b * 1e9
     assert m.max_concurrency() == int((0.9 * 141e9 / 1.1 - params) // (163_840 * 2000))
+
+
+def test_decode_step_adds_the_gemm_and_attention_rooflines_by_hand() -> None:
+    """Llama-3.1-8B fp8 on one H100 SXM, 128 in / 128 out, 1024 sequences: the GEMMs are
+    compute-bound, attention (reading the KV cache) is bandwidth-bound; they run one after the
+    other, so the step is the sum of the two, above the max of the combined totals.
+    GEMM: 2 x 8.03e9 x 1024 FLOPs / (1979e12 x 0.5); attention: KV of 1024 x (128 + 64) tokens
+    x 65,536 B (2 x 32 x 8 x 128 x 1 B fp8) / (3350e9 x 0.8); plus 32 x 60 us."""
+    m = _model(precision="fp8", inp=128, out=128)
+    eff_c, eff_bw = EFFICIENCY[CAT.accelerators["h100-sxm"].generation]
+    params = CAT.models["llama-3.1-8b"].params_b * 1e9
+    gemm = 2 * params * 1024 / (1979e12 * eff_c)
+    assert gemm > params / (3350e9 * eff_bw)  # compute-bound GEMMs at this batch
+    kv = 1024 * 192 * 65_536
+    attention_flops = 4 * 32 * 32 * 128 * 1024 * 192
+    attention = kv / (3350e9 * eff_bw)
+    assert attention > attention_flops / (1979e12 * eff_c)  # bandwidth-bound attention
+    assert m.step_s(1024) == pytest.approx(gemm + attention + 32 * 60e-6, rel=1e-9)
+    combined = max((params + kv) / (3350e9 * eff_bw), 2 * params * 1024 / (1979e12 * eff_c))
+    assert m.step_s(1024) > combined + 32 * 60e-6
+
+
+def test_itl_packs_the_admitted_prompts_into_one_iteration_by_hand() -> None:
+    """In-flight batching, steady state: 256 sequences of 128 output tokens admit 256 / 128 = 2
+    prompts (2 x 512 = 1024 prompt tokens) per iteration. Llama-3.1-8B bf16, one H100 SXM:
+    GEMM over 256 + 1024 tokens is compute-bound; attention = KV read of 256 x (512 + 64) tokens
+    x 131,072 B, or the FLOPs 4 x 32 x 4096 x 256 x 576 + 2 x 32 x 4096 x 1024 x 512 if longer;
+    the weights are read and the 32 x 60 us paid once, not once per prompt."""
+    m = _model(inp=512, out=128)
+    eff_c, eff_bw = EFFICIENCY[CAT.accelerators["h100-sxm"].generation]
+    params = CAT.models["llama-3.1-8b"].params_b * 1e9
+    gemm = max(params * 2 / (3350e9 * eff_bw), 2 * params * 1280 / (989.5e12 * eff_c))
+    attention_flops = 4 * 32 * 4096 * 256 * 576 + 2 * 32 * 4096 * 1024 * 512
+    attention = max(256 * 576 * 131_072 / (3350e9 * eff_bw), attention_flops / (989.5e12 * eff_c))
+    assert m.itl_s(256) == pytest.approx(gemm + attention + 32 * 60e-6, rel=1e-9)
+    # cheaper than the decode step plus two separate prefills, each paying weights and layers
+    assert m.itl_s(256) < m.step_s(256) + 2 * m.prefill_s(512)
+
+
+def test_pcie_all_reduce_latency_grows_with_the_ring() -> None:
+    """Without a GPU fabric each of the 2 x 80 all-reduces of Llama-3.1-70B costs the PCIe
+    latency (42 us for a ring of 8, NVIDIA/nccl issue 1530) x (n - 1) / 7 + 2(n-1)/n x bytes /
+    25 GB/s. One token, TP8 on L40S: 2 x 80 x (42e-6 + 2 x 7/8 x 8192 x 2 B / 25e9)."""
+    acc = CAT.accelerators["l40s"]
+    shape = Shape.of(CAT.models["llama-3.1-70b"])
+    tp8 = _allreduce_s(Deployment(acc, 8, 8, "fp8", 0), shape, 1)
+    assert tp8 == pytest.approx(2 * 80 * (42e-6 + 2 * 7 / 8 * 8192 * 2 / 25e9), rel=1e-9)
+    tp4 = _allreduce_s(Deployment(acc, 4, 4, "fp8", 0), shape, 1)
+    assert tp4 == pytest.approx(2 * 80 * (18e-6 + 2 * 3 / 4 * 8192 * 2 / 25e9), rel=1e-9)

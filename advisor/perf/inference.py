@@ -3,21 +3,33 @@
 For (model shape, accelerator, GPUs, tensor-parallel degree, precision, input tokens, output
 tokens, concurrency):
 
-- prefill of one prompt of I tokens is compute-bound: 2 x active parameters x I + causal
-  attention 2 x layers x I^2 x heads x head_dim FLOPs, over TP x dense peak x the compute
-  efficiency, plus the tensor-parallel all-reduces -> TTFT (at low load: no queueing modelled);
-- one decode step of a batch of B sequences reads the weights it touches (MoE: the expected
-  distinct experts, below) and the batch's KV cache, and does 2 x active x B + attention
-  4 x layers x B x L x heads x head_dim FLOPs; its time is max(bytes / (TP x bandwidth x eff_bw),
-  FLOPs / (TP x peak x eff_compute)) plus the all-reduces;
-- continuous (in-flight) batching interleaves each sequence's prefill with the batch's decode
-  steps, so over one sequence's life of O steps the batch also prefills B prompts: the
-  inter-token latency is step + B x prefill / O, and the output throughput of one replica is
-  B / ITL (Orca, Yu et al. OSDI 2022, iteration-level scheduling; TensorRT-LLM in-flight
-  batching);
+- one forward pass (an iteration) over D decode tokens and P prompt tokens runs two kinds of
+  kernels one after the other, each bound by its own roofline (a per-operator roofline, as in
+  Yuan et al. 2024, "LLM Inference Unveiled: Survey and Roofline Model Insights", and
+  LLM-Viewer): the GEMMs read the weights they touch (MoE: the expected distinct experts, below)
+  and do 2 x active params x (D + P) FLOPs; attention reads the decode tokens' KV cache and does
+  4 x layers x D x L x heads x head_dim + 2 x layers x P x I x heads x head_dim FLOPs (L = the
+  mean decode context I + O / 2, I = the prompt length: causal attention over the prompt). Its time
+  is max(weights / (TP x bandwidth x eff_bw), GEMM FLOPs / (TP x peak x eff_compute))
+  + max(KV / (TP x bandwidth x eff_bw), attention FLOPs / (TP x peak x eff_compute)) plus the
+  all-reduces of D + P tokens and a fixed time per layer;
+- prefill of one prompt of I tokens (TTFT, at low load: no queueing modelled) is one iteration
+  with D = 0 and P = I; the decode step of B sequences is one with D = B and P = 0;
+- continuous (in-flight) batching packs the prompts of newly admitted sequences into the same
+  iteration as the batch's decode tokens (Orca, Yu et al. OSDI 2022, iteration-level scheduling;
+  TensorRT-LLM in-flight batching with chunked context; Sarathi-Serve, Agrawal et al. OSDI 2024,
+  piggybacked prefill chunks): in steady state B sequences of O output tokens admit B / O new
+  prompts per iteration, so the inter-token latency is one iteration with D = B and
+  P = B x I / O (that iteration pays the weight reads and the per-layer time once, not once per
+  prompt), and the output throughput of one replica is B / ITL. TensorRT-LLM's trtllm-bench
+  sizes the engine's per-iteration token budget to exactly this, max_num_tokens =
+  max_batch_size x (1 + I / O) (tensorrt_llm/bench/build/tuning.py, finetune_setting), and its
+  max_batch_size to the KV-cache-bound request count, so neither limits the memory-bound
+  concurrency below;
 - tensor parallelism only inside one node: 2 all-reduces per layer (after attention and after
-  the MLP, Megatron-LM, Shoeybi et al. 2019 section 3) of B x hidden x 2 bytes each, ring cost
-  2(n-1)/n x bytes / link bandwidth + a latency per call (nccl-tests PERFORMANCE.md);
+  the MLP, Megatron-LM, Shoeybi et al. 2019 section 3) of (D + P) x hidden x 2 bytes each, ring cost
+  2(n-1)/n x bytes / link bandwidth + a latency per call (nccl-tests PERFORMANCE.md), which over
+  PCIe (no GPU-to-GPU fabric) grows with the ring's n - 1 hops (PCIE_ALLREDUCE_LATENCY_S);
 - concurrency is bounded by memory: per GPU, usable memory - weights / TP must hold the KV cache
   of B sequences of I + O tokens / TP; MoE memory holds every expert, compute uses active ones.
 
@@ -26,12 +38,13 @@ independent routing the chance an expert is picked by none of B tokens is (1 - k
 expected number of distinct experts read per layer is E x (1 - (1 - k/E)^B) (linearity of
 expectation; the same estimate is used for expert load in the Switch Transformer analysis,
 Fedus et al. 2021, and in MoE-Lightning / "Towards MoE deployment" memory-traffic models). At
-B = 1 it is k: only active experts are read.
+B = 1 it is k: only active experts are read. B counts every token of the iteration (D + P).
 
 Calibration constants: 2 per accelerator generation (compute efficiency, bandwidth efficiency),
-in EFFICIENCY below, plus 3 shared ones (all-reduce latency, PCIe fallback bandwidth, a
-per-layer overhead per forward pass). They were set from the published TensorRT-LLM rows in
-tests/data/published.yaml (a copy of ../shared/calibration/published.yaml) as one value per
+in EFFICIENCY below, plus 4 shared ones (all-reduce latency over a GPU fabric and over PCIe,
+PCIe fallback bandwidth, a per-layer overhead per forward pass; the PCIe latency is a measured
+nccl-tests figure, not calibrated). The efficiencies were set from the published TensorRT-LLM
+rows in tests/data/published.yaml (a copy of ../shared/calibration/published.yaml) as one value per
 generation by hand, never per row; benchmarks/bench_calibration.py prints every row's ratio.
 """
 
@@ -70,6 +83,13 @@ EFFICIENCY: dict[Generation, tuple[float, float]] = {
 }
 DEFAULT_EFFICIENCY = (0.40, 0.70)  # estimated: generations not listed above
 ALLREDUCE_LATENCY_S = 8e-6  # estimated: NCCL small-message all-reduce latency inside a node
+# All-reduce latency per call over PCIe for 8 GPUs, scaled by (n - 1) / 7 for n GPUs: a ring
+# all-reduce takes 2(n - 1) steps, each paying a hop's latency (Patarasuk & Yuan 2009, "Bandwidth
+# optimal all-reduce algorithms for clusters of workstations"). Measured 8-byte
+# all_reduce_perf times on 8-GPU PCIe Gen4 hosts: 42.1 us on 8 x RTX 4090 (github.com/NVIDIA/nccl
+# issue 1530) and 54.2 us on 8 x RTX 3090 (NVIDIA/nccl issue 1439); the lower one taken.
+# ESTIMATED for the L40S (same Ada generation and PCIe Gen4 x16, but not the same host).
+PCIE_ALLREDUCE_LATENCY_S = 42e-6
 # GPUs without a GPU-to-GPU fabric all-reduce over PCIe: Gen4 x16 ~ 25 GB/s per direction
 # (estimated from REFERENCE.md section 1: Gen5 x16 pinned copies at 55 GB/s, Gen4 is half).
 PCIE_ALLREDUCE_GB_S = 25.0
@@ -161,8 +181,8 @@ def expected_experts(experts: int, per_token: int, batch: int) -> float:
 def weight_bytes_touched(
     shape: Shape, bytes_per_weight: float, batch: int, moe: tuple[int, int] | None
 ) -> float:
-    """Weight bytes one decode step reads: all of a dense model; the shared part plus the
-    expected distinct experts of an MoE model (expert parameters X from total = D + X,
+    """Weight bytes one iteration of `batch` tokens reads: all of a dense model; the shared part
+    plus the expected distinct experts of an MoE model (expert parameters X from total = D + X,
     active = D + X k/E)."""
     if not moe or shape.params == shape.active_params:
         return shape.params * bytes_per_weight
@@ -173,14 +193,17 @@ def weight_bytes_touched(
     return (dense + touched) * bytes_per_weight
 
 
-def _allreduce_s(dep: Deployment, shape: Shape, tokens: int) -> float:
+def _allreduce_s(dep: Deployment, shape: Shape, tokens: float) -> float:
     n = dep.tensor_parallel
     if n == 1:
         return 0.0
     layers, hidden, *_ = shape.need_layers("tensor parallelism")
-    link = dep.link_gb_s / 2 if dep.link_gb_s else PCIE_ALLREDUCE_GB_S  # one direction
+    if dep.link_gb_s:
+        link, latency = dep.link_gb_s / 2, ALLREDUCE_LATENCY_S  # one direction of the fabric
+    else:
+        link, latency = PCIE_ALLREDUCE_GB_S, PCIE_ALLREDUCE_LATENCY_S * (n - 1) / 7
     per_call = 2 * (n - 1) / n * tokens * hidden * ACTIVATION_BYTES / (link * GB)
-    return 2 * layers * (per_call + ALLREDUCE_LATENCY_S)
+    return 2 * layers * (per_call + latency)
 
 
 class InferenceModel:
@@ -233,23 +256,34 @@ class InferenceModel:
             overhead_fraction=RUNTIME_OVERHEAD,
         )
 
+    def iteration_s(self, decode: int, prompt_tokens: float, prompt_len: int) -> float:
+        """One forward pass over `decode` decode tokens (each attending to the mean context
+        I + O / 2) and `prompt_tokens` prompt tokens of prompts of `prompt_len` tokens: the GEMM
+        roofline + the attention roofline + the all-reduces + the per-layer time (module doc)."""
+        context = self.inp + self.out / 2  # mean context over a sequence's decode
+        tokens = decode + prompt_tokens
+        weights = weight_bytes_touched(self.shape, self.bpw, max(1, round(tokens)), self.moe)
+        kv = decode * context * self.kv_per_token.value
+        per_head = self.layers * self.heads * self.head_dim
+        gemm_flops = 2 * self.shape.active_params * tokens
+        attention_flops = per_head * (4 * decode * context + 2 * prompt_tokens * prompt_len)
+        gemm = max(weights / self.bw_bytes_s, gemm_flops / self.peak_flops)
+        attention = max(kv / self.bw_bytes_s, attention_flops / self.peak_flops)
+        allreduce = _allreduce_s(self.dep, self.shape, tokens)
+        return gemm + attention + allreduce + self.layers * LAYER_OVERHEAD_S
+
     def prefill_s(self, prompt: int) -> float:
-        flops = 2 * self.shape.active_params * prompt
-        flops += 2 * self.layers * prompt * prompt * self.heads * self.head_dim
-        overhead = self.layers * LAYER_OVERHEAD_S
-        return flops / self.peak_flops + _allreduce_s(self.dep, self.shape, prompt) + overhead
+        """Time to first token at low load: one iteration over the prompt alone."""
+        return self.iteration_s(0, prompt, prompt)
 
     def step_s(self, batch: int) -> float:
-        context = self.inp + self.out / 2  # mean context over a sequence's decode
-        weights = weight_bytes_touched(self.shape, self.bpw, batch, self.moe)
-        kv = batch * context * self.kv_per_token.value
-        flops = 2 * self.shape.active_params * batch
-        flops += 4 * self.layers * batch * context * self.heads * self.head_dim
-        bound = max((weights + kv) / self.bw_bytes_s, flops / self.peak_flops)
-        return bound + _allreduce_s(self.dep, self.shape, batch) + self.layers * LAYER_OVERHEAD_S
+        """One decode step of `batch` sequences, no prompt in the iteration."""
+        return self.iteration_s(batch, 0, self.inp)
 
     def itl_s(self, batch: int) -> float:
-        return self.step_s(batch) + batch * self.prefill_s(self.inp) / self.out
+        """Steady-state in-flight batching: the decode step with the B / O prompts admitted per
+        iteration packed into it (module doc)."""
+        return self.iteration_s(batch, batch * self.inp / self.out, self.inp)
 
     def at(self, concurrency: int | None = None, targets: Targets | None = None) -> InferenceResult:
         """Figures at `concurrency` per replica, or else at the highest-throughput concurrency
@@ -297,24 +331,27 @@ class InferenceModel:
                 "prefill_s",
                 ttft,
                 "s",
-                f"(2 x {self.shape.active_params:.4g} active params x {self.inp} + attention "
-                f"2 x {self.layers} x {self.inp}^2 x {self.heads} x {self.head_dim}) / ({tp} x "
-                f"{self.cp.peak_tflops:g} TFLOP/s {self.cp.precision} x {self.eff_c:g}) "
-                "+ TP all-reduces",
+                f"max(weights / bandwidth, 2 x {self.shape.active_params:.4g} active params x "
+                f"{self.inp} / ({tp} x {self.cp.peak_tflops:g} TFLOP/s {self.cp.precision} x "
+                f"{self.eff_c:g})) + attention 2 x {self.layers} x {self.inp}^2 x {self.heads} x "
+                f"{self.head_dim} FLOPs / the same peak + TP all-reduces + {self.layers} layers x "
+                f"{LAYER_OVERHEAD_S * 1e6:g} us",
             ),
             Figure(
                 "decode_step_s",
                 step,
                 "s",
-                f"max((weights touched + {batch} x KV of {self.inp + self.out / 2:g} tokens) / "
-                f"({tp} x {dep.acc.memory_bandwidth_gbps:g} GB/s x {self.eff_bw:g}), FLOPs / "
-                f"({tp} x {self.cp.peak_tflops:g} TFLOP/s x {self.eff_c:g})) + TP all-reduces",
+                f"max(weights touched / ({tp} x {dep.acc.memory_bandwidth_gbps:g} GB/s x "
+                f"{self.eff_bw:g}), GEMM FLOPs / ({tp} x {self.cp.peak_tflops:g} TFLOP/s x "
+                f"{self.eff_c:g})) + max({batch} x KV of {self.inp + self.out / 2:g} tokens / "
+                "bandwidth, attention FLOPs / peak) + TP all-reduces + per-layer time",
             ),
             Figure(
                 "itl_s",
                 itl,
                 "s",
-                f"decode step + {batch} prompts' prefill spread over {self.out} output tokens",
+                f"one iteration of {batch} decode tokens + {batch} x {self.inp} / {self.out} "
+                "prompt tokens packed in (in-flight batching)",
             ),
             Figure(
                 "throughput_tokens_s",
