@@ -100,7 +100,12 @@ def synthetic(base: Catalog, offerings: int) -> Catalog:
         out[clone.id] = clone
         count += len(prices)
         n += 1
-    return Catalog(accelerators=base.accelerators, instance_types=out, workloads=base.workloads)
+    return Catalog(
+        accelerators=base.accelerators,
+        instance_types=out,
+        workloads=base.workloads,
+        models=base.models,
+    )
 
 
 def time_engine(catalog: Catalog, repeats: int) -> list[float]:
