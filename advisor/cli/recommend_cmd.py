@@ -142,8 +142,8 @@ def _recommendation_table(result: Result) -> None:
     Served models add what each option delivers, kept ahead of the generic columns."""
     sort_header, sort_cell = SORT_COLUMNS.get(result.objective, ("score", _score))
     cells: list[tuple[Column, Callable[[Recommendation], str]]] = [
-        (Column("where", drop_rank=5), _where),
-        (Column("hardware", drop_rank=4), _hardware),
+        (Column("where", drop_rank=5, min_width=16), _where),
+        (Column("hardware", drop_rank=4, min_width=10), _hardware),
         (Column("nodes", "right", drop_rank=1), lambda r: str(r.nodes)),
         (Column("$/h", "right", drop_rank=3), lambda r: money(r.hourly_usd)),
         (Column("power W", "right", drop_rank=0), lambda r: f"{r.power_w:g}"),

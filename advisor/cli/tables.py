@@ -24,6 +24,7 @@ class Column:
     justify: Literal["left", "right"] = "left"
     key: bool = False  # an id or the sort column: shown whole, always
     drop_rank: int = 0  # non-key columns are left out lowest rank first when space runs out
+    min_width: int = _FOLDED_MIN  # narrowest it may be folded to before it is left out
 
 
 def _width(header: str, cells: Sequence[str]) -> int:
@@ -39,7 +40,7 @@ def fit_table(
 
     def needed() -> int:
         return 1 + sum(
-            widths[i] + _EDGES if columns[i].key else min(widths[i], _FOLDED_MIN) + _EDGES
+            widths[i] + _EDGES if columns[i].key else min(widths[i], columns[i].min_width) + _EDGES
             for i in shown
         )
 
