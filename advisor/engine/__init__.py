@@ -257,7 +257,7 @@ def _offer_methods(
         hourly = price.hourly_usd * nodes
         label = (
             f"{instance} ({where}, ${hourly:,.2f}/h) with {memory_gb:.1f} GB per GPU on "
-            f"{gpus} GPUs (--method {method})"
+            f"{gpus} GPU(s) (--method {method})"
         )
         tracker.offer("method", method, hourly, label)
 
