@@ -257,7 +257,7 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         "memory_gb",
         "the memory requirement",
         _one_node_by_memory,
-        ("per_node_memory_gb",),
+        ("per_node_memory_gb", "is_gpu", "hardware.memory_gb", "instance.gpu_count"),
     ),
     Constraint(
         "GPU_COUNT_TOO_HIGH",
