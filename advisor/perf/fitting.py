@@ -1,8 +1,11 @@
 """Fits a sized workload (a model, tokens, a throughput target) onto one kind of GPU node.
 
-Pure. For training: the fewest data-parallel GPUs whose per-GPU memory (ZeRO-sharded states +
-activations) fits, then time and cost to completion. For inference: GPUs per replica to hold
-weights + KV cache, replicas for the throughput target, and cost per million tokens.
+Pure. For training: the fewest data-parallel GPUs whose per-GPU memory (ZeRO-sharded states of
+what is trained, every weight or LoRA/QLoRA adapters, + frozen base weights + activations) fits
+within the usable memory (sizing.usable_memory_gb), then time and cost to completion; when no
+count fits, every figure at one node with the reason and the lighter methods that would fit.
+For inference: GPUs per replica to hold weights + KV cache, replicas for the throughput target,
+and cost per million tokens.
 The efficiency is the workload profile's (catalog) unless the fleet's probe reports calibrate it.
 """
 
