@@ -86,6 +86,11 @@ class SizedWork(_Request):
     max_itl_ms: Annotated[
         float | None, Field(gt=0, le=1e7, description="inter-token latency target")
     ] = None
+    method: Annotated[
+        Literal["full", "lora", "qlora"],
+        Field(description="training: every weight (full), LoRA adapters, or QLoRA (4-bit base)"),
+    ] = "full"
+    lora_rank: Annotated[int, Field(ge=1, le=65_536, description="LoRA/QLoRA adapter rank")] = 16
 
     @property
     def sized(self) -> bool:

@@ -182,7 +182,7 @@ def test_nearest_alternative_follows_each_direction() -> None:
 
 def test_by_memory_reason_states_the_count_memory_needs(mini: Catalog) -> None:
     # large_scale_training plans 8 GPUs by default (tests/factories.py); 100 GB on 80 GB GPUs
-    # needs ceil(100 / 80) = 2 of them. The reason must say 2 by memory, and where 8 came from.
+    # needs ceil(100 / (0.9 x 80)) = 2 of them. The reason must say 2 by memory, and where 8 came from.
     w = RecommendRequest(workload="large_scale_training", memory_gb=100, limit=1000)
     big8 = next(r for r in recommend(mini, w).recommendations if r.instance_type == "big8")
     first = big8.reasons[0]
@@ -191,10 +191,11 @@ def test_by_memory_reason_states_the_count_memory_needs(mini: Catalog) -> None:
 
 
 def test_by_memory_reason_when_memory_sets_the_count(mini: Catalog) -> None:
-    # 1000 GB on 80 GB GPUs: ceil(1000 / 80) = 13 GPUs, more than the default 8: memory decides.
+    # 1000 GB on 80 GB GPUs, 72 GB usable each (the one headroom rule, 0.9):
+    # ceil(1000 / 72) = 14 GPUs, more than the default 8: memory decides.
     w = RecommendRequest(workload="large_scale_training", memory_gb=1000)
     top = recommend(mini, w).recommendations[0]
-    assert "(13 GPU(s) by memory)" in top.reasons[0]
+    assert "(14 GPU(s) by memory)" in top.reasons[0]
 
 
 def test_by_memory_reason_names_a_requested_count(mini: Catalog) -> None:

@@ -269,6 +269,7 @@ def test_result_is_json_ready(mini: Catalog, tmp_path: Path) -> None:
 def test_memory_alternative_is_priced_for_one_node(mini: Catalog) -> None:
     result = recommend(mini, Workload(workload="fine_tuning", memory_gb=1000))
     memory = {a.constraint: a for a in result.alternatives}["memory_gb"]
-    # the cheapest 640 GB node, at one node's price (not the two nodes 1000 GB would need)
-    assert memory.relax_to == 640
+    # the cheapest node of 8 x 80 GB, 576 GB usable (0.9, the one headroom rule), at one
+    # node's price (not the two nodes 1000 GB would need)
+    assert memory.relax_to == pytest.approx(576)
     assert memory.candidate == "big8-pcie (aws us-east-1, on_demand, $80.00/h)"

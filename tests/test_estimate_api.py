@@ -164,10 +164,12 @@ def test_fine_tuning_memory_time_and_cost(client: TestClient, shipped: Catalog) 
     assert r.status_code == 200, r.text
     result = r.json()
     params, layers, hidden, heads, seq = 8.03e9, 32, 4096, 32, 1024
-    # activations without recomputation (Korthikanti): s·b·h·(34 + 5·a·s/h) bytes per layer
-    activations_gb = seq * 1 * hidden * (34 + 5 * heads * seq / hidden) * layers / GB
-    assert activations_gb == pytest.approx(9.93, abs=0.01)
-    # ZeRO-3 needs ceil(16 B x 8.03e9 / (0.9 x 80 GB - activations)) = 3 GPUs; one node of 8
+    # activations without recomputation (Korthikanti Table 2 without the 5·a·s/h score term,
+    # which FlashAttention never stores): 34·s·b·h bytes per layer, + fp32 logits 4·s·b·vocab
+    activations_gb = (34 * seq * 1 * hidden * layers + 4 * seq * 1 * 128256) / GB
+    assert activations_gb == pytest.approx(5.09, abs=0.01)
+    assert heads == 32  # no term of a x s: the attention scores are not stored
+    # ZeRO-3 needs ceil(16 B x 8.03e9 / (0.9 x 80 GB - activations)) = 2 GPUs; one node of 8
     # is rented and all 8 join data parallelism, so the states per GPU are 16 x N / 8
     assert result["hardware"]["gpus"] == 8 and result["hardware"]["nodes"] == 1
     states_gb = 16 * params / 8 / GB

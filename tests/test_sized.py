@@ -110,6 +110,7 @@ def test_estimate_reports_every_figure(shipped: Catalog) -> None:
     assert names == [
         "model_states_per_gpu_gb",
         "activations_per_gpu_gb",
+        "logits_per_gpu_gb",
         "memory_per_gpu_gb",
         "training_flops",
         "hours",
@@ -117,7 +118,10 @@ def test_estimate_reports_every_figure(shipped: Catalog) -> None:
     assert all(f.formula for f in r.figures)
     assert r.fits and r.hours is not None and r.hourly_usd is not None
     assert r.cost_usd == pytest.approx(r.hours * r.hourly_usd)
-    assert r.memory_per_gpu_gb == pytest.approx(8.03e9 * 16 / 8 / 1e9 + 2 * 4096 * 4096 * 32 / 1e9)
+    # states + activations with full recomputation (2*s*b*h per layer) + fp32 logits
+    assert r.memory_per_gpu_gb == pytest.approx(
+        8.03e9 * 16 / 8 / 1e9 + 2 * 4096 * 4096 * 32 / 1e9 + 4 * 4096 * 128256 / 1e9
+    )
 
 
 def test_estimate_says_when_it_cannot_fit(shipped: Catalog) -> None:
@@ -134,16 +138,17 @@ def test_estimate_says_when_it_cannot_fit(shipped: Catalog) -> None:
 
 
 def test_an_unfit_estimate_names_activations_and_what_one_gpu_needs(shipped: Catalog) -> None:
-    """Llama-3-8B without recomputation at 4,096 tokens: ZeRO-3 shards every state away, but one
-    micro-batch's activations stay on each GPU. Korthikanti et al. (2022), 16-bit, per layer
-    s*b*h*(34 + 5*a*s/h) bytes = 4096*1*4096*(34 + 5*32*4096/4096) = 3,254,779,904 bytes; x 32
-    layers = 104.15 GB, above 72 GB usable of an 80 GB H100. The estimate must say so and report
-    that figure, not 0 GB or "0 GB of states"."""
+    """Llama-3-70B without recomputation at 4,096 tokens: ZeRO-3 shards every state away, but one
+    micro-batch's activations stay on each GPU. Korthikanti et al. (2022) Table 2 with
+    FlashAttention (no s x s scores), 16-bit: 34*s*b*h per layer = 34*4096*1*8192 bytes, x 80
+    layers = 91.27 GB, + fp32 logits 4*4096*128256 = 2.10 GB: 93.4 GB, above 72 GB usable of an
+    80 GB H100 whatever the GPU count. The estimate says so and keeps every figure at one node
+    of 8 GPUs: states 16*70.6e9/8 = 141.2 GB + 93.4 GB = 234.6 GB per GPU, not 0."""
     r = estimate(
         shipped,
         EstimateRequest(
             workload="fine_tuning",
-            model="llama-3-8b",
+            model="llama-3-70b",
             tokens=2e9,
             seq_len=4096,
             recompute=False,
@@ -151,9 +156,20 @@ def test_an_unfit_estimate_names_activations_and_what_one_gpu_needs(shipped: Cat
         ),
     )
     assert not r.fits
-    assert r.memory_per_gpu_gb == pytest.approx(4096 * 4096 * 194 * 32 / 1e9, rel=1e-6)
-    assert "104 GB of activations" in r.notes[0]
+    activations = 34 * 4096 * 8192 * 80 / 1e9 + 4 * 4096 * 128256 / 1e9
+    assert r.memory_per_gpu_gb == pytest.approx(16 * 70.6e9 / 8 / 1e9 + activations, rel=1e-6)
+    assert "93 GB of activations" in r.notes[0]
     assert "above 72 GB usable of 80 GB" in r.notes[0]
+    names = [f.name for f in r.figures]
+    assert names == [
+        "model_states_per_gpu_gb",
+        "activations_per_gpu_gb",
+        "logits_per_gpu_gb",
+        "memory_per_gpu_gb",
+        "training_flops",
+        "hours",
+    ]
+    assert r.hardware.gpus == 8 and r.hours is not None and r.cost_usd is not None
 
 
 def test_estimate_on_an_unpriced_accelerator(shipped: Catalog) -> None:

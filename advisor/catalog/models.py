@@ -251,6 +251,11 @@ class ModelPreset(Strict):
     attention: Literal["gqa", "mla"] = "gqa"
     kv_lora_rank: Annotated[int | None, Field(gt=0, le=100_000)] = None
     qk_rope_head_dim: Annotated[int | None, Field(gt=0, le=100_000)] = None
+    # MLP width (config.json intermediate_size; per expert for mixture of experts) and whether
+    # the MLP is gated (SwiGLU: gate, up, down projections) or plain (up, down): what the LoRA
+    # adapter count reads (advisor/perf/sizing.py lora_adapter_params).
+    intermediate_size: Annotated[int | None, Field(gt=0, le=10_000_000)] = None
+    gated_mlp: bool = True
     notes: str | None = None
     source: Annotated[str, Field(min_length=1)]
 

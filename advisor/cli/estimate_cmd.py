@@ -38,6 +38,8 @@ def estimate_cmd(
     max_ttft_ms: opts.MaxTtftMs = None,
     max_itl_ms: opts.MaxItlMs = None,
     server: opts.Server = None,
+    method: opts.Method = "full",
+    lora_rank: opts.LoraRank = 16,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON for tools.")] = False,
 ) -> None:
     """Every intermediate figure with its formula: memory per GPU, FLOPs, hours, cost."""
@@ -64,6 +66,7 @@ def estimate_cmd(
                 input_tokens, output_tokens, concurrency, tensor_parallel, max_ttft_ms, max_itl_ms
             ),
         ),
+        **opts.method_fields(method, lora_rank),
     }
     request = parse_request(EstimateRequest, raw)
     result = estimate(get_catalog(), request, opts.fleet_from_server(server))

@@ -58,6 +58,8 @@ def recommend(
     max_ttft_ms: opts.MaxTtftMs = None,
     max_itl_ms: opts.MaxItlMs = None,
     server: opts.Server = None,
+    method: opts.Method = "full",
+    lora_rank: opts.LoraRank = 16,
 ) -> None:
     """Recommend hardware for a workload; exit 1 when nothing satisfies the constraints."""
     request: dict[str, Any] = {
@@ -87,6 +89,7 @@ def recommend(
                 input_tokens, output_tokens, concurrency, tensor_parallel, max_ttft_ms, max_itl_ms
             ),
         ),
+        **opts.method_fields(method, lora_rank),
     }
     parsed = parse_request(RecommendRequest, request)
     fleet = opts.fleet_from_server(server) if parsed.sized else None

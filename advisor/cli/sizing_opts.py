@@ -36,6 +36,11 @@ Server = Annotated[
     typer.Option(envvar="ADVISOR_SERVER", help="Service URL: calibrate efficiency from its fleet."),
 ]
 
+Method = Annotated[
+    str, typer.Option(help="Training: full, lora or qlora (frozen 4-bit base + adapters).")
+]
+LoraRank = Annotated[int, typer.Option(help="LoRA/QLoRA adapter rank (--method lora/qlora).")]
+
 
 def sizing_fields(
     model: str | None,
@@ -94,3 +99,8 @@ def fleet_from_server(url: str | None) -> dict[str, Calibration] | None:
     if not isinstance(summaries, list):
         raise InputError(f"--server: GET {reply.url} answered HTTP {reply.status}, not a summary")
     return calibrations(summaries)
+
+
+def method_fields(method: str, lora_rank: int) -> dict[str, Any]:
+    """The fine-tuning method fields (training): full, lora or qlora, and the adapter rank."""
+    return {"method": method, "lora_rank": lora_rank}

@@ -229,6 +229,9 @@ def _alternatives(
             v = violations[0] if len(violations) == 1 else None
             if v is None or v.constraint is None:
                 continue
+            if v.constraint == "method":
+                _offer_methods(tracker, placement, price, c.instance.id, where)
+                continue
             # Relaxing memory or GPU count to one node's worth means paying for one node.
             one_node = v.code in ("MEMORY_INSUFFICIENT", "GPU_COUNT_TOO_HIGH")
             hourly = price.hourly_usd * (1 if one_node else placement.nodes)
@@ -242,6 +245,21 @@ def _alternatives(
             label = f"{e.device.name} ({e.mode} mode)" if e.mode else e.device.name
             tracker.offer(v.constraint or "", v.relax_to, 0.0, label)
     return [a for a in tracker.alternatives() if not _latency_met_anyway(a, w, p)]
+
+
+def _offer_methods(
+    tracker: AlternativeTracker, placement: Placement, price: Price, instance: str, where: str
+) -> None:
+    """Each lighter fine-tuning method that fits an option memory alone blocks, with what it
+    needs there (advisor/perf/fitting.py Fit.lighter_methods)."""
+    assert placement.fit is not None
+    for method, memory_gb, gpus, nodes in placement.fit.lighter_methods:
+        hourly = price.hourly_usd * nodes
+        label = (
+            f"{instance} ({where}, ${hourly:,.2f}/h) with {memory_gb:.1f} GB per GPU on "
+            f"{gpus} GPU(s) (--method {method})"
+        )
+        tracker.offer("method", method, hourly, label)
 
 
 def _offer_latency(

@@ -15,6 +15,7 @@ from advisor.engine.constraints import Constraint, Finding, Violation, violation
 from advisor.engine.placement import PLACEMENT_READS, Placement
 from advisor.perf.fitting import latency_targets, network_below_floor
 from advisor.perf.precision import Unsupported
+from advisor.perf.sizing import usable_memory_gb
 from advisor.request import Workload, purchase_matches
 
 
@@ -68,7 +69,18 @@ def _gpu_memory_too_small(k: StaticCase) -> Finding | None:
 
 def _model_does_not_fit(k: StaticCase) -> Finding | None:
     fit = k.s.fit
-    return Finding(fit.unfit) if fit is not None and fit.unfit else None
+    if fit is None or not fit.unfit:
+        return None
+    return _lighter_method(k, fit.unfit) or Finding(fit.unfit)
+
+
+def _lighter_method(k: StaticCase, sentence: str) -> Finding | None:
+    """A training method lighter than the one asked for that fits here: the nearest relaxation
+    of a fine-tune that does not fit (advisor/perf/fitting.py Fit.lighter_methods)."""
+    fit = k.s.fit
+    if fit is None or not fit.lighter_methods:
+        return None
+    return Finding(sentence, fit.lighter_methods[0][0], field="method")
 
 
 def _sized_on_cpu(k: StaticCase) -> Finding | None:
@@ -95,8 +107,16 @@ def _one_node_by_memory(k: StaticCase) -> Finding | None:
     if not k.s.spans_nodes or k.p.scale_out or not (k.w.memory_gb or k.s.fit is not None):
         return None
     if k.w.memory_gb:
-        return Finding(_one_node_sentence(k), k.c.per_node_memory_gb)
-    return Finding(_one_node_sentence(k), None, relaxable=False)
+        return Finding(_one_node_sentence(k), _node_usable_gb(k.c))
+    sentence = _one_node_sentence(k)
+    return _lighter_method(k, sentence) or Finding(sentence, None, relaxable=False)
+
+
+def _node_usable_gb(c: CloudCandidate) -> float:
+    """What one node holds: its GPUs' usable memory (the one headroom rule), or its RAM."""
+    if not c.is_gpu:
+        return c.per_node_memory_gb
+    return c.instance.gpu_count * usable_memory_gb(c.hardware.memory_gb)
 
 
 def _one_node_by_count(k: StaticCase) -> Finding | None:
@@ -237,7 +257,7 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         "memory_gb",
         "the memory requirement",
         _one_node_by_memory,
-        ("per_node_memory_gb",),
+        ("per_node_memory_gb", "is_gpu", "hardware.memory_gb", "instance.gpu_count"),
     ),
     Constraint(
         "GPU_COUNT_TOO_HIGH",
@@ -338,9 +358,12 @@ def _edge_mismatch(k: EdgeCase) -> Finding | None:
 
 def _edge_memory(k: EdgeCase) -> Finding | None:
     d, need = k.e.device, k.w.memory_gb
-    if need is None or d.memory_gb >= need:
+    usable = usable_memory_gb(d.memory_gb)
+    if need is None or usable >= need:
         return None
-    return Finding(f"{d.memory_gb:g} GB of memory is below the {need:g} GB needed", d.memory_gb)
+    return Finding(
+        f"{usable:g} GB usable of {d.memory_gb:g} GB is below the {need:g} GB needed", usable
+    )
 
 
 def _edge_power(k: EdgeCase) -> Finding | None:

@@ -31,6 +31,7 @@ class Relaxation:
     direction: Direction
     words: str  # "the power budget"
     to_value: str | None = None  # "relax the power budget to {to:g} W" (None: "change ... to")
+    per_value: bool = False  # one alternative per value it can change to, not one in all
 
     def closeness(self, relax_to: float | str | None) -> float:
         """Lower is nearer: the smallest raise of a ceiling, the smallest cut of a floor."""
@@ -94,6 +95,9 @@ RELAXATIONS: dict[str, Relaxation] = {
         Relaxation("region", Direction.equality, "the region"),
         Relaxation("provider", Direction.equality, "the provider"),
         Relaxation("purchase", Direction.equality, "the purchase option"),
+        # A full fine-tune that fits nowhere: LoRA and QLoRA are each worth naming with what
+        # they need (advisor/perf/fitting.py Fit.lighter_methods).
+        Relaxation("method", Direction.equality, "the fine-tuning method", per_value=True),
     )
 }
 
@@ -111,6 +115,7 @@ class Finding(NamedTuple):
     sentence: str
     relax_to: float | str | None = None
     relaxable: bool = True  # False: this failure is not one a relaxation of the field helps
+    field: str | None = None  # relaxed through this request field, not the entry's own
 
 
 Case = TypeVar("Case")
@@ -140,6 +145,6 @@ def violations(registry: Sequence[Constraint[Case]], case: Case) -> list[Violati
     for entry in registry:
         found = entry.check(case)
         if found is not None:
-            field = entry.field if found.relaxable else None
+            field = (found.field or entry.field) if found.relaxable else None
             out.append(Violation(entry.code, field, found.sentence, found.relax_to))
     return out

@@ -13,15 +13,19 @@ class AlternativeTracker:
     """Keeps, per constraint, the candidate that needs the smallest relaxation of it alone."""
 
     def __init__(self) -> None:
-        self._best: dict[str, tuple[tuple[float, float, str], float | str | None, str]] = {}
+        self._best: dict[
+            tuple[str, str], tuple[tuple[float, float, str], float | str | None, str]
+        ] = {}
 
     def offer(
         self, constraint: str, relax_to: float | str | None, hourly_usd: float, label: str
     ) -> None:
-        key = (RELAXATIONS[constraint].closeness(relax_to), hourly_usd, label)
-        current = self._best.get(constraint)
+        relaxation = RELAXATIONS[constraint]
+        key = (relaxation.closeness(relax_to), hourly_usd, label)
+        slot = (constraint, str(relax_to) if relaxation.per_value else "")
+        current = self._best.get(slot)
         if current is None or key < current[0]:
-            self._best[constraint] = (key, relax_to, label)
+            self._best[slot] = (key, relax_to, label)
 
     def alternatives(self) -> list[Alternative]:
         return [
@@ -31,7 +35,7 @@ class AlternativeTracker:
                 candidate=label,
                 sentence=RELAXATIONS[c].sentence(to, label),
             )
-            for c, (_, to, label) in sorted(self._best.items())
+            for (c, _), (_, to, label) in sorted(self._best.items())
         ]
 
 

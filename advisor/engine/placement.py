@@ -8,6 +8,7 @@ from typing import NamedTuple
 from advisor.catalog.models import WorkloadProfile
 from advisor.engine.candidates import CloudCandidate
 from advisor.perf.fitting import Fit, WorkPlan
+from advisor.perf.sizing import min_gpus_for
 from advisor.request import Workload
 
 # The candidate attributes placement reads: part of the candidate-group signature.
@@ -42,8 +43,8 @@ def place(
         return Placement(fit.gpus_needed, max(fit.nodes, 1), fit.spans_nodes, fit)
     need_gb = w.memory_gb or 0.0
     if c.is_gpu:
-        per_gpu = c.hardware.memory_gb
-        by_memory = math.ceil(need_gb / per_gpu - 1e-9) if per_gpu else 1
+        # the one headroom rule (perf/sizing.py usable_memory_gb), as for a sized model
+        by_memory = min_gpus_for(need_gb, c.hardware.memory_gb) if need_gb else 0
         wanted = p.default_gpu_count if w.gpu_count is None else w.gpu_count
         gpus = max(1, by_memory, wanted)
         nodes = math.ceil(gpus / c.instance.gpu_count)

@@ -220,8 +220,9 @@ def sized_figures(fit: Fit, hourly_usd: float) -> SizedFigures:
 
 
 def _sizing_reasons(fit: Fit, hourly_usd: float, w: Workload, p: WorkloadProfile) -> list[str]:
+    method = f" ({w.method}, adapters of rank {w.lora_rank})" if w.method != "full" else ""
     out = [
-        f"{fit.memory_per_gpu_gb:,.1f} GB per GPU on {fit.rented_gpus} GPU(s); "
+        f"{fit.memory_per_gpu_gb:,.1f} GB per GPU on {fit.rented_gpus} GPU(s){method}; "
         f"efficiency {fit.efficiency:.2f} ({fit.efficiency_source})"
     ]
     if fit.hours is not None:

@@ -89,7 +89,8 @@ def estimate(
     plan = WorkPlan(catalog, req, profile, fleet, min_fleet_reports)
     fit = plan.fit(acc, per_node, link)
     price = _price(instance, req) if instance is not None else None
-    hourly = price.hourly_usd * fit.nodes if price is not None and not fit.unfit else None
+    # an unfit estimate keeps every figure (fits false, and why), its price at the count shown
+    hourly = price.hourly_usd * fit.nodes if price is not None and fit.nodes else None
     blocking = _notes(fit, profile, instance) + _latency_notes(fit, plan.targets)
     notes = blocking + _information(fit, profile, instance)
     return Estimate(
@@ -182,6 +183,10 @@ def _information(fit: Fit, profile: WorkloadProfile, instance: InstanceType | No
         notes.append(BARE_INFERENCE)
     if instance is None:
         notes.append("no price: estimated on an accelerator, not an instance type")
+    notes.extend(
+        f"--method {method} fits: {memory_gb:.1f} GB per GPU on {gpus} GPU(s)"
+        for method, memory_gb, gpus, _ in fit.lighter_methods
+    )
     return notes
 
 

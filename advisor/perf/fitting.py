@@ -1,8 +1,11 @@
 """Fits a sized workload (a model, tokens, a throughput target) onto one kind of GPU node.
 
-Pure. For training: the fewest data-parallel GPUs whose per-GPU memory (ZeRO-sharded states +
-activations) fits, then time and cost to completion. For inference: GPUs per replica to hold
-weights + KV cache, replicas for the throughput target, and cost per million tokens.
+Pure. For training: the fewest data-parallel GPUs whose per-GPU memory (ZeRO-sharded states of
+what is trained, every weight or LoRA/QLoRA adapters, + frozen base weights + activations) fits
+within the usable memory (sizing.usable_memory_gb), then time and cost to completion; when no
+count fits, every figure at one node with the reason and the lighter methods that would fit.
+For inference: GPUs per replica to hold weights + KV cache, replicas for the throughput target,
+and cost per million tokens.
 The efficiency is the workload profile's (catalog) unless the fleet's probe reports calibrate it.
 """
 
@@ -18,24 +21,30 @@ from advisor.did_you_mean import unknown
 from advisor.errors import InputError
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration, efficiency
 from advisor.perf.inference import (
-    USABLE_MEMORY,
     Deployment,
     InferenceModel,
     InferenceResult,
     Targets,
     bandwidth_efficiency,
     moe_of,
+    serving_memory,
 )
 from advisor.perf.sizing import (
+    GB,
+    METHODS,
     TRAINING_STATE_BYTES,
+    USABLE_MEMORY,
     Figure,
     Shape,
+    activation_memory,
     compute_hours,
+    frozen_weights,
     inference_memory,
+    lora_adapter_params,
     min_gpus_for,
     training_flops,
     training_memory,
-    zero_state_bytes_per_param,
+    usable_memory_gb,
 )
 from advisor.request import SizedWork
 
@@ -71,6 +80,9 @@ class Fit:
     latency_floor: tuple[float, float] | None = None
     latency_met: bool = True
     unfit: str | None = None  # why this GPU cannot hold the work at all
+    # training that does not fit here (or not on one node where the profile runs on one): the
+    # lighter fine-tuning methods that would, each as (method, memory per GPU GB, GPUs, nodes)
+    lighter_methods: tuple[tuple[str, float, int, int], ...] = ()
     figures: tuple[Figure, ...] = field(default=(), compare=False)
 
 
@@ -114,6 +126,15 @@ class WorkPlan:
             _refuse_serving_fields(w)
         self._cache: dict[tuple[str, int, float], Fit] = {}
         self.targets = latency_targets(w, profile)
+        if w.method != "full":
+            if self.kind != "training":
+                raise InputError(f"--method {w.method} is a training method: {profile.id} serves")
+            lora_adapter_params(self.shape, w.lora_rank)  # refused without the shape: exit 2
+        self.seq_len = w.seq_len or min(self.context_limit or DEFAULT_SEQ_LEN, DEFAULT_SEQ_LEN)
+        self.activations_gb = 0.0  # one micro-batch's, and the logits: none without a shape
+        if self.shape.layers is not None:
+            act = activation_memory(self.shape, self.seq_len, self.batch, w.recompute)
+            self.activations_gb = sum(f.value for f in act)
 
     def efficiency(self, acc: Accelerator) -> tuple[float, str]:
         """The one efficiency rule (advisor.perf.calibration) for this profile on `acc`."""
@@ -137,46 +158,122 @@ class WorkPlan:
 
     # -- training ---------------------------------------------------------------------------
     def _training(self, acc: Accelerator, per_node: int) -> Fit:
+        """The fewest data-parallel ranks that hold the work (at least the GPUs asked for);
+        when no count does, every figure at one whole node (or the GPUs asked for) and why."""
         w, shape = self.w, self.shape
-        seq = w.seq_len or min(self.context_limit or DEFAULT_SEQ_LEN, DEFAULT_SEQ_LEN)
-        has_shape = shape.layers is not None
-        act = _activations(shape, seq, self.batch, w.recompute, has_shape)
-        ranks = _min_ranks(w.zero_stage, shape.params, acc.memory_gb * USABLE_MEMORY - act)
-        eff, source = self.efficiency(acc)
-        if ranks is None:
-            return _unfit(acc, w.zero_stage, shape.params, act, eff, source)
+        ranks = self._min_ranks(acc, w.method)
         wanted = self.profile.default_gpu_count if w.gpu_count is None else w.gpu_count
-        needed = max(ranks, wanted, 1)
+        needed = max(ranks or per_node, wanted, 1)
         nodes = math.ceil(needed / per_node)
         rented = nodes * per_node  # every rented GPU joins data parallelism
-        figures = training_memory(
-            shape,
-            zero_stage=w.zero_stage,
-            ranks=rented,
-            seq_len=seq if has_shape else None,
-            micro_batch=self.batch,
-            recompute=w.recompute,
-        )
+        figures = self._memory(w.method, rented)
+        eff, source = self.efficiency(acc)
         time = self._training_time(acc, rented, eff)
+        one_node_only = nodes > 1 and not self.profile.scale_out
+        trainable = shape.params if w.method == "full" else self._adapters()
+        frozen = 0.0 if w.method == "full" else self._frozen(w.method)
         return Fit(
             gpus_needed=needed,
             nodes=nodes,
             rented_gpus=rented,
             spans_nodes=nodes > 1,
             memory_per_gpu_gb=figures[-1].value,
-            memory_total_gb=shape.params * TRAINING_STATE_BYTES / 1e9 + act * rented,
+            memory_total_gb=trainable * TRAINING_STATE_BYTES / GB
+            + frozen
+            + self.activations_gb * rented,
             efficiency=eff,
             efficiency_source=source,
             hours=time[-1].value if time else None,
+            unfit=None if ranks is not None else self._unfit(acc),
+            lighter_methods=self._lighter(acc, per_node) if ranks is None or one_node_only else (),
             figures=(*figures, *time),
         )
+
+    def _memory(self, method: str, ranks: int) -> list[Figure]:
+        """The one training memory rule (sizing.training_memory) for this request on `ranks`."""
+        w = self.w
+        return training_memory(
+            self.shape,
+            zero_stage=w.zero_stage,
+            ranks=ranks,
+            seq_len=self.seq_len if self.shape.layers is not None else None,
+            micro_batch=self.batch,
+            recompute=w.recompute,
+            method=method,
+            lora_rank=w.lora_rank,
+        )
+
+    def _adapters(self) -> float:
+        return lora_adapter_params(self.shape, self.w.lora_rank)[0].value
+
+    def _frozen(self, method: str) -> float:
+        """GB of the frozen base weights, one whole copy (sizing.frozen_weights)."""
+        return frozen_weights(self.shape, method, self.w.zero_stage, 1).value
+
+    def _split(self, method: str) -> tuple[float, float]:
+        """GB per GPU that no data-parallel count removes (activations, unsharded states and
+        frozen weights) and GB that ZeRO shards over the ranks (divided by their count)."""
+        stage = self.w.zero_stage
+        trainable = self.shape.params if method == "full" else self._adapters()
+        kept = trainable * _stage_floor(stage) / GB + self.activations_gb
+        sharded = trainable * (TRAINING_STATE_BYTES - _stage_floor(stage)) / GB
+        if method != "full":
+            frozen = self._frozen(method)
+            kept, sharded = (kept, sharded + frozen) if stage == 3 else (kept + frozen, sharded)
+        return kept, sharded
+
+    def _min_ranks(self, acc: Accelerator, method: str) -> int | None:
+        """Fewest data-parallel ranks whose memory per GPU fits the usable memory; None if none
+        can (what no sharding removes is above it)."""
+        budget = usable_memory_gb(acc.memory_gb)
+        kept, sharded = self._split(method)
+        room = budget - kept
+        if room <= 0:
+            return None
+        ranks = max(1, math.ceil(sharded / room - 1e-9)) if sharded else 1
+        assert self._memory(method, ranks)[-1].value <= budget + 1e-6
+        return ranks
+
+    def _unfit(self, acc: Accelerator) -> str:
+        """Why no GPU count holds the work: what no sharding removes is above the GPU's usable
+        memory."""
+        method, stage = self.w.method, self.w.zero_stage
+        kept, _ = self._split(method)
+        states = kept - self.activations_gb
+        what = "unsharded states" if method == "full" else f"unsharded {method} weights and states"
+        parts = [f"ZeRO stage {stage} keeps {states:.0f} GB of {what}"]
+        if self.activations_gb:
+            parts.append(f"{self.activations_gb:.0f} GB of activations")
+        return (
+            f"{' + '.join(parts)} per GPU whatever the GPU count: {kept:.0f} GB, above "
+            f"{usable_memory_gb(acc.memory_gb):.0f} GB usable of {acc.memory_gb:g} GB"
+        )
+
+    def _lighter(self, acc: Accelerator, per_node: int) -> tuple[tuple[str, float, int, int], ...]:
+        """The lighter methods (after the one asked for in METHODS) that fit on `acc`, on one
+        node where the profile runs on one: what each needs per GPU and on how many GPUs."""
+        if self.shape.intermediate is None or self.shape.mla_kv_dim:
+            return ()  # no adapter count for this shape (sizing.lora_adapter_params)
+        wanted = self.profile.default_gpu_count if self.w.gpu_count is None else self.w.gpu_count
+        out = []
+        for method in METHODS[METHODS.index(self.w.method) + 1 :]:
+            ranks = self._min_ranks(acc, method)
+            if ranks is None:
+                continue
+            nodes = math.ceil(max(ranks, wanted, 1) / per_node)
+            if nodes > 1 and not self.profile.scale_out:
+                continue
+            rented = nodes * per_node
+            out.append((method, self._memory(method, rented)[-1].value, rented, nodes))
+        return tuple(out)
 
     def _training_time(self, acc: Accelerator, gpus: int, eff: float) -> tuple[Figure, ...]:
         """Training FLOPs and hours on `gpus` GPUs; none without a token count or a 16-bit peak."""
         peak = peak16_tflops(acc)
-        if not self.w.tokens or not peak:
+        w = self.w
+        if not w.tokens or not peak:
             return ()
-        flops = training_flops(self.shape, self.w.tokens, self.w.recompute)
+        flops = training_flops(self.shape, w.tokens, w.recompute, w.method, w.lora_rank)
         return flops, compute_hours(flops.value, gpus, peak, eff)
 
     # -- inference --------------------------------------------------------------------------
@@ -193,7 +290,7 @@ class WorkPlan:
                 self.shape, self.moe, acc, per_node, link_gb_s, w, self.targets
             )
         except InputError as e:
-            return _unfit_inference(acc, str(e))
+            return self._unfit_modelled(acc, per_node, str(e))
         got, model = choice.result, choice.model
         tp, per_replica = got.tensor_parallel, got.throughput_tokens_s / got.replicas
         replicas = max(got.replicas, _replicas_for(w.throughput_tokens_s, per_replica))
@@ -224,6 +321,17 @@ class WorkPlan:
             ),
         )
 
+    def _unfit_modelled(self, acc: Accelerator, per_node: int, reason: str) -> Fit:
+        """A served model no tensor-parallel degree inside one node holds: its memory (the one
+        rule, InferenceModel.memory) at the widest degree, with the reason."""
+        w = self.w
+        tp = w.tensor_parallel or max(
+            d for d in (1, 2, 4, 8, 16, 32, 64) if d <= per_node and (w.gpu_count or d) % d == 0
+        )
+        inp, out = _io_tokens(w)
+        memory = serving_memory(self.shape, w.precision, inp + out, w.concurrency or w.batch or 1)
+        return _unfit_inference(acc, reason, memory, tp, per_node)
+
     def _bare_inference(self, acc: Accelerator, per_node: int) -> Fit:
         """--params-b without a shape: the weights' memory and the GPUs (a power of two inside
         one node) that hold them. Latency and throughput need the architecture (layers, heads,
@@ -231,14 +339,15 @@ class WorkPlan:
         memory = inference_memory(self.shape, precision=self.w.precision)
         total = memory[-1].value
         eff, source = bandwidth_efficiency(acc)
-        per_replica = _next_pow2(min_gpus_for(total, acc.memory_gb, USABLE_MEMORY))
+        per_replica = _next_pow2(min_gpus_for(total, acc.memory_gb))
         if per_replica > per_node:
             reason = (
                 f"{total:,.0f} GB needs {per_replica} x {acc.memory_gb:g} GB GPUs, beyond one "
                 f"node of {per_node}: a replica is served inside one node"
             )
-            return _unfit_inference(acc, reason)
-        nodes, replicas = _inference_nodes(per_replica, per_node, 1)
+            return _unfit_inference(acc, reason, memory, _next_pow2(per_node + 1) // 2, per_node)
+        asked = _replicas_for(self.w.gpu_count, per_replica)  # --gpu-count: at least that many
+        nodes, replicas = _inference_nodes(per_replica, per_node, asked)
         return Fit(
             gpus_needed=per_replica * replicas,
             nodes=nodes,
@@ -289,9 +398,35 @@ def _io_tokens(w: SizedWork) -> tuple[int, int]:
     return max(1, w.context_tokens - out), out
 
 
-def _unfit_inference(acc: Accelerator, reason: str) -> Fit:
+def _unfit_inference(
+    acc: Accelerator, reason: str, memory: list[Figure], gpus: int, per_node: int
+) -> Fit:
+    """Serving that does not fit `acc`: every memory figure, the memory per GPU it would need
+    on `gpus` GPUs of one node (the most it may use), and why."""
     eff, source = bandwidth_efficiency(acc)
-    return Fit(0, 0, 0, False, 0.0, 0.0, eff, source, unfit=f"{acc.id}: {reason}")
+    total = memory[-1].value
+    return Fit(
+        gpus_needed=gpus,
+        nodes=1,
+        rented_gpus=per_node,
+        spans_nodes=False,
+        memory_per_gpu_gb=total / gpus,
+        memory_total_gb=total,
+        efficiency=eff,
+        efficiency_source=source,
+        tensor_parallel=gpus,
+        unfit=f"{acc.id}: {reason}",
+        figures=(
+            *memory,
+            Figure(
+                "memory_per_gpu_gb",
+                total / gpus,
+                "GB",
+                f"{total:.1f} GB / {gpus} GPUs, above {usable_memory_gb(acc.memory_gb):.1f} GB "
+                f"usable of {acc.memory_gb:g} GB",
+            ),
+        ),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,32 +509,6 @@ def network_below_floor(profile: WorkloadProfile, network_gbps: float) -> bool:
     return network_gbps < profile.min_multi_node_network_gbps
 
 
-def _unfit(
-    acc: Accelerator, stage: int, params: float, activations_gb: float, eff: float, source: str
-) -> Fit:
-    """A training Fit for a GPU that cannot hold the work at any GPU count: what no sharding
-    removes (the unsharded states and one micro-batch's activations) is above its memory."""
-    cap = acc.memory_gb * USABLE_MEMORY
-    floor = _stage_floor(stage, params)
-    parts = [f"ZeRO stage {stage} keeps {floor:.0f} GB of unsharded states"]
-    if activations_gb:
-        parts.append(f"{activations_gb:.0f} GB of activations")
-    return Fit(
-        gpus_needed=0,
-        nodes=0,
-        rented_gpus=0,
-        spans_nodes=False,
-        memory_per_gpu_gb=floor + activations_gb,  # the least any GPU count leaves per GPU
-        memory_total_gb=0,
-        efficiency=eff,
-        efficiency_source=source,
-        unfit=(
-            f"{' + '.join(parts)} per GPU whatever the GPU count: "
-            f"{floor + activations_gb:.0f} GB, above {cap:.0f} GB usable of {acc.memory_gb:g} GB"
-        ),
-    )
-
-
 def _replicas_for(target_tokens_s: float | None, per_replica_tokens_s: float) -> int:
     return math.ceil(target_tokens_s / per_replica_tokens_s) if target_tokens_s else 1
 
@@ -433,31 +542,10 @@ def _replicas_figure(replicas: int, target_tokens_s: float | None, rate: float) 
     )
 
 
-def _activations(shape: Shape, seq: int, batch: int, recompute: bool, has_shape: bool) -> float:
-    if not has_shape:
-        return 0.0
-    figures = training_memory(
-        shape, zero_stage=3, ranks=1, seq_len=seq, micro_batch=batch, recompute=recompute
-    )
-    return next(f.value for f in figures if f.name == "activations_per_gpu_gb")
-
-
-def _stage_floor(stage: int, params: float) -> float:
-    """GB per GPU that sharding cannot remove (the unsharded part of the states)."""
-    return params * {0: 16, 1: 4, 2: 2, 3: 0}[stage] / 1e9
-
-
-def _min_ranks(stage: int, params: float, budget_gb: float) -> int | None:
-    """Fewest data-parallel ranks whose per-GPU states fit `budget_gb`; None if none can."""
-    floor = _stage_floor(stage, params)
-    sharded = params * {0: 0, 1: 12, 2: 14, 3: 16}[stage] / 1e9
-    room = budget_gb - floor
-    if room <= 0:
-        return None
-    ranks = max(1, math.ceil(sharded / room - 1e-9)) if sharded else 1
-    per_param, _ = zero_state_bytes_per_param(stage, ranks)
-    assert params * per_param / 1e9 <= budget_gb + 1e-6
-    return ranks
+def _stage_floor(stage: int) -> float:
+    """Bytes per trainable parameter that ZeRO's `stage` keeps on every GPU (unsharded): the
+    rest of the 16 is sharded (sizing.zero_state_bytes_per_param)."""
+    return {0: 16, 1: 4, 2: 2, 3: 0}[stage]
 
 
 def _next_pow2(n: int) -> int:

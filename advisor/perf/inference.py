@@ -62,6 +62,7 @@ from advisor.perf.sizing import (
     Shape,
     inference_memory,
     kv_cache_bytes_per_token,
+    usable_memory_gb,
 )
 
 # (compute efficiency, memory-bandwidth efficiency) per generation. ESTIMATED: set by hand from
@@ -93,13 +94,30 @@ PCIE_ALLREDUCE_LATENCY_S = 42e-6
 # GPUs without a GPU-to-GPU fabric all-reduce over PCIe: Gen4 x16 ~ 25 GB/s per direction
 # (estimated from REFERENCE.md section 1: Gen5 x16 pinned copies at 55 GB/s, Gen4 is half).
 PCIE_ALLREDUCE_GB_S = 25.0
-USABLE_MEMORY = 0.90  # of each GPU's memory for weights + KV; the rest: context and workspace
 RUNTIME_OVERHEAD = 0.10  # on weights + KV: activations, workspace (sizing.inference_memory)
 ACTIVATION_BYTES = 2  # activations all-reduced in 16-bit
 # Fixed time per layer per forward pass (kernel launches, norms, sampling, scheduling) that no
 # roofline term covers. ESTIMATED: one value set from the three TensorRT-LLM 0.14 QPS=2 serving
 # rows of published.yaml, whose ITL exceeds the bandwidth bound by 1.8-6 ms, about 60 us/layer.
 LAYER_OVERHEAD_S = 60e-6
+
+
+def kv_precision_of(precision: str) -> str:
+    """FP8 engines keep an FP8 KV cache (TensorRT-LLM perf-overview FP8 rows); else 16-bit."""
+    return "fp8" if precision == "fp8" else "bf16"
+
+
+def serving_memory(shape: Shape, precision: str, context_tokens: int, batch: int) -> list[Figure]:
+    """Memory of one replica (sizing.inference_memory) serving `batch` sequences of
+    `context_tokens` with weights in `precision`; the last figure is the total."""
+    return inference_memory(
+        shape,
+        precision=precision,
+        context_tokens=context_tokens,
+        batch=batch,
+        kv_precision=kv_precision_of(precision),
+        overhead_fraction=RUNTIME_OVERHEAD,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,8 +244,7 @@ class InferenceModel:
         self.cp = _compute(dep)
         self.eff_c, self.eff_bw = _efficiency(dep.acc)
         self.bpw = BYTES_PER_WEIGHT[dep.precision]
-        # FP8 engines keep an FP8 KV cache (TensorRT-LLM perf-overview FP8 rows); else 16-bit
-        self.kv_precision = "fp8" if dep.precision == "fp8" else "bf16"
+        self.kv_precision = kv_precision_of(dep.precision)
         self.kv_per_token = kv_cache_bytes_per_token(
             shape, self.kv_precision, input_tokens + output_tokens
         )
@@ -239,22 +256,15 @@ class InferenceModel:
         """Sequences one replica holds: the largest B whose memory (below) per GPU stays within
         the usable memory: (weights + B x KV of I + O tokens) x (1 + overhead) / TP."""
         tp = self.dep.tensor_parallel
-        budget = self.dep.acc.memory_gb * GB * USABLE_MEMORY * tp / (1 + RUNTIME_OVERHEAD)
+        budget = usable_memory_gb(self.dep.acc.memory_gb) * GB * tp / (1 + RUNTIME_OVERHEAD)
         free = budget - self.shape.params * self.bpw
         per_seq = self.kv_per_token.value * (self.inp + self.out)
         return max(0, int(free // per_seq))
 
     def memory(self, batch: int) -> list[Figure]:
-        """The one inference memory rule (sizing.inference_memory) for `batch` sequences of
-        I + O tokens with this model's KV precision; the last figure is the replica's total."""
-        return inference_memory(
-            self.shape,
-            precision=self.dep.precision,
-            context_tokens=self.inp + self.out,
-            batch=batch,
-            kv_precision=self.kv_precision,
-            overhead_fraction=RUNTIME_OVERHEAD,
-        )
+        """The one inference memory rule (serving_memory) for `batch` sequences of I + O tokens
+        with this model's KV precision; the last figure is the replica's total."""
+        return serving_memory(self.shape, self.dep.precision, self.inp + self.out, batch)
 
     def iteration_s(self, decode: int, prompt_tokens: float, prompt_len: int) -> float:
         """One forward pass over `decode` decode tokens (each attending to the mean context

@@ -5,8 +5,14 @@ that produced it, so a planner can check each step. Sources:
 - ZeRO (Rajbhandari et al. 2019): mixed-precision Adam keeps 16 bytes per parameter (2 weights,
   2 gradients, 12 optimizer: fp32 master weights, momentum, variance); stages 1/2/3 shard the
   optimizer states / + gradients / + parameters over the data-parallel ranks (FSDP = stage 3).
-- Korthikanti et al. 2022 (Reducing Activation Recomputation): activations of one transformer layer
-  in 16-bit are s·b·h·(34 + 5·a·s/h) bytes; with full recomputation only the layer input, 2·s·b·h.
+- Korthikanti et al. 2022 (Reducing Activation Recomputation, arXiv:2205.05198) Table 2:
+  activations of one transformer layer in 16-bit are s·b·h·(34/t + 5·a·s/(h·t)) bytes with tensor
+  and sequence parallelism over t GPUs; with full recomputation only the layer input, 2·s·b·h.
+  FlashAttention (Dao et al. 2022, arXiv:2205.14135) never stores the s x s attention scores, so
+  the 5·a·s/h term goes (activation_memory); the fp32 logits of the loss are added.
+- LoRA (Hu et al. 2021, arXiv:2106.09685) and QLoRA (Dettmers et al. 2023, arXiv:2305.14314):
+  frozen base weights (bf16, or 4-bit NF4 with double-quantised constants) + rank-r adapters
+  with mixed-precision Adam states (lora_adapter_params, frozen_weights).
 - Kaplan et al. 2020: training compute 6·N·D (forward 2·N·D + backward 4·N·D); recomputing the
   forward pass adds 2·N·D (8·N·D). Inference: prefill 2·N FLOPs per token; decode reads every
   weight and the KV cache once per generated token, so it is bound by memory bandwidth.
@@ -24,8 +30,27 @@ from advisor.catalog.models import ModelPreset
 from advisor.errors import InputError
 
 GB = 1e9
+# The one memory-headroom rule: of each GPU's memory, this fraction holds the work (weights, KV
+# cache, training states, activations); the rest is the CUDA context, workspace and allocator
+# fragmentation. ESTIMATED (the CUDA context alone is 0.3-1 GB; PyTorch's caching allocator
+# fragments a few per cent); every comparison of a need with a GPU's capacity reads it through
+# usable_memory_gb.
+USABLE_MEMORY = 0.90
 BYTES_PER_WEIGHT = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
 TRAINING_STATE_BYTES = 16  # 2 weights + 2 gradients + 12 optimizer (ZeRO paper, section 3)
+METHODS = ("full", "lora", "qlora")  # fine-tuning methods; lighter ones come later
+DEFAULT_LORA_RANK = 16
+# QLoRA (Dettmers et al. 2023, arXiv:2305.14314) section 3: 4-bit NormalFloat weights with one
+# fp32 constant per 64-weight block, double-quantised to 8 bits with one fp32 constant per 256
+# blocks: 8/64 + 32/(64 x 256) = 0.127 bits of constants per parameter.
+NF4_BITS_PER_PARAM = 4 + 8 / 64 + 32 / (64 * 256)
+# bitsandbytes quantises the linear layers only: the input embedding (nn.Embedding) stays in 16
+# bits, and transformers keeps the output head unquantised (transformers
+# integrations/bitsandbytes.py get_keys_to_not_convert): 2 x vocab x hidden, counted as untied.
+UNQUANTISED_EMBEDDING_TABLES = 2
+# Bytes per element of the logits the cross-entropy loss reads: fp32 (Korthikanti et al. 2022
+# section 4.3, 4·s·b·v; Hugging Face causal-LM heads upcast the logits with .float()).
+LOGIT_BYTES = 4
 
 
 @pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid"))
@@ -52,6 +77,11 @@ class Shape:
     head_dim: int | None = None
     sliding_window: int | None = None  # tokens of K/V each layer keeps (None: all of them)
     mla_kv_dim: int | None = None  # MLA: values cached per layer and token (latent + RoPE key)
+    vocab: int | None = None
+    intermediate: int | None = None  # MLP width (per expert for mixture of experts)
+    gated_mlp: bool = True  # SwiGLU: gate, up and down projections (else up and down)
+    experts: int | None = None  # routed experts per MoE layer
+    experts_per_token: int | None = None
 
     @classmethod
     def of(cls, preset: ModelPreset) -> Shape:
@@ -67,6 +97,11 @@ class Shape:
             preset.head_size,
             preset.sliding_window,
             (preset.kv_lora_rank or 0) + (preset.qk_rope_head_dim or 0) or None,
+            vocab=preset.vocab_size,
+            intermediate=preset.intermediate_size,
+            gated_mlp=preset.gated_mlp,
+            experts=preset.experts,
+            experts_per_token=preset.experts_per_token,
         )
 
     @classmethod
@@ -96,6 +131,104 @@ def zero_state_bytes_per_param(stage: int, ranks: int) -> tuple[float, str]:
     raise InputError(f"ZeRO stage {stage} does not exist; valid: 0, 1, 2, 3 (3 = FSDP)")
 
 
+def lora_adapter_params(shape: Shape, rank: int) -> tuple[Figure, float]:
+    """Trainable LoRA parameters, and those one token passes through (mixture of experts).
+
+    Which matrices: every linear projection of each transformer block, attention (q, k, v, o)
+    and MLP (gate, up, down; up and down without a gated MLP), as QLoRA (arXiv:2305.14314
+    section 4: adapters on all linear block layers are needed to match full fine-tuning) and
+    PEFT's target_modules="all-linear" do; the LoRA paper's own minimum (Wq, Wv) is lighter.
+    A rank-r adapter on a d_in x d_out matrix adds A (d_in x r) and B (r x d_out): r(d_in +
+    d_out) parameters (Hu et al. 2021, arXiv:2106.09685 section 4.1). Every expert's MLP is
+    adapted; experts_per_token of them run per token."""
+    layers, h, heads, kv_heads, head_dim = shape.need_layers("LoRA adapters")
+    if shape.intermediate is None or shape.mla_kv_dim:
+        raise InputError(
+            f"LoRA adapters for {shape.name} are not modelled: its MLP width or attention "
+            "projections (multi-head latent attention) are not in the preset"
+        )
+    r, f = rank, shape.intermediate
+    q, kv = heads * head_dim, kv_heads * head_dim
+    attention = r * (h + q) + 2 * r * (h + kv) + r * (q + h)  # q, k, v, o
+    mlp_matrices = 3 if shape.gated_mlp else 2
+    mlp = mlp_matrices * r * (h + f)
+    experts, active = shape.experts or 1, shape.experts_per_token or 1
+    total = layers * (attention + experts * mlp)
+    per_token = layers * (attention + active * mlp)
+    expert_words = f" x {experts} experts" if experts > 1 else ""
+    formula = (
+        f"{layers} layers x (attention r {r} x ((h {h} + {q}) q + 2 x (h + {kv}) k,v + "
+        f"({q} + h) o) + {mlp_matrices} MLP x r x (h + {f}){expert_words})"
+    )
+    return Figure("adapter_params", total, "params", formula), per_token
+
+
+def frozen_weights(shape: Shape, method: str, zero_stage: int, ranks: int) -> Figure:
+    """The frozen base weights one GPU holds under LoRA (bf16) or QLoRA (NF4). ZeRO stage 3 /
+    FSDP partitions the 16-bit parameters over the ranks (Rajbhandari et al. 2019, P_os+g+p),
+    frozen ones included (FSDP-QLoRA, Answer.AI 2024, "You can now train a 70b language model
+    at home"); stages 0-2 keep a whole copy on every GPU."""
+    shard = ranks if zero_stage == 3 else 1
+    where = f" / {shard} GPUs (ZeRO stage 3)" if shard > 1 else ""
+    if method == "lora":
+        value = shape.params * 2 / shard / GB
+        formula = f"{shape.params:.4g} params x 2 bytes (bf16){where}"
+        return Figure("frozen_weights_per_gpu_gb", value, "GB", formula)
+    embeddings = min(
+        shape.params, UNQUANTISED_EMBEDDING_TABLES * (shape.vocab or 0) * (shape.hidden or 0)
+    )
+    quantised = shape.params - embeddings
+    value = (quantised * NF4_BITS_PER_PARAM / 8 + embeddings * 2) / shard / GB
+    formula = (
+        f"({quantised:.4g} params x {NF4_BITS_PER_PARAM:.3f} bits / 8 (NF4 + double-quantised "
+        f"constants) + {embeddings:.4g} embedding and head params x 2 bytes){where}"
+    )
+    return Figure("frozen_weights_per_gpu_gb", value, "GB", formula)
+
+
+def activation_memory(
+    shape: Shape,
+    seq_len: int,
+    micro_batch: int = 1,
+    recompute: bool = True,
+    tensor_parallel: int = 1,
+) -> list[Figure]:
+    """Activations one GPU keeps for the backward pass of one micro-batch, and the logits.
+
+    Korthikanti et al. 2022 (arXiv:2205.05198) Table 2, 16-bit, per layer: with tensor and
+    sequence parallelism over t GPUs s·b·h·(34/t + 5·a·s/(h·t)); 34·s·b·h is the 11 (attention
+    block: QKV input 2, Q and K 4, V 2, output-projection input 2, dropout mask 1) + 19 (MLP)
+    + 4 (two layer norms) of its section 4.1, and 5·a·s²·b the attention scores, softmax and
+    dropout. FlashAttention (Dao et al. 2022, arXiv:2205.14135) recomputes the scores in the
+    backward pass from O and the per-row softmax statistics (4·a·s·b bytes, under 0.1% of the
+    rest, left out), so the 5·a·s/h term is dropped. Full recomputation keeps only each layer's
+    input: 2·s·b·h per layer (Table 2). The loss reads fp32 logits, 4·s·b·v bytes, split over
+    t with a vocabulary-parallel head (section 4.3)."""
+    layers, hidden, _, _, _ = shape.need_layers("activation memory")
+    s, b, h, t = seq_len, micro_batch, hidden, tensor_parallel
+    if recompute:
+        act = 2 * s * b * h * layers / GB
+        formula = f"2 x s {s} x b {b} x h {h} x {layers} layers (full recomputation)"
+    else:
+        act = 34 * s * b * h * layers / t / GB
+        formula = (
+            f"34 x s {s} x b {b} x h {h} x {layers} layers / t {t} (FlashAttention: no s x s "
+            "scores)"
+        )
+    out = [Figure("activations_per_gpu_gb", act, "GB", formula)]
+    if shape.vocab:
+        logits = LOGIT_BYTES * s * b * shape.vocab / t / GB
+        out.append(
+            Figure(
+                "logits_per_gpu_gb",
+                logits,
+                "GB",
+                f"{LOGIT_BYTES} bytes (fp32) x s {s} x b {b} x vocab {shape.vocab} / t {t}",
+            )
+        )
+    return out
+
+
 def training_memory(
     shape: Shape,
     *,
@@ -104,30 +237,42 @@ def training_memory(
     seq_len: int | None = None,
     micro_batch: int = 1,
     recompute: bool = True,
+    method: str = "full",
+    lora_rank: int = DEFAULT_LORA_RANK,
 ) -> list[Figure]:
-    """Memory per GPU for mixed-precision Adam training, data parallel over `ranks` GPUs."""
+    """Memory per GPU for mixed-precision Adam training, data parallel over `ranks` GPUs: every
+    weight trained (full), or frozen base weights + LoRA/QLoRA adapters (the ZeRO stage shards
+    the trainable states; stage 3 the frozen weights too)."""
     per_param, expr = zero_state_bytes_per_param(zero_stage, ranks)
-    states = shape.params * per_param / GB
-    out = [
-        Figure(
-            "model_states_per_gpu_gb",
-            states,
-            "GB",
-            f"{shape.params:.4g} params x ({expr}) bytes (ZeRO stage {zero_stage}, {ranks} GPUs)",
-        )
-    ]
+    where = f"(ZeRO stage {zero_stage}, {ranks} GPUs)"
+    if method == "full":
+        out = [
+            Figure(
+                "model_states_per_gpu_gb",
+                shape.params * per_param / GB,
+                "GB",
+                f"{shape.params:.4g} params x ({expr}) bytes {where}",
+            )
+        ]
+    elif method in ("lora", "qlora"):
+        adapters, _ = lora_adapter_params(shape, lora_rank)
+        out = [
+            frozen_weights(shape, method, zero_stage, ranks),
+            adapters,
+            Figure(
+                "adapter_states_per_gpu_gb",
+                adapters.value * per_param / GB,
+                "GB",
+                f"{adapters.value:.4g} adapter params x ({expr}) bytes {where}",
+            ),
+        ]
+    else:
+        raise InputError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
     if seq_len:
-        layers, hidden, heads, _, _ = shape.need_layers("activation memory")
-        s, b, h, a = seq_len, micro_batch, hidden, heads
-        if recompute:
-            act = 2 * s * b * h * layers / GB
-            formula = f"2 x s {s} x b {b} x h {h} x {layers} layers (full recomputation)"
-        else:
-            act = s * b * h * (34 + 5 * a * s / h) * layers / GB
-            formula = f"s {s} x b {b} x h {h} x (34 + 5 x a {a} x s / h) x {layers} layers"
-        out.append(Figure("activations_per_gpu_gb", act, "GB", formula))
-    total = sum(f.value for f in out)
-    out.append(Figure("memory_per_gpu_gb", total, "GB", " + ".join(f.name for f in out)))
+        out.extend(activation_memory(shape, seq_len, micro_batch, recompute))
+    total = sum(f.value for f in out if f.unit == "GB")
+    parts = " + ".join(f.name for f in out if f.unit == "GB")
+    out.append(Figure("memory_per_gpu_gb", total, "GB", parts))
     return out
 
 
@@ -209,16 +354,35 @@ def inference_memory(
     return out
 
 
-def training_flops(shape: Shape, tokens: float, recompute: bool = False) -> Figure:
-    k = 8 if recompute else 6
-    flops = k * shape.active_params * tokens
-    why = "forward + backward + recomputed forward" if recompute else "forward 2ND + backward 4ND"
-    return Figure(
-        "training_flops",
-        flops,
-        "FLOP",
-        f"{k} x N {shape.active_params:.4g} x D {tokens:.4g} tokens ({why})",
+def training_flops(
+    shape: Shape,
+    tokens: float,
+    recompute: bool = False,
+    method: str = "full",
+    lora_rank: int = DEFAULT_LORA_RANK,
+) -> Figure:
+    """Model FLOPs of training on `tokens` (Kaplan et al. 2020): 6·N·D, or 8·N·D recomputing the
+    forward pass. LoRA/QLoRA: frozen weights need no weight gradients, so the backward pass is
+    only the input gradients, 2·N·D: 4·N·D (+2·N·D recomputing), plus 6·A·D (+2·A·D) for the A
+    adapter parameters one token passes through (lora_adapter_params). QLoRA's NF4 weights are
+    dequantised to bf16 before each matmul: the same FLOPs."""
+    if method == "full":
+        k = 8 if recompute else 6
+        flops = k * shape.active_params * tokens
+        why = (
+            "forward + backward + recomputed forward" if recompute else "forward 2ND + backward 4ND"
+        )
+        formula = f"{k} x N {shape.active_params:.4g} x D {tokens:.4g} tokens ({why})"
+        return Figure("training_flops", flops, "FLOP", formula)
+    _, adapters = lora_adapter_params(shape, lora_rank)
+    k_frozen, k_adapter = (6, 8) if recompute else (4, 6)
+    flops = (k_frozen * shape.active_params + k_adapter * adapters) * tokens
+    why = "recomputed forward included" if recompute else "no weight gradients for frozen weights"
+    formula = (
+        f"({k_frozen} x N {shape.active_params:.4g} frozen + {k_adapter} x {adapters:.4g} "
+        f"adapter params) x D {tokens:.4g} tokens ({method}: {why})"
     )
+    return Figure("training_flops", flops, "FLOP", formula)
 
 
 def compute_hours(flops: float, gpus: int, peak_tflops: float, efficiency: float) -> Figure:
@@ -232,6 +396,14 @@ def compute_hours(flops: float, gpus: int, peak_tflops: float, efficiency: float
     )
 
 
-def min_gpus_for(per_gpu_gb: float, gpu_memory_gb: float, usable: float = 0.9) -> int:
-    """GPUs needed to hold `per_gpu_gb`-style totals, keeping 10% headroom per GPU."""
-    return max(1, math.ceil(per_gpu_gb / (gpu_memory_gb * usable) - 1e-9))
+def usable_memory_gb(gpu_memory_gb: float) -> float:
+    """What of one GPU's memory the work may use (USABLE_MEMORY): the one headroom rule for
+    --memory-gb placement, --model and --params-b sizing, training and inference alike."""
+    return gpu_memory_gb * USABLE_MEMORY
+
+
+def min_gpus_for(need_gb: float, gpu_memory_gb: float) -> int:
+    """GPUs of `gpu_memory_gb` each that hold `need_gb` within their usable memory."""
+    if need_gb <= 0:
+        return 1
+    return max(1, math.ceil(need_gb / usable_memory_gb(gpu_memory_gb) - 1e-9))
