@@ -86,6 +86,12 @@ class SizedWork(_Request):
     max_itl_ms: Annotated[
         float | None, Field(gt=0, le=1e7, description="inter-token latency target")
     ] = None
+    deadline_days: Annotated[
+        float | None, Field(gt=0, le=36_500, description="training: finish within (wall time)")
+    ] = None
+    max_gpus: Annotated[
+        int | None, Field(ge=1, le=1_000_000, description="training: rent at most this many GPUs")
+    ] = None
 
     @property
     def sized(self) -> bool:

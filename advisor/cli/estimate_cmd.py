@@ -37,6 +37,8 @@ def estimate_cmd(
     tensor_parallel: opts.TensorParallel = None,
     max_ttft_ms: opts.MaxTtftMs = None,
     max_itl_ms: opts.MaxItlMs = None,
+    deadline_days: opts.DeadlineDays = None,
+    max_gpus: opts.MaxGpus = None,
     server: opts.Server = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON for tools.")] = False,
 ) -> None:
@@ -64,6 +66,7 @@ def estimate_cmd(
                 input_tokens, output_tokens, concurrency, tensor_parallel, max_ttft_ms, max_itl_ms
             ),
         ),
+        **opts.deadline_fields(deadline_days, max_gpus),
     }
     request = parse_request(EstimateRequest, raw)
     result = estimate(get_catalog(), request, opts.fleet_from_server(server))

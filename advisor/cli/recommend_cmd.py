@@ -57,6 +57,8 @@ def recommend(
     tensor_parallel: opts.TensorParallel = None,
     max_ttft_ms: opts.MaxTtftMs = None,
     max_itl_ms: opts.MaxItlMs = None,
+    deadline_days: opts.DeadlineDays = None,
+    max_gpus: opts.MaxGpus = None,
     server: opts.Server = None,
 ) -> None:
     """Recommend hardware for a workload; exit 1 when nothing satisfies the constraints."""
@@ -87,6 +89,7 @@ def recommend(
                 input_tokens, output_tokens, concurrency, tensor_parallel, max_ttft_ms, max_itl_ms
             ),
         ),
+        **opts.deadline_fields(deadline_days, max_gpus),
     }
     parsed = parse_request(RecommendRequest, request)
     fleet = opts.fleet_from_server(server) if parsed.sized else None

@@ -37,6 +37,13 @@ Server = Annotated[
 ]
 
 
+DeadlineDays = Annotated[
+    float | None,
+    typer.Option(help="Training: finish within this many days (picks GPUs and nodes)."),
+]
+MaxGpus = Annotated[int | None, typer.Option(help="Training: rent at most this many GPUs.")]
+
+
 def sizing_fields(
     model: str | None,
     params_b: float | None,
@@ -94,3 +101,8 @@ def fleet_from_server(url: str | None) -> dict[str, Calibration] | None:
     if not isinstance(summaries, list):
         raise InputError(f"--server: GET {reply.url} answered HTTP {reply.status}, not a summary")
     return calibrations(summaries)
+
+
+def deadline_fields(deadline_days: float | None, max_gpus: int | None) -> dict[str, Any]:
+    """The training plan's limits: a wall-time deadline and a GPU ceiling."""
+    return {"deadline_days": deadline_days, "max_gpus": max_gpus}

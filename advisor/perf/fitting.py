@@ -30,13 +30,12 @@ from advisor.perf.sizing import (
     TRAINING_STATE_BYTES,
     Figure,
     Shape,
-    compute_hours,
     inference_memory,
     min_gpus_for,
-    training_flops,
     training_memory,
     zero_state_bytes_per_param,
 )
+from advisor.perf.training import Cluster, Job, Layout, Run, run_time
 from advisor.request import SizedWork
 
 # Without --input-tokens / --output-tokens: 1000 in, 1000 out, the shape of the TensorRT-LLM
@@ -71,6 +70,15 @@ class Fit:
     latency_floor: tuple[float, float] | None = None
     latency_met: bool = True
     unfit: str | None = None  # why this GPU cannot hold the work at all
+    # training with a token count (advisor/perf/training.py): GPU-hours, steady-state MFU on
+    # 6ND, HFU (8ND with recomputation), the parallel layout; with a deadline, whether it is
+    # met and the fastest wall time any GPU count reaches on this node kind
+    gpu_hours: float | None = None
+    mfu: float | None = None
+    hfu: float | None = None
+    layout: Layout | None = None
+    deadline_met: bool = True
+    fastest_hours: float | None = None
     figures: tuple[Figure, ...] = field(default=(), compare=False)
 
 
@@ -112,8 +120,10 @@ class WorkPlan:
             )
         if self.kind == "inference" and self.shape.layers is None:
             _refuse_serving_fields(w)
-        self._cache: dict[tuple[str, int, float], Fit] = {}
+        self._cache: dict[tuple[str, int, float, float], Fit] = {}
         self.targets = latency_targets(w, profile)
+        self.seq_len = w.seq_len or min(self.context_limit or DEFAULT_SEQ_LEN, DEFAULT_SEQ_LEN)
+        self.deadline_h = _deadline_hours(w, self.kind)
 
     def efficiency(self, acc: Accelerator) -> tuple[float, str]:
         """The one efficiency rule (advisor.perf.calibration) for this profile on `acc`."""
@@ -122,62 +132,81 @@ class WorkPlan:
         )
         return eff.value, eff.source
 
-    def fit(self, acc: Accelerator, gpus_per_node: int, link_gb_s: float | None = None) -> Fit:
+    def fit(
+        self,
+        acc: Accelerator,
+        gpus_per_node: int,
+        link_gb_s: float | None = None,
+        network_gbps: float | None = None,
+    ) -> Fit:
         """The work on nodes of `gpus_per_node` x `acc` whose GPUs talk at `link_gb_s` per GPU
-        (an instance type's link; the accelerator's own when None; 0: over PCIe)."""
+        (an instance type's link; the accelerator's own when None; 0: over PCIe) and whose nodes
+        talk at `network_gbps` (an instance type's network; the profile's multi-node floor when
+        None)."""
         link = acc.interconnect_gb_s if link_gb_s is None else link_gb_s
-        key = (acc.id, gpus_per_node, link)
+        network = self.profile.min_multi_node_network_gbps if network_gbps is None else network_gbps
+        key = (acc.id, gpus_per_node, link, network)
         if key not in self._cache:
             self._cache[key] = (
-                self._training(acc, gpus_per_node)
+                self._training(
+                    acc, Cluster(peak16_tflops(acc) or 0.0, gpus_per_node, link, network)
+                )
                 if self.kind == "training"
                 else self._inference(acc, gpus_per_node, link)
             )
         return self._cache[key]
 
     # -- training ---------------------------------------------------------------------------
-    def _training(self, acc: Accelerator, per_node: int) -> Fit:
-        w, shape = self.w, self.shape
-        seq = w.seq_len or min(self.context_limit or DEFAULT_SEQ_LEN, DEFAULT_SEQ_LEN)
+    def _training(self, acc: Accelerator, cluster: Cluster) -> Fit:
+        w, shape, per_node = self.w, self.shape, cluster.per_node
+        seq = self.seq_len
         has_shape = shape.layers is not None
         act = _activations(shape, seq, self.batch, w.recompute, has_shape)
-        ranks = _min_ranks(w.zero_stage, shape.params, acc.memory_gb * USABLE_MEMORY - act)
         eff, source = self.efficiency(acc)
-        if ranks is None:
+        layouts = _layouts(w.zero_stage, shape, act, acc.memory_gb * USABLE_MEMORY, per_node)
+        if not layouts:
             return _unfit(acc, w.zero_stage, shape.params, act, eff, source)
         wanted = self.profile.default_gpu_count if w.gpu_count is None else w.gpu_count
-        needed = max(ranks, wanted, 1)
-        nodes = math.ceil(needed / per_node)
-        rented = nodes * per_node  # every rented GPU joins data parallelism
+        job = (
+            Job(shape, w.tokens, seq, self.batch, w.recompute, eff)
+            if w.tokens and cluster.peak_tflops
+            else None
+        )
+        plan = plan_training(job, cluster, layouts, wanted, self.deadline_h, w.max_gpus)
+        if plan is None:
+            return _over_max_gpus(acc, layouts, wanted, per_node, w.max_gpus, eff, source)
+        layout, nodes, run, fastest = plan
+        rented = nodes * per_node
+        split = layout.tp * layout.pp
         figures = training_memory(
             shape,
             zero_stage=w.zero_stage,
-            ranks=rented,
+            ranks=layout.dp,
             seq_len=seq if has_shape else None,
             micro_batch=self.batch,
             recompute=w.recompute,
         )
-        time = self._training_time(acc, rented, eff)
+        if split > 1:  # TP/PP shard the states; TP (sequence parallel) the activations
+            figures[-1] = _split_memory(figures, layout)
         return Fit(
-            gpus_needed=needed,
+            gpus_needed=layout.gpus,
             nodes=nodes,
             rented_gpus=rented,
             spans_nodes=nodes > 1,
             memory_per_gpu_gb=figures[-1].value,
-            memory_total_gb=shape.params * TRAINING_STATE_BYTES / 1e9 + act * rented,
+            memory_total_gb=shape.params * TRAINING_STATE_BYTES / 1e9 + act / layout.tp * rented,
             efficiency=eff,
             efficiency_source=source,
-            hours=time[-1].value if time else None,
-            figures=(*figures, *time),
+            hours=run.hours if run else None,
+            gpu_hours=run.gpu_hours if run else None,
+            mfu=run.mfu if run else None,
+            hfu=run.hfu if run else None,
+            layout=layout,
+            deadline_met=self.deadline_h is None
+            or (run is not None and run.hours <= self.deadline_h),
+            fastest_hours=fastest,
+            figures=(*figures, *(run.figures if run else ())),
         )
-
-    def _training_time(self, acc: Accelerator, gpus: int, eff: float) -> tuple[Figure, ...]:
-        """Training FLOPs and hours on `gpus` GPUs; none without a token count or a 16-bit peak."""
-        peak = peak16_tflops(acc)
-        if not self.w.tokens or not peak:
-            return ()
-        flops = training_flops(self.shape, self.w.tokens, self.w.recompute)
-        return flops, compute_hours(flops.value, gpus, peak, eff)
 
     # -- inference --------------------------------------------------------------------------
     def _inference(self, acc: Accelerator, per_node: int, link_gb_s: float) -> Fit:
@@ -466,3 +495,182 @@ def _min_ranks(stage: int, params: float, budget_gb: float) -> int | None:
 
 def _next_pow2(n: int) -> int:
     return 1 << (n - 1).bit_length()
+
+
+# -- training plans: layout and GPU count --------------------------------------------------------
+
+# Most GPUs a plan considers without --max-gpus: Llama 3 405B ran on 16,384 H100s
+# (arXiv:2407.21783 section 3.3), the largest published synchronous run in the calibration data.
+MAX_PLAN_GPUS = 16384
+TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
+PP_DEGREES = (2, 4, 8, 16, 32, 64, 128)
+LONG_PLAN_DAYS = 90  # a plan longer than this is flagged in the reasons (issue 10)
+
+# (layout, nodes, run or None without a token count, fastest hours reached when the deadline is
+# missed, else None)
+Plan = tuple[Layout, int, Run | None, float | None]
+
+
+def _deadline_hours(w: SizedWork, kind: str) -> float | None:
+    if w.deadline_days is None:
+        return None
+    if kind != "training":
+        raise InputError("deadline_days is for training and fine-tuning workloads")
+    if not w.tokens:
+        raise InputError("deadline_days needs tokens: the time to meet it is the tokens' time")
+    return w.deadline_days * 24
+
+
+def _layouts(
+    stage: int, shape: Shape, activations_gb: float, budget_gb: float, per_node: int
+) -> list[Layout]:
+    """Every layout that holds the work at its fewest data-parallel ranks (dp = that minimum):
+    data parallel alone, TP inside one node (a model shape is needed), and, only when no TP
+    degree fits, pipeline stages of the widest TP over nodes."""
+    degrees = [t for t in TP_DEGREES if t <= per_node and per_node % t == 0]
+    if shape.layers is None:
+        degrees = [1]
+    out = []
+    for tp in degrees:
+        ranks = _min_ranks(stage, shape.params / tp, budget_gb - activations_gb / tp)
+        if ranks is not None:
+            out.append(Layout(ranks, tp, 1, stage))
+    if out or shape.layers is None:
+        return out
+    tp = degrees[-1]
+    for pp in (p for p in PP_DEGREES if p <= shape.layers):
+        ranks = _min_ranks(stage, shape.params / (tp * pp), budget_gb - activations_gb / tp)
+        if ranks is not None:
+            return [Layout(ranks, tp, pp, stage)]
+    return []
+
+
+def plan_training(
+    job: Job | None,
+    cluster: Cluster,
+    layouts: list[Layout],
+    wanted_gpus: int,
+    deadline_h: float | None,
+    max_gpus: int | None,
+) -> Plan | None:
+    """The layout and node count: without a token count the first layout on the fewest nodes;
+    without a deadline, the lowest node-hours (cost) on each layout's fewest nodes; with one,
+    the fewest nodes of each layout that meet it and of those the lowest node-hours; when none
+    does, the fastest plan found, with that time. None: no layout within `max_gpus`."""
+    options = []
+    for layout in layouts:
+        span = _node_span(job, cluster, layout, wanted_gpus, max_gpus)
+        if span is not None:
+            options.append((layout, *span))
+    if not options:
+        return None
+    if job is None:
+        layout, lo, _ = options[0]
+        return _at(layout, cluster, lo), lo, None, None
+    met: list[tuple[float, float, Layout, int, Run]] = []
+    fastest: tuple[float, Layout, int, Run] | None = None
+    for layout, lo, hi in options:
+        found, best = _search(job, cluster, layout, lo, hi, deadline_h)
+        if found is not None:
+            n, run = found
+            met.append((n * run.hours, run.hours, run.layout, n, run))
+        if fastest is None or best[1].hours < fastest[0]:
+            fastest = (best[1].hours, best[1].layout, best[0], best[1])
+    if met:
+        _, _, layout, n, run = min(met, key=lambda m: (m[0], m[1]))
+        return layout, n, run, None
+    assert fastest is not None
+    _, layout, n, run = fastest
+    return layout, n, run, run.hours
+
+
+def _node_span(
+    job: Job | None, cluster: Cluster, layout: Layout, wanted: int, max_gpus: int | None
+) -> tuple[int, int] | None:
+    """Fewest and most nodes worth renting for `layout`: the fewest hold it (and the GPUs
+    wanted); beyond the most, ranks would idle (no micro-batch left) or --max-gpus is passed."""
+    per = cluster.per_node
+    lo = math.ceil(max(layout.gpus, wanted, 1) / per)
+    useful = MAX_PLAN_GPUS
+    if job is not None:
+        useful = min(useful, job.sequences_per_step // job.micro_batch * layout.tp * layout.pp)
+    hi = max(lo, math.ceil(useful / per))
+    if max_gpus is not None:
+        hi = min(hi, max_gpus // per)
+    return (lo, hi) if lo <= hi else None
+
+
+def _at(layout: Layout, cluster: Cluster, nodes: int) -> Layout:
+    """`layout` widened over `nodes` nodes: every rented GPU joins data parallelism."""
+    dp = nodes * cluster.per_node // (layout.tp * layout.pp)
+    return Layout(dp, layout.tp, layout.pp, layout.zero_stage)
+
+
+def _search(
+    job: Job, cluster: Cluster, layout: Layout, lo: int, hi: int, deadline_h: float | None
+) -> tuple[tuple[int, Run] | None, tuple[int, Run]]:
+    """(the fewest nodes in [lo, hi] meeting the deadline and its run, or None; the fastest run
+    seen). Without a deadline: `lo` nodes. Wall time falls with nodes until communication binds
+    (advisor/perf/training.py), so the search bisects above one node."""
+
+    def run_on(n: int) -> Run:
+        return run_time(job, cluster, _at(layout, cluster, n), n * cluster.per_node)
+
+    first = run_on(lo)
+    if deadline_h is None or first.hours <= deadline_h:
+        return (lo, first), (lo, first)
+    seen = [(lo, first)]
+    low, high = lo + 1, hi
+    found: tuple[int, Run] | None = None
+    while low <= high:
+        mid = (low + high) // 2
+        r = run_on(mid)
+        seen.append((mid, r))
+        if r.hours <= deadline_h:
+            found, high = (mid, r), mid - 1
+        else:
+            low = mid + 1
+    if found is None and hi > lo:
+        seen.append((hi, run_on(hi)))
+    best = min(seen, key=lambda s: (s[1].hours, s[0]))
+    return found, best
+
+
+def _split_memory(figures: list[Figure], layout: Layout) -> Figure:
+    """Per-GPU memory with tensor (and pipeline) parallelism: states over TP x PP, activations
+    over TP (sequence parallel, Korthikanti et al. 2022; 1F1B keeps a full model's worth of
+    layers' activations on the first stage)."""
+    states = figures[0].value / (layout.tp * layout.pp)
+    act = figures[1].value / layout.tp if len(figures) > 2 else 0.0
+    return Figure(
+        "memory_per_gpu_gb",
+        states + act,
+        "GB",
+        f"model states / (TP {layout.tp} x PP {layout.pp}) + activations / TP {layout.tp}",
+    )
+
+
+def _over_max_gpus(
+    acc: Accelerator,
+    layouts: list[Layout],
+    wanted: int,
+    per_node: int,
+    max_gpus: int | None,
+    eff: float,
+    source: str,
+) -> Fit:
+    least = min(math.ceil(max(lay.gpus, wanted, 1) / per_node) * per_node for lay in layouts)
+    return Fit(
+        0,
+        0,
+        0,
+        False,
+        0.0,
+        0.0,
+        eff,
+        source,
+        unfit=(
+            f"{acc.id}: needs at least {least} GPUs ({per_node} per node), above the "
+            f"{max_gpus} GPUs allowed (max_gpus)"
+        ),
+    )
