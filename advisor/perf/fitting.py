@@ -164,8 +164,10 @@ class WorkPlan:
         act = _activations(shape, seq, self.batch, w.recompute, has_shape)
         eff, source = self.efficiency(acc)
         layouts = _layouts(w.zero_stage, shape, act, acc.memory_gb * USABLE_MEMORY, per_node)
-        if not layouts:
-            return _unfit(acc, w.zero_stage, shape.params, act, eff, source)
+        if not layouts:  # activations split at most over the widest TP inside a node
+            widest = max(t for t in TP_DEGREES if t <= per_node and per_node % t == 0)
+            split = widest if has_shape else 1
+            return _unfit(acc, w.zero_stage, shape.params, act / split, eff, source)
         wanted = self.profile.default_gpu_count if w.gpu_count is None else w.gpu_count
         job = (
             Job(shape, w.tokens, seq, self.batch, w.recompute, eff)

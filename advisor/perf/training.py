@@ -17,11 +17,11 @@ Pure. The time model beside advisor/perf/inference.py; advisor/perf/fitting.py c
   convention (shared/REFERENCE.md section 4: all-gather/reduce-scatter busbw = algbw x (n-1)/n).
 - Tensor parallelism (Megatron-LM, Narayanan et al. 2021; Korthikanti et al. 2022 with sequence
   parallelism): per layer and token, 4 all-reduce-equivalents of the hidden state (2 forward, 2
-  backward; 6 with full recomputation), inside one node. Pipeline parallelism: bubble (p-1)/m of
-  the compute, m micro-batches per step (Narayanan et al. 2021 section 2.2.1).
+  backward; 6 with full recomputation), inside one node. Pipeline parallelism: bubble (p-1)/(v m)
+  of the compute, m micro-batches per step, v virtual stages (Narayanan et al. 2021 2.2).
 - Bandwidth: inside a node the instance's GPU link per direction (link/2; PCIe when 0, the
   inference model's figure); across nodes the instance network per GPU (Gbit/s / 8 / GPUs per
-  node). A ring spanning nodes runs at the slower of the two.
+  node) times the ring's GPUs on each node (one NCCL channel per NIC), at most the link.
 """
 
 from __future__ import annotations
@@ -49,6 +49,14 @@ LONG_RUN_H = 24.0
 # TP all-reduce-equivalents of the hidden state per layer per token (Korthikanti et al. 2022,
 # section 4.2.2: 4 without recomputation, 6 with full recomputation).
 TP_COLLECTIVES = {False: 4, True: 6}
+# Share of the data-parallel bytes moved during the forward (the rest during the backward), by
+# ZeRO stage: DDP all-reduces gradients in the backward; ZeRO-1/2 all-gather updated parameters
+# (1 of 2 passes) before the next forward; ZeRO-3 gathers parameters in the forward (1 of 3).
+DP_FORWARD_SHARE = {0: 0.0, 1: 1 / 2, 2: 1 / 2, 3: 1 / 3}
+# Layers per virtual pipeline stage (interleaved schedule): the NeMo 24.07 recipes in
+# published.yaml run 80 layers as PP4 VP5 (4 per stage), 80 as PP4 VP20 (1), 96 as PP8 VP6 (2):
+# their median, 2.
+LAYERS_PER_VIRTUAL_STAGE = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,10 +77,14 @@ class Cluster:
         return max(self.network_gbps, 1e-3) / 8 / self.per_node
 
     def ring_gb_s(self, ranks: int, stride: int) -> float:
-        """A ring of `ranks` GPUs, `stride` apart (TP x PP GPUs between DP peers): inside a node
-        while ranks x stride GPUs fit one, else bound by the network share."""
-        inside = ranks * stride <= self.per_node
-        return self.intra_gb_s() if inside else min(self.intra_gb_s(), self.inter_gb_s())
+        """Bus bandwidth of a ring of `ranks` GPUs `stride` apart (TP GPUs between DP peers):
+        the link while the ring stays inside a node; across nodes, the network share of the
+        ring's GPUs on each node (NCCL runs a channel per NIC, so a ring holding k GPUs of a
+        node moves data over k GPUs' share of its network), at most the link."""
+        if ranks * stride <= self.per_node:
+            return self.intra_gb_s()
+        on_node = max(1, self.per_node // stride)
+        return min(self.intra_gb_s(), self.inter_gb_s() * on_node)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,18 +149,30 @@ def step_time(job: Job, cluster: Cluster, layout: Layout) -> Step:
     micro = math.ceil(seqs / (busy * job.micro_batch))  # micro-batches per rank per step
     flops = 6 * job.shape.active_params * seqs * job.seq_len  # model FLOPs, 6ND
     compute = flops / (busy * layout.tp * layout.pp * cluster.peak_tflops * 1e12 * job.mfu)
-    compute *= 1 + (layout.pp - 1) / micro  # pipeline bubble
+    compute *= 1 + _bubble(job, layout, micro)
     dp = _dp_comm_s(job.shape, cluster, layout)
     tp = _tp_comm_s(job, cluster, layout, seqs * job.seq_len / busy)
-    # The forward is 1/3 of the compute, the backward 2/3 (2ND vs 4ND): ZeRO-3's forward
-    # gather hides under the forward, the rest under the backward. TP is on the critical path.
-    fwd_comm = dp / 3 if layout.zero_stage == 3 else 0.0
-    exposed = (
-        max(0.0, fwd_comm - OVERLAP_FRACTION * compute / 3)
-        + max(0.0, dp - fwd_comm - OVERLAP_FRACTION * compute * 2 / 3)
-        + tp
+    # The forward is 1/3 of the compute, the backward 2/3 (2ND vs 4ND). What runs under each:
+    # ZeRO-3's parameter gather (1 of 3 passes) and ZeRO-1/2's parameter all-gather (1 of 2,
+    # overlapped with the next forward) under the forward, gradient reduction under the
+    # backward; TP's forward collectives (2 of 4, or of 6 with recomputation) under the
+    # forward, the rest under the backward (Megatron-Core overlaps DP and TP communication).
+    fwd = dp * DP_FORWARD_SHARE[min(layout.zero_stage, 3)] + tp * 2 / TP_COLLECTIVES[job.recompute]
+    bwd = dp + tp - fwd
+    exposed = max(0.0, fwd - OVERLAP_FRACTION * compute / 3) + max(
+        0.0, bwd - OVERLAP_FRACTION * compute * 2 / 3
     )
     return Step(compute, dp, tp, exposed, busy)
+
+
+def _bubble(job: Job, layout: Layout, micro_batches: int) -> float:
+    """Pipeline bubble, a share of the compute: (p-1)/(v m) for the interleaved 1F1B schedule
+    of v virtual stages per GPU (Narayanan et al. 2021 section 2.2.2)."""
+    p = layout.pp
+    if p == 1:
+        return 0.0
+    v = max(1, (job.shape.layers or p) // (p * LAYERS_PER_VIRTUAL_STAGE))
+    return (p - 1) / (v * micro_batches)
 
 
 def _dp_comm_s(shape: Shape, cluster: Cluster, layout: Layout) -> float:
