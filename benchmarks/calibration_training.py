@@ -3,7 +3,7 @@ time model (advisor/perf/training.py, through advisor/perf/fitting.py's layout a
 
 Three kinds of rows, each compared on what it publishes:
 - whole-run GPU-hours (model cards): the plan the advisor makes for the row's model and tokens on
-  the row's GPU, at the row's GPU count (when stated, else RUN_GPUS), goodput included;
+  the row's GPU, at the row's GPU count (when stated, else the plan's own), goodput included;
 - steady-state MFU at scale (Llama 3 Table 4, Megatron-Core): MFU on 6ND at the row's stated
   layout (context parallelism counted as data parallelism: it splits the batch the same way);
 - NeMo FP8 benchmarks: tokens/s per GPU at the row's layout, on the FP8 dense peak.
