@@ -189,7 +189,7 @@ class WorkPlan:
             recompute=w.recompute,
         )
         if split > 1:  # TP/PP shard the states; TP (sequence parallel) the activations
-            figures[-1] = _split_memory(figures, layout)
+            figures = _split_memory(figures, layout)
         return Fit(
             gpus_needed=layout.gpus,
             nodes=nodes,
@@ -555,10 +555,12 @@ def plan_training(
     deadline_h: float | None,
     max_gpus: int | None,
 ) -> Plan | None:
-    """The layout and node count: without a token count the first layout on the fewest nodes;
-    without a deadline, the lowest node-hours (cost) on each layout's fewest nodes; with one,
-    the fewest nodes of each layout that meet it and of those the lowest node-hours; when none
-    does, the fastest plan found, with that time. None: no layout within `max_gpus`."""
+    """The layout and node count. Without a deadline: the narrowest layout that holds the work
+    (data parallel alone when it fits; TP, then PP, only when needed) and keeps every GPU
+    asked for busy (else the lowest node-hours of all), on its fewest nodes. With
+    one: of every layout, the fewest nodes that meet it, and of those the lowest node-hours
+    (cost); wider TP also lets more GPUs share a fixed global batch. When none meets it, the
+    fastest plan found, with that time. None: no layout within `max_gpus`."""
     options = []
     for layout in layouts:
         span = _node_span(job, cluster, layout, wanted_gpus, max_gpus)
@@ -566,6 +568,9 @@ def plan_training(
             options.append((layout, *span))
     if not options:
         return None
+    if job is None or deadline_h is None:  # the narrowest layout that keeps every GPU busy
+        busy = [o for o in options if job is None or _all_busy(job, cluster, o[0], o[1])]
+        options = busy[:1] or options
     if job is None:
         layout, lo, _ = options[0]
         return _at(layout, cluster, lo), lo, None, None
@@ -600,6 +605,11 @@ def _node_span(
     if max_gpus is not None:
         hi = min(hi, max_gpus // per)
     return (lo, hi) if lo <= hi else None
+
+
+def _all_busy(job: Job, cluster: Cluster, layout: Layout, nodes: int) -> bool:
+    """Whether every data-parallel rank on `nodes` nodes gets a micro-batch of the global batch."""
+    return _at(layout, cluster, nodes).dp * job.micro_batch <= job.sequences_per_step
 
 
 def _at(layout: Layout, cluster: Cluster, nodes: int) -> Layout:
@@ -638,18 +648,25 @@ def _search(
     return found, best
 
 
-def _split_memory(figures: list[Figure], layout: Layout) -> Figure:
+def _split_memory(figures: list[Figure], layout: Layout) -> list[Figure]:
     """Per-GPU memory with tensor (and pipeline) parallelism: states over TP x PP, activations
     over TP (sequence parallel, Korthikanti et al. 2022; 1F1B keeps a full model's worth of
     layers' activations on the first stage)."""
-    states = figures[0].value / (layout.tp * layout.pp)
-    act = figures[1].value / layout.tp if len(figures) > 2 else 0.0
-    return Figure(
-        "memory_per_gpu_gb",
-        states + act,
-        "GB",
-        f"model states / (TP {layout.tp} x PP {layout.pp}) + activations / TP {layout.tp}",
-    )
+    split = layout.tp * layout.pp
+    out = [
+        Figure(
+            figures[0].name,
+            figures[0].value / split,
+            "GB",
+            f"{figures[0].formula} / (TP {layout.tp} x PP {layout.pp})",
+        )
+    ]
+    if len(figures) > 2:
+        act = figures[1]
+        out.append(Figure(act.name, act.value / layout.tp, "GB", f"{act.formula} / TP {layout.tp}"))
+    total = sum(f.value for f in out)
+    out.append(Figure("memory_per_gpu_gb", total, "GB", " + ".join(f.name for f in out)))
+    return out
 
 
 def _over_max_gpus(
