@@ -292,3 +292,37 @@ def test_estimate_with_a_deadline_reports_the_plan(shipped: Catalog) -> None:
         ),
     )
     assert not missed.fits and "misses the 30-day deadline" in missed.notes[0]
+
+
+def test_max_gpus_below_what_holds_the_model_is_its_own_constraint(shipped: Catalog) -> None:
+    """llama-3.1-405b needs 16 x 405e9 / (0.9 x 80e9) = 90 H100s under ZeRO-3 with full
+    recomputation, so whole 8-GPU nodes: 96 at least; --max-gpus 64 is the GPU limit, relaxable
+    to the fewest whole nodes that hold it, not 'memory'."""
+    result = recommend(
+        shipped,
+        Workload(workload="large_scale_training", model="llama-3.1-405b", tokens=1e12, max_gpus=64),
+    )
+    p5 = next(r for r in result.rejected if r.id == "p5.48xlarge")
+    assert "GPU_LIMIT_EXCEEDED" in p5.codes and "MEMORY_INSUFFICIENT" not in p5.codes
+    assert "above the 64 GPUs allowed" in p5.reasons[0]
+    # H200 / MI300X nodes hold it on 64 GPUs; without them the limit is the nearest relaxation
+    assert result.ok or any(a.constraint == "max_gpus" for a in result.alternatives)
+    tight = recommend(
+        shipped,
+        Workload(workload="large_scale_training", model="llama-3.1-405b", tokens=1e12, max_gpus=8),
+    )
+    assert not tight.ok
+    assert any(
+        a.constraint == "max_gpus" and a.sentence.startswith("raise --max-gpus to")
+        for a in tight.alternatives
+    ), tight.alternatives
+
+
+def test_a_one_node_workload_meets_its_deadline_on_one_node(shipped: Catalog) -> None:
+    """fine_tuning runs on one node: a deadline it cannot meet there names one node's fastest."""
+    w = Workload(workload="fine_tuning", model="llama-3-8b", tokens=5e10, deadline_days=1)
+    result = recommend(shipped, w)
+    assert not result.ok
+    p5 = next(r for r in result.rejected if r.id == "p5.48xlarge")
+    assert p5.codes == ("DEADLINE_MISSED",), p5.reasons
+    assert "on 8 GPUs" in p5.reasons[0]

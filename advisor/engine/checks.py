@@ -68,7 +68,17 @@ def _gpu_memory_too_small(k: StaticCase) -> Finding | None:
 
 def _model_does_not_fit(k: StaticCase) -> Finding | None:
     fit = k.s.fit
-    return Finding(fit.unfit) if fit is not None and fit.unfit else None
+    if fit is None or not fit.unfit or fit.least_gpus is not None:
+        return None
+    return Finding(fit.unfit)
+
+
+def _gpu_limit_exceeded(k: StaticCase) -> Finding | None:
+    """max_gpus below the fewest GPUs (whole nodes) that hold the training work here."""
+    fit = k.s.fit
+    if fit is None or fit.least_gpus is None or not fit.unfit:
+        return None
+    return Finding(fit.unfit, fit.least_gpus)
 
 
 def _sized_on_cpu(k: StaticCase) -> Finding | None:
@@ -241,6 +251,7 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         ("is_gpu", "hardware.memory_gb"),
     ),
     Constraint("MEMORY_INSUFFICIENT", None, "the memory requirement", _model_does_not_fit),
+    Constraint("GPU_LIMIT_EXCEEDED", "max_gpus", "the GPU limit", _gpu_limit_exceeded),
     Constraint("NO_GPU", None, "the GPU count", _sized_on_cpu, ("is_gpu",)),
     Constraint(
         "PRECISION_UNSUPPORTED",

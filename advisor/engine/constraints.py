@@ -97,6 +97,7 @@ RELAXATIONS: dict[str, Relaxation] = {
             "the deadline",
             "the fastest any option finishes is {to:g} days: raise --deadline-days to {to:g}",
         ),
+        Relaxation("max_gpus", Direction.ceiling, "the GPU limit", "raise --max-gpus to {to:g}"),
         Relaxation("region", Direction.equality, "the region"),
         Relaxation("provider", Direction.equality, "the provider"),
         Relaxation("purchase", Direction.equality, "the purchase option"),

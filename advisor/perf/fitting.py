@@ -79,6 +79,7 @@ class Fit:
     layout: Layout | None = None
     deadline_met: bool = True
     fastest_hours: float | None = None
+    least_gpus: int | None = None  # set when max_gpus is below the fewest GPUs that hold it
     figures: tuple[Figure, ...] = field(default=(), compare=False)
 
 
@@ -174,7 +175,12 @@ class WorkPlan:
             if w.tokens and cluster.peak_tflops
             else None
         )
-        plan = plan_training(job, cluster, layouts, wanted, self.deadline_h, w.max_gpus)
+        plan = None
+        if self.deadline_h is not None and not self.profile.scale_out:
+            # a one-node workload meets its deadline on one node, or names the fastest there
+            one_node = min(w.max_gpus or per_node, per_node)
+            plan = plan_training(job, cluster, layouts, wanted, self.deadline_h, one_node)
+        plan = plan or plan_training(job, cluster, layouts, wanted, self.deadline_h, w.max_gpus)
         if plan is None:
             return _over_max_gpus(acc, layouts, wanted, per_node, w.max_gpus, eff, source)
         layout, nodes, run, fastest = plan
@@ -692,4 +698,5 @@ def _over_max_gpus(
             f"{acc.id}: needs at least {least} GPUs ({per_node} per node), above the "
             f"{max_gpus} GPUs allowed (max_gpus)"
         ),
+        least_gpus=least,
     )
