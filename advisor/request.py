@@ -91,6 +91,12 @@ class SizedWork(_Request):
         Field(description="training: every weight (full), LoRA adapters, or QLoRA (4-bit base)"),
     ] = "full"
     lora_rank: Annotated[int, Field(ge=1, le=65_536, description="LoRA/QLoRA adapter rank")] = 16
+    deadline_days: Annotated[
+        float | None, Field(gt=0, le=36_500, description="training: finish within (wall time)")
+    ] = None
+    max_gpus: Annotated[
+        int | None, Field(ge=1, le=1_000_000, description="training: rent at most this many GPUs")
+    ] = None
 
     @property
     def sized(self) -> bool:

@@ -7,6 +7,7 @@ prompt and ITL the decode step at the concurrency Little's law gives (rate x lat
 (QPS=INF) rows are compared on throughput only (their TTFT is queueing, not modelled).
 
     PYTHONPATH=. python benchmarks/bench_calibration.py [--record]
+    PYTHONPATH=. python benchmarks/bench_calibration.py --training [--record]   (training rows)
 """
 
 from __future__ import annotations
@@ -130,10 +131,15 @@ def report(cat: Catalog) -> str:
 
 
 def main() -> None:
-    text = report(load_catalog())
+    if "--training" in sys.argv:  # the training rows (benchmarks/calibration_training.py)
+        from benchmarks.calibration_training import training_report
+
+        text, name = training_report(load_catalog()), "calibration-training"
+    else:
+        text, name = report(load_catalog()), "calibration"
     print(text)
     if "--record" in sys.argv:
-        out = Path(__file__).parent / "results" / f"calibration-{dt.date.today()}.txt"
+        out = Path(__file__).parent / "results" / f"{name}-{dt.date.today()}.txt"
         out.write_text(text + "\n")
         print(f"written {out}")
 

@@ -60,6 +60,8 @@ SIZED = [
     ),
     Workload(workload="high_throughput_inference", model="deepseek-v3", precision="fp8"),
     Workload(workload="fine_tuning", model="llama-3-8b", tokens=2e9),
+    # issue 10: a deadline search over GPU counts on every node kind of the catalog
+    Workload(workload="large_scale_training", model="llama-3.1-70b", tokens=1e12, deadline_days=30),
 ]
 
 

@@ -37,6 +37,8 @@ def estimate_cmd(
     tensor_parallel: opts.TensorParallel = None,
     max_ttft_ms: opts.MaxTtftMs = None,
     max_itl_ms: opts.MaxItlMs = None,
+    deadline_days: opts.DeadlineDays = None,
+    max_gpus: opts.MaxGpus = None,
     server: opts.Server = None,
     method: opts.Method = "full",
     lora_rank: opts.LoraRank = 16,
@@ -67,6 +69,7 @@ def estimate_cmd(
             ),
         ),
         **opts.method_fields(method, lora_rank),
+        **opts.deadline_fields(deadline_days, max_gpus),
     }
     request = parse_request(EstimateRequest, raw)
     result = estimate(get_catalog(), request, opts.fleet_from_server(server))
@@ -100,7 +103,17 @@ def _summary(r: Estimate) -> list[str]:
         f"efficiency {r.efficiency:.2f}: {r.efficiency_source}",
     ]
     if r.hours is not None:
-        lines.append(f"{r.hours:,.1f} hours; {money(r.hourly_usd)}/h; cost {money(r.cost_usd)}")
+        lines.append(
+            f"{r.hours:,.1f} hours ({r.hours / 24:,.1f} days); {money(r.hourly_usd)}/h; "
+            f"cost {money(r.cost_usd)}"
+        )
+    if r.layout is not None and r.mfu is not None:
+        lay = r.layout
+        lines.append(
+            f"DP {lay.data_parallel} x TP {lay.tensor_parallel} x PP {lay.pipeline_parallel}, "
+            f"ZeRO stage {lay.zero_stage}; MFU {r.mfu:.2f} on 6ND"
+            + (f", HFU {r.hfu:.2f}" if r.hfu and r.hfu != r.mfu else "")
+        )
     if r.cost_per_million_tokens_usd is not None and r.tokens_per_s is not None:
         lines.append(
             f"{r.tokens_per_s:,.0f} tokens/s over {r.replicas} replica(s); "

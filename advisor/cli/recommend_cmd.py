@@ -57,6 +57,8 @@ def recommend(
     tensor_parallel: opts.TensorParallel = None,
     max_ttft_ms: opts.MaxTtftMs = None,
     max_itl_ms: opts.MaxItlMs = None,
+    deadline_days: opts.DeadlineDays = None,
+    max_gpus: opts.MaxGpus = None,
     server: opts.Server = None,
     method: opts.Method = "full",
     lora_rank: opts.LoraRank = 16,
@@ -90,6 +92,7 @@ def recommend(
             ),
         ),
         **opts.method_fields(method, lora_rank),
+        **opts.deadline_fields(deadline_days, max_gpus),
     }
     parsed = parse_request(RecommendRequest, request)
     fleet = opts.fleet_from_server(server) if parsed.sized else None

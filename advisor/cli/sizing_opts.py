@@ -42,6 +42,13 @@ Method = Annotated[
 LoraRank = Annotated[int, typer.Option(help="LoRA/QLoRA adapter rank (--method lora/qlora).")]
 
 
+DeadlineDays = Annotated[
+    float | None,
+    typer.Option(help="Training: finish within this many days (picks GPUs and nodes)."),
+]
+MaxGpus = Annotated[int | None, typer.Option(help="Training: rent at most this many GPUs.")]
+
+
 def sizing_fields(
     model: str | None,
     params_b: float | None,
@@ -104,3 +111,8 @@ def fleet_from_server(url: str | None) -> dict[str, Calibration] | None:
 def method_fields(method: str, lora_rank: int) -> dict[str, Any]:
     """The fine-tuning method fields (training): full, lora or qlora, and the adapter rank."""
     return {"method": method, "lora_rank": lora_rank}
+
+
+def deadline_fields(deadline_days: float | None, max_gpus: int | None) -> dict[str, Any]:
+    """The training plan's limits: a wall-time deadline and a GPU ceiling."""
+    return {"deadline_days": deadline_days, "max_gpus": max_gpus}

@@ -234,7 +234,10 @@ def _alternatives(
                 continue
             # Relaxing memory or GPU count to one node's worth means paying for one node.
             one_node = v.code in ("MEMORY_INSUFFICIENT", "GPU_COUNT_TOO_HIGH")
-            hourly = price.hourly_usd * (1 if one_node else placement.nodes)
+            nodes = 1 if one_node else placement.nodes
+            if v.code == "GPU_LIMIT_EXCEEDED" and isinstance(v.relax_to, int):
+                nodes = v.relax_to // c.instance.gpu_count  # the whole nodes the limit allows
+            hourly = price.hourly_usd * nodes
             tracker.offer(
                 v.constraint, v.relax_to, hourly, f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
             )

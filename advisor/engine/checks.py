@@ -69,7 +69,7 @@ def _gpu_memory_too_small(k: StaticCase) -> Finding | None:
 
 def _model_does_not_fit(k: StaticCase) -> Finding | None:
     fit = k.s.fit
-    if fit is None or not fit.unfit:
+    if fit is None or not fit.unfit or fit.least_gpus is not None:
         return None
     return _lighter_method(k, fit.unfit) or Finding(fit.unfit)
 
@@ -81,6 +81,14 @@ def _lighter_method(k: StaticCase, sentence: str) -> Finding | None:
     if fit is None or not fit.lighter_methods:
         return None
     return Finding(sentence, fit.lighter_methods[0][0], field="method")
+
+
+def _gpu_limit_exceeded(k: StaticCase) -> Finding | None:
+    """max_gpus below the fewest GPUs (whole nodes) that hold the training work here."""
+    fit = k.s.fit
+    if fit is None or fit.least_gpus is None or not fit.unfit:
+        return None
+    return Finding(fit.unfit, fit.least_gpus)
 
 
 def _sized_on_cpu(k: StaticCase) -> Finding | None:
@@ -177,6 +185,25 @@ def _itl_missed(k: StaticCase) -> Finding | None:
     return _latency_missed(k, 1)
 
 
+def _deadline_missed(k: StaticCase) -> Finding | None:
+    """A training plan that no GPU count (within max_gpus) finishes by the deadline: the
+    fastest it reaches, on how many GPUs (perf/fitting.py plan_training)."""
+    fit, deadline = k.s.fit, k.w.deadline_days
+    if fit is None or fit.deadline_met or fit.fastest_hours is None or deadline is None:
+        return None
+    days = fit.fastest_hours / 24
+    return Finding(
+        f"the fastest {k.c.hardware.name} nodes finish is {days:,.1f} days on "
+        f"{fit.rented_gpus} GPUs, above the {deadline:g}-day deadline",
+        deadline_relax_to(days),
+    )
+
+
+def deadline_relax_to(days: float) -> float:
+    """A deadline at the reachable wall time, rounded up to 0.1 day so that it is met."""
+    return math.ceil(days * 10) / 10
+
+
 def _network_too_slow(k: StaticCase) -> Finding | None:
     it, p = k.c.instance, k.p
     if not k.s.spans_nodes or not p.scale_out or not network_below_floor(p, it.network_gbps):
@@ -242,6 +269,7 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         ("is_gpu", "hardware.memory_gb"),
     ),
     Constraint("MEMORY_INSUFFICIENT", None, "the memory requirement", _model_does_not_fit),
+    Constraint("GPU_LIMIT_EXCEEDED", "max_gpus", "the GPU limit", _gpu_limit_exceeded),
     Constraint("NO_GPU", None, "the GPU count", _sized_on_cpu, ("is_gpu",)),
     Constraint(
         "PRECISION_UNSUPPORTED",
@@ -252,6 +280,7 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
     ),
     Constraint("TTFT_TARGET_MISSED", "max_ttft_ms", "the TTFT target", _ttft_missed),
     Constraint("ITL_TARGET_MISSED", "max_itl_ms", "the ITL target", _itl_missed),
+    Constraint("DEADLINE_MISSED", "deadline_days", "the deadline", _deadline_missed),
     Constraint(
         "MEMORY_INSUFFICIENT",
         "memory_gb",

@@ -92,6 +92,13 @@ RELAXATIONS: dict[str, Relaxation] = {
             "the inter-token latency target",
             "the lowest ITL any option reaches is {to:g} ms: raise --max-itl-ms to it",
         ),
+        Relaxation(
+            "deadline_days",
+            Direction.ceiling,
+            "the deadline",
+            "the fastest any option finishes is {to:g} days: raise --deadline-days to {to:g}",
+        ),
+        Relaxation("max_gpus", Direction.ceiling, "the GPU limit", "raise --max-gpus to {to:g}"),
         Relaxation("region", Direction.equality, "the region"),
         Relaxation("provider", Direction.equality, "the provider"),
         Relaxation("purchase", Direction.equality, "the purchase option"),

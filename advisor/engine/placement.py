@@ -19,6 +19,7 @@ PLACEMENT_READS = (
     "instance.gpu_count",
     "per_node_memory_gb",
     "instance.interconnect_gb_s",  # tensor parallelism's all-reduces (perf/inference.py)
+    "instance.network_gbps",  # training's data-parallel collectives across nodes (perf/training.py)
 )
 
 
@@ -39,7 +40,8 @@ def place(
     if plan is not None:
         if not c.is_gpu:
             return Placement(0, 1)
-        fit = plan.fit(c.hardware, c.instance.gpu_count, c.instance.interconnect_gb_s)
+        it = c.instance
+        fit = plan.fit(c.hardware, it.gpu_count, it.interconnect_gb_s, it.network_gbps)
         return Placement(fit.gpus_needed, max(fit.nodes, 1), fit.spans_nodes, fit)
     need_gb = w.memory_gb or 0.0
     if c.is_gpu:

@@ -9,7 +9,7 @@ from advisor.catalog.models import FormFactor, Price, WorkloadProfile
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate
 from advisor.engine.placement import Placement
 from advisor.engine.result import SizedFigures
-from advisor.perf.fitting import BARE_INFERENCE, Fit, latency_targets
+from advisor.perf.fitting import BARE_INFERENCE, LONG_PLAN_DAYS, Fit, latency_targets
 from advisor.request import Workload
 
 OBJECTIVE_WORDS = {
@@ -216,6 +216,9 @@ def sized_figures(fit: Fit, hourly_usd: float) -> SizedFigures:
         itl_ms=fit.itl_ms,
         concurrency=fit.concurrency,
         tensor_parallel=fit.tensor_parallel,
+        gpu_hours=fit.gpu_hours,
+        mfu=fit.mfu,
+        layout=fit.layout.words() if fit.layout is not None else None,
     )
 
 
@@ -226,10 +229,7 @@ def _sizing_reasons(fit: Fit, hourly_usd: float, w: Workload, p: WorkloadProfile
         f"efficiency {fit.efficiency:.2f} ({fit.efficiency_source})"
     ]
     if fit.hours is not None:
-        out.append(
-            f"{fit.hours:,.1f} h to process {w.tokens:.3g} tokens: "
-            f"${fit.hours * hourly_usd:,.0f} to completion"
-        )
+        out += _training_reasons(fit, hourly_usd, w)
     if fit.tokens_per_s:
         per_million = sized_figures(fit, hourly_usd).cost_per_million_tokens_usd or 0.0
         target = (
@@ -246,6 +246,26 @@ def _sizing_reasons(fit: Fit, hourly_usd: float, w: Workload, p: WorkloadProfile
         out.append(
             f"TTFT {fit.ttft_ms:,.0f} ms, ITL {fit.itl_ms:,.1f} ms at {fit.concurrency} "
             f"sequence(s) per replica{_targets_words(w, p)}"
+        )
+    return out
+
+
+def _training_reasons(fit: Fit, hourly_usd: float, w: Workload) -> list[str]:
+    """Wall time (days), cost, layout and utilisation; a deadline met, or a long plan flagged."""
+    assert fit.hours is not None
+    days = fit.hours / 24
+    out = [
+        f"{fit.hours:,.1f} h ({days:,.1f} days wall time) to process {w.tokens:.3g} tokens: "
+        f"${fit.hours * hourly_usd:,.0f} to completion"
+    ]
+    if fit.layout is not None and fit.mfu is not None:
+        out.append(f"{fit.layout.words()}; MFU {fit.mfu:.2f} on 6ND")
+    if w.deadline_days is not None:
+        out.append(f"meets the {w.deadline_days:g}-day deadline")
+    elif days > LONG_PLAN_DAYS:
+        out.append(
+            f"takes {days:,.0f} days, over {LONG_PLAN_DAYS} days: give --deadline-days to plan "
+            "more GPUs"
         )
     return out
 

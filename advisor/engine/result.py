@@ -33,6 +33,9 @@ class SizedFigures(_Out):
     itl_ms: float | None = Field(None, description="inference: inter-token latency")
     concurrency: int | None = Field(None, description="inference: sequences per replica")
     tensor_parallel: int | None = Field(None, description="inference: GPUs per replica")
+    gpu_hours: float | None = Field(None, description="training: GPUs x wall hours")
+    mfu: float | None = Field(None, description="training: model FLOPs (6ND) utilisation")
+    layout: str | None = Field(None, description="training: data/tensor/pipeline parallel, ZeRO")
 
 
 class Recommendation(_Out):

@@ -20,6 +20,7 @@ from advisor.perf.fitting import BARE_INFERENCE, Fit, WorkPlan, network_below_fl
 from advisor.perf.inference import Targets, check_tensor_parallel
 from advisor.perf.precision import require_precision
 from advisor.perf.sizing import Figure
+from advisor.perf.training import Layout
 from advisor.request import EstimateRequest, purchase_matches
 
 
@@ -39,6 +40,15 @@ class Hardware(_Result):
     gpus_per_node: int
     nodes: int
     gpus: int  # rented: nodes x GPUs per node
+
+
+class ParallelLayout(_Result):
+    """How the training GPUs split the work (advisor/perf/training.py Layout)."""
+
+    data_parallel: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    zero_stage: int
 
 
 class Estimate(_Result):
@@ -69,6 +79,12 @@ class Estimate(_Result):
     throughput_tokens_s: Annotated[float | None, Field(exclude_if=_absent_when_none)] = None
     concurrency: Annotated[int | None, Field(exclude_if=_absent_when_none)] = None
     tensor_parallel: Annotated[int | None, Field(exclude_if=_absent_when_none)] = None
+    # training (advisor/perf/training.py); absent otherwise. mfu is steady state on 6ND, hfu
+    # counts recomputation (8ND); hours include the goodput of long runs.
+    gpu_hours: Annotated[float | None, Field(exclude_if=_absent_when_none)] = None
+    mfu: Annotated[float | None, Field(exclude_if=_absent_when_none)] = None
+    hfu: Annotated[float | None, Field(exclude_if=_absent_when_none)] = None
+    layout: Annotated[ParallelLayout | None, Field(exclude_if=_absent_when_none)] = None
 
 
 def estimate(
@@ -86,12 +102,17 @@ def estimate(
                 req.gpu_count or req.tensor_parallel, req.tensor_parallel, per_node
             )
     link = instance.interconnect_gb_s if instance is not None else None
+    network = instance.network_gbps if instance is not None else None
     plan = WorkPlan(catalog, req, profile, fleet, min_fleet_reports)
-    fit = plan.fit(acc, per_node, link)
+    fit = plan.fit(acc, per_node, link, network)
     price = _price(instance, req) if instance is not None else None
     # an unfit estimate keeps every figure (fits false, and why), its price at the count shown
     hourly = price.hourly_usd * fit.nodes if price is not None and fit.nodes else None
-    blocking = _notes(fit, profile, instance) + _latency_notes(fit, plan.targets)
+    blocking = (
+        _notes(fit, profile, instance)
+        + _latency_notes(fit, plan.targets)
+        + _deadline_notes(fit, req.deadline_days)
+    )
     notes = blocking + _information(fit, profile, instance)
     return Estimate(
         workload=profile.id,
@@ -122,6 +143,10 @@ def estimate(
         throughput_tokens_s=fit.tokens_per_s if fit.itl_ms is not None else None,
         concurrency=fit.concurrency,
         tensor_parallel=fit.tensor_parallel,
+        gpu_hours=fit.gpu_hours,
+        mfu=fit.mfu,
+        hfu=fit.hfu,
+        layout=_layout(fit.layout),
         notes=notes,
     )
 
@@ -207,6 +232,27 @@ def _latency_notes(fit: Fit, targets: Targets) -> list[str]:
     return notes or [
         f"meets the TTFT and ITL targets only in different deployments: at the lowest ITL "
         f"({fit.itl_ms or 0:.3g} ms) the TTFT is {fit.ttft_ms or 0:.3g} ms"
+    ]
+
+
+def _layout(layout: Layout | None) -> ParallelLayout | None:
+    if layout is None:
+        return None
+    return ParallelLayout(
+        data_parallel=layout.dp,
+        tensor_parallel=layout.tp,
+        pipeline_parallel=layout.pp,
+        zero_stage=layout.zero_stage,
+    )
+
+
+def _deadline_notes(fit: Fit, deadline_days: float | None) -> list[str]:
+    """A deadline this hardware misses at any GPU count (within max_gpus), with the fastest."""
+    if fit.deadline_met or fit.fastest_hours is None or deadline_days is None:
+        return []
+    return [
+        f"misses the {deadline_days:g}-day deadline: the fastest it finishes is "
+        f"{fit.fastest_hours / 24:,.1f} days on {fit.rented_gpus} GPUs"
     ]
 
 

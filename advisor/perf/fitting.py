@@ -37,15 +37,14 @@ from advisor.perf.sizing import (
     Figure,
     Shape,
     activation_memory,
-    compute_hours,
     frozen_weights,
     inference_memory,
     lora_adapter_params,
     min_gpus_for,
-    training_flops,
     training_memory,
     usable_memory_gb,
 )
+from advisor.perf.training import Cluster, Job, Layout, Run, run_time
 from advisor.request import SizedWork
 
 # Without --input-tokens / --output-tokens: 1000 in, 1000 out, the shape of the TensorRT-LLM
@@ -83,6 +82,16 @@ class Fit:
     # training that does not fit here (or not on one node where the profile runs on one): the
     # lighter fine-tuning methods that would, each as (method, memory per GPU GB, GPUs, nodes)
     lighter_methods: tuple[tuple[str, float, int, int], ...] = ()
+    # training with a token count (advisor/perf/training.py): GPU-hours, steady-state MFU on
+    # 6ND, HFU (8ND with recomputation), the parallel layout; with a deadline, whether it is
+    # met and the fastest wall time any GPU count reaches on this node kind
+    gpu_hours: float | None = None
+    mfu: float | None = None
+    hfu: float | None = None
+    layout: Layout | None = None
+    deadline_met: bool = True
+    fastest_hours: float | None = None
+    least_gpus: int | None = None  # set when max_gpus is below the fewest GPUs that hold it
     figures: tuple[Figure, ...] = field(default=(), compare=False)
 
 
@@ -124,7 +133,7 @@ class WorkPlan:
             )
         if self.kind == "inference" and self.shape.layers is None:
             _refuse_serving_fields(w)
-        self._cache: dict[tuple[str, int, float], Fit] = {}
+        self._cache: dict[tuple[str, int, float, float], Fit] = {}
         self.targets = latency_targets(w, profile)
         if w.method != "full":
             if self.kind != "training":
@@ -135,6 +144,7 @@ class WorkPlan:
         if self.shape.layers is not None:
             act = activation_memory(self.shape, self.seq_len, self.batch, w.recompute)
             self.activations_gb = sum(f.value for f in act)
+        self.deadline_h = _deadline_hours(w, self.kind)
 
     def efficiency(self, acc: Accelerator) -> tuple[float, str]:
         """The one efficiency rule (advisor.perf.calibration) for this profile on `acc`."""
@@ -143,50 +153,121 @@ class WorkPlan:
         )
         return eff.value, eff.source
 
-    def fit(self, acc: Accelerator, gpus_per_node: int, link_gb_s: float | None = None) -> Fit:
+    def fit(
+        self,
+        acc: Accelerator,
+        gpus_per_node: int,
+        link_gb_s: float | None = None,
+        network_gbps: float | None = None,
+    ) -> Fit:
         """The work on nodes of `gpus_per_node` x `acc` whose GPUs talk at `link_gb_s` per GPU
-        (an instance type's link; the accelerator's own when None; 0: over PCIe)."""
+        (an instance type's link; the accelerator's own when None; 0: over PCIe) and whose nodes
+        talk at `network_gbps` (an instance type's network; the profile's multi-node floor when
+        None)."""
         link = acc.interconnect_gb_s if link_gb_s is None else link_gb_s
-        key = (acc.id, gpus_per_node, link)
+        network = self.profile.min_multi_node_network_gbps if network_gbps is None else network_gbps
+        key = (acc.id, gpus_per_node, link, network)
         if key not in self._cache:
             self._cache[key] = (
-                self._training(acc, gpus_per_node)
+                self._training(
+                    acc, Cluster(peak16_tflops(acc) or 0.0, gpus_per_node, link, network)
+                )
                 if self.kind == "training"
                 else self._inference(acc, gpus_per_node, link)
             )
         return self._cache[key]
 
     # -- training ---------------------------------------------------------------------------
-    def _training(self, acc: Accelerator, per_node: int) -> Fit:
-        """The fewest data-parallel ranks that hold the work (at least the GPUs asked for);
-        when no count does, every figure at one whole node (or the GPUs asked for) and why."""
-        w, shape = self.w, self.shape
-        ranks = self._min_ranks(acc, w.method)
-        wanted = self.profile.default_gpu_count if w.gpu_count is None else w.gpu_count
-        needed = max(ranks or per_node, wanted, 1)
-        nodes = math.ceil(needed / per_node)
-        rented = nodes * per_node  # every rented GPU joins data parallelism
-        figures = self._memory(w.method, rented)
+    def _training(self, acc: Accelerator, cluster: Cluster) -> Fit:
+        """The layout (data parallel, TP inside a node, PP only when needed) and nodes that hold
+        the work and, with a deadline, meet it at the lowest node-hours (plan_training); when no
+        layout holds it, every figure at one whole node (or the GPUs asked for) and why."""
+        w, shape, per_node = self.w, self.shape, cluster.per_node
         eff, source = self.efficiency(acc)
-        time = self._training_time(acc, rented, eff)
-        one_node_only = nodes > 1 and not self.profile.scale_out
+        layouts = self._layouts(w.method, usable_memory_gb(acc.memory_gb), per_node)
+        wanted = self.profile.default_gpu_count if w.gpu_count is None else w.gpu_count
+        if not layouts:
+            return self._unfit_training(acc, per_node, wanted, eff, source)
+        job = (
+            Job(
+                shape,
+                w.tokens,
+                self.seq_len,
+                self.batch,
+                w.recompute,
+                eff,
+                method=w.method,
+                lora_rank=w.lora_rank,
+            )
+            if w.tokens and cluster.peak_tflops
+            else None
+        )
+        plan = None
+        if self.deadline_h is not None and not self.profile.scale_out:
+            # a one-node workload meets its deadline on one node, or names the fastest there
+            one_node = min(w.max_gpus or per_node, per_node)
+            plan = plan_training(job, cluster, layouts, wanted, self.deadline_h, one_node)
+        plan = plan or plan_training(job, cluster, layouts, wanted, self.deadline_h, w.max_gpus)
+        if plan is None:
+            return _over_max_gpus(acc, layouts, wanted, per_node, w.max_gpus, eff, source)
+        layout, nodes, run, fastest = plan
+        rented = nodes * per_node
+        figures = _split_memory(self._memory(w.method, layout.dp), layout)
         trainable = shape.params if w.method == "full" else self._adapters()
         frozen = 0.0 if w.method == "full" else self._frozen(w.method)
+        one_node_only = nodes > 1 and not self.profile.scale_out
         return Fit(
-            gpus_needed=needed,
+            gpus_needed=layout.gpus,
             nodes=nodes,
             rented_gpus=rented,
             spans_nodes=nodes > 1,
             memory_per_gpu_gb=figures[-1].value,
             memory_total_gb=trainable * TRAINING_STATE_BYTES / GB
             + frozen
-            + self.activations_gb * rented,
+            + self.activations_gb / layout.tp * rented,
             efficiency=eff,
             efficiency_source=source,
-            hours=time[-1].value if time else None,
-            unfit=None if ranks is not None else self._unfit(acc),
-            lighter_methods=self._lighter(acc, per_node) if ranks is None or one_node_only else (),
-            figures=(*figures, *time),
+            hours=run.hours if run else None,
+            lighter_methods=self._lighter(acc, per_node) if one_node_only else (),
+            gpu_hours=run.gpu_hours if run else None,
+            mfu=run.mfu if run else None,
+            hfu=run.hfu if run else None,
+            layout=layout,
+            deadline_met=self.deadline_h is None
+            or (run is not None and run.hours <= self.deadline_h),
+            fastest_hours=fastest,
+            figures=(*figures, *(run.figures if run else ())),
+        )
+
+    def _unfit_training(
+        self, acc: Accelerator, per_node: int, wanted: int, eff: float, source: str
+    ) -> Fit:
+        """No layout holds the work: every memory figure at one whole node (or the GPUs asked
+        for), the reason, and the lighter methods that would fit."""
+        nodes = math.ceil(max(per_node, wanted, 1) / per_node)
+        rented = nodes * per_node
+        widest = max(t for t in TP_DEGREES if t <= per_node and per_node % t == 0)
+        tp = widest if self.shape.layers else 1  # the least per GPU inside a node
+        layout = Layout(max(1, rented // tp), tp, 1, self.w.zero_stage)
+        figures = _split_memory(self._memory(self.w.method, layout.dp), layout)
+        return Fit(
+            gpus_needed=rented,
+            nodes=nodes,
+            rented_gpus=rented,
+            spans_nodes=nodes > 1,
+            memory_per_gpu_gb=figures[-1].value,
+            memory_total_gb=figures[-1].value * rented,
+            efficiency=eff,
+            efficiency_source=source,
+            unfit=self._unfit(acc, per_node),
+            lighter_methods=self._lighter(acc, per_node),
+            figures=tuple(figures),
+        )
+
+    def _layouts(self, method: str, budget_gb: float, per_node: int) -> list[Layout]:
+        kept, sharded = self._split(method)
+        return training_layouts(
+            self.shape, self.w.zero_stage, kept, sharded, self.activations_gb, budget_gb, per_node
         )
 
     def _memory(self, method: str, ranks: int) -> list[Figure]:
@@ -214,13 +295,13 @@ class WorkPlan:
         """GB per GPU that no data-parallel count removes (activations, unsharded states and
         frozen weights) and GB that ZeRO shards over the ranks (divided by their count)."""
         stage = self.w.zero_stage
-        trainable = self.shape.params if method == "full" else self._adapters()
-        kept = trainable * _stage_floor(stage) / GB + self.activations_gb
-        sharded = trainable * (TRAINING_STATE_BYTES - _stage_floor(stage)) / GB
-        if method != "full":
-            frozen = self._frozen(method)
-            kept, sharded = (kept, sharded + frozen) if stage == 3 else (kept + frozen, sharded)
-        return kept, sharded
+        if method == "full":
+            return full_training_split(self.shape, stage, self.activations_gb)
+        adapters = self._adapters()
+        kept = adapters * _stage_floor(stage) / GB + self.activations_gb
+        sharded = adapters * (TRAINING_STATE_BYTES - _stage_floor(stage)) / GB
+        frozen = self._frozen(method)
+        return (kept, sharded + frozen) if stage == 3 else (kept + frozen, sharded)
 
     def _min_ranks(self, acc: Accelerator, method: str) -> int | None:
         """Fewest data-parallel ranks whose memory per GPU fits the usable memory; None if none
@@ -234,19 +315,23 @@ class WorkPlan:
         assert self._memory(method, ranks)[-1].value <= budget + 1e-6
         return ranks
 
-    def _unfit(self, acc: Accelerator) -> str:
-        """Why no GPU count holds the work: what no sharding removes is above the GPU's usable
-        memory."""
+    def _unfit(self, acc: Accelerator, per_node: int) -> str:
+        """Why no layout holds the work: what no sharding removes, even over the widest TP
+        inside a node and the deepest pipeline, is above the GPU's usable memory."""
         method, stage = self.w.method, self.w.zero_stage
         kept, _ = self._split(method)
-        states = kept - self.activations_gb
+        act, layers = self.activations_gb, self.shape.layers
+        tp = max(t for t in TP_DEGREES if t <= per_node and per_node % t == 0) if layers else 1
+        pp = max((p for p in PP_DEGREES if p <= (layers or 0)), default=1)
+        states = (kept - act) / (tp * pp)
         what = "unsharded states" if method == "full" else f"unsharded {method} weights and states"
-        parts = [f"ZeRO stage {stage} keeps {states:.0f} GB of {what}"]
-        if self.activations_gb:
-            parts.append(f"{self.activations_gb:.0f} GB of activations")
+        split = f" over TP {tp} x PP {pp}" if tp * pp > 1 else ""
+        parts = [f"ZeRO stage {stage} keeps {states:.0f} GB of {what}{split}"]
+        if act:
+            parts.append(f"{act / tp:.0f} GB of activations" + (f" over TP {tp}" if tp > 1 else ""))
         return (
-            f"{' + '.join(parts)} per GPU whatever the GPU count: {kept:.0f} GB, above "
-            f"{usable_memory_gb(acc.memory_gb):.0f} GB usable of {acc.memory_gb:g} GB"
+            f"{' + '.join(parts)} per GPU whatever the GPU count: {states + act / tp:.0f} GB, "
+            f"above {usable_memory_gb(acc.memory_gb):.0f} GB usable of {acc.memory_gb:g} GB"
         )
 
     def _lighter(self, acc: Accelerator, per_node: int) -> tuple[tuple[str, float, int, int], ...]:
@@ -266,15 +351,6 @@ class WorkPlan:
             rented = nodes * per_node
             out.append((method, self._memory(method, rented)[-1].value, rented, nodes))
         return tuple(out)
-
-    def _training_time(self, acc: Accelerator, gpus: int, eff: float) -> tuple[Figure, ...]:
-        """Training FLOPs and hours on `gpus` GPUs; none without a token count or a 16-bit peak."""
-        peak = peak16_tflops(acc)
-        w = self.w
-        if not w.tokens or not peak:
-            return ()
-        flops = training_flops(self.shape, w.tokens, w.recompute, w.method, w.lora_rank)
-        return flops, compute_hours(flops.value, gpus, peak, eff)
 
     # -- inference --------------------------------------------------------------------------
     def _inference(self, acc: Accelerator, per_node: int, link_gb_s: float) -> Fit:
@@ -550,3 +626,223 @@ def _stage_floor(stage: int) -> float:
 
 def _next_pow2(n: int) -> int:
     return 1 << (n - 1).bit_length()
+
+
+# -- training plans: layout and GPU count --------------------------------------------------------
+
+# Most GPUs a plan considers without --max-gpus: Llama 3 405B ran on 16,384 H100s
+# (arXiv:2407.21783 section 3.3), the largest published synchronous run in the calibration data.
+MAX_PLAN_GPUS = 16384
+TP_DEGREES = (1, 2, 4, 8, 16, 32, 64)
+PP_DEGREES = (2, 4, 8, 16, 32, 64, 128)
+LONG_PLAN_DAYS = 90  # a plan longer than this is flagged in the reasons (issue 10)
+
+# (layout, nodes, run or None without a token count, fastest hours reached when the deadline is
+# missed, else None)
+Plan = tuple[Layout, int, Run | None, float | None]
+
+
+def _deadline_hours(w: SizedWork, kind: str) -> float | None:
+    if w.deadline_days is None:
+        return None
+    if kind != "training":
+        raise InputError("deadline_days is for training and fine-tuning workloads")
+    if not w.tokens:
+        raise InputError("deadline_days needs tokens: the time to meet it is the tokens' time")
+    return w.deadline_days * 24
+
+
+def training_layouts(
+    shape: Shape,
+    stage: int,
+    kept_gb: float,
+    sharded_gb: float,
+    activations_gb: float,
+    budget_gb: float,
+    per_node: int,
+) -> list[Layout]:
+    """Every layout that holds the work at its fewest data-parallel ranks (dp = that minimum):
+    data parallel alone, TP inside one node (a model shape is needed), and, only when no TP
+    degree fits, pipeline stages of the widest TP over nodes. `kept_gb` per GPU is what no
+    data-parallel count removes (activations included), `sharded_gb` what ZeRO shards over the
+    ranks; TP x PP split the states and weights, TP (sequence parallel) the activations."""
+
+    def ranks(tp: int, pp: int) -> int | None:
+        room = budget_gb - ((kept_gb - activations_gb) / (tp * pp) + activations_gb / tp)
+        if room <= 0:
+            return None
+        return max(1, math.ceil(sharded_gb / (tp * pp) / room - 1e-9)) if sharded_gb else 1
+
+    layers = shape.layers
+    degrees = [t for t in TP_DEGREES if t <= per_node and per_node % t == 0] if layers else [1]
+    out = [Layout(r, tp, 1, stage) for tp in degrees if (r := ranks(tp, 1)) is not None]
+    if out or layers is None:
+        return out
+    tp = degrees[-1]
+    for pp in (p for p in PP_DEGREES if p <= layers):
+        r = ranks(tp, pp)
+        if r is not None:
+            return [Layout(r, tp, pp, stage)]
+    return []
+
+
+def full_training_split(shape: Shape, stage: int, activations_gb: float) -> tuple[float, float]:
+    """(kept, sharded) GB per GPU of training every weight at ZeRO `stage` (training_layouts)."""
+    floor = _stage_floor(stage)
+    kept = shape.params * floor / GB + activations_gb
+    return kept, shape.params * (TRAINING_STATE_BYTES - floor) / GB
+
+
+def plan_training(
+    job: Job | None,
+    cluster: Cluster,
+    layouts: list[Layout],
+    wanted_gpus: int,
+    deadline_h: float | None,
+    max_gpus: int | None,
+) -> Plan | None:
+    """The layout and node count. Without a deadline: the narrowest layout that holds the work
+    (data parallel alone when it fits; TP, then PP, only when needed) and keeps every GPU
+    asked for busy (else the lowest node-hours of all), on its fewest nodes. With
+    one: of every layout, the fewest nodes that meet it, and of those the lowest node-hours
+    (cost); wider TP also lets more GPUs share a fixed global batch. When none meets it, the
+    fastest plan found, with that time. None: no layout within `max_gpus`."""
+    options = []
+    for layout in layouts:
+        span = _node_span(job, cluster, layout, wanted_gpus, max_gpus)
+        if span is not None:
+            options.append((layout, *span))
+    if not options:
+        return None
+    if job is None or deadline_h is None:  # the narrowest layout that keeps every GPU busy
+        busy = [o for o in options if job is None or _all_busy(job, cluster, o[0], o[1])]
+        options = busy[:1] or options
+    if job is None:
+        layout, lo, _ = options[0]
+        return _at(layout, cluster, lo), lo, None, None
+    met: list[tuple[float, float, Layout, int, Run]] = []
+    fastest: tuple[float, Layout, int, Run] | None = None
+    for layout, lo, hi in options:
+        found, best = _search(job, cluster, layout, lo, hi, deadline_h)
+        if found is not None:
+            n, run = found
+            met.append((n * run.hours, run.hours, run.layout, n, run))
+        if fastest is None or best[1].hours < fastest[0]:
+            fastest = (best[1].hours, best[1].layout, best[0], best[1])
+    if met:
+        _, _, layout, n, run = min(met, key=lambda m: (m[0], m[1]))
+        return layout, n, run, None
+    assert fastest is not None
+    _, layout, n, run = fastest
+    return layout, n, run, run.hours
+
+
+def _node_span(
+    job: Job | None, cluster: Cluster, layout: Layout, wanted: int, max_gpus: int | None
+) -> tuple[int, int] | None:
+    """Fewest and most nodes worth renting for `layout`: the fewest hold it (and the GPUs
+    wanted); beyond the most, ranks would idle (no micro-batch left) or --max-gpus is passed."""
+    per = cluster.per_node
+    lo = math.ceil(max(layout.gpus, wanted, 1) / per)
+    useful = MAX_PLAN_GPUS
+    if job is not None:
+        useful = min(useful, job.sequences_per_step // job.micro_batch * layout.tp * layout.pp)
+    hi = max(lo, math.ceil(useful / per))
+    if max_gpus is not None:
+        hi = min(hi, max_gpus // per)
+    return (lo, hi) if lo <= hi else None
+
+
+def _all_busy(job: Job, cluster: Cluster, layout: Layout, nodes: int) -> bool:
+    """Whether every data-parallel rank on `nodes` nodes gets a micro-batch of the global batch."""
+    return _at(layout, cluster, nodes).dp * job.micro_batch <= job.sequences_per_step
+
+
+def _at(layout: Layout, cluster: Cluster, nodes: int) -> Layout:
+    """`layout` widened over `nodes` nodes: every rented GPU joins data parallelism."""
+    dp = nodes * cluster.per_node // (layout.tp * layout.pp)
+    return Layout(dp, layout.tp, layout.pp, layout.zero_stage)
+
+
+def _search(
+    job: Job, cluster: Cluster, layout: Layout, lo: int, hi: int, deadline_h: float | None
+) -> tuple[tuple[int, Run] | None, tuple[int, Run]]:
+    """(the fewest nodes in [lo, hi] meeting the deadline and its run, or None; the fastest run
+    seen). Without a deadline: `lo` nodes. Wall time falls with nodes until communication binds
+    (advisor/perf/training.py), so the search bisects above one node."""
+
+    def run_on(n: int) -> Run:
+        return run_time(job, cluster, _at(layout, cluster, n), n * cluster.per_node)
+
+    first = run_on(lo)
+    if deadline_h is None or first.hours <= deadline_h:
+        return (lo, first), (lo, first)
+    seen = [(lo, first)]
+    low, high = lo + 1, hi
+    found: tuple[int, Run] | None = None
+    while low <= high:
+        mid = (low + high) // 2
+        r = run_on(mid)
+        seen.append((mid, r))
+        if r.hours <= deadline_h:
+            found, high = (mid, r), mid - 1
+        else:
+            low = mid + 1
+    if found is None and hi > lo:
+        seen.append((hi, run_on(hi)))
+    best = min(seen, key=lambda s: (s[1].hours, s[0]))
+    return found, best
+
+
+# Per-GPU memory figures that tensor parallelism (sequence parallel) splits; every other figure
+# in GB is a weight or optimizer state, split by TP x PP.
+_ACTIVATION_FIGURES = frozenset({"activations_per_gpu_gb", "logits_per_gpu_gb"})
+
+
+def _split_memory(figures: list[Figure], layout: Layout) -> list[Figure]:
+    """Per-GPU memory with tensor (and pipeline) parallelism: states and weights over TP x PP,
+    activations and logits over TP (sequence parallel, Korthikanti et al. 2022; 1F1B keeps a
+    full model's worth of layers' activations on the first stage). Unchanged without either."""
+    if layout.tp * layout.pp == 1:
+        return figures
+    out = []
+    for f in figures[:-1]:  # the last is the total, summed again below
+        if f.unit != "GB":
+            out.append(f)
+        elif f.name in _ACTIVATION_FIGURES:
+            out.append(Figure(f.name, f.value / layout.tp, "GB", f"{f.formula} / TP {layout.tp}"))
+        else:
+            split = layout.tp * layout.pp
+            why = f"{f.formula} / (TP {layout.tp} x PP {layout.pp})"
+            out.append(Figure(f.name, f.value / split, "GB", why))
+    parts = [f for f in out if f.unit == "GB"]
+    total = sum(f.value for f in parts)
+    out.append(Figure("memory_per_gpu_gb", total, "GB", " + ".join(f.name for f in parts)))
+    return out
+
+
+def _over_max_gpus(
+    acc: Accelerator,
+    layouts: list[Layout],
+    wanted: int,
+    per_node: int,
+    max_gpus: int | None,
+    eff: float,
+    source: str,
+) -> Fit:
+    least = min(math.ceil(max(lay.gpus, wanted, 1) / per_node) * per_node for lay in layouts)
+    return Fit(
+        0,
+        0,
+        0,
+        False,
+        0.0,
+        0.0,
+        eff,
+        source,
+        unfit=(
+            f"{acc.id}: needs at least {least} GPUs ({per_node} per node), above the "
+            f"{max_gpus} GPUs allowed (max_gpus)"
+        ),
+        least_gpus=least,
+    )

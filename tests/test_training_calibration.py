@@ -1,0 +1,69 @@
+"""Every published training row predicted within x1.5 (tests/data/published.yaml `training`,
+copied from ../shared/calibration/published.yaml) by the training time model: whole-run
+GPU-hours, steady-state MFU at scale, FP8 tokens/s per GPU. Rows outside the bound are strict
+xfail with the reason."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from advisor.catalog.loading import load_catalog
+from benchmarks.calibration_training import compare_training, run_training, training_rows
+
+CATALOG = load_catalog()
+# The Llama 3.1 model card's 1.46M H100-hours for the 8B model over ~15T tokens imply 14% MFU on
+# 6ND, a third of what the same card's 405B row (35%) and the Llama 3 paper's 38-43% imply; the
+# card does not say what the figure includes (post-training, ablations?) nor the GPU count or
+# batch. Nothing the model knows of an 8B run explains a 2.6x gap: left as a known miss.
+OUTSIDE = {
+    "llama31-8b-train": "card's 8B GPU-hours imply 14% MFU; what they include is not stated",
+}
+
+
+def _params() -> list[object]:
+    return [
+        pytest.param(
+            row,
+            id=row["id"],
+            marks=[pytest.mark.xfail(reason=OUTSIDE[row["id"]], strict=True)]
+            if row["id"] in OUTSIDE
+            else [],
+        )
+        for row in training_rows()
+    ]
+
+
+@pytest.mark.parametrize("row", _params())
+def test_training_row_within_1_5(row: dict[str, object]) -> None:
+    c = compare_training(row, CATALOG)
+    assert 1 / 1.5 <= c.ratio <= 1.5, f"{c.metric}: {c.predicted:.4g} vs {c.published}"
+
+
+def test_every_kind_of_training_row_is_compared() -> None:
+    comps = run_training(CATALOG)
+    kinds = {c.metric for c in comps}
+    assert kinds == {"gpu_hours", "mfu", "tokens_s_per_gpu"}
+    assert len(comps) == len(training_rows()) == 20
+
+
+def test_training_median_error_at_most_20_percent() -> None:
+    comps = run_training(CATALOG)
+    assert statistics.median(abs(c.ratio - 1) for c in comps) <= 0.20
+
+
+def test_a_whole_run_by_hand() -> None:
+    """Llama 2 7B, 2T tokens on A100-80GB (312 TFLOP/s dense BF16, NVSwitch 600 GB/s both
+    ways): the plan's fewest GPUs are one node of 8 under ZeRO-3. A step is the 4M-token batch
+    (1,024 x 4,096), 128 micro-batches per GPU; compute 6ND at the 0.40 MFU; ZeRO-3 moves
+    3 x 128 x 6.74e9 x 2 bytes x 7/8 at 300 GB/s, hidden but for 20%. GPU-hours = 8 x steps x
+    step / 3600 / 0.90 goodput (Llama 3's >90% effective training time) = 203,600 (the card:
+    184,320)."""
+    row = next(r for r in training_rows() if r["id"] == "llama2-7b-pretrain")
+    n = CATALOG.models["llama-2-7b"].params_b * 1e9
+    compute = 6 * n * 4_194_304 / (8 * 312e12 * 0.40)
+    comm = 3 * 128 * n * 2 * 7 / 8 / 300e9
+    steps = 2e12 / 4_194_304
+    by_hand = 8 * steps * (compute + 0.2 * comm) / 3600 / 0.90
+    assert compare_training(row, CATALOG).predicted == pytest.approx(by_hand, rel=1e-6)

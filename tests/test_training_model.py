@@ -1,0 +1,328 @@
+"""The training time model (advisor/perf/training.py) and deadline plans (perf/fitting.py):
+properties and hand calculations."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from advisor import Catalog, InputError, Workload, recommend
+from advisor.perf.estimate import estimate
+from advisor.perf.fitting import WorkPlan
+from advisor.perf.sizing import Shape
+from advisor.perf.training import Cluster, Job, Layout, run_time, step_time
+from advisor.request import EstimateRequest
+
+P5 = Cluster(989.5, 8, 900, 3200)  # p5.48xlarge: H100 SXM, NVSwitch 900 GB/s, 3,200 Gbit/s
+MODELS = ["llama-3-8b", "llama-3.1-70b", "qwen2.5-32b", "llama-2-13b"]
+
+
+def _job(shape: Shape, tokens: float = 1e11, recompute: bool = True) -> Job:
+    return Job(shape, tokens, 4096, 1, recompute, 0.40)
+
+
+def _plan(shipped: Catalog, **fields: object) -> WorkPlan:
+    w = Workload(workload="large_scale_training", **fields)  # type: ignore[arg-type]
+    return WorkPlan(shipped, w, shipped.workloads["large_scale_training"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(model=st.sampled_from(MODELS), nodes=st.integers(1, 256), tp=st.sampled_from([1, 2, 8]))
+def test_more_gpus_never_raise_total_flops_and_mfu_at_most_1(
+    shipped: Catalog, model: str, nodes: int, tp: int
+) -> None:
+    """The model FLOPs of a run are 6ND whatever the GPUs; the GPU-seconds spent at the
+    calibrated MFU never fall below 6ND / (peak x MFU): utilisation is never above 1."""
+    shape = Shape.of(shipped.models[model])
+    job = _job(shape)
+    small = run_time(job, P5, Layout(nodes * 8 // tp, tp), nodes * 8)
+    large = run_time(job, P5, Layout((nodes + 1) * 8 // tp, tp), (nodes + 1) * 8)
+    for run in (small, large):
+        flops = next(f for f in run.figures if f.name == "training_flops")
+        assert flops.value == pytest.approx(6 * shape.active_params * 1e11)
+        assert 0 < run.mfu <= 0.40 + 1e-9 <= 1
+        assert run.hfu == pytest.approx(run.mfu * 8 / 6)  # recomputation: 8ND of hardware FLOPs
+        # GPU-hours x peak x MFU >= the model FLOPs: more GPUs never do the work in fewer FLOPs
+        spent = run.gpu_hours * run.goodput * 3600 * 989.5e12 * 0.40
+        assert spent >= flops.value * (1 - 1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(model=st.sampled_from(MODELS), nodes=st.integers(1, 200), stage=st.sampled_from([1, 3]))
+def test_wall_time_never_rises_with_gpus_until_communication_bound(
+    shipped: Catalog, model: str, nodes: int, stage: int
+) -> None:
+    shape = Shape.of(shipped.models[model])
+    job = _job(shape)
+    before = run_time(job, P5, Layout(nodes * 8, 1, 1, stage), nodes * 8)
+    after = run_time(job, P5, Layout((nodes + 1) * 8, 1, 1, stage), (nodes + 1) * 8)
+    if after.step.exposed_s == 0 and nodes > 1:  # compute-bound on both sides of the step
+        assert after.hours <= before.hours
+    if after.step.exposed_s == 0 and before.step.exposed_s == 0:
+        assert after.hours <= before.hours
+
+
+def test_compute_bound_step_by_hand() -> None:
+    """Llama-3-8B (8.03e9), 4M-token batch, 8 H100 in one NVSwitch node, ZeRO-1: compute per
+    step = 6 x 8.03e9 x 4,194,304 / (8 x 989.5e12 x 0.40) = 63.8 s; the gradient reduce-scatter
+    and parameter all-gather move 2 x 8.03e9 x 2 bytes x 7/8 over 450 GB/s (900 both ways / 2)
+    = 0.0625 s, half under each phase, far under the compute: only the 20% that never
+    overlaps is exposed."""
+    shape = Shape("8b", 8.03e9, 8.03e9, 32, 4096, 32, 8, 128)
+    step = step_time(_job(shape), P5, Layout(8, 1, 1, 1))
+    assert step.compute_s == pytest.approx(6 * 8.03e9 * 4_194_304 / (8 * 989.5e12 * 0.40))
+    comm = 2 * 8.03e9 * 2 * 7 / 8 / 450e9
+    assert step.dp_comm_s == pytest.approx(comm)
+    assert step.exposed_s == pytest.approx(0.2 * comm)
+
+
+def test_network_bound_step_by_hand() -> None:
+    """ZeRO-1 over 64 nodes of a 100 Gbit/s network: a ring holding all 8 GPUs of each node
+    moves 100/8 GB/s = 12.5 GB/s; 2 x 8.03e9 x 2 x 511/512 bytes take 2.56 s, half under the
+    forward (1/3 of the 0.998 s of compute), half under the backward (2/3): each phase exposes
+    what its compute does not cover."""
+    shape = Shape("8b", 8.03e9, 8.03e9, 32, 4096, 32, 8, 128)
+    slow = Cluster(989.5, 8, 900, 100)
+    step = step_time(_job(shape), slow, Layout(512, 1, 1, 1))
+    compute = 6 * 8.03e9 * 4_194_304 / (512 * 989.5e12 * 0.40)
+    comm = 2 * 8.03e9 * 2 * 511 / 512 / 12.5e9
+    assert step.compute_s == pytest.approx(compute)
+    assert step.dp_comm_s == pytest.approx(comm)
+    assert step.exposed_s == pytest.approx(comm / 2 - compute / 3 + comm / 2 - compute * 2 / 3)
+
+
+def test_zero3_gathers_per_micro_batch() -> None:
+    """ZeRO-3 re-gathers parameters for each micro-batch: 128 micro-batches per GPU per step
+    (1,024 sequences over 8 ranks) move 3 x 128 x the parameters' bytes."""
+    shape = Shape("8b", 8.03e9, 8.03e9, 32, 4096, 32, 8, 128)
+    step = step_time(_job(shape), P5, Layout(8, 1, 1, 3))
+    assert step.dp_comm_s == pytest.approx(3 * 128 * 8.03e9 * 2 * 7 / 8 / 450e9)
+
+
+def test_slow_network_is_slower_at_512_gpus(shipped: Catalog) -> None:
+    """Issue 10: a3-highgpu-8g (GPUDirect-TCPX, 1,000 Gbit/s per node, about 100 per GPU) and
+    p5.48xlarge (3,200 per node) both hold 8 H100s; at 512 GPUs the slower network is slower:
+    ZeRO-3 moves 3 x 2 micro-batches x 141 GB per step at 125 vs 400 GB/s."""
+    times = {}
+    for it in ("a3-highgpu-8g", "p5.48xlarge"):
+        r = estimate(
+            shipped,
+            EstimateRequest(
+                workload="large_scale_training",
+                model="llama-3.1-70b",
+                tokens=1e12,
+                instance_type=it,
+                gpu_count=512,
+            ),
+        )
+        assert r.hardware.gpus == 512 and r.hours is not None
+        times[it] = r.hours
+    assert times["a3-highgpu-8g"] > times["p5.48xlarge"] * 1.05
+
+
+def test_zero3_over_pcie_l4s_is_slower_than_compute_bound(shipped: Catalog) -> None:
+    """g6.48xlarge: eight L4s on PCIe (no GPU link): ZeRO-3 gathers and reduce-scatters every
+    parameter at 25 GB/s, more than the compute hides, so the time exceeds 6ND at the MFU."""
+    r = estimate(
+        shipped,
+        EstimateRequest(
+            workload="fine_tuning", model="llama-3-8b", tokens=1e9, instance_type="g6.48xlarge"
+        ),
+    )
+    assert r.hours is not None and r.mfu is not None
+    peak = shipped.accelerators["l4"].peak_tflops.bf16
+    assert peak is not None
+    bound_h = 6 * 8.03e9 * 1e9 / (8 * peak * 1e12 * r.efficiency) / 3600
+    exposed = next(f for f in r.figures if f.name == "step_s")
+    assert r.hours > bound_h * 1.05 and r.mfu < r.efficiency
+    assert "exposed communication" in exposed.formula
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    model=st.sampled_from(["llama-3-8b", "llama-3.1-70b", "qwen2.5-32b"]),
+    tokens=st.sampled_from([2e11, 1e12, 3e12]),
+    days=st.floats(5, 120),
+)
+def test_every_deadline_plan_meets_its_deadline(
+    shipped: Catalog, model: str, tokens: float, days: float
+) -> None:
+    w = Workload(
+        workload="large_scale_training", model=model, tokens=tokens, deadline_days=days, limit=50
+    )
+    result = recommend(shipped, w)
+    for r in result.recommendations:
+        assert r.sizing is not None and r.sizing.hours is not None
+        assert r.sizing.hours <= days * 24 * (1 + 1e-9)
+        assert r.sizing.mfu is not None and r.sizing.mfu <= 1
+        assert any("deadline" in reason for reason in r.reasons)
+    if not result.ok:
+        assert any("DEADLINE_MISSED" in x.codes for x in result.rejected)
+
+
+def test_the_deadline_buys_the_cheapest_gpu_count(shipped: Catalog) -> None:
+    """On one kind of node, node-hours rise with nodes (communication does not shrink), so the
+    cheapest plan meeting a deadline is the fewest nodes that meet it: one node fewer misses."""
+    plan = _plan(shipped, model="llama-3.1-70b", tokens=1e12, deadline_days=30)
+    acc = shipped.accelerators["h100-sxm"]
+    fit = plan.fit(acc, 8, 900, 3200)
+    assert fit.hours is not None and fit.hours <= 30 * 24 and fit.deadline_met
+    assert fit.layout is not None
+    fewer = _plan(
+        shipped,
+        model="llama-3.1-70b",
+        tokens=1e12,
+        gpu_count=fit.rented_gpus - 8,
+        max_gpus=fit.rented_gpus - 8,
+    ).fit(acc, 8, 900, 3200)
+    assert fewer.hours is not None and fewer.hours > 30 * 24
+
+
+def test_max_gpus_caps_the_plan_and_the_fastest_time_is_named(shipped: Catalog) -> None:
+    plan = _plan(shipped, model="llama-3.1-70b", tokens=1e12, deadline_days=10, max_gpus=256)
+    fit = plan.fit(shipped.accelerators["h100-sxm"], 8, 900, 3200)
+    assert fit.rented_gpus <= 256 and not fit.deadline_met
+    assert fit.fastest_hours is not None and fit.fastest_hours > 10 * 24
+    assert fit.hours == fit.fastest_hours  # the fit shows the fastest plan
+
+
+def test_deadline_needs_tokens_and_training(shipped: Catalog) -> None:
+    with pytest.raises(InputError, match="needs tokens"):
+        _plan(shipped, model="llama-3-8b", deadline_days=3)
+    with pytest.raises(InputError, match="training"):
+        recommend(
+            shipped,
+            Workload(workload="high_throughput_inference", model="llama-3-8b", deadline_days=3),
+        )
+
+
+def test_long_plans_are_flagged_and_every_training_option_states_its_wall_time(
+    shipped: Catalog,
+) -> None:
+    """Issue 10: 70B on 1T tokens on the default 8 GPUs took 1.9 years with no warning."""
+    result = recommend(
+        shipped, Workload(workload="large_scale_training", model="llama-3.1-70b", tokens=1e12)
+    )
+    assert result.recommendations
+    for r in result.recommendations:
+        assert any("days wall time" in x for x in r.reasons)
+        assert r.sizing is not None and r.sizing.hours is not None
+        if r.sizing.hours > 90 * 24:
+            assert any("over 90 days" in x for x in r.reasons)
+
+
+def test_objective_time_no_longer_ties(shipped: Catalog) -> None:
+    """With 512 GPUs the network separates instance types of the same GPU."""
+    w = Workload(
+        workload="large_scale_training",
+        model="llama-3.1-70b",
+        tokens=1e12,
+        gpu_count=512,
+        objective="time",
+        limit=50,
+    )
+    recs = recommend(shipped, w).recommendations
+    h100 = {
+        r.instance_type: r.sizing.hours for r in recs if r.accelerator == "h100-sxm" and r.sizing
+    }
+    assert len(set(h100.values())) > 1
+
+
+def test_cli_deadline_unreachable_exits_1_naming_the_fastest() -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "advisor",
+            "recommend",
+            "--workload",
+            "large_scale_training",
+            "--model",
+            "llama-3.1-70b",
+            "--tokens",
+            "1e12",
+            "--deadline-days",
+            "1",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1, out.stderr
+    body = json.loads(out.stdout)
+    sentences = [a["sentence"] for a in body["alternatives"]]
+    assert any(
+        s.startswith("the fastest any option finishes is ") and "raise --deadline-days" in s
+        for s in sentences
+    ), sentences
+
+
+def test_estimate_with_a_deadline_reports_the_plan(shipped: Catalog) -> None:
+    r = estimate(
+        shipped,
+        EstimateRequest(
+            workload="large_scale_training",
+            model="llama-3.1-70b",
+            tokens=1e12,
+            instance_type="p5.48xlarge",
+            deadline_days=30,
+        ),
+    )
+    assert r.fits and r.hours is not None and r.hours <= 30 * 24
+    assert r.gpu_hours == pytest.approx(r.hours * r.hardware.gpus)
+    assert (
+        r.layout is not None
+        and r.layout.data_parallel * r.layout.tensor_parallel <= r.hardware.gpus
+    )
+    missed = estimate(
+        shipped,
+        EstimateRequest(
+            workload="large_scale_training",
+            model="llama-3.1-70b",
+            tokens=1e12,
+            instance_type="p5.48xlarge",
+            deadline_days=30,
+            max_gpus=64,
+        ),
+    )
+    assert not missed.fits and "misses the 30-day deadline" in missed.notes[0]
+
+
+def test_max_gpus_below_what_holds_the_model_is_its_own_constraint(shipped: Catalog) -> None:
+    """llama-3.1-405b needs 16 x 405e9 / (0.9 x 80e9) = 90 H100s under ZeRO-3 with full
+    recomputation, so whole 8-GPU nodes: 96 at least; --max-gpus 64 is the GPU limit, relaxable
+    to the fewest whole nodes that hold it, not 'memory'."""
+    result = recommend(
+        shipped,
+        Workload(workload="large_scale_training", model="llama-3.1-405b", tokens=1e12, max_gpus=64),
+    )
+    p5 = next(r for r in result.rejected if r.id == "p5.48xlarge")
+    assert "GPU_LIMIT_EXCEEDED" in p5.codes and "MEMORY_INSUFFICIENT" not in p5.codes
+    assert "above the 64 GPUs allowed" in p5.reasons[0]
+    # H200 / MI300X nodes hold it on 64 GPUs; without them the limit is the nearest relaxation
+    assert result.ok or any(a.constraint == "max_gpus" for a in result.alternatives)
+    tight = recommend(
+        shipped,
+        Workload(workload="large_scale_training", model="llama-3.1-405b", tokens=1e12, max_gpus=8),
+    )
+    assert not tight.ok
+    assert any(
+        a.constraint == "max_gpus" and a.sentence.startswith("raise --max-gpus to")
+        for a in tight.alternatives
+    ), tight.alternatives
+
+
+def test_a_one_node_workload_meets_its_deadline_on_one_node(shipped: Catalog) -> None:
+    """fine_tuning runs on one node: a deadline it cannot meet there names one node's fastest."""
+    w = Workload(workload="fine_tuning", model="llama-3-8b", tokens=5e10, deadline_days=1)
+    result = recommend(shipped, w)
+    assert not result.ok
+    p5 = next(r for r in result.rejected if r.id == "p5.48xlarge")
+    assert p5.codes == ("DEADLINE_MISSED",), p5.reasons
+    assert "on 8 GPUs" in p5.reasons[0]
