@@ -86,6 +86,9 @@ class SizedWork(_Request):
     max_itl_ms: Annotated[
         float | None, Field(gt=0, le=1e7, description="inter-token latency target")
     ] = None
+    checkpoint_interval_h: Annotated[
+        float | None, Field(gt=0, le=1000, description="spot training: hours between checkpoints")
+    ] = None  # None: the workload profile's spot policy default
 
     @property
     def sized(self) -> bool:

@@ -58,6 +58,7 @@ def recommend(
     max_ttft_ms: opts.MaxTtftMs = None,
     max_itl_ms: opts.MaxItlMs = None,
     server: opts.Server = None,
+    checkpoint_interval_h: opts.CheckpointIntervalH = None,
 ) -> None:
     """Recommend hardware for a workload; exit 1 when nothing satisfies the constraints."""
     request: dict[str, Any] = {
@@ -87,6 +88,7 @@ def recommend(
                 input_tokens, output_tokens, concurrency, tensor_parallel, max_ttft_ms, max_itl_ms
             ),
         ),
+        **opts.spot_fields(checkpoint_interval_h),
     }
     parsed = parse_request(RecommendRequest, request)
     fleet = opts.fleet_from_server(server) if parsed.sized else None

@@ -94,3 +94,14 @@ def fleet_from_server(url: str | None) -> dict[str, Calibration] | None:
     if not isinstance(summaries, list):
         raise InputError(f"--server: GET {reply.url} answered HTTP {reply.status}, not a summary")
     return calibrations(summaries)
+
+
+CheckpointIntervalH = Annotated[
+    float | None,
+    typer.Option(help="Spot training: hours between checkpoints (default: the workload's)."),
+]
+
+
+def spot_fields(checkpoint_interval_h: float | None) -> dict[str, Any]:
+    """The spot plan fields of a request (advisor/engine/spot_risk.py)."""
+    return {"checkpoint_interval_h": checkpoint_interval_h}
