@@ -97,6 +97,9 @@ class SizedWork(_Request):
     max_gpus: Annotated[
         int | None, Field(ge=1, le=1_000_000, description="training: rent at most this many GPUs")
     ] = None
+    checkpoint_interval_h: Annotated[
+        float | None, Field(gt=0, le=1000, description="spot training: hours between checkpoints")
+    ] = None  # None: the workload profile's spot policy default
 
     @property
     def sized(self) -> bool:

@@ -95,6 +95,8 @@ def shuffled(catalog: Catalog, seed: int) -> Catalog:
         accelerators=mix(catalog.accelerators),
         instance_types=mix(catalog.instance_types),
         workloads=mix(catalog.workloads),
+        systems=mix(catalog.systems),
+        spot_interruptions=mix(catalog.spot_interruptions),
     )
 
 

@@ -12,7 +12,7 @@ from typing import cast
 
 from pydantic import BaseModel
 
-from advisor.catalog.models import Accelerator, FormFactor, InstanceType, Purchase
+from advisor.catalog.models import Accelerator, FormFactor, InstanceType, NodeSystem, Purchase
 from advisor.did_you_mean import did_you_mean
 from advisor.errors import CatalogIssue
 
@@ -51,10 +51,17 @@ def cross_check(
         if entry_id not in accelerators and entry_id not in broken:
             msg = f"no accelerator {entry_id!r}{did_you_mean(entry_id, accelerators)}"
             issues.append(CatalogIssue(origin.file, entry_id, "id", msg))
+    systems = {k: cast(NodeSystem, v[0]) for k, v in entries["systems"].items()}
+    for system_id, (system, origin) in entries["systems"].items():
+        gpu = cast(NodeSystem, system).accelerator
+        if gpu not in accelerators and gpu not in broken:
+            msg = f"unknown accelerator {gpu!r}{did_you_mean(gpu, accelerators)}"
+            issues.append(CatalogIssue(origin.file, system_id, "accelerator", msg))
     stale: dict[str, list[dt.date]] = defaultdict(list)
     for it_model, origin in entries["instance_types"].values():
         it = cast(InstanceType, it_model)
         _check_references(it, origin.file, accelerators, issues, broken)
+        _check_system(it, origin.file, accelerators, systems, issues, broken)
         _check_prices(it, origin.file, issues, warnings, today)
         for price in it.prices:
             if (today - price.as_of).days > max_age_days:
@@ -101,6 +108,42 @@ def _check_references(
     cpu = accelerators.get(it.cpu) if it.cpu else None
     if cpu is not None and cpu.form_factor != FormFactor.cpu:
         issue("cpu", f"{cpu.id!r} is not a CPU class (form_factor {cpu.form_factor.value})")
+
+
+def _check_system(
+    it: InstanceType,
+    file: str,
+    accelerators: dict[str, Accelerator],
+    systems: dict[str, NodeSystem],
+    issues: list[CatalogIssue],
+    broken: set[str] | frozenset[str],
+) -> None:
+    """A reference system's power stands for the instance's only if it is built of the same GPUs
+    (same TDP) and holds at least as many of them (advisor/catalog/power.py)."""
+    if it.system is None:
+        return
+    system = systems.get(it.system)
+    if system is None:
+        if it.system not in broken:
+            msg = f"unknown system {it.system!r}{did_you_mean(it.system, systems)}"
+            issues.append(CatalogIssue(file, it.id, "system", msg))
+        return
+    mine = accelerators.get(it.accelerator) if it.accelerator else None
+    theirs = accelerators.get(system.accelerator)
+    if mine is None or theirs is None:
+        if it.accelerator is None:
+            msg = "a CPU-only instance has no GPU system"
+            issues.append(CatalogIssue(file, it.id, "system", msg))
+        return
+    if mine.tdp_w != theirs.tdp_w:
+        msg = (
+            f"{system.id} is built of {theirs.id} ({theirs.tdp_w:g} W), not {mine.id} "
+            f"({mine.tdp_w:g} W): its power does not stand for this instance's"
+        )
+        issues.append(CatalogIssue(file, it.id, "system", msg))
+    if it.gpu_count > system.gpu_count:
+        msg = f"{it.gpu_count} GPUs, more than {system.id}'s {system.gpu_count}"
+        issues.append(CatalogIssue(file, it.id, "system", msg))
 
 
 def _check_prices(

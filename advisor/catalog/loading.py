@@ -17,7 +17,9 @@ from advisor.catalog.models import (
     Accelerator,
     InstanceType,
     ModelPreset,
+    NodeSystem,
     ProbeExpectation,
+    SpotInterruption,
     WorkloadProfile,
 )
 from advisor.catalog.queries import Catalog
@@ -31,6 +33,8 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "workloads": WorkloadProfile,
     "probe_expectations": ProbeExpectation,
     "models": ModelPreset,
+    "systems": NodeSystem,
+    "spot_interruptions": SpotInterruption,
 }
 DEFAULT_MAX_PRICE_AGE_DAYS = 365
 
@@ -126,6 +130,10 @@ def load_catalog(
             k: typing.cast(ProbeExpectation, v[0]) for k, v in merged["probe_expectations"].items()
         },
         models={k: typing.cast(ModelPreset, v[0]) for k, v in merged["models"].items()},
+        systems={k: typing.cast(NodeSystem, v[0]) for k, v in merged["systems"].items()},
+        spot_interruptions={
+            k: typing.cast(SpotInterruption, v[0]) for k, v in merged["spot_interruptions"].items()
+        },
         warnings=tuple(warnings),
         sources=tuple(str(d) for d in dirs),
     )

@@ -115,11 +115,17 @@ class Accelerator(Strict):
     # Names the device reports through NVML / the driver, used by the probe to match hardware.
     nvml_names: tuple[str, ...] = ()
     power_modes: tuple[PowerMode, ...] = ()
+    # CPU classes: cores and hardware threads of one socket, for prorating a VM's share of the
+    # socket's TDP (advisor/catalog/power.py). None: not stated (a VM is charged the whole socket).
+    socket_cores: Annotated[int | None, Field(gt=0, le=1024)] = None
+    socket_threads: Annotated[int | None, Field(gt=0, le=2048)] = None
     notes: str | None = None
     source: Annotated[str, Field(min_length=1)]
 
     @model_validator(mode="after")
     def _power_modes_within_tdp(self) -> Accelerator:
+        if self.socket_cores and self.socket_threads and self.socket_threads < self.socket_cores:
+            raise ValueError("socket_threads cannot be below socket_cores")
         for mode in self.power_modes:
             if mode.power_w > self.tdp_w:
                 raise ValueError(
@@ -151,6 +157,12 @@ class InstanceType(Strict):
     # What the provider states as total GPU memory; cross-checked against gpu_count x accelerator.
     gpu_memory_total_gb: NonNeg | None = None
     prices: tuple[Price, ...] = ()
+    # Whole-node power (advisor/catalog/power.py): the reference system (catalog `systems`) whose
+    # published maximum the instance is built on, or else GPUs' TDP plus the host's share.
+    system: Id | None = None
+    # vCPUs per physical core where the provider disables SMT (AWS c7a: one vCPU is one core);
+    # None: the CPU class's threads per core.
+    vcpus_per_core: Literal[1, 2] | None = None
     notes: str | None = None
     source: Annotated[str, Field(min_length=1)]
 
@@ -165,6 +177,50 @@ class InstanceType(Strict):
         if self.gpu_count <= 1 and self.interconnect_gb_s:
             raise ValueError("interconnect_gb_s must be 0 with fewer than two GPUs")
         return self
+
+
+class NodeSystem(Strict):
+    """A whole GPU node whose vendor publishes its system power (catalog/systems.yaml): cloud
+    instances built on the same board refer to it with `system`."""
+
+    id: Id
+    name: Annotated[str, Field(min_length=1)]
+    accelerator: Id  # the GPU it is built with
+    gpu_count: Annotated[int, Field(ge=1, le=64)]
+    max_power_w: Annotated[float, Field(gt=0, le=200_000)]  # the vendor's maximum system power
+    notes: str | None = None
+    source: Annotated[str, Field(min_length=1)]
+
+
+class SpotInterruption(Strict):
+    """How often a provider reclaims spot capacity (catalog/spot.yaml), as it states it: a
+    fraction of instances interrupted over a period (AWS: a month; GCP: a day). Converted to a
+    rate per node-hour by advisor/perf/spot.py rate_per_node_h."""
+
+    id: Id
+    provider: Literal["aws", "gcp", "azure", "oci", "lambda", "coreweave", "other"]
+    # Instance-id prefixes this entry is for ("p5." = the p5 family); empty: the whole provider.
+    # The longest matching prefix wins over the provider-wide entry.
+    instance_prefixes: tuple[str, ...] = ()
+    fraction_interrupted: Annotated[float, Field(gt=0, lt=1)]
+    period_h: Annotated[float, Field(gt=0, le=10_000)]
+    published: Annotated[str, Field(min_length=1)]  # what the provider publishes, in its words
+    estimated: bool  # True: the figure is not published as such (see `basis`)
+    basis: Annotated[str, Field(min_length=1)]  # how the figure was chosen
+    source: Annotated[str, Field(min_length=1)]
+
+
+class SpotPolicy(Strict):
+    """How a workload's spot plans are costed and bounded (advisor/perf/spot.py)."""
+
+    checkpoint_interval_h: Annotated[float, Field(gt=0, le=1000)]  # default when not requested
+    restart_h: Annotated[float, Field(ge=0, le=1000)]  # per interruption: re-acquire, reload
+    # A synchronous multi-node spot plan beyond either bound is rejected (SPOT_TOO_RISKY).
+    max_interruptions: Annotated[float, Field(gt=0)]
+    max_added_fraction: Annotated[float, Field(gt=0)]
+    basis: Annotated[str, Field(min_length=1)]
+    estimated: bool
+    source: Annotated[str, Field(min_length=1)]
 
 
 Objective = Literal[
@@ -211,6 +267,8 @@ class WorkloadProfile(Strict):
     prefer_gpu_link: tuple[GpuLink, ...] = ()
     prefer_form_factor: FormFactor | None = None
     preference_penalty: Annotated[float, Field(ge=0, le=10)] = 0.15
+    # Training on spot: checkpoint interval, restart time and the bounds (None: not costed).
+    spot: SpotPolicy | None = None
     rationale: Annotated[str, Field(min_length=1)]
 
 

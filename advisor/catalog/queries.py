@@ -14,7 +14,9 @@ from advisor.catalog.models import (
     FormFactor,
     InstanceType,
     ModelPreset,
+    NodeSystem,
     ProbeExpectation,
+    SpotInterruption,
     WorkloadProfile,
 )
 from advisor.did_you_mean import did_you_mean
@@ -28,6 +30,8 @@ class Catalog:
     workloads: dict[str, WorkloadProfile]
     probe_expectations: dict[str, ProbeExpectation] = field(default_factory=dict)
     models: dict[str, ModelPreset] = field(default_factory=dict)
+    systems: dict[str, NodeSystem] = field(default_factory=dict)
+    spot_interruptions: dict[str, SpotInterruption] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()  # directories it was read from, in order
     # Derived indexes, filled once in __post_init__ (the engine reads them on every query).

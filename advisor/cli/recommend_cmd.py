@@ -62,6 +62,7 @@ def recommend(
     server: opts.Server = None,
     method: opts.Method = "full",
     lora_rank: opts.LoraRank = 16,
+    checkpoint_interval_h: opts.CheckpointIntervalH = None,
 ) -> None:
     """Recommend hardware for a workload; exit 1 when nothing satisfies the constraints."""
     request: dict[str, Any] = {
@@ -93,6 +94,7 @@ def recommend(
         ),
         **opts.method_fields(method, lora_rank),
         **opts.deadline_fields(deadline_days, max_gpus),
+        **opts.spot_fields(checkpoint_interval_h),
     }
     parsed = parse_request(RecommendRequest, request)
     fleet = opts.fleet_from_server(server) if parsed.sized else None

@@ -116,3 +116,14 @@ def method_fields(method: str, lora_rank: int) -> dict[str, Any]:
 def deadline_fields(deadline_days: float | None, max_gpus: int | None) -> dict[str, Any]:
     """The training plan's limits: a wall-time deadline and a GPU ceiling."""
     return {"deadline_days": deadline_days, "max_gpus": max_gpus}
+
+
+CheckpointIntervalH = Annotated[
+    float | None,
+    typer.Option(help="Spot training: hours between checkpoints (default: the workload's)."),
+]
+
+
+def spot_fields(checkpoint_interval_h: float | None) -> dict[str, Any]:
+    """The spot plan fields of a request (advisor/engine/spot_risk.py)."""
+    return {"checkpoint_interval_h": checkpoint_interval_h}

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from advisor.catalog import Catalog
-from advisor.catalog.models import FormFactor, Price, WorkloadProfile
+from advisor.catalog.models import FormFactor, Price, Purchase, SpotPolicy, WorkloadProfile
 from advisor.did_you_mean import unknown
 from advisor.engine.candidates import CandidateIndex, CloudCandidate, candidate_index
 from advisor.engine.checks import (
@@ -35,9 +35,11 @@ from advisor.engine.rank import (
     sized_figures,
 )
 from advisor.engine.result import Alternative, Recommendation, Rejection, Result, SizedFigures
+from advisor.engine.spot_risk import option_spot_plan, too_risky
 from advisor.errors import InputError
 from advisor.perf.calibration import Calibration
 from advisor.perf.fitting import WorkPlan, latency_targets
+from advisor.perf.spot import SpotPlan
 from advisor.request import Workload
 
 __all__ = ["Alternative", "Recommendation", "Rejection", "Result", "SizedFigures", "recommend"]
@@ -176,34 +178,39 @@ def _evaluate_offers(
     per_node_budget = None if budget is None else budget / nodes
     _, perf = cloud_perf(c, placement, p)
     factor = penalty(c, p)
+    spot = _spot_case(c, placement, w, p)
+    risky = spot is not None and too_risky(spot[1], spot[2])
     closest: tuple[int, float, Price] | None = None
     for o_region, o_purchase, hourly, price, sort_id in c.offers:
         # The OFFERING checks (advisor/engine/checks.py), counted inline: this runs once per
         # priced offering. tests/test_constraints.py holds the two to the same answer.
+        on_spot = o_purchase == Purchase.spot
         bad = (
             (region is not None and o_region != region)
             + (purchase is not None and o_purchase != purchase)
             + (per_node_budget is not None and hourly > per_node_budget)
+            + (risky and on_spot)
         )
         if not bad:
             cost = hourly * nodes
-            hits.append(
-                Hit(
-                    objective_value(objective, cost, perf, factor, placement.fit),
-                    cost,
-                    sort_id,
-                    c,
-                    None,
-                    placement,
-                    price,
-                )
-            )
+            plan = spot[1] if spot is not None and on_spot else None
+            hours = plan.total_hours if plan is not None else None
+            value = objective_value(objective, cost, perf, factor, placement.fit, hours)
+            hits.append(Hit(value, cost, sort_id, c, None, placement, price, plan))
             closest = (0, 0.0, price)
         elif closest is None or (bad, hourly) < closest[:2]:
             closest = (bad, hourly, price)
     if closest is not None and closest[0]:
         # No offering fits: explain with the violations of the closest one.
-        rejected.append(_rejection(c.instance.id, offering_violations(closest[2], nodes, w)))
+        rejected.append(_rejection(c.instance.id, offering_violations(closest[2], nodes, w, spot)))
+
+
+def _spot_case(
+    c: CloudCandidate, placement: Placement, w: Workload, p: WorkloadProfile
+) -> tuple[CloudCandidate, SpotPlan, SpotPolicy] | None:
+    """The option's spot plan for the SPOT_TOO_RISKY check, or None where none is costed."""
+    plan = option_spot_plan(c, placement, w, p)
+    return None if plan is None or p.spot is None else (c, plan, p.spot)
 
 
 def _alternatives(
@@ -218,8 +225,9 @@ def _alternatives(
         latency_only = bool(static) and all(v.code in LATENCY_CODES for v in static)
         if len(static) > 1 and not latency_only:
             continue
+        spot = _spot_case(c, placement, w, p)
         for price in c.instance.prices:
-            violations = static + offering_violations(price, placement.nodes, w)
+            violations = static + offering_violations(price, placement.nodes, w, spot)
             where = f"{c.instance.provider} {price.region}, {price.purchase.value}"
             if latency_only and len(violations) == len(static):
                 hourly = price.hourly_usd * placement.nodes
@@ -332,7 +340,7 @@ def _recommendation(h: Hit, score: float, why: list[str]) -> Recommendation:
         power_mode=None,
         score=score,
         reasons=tuple(why),
-        sizing=sized_figures(s.fit, h.hourly_usd) if s.fit is not None else None,
+        sizing=sized_figures(s.fit, h.hourly_usd, h.spot) if s.fit is not None else None,
     )
 
 

@@ -6,6 +6,7 @@ one of its power modes. Everything that does not depend on the request is comput
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from advisor.catalog import Catalog
@@ -16,7 +17,9 @@ from advisor.catalog.models import (
     InstanceType,
     Price,
     Purchase,
+    SpotInterruption,
 )
+from advisor.catalog.power import NodePower, instance_power
 from advisor.engine.result import Rejection
 from advisor.perf.precision import (
     REQUEST_PRECISIONS,
@@ -35,13 +38,16 @@ class CloudCandidate:
     hardware: Accelerator  # the GPU, or the CPU class for CPU-only offerings
     is_gpu: bool
     per_node_memory_gb: float  # GPU memory of one node, or its RAM for CPU-only
-    per_node_power_w: float
+    per_node_power_w: float  # power.watts (advisor/catalog/power.py)
     # (region, purchase, hourly_usd, price, sort id): plain values for the per-offering hot loop
     offers: tuple[tuple[str, Purchase, float, Price, str], ...]
     # workload profile's key precision -> (precision used, dense peak): ranking work without a model
     peaks: dict[str, tuple[str, float]]
     # a request's weight precision -> how this hardware computes it, or why it cannot
     precision_support: dict[str, ComputePrecision | Unsupported]
+    power: NodePower
+    # How often spot capacity of this instance type is reclaimed (catalog/spot.yaml), if known.
+    spot: SpotInterruption | None
 
     @property
     def has_offers(self) -> bool:
@@ -87,6 +93,24 @@ def attribute(obj: object, path: str) -> object:
     return obj
 
 
+def spot_interruption(
+    it: InstanceType, entries: Iterable[SpotInterruption]
+) -> SpotInterruption | None:
+    """The entry for this instance's provider with the longest prefix matching its id (an entry
+    without prefixes covers the whole provider)."""
+    best: tuple[int, SpotInterruption] | None = None
+    for e in entries:
+        if e.provider != it.provider:
+            continue
+        lengths = [len(p) for p in e.instance_prefixes if it.id.startswith(p)]
+        if e.instance_prefixes and not lengths:
+            continue
+        length = max(lengths, default=0)
+        if best is None or length > best[0]:
+            best = (length, e)
+    return None if best is None else best[1]
+
+
 def _build(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:
     cloud = []
     for it in sorted(catalog.instance_types.values(), key=lambda i: i.id):
@@ -96,14 +120,19 @@ def _build(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:
             continue
         is_gpu = it.accelerator is not None
         memory = it.gpu_count * hardware.memory_gb if is_gpu else it.memory_gib / GIB_PER_GB
-        power = it.gpu_count * hardware.tdp_w if is_gpu else hardware.tdp_w
+        power = instance_power(it, catalog.accelerators, catalog.systems)
         offers = tuple(
             (p.region, p.purchase, p.hourly_usd, p, f"{it.id}|{p.region}|{p.purchase.value}")
             for p in it.prices
         )
         peaks = {prec: key_peak(hardware, prec) for prec in PRECISIONS}
         support = {prec: compute_precision(hardware, prec) for prec in REQUEST_PRECISIONS}
-        cloud.append(CloudCandidate(it, hardware, is_gpu, memory, power, offers, peaks, support))
+        spot = spot_interruption(it, catalog.spot_interruptions.values())
+        cloud.append(
+            CloudCandidate(
+                it, hardware, is_gpu, memory, power.watts, offers, peaks, support, power, spot
+            )
+        )
     edge = []
     for acc in sorted(catalog.accelerators.values(), key=lambda a: a.id):
         if acc.form_factor != FormFactor.edge:

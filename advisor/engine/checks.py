@@ -9,13 +9,22 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from advisor.catalog.models import Accelerator, FormFactor, Price, WorkloadProfile
+from advisor.catalog.models import (
+    Accelerator,
+    FormFactor,
+    Price,
+    Purchase,
+    SpotPolicy,
+    WorkloadProfile,
+)
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate
 from advisor.engine.constraints import Constraint, Finding, Violation, violations
 from advisor.engine.placement import PLACEMENT_READS, Placement
+from advisor.engine.spot_risk import risk_sentence, too_risky
 from advisor.perf.fitting import latency_targets, network_below_floor
 from advisor.perf.precision import Unsupported
 from advisor.perf.sizing import usable_memory_gb
+from advisor.perf.spot import SpotPlan
 from advisor.request import Workload, purchase_matches
 
 
@@ -30,6 +39,9 @@ class OfferCase(NamedTuple):
     price: Price
     nodes: int
     w: Workload
+    # The option's spot plan (advisor/engine/spot_risk.py option_spot_plan) and the workload's
+    # spot policy, with the candidate they are for: None where no spot plan is costed.
+    spot: tuple[CloudCandidate, SpotPlan, SpotPolicy] | None = None
 
 
 class EdgeCase(NamedTuple):
@@ -238,7 +250,9 @@ def _power_over_budget(k: StaticCase) -> Finding | None:
         return None
     count = s.nodes * c.instance.gpu_count or s.nodes
     return Finding(
-        f"{count} x {c.hardware.name} draw {power:g} W, above the {budget:g} W budget", power
+        f"{count} x {c.hardware.name} draw {power:,.0f} W ({s.nodes} x {c.power.basis}), above "
+        f"the {budget:g} W budget",
+        power,
     )
 
 
@@ -315,7 +329,7 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         "power_budget_w",
         "the power budget",
         _power_over_budget,
-        ("per_node_power_w", "instance.gpu_count", "hardware.name"),
+        ("per_node_power_w", "power", "instance.gpu_count", "hardware.name"),
     ),
     Constraint(
         "PROVIDER_EXCLUDED", "provider", "the provider", _provider_excluded, ("instance.provider",)
@@ -366,15 +380,34 @@ def _over_budget(k: OfferCase) -> Finding | None:
     )
 
 
+def _spot_too_risky(k: OfferCase) -> Finding | None:
+    """A spot plan beyond the workload's bound (advisor/engine/spot_risk.py). Not relaxable by
+    a request field: the on-demand offering of the same type is the alternative."""
+    if k.spot is None or k.price.purchase != Purchase.spot:
+        return None
+    c, plan, policy = k.spot
+    return (
+        Finding(risk_sentence(c, plan, policy), relaxable=False)
+        if too_risky(plan, policy)
+        else None
+    )
+
+
 OFFERING: tuple[Constraint[OfferCase], ...] = (
     Constraint("REGION_NOT_OFFERED", "region", "the region", _region_not_offered),
     Constraint("PURCHASE_UNAVAILABLE", "purchase", "the purchase option", _purchase_unavailable),
     Constraint("OVER_BUDGET", "max_hourly_usd", "the hourly budget", _over_budget),
+    Constraint("SPOT_TOO_RISKY", None, "the spot interruption risk", _spot_too_risky),
 )
 
 
-def offering_violations(price: Price, nodes: int, w: Workload) -> list[Violation]:
-    return violations(OFFERING, OfferCase(price, nodes, w))
+def offering_violations(
+    price: Price,
+    nodes: int,
+    w: Workload,
+    spot: tuple[CloudCandidate, SpotPlan, SpotPolicy] | None = None,
+) -> list[Violation]:
+    return violations(OFFERING, OfferCase(price, nodes, w, spot))
 
 
 # --- edge-device checks ---------------------------------------------------------------------

@@ -9,7 +9,9 @@ from advisor.catalog.models import FormFactor, Price, WorkloadProfile
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate
 from advisor.engine.placement import Placement
 from advisor.engine.result import SizedFigures
+from advisor.engine.spot_risk import plan_sentence
 from advisor.perf.fitting import BARE_INFERENCE, LONG_PLAN_DAYS, Fit, latency_targets
+from advisor.perf.spot import SpotPlan
 from advisor.request import Workload
 
 OBJECTIVE_WORDS = {
@@ -33,6 +35,7 @@ class Hit(NamedTuple):
     edge: EdgeCandidate | None
     placement: Placement
     price: Price | None
+    spot: SpotPlan | None = None  # a spot training plan: what interruptions add
 
 
 def cloud_perf(c: CloudCandidate, s: Placement, p: WorkloadProfile) -> tuple[str, float]:
@@ -60,15 +63,22 @@ COST_LIKE = {"cheapest", "cost_to_completion", "time", "cost_per_million_tokens"
 
 
 def objective_value(
-    objective: str, cost: float, perf: float, factor: float, fit: Fit | None = None
+    objective: str,
+    cost: float,
+    perf: float,
+    factor: float,
+    fit: Fit | None = None,
+    hours: float | None = None,
 ) -> float:
-    """Lower is better for every objective, so one sort serves them all."""
+    """Lower is better for every objective, so one sort serves them all. `hours` replaces the
+    fit's training time where interruptions add to it (a spot plan's total)."""
     if objective == "cheapest":
         return cost * factor
     if objective in ("cost_to_completion", "time"):
         if fit is None or fit.hours is None:
             return cost * factor  # nothing to complete: fall back to the hourly price
-        return (cost * fit.hours if objective == "cost_to_completion" else fit.hours) * factor
+        done = fit.hours if hours is None else hours
+        return (cost * done if objective == "cost_to_completion" else done) * factor
     if objective == "cost_per_million_tokens":
         if fit is None or not fit.served_tokens_per_s:
             return cost * factor
@@ -113,7 +123,9 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
             f"(needs >= {p.min_multi_node_network_gbps:g} Gbit/s between nodes)"
         )
     if s.fit is not None:
-        out += _sizing_reasons(s.fit, h.hourly_usd, w, p)
+        out += _sizing_reasons(s.fit, h.hourly_usd, w, p, h.spot)
+    if h.spot is not None:
+        out.append(plan_sentence(c, h.spot))
     if w.interconnect_gb_s:
         out.append(
             f"{it.gpu_link.value} at {it.interconnect_gb_s:g} GB/s per GPU meets the "
@@ -121,7 +133,10 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
         )
     if w.power_budget_w is not None:
         power = c.per_node_power_w * s.nodes
-        out.append(f"draws {power:g} W (TDP), within the {w.power_budget_w:g} W budget")
+        out.append(
+            f"draws {power:,.0f} W ({s.nodes} x {c.power.basis}), within the "
+            f"{w.power_budget_w:g} W budget"
+        )
     out.append(
         f"${h.hourly_usd:,.2f}/h {price.purchase.value} in {price.region} "
         f"(price as of {price.as_of.isoformat()})"
@@ -195,9 +210,11 @@ def _gpu_count_source(s: Placement, w: Workload, p: WorkloadProfile) -> str:
     return f" ({by_memory}; {s.gpus} planned, {source})"
 
 
-def sized_figures(fit: Fit, hourly_usd: float) -> SizedFigures:
-    """The numbers behind a sized recommendation, for JSON."""
+def sized_figures(fit: Fit, hourly_usd: float, spot: SpotPlan | None = None) -> SizedFigures:
+    """The numbers behind a sized recommendation, for JSON. On spot, hours and the cost to
+    completion include what interruptions add (advisor/perf/spot.py)."""
     served = fit.served_tokens_per_s or fit.tokens_per_s
+    hours = spot.total_hours if spot is not None else fit.hours
     return SizedFigures(
         gpus_needed=fit.gpus_needed,
         rented_gpus=fit.rented_gpus,
@@ -205,8 +222,8 @@ def sized_figures(fit: Fit, hourly_usd: float) -> SizedFigures:
         memory_total_gb=round(fit.memory_total_gb, 3),
         efficiency=round(fit.efficiency, 4),
         efficiency_source=fit.efficiency_source,
-        hours=fit.hours,
-        cost_to_completion_usd=None if fit.hours is None else fit.hours * hourly_usd,
+        hours=hours,
+        cost_to_completion_usd=None if hours is None else hours * hourly_usd,
         replicas=fit.replicas if fit.tokens_per_s else None,
         tokens_per_s=fit.tokens_per_s or None,
         cost_per_million_tokens_usd=(
@@ -222,14 +239,16 @@ def sized_figures(fit: Fit, hourly_usd: float) -> SizedFigures:
     )
 
 
-def _sizing_reasons(fit: Fit, hourly_usd: float, w: Workload, p: WorkloadProfile) -> list[str]:
+def _sizing_reasons(
+    fit: Fit, hourly_usd: float, w: Workload, p: WorkloadProfile, spot: SpotPlan | None = None
+) -> list[str]:
     method = f" ({w.method}, adapters of rank {w.lora_rank})" if w.method != "full" else ""
     out = [
         f"{fit.memory_per_gpu_gb:,.1f} GB per GPU on {fit.rented_gpus} GPU(s){method}; "
         f"efficiency {fit.efficiency:.2f} ({fit.efficiency_source})"
     ]
     if fit.hours is not None:
-        out += _training_reasons(fit, hourly_usd, w)
+        out += _training_reasons(fit, hourly_usd, w, spot)
     if fit.tokens_per_s:
         per_million = sized_figures(fit, hourly_usd).cost_per_million_tokens_usd or 0.0
         target = (
@@ -250,13 +269,18 @@ def _sizing_reasons(fit: Fit, hourly_usd: float, w: Workload, p: WorkloadProfile
     return out
 
 
-def _training_reasons(fit: Fit, hourly_usd: float, w: Workload) -> list[str]:
-    """Wall time (days), cost, layout and utilisation; a deadline met, or a long plan flagged."""
+def _training_reasons(
+    fit: Fit, hourly_usd: float, w: Workload, spot: SpotPlan | None = None
+) -> list[str]:
+    """Wall time (days), cost (with a spot plan's added hours), layout and utilisation; a
+    deadline met, or a long plan flagged."""
     assert fit.hours is not None
     days = fit.hours / 24
+    hours = spot.total_hours if spot is not None else fit.hours
+    added = " with spot interruptions" if spot is not None else ""
     out = [
         f"{fit.hours:,.1f} h ({days:,.1f} days wall time) to process {w.tokens:.3g} tokens: "
-        f"${fit.hours * hourly_usd:,.0f} to completion"
+        f"${hours * hourly_usd:,.0f} to completion{added}"
     ]
     if fit.layout is not None and fit.mfu is not None:
         out.append(f"{fit.layout.words()}; MFU {fit.mfu:.2f} on 6ND")

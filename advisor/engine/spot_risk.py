@@ -1,0 +1,76 @@
+"""Spot training plans in the engine: the plan of one option (advisor/perf/spot.py), and whether a
+synchronous plan is beyond the workload's bound (SPOT_TOO_RISKY, advisor/engine/checks.py).
+
+One function each, read by the offering check, the hot loop, the ranking and the reasons.
+"""
+
+from __future__ import annotations
+
+from advisor.catalog.models import SpotPolicy, WorkloadProfile
+from advisor.engine.candidates import CloudCandidate
+from advisor.engine.placement import Placement
+from advisor.perf.spot import SpotPlan, rate_per_node_h, spot_plan
+from advisor.request import SizedWork
+
+
+def option_spot_plan(
+    c: CloudCandidate, s: Placement, w: SizedWork, p: WorkloadProfile
+) -> SpotPlan | None:
+    """What spot interruptions add to this option's training time; None where there is no
+    training time (Fit.hours), no spot policy for the workload or no interruption figure."""
+    fit, policy, source = s.fit, p.spot, c.spot
+    if fit is None or fit.hours is None or policy is None or source is None:
+        return None
+    rate = rate_per_node_h(source.fraction_interrupted, source.period_h)
+    checkpoint_h = w.checkpoint_interval_h or policy.checkpoint_interval_h
+    return spot_plan(fit.hours, s.nodes, rate, checkpoint_h, policy.restart_h)
+
+
+def too_risky(plan: SpotPlan, policy: SpotPolicy) -> bool:
+    """A plan that never finishes, or a synchronous multi-node plan beyond either bound."""
+    if not plan.finishes:
+        return True
+    beyond = (
+        plan.interruptions > policy.max_interruptions
+        or plan.added_fraction > policy.max_added_fraction
+    )
+    return plan.nodes > 1 and beyond
+
+
+def spot_words(c: CloudCandidate, plan: SpotPlan) -> str:
+    """The interruption figure behind a plan, and where it came from."""
+    source = c.spot
+    assert source is not None
+    estimated = ", estimated" if source.estimated else ""
+    return (
+        f"{source.fraction_interrupted:.0%} of {c.instance.provider} spot instances interrupted "
+        f"per {source.period_h:g} h ({source.id}{estimated}) = {plan.rate_per_node_h:.3g} per "
+        "node-hour"
+    )
+
+
+def risk_sentence(c: CloudCandidate, plan: SpotPlan, policy: SpotPolicy) -> str:
+    """Why a spot plan is rejected."""
+    head = f"on spot, {plan.nodes} synchronous node(s) for {plan.hours:,.0f} h"
+    rate = spot_words(c, plan)
+    if not plan.finishes:
+        return (
+            f"{head} never finish: at {rate}, interruptions lose more than an hour per hour "
+            f"(checkpoint every {plan.checkpoint_h:g} h, restart {plan.restart_h:g} h)"
+        )
+    return (
+        f"{head} expect {plan.interruptions:,.0f} interruptions ({rate}) adding "
+        f"{plan.added_hours:,.0f} h ({plan.added_fraction:.0%}); a synchronous multi-node spot "
+        f"plan is bounded at {policy.max_interruptions:g} interruptions and "
+        f"{policy.max_added_fraction:.0%} added time: use on-demand or fewer, shorter runs"
+    )
+
+
+def plan_sentence(c: CloudCandidate, plan: SpotPlan) -> str:
+    """What interruptions add to an accepted spot plan, for its reasons."""
+    return (
+        f"spot: {plan.interruptions:.2g} expected interruption(s) ({spot_words(c, plan)}) add "
+        f"{plan.added_hours:,.1f} h of lost work and restarts (checkpoint every "
+        f"{plan.checkpoint_h:g} h, restart {plan.restart_h:g} h): {plan.total_hours:,.1f} h "
+        "in all"
+    )
