@@ -14,10 +14,11 @@ from advisor.engine import Recommendation
 from advisor.engine.candidates import candidate_index
 from advisor.engine.checks import GROUP_SIGNATURE, offering_violations, static_violations
 from advisor.engine.placement import place
-from advisor.engine.spot_risk import option_spot_plan, too_risky
+from advisor.engine.spot_risk import option_spot_plan
+from advisor.perf.estimate import estimate
 from advisor.perf.fitting import WorkPlan
-from advisor.perf.spot import rate_per_node_h, spot_plan
-from advisor.request import RecommendRequest
+from advisor.perf.spot import rate_per_node_h, spot_plan, too_risky
+from advisor.request import EstimateRequest, RecommendRequest
 
 # The issue's case: a 70B model on 1T tokens over 512 GPUs; on 8 x A100 nodes that is 64 nodes
 # for about 102 days.
@@ -171,3 +172,27 @@ def test_inline_spot_test_agrees_with_the_registry(
                 expected.add((c.instance.id, price.region, price.purchase.value))
     got = {(r.instance_type, r.region, r.purchase) for r in recommend(shipped, w).recommendations}
     assert got == expected
+
+
+def test_estimate_on_spot_states_the_same_plan_as_recommend(shipped: Catalog) -> None:
+    """`estimate --purchase spot` adds the interruptions `recommend` states for the same option,
+    and a plan beyond the bound does not fit, with the reason."""
+    spot = _find(
+        recommend(shipped, RecommendRequest(**SMALL, purchase="spot")), "p4d.24xlarge", "spot"
+    )
+    body = {k: v for k, v in SMALL.items() if k not in ("provider", "limit")}
+    est = estimate(
+        shipped,
+        EstimateRequest(**body, instance_type="p4d.24xlarge", purchase="spot"),  # type: ignore[arg-type]
+    )
+    assert spot.sizing is not None and est.fits
+    assert est.hours == pytest.approx(spot.sizing.hours)
+    assert est.cost_usd == pytest.approx(spot.sizing.cost_to_completion_usd)
+    assert "expected_interruptions" in [f.name for f in est.figures]
+    big = {k: v for k, v in PRETRAIN.items() if k not in ("provider", "limit")}
+    risky = estimate(
+        shipped,
+        EstimateRequest(**big, instance_type="p4d.24xlarge", purchase="spot"),  # type: ignore[arg-type]
+    )
+    assert not risky.fits
+    assert "bounds a multi-node spot plan at 10 interruptions" in risky.notes[0]

@@ -112,3 +112,21 @@ def list_instance_types(
             continue
         result.append(it if prices == it.prices else it.model_copy(update={"prices": prices}))
     return sorted(result, key=lambda i: (i.provider, i.id))
+
+
+def spot_interruption(
+    it: InstanceType, entries: Iterable[SpotInterruption]
+) -> SpotInterruption | None:
+    """The entry for this instance's provider with the longest prefix matching its id (an entry
+    without prefixes covers the whole provider)."""
+    best: tuple[int, SpotInterruption] | None = None
+    for e in entries:
+        if e.provider != it.provider:
+            continue
+        lengths = [len(p) for p in e.instance_prefixes if it.id.startswith(p)]
+        if e.instance_prefixes and not lengths:
+            continue
+        length = max(lengths, default=0)
+        if best is None or length > best[0]:
+            best = (length, e)
+    return None if best is None else best[1]

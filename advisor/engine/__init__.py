@@ -35,11 +35,11 @@ from advisor.engine.rank import (
     sized_figures,
 )
 from advisor.engine.result import Alternative, Recommendation, Rejection, Result, SizedFigures
-from advisor.engine.spot_risk import option_spot_plan, too_risky
+from advisor.engine.spot_risk import option_spot_plan
 from advisor.errors import InputError
 from advisor.perf.calibration import Calibration
 from advisor.perf.fitting import WorkPlan, latency_targets
-from advisor.perf.spot import SpotPlan
+from advisor.perf.spot import SpotPlan, too_risky
 from advisor.request import Workload
 
 __all__ = ["Alternative", "Recommendation", "Rejection", "Result", "SizedFigures", "recommend"]

@@ -6,7 +6,6 @@ one of its power modes. Everything that does not depend on the request is comput
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from advisor.catalog import Catalog
@@ -20,6 +19,7 @@ from advisor.catalog.models import (
     SpotInterruption,
 )
 from advisor.catalog.power import NodePower, instance_power
+from advisor.catalog.queries import spot_interruption
 from advisor.engine.result import Rejection
 from advisor.perf.precision import (
     REQUEST_PRECISIONS,
@@ -91,24 +91,6 @@ def attribute(obj: object, path: str) -> object:
     for name in path.split("."):
         obj = getattr(obj, name)
     return obj
-
-
-def spot_interruption(
-    it: InstanceType, entries: Iterable[SpotInterruption]
-) -> SpotInterruption | None:
-    """The entry for this instance's provider with the longest prefix matching its id (an entry
-    without prefixes covers the whole provider)."""
-    best: tuple[int, SpotInterruption] | None = None
-    for e in entries:
-        if e.provider != it.provider:
-            continue
-        lengths = [len(p) for p in e.instance_prefixes if it.id.startswith(p)]
-        if e.instance_prefixes and not lengths:
-            continue
-        length = max(lengths, default=0)
-        if best is None or length > best[0]:
-            best = (length, e)
-    return None if best is None else best[1]
 
 
 def _build(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:

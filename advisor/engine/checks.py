@@ -20,11 +20,11 @@ from advisor.catalog.models import (
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate
 from advisor.engine.constraints import Constraint, Finding, Violation, violations
 from advisor.engine.placement import PLACEMENT_READS, Placement
-from advisor.engine.spot_risk import risk_sentence, too_risky
+from advisor.engine.spot_risk import risk_sentence
 from advisor.perf.fitting import latency_targets, network_below_floor
 from advisor.perf.precision import Unsupported
 from advisor.perf.sizing import usable_memory_gb
-from advisor.perf.spot import SpotPlan
+from advisor.perf.spot import SpotPlan, too_risky
 from advisor.request import Workload, purchase_matches
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from advisor.catalog.models import SpotPolicy, WorkloadProfile
 from advisor.engine.candidates import CloudCandidate
 from advisor.engine.placement import Placement
-from advisor.perf.spot import SpotPlan, rate_per_node_h, spot_plan
+from advisor.perf.spot import SpotPlan, training_spot_plan
 from advisor.request import SizedWork
 
 
@@ -21,20 +21,7 @@ def option_spot_plan(
     fit, policy, source = s.fit, p.spot, c.spot
     if fit is None or fit.hours is None or policy is None or source is None:
         return None
-    rate = rate_per_node_h(source.fraction_interrupted, source.period_h)
-    checkpoint_h = w.checkpoint_interval_h or policy.checkpoint_interval_h
-    return spot_plan(fit.hours, s.nodes, rate, checkpoint_h, policy.restart_h)
-
-
-def too_risky(plan: SpotPlan, policy: SpotPolicy) -> bool:
-    """A plan that never finishes, or a synchronous multi-node plan beyond either bound."""
-    if not plan.finishes:
-        return True
-    beyond = (
-        plan.interruptions > policy.max_interruptions
-        or plan.added_fraction > policy.max_added_fraction
-    )
-    return plan.nodes > 1 and beyond
+    return training_spot_plan(fit.hours, s.nodes, source, policy, w.checkpoint_interval_h)
 
 
 def spot_words(c: CloudCandidate, plan: SpotPlan) -> str:

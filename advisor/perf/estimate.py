@@ -12,7 +12,8 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.catalog import Catalog, get_accelerator, get_instance_type
-from advisor.catalog.models import Accelerator, InstanceType, Price, WorkloadProfile
+from advisor.catalog.models import Accelerator, InstanceType, Price, Purchase, WorkloadProfile
+from advisor.catalog.queries import spot_interruption
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
@@ -20,6 +21,7 @@ from advisor.perf.fitting import BARE_INFERENCE, Fit, WorkPlan, network_below_fl
 from advisor.perf.inference import Targets, check_tensor_parallel
 from advisor.perf.precision import require_precision
 from advisor.perf.sizing import Figure
+from advisor.perf.spot import SpotPlan, too_risky, training_spot_plan
 from advisor.perf.training import Layout
 from advisor.request import EstimateRequest, purchase_matches
 
@@ -108,12 +110,15 @@ def estimate(
     price = _price(instance, req) if instance is not None else None
     # an unfit estimate keeps every figure (fits false, and why), its price at the count shown
     hourly = price.hourly_usd * fit.nodes if price is not None and fit.nodes else None
+    spot = _spot(catalog, instance, price, fit, profile, req)
     blocking = (
         _notes(fit, profile, instance)
         + _latency_notes(fit, plan.targets)
         + _deadline_notes(fit, req.deadline_days)
+        + _spot_notes(spot, profile)
     )
     notes = blocking + _information(fit, profile, instance)
+    hours = spot.total_hours if spot is not None and spot.finishes else fit.hours
     return Estimate(
         workload=profile.id,
         model=req.model or f"{req.params_b:g}B parameters",
@@ -126,15 +131,15 @@ def estimate(
             gpus=fit.rented_gpus,
         ),
         fits=not blocking,
-        figures=list(fit.figures),
+        figures=[*fit.figures, *(spot.figures if spot is not None else ())],
         memory_per_gpu_gb=fit.memory_per_gpu_gb,
         memory_total_gb=fit.memory_total_gb,
         efficiency=fit.efficiency,
         efficiency_source=fit.efficiency_source,
-        hours=fit.hours,
+        hours=hours,
         hourly_usd=hourly,
         price=price,
-        cost_usd=hourly * fit.hours if hourly is not None and fit.hours is not None else None,
+        cost_usd=hourly * hours if hourly is not None and hours is not None else None,
         tokens_per_s=fit.tokens_per_s,
         replicas=fit.replicas,
         cost_per_million_tokens_usd=_cost_per_million_tokens(fit, hourly),
@@ -213,6 +218,42 @@ def _information(fit: Fit, profile: WorkloadProfile, instance: InstanceType | No
         for method, memory_gb, gpus, _ in fit.lighter_methods
     )
     return notes
+
+
+def _spot(
+    catalog: Catalog,
+    instance: InstanceType | None,
+    price: Price | None,
+    fit: Fit,
+    profile: WorkloadProfile,
+    req: EstimateRequest,
+) -> SpotPlan | None:
+    """What spot interruptions add to a training run priced at a spot rate: the same plan as
+    `recommend`'s (advisor/perf/spot.py training_spot_plan); None on demand or without one."""
+    if instance is None or price is None or price.purchase != Purchase.spot:
+        return None
+    source = spot_interruption(instance, catalog.spot_interruptions.values())
+    if fit.hours is None or profile.spot is None or source is None:
+        return None
+    return training_spot_plan(fit.hours, fit.nodes, source, profile.spot, req.checkpoint_interval_h)
+
+
+def _spot_notes(spot: SpotPlan | None, profile: WorkloadProfile) -> list[str]:
+    """A spot plan beyond the workload's bound does not fit (SPOT_TOO_RISKY in `recommend`)."""
+    if spot is None or profile.spot is None or not too_risky(spot, profile.spot):
+        return []
+    if not spot.finishes:
+        return [
+            f"on spot, {spot.nodes} synchronous node(s) never finish: interruptions lose "
+            "more than an hour per hour"
+        ]
+    return [
+        f"on spot, {spot.nodes} synchronous node(s) for {spot.hours:,.0f} h expect "
+        f"{spot.interruptions:,.0f} interruptions adding {spot.added_hours:,.0f} h "
+        f"({spot.added_fraction:.0%}); {profile.id} bounds a multi-node spot plan at "
+        f"{profile.spot.max_interruptions:g} interruptions and "
+        f"{profile.spot.max_added_fraction:.0%} added time: use on-demand"
+    ]
 
 
 def _latency_notes(fit: Fit, targets: Targets) -> list[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from advisor.catalog.models import SpotInterruption, SpotPolicy
 from advisor.perf.sizing import Figure
 
 
@@ -93,3 +94,29 @@ def spot_plan(
     return SpotPlan(
         hours, nodes, rate_per_node_h, checkpoint_h, restart_h, interruptions, added, figures
     )
+
+
+def too_risky(plan: SpotPlan, policy: SpotPolicy) -> bool:
+    """A plan that never finishes, or a synchronous multi-node plan beyond either bound."""
+    if not plan.finishes:
+        return True
+    beyond = (
+        plan.interruptions > policy.max_interruptions
+        or plan.added_fraction > policy.max_added_fraction
+    )
+    return plan.nodes > 1 and beyond
+
+
+def training_spot_plan(
+    hours: float,
+    nodes: int,
+    source: SpotInterruption,
+    policy: SpotPolicy,
+    checkpoint_h: float | None = None,
+) -> SpotPlan:
+    """The spot plan of a training run of `hours` on `nodes` nodes whose spot capacity is
+    reclaimed as `source` says, under the workload's `policy` (checkpoint interval as asked,
+    else the policy's): what `recommend` and `estimate` both state."""
+    rate = rate_per_node_h(source.fraction_interrupted, source.period_h)
+    checkpoint = checkpoint_h or policy.checkpoint_interval_h
+    return spot_plan(hours, nodes, rate, checkpoint, policy.restart_h)
