@@ -1,8 +1,19 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from advisor import Catalog, load_catalog
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _catalog_cache_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The CLI caches the validated catalog (ADVISOR_CACHE_DIR): in the tests, and in the commands
+    they start, a directory of the session's own, never the user's ~/.cache/advisor."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ADVISOR_CACHE_DIR", str(tmp_path_factory.mktemp("advisor-cache")))
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -149,6 +149,7 @@ def test_probe_cli_spools_then_delivers_to_the_live_service(
         "ADVISOR_TOKEN": "tok",
         "PATH": "/usr/bin:/bin",
         "ADVISOR_PROBE_LOCK_DIR": str(tmp_path),
+        "ADVISOR_CACHE_DIR": str(tmp_path / "cache"),  # a bare environment: not ~/.cache
     }
     cmd = [sys.executable, "-m", "advisor", "probe", "--only", "cpu_memcpy", "--json"]
     with refused_port() as port:

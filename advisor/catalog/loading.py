@@ -1,15 +1,25 @@
-"""Reads catalog YAML from disk and validates it into a Catalog. The only core module doing I/O."""
+"""Reads catalog YAML from disk and validates it into a Catalog. The only core module doing I/O.
+
+With a cache directory (the CLI passes one), the validated Catalog is kept there as a pickle keyed
+by a hash of everything the answer depends on, so that a command does not parse and validate the
+YAML again while nothing changed (issue 11: the catalog grows several times larger).
+"""
 
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import hashlib
+import importlib.util
 import os
+import pickle
+import sys
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
+import pydantic
 from pydantic import BaseModel, ValidationError
 
 from advisor.catalog.cross_checks import Origin, cross_check
@@ -25,6 +35,7 @@ from advisor.catalog.models import (
 from advisor.catalog.queries import Catalog
 from advisor.did_you_mean import did_you_mean
 from advisor.errors import CatalogError, CatalogIssue, InputError
+from advisor.outputs import write_atomically
 from advisor.validation_errors import explain_validation
 
 SECTIONS: dict[str, type[BaseModel]] = {
@@ -38,8 +49,9 @@ SECTIONS: dict[str, type[BaseModel]] = {
 }
 DEFAULT_MAX_PRICE_AGE_DAYS = 365
 
-# libyaml's loader when PyYAML was built with it (several times faster); both are safe loaders.
-_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+Files = list[tuple[Path, bytes | OSError]]  # one directory's catalog files: path, bytes or error
+CACHE_PREFIX = "catalog-"
+CACHE_SUFFIX = ".pickle"
 
 
 def shipped_catalog_dir() -> Path:
@@ -91,19 +103,55 @@ def load_catalog(
     replace: bool | None = None,
     max_age_days: int | None = None,
     today: dt.date | None = None,
+    cache_dir: Path | None = None,
 ) -> Catalog:
-    """Load, validate and cross-check the catalog. Raises CatalogError listing every problem."""
+    """Load, validate and cross-check the catalog. Raises CatalogError listing every problem.
+
+    With `cache_dir` (and ADVISOR_NO_CACHE not set), a Catalog validated earlier from the same
+    inputs is returned from there, and a fresh one is stored there; a catalog with problems is
+    never stored. The cache never changes an answer or an error: any failure to read or write it
+    means the normal load.
+    """
     dirs = catalog_dirs(catalog_dir, replace)
+    max_age = max_price_age_days() if max_age_days is None else max_age_days
+    day = today or dt.date.today()  # one date for the key and the staleness check
+    # Each file is read once: the bytes hashed for the key are the bytes parsed.
+    files = [[(p, _read_bytes(p)) for p in _catalog_files(directory)] for directory in dirs]
+    if cache_dir is None or _cache_disabled():
+        return _load(dirs, files, max_age, day)
+    key = _cache_key(dirs, files, max_age, day)
+    if key is None:  # a file (or the code) we cannot read: the normal load reports a file
+        return _load(dirs, files, max_age, day)
+    path = cache_dir / f"{CACHE_PREFIX}{key}{CACHE_SUFFIX}"
+    cached = _read_cache(path)
+    if cached is not None:
+        return cached
+    catalog = _load(dirs, files, max_age, day)  # raises CatalogError: nothing is stored
+    _write_cache(path, catalog)
+    return catalog
+
+
+def _catalog_files(directory: Path) -> list[Path]:
+    return sorted([*directory.rglob("*.yaml"), *directory.rglob("*.yml")])
+
+
+def _read_bytes(path: Path) -> bytes | OSError:
+    try:
+        return path.read_bytes()
+    except OSError as exc:  # reported by _load_file, in its place among the other problems
+        return exc
+
+
+def _load(dirs: list[Path], files: list[Files], max_age: int, today: dt.date) -> Catalog:
     issues: list[CatalogIssue] = []
     broken: set[str] = set()  # ids of entries that failed on their own: no cascade of errors
     layers: list[dict[str, dict[str, tuple[BaseModel, Origin]]]] = []
-    for layer_index, directory in enumerate(dirs):
+    for layer_index, (directory, paths) in enumerate(zip(dirs, files, strict=True)):
         layer: dict[str, dict[str, tuple[BaseModel, Origin]]] = {s: {} for s in SECTIONS}
-        files = sorted([*directory.rglob("*.yaml"), *directory.rglob("*.yml")])
-        if not files:
+        if not paths:
             issues.append(CatalogIssue(str(directory), None, None, "no *.yaml files found"))
-        for path in files:
-            _load_file(path, layer, issues, layer_index, broken)
+        for path, content in paths:
+            _load_file(path, content, layer, issues, layer_index, broken)
         layers.append(layer)
 
     merged: dict[str, dict[str, tuple[BaseModel, Origin]]] = {s: {} for s in SECTIONS}
@@ -111,13 +159,7 @@ def load_catalog(
         for section, entries in layer.items():
             merged[section].update(entries)
 
-    warnings = cross_check(
-        merged,
-        issues,
-        broken=broken,
-        max_age_days=max_price_age_days() if max_age_days is None else max_age_days,
-        today=today or dt.date.today(),
-    )
+    warnings = cross_check(merged, issues, broken=broken, max_age_days=max_age, today=today)
     if issues:
         raise CatalogError(issues)
     return Catalog(
@@ -139,24 +181,135 @@ def load_catalog(
     )
 
 
+# --- The cache of validated catalogs -------------------------------------------------------------
+# Pickle is acceptable here because only our own user cache directory is read (the CLI's
+# ADVISOR_CACHE_DIR, else $XDG_CACHE_HOME/advisor, else ~/.cache/advisor, created 0700), and a
+# file in it is unpickled only when it belongs to the user running the command: the same user's
+# files are its only input, so it can do nothing that user could not do already.
+
+
+def _cache_disabled(environ: Mapping[str, str] = os.environ) -> bool:
+    return environ.get("ADVISOR_NO_CACHE", "") not in ("", "0")
+
+
+def _write_field(update: Callable[[bytes], None], data: bytes) -> None:
+    """Length-prefixed, so that no two different sequences of fields hash the same bytes."""
+    update(len(data).to_bytes(8, "big"))
+    update(data)
+
+
+@functools.cache
+def _code_fingerprint() -> bytes | None:
+    """What turns the YAML into a Catalog besides the files: the code of advisor/catalog/ (models,
+    validators, cross-checks, the Catalog class), pydantic, PyYAML and the Python running them.
+    None (no caching) when that code cannot be read as source."""
+    import pydantic_core
+
+    digest = hashlib.sha256()
+    package = Path(__file__).resolve().parent
+    sources = sorted(package.rglob("*.py"))
+    if not sources:
+        return None
+    try:
+        for source in sources:
+            _write_field(digest.update, source.relative_to(package).as_posix().encode())
+            _write_field(digest.update, source.read_bytes())
+    except OSError:
+        return None
+    versions = (
+        pydantic.VERSION,
+        pydantic_core.__version__,
+        sys.version,
+        str(pickle.HIGHEST_PROTOCOL),
+    )
+    for version in versions:
+        _write_field(digest.update, version.encode())
+    # PyYAML without importing it (importing costs more than a cache hit): its __init__.py holds
+    # its version, and its files show whether the libyaml loader is there.
+    spec = importlib.util.find_spec("yaml")
+    if spec is None or spec.origin is None:
+        return None
+    origin = Path(spec.origin)
+    try:
+        _write_field(digest.update, origin.read_bytes())
+        _write_field(digest.update, "\n".join(sorted(os.listdir(origin.parent))).encode())
+    except OSError:
+        return None
+    return digest.digest()
+
+
+def _cache_key(dirs: list[Path], files: list[Files], max_age: int, today: dt.date) -> str | None:
+    """sha256 over every input of the answer; None (no caching) when a catalog file or the code
+    cannot be read.
+
+    The directories themselves are part of it (not only the files' paths inside them): the
+    Catalog records them in `sources` and its warnings name the files by their full paths.
+    """
+    code = _code_fingerprint()
+    if code is None:
+        return None
+    digest = hashlib.sha256()
+    _write_field(digest.update, code)
+    _write_field(digest.update, today.isoformat().encode())
+    _write_field(digest.update, str(max_age).encode())
+    for layer_index, (directory, paths) in enumerate(zip(dirs, files, strict=True)):
+        _write_field(digest.update, f"layer {layer_index}: {directory}".encode())
+        for path, content in paths:
+            if isinstance(content, OSError):
+                return None
+            _write_field(digest.update, path.relative_to(directory).as_posix().encode())
+            _write_field(digest.update, content)
+    return digest.hexdigest()
+
+
+def _read_cache(path: Path) -> Catalog | None:
+    try:
+        with path.open("rb") as file:
+            if hasattr(os, "getuid") and os.fstat(file.fileno()).st_uid != os.getuid():
+                return None  # not ours: never unpickled
+            data = file.read()
+        catalog = pickle.loads(data)
+    except Exception:  # missing, unreadable, truncated, corrupt, from other code: load normally
+        return None
+    return catalog if isinstance(catalog, Catalog) else None
+
+
+def _write_cache(path: Path, catalog: Catalog) -> None:
+    """Store the catalog atomically and remove the older ones; any failure (a read-only
+    directory, a full disk) only means that the next command loads the YAML again."""
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_atomically(path, pickle.dumps(catalog, protocol=pickle.HIGHEST_PROTOCOL))
+        for old in path.parent.glob(f"{CACHE_PREFIX}*{CACHE_SUFFIX}"):
+            if old.name != path.name:
+                old.unlink(missing_ok=True)
+    except Exception:  # the cache is an optimisation: it never makes a command fail
+        return
+
+
 def _load_file(
     path: Path,
+    content: bytes | OSError,
     layer: dict[str, dict[str, tuple[BaseModel, Origin]]],
     issues: list[CatalogIssue],
     layer_index: int,
     broken: set[str],
 ) -> None:
+    import yaml  # here, not at the top: a command answered from the cache never parses YAML
+
+    # libyaml's loader when PyYAML was built with it (several times faster); both are safe loaders.
+    loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     name = str(path)
+    text = _decode(name, content, issues)
+    if text is None:
+        return
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SafeLoader)
+        data = yaml.load(text, Loader=loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         issues.append(CatalogIssue(name, None, None, f"YAML syntax error{where}: {problem}"))
-        return
-    except (OSError, UnicodeDecodeError) as exc:
-        issues.append(CatalogIssue(name, None, None, f"cannot read: {exc}"))
         return
     if data is None:
         return
@@ -176,6 +329,17 @@ def _load_file(
             continue
         for index, raw in enumerate(entries):
             _load_entry(name, section, model, index, raw, layer, issues, layer_index, broken)
+
+
+def _decode(name: str, content: bytes | OSError, issues: list[CatalogIssue]) -> str | None:
+    """The file's text as Path.read_text(encoding="utf-8") gives it (universal newlines)."""
+    try:
+        if isinstance(content, OSError):
+            raise content
+        return content.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        issues.append(CatalogIssue(name, None, None, f"cannot read: {exc}"))
+        return None
 
 
 def _load_entry(

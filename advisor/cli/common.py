@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -53,8 +55,24 @@ def console() -> Console:
     return Console()
 
 
+def catalog_cache_dir(environ: Mapping[str, str] = os.environ) -> Path | None:
+    """Where the validated catalog is cached: ADVISOR_CACHE_DIR, else $XDG_CACHE_HOME/advisor
+    (an absolute path, as the XDG base-directory spec requires), else ~/.cache/advisor; None
+    when there is no home directory to put it in."""
+    explicit = environ.get("ADVISOR_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = environ.get("XDG_CACHE_HOME")
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "advisor"
+    try:
+        return Path.home() / ".cache" / "advisor"
+    except RuntimeError:  # no HOME and no password entry
+        return None
+
+
 def get_catalog() -> Catalog:
-    catalog = load_catalog(STATE.catalog_dir, replace=STATE.replace)
+    catalog = load_catalog(STATE.catalog_dir, replace=STATE.replace, cache_dir=catalog_cache_dir())
     for warning in catalog.warnings:
         err_console().print(f"[yellow]warning:[/] {warning}", highlight=False)
     return catalog
