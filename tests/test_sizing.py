@@ -8,7 +8,6 @@ from advisor import Catalog
 from advisor.errors import InputError
 from advisor.perf.sizing import (
     Shape,
-    compute_hours,
     inference_memory,
     kv_cache_bytes_per_token,
     min_gpus_for,
@@ -89,11 +88,6 @@ def test_activations_with_and_without_recomputation(shipped: Catalog) -> None:
     for figures in (full, lean):
         logits = next(f.value for f in figures if f.name == "logits_per_gpu_gb")
         assert logits == pytest.approx(4 * 4096 * 32000 / 1e9)
-
-
-def test_compute_time() -> None:
-    hours = compute_hours(6 * 8e9 * 2e9, gpus=8, peak_tflops=989, efficiency=0.4)
-    assert hours.value == pytest.approx(6 * 8e9 * 2e9 / (8 * 989e12 * 0.4) / 3600)
 
 
 def test_errors_are_input_errors() -> None:

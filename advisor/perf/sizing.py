@@ -385,17 +385,6 @@ def training_flops(
     return Figure("training_flops", flops, "FLOP", formula)
 
 
-def compute_hours(flops: float, gpus: int, peak_tflops: float, efficiency: float) -> Figure:
-    seconds = flops / (gpus * peak_tflops * 1e12 * efficiency)
-    return Figure(
-        "hours",
-        seconds / 3600,
-        "h",
-        f"{flops:.4g} FLOP / ({gpus} GPUs x {peak_tflops:g} TFLOP/s dense peak x "
-        f"{efficiency:.2f} efficiency) / 3600",
-    )
-
-
 def usable_memory_gb(gpu_memory_gb: float) -> float:
     """What of one GPU's memory the work may use (USABLE_MEMORY): the one headroom rule for
     --memory-gb placement, --model and --params-b sizing, training and inference alike."""
