@@ -12,11 +12,12 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from advisor.catalog.cross_checks import Origin, cross_check
+from advisor.catalog.cross_checks import Origin, apply_node_facts, cross_check
 from advisor.catalog.models import (
     Accelerator,
     InstanceType,
     ModelPreset,
+    NodeFact,
     NodeSystem,
     ProbeExpectation,
     SpotInterruption,
@@ -35,6 +36,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "models": ModelPreset,
     "systems": NodeSystem,
     "spot_interruptions": SpotInterruption,
+    "node_facts": NodeFact,  # merged into instance_types at load (apply_node_facts)
 }
 DEFAULT_MAX_PRICE_AGE_DAYS = 365
 
@@ -111,7 +113,8 @@ def load_catalog(
         for section, entries in layer.items():
             merged[section].update(entries)
 
-    warnings = cross_check(
+    fact_warnings = apply_node_facts(merged, issues)
+    warnings = fact_warnings + cross_check(
         merged,
         issues,
         broken=broken,

@@ -71,10 +71,10 @@ def _workload_mismatch(k: StaticCase) -> Finding | None:
 
 def _gpu_memory_too_small(k: StaticCase) -> Finding | None:
     hw, p = k.c.hardware, k.p
-    if not k.c.is_gpu or hw.memory_gb >= p.min_gpu_memory_gb:
+    if not k.c.is_gpu or hw.device_memory_gb >= p.min_gpu_memory_gb:
         return None
     return Finding(
-        f"{hw.memory_gb:g} GB per GPU is below the {p.min_gpu_memory_gb:g} GB "
+        f"{hw.device_memory_gb:g} GB per GPU is below the {p.min_gpu_memory_gb:g} GB "
         f"that {p.id} needs on each GPU"
     )
 
@@ -136,7 +136,7 @@ def _node_usable_gb(c: CloudCandidate) -> float:
     """What one node holds: its GPUs' usable memory (the one headroom rule), or its RAM."""
     if not c.is_gpu:
         return c.per_node_memory_gb
-    return c.instance.gpu_count * usable_memory_gb(c.hardware.memory_gb)
+    return c.instance.gpu_count * usable_memory_gb(c.hardware.device_memory_gb)
 
 
 def _one_node_by_count(k: StaticCase) -> Finding | None:
@@ -420,8 +420,10 @@ def _edge_mismatch(k: EdgeCase) -> Finding | None:
 
 def _edge_memory(k: EdgeCase) -> Finding | None:
     d, need = k.e.device, k.w.memory_gb
+    if need is None or d.memory_gb is None:
+        return None  # no memory of its own: the model lives in host memory, sized by the host
     usable = usable_memory_gb(d.memory_gb)
-    if need is None or usable >= need:
+    if usable >= need:
         return None
     return Finding(
         f"{usable:g} GB usable of {d.memory_gb:g} GB is below the {need:g} GB needed", usable
