@@ -205,7 +205,9 @@ def _check_instance_or_reason(
             )
 
 
-def apply_node_facts(entries: Entries, issues: list[CatalogIssue]) -> list[str]:
+def apply_node_facts(
+    entries: Entries, issues: list[CatalogIssue], shipped_dir: str | None = None
+) -> list[str]:
     """Merge catalog node facts into the instance types with the same id (in place). A fact for an
     instance type not in the catalog waits for it: silently in the shipped catalog (its facts may
     lead the import that adds the type), with a warning in a user's directory (likely a typo)."""
@@ -214,7 +216,7 @@ def apply_node_facts(entries: Entries, issues: list[CatalogIssue]) -> list[str]:
         fact = cast(NodeFact, fact_model)
         found = entries["instance_types"].get(fact_id)
         if found is None:
-            if origin.layer == 0:
+            if shipped_dir is not None and origin.file.startswith(shipped_dir):
                 continue  # shipped facts may lead the import that adds their instance type
             hint = did_you_mean(fact_id, entries["instance_types"])
             warnings.append(f"{origin.file}: {fact_id}: no instance type with this id{hint}")

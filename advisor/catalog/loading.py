@@ -113,7 +113,8 @@ def load_catalog(
         for section, entries in layer.items():
             merged[section].update(entries)
 
-    fact_warnings = apply_node_facts(merged, issues)
+    shipped = str(shipped_catalog_dir())
+    fact_warnings = apply_node_facts(merged, issues, shipped if dirs[0] == Path(shipped) else None)
     warnings = fact_warnings + cross_check(
         merged,
         issues,

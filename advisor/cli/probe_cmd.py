@@ -16,6 +16,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.table import Table
 
+from advisor.catalog.models import Accelerator, Generation
 from advisor.cli.common import (
     JsonReport,
     OutputFile,
@@ -29,7 +30,6 @@ from advisor.cli.common import (
     get_catalog,
     save_report,
 )
-from advisor.catalog.models import Accelerator, Generation
 from advisor.errors import InputError
 from advisor.fleet.verification import Verification, resolve_expect, verify
 from advisor.outputs import check_output_path

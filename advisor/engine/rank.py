@@ -199,9 +199,14 @@ def _edge_reasons(e: EdgeCandidate, w: Workload, objective: str, rank_no: int) -
     memory = e.device.memory_text
     out.append(f"{tops}, {memory if e.device.memory_gb is None else memory + ' memory'}")
     out.append(edge_cost_per_year(e.device, e.power_w).sentence(e.power_w))
-    if e.device.form_factor == FormFactor.edge and objective != "performance":
+    if e.device.form_factor == FormFactor.edge and objective == "cheapest":
         out.append(
-            f"ranked {rank_no} by {OBJECTIVE_WORDS[objective]}, with cost per year of "
+            f"ranked {rank_no} by lowest cost per year of operation (edge devices have no "
+            "hourly price)"
+        )
+    elif e.device.form_factor == FormFactor.edge and objective != "performance":
+        out.append(
+            f"ranked {rank_no} by {OBJECTIVE_WORDS[objective]}, with the cost per year of "
             "operation standing for the hourly price edge devices do not have"
         )
     else:
