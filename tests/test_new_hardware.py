@@ -279,3 +279,11 @@ def test_node_fact_set_in_two_places_is_an_error(tmp_path: Path) -> None:
     other = {**BUSBW, "busbw_gb_s": 300}
     with pytest.raises(CatalogError, match="also set in"):
         _facts(tmp_path, [{"id": "big8", "expected_nccl_busbw": BUSBW}], **other)
+
+
+def test_host_memory_device_cannot_promise_a_stated_memory_need(shipped: Catalog) -> None:
+    result = recommend(shipped, Workload(workload="edge_inference", memory_gb=1, limit=50))
+    assert "hailo-8" not in {r.device for r in result.recommendations}
+    hailo = next(r for r in result.rejected if r.id == "hailo-8")
+    assert "MEMORY_INSUFFICIENT" in hailo.codes
+    assert any("host memory" in s for s in hailo.reasons)

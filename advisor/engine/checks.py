@@ -280,7 +280,7 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         None,
         "the workload's memory per GPU",
         _gpu_memory_too_small,
-        ("is_gpu", "hardware.memory_gb"),
+        ("is_gpu", "hardware.device_memory_gb"),
     ),
     Constraint("MEMORY_INSUFFICIENT", None, "the memory requirement", _model_does_not_fit),
     Constraint("GPU_LIMIT_EXCEEDED", "max_gpus", "the GPU limit", _gpu_limit_exceeded),
@@ -300,7 +300,7 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         "memory_gb",
         "the memory requirement",
         _one_node_by_memory,
-        ("per_node_memory_gb", "is_gpu", "hardware.memory_gb", "instance.gpu_count"),
+        ("per_node_memory_gb", "is_gpu", "hardware.device_memory_gb", "instance.gpu_count"),
     ),
     Constraint(
         "GPU_COUNT_TOO_HIGH",
@@ -420,8 +420,13 @@ def _edge_mismatch(k: EdgeCase) -> Finding | None:
 
 def _edge_memory(k: EdgeCase) -> Finding | None:
     d, need = k.e.device, k.w.memory_gb
-    if need is None or d.memory_gb is None:
-        return None  # no memory of its own: the model lives in host memory, sized by the host
+    if need is None:
+        return None
+    if d.memory_gb is None:  # weights stream from the host: nothing on the device to hold them
+        return Finding(
+            f"has no memory of its own (host memory): it cannot hold the {need:g} GB needed",
+            relaxable=False,
+        )
     usable = usable_memory_gb(d.memory_gb)
     if usable >= need:
         return None

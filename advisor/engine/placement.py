@@ -15,7 +15,7 @@ from advisor.request import Workload
 PLACEMENT_READS = (
     "is_gpu",
     "hardware.id",
-    "hardware.memory_gb",
+    "hardware.device_memory_gb",
     "instance.gpu_count",
     "per_node_memory_gb",
     "instance.interconnect_gb_s",  # tensor parallelism's all-reduces (perf/inference.py)
