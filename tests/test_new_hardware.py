@@ -287,3 +287,27 @@ def test_host_memory_device_cannot_promise_a_stated_memory_need(shipped: Catalog
     hailo = next(r for r in result.rejected if r.id == "hailo-8")
     assert "MEMORY_INSUFFICIENT" in hailo.codes
     assert any("host memory" in s for s in hailo.reasons)
+
+
+def test_a_priced_tpu_slice_is_recommendable(tmp_path: Path, shipped: Catalog) -> None:
+    # The engine, precision and performance paths take the tpu generation: once a TPU slice has a
+    # price (here a test price, in a user directory extending the shipped catalog), it competes.
+    v6e = inst(
+        "test-v6e-8",
+        "tpu-v6e",
+        8,
+        [price("us-central1", 0.01)],  # a test price, low enough to rank first
+        provider="gcp",
+        gpu_link="ici",
+        interconnect_gb_s=800,
+        vcpus=180,
+        memory_gib=1440,
+    )
+    user = write_catalog(tmp_path / "u", {"instance_types": [v6e]})
+    catalog = load_catalog(user, today=TODAY, max_age_days=365)
+    assert any("tpu-v6e" in w and "stale" in w for w in catalog.warnings)
+    request = Workload(
+        workload="high_throughput_inference", model="llama-3-8b", region="us-central1"
+    )
+    top = recommend(catalog, request).recommendations[0]
+    assert (top.instance_type, top.accelerator) == ("test-v6e-8", "tpu-v6e")
