@@ -209,6 +209,7 @@ def test_edge_cheapest_ranks_by_cost_per_year(tmp_path: Path) -> None:
     # edge-a 15W (least power of edge-a): 2000/5 + 15 x 8.76 x 0.13 = 400 + 17.08 = 417.08
     assert (top.device, top.power_mode) == ("edge-b", "7W")
     assert any("$27.97 per year" in r for r in top.reasons)
+    assert top.cost_per_year_usd == pytest.approx(27.97, abs=0.01)
     by_power = [r.power_mode for r in result.recommendations if r.device == "edge-a"]
     assert by_power[0] == "15W"  # still the cheapest way to run edge-a
 
