@@ -24,9 +24,16 @@ from advisor.catalog import Catalog, loading
 from advisor.catalog.loading import load_catalog
 from advisor.cli.common import catalog_cache_dir
 from advisor.errors import CatalogError
-from tests.factories import TODAY, acc, mini_catalog_data, write_catalog
+from tests.factories import TODAY, mini_catalog_data, write_catalog
+from tests.factories import acc as rented_acc
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def acc(id: str, **kw: Any) -> dict[str, Any]:
+    """An accelerator this test adds without an instance type: it says why (the catalog's
+    instance-or-reason rule)."""
+    return rented_acc(id, no_instance_reason="added by the test, not rented", **kw)
 
 
 @dataclass

@@ -71,7 +71,7 @@ def one_gpu_catalog(tmp_path: Path) -> Path:
     the shipped workload profiles, which every catalog needs."""
     shipped = yaml.safe_load((REPO / "catalog" / "accelerators.yaml").read_text())
     h100 = next(a for a in shipped["accelerators"] if a["id"] == "h100-sxm")
-    mine = {**h100, "id": "lab-h100", "name": "Lab H100"}
+    mine = {**h100, "id": "lab-h100", "name": "Lab H100", "no_instance_reason": "a lab GPU"}
     (tmp_path / "accelerators.yaml").write_text(yaml.safe_dump({"accelerators": [mine]}))
     (tmp_path / "workloads.yaml").write_text((REPO / "catalog" / "workloads.yaml").read_text())
     return tmp_path

@@ -201,7 +201,10 @@ def test_max_age_from_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 def test_user_directory_extends_and_overrides(tmp_path: Path, shipped: Any) -> None:
     user = write_catalog(
         tmp_path / "user",
-        {"accelerators": [acc("my-gpu", memory_gb=96)], "instance_types": []},
+        {
+            "accelerators": [acc("my-gpu", memory_gb=96, no_instance_reason="bought, not rented")],
+            "instance_types": [],
+        },
     )
     shipped_id = next(iter(shipped.accelerators))
     write_catalog(

@@ -12,7 +12,14 @@ from typing import cast
 
 from pydantic import BaseModel
 
-from advisor.catalog.models import Accelerator, FormFactor, InstanceType, NodeSystem, Purchase
+from advisor.catalog.models import (
+    Accelerator,
+    FormFactor,
+    InstanceType,
+    NodeFact,
+    NodeSystem,
+    Purchase,
+)
 from advisor.did_you_mean import did_you_mean
 from advisor.errors import CatalogIssue
 
@@ -66,6 +73,7 @@ def cross_check(
         for price in it.prices:
             if (today - price.as_of).days > max_age_days:
                 stale[origin.file].append(price.as_of)
+    _check_instance_or_reason(entries, accelerators, issues, warnings)
     for file, dates in sorted(stale.items()):
         warnings.append(
             f"{file}: {len(dates)} price(s) older than {max_age_days} days "
@@ -98,12 +106,12 @@ def _check_references(
                 f"({acc.interconnect_gb_s:g} GB/s)",
             )
         if it.gpu_memory_total_gb is not None:
-            expected = it.gpu_count * acc.memory_gb
+            expected = it.gpu_count * acc.device_memory_gb
             if abs(it.gpu_memory_total_gb - expected) > GPU_MEMORY_TOLERANCE * expected:
                 issue(
                     "gpu_memory_total_gb",
                     f"{it.gpu_memory_total_gb:g} GB is inconsistent with {it.gpu_count} x "
-                    f"{acc.id} ({acc.memory_gb:g} GB each = {expected:g} GB)",
+                    f"{acc.id} ({acc.device_memory_gb:g} GB each = {expected:g} GB)",
                 )
     cpu = accelerators.get(it.cpu) if it.cpu else None
     if cpu is not None and cpu.form_factor != FormFactor.cpu:
@@ -170,3 +178,59 @@ def _check_prices(
                 f"{file}: {it.id}: spot price in {region} (${hourly:g}/h) is above on-demand "
                 f"(${on_demand:g}/h)"
             )
+
+
+def _check_instance_or_reason(
+    entries: Entries,
+    accelerators: dict[str, Accelerator],
+    issues: list[CatalogIssue],
+    warnings: list[str],
+) -> None:
+    """Every datacenter accelerator either has an instance type or says why not
+    (`no_instance_reason`): one that silently has neither is never recommended."""
+    used = {cast(InstanceType, m).accelerator for m, _ in entries["instance_types"].values()}
+    for acc_id, acc in sorted(accelerators.items()):
+        if acc.form_factor != FormFactor.datacenter:
+            continue
+        file = entries["accelerators"][acc_id][1].file
+        if acc_id not in used and not acc.no_instance_reason:
+            msg = (
+                "a datacenter accelerator with no instance type in the catalog: add one, or say "
+                "why not with no_instance_reason"
+            )
+            issues.append(CatalogIssue(file, acc_id, "no_instance_reason", msg))
+        elif acc_id in used and acc.no_instance_reason:
+            warnings.append(
+                f"{file}: {acc_id}: has an instance type now; its no_instance_reason is stale"
+            )
+
+
+def apply_node_facts(
+    entries: Entries, issues: list[CatalogIssue], shipped_dir: str | None = None
+) -> list[str]:
+    """Merge catalog node facts into the instance types with the same id (in place). A fact for an
+    instance type not in the catalog waits for it: silently in the shipped catalog (its facts may
+    lead the import that adds the type), with a warning in a user's directory (likely a typo)."""
+    warnings: list[str] = []
+    for fact_id, (fact_model, origin) in sorted(entries.get("node_facts", {}).items()):
+        fact = cast(NodeFact, fact_model)
+        found = entries["instance_types"].get(fact_id)
+        if found is None:
+            if shipped_dir is not None and origin.file.startswith(shipped_dir):
+                continue  # shipped facts may lead the import that adds their instance type
+            hint = did_you_mean(fact_id, entries["instance_types"])
+            warnings.append(f"{origin.file}: {fact_id}: no instance type with this id{hint}")
+            continue
+        it, it_origin = cast(InstanceType, found[0]), found[1]
+        if fact.expected_nccl_busbw is None:
+            continue
+        if (
+            it.expected_nccl_busbw is not None
+            and it.expected_nccl_busbw != fact.expected_nccl_busbw
+        ):
+            msg = f"expected_nccl_busbw is also set in {it_origin.file}; keep one"
+            issues.append(CatalogIssue(origin.file, fact_id, "expected_nccl_busbw", msg))
+            continue
+        merged = it.model_copy(update={"expected_nccl_busbw": fact.expected_nccl_busbw})
+        entries["instance_types"][fact_id] = (merged, it_origin)
+    return warnings

@@ -22,11 +22,12 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ValidationError
 
-from advisor.catalog.cross_checks import Origin, cross_check
+from advisor.catalog.cross_checks import Origin, apply_node_facts, cross_check
 from advisor.catalog.models import (
     Accelerator,
     InstanceType,
     ModelPreset,
+    NodeFact,
     NodeSystem,
     ProbeExpectation,
     SpotInterruption,
@@ -46,6 +47,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "models": ModelPreset,
     "systems": NodeSystem,
     "spot_interruptions": SpotInterruption,
+    "node_facts": NodeFact,  # merged into instance_types at load (apply_node_facts)
 }
 DEFAULT_MAX_PRICE_AGE_DAYS = 365
 
@@ -159,7 +161,11 @@ def _load(dirs: list[Path], files: list[Files], max_age: int, today: dt.date) ->
         for section, entries in layer.items():
             merged[section].update(entries)
 
-    warnings = cross_check(merged, issues, broken=broken, max_age_days=max_age, today=today)
+    shipped = str(shipped_catalog_dir())
+    fact_warnings = apply_node_facts(merged, issues, shipped if dirs[0] == Path(shipped) else None)
+    warnings = fact_warnings + cross_check(
+        merged, issues, broken=broken, max_age_days=max_age, today=today
+    )
     if issues:
         raise CatalogError(issues)
     return Catalog(

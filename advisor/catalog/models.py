@@ -42,6 +42,8 @@ class GpuLink(StrEnum):
     infinity_fabric = "infinity_fabric"
     pcie = "pcie"  # no GPU-to-GPU fabric: traffic crosses PCIe
     none = "none"  # one GPU, or no GPU
+    neuronlink = "neuronlink"  # AWS NeuronLink chip-to-chip links (Trainium / Inferentia2)
+    ici = "ici"  # Google TPU inter-chip interconnect (torus)
 
 
 class Generation(StrEnum):
@@ -94,6 +96,35 @@ class PowerMode(Strict):
     )
 
 
+class EdgePurchase(Strict):
+    """What buying one edge device costs: the list price of the module or board as sold."""
+
+    list_price_usd: Annotated[float, Field(gt=0, le=100_000)]
+    item: Annotated[str, Field(min_length=1)]  # what the price buys (module, M.2 card, kit)
+    as_of: dt.date
+    estimated: bool = False  # True: not a vendor list price (see source)
+    source: Annotated[str, Field(min_length=1)]
+
+
+class NcclBusBandwidth(Strict):
+    """The all-reduce bus bandwidth a vendor expects a healthy node to reach (its health check's
+    pass threshold), in GB/s as nccl-tests reports busbw."""
+
+    busbw_gb_s: Annotated[float, Field(gt=0, le=10_000)]
+    gpus: Annotated[int, Field(ge=2, le=64)]  # GPUs in the all-reduce (the whole node)
+    message_size: Annotated[str, Field(min_length=1)]  # as the check states it, e.g. "16G"
+    source: Annotated[str, Field(min_length=1)]
+
+
+class NodeFact(Strict):
+    """Hand-kept facts about one instance type (catalog/node_facts.yaml), merged into it at load
+    so that regenerating the instance files (catalog import) does not drop them."""
+
+    id: Id  # the instance type id
+    expected_nccl_busbw: NcclBusBandwidth | None = None
+    notes: str | None = None
+
+
 class PcieLink(Strict):
     gen: Annotated[int, Field(ge=1, le=7)]
     width: Literal[1, 2, 4, 8, 16]
@@ -106,7 +137,9 @@ class Accelerator(Strict):
     form_factor: FormFactor
     generation: Generation
     # Upper bounds catch wrong units (MB for GB, W for kW, cents for dollars) at load time.
-    memory_gb: Annotated[float, Field(ge=0, le=4096)]
+    # None: the device has no memory of its own for the model (an edge NPU that works from the
+    # host's memory); shown as "host memory", never 0. Only edge devices may leave it null.
+    memory_gb: Annotated[float | None, Field(ge=0, le=4096)]
     memory_bandwidth_gbps: Annotated[float, Field(ge=0, le=100_000)]
     peak_tflops: PeakTflops = PeakTflops()
     tdp_w: Annotated[float, Field(gt=0, le=5_000)]
@@ -121,9 +154,38 @@ class Accelerator(Strict):
     socket_threads: Annotated[int | None, Field(gt=0, le=2048)] = None
     notes: str | None = None
     source: Annotated[str, Field(min_length=1)]
+    # Figures not taken from a vendor datasheet (field names, e.g. "tdp_w"): each is an estimate
+    # whose basis the notes give.
+    estimated_fields: tuple[str, ...] = ()
+    # A datacenter accelerator with no instance type in the catalog says why (checked at load).
+    no_instance_reason: str | None = None
+    # Edge devices: what one unit costs to buy (the cost-per-year objective reads it).
+    purchase: EdgePurchase | None = None
+
+    @property
+    def device_memory_gb(self) -> float:
+        """Memory on the device; 0 for an edge device that works from host memory (memory_gb is
+        null). Non-edge accelerators always state memory_gb (validated)."""
+        return self.memory_gb or 0.0
+
+    @property
+    def memory_text(self) -> str:
+        """How the device's memory is shown: "8 GB", or "host memory" when it has none."""
+        return "host memory" if self.memory_gb is None else f"{self.memory_gb:g} GB"
 
     @model_validator(mode="after")
     def _power_modes_within_tdp(self) -> Accelerator:
+        if self.memory_gb is None and self.form_factor != FormFactor.edge:
+            raise ValueError("memory_gb may be null (host memory) only on an edge device")
+        unknown = {
+            f for f in self.estimated_fields if f.split(".")[0] not in type(self).model_fields
+        }
+        if unknown:
+            raise ValueError(
+                f"estimated_fields names unknown field(s): {', '.join(sorted(unknown))}"
+            )
+        if self.purchase is not None and self.form_factor != FormFactor.edge:
+            raise ValueError("purchase applies to edge devices (cloud hardware is priced per hour)")
         if self.socket_cores and self.socket_threads and self.socket_threads < self.socket_cores:
             raise ValueError("socket_threads cannot be below socket_cores")
         for mode in self.power_modes:
@@ -165,6 +227,8 @@ class InstanceType(Strict):
     vcpus_per_core: Literal[1, 2] | None = None
     notes: str | None = None
     source: Annotated[str, Field(min_length=1)]
+    # Set from catalog/node_facts.yaml at load (advisor/catalog/loading.py), or written here.
+    expected_nccl_busbw: NcclBusBandwidth | None = None
 
     @model_validator(mode="after")
     def _gpu_fields_agree(self) -> InstanceType:

@@ -47,7 +47,7 @@ def accelerators(
             a.id,
             a.name,
             a.form_factor.value,
-            f"{a.memory_gb:g}",
+            "host memory" if a.memory_gb is None else f"{a.memory_gb:g}",
             f"{a.memory_bandwidth_gbps:g}",
             _num(a.peak_tflops.bf16),
             _num(a.peak_tflops.fp8),

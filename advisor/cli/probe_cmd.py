@@ -1,7 +1,8 @@
 """`advisor probe`: measure the attached GPU and verify it against the catalog.
 
 Exit codes: 0 every check passed or warned; 1 a check failed or errored; 3 no GPU could be
-measured (the report still says why, with CPU figures). torch is imported only here, lazily.
+measured (the report still says why, with CPU figures), or --expect names hardware the probe
+cannot measure (TPU, Trainium, Inferentia). torch is imported only here, lazily.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Annotated, NoReturn
 import typer
 from rich.table import Table
 
+from advisor.catalog.models import Accelerator, Generation
 from advisor.cli.common import (
     JsonReport,
     OutputFile,
@@ -46,6 +48,16 @@ STATUS_STYLE = {
 EXIT_FOR_VERDICT = {"pass": 0, "warn": 0, "fail": 1, "error": 1}
 EXIT_CANNOT_RUN = 3
 
+# Accelerators the probe cannot measure: it drives CUDA devices through torch, and these have no
+# CUDA device (their vendors' own tools measure them). Keyed by generation, with those tools.
+UNMEASURABLE = {
+    Generation.tpu: "a Google Cloud TPU (measure it with JAX/XLA on the TPU VM)",
+    Generation.trainium: (
+        "an AWS Trainium/Inferentia chip (measure it with the AWS Neuron tools: neuron-ls, "
+        "neuron-top, nccom-test)"
+    ),
+}
+
 
 def probe(
     json_out: JsonReport = False,
@@ -70,7 +82,8 @@ def probe(
     """Measure the GPU (matmul, transfers, overlap) and verify it against the catalog."""
     catalog = get_catalog()
     if expect is not None:
-        resolve_expect(catalog, expect)  # a bad id fails now, not after a minute of measuring
+        # a bad id fails now, not after a minute of measuring
+        _refuse_unmeasurable(expect, resolve_expect(catalog, expect)[0])
     if output is not None:
         check_output_path(output)
     names = _measurement_names(only)
@@ -86,6 +99,25 @@ def probe(
     if sender is not None:
         deliver(sender, data, "probe")
     _leave(_exit_code(run, report, written), run.watchdog_tripped)
+
+
+def unmeasurable_reason(expect: str, acc: Accelerator) -> str | None:
+    """Why the probe cannot measure `acc` (None when it can)."""
+    what = UNMEASURABLE.get(acc.generation)
+    if what is None:
+        return None
+    named = expect if expect == acc.id else f"{expect} ({acc.id})"
+    return (
+        f"advisor probe cannot measure {named}: it is {what}. The probe measures CUDA GPUs "
+        "through torch, and this hardware has no CUDA device; nothing was measured."
+    )
+
+
+def _refuse_unmeasurable(expect: str, acc: Accelerator) -> None:
+    reason = unmeasurable_reason(expect, acc)
+    if reason is not None:
+        err_console().print(f"[bold red]error:[/] {reason}", highlight=False, soft_wrap=True)
+        raise typer.Exit(EXIT_CANNOT_RUN)
 
 
 def _measurement_names(only: str | None) -> set[str] | None:

@@ -38,6 +38,7 @@ from advisor.engine.result import Alternative, Recommendation, Rejection, Result
 from advisor.engine.spot_risk import option_spot_plan
 from advisor.errors import InputError
 from advisor.perf.calibration import Calibration
+from advisor.perf.edge_cost import edge_cost_per_year
 from advisor.perf.fitting import WorkPlan, latency_targets
 from advisor.perf.spot import SpotPlan, too_risky
 from advisor.request import Workload
@@ -323,6 +324,7 @@ def _recommendation(h: Hit, score: float, why: list[str]) -> Recommendation:
             power_mode=e.mode,
             score=score,
             reasons=tuple(why),
+            cost_per_year_usd=round(edge_cost_per_year(e.device, e.power_w).total_usd_per_year, 2),
         )
     c, price, s = h.cloud, h.price, h.placement
     assert c is not None and price is not None

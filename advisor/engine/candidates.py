@@ -101,7 +101,7 @@ def _build(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:
         if hardware is None:  # the loader rejects this; guard for hand-built catalogs
             continue
         is_gpu = it.accelerator is not None
-        memory = it.gpu_count * hardware.memory_gb if is_gpu else it.memory_gib / GIB_PER_GB
+        memory = it.gpu_count * hardware.device_memory_gb if is_gpu else it.memory_gib / GIB_PER_GB
         power = instance_power(it, catalog.accelerators, catalog.systems)
         offers = tuple(
             (p.region, p.purchase, p.hourly_usd, p, f"{it.id}|{p.region}|{p.purchase.value}")

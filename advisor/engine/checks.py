@@ -71,10 +71,10 @@ def _workload_mismatch(k: StaticCase) -> Finding | None:
 
 def _gpu_memory_too_small(k: StaticCase) -> Finding | None:
     hw, p = k.c.hardware, k.p
-    if not k.c.is_gpu or hw.memory_gb >= p.min_gpu_memory_gb:
+    if not k.c.is_gpu or hw.device_memory_gb >= p.min_gpu_memory_gb:
         return None
     return Finding(
-        f"{hw.memory_gb:g} GB per GPU is below the {p.min_gpu_memory_gb:g} GB "
+        f"{hw.device_memory_gb:g} GB per GPU is below the {p.min_gpu_memory_gb:g} GB "
         f"that {p.id} needs on each GPU"
     )
 
@@ -136,7 +136,7 @@ def _node_usable_gb(c: CloudCandidate) -> float:
     """What one node holds: its GPUs' usable memory (the one headroom rule), or its RAM."""
     if not c.is_gpu:
         return c.per_node_memory_gb
-    return c.instance.gpu_count * usable_memory_gb(c.hardware.memory_gb)
+    return c.instance.gpu_count * usable_memory_gb(c.hardware.device_memory_gb)
 
 
 def _one_node_by_count(k: StaticCase) -> Finding | None:
@@ -280,7 +280,7 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         None,
         "the workload's memory per GPU",
         _gpu_memory_too_small,
-        ("is_gpu", "hardware.memory_gb"),
+        ("is_gpu", "hardware.device_memory_gb"),
     ),
     Constraint("MEMORY_INSUFFICIENT", None, "the memory requirement", _model_does_not_fit),
     Constraint("GPU_LIMIT_EXCEEDED", "max_gpus", "the GPU limit", _gpu_limit_exceeded),
@@ -300,7 +300,7 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         "memory_gb",
         "the memory requirement",
         _one_node_by_memory,
-        ("per_node_memory_gb", "is_gpu", "hardware.memory_gb", "instance.gpu_count"),
+        ("per_node_memory_gb", "is_gpu", "hardware.device_memory_gb", "instance.gpu_count"),
     ),
     Constraint(
         "GPU_COUNT_TOO_HIGH",
@@ -420,8 +420,15 @@ def _edge_mismatch(k: EdgeCase) -> Finding | None:
 
 def _edge_memory(k: EdgeCase) -> Finding | None:
     d, need = k.e.device, k.w.memory_gb
+    if need is None:
+        return None
+    if d.memory_gb is None:  # weights stream from the host: nothing on the device to hold them
+        return Finding(
+            f"has no memory of its own (host memory): it cannot hold the {need:g} GB needed",
+            relaxable=False,
+        )
     usable = usable_memory_gb(d.memory_gb)
-    if need is None or usable >= need:
+    if usable >= need:
         return None
     return Finding(
         f"{usable:g} GB usable of {d.memory_gb:g} GB is below the {need:g} GB needed", usable

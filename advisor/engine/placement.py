@@ -15,7 +15,7 @@ from advisor.request import Workload
 PLACEMENT_READS = (
     "is_gpu",
     "hardware.id",
-    "hardware.memory_gb",
+    "hardware.device_memory_gb",
     "instance.gpu_count",
     "per_node_memory_gb",
     "instance.interconnect_gb_s",  # tensor parallelism's all-reduces (perf/inference.py)
@@ -46,7 +46,7 @@ def place(
     need_gb = w.memory_gb or 0.0
     if c.is_gpu:
         # the one headroom rule (perf/sizing.py usable_memory_gb), as for a sized model
-        by_memory = min_gpus_for(need_gb, c.hardware.memory_gb) if need_gb else 0
+        by_memory = min_gpus_for(need_gb, c.hardware.device_memory_gb) if need_gb else 0
         wanted = p.default_gpu_count if w.gpu_count is None else w.gpu_count
         gpus = max(1, by_memory, wanted)
         nodes = math.ceil(gpus / c.instance.gpu_count)

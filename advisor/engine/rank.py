@@ -10,6 +10,7 @@ from advisor.engine.candidates import CloudCandidate, EdgeCandidate
 from advisor.engine.placement import Placement
 from advisor.engine.result import SizedFigures
 from advisor.engine.spot_risk import plan_sentence
+from advisor.perf.edge_cost import edge_cost_per_year
 from advisor.perf.fitting import BARE_INFERENCE, LONG_PLAN_DAYS, Fit, latency_targets
 from advisor.perf.spot import SpotPlan
 from advisor.request import Workload
@@ -89,8 +90,10 @@ def objective_value(
 
 
 def edge_hit(e: EdgeCandidate, objective: str) -> Hit:
-    # Edge devices carry no hourly price: their "cost" is the power they draw.
-    value = objective_value(objective, e.power_w, e.int8_tops, 1.0)
+    # Edge devices carry no hourly price: their "cost" is the cost per year of operation
+    # (purchase over the stated lifetime + energy at the stated price; advisor/perf/edge_cost.py).
+    yearly = edge_cost_per_year(e.device, e.power_w).total_usd_per_year
+    value = objective_value(objective, yearly, e.int8_tops, 1.0)
     return Hit(value, 0.0, f"{e.device.id}|{e.power_w:012.3f}", None, e, Placement(1, 1), None)
 
 
@@ -158,8 +161,9 @@ def _hardware_reason(c: CloudCandidate, s: Placement, w: Workload, p: WorkloadPr
         return f"CPU-only ({hw.name}), {it.vcpus} vCPUs and {it.memory_gib:g} GiB RAM per node" + (
             f", enough for the {w.memory_gb:g} GB needed" if w.memory_gb else ""
         )
-    total_gb = s.nodes * it.gpu_count * hw.memory_gb
-    line = f"{s.nodes * it.gpu_count} x {hw.name} ({hw.memory_gb:g} GB each, {total_gb:g} GB total)"
+    total_gb = s.nodes * it.gpu_count * hw.device_memory_gb
+    each = hw.device_memory_gb
+    line = f"{s.nodes * it.gpu_count} x {hw.name} ({each:g} GB each, {total_gb:g} GB total)"
     if w.memory_gb:
         line += f" hold the {w.memory_gb:g} GB needed{_gpu_count_source(s, w, p)}"
     elif s.fit is not None:
@@ -192,9 +196,19 @@ def _edge_reasons(e: EdgeCandidate, w: Workload, objective: str, rank_no: int) -
     tops = f"{e.int8_tops:.3g} dense int8 TOPS"
     if e.tops_estimated:
         tops += f" (estimated: scaled by power from the {e.device.tdp_w:g} W figure)"
-    out.append(f"{tops}, {e.device.memory_gb:g} GB memory")
+    memory = e.device.memory_text
+    out.append(f"{tops}, {memory if e.device.memory_gb is None else memory + ' memory'}")
+    out.append(edge_cost_per_year(e.device, e.power_w).sentence(e.power_w))
     if e.device.form_factor == FormFactor.edge and objective == "cheapest":
-        out.append("edge devices carry no hourly price: ranked by power draw instead")
+        out.append(
+            f"ranked {rank_no} by lowest cost per year of operation (edge devices have no "
+            "hourly price)"
+        )
+    elif e.device.form_factor == FormFactor.edge and objective != "performance":
+        out.append(
+            f"ranked {rank_no} by {OBJECTIVE_WORDS[objective]}, with the cost per year of "
+            "operation standing for the hourly price edge devices do not have"
+        )
     else:
         out.append(f"ranked {rank_no} by {OBJECTIVE_WORDS[objective]}")
     return out

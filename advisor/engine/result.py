@@ -53,6 +53,11 @@ class Recommendation(_Out):
     score: float = Field(description="1.0 = the best candidate under the objective")
     reasons: tuple[str, ...]
     sizing: SizedFigures | None = None
+    cost_per_year_usd: float | None = Field(
+        default=None,
+        description="edge devices: purchase over the stated lifetime + energy for a year of "
+        "operation (advisor/perf/edge_cost.py); None for a cloud offering",
+    )
 
 
 class Rejection(NamedTuple):

@@ -184,7 +184,7 @@ class WorkPlan:
         layout holds it, every figure at one whole node (or the GPUs asked for) and why."""
         w, shape, per_node = self.w, self.shape, cluster.per_node
         eff, source = self.efficiency(acc)
-        layouts = self._layouts(w.method, usable_memory_gb(acc.memory_gb), per_node)
+        layouts = self._layouts(w.method, usable_memory_gb(acc.device_memory_gb), per_node)
         wanted = self.profile.default_gpu_count if w.gpu_count is None else w.gpu_count
         if not layouts:
             return self._unfit_training(acc, per_node, wanted, eff, source)
@@ -306,7 +306,7 @@ class WorkPlan:
     def _min_ranks(self, acc: Accelerator, method: str) -> int | None:
         """Fewest data-parallel ranks whose memory per GPU fits the usable memory; None if none
         can (what no sharding removes is above it)."""
-        budget = usable_memory_gb(acc.memory_gb)
+        budget = usable_memory_gb(acc.device_memory_gb)
         kept, sharded = self._split(method)
         room = budget - kept
         if room <= 0:
@@ -331,7 +331,8 @@ class WorkPlan:
             parts.append(f"{act / tp:.0f} GB of activations" + (f" over TP {tp}" if tp > 1 else ""))
         return (
             f"{' + '.join(parts)} per GPU whatever the GPU count: {states + act / tp:.0f} GB, "
-            f"above {usable_memory_gb(acc.memory_gb):.0f} GB usable of {acc.memory_gb:g} GB"
+            f"above {usable_memory_gb(acc.device_memory_gb):.0f} GB usable of "
+            f"{acc.device_memory_gb:g} GB"
         )
 
     def _lighter(self, acc: Accelerator, per_node: int) -> tuple[tuple[str, float, int, int], ...]:
@@ -415,11 +416,11 @@ class WorkPlan:
         memory = inference_memory(self.shape, precision=self.w.precision)
         total = memory[-1].value
         eff, source = bandwidth_efficiency(acc)
-        per_replica = _next_pow2(min_gpus_for(total, acc.memory_gb))
+        per_replica = _next_pow2(min_gpus_for(total, acc.device_memory_gb))
         if per_replica > per_node:
             reason = (
-                f"{total:,.0f} GB needs {per_replica} x {acc.memory_gb:g} GB GPUs, beyond one "
-                f"node of {per_node}: a replica is served inside one node"
+                f"{total:,.0f} GB needs {per_replica} x {acc.device_memory_gb:g} GB GPUs, "
+                f"beyond one node of {per_node}: a replica is served inside one node"
             )
             return _unfit_inference(acc, reason, memory, _next_pow2(per_node + 1) // 2, per_node)
         asked = _replicas_for(self.w.gpu_count, per_replica)  # --gpu-count: at least that many
@@ -498,8 +499,9 @@ def _unfit_inference(
                 "memory_per_gpu_gb",
                 total / gpus,
                 "GB",
-                f"{total:.1f} GB / {gpus} GPUs, above {usable_memory_gb(acc.memory_gb):.1f} GB "
-                f"usable of {acc.memory_gb:g} GB",
+                f"{total:.1f} GB / {gpus} GPUs, above "
+                f"{usable_memory_gb(acc.device_memory_gb):.1f} GB usable of "
+                f"{acc.device_memory_gb:g} GB",
             ),
         ),
     )
@@ -602,7 +604,7 @@ def _per_replica_figure(total_gb: float, acc: Accelerator, per_replica: int) -> 
         "gpus_per_replica",
         per_replica,
         "GPUs",
-        f"{total_gb:.1f} GB / ({acc.memory_gb:g} GB x {USABLE_MEMORY:.0%} usable), "
+        f"{total_gb:.1f} GB / ({acc.device_memory_gb:g} GB x {USABLE_MEMORY:.0%} usable), "
         "rounded up to a power of two (tensor parallel)",
     )
 

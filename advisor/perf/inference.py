@@ -256,7 +256,7 @@ class InferenceModel:
         """Sequences one replica holds: the largest B whose memory (below) per GPU stays within
         the usable memory: (weights + B x KV of I + O tokens) x (1 + overhead) / TP."""
         tp = self.dep.tensor_parallel
-        budget = usable_memory_gb(self.dep.acc.memory_gb) * GB * tp / (1 + RUNTIME_OVERHEAD)
+        budget = usable_memory_gb(self.dep.acc.device_memory_gb) * GB * tp / (1 + RUNTIME_OVERHEAD)
         free = budget - self.shape.params * self.bpw
         per_seq = self.kv_per_token.value * (self.inp + self.out)
         return max(0, int(free // per_seq))

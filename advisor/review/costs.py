@@ -177,7 +177,7 @@ def _cheapest_fit(
             continue
         cand = catalog.accelerators[o.accelerator]
         peak = peak16_tflops(cand)
-        if cand.memory_gb >= need.memory_gb and peak is not None and peak >= need.tflops16:
+        if cand.device_memory_gb >= need.memory_gb and peak is not None and peak >= need.tflops16:
             return o
     return None
 
