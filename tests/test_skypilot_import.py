@@ -91,7 +91,7 @@ def test_gcp_adds_the_gpu_rows_to_the_vm_rows_per_zone() -> None:
     assert _price(a3, "europe-west4", "spot") == pytest.approx(3.19554)
     assert summary.added == ["a3-highgpu-1g"]
     # B200 has no catalog id in KNOWN; the TPU slice has none in the table: reported
-    assert "B200" not in {e["id"] for e in entries}
+    assert [e["id"] for e in entries] == ["a3-highgpu-1g"]  # no a4 VM rows: no B200 type
     unknown = skypilot.unknown_names(
         skypilot.parse_csv(GCP_CSV.read_text(), "gcp.csv", "gcp"), "gcp", KNOWN
     )
