@@ -298,3 +298,36 @@ def test_stale_lists_prices_older_than_the_setting(
         ("Standard_NC24ads_A100_v4", "2020-01-01", "old page")
     ]
     assert found[0]["age_days"] == (dt.date.today() - dt.date(2020, 1, 1)).days
+
+
+def test_scope_keeps_types_outside_the_snapshot_families() -> None:
+    existing = _shipped("aws", "p4d.24xlarge", "g5.xlarge")
+    rows = skypilot.parse_csv(AWS_CSV.read_text(), "aws.csv", "aws")
+    found = skypilot.source_types("aws", rows, {"p4d.24xlarge", "p4de.24xlarge"})
+    entries, summary = skypilot.merge(
+        "aws", existing, found, known_accelerators=KNOWN, as_of=AS_OF, source="s", scope=("p4d.",)
+    )
+    assert summary.removed == [] and summary.added == []  # p4de. is outside the scope
+    assert entries[1] == existing[1]  # g5.xlarge untouched
+    assert summary.refreshed == ["p4d.24xlarge"]
+
+
+def test_spot_is_capped_at_on_demand() -> None:
+    # real rows of p4d.24xlarge in eu-central-1 (catalogs/v8/aws/vms.csv @00148f2): two zones
+    # carry SpotPrice 27.433000 against Price 27.43298; the median 27.433 is capped at 27.43298
+    gpu = AWS_CSV.read_text().splitlines()[5].split(",", 5)[5].rsplit(",", 5)[0]
+    text = "\n".join(
+        [HEADER]
+        + [
+            f"p4d.24xlarge,A100,8.0,96.0,1152.0,{gpu},27.43298,{spot},eu-central-1,{zone},x86_64"
+            for spot, zone in (
+                ("13.338300", "euc1-az1"),
+                ("27.433000", "euc1-az2"),
+                ("27.433000", "euc1-az3"),
+            )
+        ]
+    )
+    found = skypilot.source_types("aws", skypilot.parse_csv(text, "a.csv", "aws"), {"p4d.24xlarge"})
+    spot = next(q for q in found["p4d.24xlarge"].quotes if q.purchase.value == "spot")
+    assert spot.hourly_usd == pytest.approx(27.43298)
+    assert "capped at the on-demand price" in spot.basis

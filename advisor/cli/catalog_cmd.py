@@ -172,6 +172,13 @@ def import_skypilot(
     label: Annotated[
         str | None, typer.Option("--source-label", help="What each price's `source` says")
     ] = None,
+    families: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated id prefixes the CSV covers (a snapshot of some families, "
+            "e.g. p4d.,p5.): other types are kept as they are, not removed."
+        ),
+    ] = None,
     dry_run: Annotated[bool, typer.Option(help="Validate and summarise; write nothing.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
@@ -186,6 +193,7 @@ def import_skypilot(
         as_of=_date(as_of),
         label=label or source_label(source),
         dry_run=dry_run,
+        scope=tuple(f.strip() for f in (families or "").split(",") if f.strip()),
     )
     data = {**result.summary.as_dict(), "file": str(result.path), "written": result.written}
     data["warnings"] = list(result.warnings)

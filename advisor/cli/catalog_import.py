@@ -90,6 +90,7 @@ def run_import(
     as_of: dt.date,
     label: str,
     dry_run: bool,
+    scope: tuple[str, ...] = (),
 ) -> ImportResult:
     """Parse, merge, validate, write. Raises InputError (exit 2) on bad input; writes nothing
     unless the catalog with the new file loads and cross-checks."""
@@ -100,19 +101,24 @@ def run_import(
     path = out_dir / f"{provider}.yaml"
     existing = _existing_entries(path)
     known = set(catalog.accelerators)
-    wanted = skypilot.wanted_ids(
-        provider, rows, (str(e.get("id")) for e in existing), FAMILIES.get(provider, ())
-    )
+    families = [f for f in FAMILIES.get(provider, ()) if not scope or f.startswith(scope)]
+    wanted = skypilot.wanted_ids(provider, rows, (str(e.get("id")) for e in existing), families)
     found = skypilot.source_types(provider, rows, wanted)
     entries, summary = skypilot.merge(
-        provider, existing, found, known_accelerators=known, as_of=as_of, source=label
+        provider,
+        existing,
+        found,
+        known_accelerators=known,
+        as_of=as_of,
+        source=label,
+        scope=scope,
     )
     summary.unknown_accelerators.update(skypilot.unknown_names(rows, provider, known))
-    content = skypilot.render_yaml(provider, entries, label)
-    checked = validate(path, content)
+    content = skypilot.render_yaml(provider, entries, label, scope)
+    warnings = validate(path, content)
     if not dry_run:
         write_atomically(path, content)
-    return ImportResult(summary, path, not dry_run, checked.warnings)
+    return ImportResult(summary, path, not dry_run, warnings)
 
 
 def _existing_entries(path: Path) -> list[dict[str, Any]]:
@@ -128,12 +134,13 @@ def _existing_entries(path: Path) -> list[dict[str, Any]]:
     return [dict(e) for e in entries if isinstance(e, dict)]
 
 
-def validate(path: Path, content: str) -> Catalog:
+def validate(path: Path, content: str) -> tuple[str, ...]:
     """Load the catalog as it would be with `content` at `path`, in a temporary copy.
 
     A file inside the shipped catalog is checked in a copy of the whole shipped catalog (so a
     removed type is really gone); a file elsewhere is checked as a user catalog extending the
-    shipped one. Raises InputError listing the loader's problems."""
+    shipped one. Raises InputError listing the loader's problems; returns the loader's warnings,
+    naming the real files."""
     shipped = shipped_catalog_dir().resolve()
     target = path.resolve()
     with tempfile.TemporaryDirectory(prefix="advisor-import-") as tmp:
@@ -146,9 +153,12 @@ def validate(path: Path, content: str) -> Catalog:
             root.mkdir()
             (root / path.name).write_text(content, encoding="utf-8")
             replace = False
+        real = str(shipped) if replace else str(path.parent)
         try:
-            return load_catalog(root, replace=replace)
+            catalog = load_catalog(root, replace=replace)
         except CatalogError as exc:
+            text = str(exc).replace(str(root), real)
             raise InputError(
-                f"the imported catalog does not validate; nothing written\n{exc}"
+                f"the imported catalog does not validate; nothing written\n{text}"
             ) from None
+        return tuple(w.replace(str(root), real) for w in catalog.warnings)

@@ -306,7 +306,14 @@ def _quotes(
         basis = "SpotPrice column" + (f" ({parts})" if parts else "")
         if has_zones:
             basis += f", median of {len(spot)} zone(s)"
-        quotes.append(Quote(region, Purchase.spot, _money(statistics.median(spot)), basis))
+        median = statistics.median(spot)
+        if on_demand and median > statistics.median(on_demand):
+            # Spot is never charged above on-demand (AWS: "you will never pay more than the
+            # On-Demand price", https://aws.amazon.com/ec2/spot/pricing/); the CSV's SpotPrice
+            # carries fewer decimals (27.433000 vs Price 27.43298), which the cap removes.
+            median = statistics.median(on_demand)
+            basis += ", capped at the on-demand price"
+        quotes.append(Quote(region, Purchase.spot, _money(median), basis))
     return quotes
 
 
@@ -398,11 +405,14 @@ def merge(
     known_accelerators: Collection[str],
     as_of: dt.date,
     source: str,
+    scope: tuple[str, ...] = (),
 ) -> tuple[list[dict[str, Any]], Summary]:
     """The provider's instance-type entries after the import, and what changed.
 
     `existing` are the raw entries of the provider's file (hand-written facts are kept as they
     are, field order included); `known_accelerators` are the loaded catalog's accelerator ids.
+    `scope`: id prefixes the source covers (a snapshot of some families); entries outside it are
+    kept as they are, neither refreshed nor removed. Empty: the source covers the provider.
     """
     summary = Summary(provider, source)
     entries: list[dict[str, Any]] = []
@@ -410,7 +420,7 @@ def merge(
     for entry in existing:
         type_id = str(entry.get("id"))
         seen.add(type_id)
-        if entry.get("provider") != provider:
+        if entry.get("provider") != provider or not type_id.startswith(scope or ("",)):
             entries.append(entry)
             continue
         priced = found.get(type_id)
@@ -422,6 +432,8 @@ def merge(
         summary.refreshed.append(type_id)
         entries.append(refreshed)
     for type_id in sorted(set(found) - seen):
+        if not type_id.startswith(scope or ("",)):
+            continue
         new = _new_entry(provider, found[type_id], known_accelerators, as_of, source, summary)
         if new is not None:
             summary.added.append(type_id)
@@ -523,17 +535,28 @@ def unknown_names(rows: Iterable[Row], provider: str, known: Collection[str]) ->
     return found
 
 
-def render_yaml(provider: str, entries: list[dict[str, Any]], source: str) -> str:
+def render_yaml(
+    provider: str, entries: list[dict[str, Any]], source: str, scope: tuple[str, ...] = ()
+) -> str:
     """The provider's instance file, with a header saying where it came from."""
+    import textwrap
+
     import yaml
 
-    header = (
-        f"# {provider} instance types. Written by `advisor catalog import skypilot` from\n"
-        f"# {source}. Prices: on-demand = Price column; spot = MEDIAN of SpotPrice over the\n"
-        "# region's zones (never the minimum). Hand-written facts (gpu_link, interconnect,\n"
-        "# network, system, cpu, notes, ...) are kept by the importer; catalog/README.md says\n"
-        "# how to refresh.\n"
+    covered = (
+        f"Only the families {', '.join(scope)} were imported from it; the other entries are "
+        "kept as they were written (each price's `source` says where it came from). "
+        if scope
+        else ""
     )
+    text = (
+        f"{provider} instance types. Written by `advisor catalog import skypilot` from "
+        f"{source}. {covered}Imported prices: on-demand = Price column; spot = MEDIAN of "
+        "SpotPrice over the region's zones (never the minimum). Hand-written facts (gpu_link, "
+        "interconnect, network, system, cpu, notes, ...) are kept by the importer; "
+        "catalog/README.md says how to refresh."
+    )
+    header = "".join(f"# {line}\n" for line in textwrap.wrap(text, 98))
     body = yaml.safe_dump(
         {"instance_types": entries}, sort_keys=False, width=100, allow_unicode=True
     )

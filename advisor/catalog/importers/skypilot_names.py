@@ -62,6 +62,7 @@ NOT_IN_CATALOG: frozenset[str] = frozenset(
         "Inferentia2",
         "Trainium",
         "Trainium2",
+        "B300",  # AWS p6-b300 (catalogs/v8/aws/vms.csv); no catalog accelerator yet
         "A100-40GB-PCIE",
         "H100-80GB-PCIE",
         "MI25",
