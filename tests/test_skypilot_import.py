@@ -8,6 +8,7 @@ azure.yaml recorded from that file). Expected prices are hand calculations writt
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -20,6 +21,7 @@ import yaml
 from advisor.catalog import shipped_catalog_dir
 from advisor.catalog.importers import skypilot
 from advisor.cli import main
+from advisor.cli.common import STATE
 from advisor.errors import InputError
 
 DATA = Path(__file__).parent / "data" / "skypilot"
@@ -195,11 +197,20 @@ def test_bad_csv_names_file_line_and_column(text: str, expected: str) -> None:
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run the CLI in this process (a subprocess per case costs a second of the shared CPUs);
+    the global options' state is put back afterwards."""
     code = 0
+    saved = dataclasses.replace(STATE)
     try:
         main(list(args))
     except SystemExit as exc:
         code = int(exc.code or 0)
+    finally:
+        STATE.catalog_dir, STATE.replace, STATE.debug = (
+            saved.catalog_dir,
+            saved.replace,
+            saved.debug,
+        )
     out, err = capsys.readouterr()
     return code, out, err
 
