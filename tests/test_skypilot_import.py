@@ -342,3 +342,18 @@ def test_spot_is_capped_at_on_demand() -> None:
     spot = next(q for q in found["p4d.24xlarge"].quotes if q.purchase.value == "spot")
     assert spot.hourly_usd == pytest.approx(27.43298)
     assert "capped at the on-demand price" in spot.basis
+
+
+def test_a_new_size_takes_its_family_host_facts() -> None:
+    assert skypilot.family("p5.4xlarge") == skypilot.family("p5.48xlarge") == "p5"
+    assert skypilot.family("a2-highgpu-8g") == "a2-highgpu"
+    assert skypilot.family("a3-edgegpu-8g-nolssd") == "a3-edgegpu"
+    assert skypilot.family("g2-standard-24") == "g2-standard"
+    p4d = _shipped("aws", "p4d.24xlarge")[0]
+    sibling = {**p4d, "id": "p4de.12xlarge", "accelerator": "a100-80gb-sxm"}  # same family key
+    entries, _ = _import("aws", AWS_CSV, [p4d, sibling])
+    new = next(e for e in entries if e["id"] == "p4de.24xlarge")
+    assert new["system"] == "dgx-a100" and "as for p4de.12xlarge" in new["notes"]
+    # p4d.24xlarge is another family (p4d): without a p4de sibling nothing is taken
+    alone, _ = _import("aws", AWS_CSV, [p4d])
+    assert "system" not in next(e for e in alone if e["id"] == "p4de.24xlarge")

@@ -437,7 +437,7 @@ def merge(
         new = _new_entry(provider, found[type_id], known_accelerators, as_of, source, summary)
         if new is not None:
             summary.added.append(type_id)
-            entries.append(new)
+            entries.append(_with_host(new, existing))
     for entry in entries:
         InstanceType.model_validate(entry)  # every written entry goes through the model
     summary.prices = sum(len(e.get("prices") or []) for e in entries)
@@ -518,6 +518,33 @@ def _new_entry(
         ),
         "source": f"vCPU/RAM/GPU count from {source}",
     }
+
+
+HOST_FACTS = ("system", "cpu")  # what every size of a family shares: the host platform
+
+
+def family(type_id: str) -> str:
+    """The instance family an id belongs to: the part before the size (AWS `p5.48xlarge` ->
+    `p5`, GCP `a2-highgpu-8g` -> `a2-highgpu`, `g2-standard-24` -> `g2-standard`)."""
+    if "." in type_id:
+        return type_id.split(".", 1)[0]
+    return re.sub(r"-(\d+g(-[a-z]+)?|\d+)$", "", type_id)
+
+
+def _with_host(new: dict[str, Any], existing: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """A new size takes the host facts (reference system or CPU class, used for node power) of an
+    existing size of the same family with the same accelerator: the provider builds every size of
+    a family on one host platform. Said in notes; unchanged when no sibling has them."""
+    for sibling in existing:
+        same = family(str(sibling.get("id"))) == family(new["id"])
+        if not same or sibling.get("accelerator") != new["accelerator"]:
+            continue
+        facts = {k: sibling[k] for k in HOST_FACTS if sibling.get(k)}
+        if facts:
+            said = ", ".join(f"{k}: {v}" for k, v in facts.items())
+            notes = f"{said} as for {sibling['id']} (same family, same host platform). "
+            return {**new, **facts, "notes": notes + str(new["notes"])}
+    return new
 
 
 def unknown_names(rows: Iterable[Row], provider: str, known: Collection[str]) -> dict[str, str]:
