@@ -357,3 +357,16 @@ def test_a_new_size_takes_its_family_host_facts() -> None:
     # p4d.24xlarge is another family (p4d): without a p4de sibling nothing is taken
     alone, _ = _import("aws", AWS_CSV, [p4d])
     assert "system" not in next(e for e in alone if e["id"] == "p4de.24xlarge")
+
+
+def test_families_narrower_than_the_table_still_add_new_types(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the table's GCP family is "a3-"; a scope naming one machine type still adds it
+    args = ["catalog", "import", "skypilot", str(GCP_CSV), "--out", str(tmp_path), "--json"]
+    code, out, err = _cli(capsys, *args, "--families", "a3-highgpu-1g", "--dry-run")
+    assert code == 0, err
+    assert json.loads(out)["added"] == ["a3-highgpu-1g"]
+    code, out, err = _cli(capsys, *args, "--families", "a2-", "--dry-run")
+    assert code == 0, err
+    assert json.loads(out)["added"] == []

@@ -101,7 +101,7 @@ def run_import(
     path = out_dir / f"{provider}.yaml"
     existing = _existing_entries(path)
     known = set(catalog.accelerators)
-    families = [f for f in FAMILIES.get(provider, ()) if not scope or f.startswith(scope)]
+    families = FAMILIES.get(provider, ())  # merge() keeps new ids inside `scope`
     wanted = skypilot.wanted_ids(provider, rows, (str(e.get("id")) for e in existing), families)
     found = skypilot.source_types(provider, rows, wanted)
     entries, summary = skypilot.merge(
