@@ -188,10 +188,13 @@ def test_fine_tuning_memory_time_and_cost(client: TestClient, shipped: Catalog) 
     hours = 2e9 / 4_194_304 * (compute_s + 0.2 * comm_s) / 3600
     assert figure(result, "training_flops") == pytest.approx(6 * params * 2e9)
     assert result["hours"] == pytest.approx(hours)
-    # p5.48xlarge has one on-demand row (us-east-1): the price lookup under test must find it
-    (on_demand,) = [
-        p for p in shipped.instance_types["p5.48xlarge"].prices if p.purchase == "on_demand"
-    ]
+    # the cheapest on-demand row of p5.48xlarge: $55.04/h (us-east-1, us-east-2 and us-west-2 in
+    # the shipped snapshot; the lookup takes the cheapest, ties by region name)
+    on_demand = min(
+        (p for p in shipped.instance_types["p5.48xlarge"].prices if p.purchase == "on_demand"),
+        key=lambda p: (p.hourly_usd, p.region),
+    )
+    assert (on_demand.hourly_usd, on_demand.region) == (55.04, "us-east-1")
     assert result["hourly_usd"] == on_demand.hourly_usd
     assert result["cost_usd"] == pytest.approx(on_demand.hourly_usd * hours)
 

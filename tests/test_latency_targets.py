@@ -78,8 +78,11 @@ def test_low_latency_options_meet_the_default_targets(shipped: Catalog) -> None:
         shipped, Workload(workload="low_latency_inference", model="mistral-7b", limit=20)
     )
     assert result.objective == "cheapest" and result.recommendations
+    # ranked by hourly price x the profile's soft-preference penalty (advisor/engine/rank.py):
+    # the scores fall, the first option is the cheapest
     prices = [r.hourly_usd or 0 for r in result.recommendations]
-    assert prices == sorted(prices)
+    scores = [r.score for r in result.recommendations]
+    assert scores == sorted(scores, reverse=True) and prices[0] == min(prices)
     for r in result.recommendations:
         s = r.sizing
         assert s is not None and s.ttft_ms is not None and s.itl_ms is not None

@@ -6,6 +6,7 @@ tests can hold different catalogs side by side.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -15,6 +16,7 @@ from advisor.catalog.models import (
     InstanceType,
     ModelPreset,
     NodeSystem,
+    Price,
     ProbeExpectation,
     SpotInterruption,
     WorkloadProfile,
@@ -130,3 +132,17 @@ def spot_interruption(
         if best is None or length > best[0]:
             best = (length, e)
     return None if best is None else best[1]
+
+
+def stale_prices(
+    catalog: Catalog, max_age_days: int, today: dt.date
+) -> list[tuple[InstanceType, Price, int]]:
+    """Prices older than `max_age_days` (ADVISOR_MAX_PRICE_AGE_DAYS), oldest first, with their
+    age in days: (instance type, price, age)."""
+    found = [
+        (it, price, (today - price.as_of).days)
+        for it in catalog.instance_types.values()
+        for price in it.prices
+        if (today - price.as_of).days > max_age_days
+    ]
+    return sorted(found, key=lambda f: (-f[2], f[0].id, f[1].region, f[1].purchase.value))

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import datetime as dt
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from advisor.catalog import get_entry, list_accelerators, list_instance_types
+from advisor.catalog import get_entry, list_accelerators, list_instance_types, shipped_catalog_dir
+from advisor.catalog.loading import max_price_age_days
 from advisor.catalog.models import Accelerator, FormFactor
+from advisor.catalog.queries import stale_prices
 from advisor.cli.common import console, emit_json, get_catalog, money
 from advisor.cli.tables import Column, print_table
 from advisor.did_you_mean import unknown
@@ -17,6 +21,8 @@ from advisor.errors import InputError
 app = typer.Typer(help="Browse and validate the catalog.", no_args_is_help=True)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for tools.")]
+import_app = typer.Typer(help="Import prices from an external dataset.", no_args_is_help=True)
+app.add_typer(import_app, name="import")
 
 
 @app.command("accelerators")
@@ -149,6 +155,122 @@ def validate(json_out: JsonOpt = False) -> None:
             f"{summary['instance_types']} instance types, {summary['offerings']} priced "
             f"offerings, {summary['workloads']} workloads"
         )
+
+
+@import_app.command("skypilot")
+def import_skypilot(
+    source: Annotated[str, typer.Argument(metavar="PATH|URL", help="A SkyPilot vms.csv.")],
+    provider: Annotated[
+        str | None, typer.Option(help="aws, gcp or azure (default: from the path)")
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Directory of the instance files (default: shipped)")
+    ] = None,
+    as_of: Annotated[
+        str | None, typer.Option(help="Date the prices were published, YYYY-MM-DD (default: today)")
+    ] = None,
+    label: Annotated[
+        str | None, typer.Option("--source-label", help="What each price's `source` says")
+    ] = None,
+    families: Annotated[
+        str | None,
+        typer.Option(
+            help="Comma-separated id prefixes the CSV covers (a snapshot of some families, "
+            "e.g. p4d.,p5.): other types are kept as they are, not removed."
+        ),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option(help="Validate and summarise; write nothing.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Refresh <provider>.yaml from SkyPilot's catalog CSV; writes only if the result validates."""
+    from advisor.cli.catalog_import import guess_provider, run_import, source_label
+
+    result = run_import(
+        source,
+        provider or guess_provider(source),
+        out or shipped_catalog_dir() / "instances",
+        catalog=get_catalog(),
+        as_of=_date(as_of),
+        label=label or source_label(source),
+        dry_run=dry_run,
+        scope=tuple(f.strip() for f in (families or "").split(",") if f.strip()),
+    )
+    data = {**result.summary.as_dict(), "file": str(result.path), "written": result.written}
+    data["warnings"] = list(result.warnings)
+    if json_out:
+        emit_json(data)
+        return
+    _print_import(data)
+
+
+def _date(text: str | None) -> dt.date:
+    if text is None:
+        return dt.date.today()
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise InputError(f"--as-of {text!r}: give a date as YYYY-MM-DD") from None
+
+
+def _print_import(data: dict[str, object]) -> None:
+    out = console()
+    verb = "wrote" if data["written"] else "would write (dry run)"
+    out.print(f"{verb} {data['file']}: {data['prices']} prices", highlight=False)
+    for key in ("added", "removed", "refreshed"):
+        ids = data[key]
+        assert isinstance(ids, list)
+        out.print(f"{key} ({len(ids)}): {', '.join(ids) or '-'}", highlight=False)
+    moved = data["moved_over_10pct"]
+    assert isinstance(moved, list)
+    out.print(f"prices moved by more than 10% ({len(moved)}):", highlight=False)
+    for m in moved:
+        out.print(
+            f"  {m['id']} {m['region']} {m['purchase']}: "
+            f"{money(m['old_hourly_usd'])} -> {money(m['new_hourly_usd'])}",
+            highlight=False,
+        )
+    unknown = data["unknown_accelerators"]
+    assert isinstance(unknown, dict)
+    out.print(f"unknown accelerators ({len(unknown)}), not imported:", highlight=False)
+    for name, why in sorted(unknown.items()):
+        out.print(f"  {name}: {why}", highlight=False)
+    out.print(f"validated with the loader ({len(data['warnings'])} warning(s))", highlight=False)  # type: ignore[arg-type]
+
+
+@app.command("stale")
+def stale(json_out: JsonOpt = False) -> None:
+    """Prices older than ADVISOR_MAX_PRICE_AGE_DAYS (default 365), with their as_of and source."""
+    days = max_price_age_days()
+    found = stale_prices(get_catalog(), days, dt.date.today())
+    if json_out:
+        emit_json(
+            [
+                {
+                    "id": it.id,
+                    "region": p.region,
+                    "purchase": p.purchase.value,
+                    "hourly_usd": p.hourly_usd,
+                    "as_of": p.as_of.isoformat(),
+                    "age_days": age,
+                    "source": p.source,
+                }
+                for it, p, age in found
+            ]
+        )
+        return
+    columns = [
+        Column("id", key=True),
+        Column("region", drop_rank=3),
+        Column("purchase", drop_rank=2),
+        Column("as of", drop_rank=4),
+        Column("age d", "right", drop_rank=1),
+        Column("source", drop_rank=0),
+    ]
+    rows = [
+        (it.id, p.region, p.purchase.value, p.as_of.isoformat(), str(age), p.source)
+        for it, p, age in found
+    ]
+    print_table(console(), f"{len(found)} price(s) older than {days} days", columns, rows)
 
 
 def _cell(key: str, value: object) -> str:
