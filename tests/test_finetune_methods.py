@@ -285,11 +285,12 @@ def test_gpu_count_without_a_model(shipped: Catalog) -> None:
         assert all(rec.gpu_count >= 4 for rec in result.recommendations), workload
 
 
-def test_the_lora_alternative_when_a_full_70b_fine_tune_fits_nowhere(shipped: Catalog) -> None:
-    """A full fine-tune of Llama-3-70B needs 16 x 70.6e9 = 1,130 GB of states: more than one
-    node of any GPU in the catalog, and fine_tuning runs on one node. The nearest alternatives
-    name LoRA and QLoRA with the memory per GPU each needs; each suggestion, followed, fits."""
-    full = recommend(shipped, Workload(workload="fine_tuning", model="llama-3-70b", tokens=1e9))
+def test_the_lora_alternative_when_a_full_fine_tune_fits_nowhere(shipped: Catalog) -> None:
+    """A full fine-tune of Llama-3.1-405B needs 16 x 405e9 = 6.5 TB of states: more than one
+    node of any GPU in the catalog (8 x B200 hold 1.44 TB), and fine_tuning runs on one node.
+    The nearest alternatives name LoRA and QLoRA with the memory per GPU each needs; each
+    suggestion, followed, fits."""
+    full = recommend(shipped, Workload(workload="fine_tuning", model="llama-3.1-405b", tokens=1e9))
     assert not full.ok
     methods = {a.relax_to: a for a in full.alternatives if a.constraint == "method"}
     assert set(methods) == {"lora", "qlora"}
@@ -301,7 +302,7 @@ def test_the_lora_alternative_when_a_full_70b_fine_tune_fits_nowhere(shipped: Ca
             shipped,
             Workload(
                 workload="fine_tuning",
-                model="llama-3-70b",
+                model="llama-3.1-405b",
                 tokens=1e9,
                 method=method,  # type: ignore[arg-type]
                 limit=1000,
@@ -401,6 +402,6 @@ def test_cli_method_options() -> None:
     bad = run("estimate", *common, "--model", "llama-3-8b", "--method", "dora")
     assert bad.returncode == 2 and "method" in bad.stderr and "Traceback" not in bad.stderr
     suggested = run(
-        "recommend", "--workload", "fine_tuning", "--model", "llama-3-70b", "--tokens", "1e9"
+        "recommend", "--workload", "fine_tuning", "--model", "llama-3.1-405b", "--tokens", "1e9"
     )
     assert suggested.returncode == 1 and "--method lora" in suggested.stdout.replace("\n", " ")

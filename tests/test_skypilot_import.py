@@ -277,7 +277,7 @@ def test_dry_run_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[st
     )
     assert code == 0, err
     assert "would write (dry run)" in out and "added (1): a3-highgpu-1g" in out
-    assert "B200" in out  # unknown accelerators are listed
+    assert "tpu-v6e-1" in out  # unknown accelerators are listed
     assert list(tmp_path.iterdir()) == []
 
 
