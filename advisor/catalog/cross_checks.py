@@ -7,12 +7,21 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import cast
 
 from pydantic import BaseModel
 
-from advisor.catalog.models import Accelerator, FormFactor, InstanceType, NodeSystem, Purchase
+from advisor.catalog.models import (
+    Accelerator,
+    FormFactor,
+    InstanceType,
+    NodeSystem,
+    Price,
+    PriceSanity,
+    Purchase,
+)
 from advisor.did_you_mean import did_you_mean
 from advisor.errors import CatalogIssue
 
@@ -170,3 +179,117 @@ def _check_prices(
                 f"{file}: {it.id}: spot price in {region} (${hourly:g}/h) is above on-demand "
                 f"(${on_demand:g}/h)"
             )
+
+
+# --- price sanity -----------------------------------------------------------------------------
+# An outlier price is kept, flagged with a sentence naming the comparison (Price.flag), and left
+# out of ranking unless a request includes flagged prices (advisor/engine/checks.py
+# PRICE_FLAGGED). Thresholds are catalog data (catalog/price_sanity.yaml, models.PriceSanity).
+
+PriceKey = tuple[str, int]  # (instance type id, index into its prices)
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def _bounds(low: float, high: float) -> str:
+    return f"bounds {low:g}x-{high:g}x"
+
+
+def price_flags(instance_types: Iterable[InstanceType], sanity: PriceSanity) -> dict[PriceKey, str]:
+    """Each doubtful price's reason: one sentence per comparison it fails, joined."""
+    found: dict[PriceKey, list[str]] = defaultdict(list)
+    types = list(instance_types)
+    for it in types:
+        _region_flags(it, sanity, found)
+        _spot_flags(it, sanity, found)
+    _gpu_hour_flags(types, sanity, found)
+    return {key: "; ".join(reasons) for key, reasons in found.items()}
+
+
+def _region_flags(it: InstanceType, sanity: PriceSanity, found: dict[PriceKey, list[str]]) -> None:
+    """An on-demand price against the median of the same type's on-demand prices elsewhere."""
+    low, high = sanity.region_low_ratio.value, sanity.region_high_ratio.value
+    on_demand = [(i, p) for i, p in enumerate(it.prices) if p.purchase == Purchase.on_demand]
+    for index, price in on_demand:
+        others = [p for _, p in on_demand if p.region != price.region]
+        if not others:
+            continue
+        median = _median([p.hourly_usd for p in others])
+        ratio = price.hourly_usd / median
+        if low <= ratio <= high:
+            continue
+        regions = ", ".join(sorted(p.region for p in others))
+        found[(it.id, index)].append(
+            f"on-demand ${price.hourly_usd:,.2f}/h in {price.region} is {ratio:.2f}x the median "
+            f"(${median:,.2f}/h) of {it.id} on-demand in {regions} ({_bounds(low, high)})"
+        )
+
+
+def _spot_flags(it: InstanceType, sanity: PriceSanity, found: dict[PriceKey, list[str]]) -> None:
+    """Spot far below on-demand flags the spot price; spot close to on-demand flags the on-demand
+    one (a spot market discounts: a near-list spot price means the on-demand one is understated)."""
+    low, high = sanity.spot_low_ratio.value, sanity.spot_high_ratio.value
+    on_demand = {
+        p.region: (i, p) for i, p in enumerate(it.prices) if p.purchase == Purchase.on_demand
+    }
+    for index, spot in enumerate(it.prices):
+        pair = on_demand.get(spot.region) if spot.purchase == Purchase.spot else None
+        if pair is None:
+            continue
+        od_index, od = pair
+        ratio = spot.hourly_usd / od.hourly_usd
+        if ratio < low:
+            found[(it.id, index)].append(
+                f"spot ${spot.hourly_usd:,.2f}/h in {spot.region} is {ratio:.0%} of on-demand "
+                f"(${od.hourly_usd:,.2f}/h), below the {low:.0%} bound"
+            )
+        elif high < ratio <= 1:  # spot above on-demand is a warning of its own (_check_prices)
+            found[(it.id, od_index)].append(
+                f"on-demand ${od.hourly_usd:,.2f}/h in {od.region} looks understated: spot "
+                f"(${spot.hourly_usd:,.2f}/h) is {ratio:.0%} of it, above the {high:.0%} bound"
+            )
+
+
+def _gpu_hour_flags(
+    types: list[InstanceType], sanity: PriceSanity, found: dict[PriceKey, list[str]]
+) -> None:
+    """An on-demand price per GPU-hour against the median of other instance types with the same
+    accelerator (any provider or region)."""
+    low, high = sanity.gpu_hour_low_ratio.value, sanity.gpu_hour_high_ratio.value
+    per_gpu: dict[str, list[tuple[str, int, Price, float]]] = defaultdict(list)
+    for it in types:
+        if it.accelerator is None:
+            continue
+        for index, p in enumerate(it.prices):
+            if p.purchase == Purchase.on_demand:
+                per_gpu[it.accelerator].append((it.id, index, p, p.hourly_usd / it.gpu_count))
+    for accelerator, rows in per_gpu.items():
+        for it_id, index, price, gpu_hour in rows:
+            peers = [r for r in rows if r[0] != it_id]
+            if len({r[0] for r in peers}) < sanity.gpu_hour_min_peers.value:
+                continue
+            median = _median([r[3] for r in peers])
+            ratio = gpu_hour / median
+            if low <= ratio <= high:
+                continue
+            found[(it_id, index)].append(
+                f"on-demand ${gpu_hour:,.2f}/GPU-h in {price.region} is {ratio:.2f}x the median "
+                f"(${median:,.2f}/GPU-h) of {len({r[0] for r in peers})} other instance types "
+                f"with {accelerator} ({_bounds(low, high)})"
+            )
+
+
+def sanity_thresholds(entries: Entries, issues: list[CatalogIssue]) -> PriceSanity | None:
+    """The catalog's one price_sanity entry (None: no sanity checks, e.g. a replaced catalog
+    without one)."""
+    found = entries.get("price_sanity", {})
+    if len(found) > 1:
+        for entry_id, (_, origin) in sorted(found.items())[1:]:
+            msg = f"one price_sanity entry allowed; also {sorted(found)[0]!r}"
+            issues.append(CatalogIssue(origin.file, entry_id, "id", msg))
+        return None
+    return next((cast(PriceSanity, m) for m, _ in found.values()), None)

@@ -12,12 +12,13 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from advisor.catalog.cross_checks import Origin, cross_check
+from advisor.catalog.cross_checks import Origin, cross_check, price_flags, sanity_thresholds
 from advisor.catalog.models import (
     Accelerator,
     InstanceType,
     ModelPreset,
     NodeSystem,
+    PriceSanity,
     ProbeExpectation,
     SpotInterruption,
     WorkloadProfile,
@@ -35,6 +36,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "models": ModelPreset,
     "systems": NodeSystem,
     "spot_interruptions": SpotInterruption,
+    "price_sanity": PriceSanity,
 }
 DEFAULT_MAX_PRICE_AGE_DAYS = 365
 
@@ -118,13 +120,17 @@ def load_catalog(
         max_age_days=max_price_age_days() if max_age_days is None else max_age_days,
         today=today or dt.date.today(),
     )
+    sanity = sanity_thresholds(merged, issues)
     if issues:
         raise CatalogError(issues)
+    instance_types = {
+        k: typing.cast(InstanceType, v[0]) for k, v in merged["instance_types"].items()
+    }
+    if sanity is not None:
+        instance_types = _flagged(instance_types, sanity)
     return Catalog(
         accelerators={k: typing.cast(Accelerator, v[0]) for k, v in merged["accelerators"].items()},
-        instance_types={
-            k: typing.cast(InstanceType, v[0]) for k, v in merged["instance_types"].items()
-        },
+        instance_types=instance_types,
         workloads={k: typing.cast(WorkloadProfile, v[0]) for k, v in merged["workloads"].items()},
         probe_expectations={
             k: typing.cast(ProbeExpectation, v[0]) for k, v in merged["probe_expectations"].items()
@@ -137,6 +143,26 @@ def load_catalog(
         warnings=tuple(warnings),
         sources=tuple(str(d) for d in dirs),
     )
+
+
+def _flagged(
+    instance_types: dict[str, InstanceType], sanity: PriceSanity
+) -> dict[str, InstanceType]:
+    """The instance types with each doubtful price's flag set (once, at load: the engine reads
+    Price.flag per offering)."""
+    flags = price_flags(instance_types.values(), sanity)
+    by_type: dict[str, dict[int, str]] = {}
+    for (it_id, index), reason in flags.items():
+        by_type.setdefault(it_id, {})[index] = reason
+    out = dict(instance_types)
+    for it_id, reasons in by_type.items():
+        it = instance_types[it_id]
+        prices = tuple(
+            p.model_copy(update={"flag": reasons[i]}) if i in reasons else p
+            for i, p in enumerate(it.prices)
+        )
+        out[it_id] = it.model_copy(update={"prices": prices})
+    return out
 
 
 def _load_file(
@@ -196,7 +222,7 @@ def _load_entry(
         issues.append(CatalogIssue(file, label, None, "entry must be a mapping"))
         return
     try:
-        entry = model.model_validate(raw)
+        entry = model.model_validate(raw, context={"catalog_file": True})
     except ValidationError as exc:
         issues.extend(CatalogIssue(file, label, f, m) for f, m in explain_validation(exc, model))
         broken.add(label)

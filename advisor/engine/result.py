@@ -53,6 +53,11 @@ class Recommendation(_Out):
     score: float = Field(description="1.0 = the best candidate under the objective")
     reasons: tuple[str, ...]
     sizing: SizedFigures | None = None
+    price_flag: str | None = Field(
+        None,
+        description="why the catalog's price sanity checks doubt this price (ranked only with "
+        "include_flagged_prices); None for a sound price",
+    )
 
 
 class Rejection(NamedTuple):
