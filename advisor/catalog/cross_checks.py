@@ -5,6 +5,7 @@ Errors go into `issues` (the load fails); softer findings come back as warning s
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 from collections import defaultdict
 from collections.abc import Iterable
@@ -189,10 +190,14 @@ def _check_prices(
 PriceKey = tuple[str, int]  # (instance type id, index into its prices)
 
 
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+def _median_without(ordered: list[float], removed: list[float]) -> float:
+    """The median of a sorted list less some of its values (list copies run at C speed: the
+    GPU-hour check takes one per instance type, at load)."""
+    rest = ordered.copy()
+    for value in removed:
+        del rest[bisect.bisect_left(rest, value)]
+    mid = len(rest) // 2
+    return rest[mid] if len(rest) % 2 else (rest[mid - 1] + rest[mid]) / 2
 
 
 def _bounds(low: float, high: float) -> str:
@@ -214,15 +219,15 @@ def _region_flags(it: InstanceType, sanity: PriceSanity, found: dict[PriceKey, l
     """An on-demand price against the median of the same type's on-demand prices elsewhere."""
     low, high = sanity.region_low_ratio.value, sanity.region_high_ratio.value
     on_demand = [(i, p) for i, p in enumerate(it.prices) if p.purchase == Purchase.on_demand]
+    if len(on_demand) < 2:
+        return
+    ordered = sorted(p.hourly_usd for _, p in on_demand)  # one price per region (_check_prices)
     for index, price in on_demand:
-        others = [p for _, p in on_demand if p.region != price.region]
-        if not others:
-            continue
-        median = _median([p.hourly_usd for p in others])
+        median = _median_without(ordered, [price.hourly_usd])
         ratio = price.hourly_usd / median
         if low <= ratio <= high:
             continue
-        regions = ", ".join(sorted(p.region for p in others))
+        regions = ", ".join(sorted(p.region for _, p in on_demand if p is not price))
         found[(it.id, index)].append(
             f"on-demand ${price.hourly_usd:,.2f}/h in {price.region} is {ratio:.2f}x the median "
             f"(${median:,.2f}/h) of {it.id} on-demand in {regions} ({_bounds(low, high)})"
@@ -268,17 +273,23 @@ def _gpu_hour_flags(
             if p.purchase == Purchase.on_demand:
                 per_gpu[it.accelerator].append((it.id, index, p, p.hourly_usd / it.gpu_count))
     for accelerator, rows in per_gpu.items():
+        own: dict[str, list[float]] = defaultdict(list)  # per instance type: its GPU-hour prices
+        for r in rows:
+            own[r[0]].append(r[3])
+        peers = len(own) - 1
+        if peers < sanity.gpu_hour_min_peers.value:
+            continue
+        # the peers depend on the instance type only: one median per type, not per price
+        ordered = sorted(r[3] for r in rows)
+        medians = {t: _median_without(ordered, values) for t, values in own.items()}
         for it_id, index, price, gpu_hour in rows:
-            peers = [r for r in rows if r[0] != it_id]
-            if len({r[0] for r in peers}) < sanity.gpu_hour_min_peers.value:
-                continue
-            median = _median([r[3] for r in peers])
+            median = medians[it_id]
             ratio = gpu_hour / median
             if low <= ratio <= high:
                 continue
             found[(it_id, index)].append(
                 f"on-demand ${gpu_hour:,.2f}/GPU-h in {price.region} is {ratio:.2f}x the median "
-                f"(${median:,.2f}/GPU-h) of {len({r[0] for r in peers})} other instance types "
+                f"(${median:,.2f}/GPU-h) of {peers} other instance types "
                 f"with {accelerator} ({_bounds(low, high)})"
             )
 
