@@ -117,6 +117,10 @@ class _PriceChoice(_Request):
 
     region: Annotated[str | None, Field(min_length=1)] = None
     purchase: PurchaseOption = Purchase.on_demand
+    include_flagged_prices: Annotated[
+        bool,
+        Field(description="rank prices the catalog's sanity checks flag (left out by default)"),
+    ] = False
 
 
 class RecommendRequest(_PriceChoice, SizedWork):

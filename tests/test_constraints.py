@@ -145,6 +145,50 @@ def test_inline_offering_test_agrees_with_the_registry(mini: Catalog, kw: dict[s
     assert got == expected
 
 
+@pytest.fixture(scope="module")
+def mini_flagged(tmp_path_factory: pytest.TempPathFactory) -> Catalog:
+    """The mini catalog with the shipped price sanity thresholds and big8's us-east-1 spot price
+    at 9.2% of on-demand: flagged (tests/test_price_sanity.py)."""
+    from tests.test_price_sanity import thresholds
+
+    def mutate(data: dict[str, Any]) -> None:
+        data["price_sanity"] = thresholds()
+        data["instance_types"][0]["prices"][2]["hourly_usd"] = 9.0
+
+    return load_mini(tmp_path_factory.mktemp("flagged"), mutate)
+
+
+FLAG_REQUESTS = [
+    dict(purchase=purchase, region=region, include_flagged_prices=include)
+    for purchase in (None, "spot")
+    for region in (None, "us-east-1")
+    for include in (False, True)
+]
+
+
+@pytest.mark.parametrize("kw", FLAG_REQUESTS, ids=[str(r) for r in FLAG_REQUESTS])
+def test_inline_offering_test_agrees_on_flagged_prices(
+    mini_flagged: Catalog, kw: dict[str, Any]
+) -> None:
+    """PRICE_FLAGGED counted inline agrees with its OFFERING entry."""
+    w = RecommendRequest(workload="fine_tuning", limit=1000, **kw)
+    p = mini_flagged.workloads["fine_tuning"]
+    expected = set()
+    for c in candidate_index(mini_flagged, GROUP_SIGNATURE).cloud:
+        s = place(c, w, p)
+        if static_violations(c, s, w, p):
+            continue
+        for price in c.instance.prices:
+            if not offering_violations(price, s.nodes, w):
+                expected.add((c.instance.id, price.region, price.purchase.value))
+    got = {
+        (r.instance_type, r.region, r.purchase) for r in recommend(mini_flagged, w).recommendations
+    }
+    assert got == expected
+    flagged = ("big8", "us-east-1", "spot")
+    assert (flagged in got) == (kw["include_flagged_prices"] and kw["region"] != "eu-west-1")
+
+
 def test_purchase_rule_none_means_any() -> None:
     from advisor.catalog.models import Purchase
 

@@ -5,8 +5,10 @@ Errors go into `issues` (the load fails); softer findings come back as warning s
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import cast
 
@@ -18,6 +20,8 @@ from advisor.catalog.models import (
     InstanceType,
     NodeFact,
     NodeSystem,
+    Price,
+    PriceSanity,
     Purchase,
 )
 from advisor.did_you_mean import did_you_mean
@@ -234,3 +238,134 @@ def apply_node_facts(
         merged = it.model_copy(update={"expected_nccl_busbw": fact.expected_nccl_busbw})
         entries["instance_types"][fact_id] = (merged, it_origin)
     return warnings
+
+
+# --- price sanity -----------------------------------------------------------------------------
+# An outlier price is kept, flagged with a sentence naming the comparison (Price.flag), and left
+# out of ranking unless a request includes flagged prices (advisor/engine/checks.py
+# PRICE_FLAGGED). Thresholds are catalog data (catalog/price_sanity.yaml, models.PriceSanity).
+
+PriceKey = tuple[str, int]  # (instance type id, index into its prices)
+
+
+def _median_without(ordered: list[float], removed: list[float]) -> float:
+    """The median of a sorted list less some of its values (list copies run at C speed: the
+    GPU-hour check takes one per instance type, at load)."""
+    rest = ordered.copy()
+    for value in removed:
+        del rest[bisect.bisect_left(rest, value)]
+    mid = len(rest) // 2
+    return rest[mid] if len(rest) % 2 else (rest[mid - 1] + rest[mid]) / 2
+
+
+def _bounds(low: float, high: float) -> str:
+    return f"bounds {low:g}x-{high:g}x"
+
+
+def price_flags(instance_types: Iterable[InstanceType], sanity: PriceSanity) -> dict[PriceKey, str]:
+    """Each doubtful price's reason: one sentence per comparison it fails, joined."""
+    found: dict[PriceKey, list[str]] = defaultdict(list)
+    types = list(instance_types)
+    for it in types:
+        _region_flags(it, sanity, found)
+        _spot_flags(it, sanity, found)
+    _gpu_hour_flags(types, sanity, found)
+    return {key: "; ".join(reasons) for key, reasons in found.items()}
+
+
+def _region_flags(it: InstanceType, sanity: PriceSanity, found: dict[PriceKey, list[str]]) -> None:
+    """An on-demand price against the median of the same type's on-demand prices elsewhere."""
+    low, high = sanity.region_low_ratio.value, sanity.region_high_ratio.value
+    on_demand = [(i, p) for i, p in enumerate(it.prices) if p.purchase == Purchase.on_demand]
+    if len(on_demand) < 2:
+        return
+    ordered = sorted(p.hourly_usd for _, p in on_demand)  # one price per region (_check_prices)
+    for index, price in on_demand:
+        median = _median_without(ordered, [price.hourly_usd])
+        ratio = price.hourly_usd / median
+        if low <= ratio <= high:
+            continue
+        regions = ", ".join(sorted(p.region for _, p in on_demand if p is not price))
+        found[(it.id, index)].append(
+            f"on-demand ${price.hourly_usd:,.2f}/h in {price.region} is {ratio:.2f}x the median "
+            f"(${median:,.2f}/h) of {it.id} on-demand in {regions} ({_bounds(low, high)})"
+        )
+
+
+# Spot at (or within rounding of) on-demand is the cap, not a discount that reveals an understated
+# on-demand price: AWS never charges spot above on-demand, and its price history shows zones whose
+# spot price sits at on-demand when capacity is short (the SkyPilot snapshot's SpotPrice column
+# has such rows; the importer takes the median across zones). Those are left unflagged.
+SPOT_AT_CAP = 0.99
+
+
+def _spot_flags(it: InstanceType, sanity: PriceSanity, found: dict[PriceKey, list[str]]) -> None:
+    """Spot far below on-demand flags the spot price; spot close to on-demand flags the on-demand
+    one (a spot market discounts: a near-list spot price means the on-demand one is understated)."""
+    low, high = sanity.spot_low_ratio.value, sanity.spot_high_ratio.value
+    on_demand = {
+        p.region: (i, p) for i, p in enumerate(it.prices) if p.purchase == Purchase.on_demand
+    }
+    for index, spot in enumerate(it.prices):
+        pair = on_demand.get(spot.region) if spot.purchase == Purchase.spot else None
+        if pair is None:
+            continue
+        od_index, od = pair
+        ratio = spot.hourly_usd / od.hourly_usd
+        if ratio < low:
+            found[(it.id, index)].append(
+                f"spot ${spot.hourly_usd:,.2f}/h in {spot.region} is {ratio:.0%} of on-demand "
+                f"(${od.hourly_usd:,.2f}/h), below the {low:.0%} bound"
+            )
+        elif high < ratio < SPOT_AT_CAP:  # above on-demand: a warning of its own (_check_prices)
+            found[(it.id, od_index)].append(
+                f"on-demand ${od.hourly_usd:,.2f}/h in {od.region} looks understated: spot "
+                f"(${spot.hourly_usd:,.2f}/h) is {ratio:.0%} of it, above the {high:.0%} bound"
+            )
+
+
+def _gpu_hour_flags(
+    types: list[InstanceType], sanity: PriceSanity, found: dict[PriceKey, list[str]]
+) -> None:
+    """An on-demand price per GPU-hour against the median of other instance types with the same
+    accelerator (any provider or region)."""
+    low, high = sanity.gpu_hour_low_ratio.value, sanity.gpu_hour_high_ratio.value
+    per_gpu: dict[str, list[tuple[str, int, Price, float]]] = defaultdict(list)
+    for it in types:
+        if it.accelerator is None:
+            continue
+        for index, p in enumerate(it.prices):
+            if p.purchase == Purchase.on_demand:
+                per_gpu[it.accelerator].append((it.id, index, p, p.hourly_usd / it.gpu_count))
+    for accelerator, rows in per_gpu.items():
+        own: dict[str, list[float]] = defaultdict(list)  # per instance type: its GPU-hour prices
+        for r in rows:
+            own[r[0]].append(r[3])
+        peers = len(own) - 1
+        if peers < sanity.gpu_hour_min_peers.value:
+            continue
+        # the peers depend on the instance type only: one median per type, not per price
+        ordered = sorted(r[3] for r in rows)
+        medians = {t: _median_without(ordered, values) for t, values in own.items()}
+        for it_id, index, price, gpu_hour in rows:
+            median = medians[it_id]
+            ratio = gpu_hour / median
+            if low <= ratio <= high:
+                continue
+            found[(it_id, index)].append(
+                f"on-demand ${gpu_hour:,.2f}/GPU-h in {price.region} is {ratio:.2f}x the median "
+                f"(${median:,.2f}/GPU-h) of {peers} other instance types "
+                f"with {accelerator} ({_bounds(low, high)})"
+            )
+
+
+def sanity_thresholds(entries: Entries, issues: list[CatalogIssue]) -> PriceSanity | None:
+    """The catalog's one price_sanity entry (None: no sanity checks, e.g. a replaced catalog
+    without one)."""
+    found = entries.get("price_sanity", {})
+    if len(found) > 1:
+        for entry_id, (_, origin) in sorted(found.items())[1:]:
+            msg = f"one price_sanity entry allowed; also {sorted(found)[0]!r}"
+            issues.append(CatalogIssue(origin.file, entry_id, "id", msg))
+        return None
+    return next((cast(PriceSanity, m) for m, _ in found.values()), None)

@@ -22,13 +22,20 @@ from typing import Any
 import pydantic
 from pydantic import BaseModel, ValidationError
 
-from advisor.catalog.cross_checks import Origin, apply_node_facts, cross_check
+from advisor.catalog.cross_checks import (
+    Origin,
+    apply_node_facts,
+    cross_check,
+    price_flags,
+    sanity_thresholds,
+)
 from advisor.catalog.models import (
     Accelerator,
     InstanceType,
     ModelPreset,
     NodeFact,
     NodeSystem,
+    PriceSanity,
     ProbeExpectation,
     SpotInterruption,
     WorkloadProfile,
@@ -48,6 +55,7 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "systems": NodeSystem,
     "spot_interruptions": SpotInterruption,
     "node_facts": NodeFact,  # merged into instance_types at load (apply_node_facts)
+    "price_sanity": PriceSanity,
 }
 DEFAULT_MAX_PRICE_AGE_DAYS = 365
 
@@ -166,13 +174,17 @@ def _load(dirs: list[Path], files: list[Files], max_age: int, today: dt.date) ->
     warnings = fact_warnings + cross_check(
         merged, issues, broken=broken, max_age_days=max_age, today=today
     )
+    sanity = sanity_thresholds(merged, issues)
     if issues:
         raise CatalogError(issues)
+    instance_types = {
+        k: typing.cast(InstanceType, v[0]) for k, v in merged["instance_types"].items()
+    }
+    if sanity is not None:
+        instance_types = _flagged(instance_types, sanity)
     return Catalog(
         accelerators={k: typing.cast(Accelerator, v[0]) for k, v in merged["accelerators"].items()},
-        instance_types={
-            k: typing.cast(InstanceType, v[0]) for k, v in merged["instance_types"].items()
-        },
+        instance_types=instance_types,
         workloads={k: typing.cast(WorkloadProfile, v[0]) for k, v in merged["workloads"].items()},
         probe_expectations={
             k: typing.cast(ProbeExpectation, v[0]) for k, v in merged["probe_expectations"].items()
@@ -293,6 +305,26 @@ def _write_cache(path: Path, catalog: Catalog) -> None:
         return
 
 
+def _flagged(
+    instance_types: dict[str, InstanceType], sanity: PriceSanity
+) -> dict[str, InstanceType]:
+    """The instance types with each doubtful price's flag set (once, at load: the engine reads
+    Price.flag per offering)."""
+    flags = price_flags(instance_types.values(), sanity)
+    by_type: dict[str, dict[int, str]] = {}
+    for (it_id, index), reason in flags.items():
+        by_type.setdefault(it_id, {})[index] = reason
+    out = dict(instance_types)
+    for it_id, reasons in by_type.items():
+        it = instance_types[it_id]
+        prices = tuple(
+            p.model_copy(update={"flag": reasons[i]}) if i in reasons else p
+            for i, p in enumerate(it.prices)
+        )
+        out[it_id] = it.model_copy(update={"prices": prices})
+    return out
+
+
 def _load_file(
     path: Path,
     content: bytes | OSError,
@@ -366,7 +398,7 @@ def _load_entry(
         issues.append(CatalogIssue(file, label, None, "entry must be a mapping"))
         return
     try:
-        entry = model.model_validate(raw)
+        entry = model.model_validate(raw, context={"catalog_file": True})
     except ValidationError as exc:
         issues.extend(CatalogIssue(file, label, f, m) for f, m in explain_validation(exc, model))
         broken.add(label)

@@ -11,7 +11,7 @@ import datetime as dt
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 Id = Annotated[str, Field(min_length=1, max_length=80, pattern=r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")]
 NonNeg = Annotated[float, Field(ge=0)]
@@ -202,6 +202,17 @@ class Price(Strict):
     hourly_usd: Annotated[float, Field(gt=0, le=2_000)]
     as_of: dt.date
     source: Annotated[str, Field(min_length=1)]
+    # Why the price sanity checks (advisor/catalog/cross_checks.py price_flags) doubt this price;
+    # set by the loader after the checks, never read from a catalog file.
+    flag: str | None = None
+
+    @field_validator("flag")
+    @classmethod
+    def _flag_is_not_data(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # The loader validates catalog files with context {"catalog_file": True}.
+        if value is not None and (info.context or {}).get("catalog_file"):
+            raise ValueError("flag is set by the price sanity checks, not in catalog files")
+        return value
 
 
 class InstanceType(Strict):
@@ -412,3 +423,51 @@ class ModelPreset(Strict):
     @property
     def head_size(self) -> int:
         return self.head_dim or self.hidden_size // self.attention_heads
+
+
+class SanityBound(Strict):
+    """One price sanity threshold with the reasoning behind it."""
+
+    value: Pos
+    reasoning: Annotated[str, Field(min_length=1)]
+
+
+class PeerCount(Strict):
+    value: Annotated[int, Field(ge=1)]
+    reasoning: Annotated[str, Field(min_length=1)]
+
+
+class PriceSanity(Strict):
+    """Thresholds of the price sanity checks (catalog/price_sanity.yaml); ratios are price over
+    the median of its peers."""
+
+    id: Id
+    # on-demand price vs the median of the same instance type's on-demand prices in other regions
+    region_low_ratio: SanityBound
+    region_high_ratio: SanityBound
+    # on-demand price per GPU-hour vs the median per GPU-hour of other instance types with the
+    # same accelerator (any provider, any region)
+    gpu_hour_low_ratio: SanityBound
+    gpu_hour_high_ratio: SanityBound
+    gpu_hour_min_peers: PeerCount
+    # spot price over the on-demand price of the same type in the same region
+    spot_low_ratio: SanityBound
+    spot_high_ratio: SanityBound
+    source: Annotated[str, Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _bounds_bracket_one(self) -> PriceSanity:
+        for low, high in (
+            (self.region_low_ratio, self.region_high_ratio),
+            (self.gpu_hour_low_ratio, self.gpu_hour_high_ratio),
+            (self.spot_low_ratio, self.spot_high_ratio),
+        ):
+            if not low.value < high.value:
+                raise ValueError(f"a low ratio ({low.value:g}) must be below its high one")
+        if not self.region_low_ratio.value < 1 < self.region_high_ratio.value:
+            raise ValueError("region ratios must bracket 1")
+        if not self.gpu_hour_low_ratio.value < 1 < self.gpu_hour_high_ratio.value:
+            raise ValueError("GPU-hour ratios must bracket 1")
+        if self.spot_high_ratio.value > 1:
+            raise ValueError("spot_high_ratio above 1 would accept spot above on-demand")
+        return self

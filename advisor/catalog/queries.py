@@ -18,6 +18,7 @@ from advisor.catalog.models import (
     NodeSystem,
     Price,
     ProbeExpectation,
+    Purchase,
     SpotInterruption,
     WorkloadProfile,
 )
@@ -114,6 +115,23 @@ def list_instance_types(
             continue
         result.append(it if prices == it.prices else it.model_copy(update={"prices": prices}))
     return sorted(result, key=lambda i: (i.provider, i.id))
+
+
+def cheapest_price(prices: Iterable[Price], include_flagged: bool = False) -> Price | None:
+    """The cheapest of these prices (the region's name breaks ties); a price the sanity checks
+    flag (Price.flag) only when asked for, or when every one of them is flagged."""
+    given = list(prices)
+    trusted = [p for p in given if p.flag is None or include_flagged]
+    return min(trusted or given, key=lambda p: (p.hourly_usd, p.region), default=None)
+
+
+def from_price(prices: Iterable[Price]) -> Price | None:
+    """The price an instance type is quoted "from": its cheapest on-demand price, else its
+    cheapest spot price; never the cheaper of the two mixed."""
+    given = list(prices)
+    return cheapest_price(p for p in given if p.purchase == Purchase.on_demand) or cheapest_price(
+        p for p in given if p.purchase == Purchase.spot
+    )
 
 
 def spot_interruption(

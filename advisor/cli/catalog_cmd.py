@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
 from advisor.catalog import get_entry, list_accelerators, list_instance_types, shipped_catalog_dir
 from advisor.catalog.loading import max_price_age_days
-from advisor.catalog.models import Accelerator, FormFactor
-from advisor.catalog.queries import stale_prices
+from advisor.catalog.models import Accelerator, FormFactor, InstanceType, Purchase
+from advisor.catalog.queries import Catalog, from_price, stale_prices
 from advisor.cli.common import console, emit_json, get_catalog, money
 from advisor.cli.tables import Column, print_table
 from advisor.did_you_mean import unknown
@@ -96,11 +96,11 @@ def instances(
         Column("link", drop_rank=3),
         Column("net Gbps", "right", drop_rank=0),
         Column("from $/h", "right", drop_rank=9),
+        Column("flagged", "right", drop_rank=6),
         Column("regions", drop_rank=5),
     ]
     rows = []
     for i in found:
-        cheapest = min((p.hourly_usd for p in i.prices), default=None)
         rows.append(
             (
                 i.id,
@@ -111,7 +111,8 @@ def instances(
                 f"{i.memory_gib:g}",
                 i.gpu_link.value,
                 f"{i.network_gbps:g}",
-                money(cheapest),
+                _from_cell(i),
+                _flagged_cell(i),
                 ", ".join(sorted({p.region for p in i.prices})),
             )
         )
@@ -139,21 +140,34 @@ def show(entry_id: Annotated[str, typer.Argument(metavar="ID")], json_out: JsonO
 def validate(json_out: JsonOpt = False) -> None:
     """Load and cross-check the catalog; exit 2 listing every problem, warnings on stderr."""
     catalog = get_catalog()
-    summary = {
+    flagged = _flagged_prices(catalog)
+    summary: dict[str, object] = {
         "sources": list(catalog.sources),
         "accelerators": len(catalog.accelerators),
         "instance_types": len(catalog.instance_types),
         "offerings": catalog.offering_count,
         "workloads": len(catalog.workloads),
         "warnings": list(catalog.warnings),
+        "flagged_prices": flagged,
     }
     if json_out:
         emit_json(summary)
-    else:  # the result goes to stdout; warnings (get_catalog) and errors go to stderr
-        console().print(
-            f"catalog OK: {summary['accelerators']} accelerators, "
-            f"{summary['instance_types']} instance types, {summary['offerings']} priced "
-            f"offerings, {summary['workloads']} workloads"
+        return
+    # the result goes to stdout; warnings (get_catalog) and errors go to stderr
+    out = console()
+    out.print(
+        f"catalog OK: {summary['accelerators']} accelerators, "
+        f"{summary['instance_types']} instance types, {summary['offerings']} priced "
+        f"offerings, {summary['workloads']} workloads; {len(flagged)} flagged price(s), "
+        "left out of ranking unless --include-flagged-prices",
+        highlight=False,
+    )
+    for f in flagged:
+        out.print(
+            f"  flagged: {f['instance_type']} {f['region']} {f['purchase']} "
+            f"{money(f['hourly_usd'])}: {f['flag']}",
+            highlight=False,
+            markup=False,
         )
 
 
@@ -273,12 +287,49 @@ def stale(json_out: JsonOpt = False) -> None:
     print_table(console(), f"{len(found)} price(s) older than {days} days", columns, rows)
 
 
+PURCHASE_WORDS = {Purchase.on_demand: "on-demand", Purchase.spot: "spot"}
+
+
+def _from_cell(it: InstanceType) -> str:
+    """The cheapest on-demand price, else the cheapest spot one, saying which (and if flagged)."""
+    price = from_price(it.prices)
+    if price is None:
+        return "-"
+    mark = " (flagged)" if price.flag else ""
+    return f"{money(price.hourly_usd)} {PURCHASE_WORDS[price.purchase]}{mark}"
+
+
+def _flagged_cell(it: InstanceType) -> str:
+    flagged = sum(p.flag is not None for p in it.prices)
+    return f"{flagged} of {len(it.prices)}" if flagged else "-"
+
+
+def _flagged_prices(catalog: Catalog) -> list[dict[str, Any]]:
+    """Every price the sanity checks flag, with why (validate's output)."""
+    return [
+        {
+            "instance_type": it.id,
+            "region": p.region,
+            "purchase": p.purchase.value,
+            "hourly_usd": p.hourly_usd,
+            "flag": p.flag,
+        }
+        for it in sorted(catalog.instance_types.values(), key=lambda i: i.id)
+        for p in it.prices
+        if p.flag is not None
+    ]
+
+
+def _price_line(p: dict[str, Any]) -> str:
+    line = (
+        f"{p['region']!s:<16} {p['purchase']!s:<9} {money(p['hourly_usd']):>10}  as of {p['as_of']}"
+    )
+    return line if p.get("flag") is None else f"{line}\n  FLAGGED: {p['flag']}"
+
+
 def _cell(key: str, value: object) -> str:
     if key == "prices" and isinstance(value, list):
-        return "\n".join(
-            f"{p['region']:<16} {p['purchase']:<9} {money(p['hourly_usd']):>10}  as of {p['as_of']}"
-            for p in value
-        )
+        return "\n".join(_price_line(p) for p in value)
     if isinstance(value, dict):
         return ", ".join(f"{k}={v}" for k, v in value.items() if v is not None)
     if isinstance(value, list):

@@ -43,6 +43,7 @@ def estimate_cmd(
     method: opts.Method = "full",
     lora_rank: opts.LoraRank = 16,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON for tools.")] = False,
+    include_flagged_prices: opts.IncludeFlaggedPrices = False,
 ) -> None:
     """Every intermediate figure with its formula: memory per GPU, FLOPs, hours, cost."""
     raw: dict[str, Any] = {
@@ -53,6 +54,7 @@ def estimate_cmd(
         "gpu_count": gpu_count,
         "region": region,
         "purchase": purchase,
+        "include_flagged_prices": include_flagged_prices,
         **opts.sizing_fields(
             model,
             params_b,

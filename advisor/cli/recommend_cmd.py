@@ -63,6 +63,7 @@ def recommend(
     method: opts.Method = "full",
     lora_rank: opts.LoraRank = 16,
     checkpoint_interval_h: opts.CheckpointIntervalH = None,
+    include_flagged_prices: opts.IncludeFlaggedPrices = False,
 ) -> None:
     """Recommend hardware for a workload; exit 1 when nothing satisfies the constraints."""
     request: dict[str, Any] = {
@@ -77,6 +78,7 @@ def recommend(
         "gpu_count": gpu_count,
         "objective": objective,
         "limit": limit,
+        "include_flagged_prices": include_flagged_prices,
         **opts.sizing_fields(
             model,
             params_b,
@@ -130,6 +132,8 @@ def render(result: Result, show_rejected: bool, reasons_for: int = 3) -> None:
             out.print(f"#{n} {_option(r)}", style="bold", highlight=False, markup=False)
             for reason in r.reasons:
                 out.print(f"  - {reason}", highlight=False, markup=False)
+            if r.price_flag is not None:
+                out.print(f"  - flagged price: {r.price_flag}", highlight=False, markup=False)
     out.print(result.explanation, highlight=False, markup=False)
     if not result.recommendations and result.alternatives:
         for alt in result.alternatives:
@@ -205,7 +209,9 @@ def _hours(value: float | None) -> str:
 
 
 def _option(r: Recommendation) -> str:
-    return r.instance_type or f"{r.device} ({r.power_mode or 'default'} mode)"
+    if r.instance_type is None:
+        return f"{r.device} ({r.power_mode or 'default'} mode)"
+    return f"{r.instance_type} (flagged price)" if r.price_flag else r.instance_type
 
 
 def _where(r: Recommendation) -> str:

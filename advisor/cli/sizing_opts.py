@@ -31,6 +31,13 @@ MaxTtftMs = Annotated[
 ]
 MaxItlMs = Annotated[float | None, typer.Option(help="Inter-token latency target, ms (inference).")]
 Purchase = Annotated[str, typer.Option(help="on_demand, spot or any (either).")]
+IncludeFlaggedPrices = Annotated[
+    bool,
+    typer.Option(
+        "--include-flagged-prices",
+        help="Also use prices the catalog's sanity checks flag (`advisor catalog validate`).",
+    ),
+]
 Server = Annotated[
     str | None,
     typer.Option(envvar="ADVISOR_SERVER", help="Service URL: calibrate efficiency from its fleet."),

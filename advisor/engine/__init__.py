@@ -176,6 +176,7 @@ def _evaluate_offers(
 ) -> None:
     """The hot loop: once per statically feasible instance type, its body once per offering."""
     region, purchase, budget, nodes = w.region, w.purchase, w.max_hourly_usd, placement.nodes
+    skip_flagged = not w.include_flagged_prices
     per_node_budget = None if budget is None else budget / nodes
     _, perf = cloud_perf(c, placement, p)
     factor = penalty(c, p)
@@ -191,6 +192,7 @@ def _evaluate_offers(
             + (purchase is not None and o_purchase != purchase)
             + (per_node_budget is not None and hourly > per_node_budget)
             + (risky and on_spot)
+            + (skip_flagged and price.flag is not None)
         )
         if not bad:
             cost = hourly * nodes
@@ -343,6 +345,7 @@ def _recommendation(h: Hit, score: float, why: list[str]) -> Recommendation:
         score=score,
         reasons=tuple(why),
         sizing=sized_figures(s.fit, h.hourly_usd, h.spot) if s.fit is not None else None,
+        price_flag=price.flag,
     )
 
 

@@ -393,11 +393,20 @@ def _spot_too_risky(k: OfferCase) -> Finding | None:
     )
 
 
+def _price_flagged(k: OfferCase) -> Finding | None:
+    """A price the catalog's sanity checks doubt (advisor/catalog/cross_checks.py price_flags)."""
+    flag = k.price.flag
+    if flag is None or k.w.include_flagged_prices:
+        return None
+    return Finding(f"its price is flagged: {flag}")
+
+
 OFFERING: tuple[Constraint[OfferCase], ...] = (
     Constraint("REGION_NOT_OFFERED", "region", "the region", _region_not_offered),
     Constraint("PURCHASE_UNAVAILABLE", "purchase", "the purchase option", _purchase_unavailable),
     Constraint("OVER_BUDGET", "max_hourly_usd", "the hourly budget", _over_budget),
     Constraint("SPOT_TOO_RISKY", None, "the spot interruption risk", _spot_too_risky),
+    Constraint("PRICE_FLAGGED", "include_flagged_prices", "a flagged price", _price_flagged),
 )
 
 

@@ -102,6 +102,12 @@ RELAXATIONS: dict[str, Relaxation] = {
         Relaxation("region", Direction.equality, "the region"),
         Relaxation("provider", Direction.equality, "the provider"),
         Relaxation("purchase", Direction.equality, "the purchase option"),
+        # Prices the sanity checks doubt (Price.flag) are out unless the request includes them.
+        Relaxation(
+            "include_flagged_prices",
+            Direction.equality,
+            "the exclusion of flagged prices (--include-flagged-prices)",
+        ),
         # A full fine-tune that fits nowhere: LoRA and QLoRA are each worth naming with what
         # they need (advisor/perf/fitting.py Fit.lighter_methods).
         Relaxation("method", Direction.equality, "the fine-tuning method", per_value=True),

@@ -58,6 +58,11 @@ class Recommendation(_Out):
         description="edge devices: purchase over the stated lifetime + energy for a year of "
         "operation (advisor/perf/edge_cost.py); None for a cloud offering",
     )
+    price_flag: str | None = Field(
+        None,
+        description="why the catalog's price sanity checks doubt this price (ranked only with "
+        "include_flagged_prices); None for a sound price",
+    )
 
 
 class Rejection(NamedTuple):

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.catalog import Catalog, get_accelerator, get_instance_type
 from advisor.catalog.models import Accelerator, InstanceType, Price, Purchase, WorkloadProfile
-from advisor.catalog.queries import spot_interruption
+from advisor.catalog.queries import cheapest_price, spot_interruption
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
@@ -117,7 +117,7 @@ def estimate(
         + _deadline_notes(fit, req.deadline_days)
         + _spot_notes(spot, profile)
     )
-    notes = blocking + _information(fit, profile, instance)
+    notes = blocking + _information(fit, profile, instance) + _price_notes(price)
     hours = spot.total_hours if spot is not None and spot.finishes else fit.hours
     return Estimate(
         workload=profile.id,
@@ -310,4 +310,12 @@ def _price(instance: InstanceType, req: EstimateRequest) -> Price | None:
         what = req.purchase.value if req.purchase is not None else "any"
         where = f" in {req.region}" if req.region else ""
         raise InputError(f"{instance.id} has no {what} price{where} in the catalog")
-    return min(prices, key=lambda p: (p.hourly_usd, p.region))
+    # A flagged price (advisor/catalog/cross_checks.py price_flags) is used only when the request
+    # includes flagged prices or no other matches; the notes say so (_price_notes).
+    return cheapest_price(prices, req.include_flagged_prices)
+
+
+def _price_notes(price: Price | None) -> list[str]:
+    if price is None or price.flag is None:
+        return []
+    return [f"the price used is flagged by the catalog's sanity checks: {price.flag}"]

@@ -47,13 +47,15 @@ class Offer:
 
 
 def on_demand_offers(catalog: Catalog, region: str | None) -> list[Offer]:
-    """Every GPU instance type's on-demand prices (in `region`, or in every region)."""
+    """Every GPU instance type's on-demand prices (in `region`, or in every region), less the
+    prices the catalog's sanity checks flag (Price.flag): savings are not priced on doubt."""
     out = []
     for it in catalog.instance_types.values():
         if it.accelerator is None or it.accelerator not in catalog.accelerators:
             continue
         for p in it.prices:
-            if p.purchase == Purchase.on_demand and (region is None or p.region == region):
+            wanted = p.purchase == Purchase.on_demand and p.flag is None
+            if wanted and (region is None or p.region == region):
                 out.append(Offer(it.id, it.accelerator, it.gpu_count, p.region, p.hourly_usd))
     out.sort(key=lambda o: (o.hourly_usd, o.instance_type, o.region))
     return out
