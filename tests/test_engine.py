@@ -273,3 +273,41 @@ def test_memory_alternative_is_priced_for_one_node(mini: Catalog) -> None:
     # node's price (not the two nodes 1000 GB would need)
     assert memory.relax_to == pytest.approx(576)
     assert memory.candidate == "big8-pcie (aws us-east-1, on_demand, $80.00/h)"
+
+
+@pytest.mark.parametrize(
+    "objective",
+    ["cheapest", "cost_to_completion", "time", "cost_per_million_tokens", "performance"],
+)
+@pytest.mark.parametrize("sized", [False, True])
+def test_the_hot_loops_affine_objective_matches_objective_value(
+    objective: str, sized: bool
+) -> None:
+    """The engine values on-demand offerings as a x cost + b (worked out once per option): the
+    same numbers objective_value gives for every cost, with and without a sized fit."""
+    from advisor.engine.rank import objective_affine, objective_value
+    from advisor.perf.fitting import Fit
+
+    fit = (
+        Fit(
+            8,
+            1,
+            8,
+            False,
+            10.0,
+            80.0,
+            0.4,
+            "test",
+            hours=12.5,
+            tokens_per_s=900.0,
+            served_tokens_per_s=750.0,
+        )
+        if sized
+        else None
+    )
+    affine = objective_affine(objective, 320.0, 1.25, fit)
+    assert affine is not None
+    for cost in (0.5, 3.0, 98.32, 2_000.0):
+        expected = objective_value(objective, cost, 320.0, 1.25, fit)
+        assert cost * affine[0] + affine[1] == pytest.approx(expected, rel=1e-12)
+    assert objective_affine("price_performance", 320.0, 1.25, fit) is None

@@ -28,6 +28,7 @@ from advisor.engine.rank import (
     Hit,
     cloud_perf,
     edge_hit,
+    objective_affine,
     objective_value,
     penalty,
     rank,
@@ -182,23 +183,34 @@ def _evaluate_offers(
     factor = penalty(c, p)
     spot = _spot_case(c, placement, w, p)
     risky = spot is not None and too_risky(spot[1], spot[2])
+    affine = objective_affine(objective, perf, factor, placement.fit)
     closest: tuple[int, float, Price] | None = None
+    spot_purchase, spot_plan = Purchase.spot, spot[1] if spot is not None else None
+    by_region, by_purchase = region is not None, purchase is not None
+    by_budget = per_node_budget is not None
     for o_region, o_purchase, hourly, price, sort_id in c.offers:
         # The OFFERING checks (advisor/engine/checks.py), counted inline: this runs once per
         # priced offering. tests/test_constraints.py holds the two to the same answer.
-        on_spot = o_purchase == Purchase.spot
-        bad = (
-            (region is not None and o_region != region)
-            + (purchase is not None and o_purchase != purchase)
-            + (per_node_budget is not None and hourly > per_node_budget)
-            + (risky and on_spot)
-            + (skip_flagged and price.flag is not None)
-        )
+        on_spot = o_purchase is spot_purchase
+        bad = 0
+        if by_region and o_region != region:
+            bad += 1
+        if by_purchase and o_purchase != purchase:
+            bad += 1
+        if by_budget and hourly > per_node_budget:  # type: ignore[operator]
+            bad += 1
+        if risky and on_spot:
+            bad += 1
+        if skip_flagged and price.flag is not None:
+            bad += 1
         if not bad:
             cost = hourly * nodes
-            plan = spot[1] if spot is not None and on_spot else None
-            hours = plan.total_hours if plan is not None else None
-            value = objective_value(objective, cost, perf, factor, placement.fit, hours)
+            plan = spot_plan if on_spot else None
+            if plan is None and affine is not None:
+                value = cost * affine[0] + affine[1]
+            else:
+                hours = plan.total_hours if plan is not None else None
+                value = objective_value(objective, cost, perf, factor, placement.fit, hours)
             hits.append(Hit(value, cost, sort_id, c, None, placement, price, plan))
             closest = (0, 0.0, price)
         elif closest is None or (bad, hourly) < closest[:2]:

@@ -89,6 +89,18 @@ def objective_value(
     return -(perf / cost) / factor if cost else 0.0
 
 
+def objective_affine(
+    objective: str, perf: float, factor: float, fit: Fit | None
+) -> tuple[float, float] | None:
+    """(a, b) with objective_value(cost) = a x cost + b for one option's on-demand offerings,
+    worked out once per option for the engine's hot loop; None where the value is not affine in
+    the cost (price_performance). tests/test_engine.py holds it to objective_value."""
+    if objective == "price_performance":
+        return None
+    at_zero = objective_value(objective, 0.0, perf, factor, fit)
+    return objective_value(objective, 1.0, perf, factor, fit) - at_zero, at_zero
+
+
 def edge_hit(e: EdgeCandidate, objective: str) -> Hit:
     # Edge devices carry no hourly price: their "cost" is the cost per year of operation
     # (purchase over the stated lifetime + energy at the stated price; advisor/perf/edge_cost.py).
