@@ -19,7 +19,9 @@ Pos = Annotated[float, Field(gt=0)]
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: a command answered from the catalog cache never validates catalog entries, so
+    # their validators are built on first use only (a cold load builds them as before).
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class FormFactor(StrEnum):
