@@ -75,7 +75,7 @@ def cross_check(
         _check_system(it, origin.file, accelerators, systems, issues, broken)
         _check_prices(it, origin.file, issues, warnings, today)
         for price in it.prices:
-            if (today - price.as_of).days > max_age_days:
+            if price.age_days(today) > max_age_days:
                 stale[origin.file].append(price.as_of)
     _check_instance_or_reason(entries, accelerators, issues, warnings)
     for file, dates in sorted(stale.items()):

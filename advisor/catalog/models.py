@@ -208,6 +208,10 @@ class Price(Strict):
     # set by the loader after the checks, never read from a catalog file.
     flag: str | None = None
 
+    def age_days(self, today: dt.date) -> int:
+        """Days since `as_of`: the one staleness measure (loader warning, `catalog stale`)."""
+        return (today - self.as_of).days
+
     @field_validator("flag")
     @classmethod
     def _flag_is_not_data(cls, value: str | None, info: ValidationInfo) -> str | None:

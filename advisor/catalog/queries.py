@@ -158,9 +158,9 @@ def stale_prices(
     """Prices older than `max_age_days` (ADVISOR_MAX_PRICE_AGE_DAYS), oldest first, with their
     age in days: (instance type, price, age)."""
     found = [
-        (it, price, (today - price.as_of).days)
+        (it, price, price.age_days(today))
         for it in catalog.instance_types.values()
         for price in it.prices
-        if (today - price.as_of).days > max_age_days
+        if price.age_days(today) > max_age_days
     ]
     return sorted(found, key=lambda f: (-f[2], f[0].id, f[1].region, f[1].purchase.value))
