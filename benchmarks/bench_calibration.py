@@ -118,16 +118,21 @@ def report(cat: Catalog) -> str:
         lines.append(
             f"{c.row_id:52} {c.metric:20} {c.predicted:10.1f} {c.published:10.1f} {c.ratio:6.3f}"
         )
+    lines += [*summary_lines(comps, ratio_digits=3), *(f"skipped: {s}" for s in skipped)]
+    return "\n".join(lines)
+
+
+def summary_lines(comps: list[Comparison], ratio_digits: int) -> list[str]:
+    """The one summary of a calibration table (inference and training rows): how many are
+    within x1.5, the median error, and the worst row."""
     errors = [abs(c.ratio - 1) for c in comps]
     worst = max(comps, key=lambda c: max(c.ratio, 1 / c.ratio))
-    lines += [
+    return [
         f"rows compared: {len(comps)}; within x1.5: "
         f"{sum(1 for c in comps if 1 / 1.5 <= c.ratio <= 1.5)}",
         f"median error: {statistics.median(errors):.1%}",
-        f"worst: {worst.row_id} {worst.metric} ratio {worst.ratio:.3f}",
-        *(f"skipped: {s}" for s in skipped),
+        f"worst: {worst.row_id} {worst.metric} ratio {worst.ratio:.{ratio_digits}f}",
     ]
-    return "\n".join(lines)
 
 
 def main() -> None:

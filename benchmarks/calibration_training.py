@@ -18,8 +18,6 @@ marked estimated below.
 from __future__ import annotations
 
 import re
-import statistics
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -35,7 +33,7 @@ from advisor.perf.training import (
     run_time,
     step_time,
 )
-from benchmarks.bench_calibration import DATA
+from benchmarks.bench_calibration import DATA, Comparison, summary_lines
 
 MODELS = {
     "Llama 2 7B": "llama-2-7b",
@@ -72,16 +70,8 @@ STRONG_SCALING_LAYOUT = "TP8 PP6"
 ZERO_STAGE_AT_SCALE = 1
 
 
-@dataclass(frozen=True)
-class TrainingComparison:
-    row_id: str
-    metric: str
-    predicted: float
-    published: float
-
-    @property
-    def ratio(self) -> float:
-        return self.predicted / self.published
+# A training row's comparison has the inference rows' shape (bench_calibration.Comparison).
+TrainingComparison = Comparison
 
 
 def _shape(row: dict[str, Any], cat: Catalog) -> Shape:
@@ -189,13 +179,8 @@ def training_report(cat: Catalog) -> str:
         lines.append(
             f"{c.row_id:42} {c.metric:18} {c.predicted:12.4g} {c.published:12.4g} {c.ratio:6.2f}"
         )
-    errors = [abs(c.ratio - 1) for c in comps]
-    worst = max(comps, key=lambda c: max(c.ratio, 1 / c.ratio))
     lines += [
-        f"rows compared: {len(comps)}; within x1.5: "
-        f"{sum(1 for c in comps if 1 / 1.5 <= c.ratio <= 1.5)}",
-        f"median error: {statistics.median(errors):.1%}",
-        f"worst: {worst.row_id} {worst.metric} ratio {worst.ratio:.2f}",
+        *summary_lines(comps, ratio_digits=2),
         f"constants: MFU {cat.workloads['large_scale_training'].efficiency:.2f} (catalog), "
         "goodput 0.90 over a day (Llama 3), overlap 0.8 (estimated), 2 layers per virtual "
         "pipeline stage (NeMo recipes)",
