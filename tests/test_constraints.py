@@ -141,8 +141,41 @@ def test_inline_offering_test_agrees_with_the_registry(mini: Catalog, kw: dict[s
         for price in c.instance.prices:
             if not offering_violations(price, s.nodes, w):
                 expected.add((c.instance.id, price.region, price.purchase.value))
-    got = {(r.instance_type, r.region, r.purchase) for r in recommend(mini, w).recommendations}
+    result = recommend(mini, w)
+    got = {(r.instance_type, r.region, r.purchase) for r in result.recommendations}
     assert got == expected
+    # counted from the pools' running counts, never from the hits built (those are pruned)
+    assert result.feasible_count == len(expected)
+
+
+PRUNE_REQUESTS = [
+    dict(workload=workload, objective=objective, **kw)
+    for workload in ("fine_tuning", "batch_processing")
+    for objective in ("cheapest", "performance", "price_performance", "cost_to_completion")
+    for kw in (dict(purchase=None), dict(purchase=None, max_hourly_usd=50.0), dict())
+]
+
+
+@pytest.mark.parametrize("kw", PRUNE_REQUESTS, ids=[str(r) for r in PRUNE_REQUESTS])
+@pytest.mark.parametrize("limit", [1, 3, 10])
+@pytest.mark.parametrize("which", ["mini", "shipped"])
+def test_pruned_ranking_is_the_head_of_the_full_one(
+    request: pytest.FixtureRequest, which: str, kw: dict[str, Any], limit: int
+) -> None:
+    """The engine builds only offerings that can still be ranked (advisor/engine/rank.py Bound,
+    cheapest-first pools): a short list must be exactly the head of the list of every feasible
+    offering, with the same scores, and the feasible count must not shrink with the limit. The
+    shipped catalog has many offerings per type in many regions: the case where stopping at
+    the first offering past the bound would drop a cheaper one if the pools were not sorted."""
+    catalog: Catalog = request.getfixturevalue(which)
+    full = recommend(catalog, RecommendRequest(limit=1000, **kw))
+    short = recommend(catalog, RecommendRequest(limit=limit, **kw))
+
+    def key(r: Any) -> tuple[Any, ...]:
+        return (r.instance_type, r.region, r.purchase, r.score)
+
+    assert [key(r) for r in short.recommendations] == [key(r) for r in full.recommendations[:limit]]
+    assert short.feasible_count == full.feasible_count == len(full.recommendations)
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from advisor.engine.explain import AlternativeTracker, explain_chosen, explain_n
 from advisor.engine.placement import Placement, place
 from advisor.engine.rank import (
     OBJECTIVE_WORDS,
+    Bound,
     Hit,
     cloud_perf,
     edge_hit,
@@ -64,9 +65,11 @@ def recommend(
     index = candidate_index(catalog, GROUP_SIGNATURE)
     hits: list[Hit] = []
     rejected: list[Rejection] = list(_mismatches(catalog, index, profile))
-    _evaluate_cloud(index, workload, profile, plan, objective, hits, rejected)
+    feasible = _evaluate_cloud(index, workload, profile, plan, objective, hits, rejected)
     if FormFactor.edge in profile.form_factors:
+        before = len(hits)
         _evaluate_edge(index, workload, profile, objective, hits, rejected)
+        feasible += len(hits) - before
 
     ranked = rank(hits, objective, workload.limit)
     recommendations = tuple(
@@ -77,7 +80,7 @@ def recommend(
     if recommendations:
         alternatives: list[Alternative] = []
         explanation = explain_chosen(
-            len(hits), len(recommendations), OBJECTIVE_WORDS[objective], profile.id
+            feasible, len(recommendations), OBJECTIVE_WORDS[objective], profile.id
         )
     else:
         # Only now is it worth finding what single relaxation would help (a second, rare pass).
@@ -90,7 +93,7 @@ def recommend(
         rejected=tuple(rejected),
         alternatives=tuple(alternatives),
         explanation=explanation,
-        feasible_count=len(hits),
+        feasible_count=feasible,
     )
 
 
@@ -126,7 +129,11 @@ def _evaluate_cloud(
     objective: str,
     hits: list[Hit],
     rejected: list[Rejection],
-) -> None:
+) -> int:
+    """Adds the options worth ranking to `hits` and the rejected ones to `rejected`; returns
+    how many priced offerings are feasible."""
+    feasible = 0
+    bound = Bound(w.limit)
     for group in index.cloud_groups:
         if group[0].hardware.form_factor not in p.form_factors:
             continue  # in _mismatches
@@ -140,7 +147,8 @@ def _evaluate_cloud(
             )
             continue
         for c in group:
-            _evaluate_offers(c, placement, w, p, objective, hits, rejected)
+            feasible += _evaluate_offers(c, placement, w, p, objective, bound, hits, rejected)
+    return feasible
 
 
 def _evaluate_edge(
@@ -172,52 +180,82 @@ def _evaluate_offers(
     w: Workload,
     p: WorkloadProfile,
     objective: str,
+    bound: Bound,
     hits: list[Hit],
     rejected: list[Rejection],
-) -> None:
-    """The hot loop: once per statically feasible instance type, its body once per offering."""
-    region, purchase, budget, nodes = w.region, w.purchase, w.max_hourly_usd, placement.nodes
+) -> int:
+    """The hot path: once per statically feasible instance type. Returns the number of feasible
+    offerings, counted from the option's pool for the request's region and purchase (a
+    bisection on the budget, running counts for excluded spot and flagged prices; the OFFERING
+    checks of advisor/engine/checks.py, which tests/test_constraints.py holds to the same
+    answer). Only offerings that can still be ranked become hits (`bound`): offerings come
+    cheapest first and every objective but price_performance is affine in the price with a
+    non-negative slope, so once one is valued past the bound, the rest of the option's
+    on-demand offerings are too. Spot offerings with a costed plan are valued one by one."""
+    nodes = placement.nodes
+    budget = None if w.max_hourly_usd is None else w.max_hourly_usd / nodes
     skip_flagged = not w.include_flagged_prices
-    per_node_budget = None if budget is None else budget / nodes
+    pool = c.pool(w.region, w.purchase)
+    within = pool.within(budget)
+    spot_in_pool = pool.count(within, False, skip_flagged) != pool.count(within, True, skip_flagged)
+    spot = _spot_case(c, placement, w, p) if spot_in_pool else None
+    risky = spot is not None and too_risky(spot[1], spot[2])
+    feasible = pool.count(within, risky, skip_flagged)
+    if not feasible:
+        if c.offers:  # none priced at all is the static NO_PRICE
+            spot = _spot_case(c, placement, w, p)  # the closest offering may be a spot one
+            risky = spot is not None and too_risky(spot[1], spot[2])
+            closest = _closest_offer(c, w, budget, risky, skip_flagged)
+            rejected.append(_rejection(c.instance.id, offering_violations(closest, nodes, w, spot)))
+        return 0
     _, perf = cloud_perf(c, placement, p)
     factor = penalty(c, p)
-    spot = _spot_case(c, placement, w, p)
-    risky = spot is not None and too_risky(spot[1], spot[2])
     affine = objective_affine(objective, perf, factor, placement.fit)
-    closest: tuple[int, float, Price] | None = None
-    spot_purchase, spot_plan = Purchase.spot, spot[1] if spot is not None else None
-    by_region, by_purchase = region is not None, purchase is not None
-    by_budget = per_node_budget is not None
-    for o_region, o_purchase, hourly, price, sort_id in c.offers:
-        # The OFFERING checks (advisor/engine/checks.py), counted inline: this runs once per
-        # priced offering. tests/test_constraints.py holds the two to the same answer.
-        on_spot = o_purchase is spot_purchase
-        bad = 0
-        if by_region and o_region != region:
-            bad += 1
-        if by_purchase and o_purchase != purchase:
-            bad += 1
-        if by_budget and hourly > per_node_budget:  # type: ignore[operator]
-            bad += 1
-        if risky and on_spot:
-            bad += 1
-        if skip_flagged and price.flag is not None:
-            bad += 1
-        if not bad:
-            cost = hourly * nodes
-            plan = spot_plan if on_spot else None
-            if plan is None and affine is not None:
-                value = cost * affine[0] + affine[1]
-            else:
-                hours = plan.total_hours if plan is not None else None
-                value = objective_value(objective, cost, perf, factor, placement.fit, hours)
-            hits.append(Hit(value, cost, sort_id, c, None, placement, price, plan))
-            closest = (0, 0.0, price)
-        elif closest is None or (bad, hourly) < closest[:2]:
-            closest = (bad, hourly, price)
-    if closest is not None and closest[0]:
-        # No offering fits: explain with the violations of the closest one.
-        rejected.append(_rejection(c.instance.id, offering_violations(closest[2], nodes, w, spot)))
+    if affine is not None and affine[0] < 0:
+        affine = None  # a falling value would reverse the cheapest-first order; value them all
+    spot_plan = spot[1] if spot is not None and not risky else None
+    for i in range(within):
+        _, o_purchase, hourly, price, sort_id = pool.offers[i]
+        on_spot = o_purchase is Purchase.spot
+        if (risky and on_spot) or (skip_flagged and price.flag is not None):
+            continue
+        cost = hourly * nodes
+        plan = spot_plan if on_spot else None
+        if plan is None and affine is not None:
+            value = cost * affine[0] + affine[1]
+            if value > bound.worst_kept:
+                if spot_plan is None:
+                    break  # the option's later offerings cost more: none can be ranked
+                continue
+        else:
+            hours = plan.total_hours if plan is not None else None
+            value = objective_value(objective, cost, perf, factor, placement.fit, hours)
+            if value > bound.worst_kept:
+                continue
+        bound.add(value)
+        hits.append(Hit(value, cost, sort_id, c, None, placement, price, plan))
+    return feasible
+
+
+def _closest_offer(
+    c: CloudCandidate, w: Workload, budget: float | None, risky: bool, skip_flagged: bool
+) -> Price:
+    """The offering of an option none of whose offerings fits that breaks the fewest offering
+    checks, cheapest first: it explains the rejection."""
+    best_bad, best = 6, c.offers[0][3]
+    for o_region, o_purchase, hourly, price, _ in c.offers:
+        bad = (
+            (w.region is not None and o_region != w.region)
+            + (w.purchase is not None and o_purchase is not w.purchase)
+            + (budget is not None and hourly > budget)
+            + (risky and o_purchase is Purchase.spot)
+            + (skip_flagged and price.flag is not None)
+        )
+        if bad < best_bad:
+            best_bad, best = bad, price
+            if bad == 1:
+                break  # none has none (the caller found no feasible offering)
+    return best
 
 
 def _spot_case(

@@ -6,7 +6,9 @@ one of its power modes. Everything that does not depend on the request is comput
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import (
@@ -32,6 +34,44 @@ from advisor.perf.precision import (
 GIB_PER_GB = 1e9 / 2**30  # instance RAM is stated in GiB, requirements in GB
 
 
+Offer = tuple[str, Purchase, float, Price, str]  # region, purchase, hourly_usd, price, sort id
+
+
+@dataclass(frozen=True, slots=True)
+class OfferPool:
+    """An option's offerings matching one (region, purchase) filter, cheapest first, with running
+    counts: the number of feasible offerings under a budget is a bisection, not a loop over them
+    (the engine's cost at 10,000 offerings, issue 11)."""
+
+    offers: tuple[Offer, ...]
+    hourly_usd: tuple[float, ...]
+    # counts[kind][i]: among offers[:i], how many are not excluded, where kind is
+    # 2 x (spot excluded) + (flagged prices excluded)
+    counts: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def of(cls, offers: tuple[Offer, ...]) -> OfferPool:
+        def running(keep: list[bool]) -> tuple[int, ...]:
+            return (0, *accumulate(int(k) for k in keep))
+
+        spot = [o[1] is Purchase.spot for o in offers]
+        flagged = [o[3].flag is not None for o in offers]
+        counts = (
+            running([True] * len(offers)),
+            running([not f for f in flagged]),
+            running([not s for s in spot]),
+            running([not s and not f for s, f in zip(spot, flagged, strict=True)]),
+        )
+        return cls(offers, tuple(o[2] for o in offers), counts)
+
+    def within(self, budget_usd: float | None) -> int:
+        """How many of the offers (a prefix) cost no more than the budget."""
+        return len(self.offers) if budget_usd is None else bisect_right(self.hourly_usd, budget_usd)
+
+    def count(self, prefix: int, no_spot: bool, no_flagged: bool) -> int:
+        return self.counts[2 * no_spot + no_flagged][prefix]
+
+
 @dataclass(frozen=True, slots=True)
 class CloudCandidate:
     instance: InstanceType
@@ -39,8 +79,10 @@ class CloudCandidate:
     is_gpu: bool
     per_node_memory_gb: float  # GPU memory of one node, or its RAM for CPU-only
     per_node_power_w: float  # power.watts (advisor/catalog/power.py)
-    # (region, purchase, hourly_usd, price, sort id): plain values for the per-offering hot loop
-    offers: tuple[tuple[str, Purchase, float, Price, str], ...]
+    # (region, purchase, hourly_usd, price, sort id): plain values for the per-offering hot loop,
+    # cheapest first (ties by sort id), the order the ranking breaks ties in: the engine builds
+    # results only for the first few feasible offerings of an option (advisor/engine/__init__.py)
+    offers: tuple[Offer, ...]
     # workload profile's key precision -> (precision used, dense peak): ranking work without a model
     peaks: dict[str, tuple[str, float]]
     # a request's weight precision -> how this hardware computes it, or why it cannot
@@ -48,10 +90,29 @@ class CloudCandidate:
     power: NodePower
     # How often spot capacity of this instance type is reclaimed (catalog/spot.yaml), if known.
     spot: SpotInterruption | None
+    # (region, purchase) filter (None = any) -> its pool, built on first use
+    _pools: dict[tuple[str | None, Purchase | None], OfferPool] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @property
     def has_offers(self) -> bool:
         return bool(self.offers)
+
+    def pool(self, region: str | None, purchase: Purchase | None) -> OfferPool:
+        """The offerings a request's region and purchase filters leave, cheapest first."""
+        key = (region, purchase)
+        found = self._pools.get(key)
+        if found is None:
+            found = OfferPool.of(
+                tuple(
+                    o
+                    for o in self.offers
+                    if (region is None or o[0] == region) and (purchase is None or o[1] is purchase)
+                )
+            )
+            self._pools[key] = found
+        return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +154,10 @@ def attribute(obj: object, path: str) -> object:
     return obj
 
 
+def _sort_id(it: InstanceType, p: Price) -> str:
+    return f"{it.id}|{p.region}|{p.purchase.value}"
+
+
 def _build(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:
     cloud = []
     for it in sorted(catalog.instance_types.values(), key=lambda i: i.id):
@@ -104,8 +169,10 @@ def _build(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:
         memory = it.gpu_count * hardware.device_memory_gb if is_gpu else it.memory_gib / GIB_PER_GB
         power = instance_power(it, catalog.accelerators, catalog.systems)
         offers = tuple(
-            (p.region, p.purchase, p.hourly_usd, p, f"{it.id}|{p.region}|{p.purchase.value}")
-            for p in it.prices
+            sorted(
+                ((p.region, p.purchase, p.hourly_usd, p, _sort_id(it, p)) for p in it.prices),
+                key=lambda o: (o[2], o[4]),
+            )
         )
         peaks = {prec: key_peak(hardware, prec) for prec in PRECISIONS}
         support = {prec: compute_precision(hardware, prec) for prec in REQUEST_PRECISIONS}

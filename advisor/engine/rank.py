@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import math
 from typing import NamedTuple
 
 from advisor.catalog.models import FormFactor, Price, WorkloadProfile
@@ -107,6 +108,28 @@ def edge_hit(e: EdgeCandidate, objective: str) -> Hit:
     yearly = edge_cost_per_year(e.device, e.power_w).total_usd_per_year
     value = objective_value(objective, yearly, e.int8_tops, 1.0)
     return Hit(value, 0.0, f"{e.device.id}|{e.power_w:012.3f}", None, e, Placement(1, 1), None)
+
+
+class Bound:
+    """The `limit`-th best objective value among the options seen so far: an option valued
+    above it can never be ranked, so the engine does not build it (issue 11: the engine's cost
+    at 10,000 offerings). Ties are kept, so the ranking's tie-breaks still see every tie."""
+
+    __slots__ = ("_best", "_limit")
+
+    def __init__(self, limit: int) -> None:
+        self._limit = limit
+        self._best: list[float] = []  # the best `limit` values, negated (a max-heap)
+
+    @property
+    def worst_kept(self) -> float:
+        return -self._best[0] if len(self._best) >= self._limit else math.inf
+
+    def add(self, value: float) -> None:
+        if len(self._best) < self._limit:
+            heapq.heappush(self._best, -value)
+        elif value < -self._best[0]:
+            heapq.heapreplace(self._best, -value)
 
 
 def rank(hits: list[Hit], objective: str, limit: int) -> list[tuple[Hit, float]]:
