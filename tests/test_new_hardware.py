@@ -290,25 +290,14 @@ def test_host_memory_device_cannot_promise_a_stated_memory_need(shipped: Catalog
     assert any("host memory" in s for s in hailo.reasons)
 
 
-def test_a_priced_tpu_slice_is_recommendable(tmp_path: Path, shipped: Catalog) -> None:
-    # The engine, precision and performance paths take the tpu generation: once a TPU slice has a
-    # price (here a test price, in a user directory extending the shipped catalog), it competes.
-    v6e = inst(
-        "test-v6e-8",
-        "tpu-v6e",
-        8,
-        [price("us-central1", 0.01)],  # a test price, low enough to rank first
-        provider="gcp",
-        gpu_link="ici",
-        interconnect_gb_s=800,
-        vcpus=180,
-        memory_gib=1440,
-    )
-    user = write_catalog(tmp_path / "u", {"instance_types": [v6e]})
-    catalog = load_catalog(user, today=TODAY, max_age_days=365)
-    assert any("tpu-v6e" in w and "stale" in w for w in catalog.warnings)
+def test_shipped_tpu_and_trainium_instances_are_recommendable(shipped: Catalog) -> None:
+    # The engine, precision and performance paths take the tpu and trainium generations: the
+    # imported TPU slices and trn1/inf2 types (catalog/README.md, snapshots) compete for a model
+    # they hold (Llama 3 8B in bf16: 16 GB of weights).
     request = Workload(
-        workload="high_throughput_inference", model="llama-3-8b", region="us-central1"
+        workload="high_throughput_inference", model="llama-3-8b", purchase=None, limit=1000
     )
-    top = recommend(catalog, request).recommendations[0]
-    assert (top.instance_type, top.accelerator) == ("test-v6e-8", "tpu-v6e")
+    result = recommend(shipped, request)
+    ids = {r.instance_type for r in result.recommendations}
+    assert {"tpu-v6e-8", "tpu-v5litepod-8", "tpu-v5p-8", "trn1.32xlarge", "inf2.48xlarge"} <= ids
+    assert not any("stale" in w and ("tpu" in w or "trainium" in w) for w in shipped.warnings)

@@ -58,7 +58,13 @@ def test_every_figure_says_how_it_was_reached(shipped: Catalog) -> None:
         power = instance_power(it, shipped.accelerators, shipped.systems)
         assert power.watts > 0 and power.basis, it.id
         if it.system is None and it.accelerator is not None:
-            assert power.watts > it.gpu_count * shipped.accelerators[it.accelerator].tdp_w
+            acc = shipped.accelerators[it.accelerator]
+            if it.cpu is None:
+                # Google and AWS publish no host CPU for TPU VMs and Trn2/Inf2: said, estimated
+                assert acc.generation in ("tpu", "trainium"), it.id
+                assert power.estimated and "host not in the catalog" in power.basis, it.id
+                continue
+            assert power.watts > it.gpu_count * acc.tdp_w, it.id
 
 
 def test_power_budget_reads_the_node_figure(shipped: Catalog) -> None:

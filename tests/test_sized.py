@@ -64,7 +64,7 @@ def test_inference_ranks_by_cost_per_million_tokens(shipped: Catalog) -> None:
 
 
 def test_fleet_calibration_replaces_the_catalog_efficiency(shipped: Catalog) -> None:
-    w = Workload(workload="fine_tuning", model="llama-3-8b", tokens=2e9, limit=100)
+    w = Workload(workload="fine_tuning", model="llama-3-8b", tokens=2e9, limit=1000)
     fleet = {"h100-sxm": Calibration(0.5, 12), "a100-80gb-sxm": Calibration(0.5, 2)}
     result = recommend(shipped, w, fleet, min_fleet_reports=5)
     by_acc = {r.accelerator: r.sizing for r in result.recommendations if r.sizing}

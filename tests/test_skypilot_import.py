@@ -38,14 +38,16 @@ def _shipped(provider: str, *ids: str) -> list[dict[str, Any]]:
     return [by_id[i] for i in ids]
 
 
-def _import(provider: str, csv: Path, existing: list[dict[str, Any]]) -> tuple[list, Any]:
+def _import(
+    provider: str, csv: Path, existing: list[dict[str, Any]], known: set[str] = KNOWN
+) -> tuple[list, Any]:
     rows = skypilot.parse_csv(csv.read_text(), str(csv), provider)
     wanted = skypilot.wanted_ids(
         provider, rows, [e["id"] for e in existing], skypilot.names.FAMILIES[provider]
     )
     found = skypilot.source_types(provider, rows, wanted)
     return skypilot.merge(
-        provider, existing, found, known_accelerators=KNOWN, as_of=AS_OF, source="fixture"
+        provider, existing, found, known_accelerators=known, as_of=AS_OF, source="fixture"
     )
 
 
@@ -92,13 +94,57 @@ def test_gcp_adds_the_gpu_rows_to_the_vm_rows_per_zone() -> None:
     assert _price(a3, "europe-west4", "on_demand") == pytest.approx(13.97715)
     assert _price(a3, "europe-west4", "spot") == pytest.approx(3.19554)
     assert summary.added == ["a3-highgpu-1g"]
-    # B200 has no catalog id in KNOWN; the TPU slice has none in the table: reported
+    # B200 and the TPU chips have no catalog id in KNOWN; TPU v4 has none in the table: reported
     assert [e["id"] for e in entries] == ["a3-highgpu-1g"]  # no a4 VM rows: no B200 type
     unknown = skypilot.unknown_names(
         skypilot.parse_csv(GCP_CSV.read_text(), "gcp.csv", "gcp"), "gcp", KNOWN
     )
     assert unknown["B200"] == "'b200' not in catalog"
-    assert unknown["tpu-v6e-1"] == "no catalog id in the mapping table"
+    assert unknown["tpu-v6e-1"] == "'tpu-v6e' not in catalog"
+    assert unknown["tpu-v4-8"] == "no catalog id in the mapping table"
+
+
+# Chips per slice name, from Google's TPU pages: v5p counts TensorCores (two per chip: "v5p-32
+# specifies a v5p TPU slice with 32 TensorCores (16 chips)"); v5e and v6e count chips.
+TPU_SLICES = [
+    ("tpu-v5p-8", ("tpu-v5p", 4)),  # the 2x2x1 single-host slice
+    ("tpu-v5p-32", ("tpu-v5p", 16)),  # the page's own example
+    ("tpu-v5litepod-8", ("tpu-v5e", 8)),  # ct5lp-hightpu-8t: 8 chips
+    ("tpu-v6e-1", ("tpu-v6e", 1)),
+    ("tpu-v4-8", None),  # not in the table: skipped and reported, never guessed
+    ("tpu-v6e-x", None),  # not a slice name
+]
+
+
+@pytest.mark.parametrize(("name", "expected"), TPU_SLICES)
+def test_tpu_slice_chips(name: str, expected: tuple[str, int] | None) -> None:
+    assert skypilot.tpu_slice(name) == expected
+
+
+def test_a_tpu_slice_is_priced_by_its_accelerator_row() -> None:
+    """A hand-written slice entry (host facts the CSV lacks) is priced by the slice's rows alone:
+    on-demand 2.7 in all three us-central1 zones; spot the median of 0.54421, 0.6, 0.7."""
+    existing = [
+        {
+            "id": "tpu-v6e-1",
+            "provider": "gcp",
+            "accelerator": "tpu-v6e",
+            "gpu_count": 1,
+            "vcpus": 44,
+            "memory_gib": 176,
+            "gpu_link": "none",
+            "interconnect_gb_s": 0,
+            "network_gbps": 0,
+            "prices": [],
+            "source": "test",
+        }
+    ]
+    entries, summary = _import("gcp", GCP_CSV, existing, known=KNOWN | {"tpu-v6e"})
+    tpu = next(e for e in entries if e["id"] == "tpu-v6e-1")
+    assert tpu["vcpus"] == 44 and tpu["memory_gib"] == 176  # kept: the CSV has no host figures
+    assert _price(tpu, "us-central1", "on_demand") == pytest.approx(2.7)
+    assert _price(tpu, "us-central1", "spot") == pytest.approx(0.6)
+    assert "tpu-v6e-1" in summary.refreshed
 
 
 def test_gcp_machine_gpu_counts_come_from_the_table() -> None:
@@ -277,7 +323,7 @@ def test_dry_run_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[st
     )
     assert code == 0, err
     assert "would write (dry run)" in out and "added (1): a3-highgpu-1g" in out
-    assert "tpu-v6e-1" in out  # unknown accelerators are listed
+    assert "tpu-v4-8" in out  # unknown accelerators are listed
     assert list(tmp_path.iterdir()) == []
 
 
@@ -349,6 +395,12 @@ def test_a_new_size_takes_its_family_host_facts() -> None:
     assert skypilot.family("a2-highgpu-8g") == "a2-highgpu"
     assert skypilot.family("a3-edgegpu-8g-nolssd") == "a3-edgegpu"
     assert skypilot.family("g2-standard-24") == "g2-standard"
+    # Azure names the size inside the id: the NCasT4_v3 sizes are one family, NC A100 v4 another
+    assert skypilot.family("Standard_NC16as_T4_v3") == skypilot.family("Standard_NC4as_T4_v3")
+    assert skypilot.family("Standard_NC40ads_H100_v5") == skypilot.family(
+        "Standard_NC80adis_H100_v5"
+    )
+    assert skypilot.family("Standard_NC24ads_A100_v4") != skypilot.family("Standard_NC4as_T4_v3")
     p4d = _shipped("aws", "p4d.24xlarge")[0]
     sibling = {**p4d, "id": "p4de.12xlarge", "accelerator": "a100-80gb-sxm"}  # same family key
     entries, _ = _import("aws", AWS_CSV, [p4d, sibling])

@@ -345,30 +345,61 @@ def _gcp_types(rows: list[Row], wanted: Collection[str]) -> dict[str, SourceType
             vm_rows[row.instance_type].append(row)
     found: dict[str, SourceType] = {}
     for type_id in wanted:
-        spec = gcp_gpus(type_id)
-        vm_id, gpu, count = spec if spec else (type_id, "", 0)
-        group = vm_rows.get(vm_id)
-        if not group:
-            continue
-        by_region: dict[str, list[tuple[str | None, float | None, float | None]]] = defaultdict(
-            list
-        )
-        for vm in group:
-            if not gpu:
-                by_region[vm.region].append((vm.zone, vm.price, vm.spot))
-                continue
-            g = gpu_rows.get((gpu, count, vm.region, vm.zone))
-            if g is None:
-                continue  # no GPU price in that zone: the machine cannot be priced there
-            by_region[vm.region].append((vm.zone, _add(vm.price, g.price), _add(vm.spot, g.spot)))
-        parts = f"VM row {vm_id} + GPU row {gpu} x{count}" if gpu else ""
-        quotes = [q for r, zones in sorted(by_region.items()) for q in _quotes(r, zones, parts)]
-        if quotes:
-            first = group[0]
-            found[type_id] = SourceType(
-                type_id, gpu, count, int(first.vcpus or 0), first.memory_gib or 0.0, quotes
-            )
+        tpu = tpu_slice(type_id)
+        if tpu is not None:
+            priced = _tpu_type(type_id, tpu[1], [r for k, r in gpu_rows.items() if k[0] == type_id])
+        else:
+            priced = _gcp_vm_type(type_id, vm_rows, gpu_rows)
+        if priced is not None:
+            found[type_id] = priced
     return found
+
+
+def _gcp_vm_type(
+    type_id: str,
+    vm_rows: Mapping[str, list[Row]],
+    gpu_rows: Mapping[tuple[str, int, str, str | None], Row],
+) -> SourceType | None:
+    """A GCP machine priced by its VM rows plus, zone by zone, the rows of its GPUs."""
+    spec = gcp_gpus(type_id)
+    vm_id, gpu, count = spec if spec else (type_id, "", 0)
+    group = vm_rows.get(vm_id)
+    if not group:
+        return None
+    by_region: dict[str, list[tuple[str | None, float | None, float | None]]] = defaultdict(list)
+    for vm in group:
+        if not gpu:
+            by_region[vm.region].append((vm.zone, vm.price, vm.spot))
+            continue
+        g = gpu_rows.get((gpu, count, vm.region, vm.zone))
+        if g is None:
+            continue  # no GPU price in that zone: the machine cannot be priced there
+        by_region[vm.region].append((vm.zone, _add(vm.price, g.price), _add(vm.spot, g.spot)))
+    parts = f"VM row {vm_id} + GPU row {gpu} x{count}" if gpu else ""
+    quotes = [q for r, zones in sorted(by_region.items()) for q in _quotes(r, zones, parts)]
+    if not quotes:
+        return None
+    first = group[0]
+    return SourceType(type_id, gpu, count, int(first.vcpus or 0), first.memory_gib or 0.0, quotes)
+
+
+def tpu_slice(type_id: str) -> tuple[str, int] | None:
+    """(catalog accelerator id, chips) of a GCP TPU slice id such as tpu-v5p-8, else None."""
+    for prefix, (accelerator, cores_per_chip) in names.GCP_TPU_SLICES.items():
+        suffix = type_id.removeprefix(prefix)
+        if suffix != type_id and suffix.isdigit():
+            return accelerator, max(1, int(suffix) // cores_per_chip)
+    return None
+
+
+def _tpu_type(type_id: str, chips: int, rows: list[Row]) -> SourceType | None:
+    """A TPU slice priced by its accelerator rows (no VM row: the host is in the price)."""
+    by_region: dict[str, list[tuple[str | None, float | None, float | None]]] = defaultdict(list)
+    for row in rows:
+        by_region[row.region].append((row.zone, row.price, row.spot))
+    parts = f"accelerator row {type_id}"
+    quotes = [q for r, zones in sorted(by_region.items()) for q in _quotes(r, zones, parts)]
+    return SourceType(type_id, type_id, chips, 0, 0.0, quotes) if quotes else None
 
 
 def _add(a: float | None, b: float | None) -> float | None:
@@ -383,7 +414,8 @@ def accelerator_id(provider: str, type_id: str, name: str) -> str | None:
     for (prov, prefix), table in names.OVERRIDES.items():
         if prov == provider and type_id.startswith(prefix) and name in table:
             return table[name]
-    return names.ACCELERATORS.get(name)
+    tpu = tpu_slice(name) if provider == "gcp" else None
+    return tpu[0] if tpu is not None else names.ACCELERATORS.get(name)
 
 
 def wanted_ids(
@@ -525,9 +557,12 @@ HOST_FACTS = ("system", "cpu")  # what every size of a family shares: the host p
 
 def family(type_id: str) -> str:
     """The instance family an id belongs to: the part before the size (AWS `p5.48xlarge` ->
-    `p5`, GCP `a2-highgpu-8g` -> `a2-highgpu`, `g2-standard-24` -> `g2-standard`)."""
+    `p5`, GCP `a2-highgpu-8g` -> `a2-highgpu`, `g2-standard-24` -> `g2-standard`, Azure
+    `Standard_NC16as_T4_v3` -> `Standard_NC_T4_v3`)."""
     if "." in type_id:
         return type_id.split(".", 1)[0]
+    if type_id.startswith("Standard_"):  # Azure: Standard_NC16as_T4_v3 -> Standard_NC_T4_v3
+        return re.sub(r"^(Standard_[A-Z]+)\d+[a-z]*", r"\1", type_id)
     return re.sub(r"-(\d+g(-[a-z]+)?|\d+)$", "", type_id)
 
 

@@ -32,6 +32,11 @@ ACCELERATORS: dict[str, str] = {
     "T4": "t4",
     "B200": "b200",  # catalog id added by the hardware helper; reported until it exists
     "MI300X": "mi300x",
+    # AWS Neuron chips (AWS Neuron documentation: trn1 = Trainium, trn2 = Trainium2, inf2 =
+    # Inferentia2; the AcceleratorCount of their rows is the chip count)
+    "Trainium": "trainium1",
+    "Trainium2": "trainium2",
+    "Inferentia2": "inferentia2",
 }
 
 # (provider, instance-id prefix) -> {name: id}: where one SkyPilot name is a different part.
@@ -59,9 +64,6 @@ NOT_IN_CATALOG: frozenset[str] = frozenset(
         "Radeon Pro V520",
         "Gaudi HL-205",
         "Inferentia",
-        "Inferentia2",
-        "Trainium",
-        "Trainium2",
         "B300",  # AWS p6-b300 (catalogs/v8/aws/vms.csv); no catalog accelerator yet
         "A100-40GB-PCIE",
         "H100-80GB-PCIE",
@@ -71,9 +73,21 @@ NOT_IN_CATALOG: frozenset[str] = frozenset(
     }
 )
 
-# Name prefixes of the same kind: GCP TPU slices (tpu-v5p-8, tpu-v6e-16, ...) are priced as
-# accelerator rows; the catalog has no TPU instance ids yet (the hardware helper adds the chips).
+# Name prefixes of the same kind: GCP TPU slices (tpu-v4-8, tpu-v6e-16, ...) are priced as
+# accelerator rows; those of GCP_TPU_SLICES are imported, the others skipped and reported.
 NOT_IN_CATALOG_PREFIXES: tuple[str, ...] = ("tpu-",)
+
+# GCP TPU slices imported as instance types (the catalog id is SkyPilot's name, e.g. tpu-v6e-8):
+# name prefix -> (catalog accelerator id, TensorCores per chip). The number after the prefix
+# counts TensorCores for v5p (v5p-8 = 4 chips, https://cloud.google.com/tpu/docs/v5p: "v5p-32
+# specifies a v5p TPU slice with 32 TensorCores (16 chips)") and chips for v5e/v6e, which have
+# one TensorCore per chip (https://cloud.google.com/tpu/docs/v5e, .../v6e). A slice's price is
+# its accelerator row alone: the TPU VM's host is included in it (SkyPilot prices TPU VMs so).
+GCP_TPU_SLICES: dict[str, tuple[str, int]] = {
+    "tpu-v5litepod-": ("tpu-v5e", 1),
+    "tpu-v5p-": ("tpu-v5p", 2),
+    "tpu-v6e-": ("tpu-v6e", 1),
+}
 
 # GCP prices the GPUs of accelerator-optimised machines by separate GPU rows (InstanceType empty,
 # AcceleratorName/AcceleratorCount set): machine-id prefix -> the GPU row's name. The GPU count
