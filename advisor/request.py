@@ -137,6 +137,15 @@ class RecommendRequest(_PriceChoice, SizedWork):
     max_hourly_usd: Annotated[float | None, Field(gt=0)] = None
     objective: Objective | None = None  # None = the workload profile's default
     limit: Annotated[int, Field(ge=1, le=1000)] = 10
+    each_offering: Annotated[
+        bool,
+        Field(
+            description=(
+                "list every priced offering (instance type x region x purchase option); by "
+                "default each instance type appears once, at its best offering"
+            )
+        ),
+    ] = False
 
     @model_validator(mode="after")
     def _memory_or_model(self) -> RecommendRequest:

@@ -131,7 +131,7 @@ OFFER_REQUESTS = [
 def test_inline_offering_test_agrees_with_the_registry(mini: Catalog, kw: dict[str, Any]) -> None:
     """The hot loop counts offering failures inline; the OFFERING entries explain them. The
     offerings recommended must be exactly those the entries find no fault with."""
-    w = RecommendRequest(workload="fine_tuning", limit=1000, **kw)
+    w = RecommendRequest(workload="fine_tuning", limit=1000, each_offering=True, **kw)
     p = mini.workloads["fine_tuning"]
     expected = set()
     for c in candidate_index(mini, GROUP_SIGNATURE).cloud:
@@ -159,8 +159,9 @@ PRUNE_REQUESTS = [
 @pytest.mark.parametrize("kw", PRUNE_REQUESTS, ids=[str(r) for r in PRUNE_REQUESTS])
 @pytest.mark.parametrize("limit", [1, 3, 10])
 @pytest.mark.parametrize("which", ["mini", "shipped"])
+@pytest.mark.parametrize("each", [True, False])
 def test_pruned_ranking_is_the_head_of_the_full_one(
-    request: pytest.FixtureRequest, which: str, kw: dict[str, Any], limit: int
+    request: pytest.FixtureRequest, which: str, kw: dict[str, Any], limit: int, each: bool
 ) -> None:
     """The engine builds only offerings that can still be ranked (advisor/engine/rank.py Bound,
     cheapest-first pools): a short list must be exactly the head of the list of every feasible
@@ -168,15 +169,34 @@ def test_pruned_ranking_is_the_head_of_the_full_one(
     shipped catalog has many offerings per type in many regions: the case where stopping at
     the first offering past the bound would drop a cheaper one if the pools were not sorted."""
     catalog: Catalog = request.getfixturevalue(which)
-    full = recommend(catalog, RecommendRequest(limit=1000, **kw))
-    short = recommend(catalog, RecommendRequest(limit=limit, **kw))
+    full = recommend(catalog, RecommendRequest(limit=1000, each_offering=each, **kw))
+    short = recommend(catalog, RecommendRequest(limit=limit, each_offering=each, **kw))
 
     def key(r: Any) -> tuple[Any, ...]:
         return (r.instance_type, r.region, r.purchase, r.score)
 
     assert [key(r) for r in short.recommendations] == [key(r) for r in full.recommendations[:limit]]
     assert short.feasible_count == full.feasible_count
-    assert len(full.recommendations) == min(1000, full.feasible_count)
+    if each:
+        assert len(full.recommendations) == min(1000, full.feasible_count)
+
+
+@pytest.mark.parametrize("kw", PRUNE_REQUESTS, ids=[str(r) for r in PRUNE_REQUESTS])
+def test_each_type_once_at_its_best_offering(shipped: Catalog, kw: dict[str, Any]) -> None:
+    """By default an instance type is listed once, at the offering that ranks it highest: the
+    list is the list of every offering with each type's later rows dropped."""
+    every = recommend(shipped, RecommendRequest(limit=1000, each_offering=True, **kw))
+    once = recommend(shipped, RecommendRequest(limit=1000, **kw))
+    seen: set[str | None] = set()
+    first_of_each = []
+    for r in every.recommendations:
+        if r.instance_type not in seen:
+            seen.add(r.instance_type)
+            first_of_each.append((r.instance_type, r.region, r.purchase))
+    listed = [(r.instance_type, r.region, r.purchase) for r in once.recommendations]
+    assert listed[: len(first_of_each)] == first_of_each  # `every` may stop at 1,000 rows
+    assert len(set(listed)) == len(listed) == len({t for t, _, _ in listed})
+    assert len(listed) < len(every.recommendations)
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +225,7 @@ def test_inline_offering_test_agrees_on_flagged_prices(
     mini_flagged: Catalog, kw: dict[str, Any]
 ) -> None:
     """PRICE_FLAGGED counted inline agrees with its OFFERING entry."""
-    w = RecommendRequest(workload="fine_tuning", limit=1000, **kw)
+    w = RecommendRequest(workload="fine_tuning", limit=1000, each_offering=True, **kw)
     p = mini_flagged.workloads["fine_tuning"]
     expected = set()
     for c in candidate_index(mini_flagged, GROUP_SIGNATURE).cloud:

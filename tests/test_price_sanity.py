@@ -227,7 +227,9 @@ def test_estimate_prefers_a_sound_price_unless_flagged_ones_are_included(
 
 
 def test_shipped_ranking_leaves_the_issue_prices_out(shipped: Catalog) -> None:
-    kw: dict[str, Any] = dict(workload="fine_tuning", purchase="any", provider="gcp", limit=1000)
+    kw: dict[str, Any] = dict(
+        workload="fine_tuning", purchase="any", provider="gcp", limit=1000, each_offering=True
+    )
     default = _offers(recommend(shipped, RecommendRequest(**kw)))
     assert ("a3-highgpu-8g", "us-central1", "on_demand") not in default
     assert all(flag is None for flag in default.values())

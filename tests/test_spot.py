@@ -155,7 +155,7 @@ def test_inline_spot_test_agrees_with_the_registry(
     shipped: Catalog, kw: dict[str, Any], purchase: str
 ) -> None:
     """The hot loop's inline count of SPOT_TOO_RISKY agrees with the OFFERING entry."""
-    w = RecommendRequest(**kw, purchase=purchase)
+    w = RecommendRequest(**kw, purchase=purchase, each_offering=True)
     p = shipped.workloads[w.workload]
     plan = WorkPlan(shipped, w, p)
     expected = set()

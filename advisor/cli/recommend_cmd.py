@@ -39,6 +39,13 @@ def recommend(
         str | None, typer.Option(help="cheapest, performance or price_performance.")
     ] = None,
     limit: Annotated[int, typer.Option(help="How many recommendations to show.")] = 10,
+    each_offering: Annotated[
+        bool,
+        typer.Option(
+            "--each-offering",
+            help="List every region and purchase option of a type (default: its best one).",
+        ),
+    ] = False,
     show_rejected: Annotated[bool, typer.Option(help="List every rejected candidate.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON for tools.")] = False,
     model: opts.Model = None,
@@ -78,6 +85,7 @@ def recommend(
         "gpu_count": gpu_count,
         "objective": objective,
         "limit": limit,
+        "each_offering": each_offering,
         "include_flagged_prices": include_flagged_prices,
         **opts.sizing_fields(
             model,

@@ -5,12 +5,12 @@ Pure and deterministic: the same catalog and workload always give the same resul
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import FormFactor, Price, Purchase, SpotPolicy, WorkloadProfile
 from advisor.did_you_mean import unknown
-from advisor.engine.candidates import CandidateIndex, CloudCandidate, candidate_index
+from advisor.engine.candidates import CandidateIndex, CloudCandidate, Offer, candidate_index
 from advisor.engine.checks import (
     GROUP_SIGNATURE,
     LATENCY_CODES,
@@ -191,7 +191,9 @@ def _evaluate_offers(
     answer). Only offerings that can still be ranked become hits (`bound`): offerings come
     cheapest first and every objective but price_performance is affine in the price with a
     non-negative slope, so once one is valued past the bound, the rest of the option's
-    on-demand offerings are too. Spot offerings with a costed plan are valued one by one."""
+    on-demand offerings are too. Spot offerings with a costed plan are valued one by one.
+    Unless the request lists each offering, only the option's best one becomes a hit (the
+    bound then holds the best value of each option, so pruning stays exact)."""
     nodes = placement.nodes
     budget = None if w.max_hourly_usd is None else w.max_hourly_usd / nodes
     skip_flagged = not w.include_flagged_prices
@@ -208,33 +210,58 @@ def _evaluate_offers(
             closest = _closest_offer(c, w, budget, risky, skip_flagged)
             rejected.append(_rejection(c.instance.id, offering_violations(closest, nodes, w, spot)))
         return 0
+    spot_plan = spot[1] if spot is not None and not risky else None
+    offers = pool.offers[:within]
+    valued = _valued_offers(c, placement, p, objective, offers, (risky, spot_plan), bound, w)
+    if w.each_offering:
+        for hit in valued:  # lazily: each hit tightens the bound the next one is tested against
+            bound.add(hit.value)
+            hits.append(hit)
+    else:
+        best = min(valued, default=None)
+        if best is not None:
+            bound.add(best.value)
+            hits.append(best)
+    return feasible
+
+
+def _valued_offers(
+    c: CloudCandidate,
+    placement: Placement,
+    p: WorkloadProfile,
+    objective: str,
+    offers: tuple[Offer, ...],
+    spot: tuple[bool, SpotPlan | None],
+    bound: Bound,
+    w: Workload,
+) -> Iterator[Hit]:
+    """The option's feasible offerings (cheapest first) that can still be ranked, valued.
+    `spot`: (its spot offerings are too risky, the spot plan that values them otherwise)."""
+    risky, spot_plan = spot
+    skip_flagged = not w.include_flagged_prices
     _, perf = cloud_perf(c, placement, p)
     factor = penalty(c, p)
     affine = objective_affine(objective, perf, factor, placement.fit)
     if affine is not None and affine[0] < 0:
         affine = None  # a falling value would reverse the cheapest-first order; value them all
-    spot_plan = spot[1] if spot is not None and not risky else None
-    for i in range(within):
-        _, o_purchase, hourly, price, sort_id = pool.offers[i]
+    for _, o_purchase, hourly, price, sort_id in offers:
         on_spot = o_purchase is Purchase.spot
         if (risky and on_spot) or (skip_flagged and price.flag is not None):
             continue
-        cost = hourly * nodes
+        cost = hourly * placement.nodes
         plan = spot_plan if on_spot else None
         if plan is None and affine is not None:
             value = cost * affine[0] + affine[1]
             if value > bound.worst_kept:
                 if spot_plan is None:
-                    break  # the option's later offerings cost more: none can be ranked
+                    return  # the option's later offerings cost more: none can be ranked
                 continue
         else:
             hours = plan.total_hours if plan is not None else None
             value = objective_value(objective, cost, perf, factor, placement.fit, hours)
             if value > bound.worst_kept:
                 continue
-        bound.add(value)
-        hits.append(Hit(value, cost, sort_id, c, None, placement, price, plan))
-    return feasible
+        yield Hit(value, cost, sort_id, c, None, placement, price, plan)
 
 
 def _closest_offer(
