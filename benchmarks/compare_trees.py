@@ -1,0 +1,85 @@
+"""Engine and CLI speed of two source trees, measured interleaved in one run (a loaded machine
+slows both alike; the ratio is the figure). Usage:
+    python benchmarks/compare_trees.py OLD_TREE NEW_TREE [--rounds 5] [--record NAME]
+Each round: the engine at 10,000 synthetic offerings (bench_recommend.QUERIES, median per
+query set) and `advisor recommend --workload fine_tuning --json` wall time, in each tree."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ENGINE = """
+import statistics, sys, time
+sys.path.insert(0, "benchmarks")
+from bench_recommend import synthetic, QUERIES
+from advisor.catalog import load_catalog
+from advisor.engine import recommend
+cat = synthetic(load_catalog(), 10_000)
+for q in QUERIES: recommend(cat, q)
+s = []
+for _ in range(10):
+    for q in QUERIES:
+        t0 = time.perf_counter(); recommend(cat, q); s.append((time.perf_counter() - t0) * 1000)
+print(statistics.median(s))
+"""
+CLI = ["-m", "advisor", "recommend", "--workload", "fine_tuning", "--json"]
+
+
+def engine_ms(tree: Path) -> float:
+    out = subprocess.run(
+        [sys.executable, "-c", ENGINE], cwd=tree, env=_env(tree), capture_output=True, text=True
+    )
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def cli_s(tree: Path) -> float:
+    subprocess.run([sys.executable, *CLI], cwd=tree, env=_env(tree), capture_output=True)
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, *CLI], cwd=tree, env=_env(tree), capture_output=True)
+    return time.perf_counter() - t0
+
+
+def _env(tree: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(tree)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("old", type=Path)
+    parser.add_argument("new", type=Path)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--record", help="file name under benchmarks/results/")
+    args = parser.parse_args()
+    samples: dict[str, dict[str, list[float]]] = {
+        t: {"engine_ms": [], "cli_s": []} for t in ("old", "new")
+    }
+    for _ in range(args.rounds):
+        for name, tree in (("old", args.old), ("new", args.new)):
+            samples[name]["engine_ms"].append(engine_ms(tree))
+            samples[name]["cli_s"].append(cli_s(tree))
+    lines = [
+        f"# compare_trees: old={args.old} new={args.new}, {args.rounds} interleaved rounds, "
+        f"load average {os.getloadavg()[0]:.2f} at the end",
+        f"{'measure':<44} {'old':>10} {'new':>10} {'new/old':>8}",
+    ]
+    for key, unit, scale in (("engine_ms", "ms", 1.0), ("cli_s", "ms", 1000.0)):
+        old = statistics.median(samples["old"][key]) * scale
+        new = statistics.median(samples["new"][key]) * scale
+        label = "engine, 10,000 offerings (median)" if key == "engine_ms" else "advisor recommend wall"
+        lines.append(f"{label:<44} {old:>8.2f}{unit} {new:>8.2f}{unit} {new / old:>8.2f}")
+    text = "\n".join(lines)
+    print(text)
+    if args.record:
+        out = Path(__file__).parent / "results" / args.record
+        out.write_text(text + "\n" + json.dumps(samples, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
