@@ -34,15 +34,24 @@ CLI = ["-m", "advisor", "recommend", "--workload", "fine_tuning", "--json"]
 
 def engine_ms(tree: Path) -> float:
     out = subprocess.run(
-        [sys.executable, "-c", ENGINE], cwd=tree, env=_env(tree), capture_output=True, text=True
+        [sys.executable, "-c", ENGINE],
+        cwd=tree,
+        env=_env(tree),
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return float(out.stdout.strip().splitlines()[-1])
 
 
 def cli_s(tree: Path) -> float:
-    subprocess.run([sys.executable, *CLI], cwd=tree, env=_env(tree), capture_output=True)
+    subprocess.run(
+        [sys.executable, *CLI], cwd=tree, env=_env(tree), capture_output=True, check=True
+    )
     t0 = time.perf_counter()
-    subprocess.run([sys.executable, *CLI], cwd=tree, env=_env(tree), capture_output=True)
+    subprocess.run(
+        [sys.executable, *CLI], cwd=tree, env=_env(tree), capture_output=True, check=True
+    )
     return time.perf_counter() - t0
 
 
@@ -72,7 +81,9 @@ def main() -> None:
     for key, unit, scale in (("engine_ms", "ms", 1.0), ("cli_s", "ms", 1000.0)):
         old = statistics.median(samples["old"][key]) * scale
         new = statistics.median(samples["new"][key]) * scale
-        label = "engine, 10,000 offerings (median)" if key == "engine_ms" else "advisor recommend wall"
+        label = (
+            "engine, 10,000 offerings (median)" if key == "engine_ms" else "advisor recommend wall"
+        )
         lines.append(f"{label:<44} {old:>8.2f}{unit} {new:>8.2f}{unit} {new / old:>8.2f}")
     text = "\n".join(lines)
     print(text)
