@@ -119,6 +119,21 @@ def test_grouping_gives_each_instance_its_own_answer(mini: Catalog, kw: dict[str
             assert rejected[c.instance.id].reasons == tuple(v.sentence for v in own)
 
 
+def _registry_offerings(catalog: Catalog, w: RecommendRequest) -> set[tuple[str, str, str]]:
+    """(instance type, region, purchase) of every offering that neither the STATIC nor the
+    OFFERING entries find fault with: what the engine must recommend."""
+    p = catalog.workloads[w.workload]
+    found = set()
+    for c in candidate_index(catalog, GROUP_SIGNATURE).cloud:
+        s = place(c, w, p)
+        if static_violations(c, s, w, p):
+            continue
+        for price in c.instance.prices:
+            if not offering_violations(price, s.nodes, w):
+                found.add((c.instance.id, price.region, price.purchase.value))
+    return found
+
+
 OFFER_REQUESTS = [
     dict(region=region, purchase=purchase, max_hourly_usd=budget)
     for region in (None, "us-east-1", "eu-west-1")
@@ -132,15 +147,7 @@ def test_inline_offering_test_agrees_with_the_registry(mini: Catalog, kw: dict[s
     """The hot loop counts offering failures inline; the OFFERING entries explain them. The
     offerings recommended must be exactly those the entries find no fault with."""
     w = RecommendRequest(workload="fine_tuning", limit=1000, each_offering=True, **kw)
-    p = mini.workloads["fine_tuning"]
-    expected = set()
-    for c in candidate_index(mini, GROUP_SIGNATURE).cloud:
-        s = place(c, w, p)
-        if static_violations(c, s, w, p):
-            continue
-        for price in c.instance.prices:
-            if not offering_violations(price, s.nodes, w):
-                expected.add((c.instance.id, price.region, price.purchase.value))
+    expected = _registry_offerings(mini, w)
     result = recommend(mini, w)
     got = {(r.instance_type, r.region, r.purchase) for r in result.recommendations}
     assert got == expected
@@ -226,15 +233,7 @@ def test_inline_offering_test_agrees_on_flagged_prices(
 ) -> None:
     """PRICE_FLAGGED counted inline agrees with its OFFERING entry."""
     w = RecommendRequest(workload="fine_tuning", limit=1000, each_offering=True, **kw)
-    p = mini_flagged.workloads["fine_tuning"]
-    expected = set()
-    for c in candidate_index(mini_flagged, GROUP_SIGNATURE).cloud:
-        s = place(c, w, p)
-        if static_violations(c, s, w, p):
-            continue
-        for price in c.instance.prices:
-            if not offering_violations(price, s.nodes, w):
-                expected.add((c.instance.id, price.region, price.purchase.value))
+    expected = _registry_offerings(mini_flagged, w)
     got = {
         (r.instance_type, r.region, r.purchase) for r in recommend(mini_flagged, w).recommendations
     }

@@ -343,11 +343,14 @@ def _gcp_types(rows: list[Row], wanted: Collection[str]) -> dict[str, SourceType
             gpu_rows[(row.accelerator, _count(row.accelerator_count), row.region, row.zone)] = row
         elif row.instance_type:
             vm_rows[row.instance_type].append(row)
+    rows_by_name: dict[str, list[Row]] = defaultdict(list)
+    for key, row in gpu_rows.items():
+        rows_by_name[key[0]].append(row)
     found: dict[str, SourceType] = {}
     for type_id in wanted:
         tpu = tpu_slice(type_id)
         if tpu is not None:
-            priced = _tpu_type(type_id, tpu[1], [r for k, r in gpu_rows.items() if k[0] == type_id])
+            priced = _tpu_type(type_id, tpu[1], rows_by_name.get(type_id, []))
         else:
             priced = _gcp_vm_type(type_id, vm_rows, gpu_rows)
         if priced is not None:
