@@ -155,6 +155,24 @@ def test_inline_offering_test_agrees_with_the_registry(mini: Catalog, kw: dict[s
     assert result.feasible_count == len(expected)
 
 
+@pytest.mark.parametrize("kw", OFFER_REQUESTS, ids=[str(r) for r in OFFER_REQUESTS])
+def test_group_path_agrees_with_the_registry(mini: Catalog, kw: dict[str, Any]) -> None:
+    """By default a group of alike instance types is evaluated at once (one merged pool, members
+    ordered by their cheapest offering): each type with an offering the entries find no fault
+    with is listed once, every other one is rejected with its own closest offering's reasons,
+    and the feasible count is still every such offering."""
+    w = RecommendRequest(workload="fine_tuning", limit=1000, **kw)
+    expected = _registry_offerings(mini, w)
+    result = recommend(mini, w)
+    assert {r.instance_type for r in result.recommendations} == {t for t, _, _ in expected}
+    assert result.feasible_count == len(expected)
+    p = mini.workloads[w.workload]
+    rejected = {r.id for r in result.rejected}
+    for c in candidate_index(mini, GROUP_SIGNATURE).cloud:
+        if c.hardware.form_factor in p.form_factors and c.instance.prices:
+            assert (c.instance.id in rejected) != any(t == c.instance.id for t, _, _ in expected)
+
+
 PRUNE_REQUESTS = [
     dict(workload=workload, objective=objective, **kw)
     for workload in ("fine_tuning", "batch_processing")

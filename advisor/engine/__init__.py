@@ -5,12 +5,21 @@ Pure and deterministic: the same catalog and workload always give the same resul
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping
+from typing import NamedTuple
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import FormFactor, Price, Purchase, SpotPolicy, WorkloadProfile
 from advisor.did_you_mean import unknown
-from advisor.engine.candidates import CandidateIndex, CloudCandidate, Offer, candidate_index
+from advisor.engine.candidates import (
+    CandidateIndex,
+    CloudCandidate,
+    GroupPool,
+    Offer,
+    candidate_index,
+)
 from advisor.engine.checks import (
     GROUP_SIGNATURE,
     LATENCY_CODES,
@@ -34,6 +43,7 @@ from advisor.engine.rank import (
     penalty,
     rank,
     reasons,
+    rises_with_cost,
     sized_figures,
 )
 from advisor.engine.result import Alternative, Recommendation, Rejection, Result, SizedFigures
@@ -41,7 +51,7 @@ from advisor.engine.spot_risk import option_spot_plan
 from advisor.errors import InputError
 from advisor.perf.calibration import Calibration
 from advisor.perf.edge_cost import edge_cost_per_year
-from advisor.perf.fitting import WorkPlan, latency_targets
+from advisor.perf.fitting import Fit, WorkPlan, latency_targets
 from advisor.perf.spot import SpotPlan, too_risky
 from advisor.request import Workload
 
@@ -134,7 +144,7 @@ def _evaluate_cloud(
     how many priced offerings are feasible."""
     feasible = 0
     bound = Bound(w.limit)
-    for group in index.cloud_groups:
+    for i, group in enumerate(index.cloud_groups):
         if group[0].hardware.form_factor not in p.form_factors:
             continue  # in _mismatches
         # Members share everything the static checks and placement read (GROUP_SIGNATURE).
@@ -146,9 +156,90 @@ def _evaluate_cloud(
                 Rejection(id=c.instance.id, codes=codes, reasons=sentences) for c in group
             )
             continue
+        # So do the option's peak, soft-preference penalty and objective (rank.py reads only
+        # signature attributes): valued once per group.
+        valuation = _valuation(group[0], placement, p, objective)
+        spot_free = placement.fit is None or placement.fit.hours is None or p.spot is None
+        if spot_free and valuation.rises and not w.each_offering:
+            pool = index.group_pool(i, w.region, w.purchase)
+            feasible += _evaluate_group(group, pool, placement, w, valuation, bound, hits, rejected)
+            continue
         for c in group:
-            feasible += _evaluate_offers(c, placement, w, p, objective, bound, hits, rejected)
+            feasible += _evaluate_offers(c, placement, w, p, valuation, bound, hits, rejected)
     return feasible
+
+
+def _evaluate_group(
+    group: tuple[CloudCandidate, ...],
+    pool: GroupPool,
+    placement: Placement,
+    w: Workload,
+    valuation: _Valuation,
+    bound: Bound,
+    hits: list[Hit],
+    rejected: list[Rejection],
+) -> int:
+    """The hot path for the common case, a whole group at once: one best offering per option,
+    valued the higher the more it costs (`valuation.rises`), and no spot plan (none is costed, so
+    no spot offering is too risky). Members come ordered by their cheapest offering: those with
+    one within the budget are a prefix, and the first whose value passes the bound ends the
+    ranking (every later one costs as much or more). Returns the number of feasible offerings,
+    one bisection of the group's merged pool."""
+    nodes = placement.nodes
+    budget = None if w.max_hourly_usd is None else w.max_hourly_usd / nodes
+    skip_flagged = not w.include_flagged_prices
+    feasible = pool.merged.count(pool.merged.within(budget), False, skip_flagged)
+    order, cheapest_usd = pool.by_cheapest[skip_flagged], pool.cheapest_usd[skip_flagged]
+    fits = (
+        bisect_left(cheapest_usd, math.inf)
+        if budget is None
+        else bisect_right(cheapest_usd, budget)
+    )
+    for member, offer in order[:fits]:
+        assert offer is not None  # within the budget: it has one
+        cost = offer[2] * nodes
+        value = valuation.value(cost, placement.fit)
+        if value > bound.worst_kept:
+            break
+        bound.add(value)
+        hits.append(Hit(value, cost, offer[4], group[member], None, placement, offer[3], None))
+    for member, _ in order[fits:]:
+        c = group[member]
+        closest = _closest_offer(c, w, budget, False, skip_flagged)
+        rejected.append(_rejection(c.instance.id, offering_violations(closest, nodes, w)))
+    return feasible
+
+
+class _Valuation(NamedTuple):
+    """How one option's offerings are valued: the objective, the dense peak rented, the
+    soft-preference penalty, (a, b) with value = a x cost + b where that holds with a >= 0 (None
+    otherwise), and whether the value never falls as the price rises (then an option's
+    cheapest offering is its best and offerings can be valued cheapest first)."""
+
+    objective: str
+    perf: float
+    factor: float
+    affine: tuple[float, float] | None
+    rises: bool
+
+    def value(self, cost: float, fit: Fit | None) -> float:
+        """An offering's value without a spot plan (rank.py objective_value)."""
+        if self.affine is not None:
+            return cost * self.affine[0] + self.affine[1]
+        return objective_value(self.objective, cost, self.perf, self.factor, fit)
+
+
+def _valuation(
+    c: CloudCandidate, placement: Placement, p: WorkloadProfile, objective: str
+) -> _Valuation:
+    _, perf = cloud_perf(c, placement, p)
+    factor = penalty(c, p)
+    affine = objective_affine(objective, perf, factor, placement.fit)
+    falling = affine is not None and affine[0] < 0
+    if falling:
+        affine = None  # a falling value would reverse the cheapest-first order; value them all
+    rises = not falling and rises_with_cost(objective, perf, factor)
+    return _Valuation(objective, perf, factor, affine, rises)
 
 
 def _evaluate_edge(
@@ -179,7 +270,7 @@ def _evaluate_offers(
     placement: Placement,
     w: Workload,
     p: WorkloadProfile,
-    objective: str,
+    valuation: _Valuation,
     bound: Bound,
     hits: list[Hit],
     rejected: list[Rejection],
@@ -212,7 +303,7 @@ def _evaluate_offers(
         return 0
     spot_plan = spot[1] if spot is not None and not risky else None
     offers = pool.offers[:within]
-    valued = _valued_offers(c, placement, p, objective, offers, (risky, spot_plan), bound, w)
+    valued = _valued_offers(c, placement, valuation, offers, (risky, spot_plan), bound, w)
     if w.each_offering:
         for hit in valued:  # lazily: each hit tightens the bound the next one is tested against
             bound.add(hit.value)
@@ -228,8 +319,7 @@ def _evaluate_offers(
 def _valued_offers(
     c: CloudCandidate,
     placement: Placement,
-    p: WorkloadProfile,
-    objective: str,
+    valuation: _Valuation,
     offers: tuple[Offer, ...],
     spot: tuple[bool, SpotPlan | None],
     bound: Bound,
@@ -239,11 +329,7 @@ def _valued_offers(
     `spot`: (its spot offerings are too risky, the spot plan that values them otherwise)."""
     risky, spot_plan = spot
     skip_flagged = not w.include_flagged_prices
-    _, perf = cloud_perf(c, placement, p)
-    factor = penalty(c, p)
-    affine = objective_affine(objective, perf, factor, placement.fit)
-    if affine is not None and affine[0] < 0:
-        affine = None  # a falling value would reverse the cheapest-first order; value them all
+    objective, perf, factor, affine, _ = valuation
     for _, o_purchase, hourly, price, sort_id in offers:
         on_spot = o_purchase is Purchase.spot
         if (risky and on_spot) or (skip_flagged and price.flag is not None):

@@ -6,6 +6,7 @@ one of its power modes. Everything that does not depend on the request is comput
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -73,6 +74,37 @@ class OfferPool:
 
 
 @dataclass(frozen=True, slots=True)
+class GroupPool:
+    """The offerings of one candidate group's members (advisor/engine/checks.py GROUP_SIGNATURE)
+    matching one (region, purchase) filter, for the engine's group-at-once path: all of them
+    merged cheapest first (the group's feasible offerings are one bisection), and the members
+    ordered by their cheapest offering, with flagged prices kept [0] or excluded [1] (members
+    with an offering within a budget are a prefix; those with none sort last, at infinity)."""
+
+    merged: OfferPool
+    by_cheapest: tuple[tuple[tuple[int, Offer | None], ...], tuple[tuple[int, Offer | None], ...]]
+    cheapest_usd: tuple[tuple[float, ...], tuple[float, ...]]
+
+    @classmethod
+    def of(cls, pools: list[OfferPool]) -> GroupPool:
+        merged = OfferPool.of(
+            tuple(sorted((o for pool in pools for o in pool.offers), key=lambda o: (o[2], o[4])))
+        )
+        orders, prices = [], []
+        for no_flagged in (False, True):
+            ranked: list[tuple[tuple[float, str], int, Offer | None]] = []
+            for member, pool in enumerate(pools):
+                kept = [o for o in pool.offers if not (no_flagged and o[3].flag is not None)]
+                # (price, sort id) of the cheapest kept offering; none kept: last
+                key = (kept[0][2], kept[0][4]) if kept else (math.inf, "")
+                ranked.append((key, member, kept[0] if kept else None))
+            ranked.sort(key=lambda r: (r[0], r[1]))
+            orders.append(tuple((member, offer) for _, member, offer in ranked))
+            prices.append(tuple(key[0] for key, _, _ in ranked))
+        return cls(merged, (orders[0], orders[1]), (prices[0], prices[1]))
+
+
+@dataclass(frozen=True, slots=True)
 class CloudCandidate:
     instance: InstanceType
     hardware: Accelerator  # the GPU, or the CPU class for CPU-only offerings
@@ -134,6 +166,20 @@ class CandidateIndex:
     edge: tuple[EdgeCandidate, ...]
     # Per workload type: the rejections that depend on the catalog alone (advisor/engine).
     memo: dict[str, tuple[Rejection, ...]] = field(default_factory=dict, compare=False)
+    # (group index, region, purchase) -> the group's pool, built on first use
+    _group_pools: dict[tuple[int, str | None, Purchase | None], GroupPool] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def group_pool(self, group: int, region: str | None, purchase: Purchase | None) -> GroupPool:
+        """The offerings of group `group` that a request's region and purchase filters leave."""
+        key = (group, region, purchase)
+        found = self._group_pools.get(key)
+        if found is None:
+            members = self.cloud_groups[group]
+            found = GroupPool.of([c.pool(region, purchase) for c in members])
+            self._group_pools[key] = found
+        return found
 
 
 def candidate_index(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:

@@ -102,6 +102,14 @@ def objective_affine(
     return objective_value(objective, 1.0, perf, factor, fit) - at_zero, at_zero
 
 
+def rises_with_cost(objective: str, perf: float, factor: float) -> bool:
+    """Whether an option's value (objective_value, no spot plan) never falls as its price
+    rises, so that its cheapest offering is its best: the cost-like objectives with a positive
+    penalty factor, performance (the price does not enter), and price_performance,
+    -(perf / cost) / factor, for a non-negative peak."""
+    return factor > 0 and (objective != "price_performance" or perf >= 0)
+
+
 def edge_hit(e: EdgeCandidate, objective: str) -> Hit:
     # Edge devices carry no hourly price: their "cost" is the cost per year of operation
     # (purchase over the stated lifetime + energy at the stated price; advisor/perf/edge_cost.py).
