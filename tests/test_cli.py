@@ -174,12 +174,15 @@ def test_tables_render(args: list[str], text: list[str]) -> None:
 
 
 def test_recommend_imports_neither_torch_nor_fastapi() -> None:
+    """Nor, with --json, the table renderer (rich) or the HTTP client (only --server needs it):
+    imports are most of a command's wall time (benchmarks/bench_recommend.py)."""
     code = (
         "import sys\n"
         "from advisor.cli import main\n"
         "try:\n    main(['recommend', '--workload', 'fine_tuning', '--json'])\n"
         "except SystemExit:\n    pass\n"
-        "bad = [m for m in ('torch', 'fastapi', 'pynvml', 'uvicorn') if m in sys.modules]\n"
+        "heavy = ('torch', 'fastapi', 'pynvml', 'uvicorn', 'rich', 'httpx', 'advisor.http_client')\n"
+        "bad = [m for m in heavy if m in sys.modules]\n"
         "sys.stderr.write(repr(bad))\n"
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

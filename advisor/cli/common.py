@@ -12,13 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 from advisor.catalog import Catalog
 from advisor.catalog.loading import load_catalog
 from advisor.outputs import write_json
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # rich is imported when something is printed through it, not for --json
+    from rich.console import Console
+
     from advisor.report_client import ReportSender
 
 # Options shared by the commands that produce a report (probe, monitor).
@@ -47,11 +48,15 @@ STATE = _State()
 
 @cache
 def err_console() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True)
 
 
 @cache
 def console() -> Console:
+    from rich.console import Console
+
     return Console()
 
 

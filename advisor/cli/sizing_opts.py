@@ -7,7 +7,6 @@ from typing import Annotated, Any
 import typer
 
 from advisor.errors import InputError
-from advisor.http_client import HttpClient
 from advisor.perf.calibration import Calibration, calibrations
 
 Model = Annotated[str | None, typer.Option(help="Model preset id, e.g. llama-3-8b.")]
@@ -107,6 +106,8 @@ def fleet_from_server(url: str | None) -> dict[str, Calibration] | None:
     """The fleet's calibration from a running service, or None without --server."""
     if not url:
         return None
+    from advisor.http_client import HttpClient  # only with --server: most runs never call one
+
     with HttpClient(url) as client:
         reply = client.get("/v1/fleet/summary")
     summaries = reply.json() if reply.status == 200 else None

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from rich.console import Console
-from rich.table import Table
+if TYPE_CHECKING:  # rich is imported when a table is drawn: --json output never pays for it
+    from rich.console import Console
+    from rich.table import Table
 
 _EDGES = 3  # a cell's padding and its border
 _FOLDED_MIN = 6  # narrowest a folded column is allowed to become before it is left out
@@ -51,6 +52,8 @@ def fit_table(
             break
         shown.remove(i)
         dropped.append(columns[i].header)
+    from rich.table import Table
+
     table = Table(title=title)
     for i in shown:
         c = columns[i]
