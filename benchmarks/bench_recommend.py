@@ -7,6 +7,8 @@
 3. Sized queries (a model preset through the inference and training models) over the whole
    shipped catalog, each a fresh request (target <= 50 ms per query), and `advisor recommend` /
    `advisor estimate` with a model (target <= 0.5 s wall).
+Commands run with advisor's bytecode compiled, as an installed package has it; one row, not a
+target, runs `recommend` compiling every source again (PYTHONDONTWRITEBYTECODE on our machines).
 
 Run:  .venv/bin/python benchmarks/bench_recommend.py [--record]
 """
@@ -22,6 +24,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -182,7 +185,17 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def time_cli(runs: int, args: list[str] | None = None) -> tuple[list[float], list[float]]:
+def compile_bytecode() -> None:
+    """Compile advisor's modules to bytecode, as `pip install` does for an installed package:
+    with PYTHONDONTWRITEBYTECODE=1 (set on our machines) an editable install never writes it
+    and every command compiles its sources again (one row measures that too)."""
+    package = Path(__file__).resolve().parent.parent / "advisor"
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(package)], check=True)
+
+
+def time_cli(
+    runs: int, args: list[str] | None = None, env: dict[str, str] | None = None
+) -> tuple[list[float], list[float]]:
     """(wall seconds, CPU seconds) of each of `runs` runs of the command."""
     cmd = [
         sys.executable,
@@ -197,11 +210,12 @@ def time_cli(runs: int, args: list[str] | None = None) -> tuple[list[float], lis
     ]
     if args is not None:
         cmd = [sys.executable, "-m", "advisor", *args]
-    subprocess.run(cmd, capture_output=True, check=False)  # warm the page cache
+    subprocess.run(cmd, capture_output=True, check=False, env=env)  # warm the page cache
     walls, cpu = [], []
     for _ in range(runs):
         c0, t0 = _children_cpu_s(), time.perf_counter()
-        subprocess.run(cmd, capture_output=True, check=False)  # exit 1 = nothing fits: still timed
+        # exit 1 = nothing fits: still timed
+        subprocess.run(cmd, capture_output=True, check=False, env=env)
         walls.append(time.perf_counter() - t0)
         cpu.append(_children_cpu_s() - c0)
     return walls, cpu
@@ -249,6 +263,11 @@ def main() -> None:
             len(sized),
         )
     )
+    compile_bytecode()
+    with tempfile.TemporaryDirectory() as empty:
+        # Bytecode looked up in an empty directory and never written: sources compiled each run.
+        no_bytecode = {**os.environ, "PYTHONPYCACHEPREFIX": empty, "PYTHONDONTWRITEBYTECODE": "1"}
+        uncompiled = time_cli(15, env=no_bytecode)
     timed = {
         "advisor recommend": time_cli(15),
         "advisor recommend --model": time_cli(15, RECOMMEND_MODEL),
@@ -257,6 +276,7 @@ def main() -> None:
         "advisor estimate --model inference": time_cli(15, ESTIMATE_MODEL),
     }
     walls = {name: w for name, (w, _) in timed.items()}
+    timed["recommend, no bytecode (info)"] = uncompiled
     for name, (wall, cpu) in timed.items():
         for what, samples in (("wall", wall), ("CPU", cpu)):
             rows.append(
