@@ -201,7 +201,7 @@ def attribute(obj: object, path: str) -> object:
 
 
 def _sort_id(it: InstanceType, p: Price) -> str:
-    return f"{it.id}|{p.region}|{p.purchase.value}"
+    return f"{it.id}|{p.region}|{p.purchase}"  # a StrEnum formats as its value
 
 
 def _build(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:

@@ -374,7 +374,7 @@ def _over_budget(k: OfferCase) -> Finding | None:
     if budget is None or hourly <= budget:
         return None
     return Finding(
-        f"costs ${hourly:,.2f}/h in {price.region} ({price.purchase.value}), above the "
+        f"costs ${hourly:,.2f}/h in {price.region} ({price.purchase}), above the "
         f"${budget:,.2f}/h budget",
         round(hourly, 4),
     )
