@@ -275,16 +275,17 @@ def _evaluate_offers(
     hits: list[Hit],
     rejected: list[Rejection],
 ) -> int:
-    """The hot path: once per statically feasible instance type. Returns the number of feasible
-    offerings, counted from the option's pool for the request's region and purchase (a
-    bisection on the budget, running counts for excluded spot and flagged prices; the OFFERING
-    checks of advisor/engine/checks.py, which tests/test_constraints.py holds to the same
-    answer). Only offerings that can still be ranked become hits (`bound`): offerings come
-    cheapest first and every objective but price_performance is affine in the price with a
-    non-negative slope, so once one is valued past the bound, the rest of the option's
-    on-demand offerings are too. Spot offerings with a costed plan are valued one by one.
-    Unless the request lists each offering, only the option's best one becomes a hit (the
-    bound then holds the best value of each option, so pruning stays exact)."""
+    """One statically feasible instance type, where its group cannot be taken at once (each
+    offering listed, a costed spot plan, or a value that falls with the price). Returns the
+    number of feasible offerings, counted from the option's pool for the request's region and
+    purchase (a bisection on the budget, running counts for excluded spot and flagged prices;
+    the OFFERING checks of advisor/engine/checks.py, which tests/test_constraints.py holds to
+    the same answer). Only offerings that can still be ranked become hits (`bound`): offerings
+    come cheapest first and every objective but price_performance is affine in the price with a
+    non-negative slope, so once one is valued past the bound, the rest of the option's on-demand
+    offerings are too. Spot offerings with a costed plan are valued one by one. Unless the
+    request lists each offering, only the option's best one becomes a hit (the bound then holds
+    the best value of each option, so pruning stays exact)."""
     nodes = placement.nodes
     budget = None if w.max_hourly_usd is None else w.max_hourly_usd / nodes
     skip_flagged = not w.include_flagged_prices
