@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import yaml
 from fastapi.testclient import TestClient
@@ -19,6 +23,7 @@ from advisor.api.settings import Settings
 from advisor.catalog.loading import shipped_catalog_dir
 from advisor.store import StoreError
 from advisor.store.sqlite import SqliteStore
+from tests.api_server import live_server
 from tests.factories import mini_catalog_data, write_catalog
 from tests.memory_store import MemoryStore
 
@@ -231,3 +236,29 @@ def test_readyz_names_no_server_path_in_any_state(tmp_path: Path) -> None:
         unreachable["status"] == "unavailable"
         and "cannot open SQLite database 'fleet.db'" in unreachable["detail"]
     )
+
+
+# --- the review client --------------------------------------------------------------------------
+
+
+def review_cli(server: str, out: Path, token: str | None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "ADVISOR_TOKEN"}
+    if token is not None:
+        env["ADVISOR_TOKEN"] = token
+    cmd = [sys.executable, "-m", "advisor", "review", "--server", server, "--output", str(out)]
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+
+
+def test_review_cli_reads_a_guarded_service_with_a_read_token(tmp_path: Path) -> None:
+    with live_server(tmp_path, WRITER, env={"ADVISOR_READ_TOKENS": READER}) as server:
+        with httpx.Client(base_url=server.base_url, headers=bearer(WRITER)) as http:
+            assert (
+                http.post("/v1/probe-reports", json=json.loads(REPORT.read_text())).status_code
+                == 201
+            )
+        refused = review_cli(server.base_url, tmp_path / "refused.html", None)
+        served = review_cli(server.base_url, tmp_path / "served.html", READER)
+    assert refused.returncode == 2 and "HTTP 401: it needs a token" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1  # one line, no traceback
+    assert served.returncode == 0, served.stderr
+    assert "<b>1</b><span>probe reports</span>" in (tmp_path / "served.html").read_text()
