@@ -27,6 +27,7 @@ from tests.api_server import REPO, LiveServer, live_server
 
 OPENAPI = REPO / "openapi.yaml"
 TOKEN = "contract-test-token"
+READ_TOKEN = "contract-read-token"  # set on the server: the guarded reads are tested guarded
 MAX_BODY_BYTES = 64 * 1024
 MAX_EXAMPLES = 90
 MIN_REQUESTS = 1000
@@ -79,7 +80,9 @@ SENT: Counter[str] = Counter()
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    with live_server(tmp_path_factory.mktemp("advisor-api"), TOKEN, MAX_BODY_BYTES) as srv:
+    workdir = tmp_path_factory.mktemp("advisor-api")
+    env = {"ADVISOR_READ_TOKENS": READ_TOKEN}
+    with live_server(workdir, TOKEN, MAX_BODY_BYTES, env=env) as srv:
         yield srv
 
 
@@ -138,7 +141,8 @@ def valid_report(host: str = "contract-host-1", verdict: str = "pass") -> dict[s
 def test_generated_requests_conform(
     case: schemathesis.Case, server: LiveServer, session: requests.Session
 ) -> None:
-    # The token goes on every request; GET endpoints ignore it, write endpoints need it.
+    # The write token goes on every request: writes need it, guarded reads accept it, the open
+    # endpoints ignore it.
     response = case.call(base_url=server.base_url, session=session, headers=auth(), timeout=30)
     SENT[f"{case.operation.method.upper()} {case.operation.path}"] += 1
     case.validate_response(response, headers=auth())
@@ -162,9 +166,9 @@ def test_accepted_reports_read_back(
     read = schema["/v1/probe-reports/{report_id}"]["GET"].Case(
         path_parameters={"report_id": report_id}
     )
-    got = read.call(base_url=server.base_url, session=session, timeout=30)
+    got = read.call(base_url=server.base_url, session=session, headers=auth(READ_TOKEN), timeout=30)
     SENT["GET /v1/probe-reports/{report_id}"] += 1
-    read.validate_response(got)
+    read.validate_response(got, headers=auth(READ_TOKEN))
     assert got.status_code == 200, got.text
     expected = ProbeReport.model_validate(case.body).model_dump(mode="json")
     assert got.json()["report"] == expected
@@ -238,6 +242,18 @@ def test_write_without_token_is_401(client: httpx.Client) -> None:
         assert r.status_code == 401, path
         assert r.headers["www-authenticate"] == "Bearer"
         assert_problem(r.status_code, r.headers["content-type"], r.content)
+
+
+def test_guarded_read_without_token_is_401(server: LiveServer) -> None:
+    """With ADVISOR_READ_TOKENS set, what names hosts needs a token; the answer is documented."""
+    for path in ("/v1/probe-reports", "/v1/utilisation-reports", "/v1/fleet/summary", "/v1/review"):
+        case = schema[path]["GET"].Case()
+        r = case.call(base_url=server.base_url, timeout=30)
+        case.validate_response(r)
+        assert r.status_code == 401, path
+        assert header(r, "www-authenticate") == "Bearer"
+        assert_problem(r.status_code, header(r, "content-type"), r.content)
+        assert case.call(base_url=server.base_url, headers=auth(READ_TOKEN)).status_code == 200
 
 
 def test_write_with_wrong_token_is_403(client: httpx.Client) -> None:

@@ -7,12 +7,16 @@ import json
 import re
 import subprocess
 import sys
+import tomllib
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from html.parser import HTMLParser
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import httpx
+import markupsafe
 import pytest
 from fastapi.testclient import TestClient
 
@@ -39,8 +43,8 @@ from advisor.review.data import (
     ReviewData,
     UsageRecord,
     probe_record,
-    usage_record,
 )
+from advisor.review.html import templates
 from advisor.review.svg import Bar, RatioBar, bar_chart, ratio_chart
 from tests import synthetic_fleet as synthetic
 from tests.api_server import live_server
@@ -515,23 +519,84 @@ def section(page: str, name: str) -> str:
     return found.group(0)
 
 
-def test_page_escapes_a_hostile_host_name(catalog: Catalog) -> None:
+def hostile(field: str) -> str:
+    """Text that breaks out of an attribute (either quote) and opens a script, named by field."""
+    return f"\"'><script>alert('{field}')</script><img src=x onerror=alert(1)>"
+
+
+class PageParts(HTMLParser):
+    """What a browser builds from the page: element names, attributes and decoded text."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: set[str] = set()
+        self.attributes: set[str] = set()
+        self.values: list[str] = []  # text and attribute values, entities decoded
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.add(tag)
+        for name, value in attrs:
+            self.attributes.add(name)
+            self.values.append(value or "")
+
+    def handle_data(self, data: str) -> None:
+        self.values.append(data)
+
+
+def test_hostile_text_from_reports_is_escaped_everywhere_on_the_page(
+    catalog: Catalog, tmp_path: Path
+) -> None:
+    """Every text a report (or a report's file name) carries onto the page, made hostile:
+    each reaches the page, as text, and opens no element or attribute anywhere."""
+    fields = ("hostname", "driver", "check", "unit", "verdict", "usage-host", "instance-type")
+    fields += ("reason-code",)
     report = real_run("expect-mi300x")  # it fails gpu_model: its host is an outlier
-    report["inventory"]["hostname"] = EVIL
-    usage = synthetic.utilisation_reports(catalog, 3, share=1.0)
-    for u in usage:
-        u["host"] = EVIL + u["host"]
-    data = ReviewData("test")
-    data.probes.append(probe_record("1", report))
-    data.usage += [usage_record(u) for u in usage]
-    review = build_review(data, catalog)
-    assert {o.host for o in review.outliers} == {EVIL}  # the name really reaches the page
-    page = render_html(review)
-    assert "<script" not in page
-    escaped = "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;"
-    assert escaped in section(page, "outliers") and escaped in section(page, "savings")
+    report["inventory"]["hostname"] = hostile("hostname")
+    report["inventory"]["driver_version"] = hostile("driver")
+    report["verdict"] = hostile("verdict")
+    ratio_checks = [c for c in report["checks"] if c.get("measured") and c.get("expected")]
+    ratio_checks[0]["name"] = hostile("check")
+    ratio_checks[0]["unit"] = hostile("unit")
+    (tmp_path / "probe.json").write_text(json.dumps(report))
+    for i, u in enumerate(synthetic.utilisation_reports(catalog, 3, share=1.0)):
+        u["host"] = hostile("usage-host") + u["host"]
+        u["instance_type"] = hostile("instance-type")
+        for g in u["gpus"]:
+            g["reason_codes"] = [hostile("reason-code"), *g["reason_codes"]]
+        (tmp_path / f"usage-{i}.json").write_text(json.dumps(u))
+    file_name = hostile("file-name").replace("/", "|")  # a file name has no "/"
+    (tmp_path / f"{file_name}.json").write_text("{}")  # not a report: a note names it
+    data = from_dir(tmp_path)
+    assert {o.host for o in build_review(data, catalog).outliers} == {hostile("hostname")}
+    page = render_html(build_review(data, catalog))
+
+    parts = PageParts()
+    parts.feed(page)
+    assert parts.tags.isdisjoint({"script", "img", "iframe", "object", "embed", "link"})
+    assert not {a for a in parts.attributes if a.startswith("on") or a == "src"}
+    shown = "\n".join(parts.values)
+    for field in fields:  # each reached the page, as text a reader sees
+        assert f"<script>alert('{field}')</script>" in shown, field
+    assert file_name in shown
+    assert "<script" not in page and "<img" not in page
+    for name in ("outliers", "savings", "inventory", "measured"):
+        assert "&lt;script&gt;" in section(page, name), name
     for svg in re.findall(r"<svg.*?</svg>", page, flags=re.S):
-        ET.fromstring(svg)
+        ET.fromstring(svg)  # well-formed: the charts escaped their text too
+
+
+def test_the_page_comes_from_autoescaping_templates_in_the_package() -> None:
+    """Escaping is the template engine's default, not every call site's duty; the templates
+    ship inside the package and jinja2 is a dependency of it."""
+    env = templates()
+    assert env.autoescape is True
+    assert env.from_string("<p title='{{ x }}'>{{ x }}</p>").render(x=hostile("t")) == (
+        "<p title='{0}'>{0}</p>".format(markupsafe.escape(hostile("t")))
+    )
+    shipped = resources.files("advisor.review") / "templates"
+    assert {"review.html.j2", "macros.html.j2", "review.css"} <= {p.name for p in shipped.iterdir()}
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert any(d.startswith("jinja2") for d in pyproject["project"]["dependencies"])
 
 
 def test_only_the_throttled_host_is_an_outlier(catalog: Catalog) -> None:

@@ -28,6 +28,11 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     store = store or open_store(settings.database_url)
     if not settings.api_tokens:
         log.warning("ADVISOR_API_TOKENS is empty: every write request will be refused")
+    if not settings.read_tokens:
+        log.warning(
+            "ADVISOR_READ_TOKENS is empty: stored reports (host names, GPU UUIDs, process "
+            "names), the fleet summary and the review are readable without a token"
+        )
     state = AppState(settings, holder, store, Metrics())
 
     @contextlib.asynccontextmanager

@@ -1,4 +1,5 @@
-"""Typed dependencies: the app state, the current catalog, and bearer-token authorisation.
+"""Typed dependencies: the app state, the current catalog, and bearer-token authorisation
+(write tokens for writes, read tokens for the reads that name hosts, GPUs and processes).
 
 All are `async def`: they do no I/O, and a plain `def` would cost a thread hop per request.
 """
@@ -6,16 +7,26 @@ All are `async def`: they do no I/O, and a plain `def` would cost a thread hop p
 from __future__ import annotations
 
 import hmac
+from collections.abc import Iterable
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import SecretStr
 
 from advisor.api.state import AppState
 from advisor.catalog import Catalog
 from advisor.store import Store
 
 _bearer = HTTPBearer(auto_error=False, description="A token from ADVISOR_API_TOKENS")
+_read_bearer = HTTPBearer(
+    auto_error=False,
+    scheme_name="ReadToken",
+    description="A token from ADVISOR_READ_TOKENS, or any token from ADVISOR_API_TOKENS. "
+    "Required only when ADVISOR_READ_TOKENS is set; without it these reads are open and the "
+    "service logs a warning at start-up.",
+)
+Credentials = HTTPAuthorizationCredentials | None
 
 
 async def get_state(request: Request) -> AppState:
@@ -38,11 +49,8 @@ CatalogDep = Annotated[Catalog, Depends(get_catalog)]
 StoreDep = Annotated[Store, Depends(get_store)]
 
 
-async def require_token(
-    state: StateDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> None:
-    """401 without a bearer token, 403 with one that is not configured. Constant-time compare."""
+def _authorise(credentials: Credentials, tokens: Iterable[SecretStr]) -> None:
+    """401 without a bearer token, 403 with one that is not among `tokens`. Constant-time."""
     if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
         raise HTTPException(
             401,
@@ -51,10 +59,27 @@ async def require_token(
         )
     given = credentials.credentials.encode()
     accepted = False
-    for token in state.settings.api_tokens:  # every token compared: timing says nothing
+    for token in tokens:  # every token compared: timing says nothing
         accepted |= hmac.compare_digest(given, token.get_secret_value().encode())
     if not accepted:
         raise HTTPException(403, "the bearer token is not accepted")
 
 
+async def require_token(
+    state: StateDep, credentials: Annotated[Credentials, Depends(_bearer)]
+) -> None:
+    _authorise(credentials, state.settings.api_tokens)
+
+
+async def require_read_token(
+    state: StateDep, credentials: Annotated[Credentials, Depends(_read_bearer)]
+) -> None:
+    """Reads that name hosts, GPUs or processes: a read or a write token, once read tokens are
+    configured; open (as before they existed) while ADVISOR_READ_TOKENS is empty."""
+    settings = state.settings
+    if settings.read_tokens:
+        _authorise(credentials, (*settings.read_tokens, *settings.api_tokens))
+
+
 WriteAccess = Depends(require_token)
+ReadAccess = Depends(require_read_token)

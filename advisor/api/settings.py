@@ -15,6 +15,7 @@ from advisor.validation_errors import explain_validation
 ENV = {
     "database_url": "ADVISOR_DATABASE_URL",
     "api_tokens": "ADVISOR_API_TOKENS",
+    "read_tokens": "ADVISOR_READ_TOKENS",
     "catalog_dir": "ADVISOR_CATALOG",
     "catalog_mode": "ADVISOR_CATALOG_MODE",
     "max_body_bytes": "ADVISOR_MAX_BODY_BYTES",
@@ -27,6 +28,8 @@ class Settings(BaseModel):
 
     database_url: Annotated[str, Field(min_length=1)] = "sqlite:///advisor.db"
     api_tokens: tuple[SecretStr, ...] = ()  # never printed: SecretStr hides them in reprs
+    # Guard the reads that name hosts, GPUs and processes; empty: those reads are open.
+    read_tokens: tuple[SecretStr, ...] = ()
     catalog_dir: str | None = None
     catalog_mode: Annotated[str, Field(pattern="^(extend|replace)$")] = "extend"
     max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
@@ -39,7 +42,7 @@ class Settings(BaseModel):
             value = environ.get(var)
             if value is None or value == "":
                 continue
-            if field == "api_tokens":
+            if field in ("api_tokens", "read_tokens"):
                 raw[field] = tuple(t.strip() for t in value.split(",") if t.strip())
             else:
                 raw[field] = value

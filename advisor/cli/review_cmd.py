@@ -92,6 +92,12 @@ def _served_page(server: str, token: str | None, region: str | None) -> str | No
         reply = client.get("/v1/review", {"region": region} if region else None)
     if reply.status == 404:
         return None
+    if reply.status in (401, 403):  # the service guards the review with ADVISOR_READ_TOKENS
+        given = "the token given is not accepted" if token else "it needs a token"
+        raise InputError(
+            f"--server: GET /v1/review answered HTTP {reply.status}: {given} "
+            "(--token or ADVISOR_TOKEN: one of the service's read or write tokens)"
+        )
     if reply.status != 200:
         raise InputError(f"--server: GET /v1/review answered HTTP {reply.status}")
     return reply.content.decode("utf-8", errors="replace")

@@ -7,6 +7,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 
 from advisor.api.deps import StateDep, WriteAccess
 from advisor.api.problems import responses
+from advisor.api.public_text import server_directories, without_paths
 from advisor.api.schemas import ComponentStatus, Health, Readiness, ReloadResult
 from advisor.store import StoreError
 
@@ -25,11 +26,15 @@ async def healthz() -> dict[str, str]:
     responses={503: {"model": Readiness, "description": "Not ready"}},
 )
 def readyz(state: StateDep) -> JSONResponse:
+    """Open to load balancers and orchestrators: the details name no server path."""
+    directories = server_directories(state.settings)
     try:
         state.store.ping()
         database = ComponentStatus(status="ok", detail="reachable")
     except StoreError as exc:
-        database = ComponentStatus(status="unavailable", detail=str(exc))
+        database = ComponentStatus(
+            status="unavailable", detail=without_paths(str(exc), directories)
+        )
     holder = state.catalog
     cat = holder.catalog
     loaded = (
@@ -40,7 +45,7 @@ def readyz(state: StateDep) -> JSONResponse:
         catalog = ComponentStatus(
             status="degraded",
             detail=f"last reload failed, serving the last good catalog ({loaded}): "
-            f"{holder.reload_error}",
+            f"{without_paths(holder.reload_error, directories)}",
         )
     else:
         catalog = ComponentStatus(status="ok", detail=loaded)

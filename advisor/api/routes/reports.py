@@ -1,4 +1,5 @@
-"""Probe reports: store (bearer token), list with filters, look up, and fleet summaries."""
+"""Probe reports: store (write token), list with filters, look up, and fleet summaries (read
+token, when ADVISOR_READ_TOKENS is set: they name hosts and GPUs)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Response
 
-from advisor.api.deps import StateDep, StoreDep, WriteAccess
+from advisor.api.deps import ReadAccess, StateDep, StoreDep, WriteAccess
 from advisor.api.problems import responses
 from advisor.api.schemas import FleetSummaryOut, ReportPage, StoredReportFull, StoredReportOut
 from advisor.store import ReportFilter, StoredReport
@@ -46,7 +47,8 @@ def create_report(report: ProbeReport, state: StateDep, response: Response) -> S
     "/probe-reports",
     operation_id="listProbeReports",
     response_model=ReportPage,
-    responses=responses(422, 503),
+    dependencies=[ReadAccess],
+    responses=responses(401, 403, 422, 503),
 )
 def list_reports(
     store: StoreDep,
@@ -74,7 +76,8 @@ def list_reports(
     "/probe-reports/{report_id}",
     operation_id="getProbeReport",
     response_model=StoredReportFull,
-    responses=responses(404, 503),
+    dependencies=[ReadAccess],
+    responses=responses(401, 403, 404, 503),
 )
 def get_report(report_id: Annotated[str, ...], store: StoreDep) -> StoredReportFull:
     stored = store.get(report_id) if len(report_id) <= 64 else None
@@ -89,7 +92,8 @@ def get_report(report_id: Annotated[str, ...], store: StoreDep) -> StoredReportF
     "/fleet/summary",
     operation_id="getFleetSummary",
     response_model=list[FleetSummaryOut],
-    responses=responses(422, 503),
+    dependencies=[ReadAccess],
+    responses=responses(401, 403, 422, 503),
 )
 def fleet_summary(
     store: StoreDep, accelerator: Annotated[str | None, Query(max_length=100)] = None

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 from fastapi.responses import HTMLResponse
 
-from advisor.api.deps import CatalogDep, StateDep, StoreDep
+from advisor.api.deps import CatalogDep, ReadAccess, StateDep, StoreDep
 from advisor.api.problems import responses
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError
@@ -21,6 +21,7 @@ router = APIRouter(prefix="/v1", tags=["review"])
     "/review",
     operation_id="getReview",
     response_class=HTMLResponse,
+    dependencies=[ReadAccess],
     responses={
         200: {
             "content": {"text/html": {}},
@@ -28,7 +29,7 @@ router = APIRouter(prefix="/v1", tags=["review"])
             "inventory, measured / expected per accelerator and check, outlier hosts, idle and "
             "over-provisioned GPUs with cheaper catalog options, cost per workload.",
         },
-        **responses(422, 503),
+        **responses(401, 403, 422, 503),
     },
 )
 def get_review(

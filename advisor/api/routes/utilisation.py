@@ -1,4 +1,5 @@
-"""Utilisation reports from `advisor monitor`: store (bearer token), list by host, look up."""
+"""Utilisation reports from `advisor monitor`: store (write token), list by host, look up (read
+token, when ADVISOR_READ_TOKENS is set)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import BaseModel, ConfigDict
 
-from advisor.api.deps import StoreDep, WriteAccess
+from advisor.api.deps import ReadAccess, StoreDep, WriteAccess
 from advisor.api.problems import responses
 from advisor.store.base import StoredUtilisation
 from probes.report import UtilisationReport
@@ -77,7 +78,8 @@ def create_utilisation_report(
     "/utilisation-reports",
     operation_id="listUtilisationReports",
     response_model=UtilisationPage,
-    responses=responses(422, 503),
+    dependencies=[ReadAccess],
+    responses=responses(401, 403, 422, 503),
 )
 def list_utilisation_reports(
     store: StoreDep,
@@ -99,7 +101,8 @@ def list_utilisation_reports(
     "/utilisation-reports/{report_id}",
     operation_id="getUtilisationReport",
     response_model=StoredUtilisationFull,
-    responses=responses(404, 503),
+    dependencies=[ReadAccess],
+    responses=responses(401, 403, 404, 503),
 )
 def get_utilisation_report(report_id: str, store: StoreDep) -> StoredUtilisationFull:
     stored = store.get_utilisation(report_id) if len(report_id) <= 64 else None
