@@ -78,24 +78,31 @@ def parse_time(value: str) -> dt.datetime:
     return dt.datetime.strptime(value, TIME_FORMAT).replace(tzinfo=dt.UTC)
 
 
-def migrate(tx: Transaction, sql: Callable[[str], str], upto: int = LATEST) -> int:
-    """Bring the schema to `upto`, one transaction per step; returns the version reached."""
+def migrate(
+    tx: Transaction, sql: Callable[[str], str], upto: int = LATEST, lock: str | None = None
+) -> int:
+    """Bring the schema to `upto` in one transaction, holding a lock that every other migrating
+    process waits for (`lock`: a statement that takes it, for a database whose transactions do
+    not lock by themselves); returns the version reached. The version is read under the lock, so
+    servers started together run each step once: the first one migrates, the others find the
+    schema done. One transaction also means a crash mid-way leaves the previous version."""
     with tx() as cur:
+        if lock is not None:
+            cur.execute(sql(lock))
         cur.execute(sql("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"))
         cur.execute(sql("SELECT MAX(version) FROM schema_version"))
         row = cur.fetchone()
-    current = row[0] if row and row[0] is not None else 0
-    for version, statements in MIGRATIONS:
-        if version <= current or version > upto:
-            continue
-        with tx() as cur:
+        current = row[0] if row and row[0] is not None else 0
+        for version, statements in MIGRATIONS:
+            if version <= current or version > upto:
+                continue
             for statement in statements:
                 cur.execute(sql(statement))
             if version == 2:
                 _backfill_checks(cur, sql)
             cur.execute(sql("INSERT INTO schema_version (version) VALUES (?)"), (version,))
-        current = version
-    return current
+            current = version
+    return int(current)
 
 
 def _backfill_checks(cur: Cursor, sql: Callable[[str], str]) -> None:
