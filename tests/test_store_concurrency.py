@@ -1,15 +1,24 @@
-"""The SQLite store under several processes and threads: simultaneous first opens of a fresh file
+"""The stores under several processes and threads: simultaneous first opens of a fresh file
 (every one migrates, none fails), and reads that neither wait for a writer nor queue behind one
-another."""
+another; PostgreSQL's migration and its connection pool."""
 
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.synchronize
+import os
 import sqlite3
 import threading
 import time
 from pathlib import Path
 
+import pytest
+from fastapi.testclient import TestClient
+
+from advisor.api import create_app
+from advisor.api.settings import Settings
+from advisor.store import StoreError
+from advisor.store.postgres import PostgresStore
 from advisor.store.sql import LATEST
 from advisor.store.sqlite import SqliteStore
 
@@ -102,3 +111,79 @@ def test_reads_do_not_wait_for_a_writer_or_for_each_other(tmp_path: Path) -> Non
         store.close()
     assert len(results) == 8 and all(found for _, found in results), results
     assert elapsed < 2.0, f"8 reads took {elapsed:.1f} s while another process held the write lock"
+
+
+# -- PostgreSQL ------------------------------------------------------------------------------
+PG_URL = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
+
+
+def _need_pg() -> str:
+    if not PG_URL:
+        if os.environ.get("CI"):
+            pytest.fail("ADVISOR_TEST_POSTGRES_URL is not set in CI")
+        pytest.skip("no PostgreSQL (set ADVISOR_TEST_POSTGRES_URL; scripts/start-postgres.sh)")
+    return PG_URL
+
+
+def _open_pg_and_add(url: str, barrier: multiprocessing.synchronize.Barrier, host: str) -> str:
+    barrier.wait(30)
+    try:
+        store = PostgresStore(url)
+        store.add({"verdict": "pass", "inventory": {"hostname": host}, "checks": []})
+        store.close()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
+def test_postgres_simultaneous_first_opens_migrate_once() -> None:
+    import psycopg
+
+    url = _need_pg()
+    ctx = multiprocessing.get_context("fork")
+    openers = 16  # each holds connections: stay well below max_connections
+    with ctx.Manager() as manager, ctx.Pool(openers) as pool:
+        for round_no in range(ROUNDS):
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("DROP TABLE IF EXISTS probe_checks, probe_reports, schema_version")
+            barrier = manager.Barrier(openers)
+            errors = pool.starmap(
+                _open_pg_and_add, [(url, barrier, f"h{i}") for i in range(openers)]
+            )
+            failed = [e for e in errors if e]
+            assert not failed, f"round {round_no}: {len(failed)} of {openers} failed: {failed[:3]}"
+            with psycopg.connect(url) as conn:
+                versions = [v for (v,) in conn.execute("SELECT version FROM schema_version")]
+                stored = conn.execute("SELECT COUNT(*) FROM probe_reports").fetchone()
+            assert sorted(versions) == list(range(1, LATEST + 1))
+            assert stored == (openers,)
+
+
+def test_postgres_pool_exhaustion_is_a_store_error_and_a_503() -> None:
+    """Every pooled connection busy (here: the one, waiting on a table lock someone else holds):
+    the next request gets StoreError after the pool's timeout, and the API a 503 problem."""
+    import psycopg
+
+    url = _need_pg()
+    store = PostgresStore(url, pool_size=1, pool_timeout_s=0.5)
+    client = TestClient(create_app(Settings(database_url=url), store=store))
+    locker = psycopg.connect(url)
+    locker.execute("LOCK TABLE probe_reports IN ACCESS EXCLUSIVE MODE")
+    blocked = threading.Thread(target=store.count)
+    blocked.start()
+    try:
+        time.sleep(0.3)  # the pool's only connection now waits for the lock
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="PostgreSQL"):
+            store.count()
+        assert time.monotonic() - started < 3.0
+        answer = client.get("/v1/probe-reports")
+        assert answer.status_code == 503, answer.text
+        assert answer.headers["content-type"] == "application/problem+json"
+        assert answer.json()["title"] == "Storage unavailable"
+    finally:
+        locker.rollback()
+        locker.close()
+        blocked.join(10)
+    assert store.count() >= 0  # the connection is back in the pool and works
+    store.close()
