@@ -89,7 +89,12 @@ class PostgresStore:
             raise StoreError(f"PostgreSQL: {_safe(exc)}") from None
 
     def add(self, report: dict[str, Any], received_at: dt.datetime | None = None) -> StoredReport:
-        return q.add(self._tx, _pg, report, received_at, self.schema_version)
+        return q.add(self._tx, _pg, report, received_at, self.schema_version)[0]
+
+    def add_once(
+        self, report: dict[str, Any], key: str, received_at: dt.datetime | None = None
+    ) -> tuple[StoredReport, bool]:
+        return q.add(self._tx, _pg, report, received_at, self.schema_version, key)
 
     def get(self, report_id: str) -> StoredReport | None:
         return q.get(self._tx, _pg, report_id)

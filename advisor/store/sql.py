@@ -19,6 +19,7 @@ from advisor.store.base import (
     ReportFilter,
     StoredReport,
     StoredUtilisation,
+    canonical_json,
     check_rows,
     report_fields,
     summarize_fleet,
@@ -63,7 +64,17 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE INDEX IF NOT EXISTS utilisation_reports_host ON utilisation_reports (host)",
         ],
     ),
+    (
+        4,
+        [
+            # The client's Idempotency-Key (or the content digest): a report is stored once.
+            # Older rows have none; NULLs never collide in a unique index.
+            "ALTER TABLE probe_reports ADD COLUMN idempotency_key TEXT",
+            "CREATE UNIQUE INDEX probe_reports_idempotency ON probe_reports (idempotency_key)",
+        ],
+    ),
 ]
+IDEMPOTENCY_VERSION = 4
 LATEST = MIGRATIONS[-1][0]
 
 Cursor = Any
@@ -125,41 +136,55 @@ def _insert_checks(cur: Cursor, sql: Callable[[str], str], rows: Sequence[CheckR
         )
 
 
+_REPORT_COLUMNS = "SELECT id, received_at, host, accelerator, verdict, body FROM probe_reports"
+
+
 def add(
     tx: Transaction,
     sql: Callable[[str], str],
     report: dict[str, Any],
     received_at: dt.datetime | None,
     schema_version: int = LATEST,
-) -> StoredReport:
+    key: str | None = None,
+) -> tuple[StoredReport, bool]:
+    """Store `report` unless a report with `key` is stored already: (the stored report, whether
+    it was stored now). The unique index decides, inside the transaction, so that simultaneous
+    posts with one key store one report on either database."""
     report_id = uuid.uuid4().hex
     when = received_at or dt.datetime.now(dt.UTC)
     host, accelerator, verdict = report_fields(report)
-    body = json.dumps(report, separators=(",", ":"), sort_keys=True)
+    row = (report_id, format_time(when), host, accelerator, verdict, canonical_json(report))
     with tx() as cur:  # one transaction: the report and its check rows, or nothing
-        cur.execute(
-            sql(
-                "INSERT INTO probe_reports (id, received_at, host, accelerator, verdict, body)"
-                " VALUES (?, ?, ?, ?, ?, ?)"
-            ),
-            (report_id, format_time(when), host, accelerator, verdict, body),
-        )
+        if schema_version < IDEMPOTENCY_VERSION:  # (a database migrated only part of the way)
+            cur.execute(
+                sql(
+                    "INSERT INTO probe_reports (id, received_at, host, accelerator, verdict, body)"
+                    " VALUES (?, ?, ?, ?, ?, ?)"
+                ),
+                row,
+            )
+        else:
+            cur.execute(
+                sql(
+                    "INSERT INTO probe_reports"
+                    " (id, received_at, host, accelerator, verdict, body, idempotency_key)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING"
+                ),
+                (*row, key),
+            )
+            if cur.rowcount == 0:  # the key is taken: answer with the report stored under it
+                cur.execute(sql(_REPORT_COLUMNS + " WHERE idempotency_key = ?"), (key,))
+                return _row(cur.fetchone()), False
         if schema_version >= 2:  # (a version-1 database has no check table yet)
             _insert_checks(cur, sql, check_rows(report_id, report))
     return StoredReport(
         report_id, parse_time(format_time(when)), host, accelerator, verdict, report
-    )
+    ), True
 
 
 def get(tx: Transaction, sql: Callable[[str], str], report_id: str) -> StoredReport | None:
     with tx() as cur:
-        cur.execute(
-            sql(
-                "SELECT id, received_at, host, accelerator, verdict, body FROM probe_reports"
-                " WHERE id = ?"
-            ),
-            (report_id,),
-        )
+        cur.execute(sql(_REPORT_COLUMNS + " WHERE id = ?"), (report_id,))
         row = cur.fetchone()
     return _row(row) if row else None
 
@@ -193,11 +218,7 @@ def list_reports(
         cur.execute(sql("SELECT COUNT(*) FROM probe_reports" + where), params)
         total = int(cur.fetchone()[0])
         cur.execute(
-            sql(
-                "SELECT id, received_at, host, accelerator, verdict, body FROM probe_reports"
-                + where
-                + " ORDER BY received_at DESC, id DESC LIMIT ? OFFSET ?"
-            ),
+            sql(_REPORT_COLUMNS + where + " ORDER BY received_at DESC, id DESC LIMIT ? OFFSET ?"),
             (*params, flt.limit, flt.offset),
         )
         rows = cur.fetchall()
@@ -257,7 +278,7 @@ def add_utilisation(
     report_id = uuid.uuid4().hex
     when = format_time(received_at or dt.datetime.now(dt.UTC))
     host = utilisation_host(report)
-    body = json.dumps(report, separators=(",", ":"), sort_keys=True)
+    body = canonical_json(report)
     with tx() as cur:
         cur.execute(
             sql(

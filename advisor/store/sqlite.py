@@ -112,7 +112,12 @@ class SqliteStore:
             self._readers.put(conn)
 
     def add(self, report: dict[str, Any], received_at: dt.datetime | None = None) -> StoredReport:
-        return q.add(self._tx, _same, report, received_at, self.schema_version)
+        return q.add(self._tx, _same, report, received_at, self.schema_version)[0]
+
+    def add_once(
+        self, report: dict[str, Any], key: str, received_at: dt.datetime | None = None
+    ) -> tuple[StoredReport, bool]:
+        return q.add(self._tx, _same, report, received_at, self.schema_version, key)
 
     def get(self, report_id: str) -> StoredReport | None:
         return q.get(self._read, _same, report_id)
