@@ -131,8 +131,16 @@ class HttpClient:
     def get(self, path: str, params: Mapping[str, str | int] | None = None) -> Reply:
         return self._call("GET", path, params=params)
 
-    def post(self, path: str, content: bytes, content_type: str = "application/json") -> Reply:
-        return self._call("POST", path, content=content, headers={"Content-Type": content_type})
+    def post(
+        self,
+        path: str,
+        content: bytes,
+        content_type: str = "application/json",
+        headers: Mapping[str, str] | None = None,
+    ) -> Reply:
+        return self._call(
+            "POST", path, content=content, headers={"Content-Type": content_type, **(headers or {})}
+        )
 
     def _call(self, method: str, path: str, **kwargs: Any) -> Reply:
         url = self.base + path

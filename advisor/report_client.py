@@ -5,6 +5,10 @@ service stays unreachable, or answers 408, 429 or 5xx, the report is written to 
 directory; the next send first delivers what the spool holds, oldest first. A report the service
 refuses as invalid (4xx other than 401/403/408/429) goes to spool/rejected/ with the reason,
 so it is kept but not retried forever.
+
+Each report gets an Idempotency-Key, a UUID made once and kept in its spool file's name: a report
+the service stored but whose answer was lost is sent again with the same key, and the service
+answers 200 with the one it stored instead of storing it twice.
 """
 
 from __future__ import annotations
@@ -84,26 +88,35 @@ class ReportSender:
             sleep=self.sleep,
         ) as client:
             reachable = self._flush(client, outcome)
-            body = json.dumps(report).encode()
-            status, detail = self._post(client, body) if reachable else (0, outcome.error or "")
-        self._settle(status, detail, body, None, outcome)
+            body, key = json.dumps(report).encode(), uuid.uuid4().hex
+            status, detail = (
+                self._post(client, body, key) if reachable else (0, outcome.error or "")
+            )
+        self._settle(status, detail, body, key, None, outcome)
         outcome.pending = len(self._spooled())
         return outcome
 
     def _flush(self, client: HttpClient, outcome: SendOutcome) -> bool:
         """Deliver spooled reports, oldest first; False as soon as the service is unreachable."""
         for path in self._spooled():
-            status, detail = self._post(client, path.read_bytes())
+            key = _spooled_key(path)
+            status, detail = self._post(client, path.read_bytes(), key)
             if status == 0 or status in SPOOL_STATUSES:
                 outcome.error = detail
                 return False
-            self._settle(status, detail, path.read_bytes(), path, outcome)
+            self._settle(status, detail, path.read_bytes(), key, path, outcome)
         return True
 
     def _settle(
-        self, status: int, detail: str, body: bytes, path: Path | None, outcome: SendOutcome
+        self,
+        status: int,
+        detail: str,
+        body: bytes,
+        key: str | None,
+        path: Path | None,
+        outcome: SendOutcome,
     ) -> None:
-        if status == 201:
+        if status in (200, 201):  # 200: stored by an earlier attempt whose answer was lost
             outcome.sent.append(_id(detail))
             if path is not None:
                 path.unlink(missing_ok=True)
@@ -111,20 +124,20 @@ class ReportSender:
         if status == 0 or status in SPOOL_STATUSES or status in KEEP_STATUSES:
             outcome.error = detail if status == 0 else f"HTTP {status}: {detail}"
             if path is None:
-                outcome.spooled = self._write(self.spool, body)
+                outcome.spooled = self._write(self.spool, body, key)
             return
         reason = f"HTTP {status}: {detail}"
         outcome.rejected.append(reason)
-        rejected = self._write(self.spool / "rejected", body)
+        rejected = self._write(self.spool / "rejected", body, key)
         write_atomically(rejected.with_suffix(".reason.txt"), reason + "\n")
         if path is not None:
             path.unlink(missing_ok=True)
 
     @staticmethod
-    def _post(client: HttpClient, body: bytes) -> tuple[int, str]:
+    def _post(client: HttpClient, body: bytes, key: str | None) -> tuple[int, str]:
         """(status, detail); status 0 = no answer. HttpClient retries what is worth retrying."""
         try:
-            reply = client.post("", body)
+            reply = client.post("", body, headers={"Idempotency-Key": key} if key else None)
         except HttpError as exc:
             return 0, str(exc)
         return reply.status, reply.text(500)
@@ -133,10 +146,18 @@ class ReportSender:
         return sorted(self.spool.glob("*.json")) if self.spool.is_dir() else []
 
     @staticmethod
-    def _write(directory: Path, body: bytes) -> Path:
+    def _write(directory: Path, body: bytes, key: str | None) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
-        name = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}.json"
+        name = f"{time.strftime('%Y%m%dT%H%M%S')}-{key or uuid.uuid4().hex[:8]}.json"
         return write_atomically(directory / name, body)  # a reader never sees half a report
+
+
+def _spooled_key(path: Path) -> str | None:
+    """The Idempotency-Key in a spool file's name (TIME-KEY.json). None for a file spooled before
+    keys (TIME-8HEX.json: too short to be unique in a fleet): the service then keys it by its
+    content, which does not change between attempts either."""
+    key = path.stem.partition("-")[2]
+    return key if len(key) == 32 else None
 
 
 def _id(detail: str) -> str:

@@ -26,7 +26,8 @@ class MemoryStore:
     def __init__(self) -> None:
         self._reports: dict[str, StoredReport] = {}
         self._utilisation: dict[str, StoredUtilisation] = {}
-        self._lock = threading.Lock()
+        self._keys: dict[str, str] = {}  # idempotency key -> report id
+        self._lock = threading.RLock()
 
     def add(self, report: dict[str, Any], received_at: dt.datetime | None = None) -> StoredReport:
         host, accelerator, verdict = report_fields(report)
@@ -41,6 +42,16 @@ class MemoryStore:
         with self._lock:
             self._reports[stored.id] = stored
         return stored
+
+    def add_once(
+        self, report: dict[str, Any], key: str, received_at: dt.datetime | None = None
+    ) -> tuple[StoredReport, bool]:
+        with self._lock:
+            if key in self._keys:
+                return self._reports[self._keys[key]], False
+            stored = self.add(report, received_at)  # (the lock is reentrant)
+            self._keys[key] = stored.id
+            return stored, True
 
     def get(self, report_id: str) -> StoredReport | None:
         return self._reports.get(report_id)

@@ -150,6 +150,7 @@ def test_probe_cli_spools_then_delivers_to_the_live_service(
         "PATH": "/usr/bin:/bin",
         "ADVISOR_PROBE_LOCK_DIR": str(tmp_path),
         "ADVISOR_CACHE_DIR": str(tmp_path / "cache"),  # a bare environment: not ~/.cache
+        "COLUMNS": "400",  # the spool path (TIME-KEY.json in a pytest tmp dir) on one line
     }
     cmd = [sys.executable, "-m", "advisor", "probe", "--only", "cpu_memcpy", "--json"]
     with refused_port() as port:

@@ -179,3 +179,28 @@ def test_report_body_is_stored_verbatim(tmp_path: Path) -> None:
     stored = s.add(body)
     assert s.get(stored.id).report == body  # type: ignore[union-attr]
     s.close()
+
+
+def test_add_once_stores_a_key_once_even_when_posted_simultaneously(store: Store) -> None:
+    import threading
+
+    body = report(host="once")
+    results: list[tuple[str, bool]] = []
+    lock = threading.Lock()
+
+    def add() -> None:
+        stored, created = store.add_once(body, "key-1")
+        with lock:
+            results.append((stored.id, created))
+
+    threads = [threading.Thread(target=add) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(created for _, created in results) == [False] * 7 + [True]
+    assert len({i for i, _ in results}) == 1 and store.count() == 1
+    (summary,) = store.fleet()
+    assert summary.checks["matmul_bf16"]["count"] == 1  # check rows stored once too
+    other, created = store.add_once(body, "key-2")
+    assert created and other.id != results[0][0] and store.count() == 2

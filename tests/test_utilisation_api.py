@@ -145,14 +145,14 @@ def test_sqlite_upgrade_from_version_2_keeps_probe_reports(tmp_path: Path) -> No
         old.add_utilisation(utilisation())  # no such table before step 3
     old.close()
     new = SqliteStore(path)
-    assert new.schema_version == q.LATEST == 3
+    assert new.schema_version == q.LATEST
     assert all(new.get(i) is not None for i in ids)
     assert new.fleet()[0].checks["matmul_bf16"]["count"] == 3
     stored = new.add_utilisation(utilisation())
     new.close()
     with sqlite3.connect(path) as conn:
         versions = [v for (v,) in conn.execute("SELECT version FROM schema_version ORDER BY 1")]
-        assert versions == [1, 2, 3]
+        assert versions == list(range(1, q.LATEST + 1))
     again = SqliteStore(path)  # opening a current database migrates nothing
     assert again.get_utilisation(stored.id) is not None and again.count() == 3
     again.close()
@@ -172,7 +172,7 @@ def test_postgres_upgrade_from_version_2_keeps_probe_reports() -> None:
     ids = [old.add(probe_report(host=f"h{i}")).id for i in range(3)]
     old.close()
     new = PostgresStore(url)
-    assert new.schema_version == 3 and all(new.get(i) is not None for i in ids)
+    assert new.schema_version == q.LATEST and all(new.get(i) is not None for i in ids)
     assert new.fleet()[0].checks["matmul_bf16"]["count"] == 3
     stored = new.add_utilisation(utilisation())
     assert new.get_utilisation(stored.id) is not None
@@ -277,6 +277,7 @@ def test_monitor_spools_then_delivers_to_the_utilisation_endpoint(
     tmp_path: Path, live_service: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(monitor_cmd, "open_nvml", lambda: Nvml(busy_and_idle()))
+    monkeypatch.setenv("COLUMNS", "400")  # the spool path (TIME-KEY.json) on one line
     spool = tmp_path / "spool"
     args = ["monitor", "--duration", "0.6s", "--interval", "0.1s", "--json"]
     args += ["--token", TOKEN, "--spool-dir", str(spool)]

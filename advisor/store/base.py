@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -69,9 +71,16 @@ class FleetSummary:
 
 
 class Store(Protocol):
-    def add(
-        self, report: dict[str, Any], received_at: dt.datetime | None = None
-    ) -> StoredReport: ...
+    def add(self, report: dict[str, Any], received_at: dt.datetime | None = None) -> StoredReport:
+        """Store `report`, always (no idempotency key)."""
+        ...
+
+    def add_once(
+        self, report: dict[str, Any], key: str, received_at: dt.datetime | None = None
+    ) -> tuple[StoredReport, bool]:
+        """Store `report` under `key` unless a report is stored under it already: (the stored
+        report, True when stored now)."""
+        ...
 
     def get(self, report_id: str) -> StoredReport | None: ...
 
@@ -100,6 +109,21 @@ class Store(Protocol):
     def count(self) -> int: ...
 
     def close(self) -> None: ...
+
+
+def canonical_json(report: dict[str, Any]) -> str:
+    """The stored text of a report: compact, keys sorted (equal reports, equal text)."""
+    return json.dumps(report, separators=(",", ":"), sort_keys=True)
+
+
+def idempotency_key(report: dict[str, Any], client_key: str | None) -> str:
+    """What makes a posted report "the same report": the client's Idempotency-Key and the
+    content's digest together, or the digest alone when the client sent no key. A retry (same
+    key, same report) is stored once; two runs with equal reports but their own keys are two;
+    a key reused for another report stores that report too (nothing is refused or lost). The
+    ':' keeps the forms apart: a client's key has none ([A-Za-z0-9._~-])."""
+    digest = "sha256:" + hashlib.sha256(canonical_json(report).encode()).hexdigest()
+    return f"{client_key}:{digest}" if client_key else digest
 
 
 def measured_a_gpu(report: dict[str, Any]) -> bool:

@@ -1,10 +1,9 @@
-"""PostgreSQL adapter (psycopg 3), for a fleet. A small pool of connections, one per thread."""
+"""PostgreSQL adapter (psycopg 3), for a fleet: connections from a psycopg_pool pool."""
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import queue
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,60 +16,85 @@ from advisor.store.base import (
     StoreError,
 )
 
+CONNECT_TIMEOUT_S = 5
+POOL_TIMEOUT_S = 5.0  # how long a request waits for a free connection before a 503
+# Taken by the migration's transaction: servers started together migrate one after another.
+# (A constant of this project's own: pg_advisory_xact_lock keys are per database.)
+MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(1796352013)"
+
 
 def _pg(statement: str) -> str:
     return statement.replace("?", "%s")  # constant statements only: no value is ever inlined
 
 
 class PostgresStore:
-    def __init__(self, url: str, *, pool_size: int = 8, migrate_to: int = q.LATEST) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 8,
+        pool_timeout_s: float = POOL_TIMEOUT_S,
+        migrate_to: int = q.LATEST,
+    ) -> None:
         try:
             import psycopg
+            from psycopg_pool import ConnectionPool, PoolTimeout
         except ImportError:
             raise StoreError(
-                "ADVISOR_DATABASE_URL points to PostgreSQL but psycopg is not installed "
-                "(pip install 'advisor[postgres]')"
+                "ADVISOR_DATABASE_URL points to PostgreSQL but psycopg or psycopg_pool is not"
+                " installed (pip install 'advisor[postgres]')"
             ) from None
-        self._psycopg = psycopg
-        self._url = url
-        self._pool: queue.LifoQueue[Any] = queue.LifoQueue()
-        self._size = pool_size
-        self._created = 0
-        self.schema_version = q.migrate(self._tx, _pg, migrate_to)
-
-    def _connection(self) -> Any:
+        self._psycopg, self._pool_timeout = psycopg, PoolTimeout
+        self._size, self._timeout_s = pool_size, pool_timeout_s
+        # The migration runs on a connection of its own, before the pool: a database that
+        # cannot be reached fails here, at once and with the driver's reason.
         try:
-            return self._pool.get_nowait()
-        except queue.Empty:
-            if self._created >= self._size:
-                return self._pool.get(timeout=10)
-        try:
-            conn = self._psycopg.connect(self._url, connect_timeout=5)
-        except self._psycopg.Error as exc:
+            migration = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S)
+        except psycopg.Error as exc:
             raise StoreError(f"cannot connect to PostgreSQL: {_safe(exc)}") from None
-        self._created += 1
-        return conn
+        with migration:
+            self.schema_version = q.migrate(
+                lambda: self._transaction(migration), _pg, migrate_to, lock=MIGRATION_LOCK
+            )
+        self._pool = ConnectionPool(
+            url,
+            kwargs={"connect_timeout": CONNECT_TIMEOUT_S},
+            min_size=1,
+            max_size=pool_size,
+            timeout=pool_timeout_s,
+            check=ConnectionPool.check_connection,  # a server restart costs no failed request
+            name="advisor",
+            open=True,
+        )
 
     @contextlib.contextmanager
-    def _tx(self) -> Iterator[Any]:
-        conn = self._connection()
-        broken = False
+    def _transaction(self, conn: Any) -> Iterator[Any]:
         try:
             with conn.transaction(), conn.cursor() as cur:
                 yield cur
         except self._psycopg.Error as exc:
-            broken = conn.closed or isinstance(exc, self._psycopg.OperationalError)
             raise StoreError(f"PostgreSQL: {_safe(exc)}") from None
-        finally:
-            if broken:
-                self._created -= 1
-                with contextlib.suppress(Exception):
-                    conn.close()
-            else:
-                self._pool.put(conn)
+
+    @contextlib.contextmanager
+    def _tx(self) -> Iterator[Any]:
+        """A transaction on a pooled connection; the pool discards a connection left broken."""
+        try:
+            with self._pool.connection() as conn, self._transaction(conn) as cur:
+                yield cur
+        except self._pool_timeout:
+            raise StoreError(
+                f"PostgreSQL: all {self._size} connections stayed busy for {self._timeout_s:g} s"
+            ) from None
+        except self._psycopg.Error as exc:  # a connection that could not be made
+            raise StoreError(f"PostgreSQL: {_safe(exc)}") from None
 
     def add(self, report: dict[str, Any], received_at: dt.datetime | None = None) -> StoredReport:
-        return q.add(self._tx, _pg, report, received_at, self.schema_version)
+        return q.add(self._tx, _pg, report, received_at, self.schema_version)[0]
+
+    def add_once(
+        self, report: dict[str, Any], key: str, received_at: dt.datetime | None = None
+    ) -> tuple[StoredReport, bool]:
+        return q.add(self._tx, _pg, report, received_at, self.schema_version, key)
 
     def get(self, report_id: str) -> StoredReport | None:
         return q.get(self._tx, _pg, report_id)
@@ -105,11 +129,7 @@ class PostgresStore:
             cur.execute("SELECT 1")
 
     def close(self) -> None:
-        while True:
-            try:
-                self._pool.get_nowait().close()
-            except queue.Empty:
-                return
+        self._pool.close()
 
 
 def _safe(exc: Exception) -> str:

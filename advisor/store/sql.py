@@ -19,6 +19,7 @@ from advisor.store.base import (
     ReportFilter,
     StoredReport,
     StoredUtilisation,
+    canonical_json,
     check_rows,
     report_fields,
     summarize_fleet,
@@ -63,7 +64,17 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE INDEX IF NOT EXISTS utilisation_reports_host ON utilisation_reports (host)",
         ],
     ),
+    (
+        4,
+        [
+            # The client's Idempotency-Key (or the content digest): a report is stored once.
+            # Older rows have none; NULLs never collide in a unique index.
+            "ALTER TABLE probe_reports ADD COLUMN idempotency_key TEXT",
+            "CREATE UNIQUE INDEX probe_reports_idempotency ON probe_reports (idempotency_key)",
+        ],
+    ),
 ]
+IDEMPOTENCY_VERSION = 4
 LATEST = MIGRATIONS[-1][0]
 
 Cursor = Any
@@ -78,24 +89,31 @@ def parse_time(value: str) -> dt.datetime:
     return dt.datetime.strptime(value, TIME_FORMAT).replace(tzinfo=dt.UTC)
 
 
-def migrate(tx: Transaction, sql: Callable[[str], str], upto: int = LATEST) -> int:
-    """Bring the schema to `upto`, one transaction per step; returns the version reached."""
+def migrate(
+    tx: Transaction, sql: Callable[[str], str], upto: int = LATEST, lock: str | None = None
+) -> int:
+    """Bring the schema to `upto` in one transaction, holding a lock that every other migrating
+    process waits for (`lock`: a statement that takes it, for a database whose transactions do
+    not lock by themselves); returns the version reached. The version is read under the lock, so
+    servers started together run each step once: the first one migrates, the others find the
+    schema done. One transaction also means a crash mid-way leaves the previous version."""
     with tx() as cur:
+        if lock is not None:
+            cur.execute(sql(lock))
         cur.execute(sql("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"))
         cur.execute(sql("SELECT MAX(version) FROM schema_version"))
         row = cur.fetchone()
-    current = row[0] if row and row[0] is not None else 0
-    for version, statements in MIGRATIONS:
-        if version <= current or version > upto:
-            continue
-        with tx() as cur:
+        current = row[0] if row and row[0] is not None else 0
+        for version, statements in MIGRATIONS:
+            if version <= current or version > upto:
+                continue
             for statement in statements:
                 cur.execute(sql(statement))
             if version == 2:
                 _backfill_checks(cur, sql)
             cur.execute(sql("INSERT INTO schema_version (version) VALUES (?)"), (version,))
-        current = version
-    return current
+            current = version
+    return int(current)
 
 
 def _backfill_checks(cur: Cursor, sql: Callable[[str], str]) -> None:
@@ -118,41 +136,55 @@ def _insert_checks(cur: Cursor, sql: Callable[[str], str], rows: Sequence[CheckR
         )
 
 
+_REPORT_COLUMNS = "SELECT id, received_at, host, accelerator, verdict, body FROM probe_reports"
+
+
 def add(
     tx: Transaction,
     sql: Callable[[str], str],
     report: dict[str, Any],
     received_at: dt.datetime | None,
     schema_version: int = LATEST,
-) -> StoredReport:
+    key: str | None = None,
+) -> tuple[StoredReport, bool]:
+    """Store `report` unless a report with `key` is stored already: (the stored report, whether
+    it was stored now). The unique index decides, inside the transaction, so that simultaneous
+    posts with one key store one report on either database."""
     report_id = uuid.uuid4().hex
     when = received_at or dt.datetime.now(dt.UTC)
     host, accelerator, verdict = report_fields(report)
-    body = json.dumps(report, separators=(",", ":"), sort_keys=True)
+    row = (report_id, format_time(when), host, accelerator, verdict, canonical_json(report))
     with tx() as cur:  # one transaction: the report and its check rows, or nothing
-        cur.execute(
-            sql(
-                "INSERT INTO probe_reports (id, received_at, host, accelerator, verdict, body)"
-                " VALUES (?, ?, ?, ?, ?, ?)"
-            ),
-            (report_id, format_time(when), host, accelerator, verdict, body),
-        )
+        if schema_version < IDEMPOTENCY_VERSION:  # (a database migrated only part of the way)
+            cur.execute(
+                sql(
+                    "INSERT INTO probe_reports (id, received_at, host, accelerator, verdict, body)"
+                    " VALUES (?, ?, ?, ?, ?, ?)"
+                ),
+                row,
+            )
+        else:
+            cur.execute(
+                sql(
+                    "INSERT INTO probe_reports"
+                    " (id, received_at, host, accelerator, verdict, body, idempotency_key)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING"
+                ),
+                (*row, key),
+            )
+            if cur.rowcount == 0:  # the key is taken: answer with the report stored under it
+                cur.execute(sql(_REPORT_COLUMNS + " WHERE idempotency_key = ?"), (key,))
+                return _row(cur.fetchone()), False
         if schema_version >= 2:  # (a version-1 database has no check table yet)
             _insert_checks(cur, sql, check_rows(report_id, report))
     return StoredReport(
         report_id, parse_time(format_time(when)), host, accelerator, verdict, report
-    )
+    ), True
 
 
 def get(tx: Transaction, sql: Callable[[str], str], report_id: str) -> StoredReport | None:
     with tx() as cur:
-        cur.execute(
-            sql(
-                "SELECT id, received_at, host, accelerator, verdict, body FROM probe_reports"
-                " WHERE id = ?"
-            ),
-            (report_id,),
-        )
+        cur.execute(sql(_REPORT_COLUMNS + " WHERE id = ?"), (report_id,))
         row = cur.fetchone()
     return _row(row) if row else None
 
@@ -186,11 +218,7 @@ def list_reports(
         cur.execute(sql("SELECT COUNT(*) FROM probe_reports" + where), params)
         total = int(cur.fetchone()[0])
         cur.execute(
-            sql(
-                "SELECT id, received_at, host, accelerator, verdict, body FROM probe_reports"
-                + where
-                + " ORDER BY received_at DESC, id DESC LIMIT ? OFFSET ?"
-            ),
+            sql(_REPORT_COLUMNS + where + " ORDER BY received_at DESC, id DESC LIMIT ? OFFSET ?"),
             (*params, flt.limit, flt.offset),
         )
         rows = cur.fetchall()
@@ -250,7 +278,7 @@ def add_utilisation(
     report_id = uuid.uuid4().hex
     when = format_time(received_at or dt.datetime.now(dt.UTC))
     host = utilisation_host(report)
-    body = json.dumps(report, separators=(",", ":"), sort_keys=True)
+    body = canonical_json(report)
     with tx() as cur:
         cur.execute(
             sql(

@@ -6,12 +6,13 @@ from __future__ import annotations
 import datetime as dt
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import APIRouter, Header, HTTPException, Query, Response
 
 from advisor.api.deps import ReadAccess, StateDep, StoreDep, WriteAccess
 from advisor.api.problems import responses
 from advisor.api.schemas import FleetSummaryOut, ReportPage, StoredReportFull, StoredReportOut
 from advisor.store import ReportFilter, StoredReport
+from advisor.store.base import idempotency_key as store_key
 from probes.report import ProbeReport
 
 router = APIRouter(prefix="/v1", tags=["probe reports"])
@@ -28,17 +29,47 @@ def _summary(r: StoredReport) -> StoredReportOut:
     )
 
 
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9._~-]+$",
+        description="Makes a retry safe: a report posted again with the same key is stored"
+        " once (advisor probe sends a UUID made once per report). Without a key, the same"
+        " report posted again is stored once.",
+    ),
+]
+
+
 @router.post(
     "/probe-reports",
     operation_id="createProbeReport",
     status_code=201,
     response_model=StoredReportOut,
     dependencies=[WriteAccess],
-    responses=responses(400, 401, 403, 413, 422, 503),
+    responses={
+        200: {
+            "model": StoredReportOut,
+            "description": "Stored before (the same report, with the same Idempotency-Key or"
+            " without one): the report stored then; nothing is stored now",
+        },
+        **responses(400, 401, 403, 413, 422, 503),
+    },
 )
-def create_report(report: ProbeReport, state: StateDep, response: Response) -> StoredReportOut:
-    stored = state.store.add(report.model_dump(mode="json"))
-    state.metrics.report_stored(stored.verdict)
+def create_report(
+    report: ProbeReport,
+    state: StateDep,
+    response: Response,
+    idempotency_key: IdempotencyKey = None,
+) -> StoredReportOut:
+    body = report.model_dump(mode="json")
+    stored, created = state.store.add_once(body, store_key(body, idempotency_key))
+    if created:
+        state.metrics.report_stored(stored.verdict)
+    else:
+        response.status_code = 200
     response.headers["Location"] = f"/v1/probe-reports/{stored.id}"
     return _summary(stored)
 

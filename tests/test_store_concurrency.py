@@ -1,0 +1,189 @@
+"""The stores under several processes and threads: simultaneous first opens of a fresh file
+(every one migrates, none fails), and reads that neither wait for a writer nor queue behind one
+another; PostgreSQL's migration and its connection pool."""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.synchronize
+import os
+import sqlite3
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from advisor.api import create_app
+from advisor.api.settings import Settings
+from advisor.store import StoreError
+from advisor.store.postgres import PostgresStore
+from advisor.store.sql import LATEST
+from advisor.store.sqlite import SqliteStore
+
+OPENERS = 48  # processes opening one fresh database at the same instant
+ROUNDS = 4
+
+
+def _open_and_add(path: str, barrier: multiprocessing.synchronize.Barrier, host: str) -> str:
+    """Open the store (the first open migrates) and add one report; '' or what went wrong."""
+    barrier.wait(30)
+    try:
+        store = SqliteStore(path)
+        store.add({"verdict": "pass", "inventory": {"hostname": host}, "checks": []})
+        store.close()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
+def test_simultaneous_first_opens_of_a_fresh_file_all_succeed(tmp_path: Path) -> None:
+    """A race shows up in some rounds only: several fresh files, each opened by 48 processes."""
+    ctx = multiprocessing.get_context("fork")  # the test module is imported once, not 48 times
+    with ctx.Manager() as manager, ctx.Pool(OPENERS) as pool:
+        for round_no in range(ROUNDS):
+            path = str(tmp_path / f"fresh-{round_no}.db")
+            barrier = manager.Barrier(OPENERS)
+            errors = pool.starmap(_open_and_add, [(path, barrier, f"h{i}") for i in range(OPENERS)])
+            failed = [e for e in errors if e]
+            assert not failed, (
+                f"round {round_no}: {len(failed)} of {OPENERS} first opens failed:"
+                f" {sorted(set(failed))[:3]}"
+            )
+            with sqlite3.connect(path) as conn:
+                versions = [v for (v,) in conn.execute("SELECT version FROM schema_version")]
+                stored = conn.execute("SELECT COUNT(*) FROM probe_reports").fetchone()[0]
+            assert sorted(versions) == list(range(1, LATEST + 1))  # every step ran exactly once
+            assert stored == OPENERS
+
+
+def test_an_open_waits_for_a_lock_held_by_another_process(tmp_path: Path) -> None:
+    """busy_timeout is in force from the first statement of a connection: an open (PRAGMAs,
+    migration) while another connection holds the write lock waits for it, then succeeds."""
+    path = str(tmp_path / "b.db")
+    SqliteStore(path).close()
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    release = threading.Timer(0.5, holder.execute, ("ROLLBACK",))
+    release.start()
+    try:
+        store = SqliteStore(path, migrate_to=LATEST)
+        store.close()
+    finally:
+        release.join()
+        holder.close()
+
+
+def test_reads_do_not_wait_for_a_writer_or_for_each_other(tmp_path: Path) -> None:
+    """Another process holds the write lock (a long transaction): reads still answer at once,
+    from their own connections, all of them (the old single locked connection made the k-th
+    read wait busy_timeout * k and then fail)."""
+    path = str(tmp_path / "r.db")
+    store = SqliteStore(path)
+    ids = [
+        store.add({"verdict": "pass", "inventory": {"hostname": f"h{i}"}, "checks": []}).id
+        for i in range(4)
+    ]
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # the write lock, held by someone else
+    writer.execute("INSERT INTO schema_version (version) VALUES (999)")
+    results: list[tuple[float, bool]] = []
+    lock = threading.Lock()
+
+    def read(report_id: str) -> None:
+        start = time.monotonic()
+        found = store.get(report_id) is not None and store.count() == 4
+        with lock:
+            results.append((time.monotonic() - start, found))
+
+    try:
+        threads = [threading.Thread(target=read, args=(i,)) for i in ids * 2]
+        started = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        elapsed = time.monotonic() - started
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+        store.close()
+    assert len(results) == 8 and all(found for _, found in results), results
+    assert elapsed < 2.0, f"8 reads took {elapsed:.1f} s while another process held the write lock"
+
+
+# -- PostgreSQL ------------------------------------------------------------------------------
+PG_URL = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
+
+
+def _need_pg() -> str:
+    if not PG_URL:
+        if os.environ.get("CI"):
+            pytest.fail("ADVISOR_TEST_POSTGRES_URL is not set in CI")
+        pytest.skip("no PostgreSQL (set ADVISOR_TEST_POSTGRES_URL; scripts/start-postgres.sh)")
+    return PG_URL
+
+
+def _open_pg_and_add(url: str, barrier: multiprocessing.synchronize.Barrier, host: str) -> str:
+    barrier.wait(30)
+    try:
+        store = PostgresStore(url)
+        store.add({"verdict": "pass", "inventory": {"hostname": host}, "checks": []})
+        store.close()
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
+def test_postgres_simultaneous_first_opens_migrate_once() -> None:
+    import psycopg
+
+    url = _need_pg()
+    ctx = multiprocessing.get_context("fork")
+    openers = 16  # each holds connections: stay well below max_connections
+    with ctx.Manager() as manager, ctx.Pool(openers) as pool:
+        for round_no in range(ROUNDS):
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("DROP TABLE IF EXISTS probe_checks, probe_reports, schema_version")
+            barrier = manager.Barrier(openers)
+            errors = pool.starmap(
+                _open_pg_and_add, [(url, barrier, f"h{i}") for i in range(openers)]
+            )
+            failed = [e for e in errors if e]
+            assert not failed, f"round {round_no}: {len(failed)} of {openers} failed: {failed[:3]}"
+            with psycopg.connect(url) as conn:
+                versions = [v for (v,) in conn.execute("SELECT version FROM schema_version")]
+                stored = conn.execute("SELECT COUNT(*) FROM probe_reports").fetchone()
+            assert sorted(versions) == list(range(1, LATEST + 1))
+            assert stored == (openers,)
+
+
+def test_postgres_pool_exhaustion_is_a_store_error_and_a_503() -> None:
+    """Every pooled connection busy (here: the one, waiting on a table lock someone else holds):
+    the next request gets StoreError after the pool's timeout, and the API a 503 problem."""
+    import psycopg
+
+    url = _need_pg()
+    store = PostgresStore(url, pool_size=1, pool_timeout_s=0.5)
+    client = TestClient(create_app(Settings(database_url=url), store=store))
+    locker = psycopg.connect(url)
+    locker.execute("LOCK TABLE probe_reports IN ACCESS EXCLUSIVE MODE")
+    blocked = threading.Thread(target=store.count)
+    blocked.start()
+    try:
+        time.sleep(0.3)  # the pool's only connection now waits for the lock
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="PostgreSQL"):
+            store.count()
+        assert time.monotonic() - started < 3.0
+        answer = client.get("/v1/probe-reports")
+        assert answer.status_code == 503, answer.text
+        assert answer.headers["content-type"] == "application/problem+json"
+        assert answer.json()["title"] == "Storage unavailable"
+    finally:
+        locker.rollback()
+        locker.close()
+        blocked.join(10)
+    assert store.count() >= 0  # the connection is back in the pool and works
+    store.close()
