@@ -143,7 +143,7 @@ class Accelerator(Strict):
     # host's memory); shown as "host memory", never 0. Only edge devices may leave it null.
     memory_gb: Annotated[float | None, Field(ge=0, le=4096)]
     memory_bandwidth_gbps: Annotated[float, Field(ge=0, le=100_000)]
-    peak_tflops: PeakTflops = PeakTflops()
+    peak_tflops: PeakTflops = Field(default_factory=PeakTflops)  # built on first use, not at import
     tdp_w: Annotated[float, Field(gt=0, le=5_000)]
     interconnect_gb_s: Annotated[float, Field(ge=0, le=10_000)] = 0
     pcie: PcieLink | None = None
@@ -360,7 +360,7 @@ class ProbeExpectation(Strict):
     """
 
     id: Id  # the accelerator id these figures are for
-    matmul_tflops: PeakTflops = PeakTflops()  # best rate of a plain torch matmul loop
+    matmul_tflops: PeakTflops = Field(default_factory=PeakTflops)  # a plain torch matmul loop
     d2d_gbps: Pos | None = None  # device-to-device copy, bytes read + written per second
     conditions: str | None = None  # sizes, software, how they were taken
     source: Annotated[str, Field(min_length=1)]
