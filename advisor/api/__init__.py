@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import signal
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
 
 from advisor import __version__
 from advisor.api import problems
@@ -15,8 +17,8 @@ from advisor.api.limits import BodyLimitMiddleware
 from advisor.api.metrics import Metrics, MetricsMiddleware
 from advisor.api.routes import catalog, estimate, ops, recommend, reports, review, utilisation
 from advisor.api.settings import Settings
-from advisor.api.state import AppState, CatalogHolder
-from advisor.store import Store, open_store
+from advisor.api.state import AppState, CatalogHolder, FleetCalibration, ReviewCache
+from advisor.store import Store, StoreError, open_store
 
 log = logging.getLogger("advisor.api")
 
@@ -28,14 +30,22 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     store = store or open_store(settings.database_url)
     if not settings.api_tokens:
         log.warning("ADVISOR_API_TOKENS is empty: every write request will be refused")
-    state = AppState(settings, holder, store, Metrics())
+    calibration = FleetCalibration(store)
+    calibration.refresh_if_changed()  # read the store once now; then only when reports arrive
+    reviews = ReviewCache(max_age_s=settings.fleet_refresh_s)
+    state = AppState(settings, holder, store, Metrics(), calibration, reviews)
+    state.metrics.add_gauges(state.gauges)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         previous = None
         with contextlib.suppress(ValueError):  # not in the main thread (tests): no SIGHUP reload
             previous = signal.signal(signal.SIGHUP, lambda *_: holder.reload())
+        refresher = asyncio.create_task(_refresh_periodically(state))
         yield
+        refresher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await refresher
         if previous is not None:
             signal.signal(signal.SIGHUP, previous)
         store.close()
@@ -57,3 +67,14 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)
     return app
+
+
+async def _refresh_periodically(state: AppState) -> None:
+    """Every fleet_refresh_s, look for reports that other processes stored (in a thread: the
+    store is read there, never on the event loop)."""
+    while True:
+        await asyncio.sleep(state.settings.fleet_refresh_s)
+        try:
+            await run_in_threadpool(state.refresh)
+        except StoreError as exc:  # the store is down: /readyz says so; try again next time
+            log.warning("fleet refresh failed: %s", exc)

@@ -10,10 +10,11 @@ from fastapi import APIRouter, HTTPException, Query, Response
 from advisor.api.deps import StateDep, StoreDep, WriteAccess
 from advisor.api.problems import responses
 from advisor.api.schemas import FleetSummaryOut, ReportPage, StoredReportFull, StoredReportOut
+from advisor.api.strict_json import StrictJSONRoute
 from advisor.store import ReportFilter, StoredReport
 from probes.report import ProbeReport
 
-router = APIRouter(prefix="/v1", tags=["probe reports"])
+router = APIRouter(prefix="/v1", tags=["probe reports"], route_class=StrictJSONRoute)
 Verdict = Literal["pass", "warn", "fail", "error"]
 
 
@@ -38,6 +39,7 @@ def _summary(r: StoredReport) -> StoredReportOut:
 def create_report(report: ProbeReport, state: StateDep, response: Response) -> StoredReportOut:
     stored = state.store.add(report.model_dump(mode="json"))
     state.metrics.report_stored(stored.verdict)
+    state.reports_arrived()
     response.headers["Location"] = f"/v1/probe-reports/{stored.id}"
     return _summary(stored)
 
