@@ -59,8 +59,12 @@ class SizedWork(_Request):
     workload: Annotated[str, Field(min_length=1, description="workload type id")]
     gpu_count: Annotated[int | None, Field(ge=0, le=4096, description="at least this many")] = None
     model: Annotated[str | None, Field(min_length=1, description="model preset id")] = None
-    params_b: Annotated[float | None, Field(gt=0, le=100_000, description="free-form size")] = None
-    tokens: Annotated[float | None, Field(gt=0, le=1e16, description="training tokens")] = None
+    # Lower bounds where the figures stop meaning anything: a model of under a million
+    # parameters, under one token, a target under a microsecond (5e-324 once divided by zero).
+    params_b: Annotated[
+        float | None, Field(ge=0.001, le=100_000, description="free-form size (billions)")
+    ] = None
+    tokens: Annotated[float | None, Field(ge=1, le=1e16, description="training tokens")] = None
     zero_stage: Annotated[int, Field(ge=0, le=3, description="ZeRO stage (3 = FSDP)")] = 3
     seq_len: Annotated[int | None, Field(gt=0, le=10_000_000)] = None
     batch: Annotated[
@@ -71,7 +75,7 @@ class SizedWork(_Request):
         Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"], Field(description="weights")
     ] = "bf16"
     context_tokens: Annotated[int | None, Field(gt=0, le=100_000_000)] = None
-    throughput_tokens_s: Annotated[float | None, Field(gt=0, le=1e12)] = None
+    throughput_tokens_s: Annotated[float | None, Field(ge=1e-3, le=1e12)] = None
     input_tokens: Annotated[int | None, Field(gt=0, le=10_000_000, description="prompt")] = None
     output_tokens: Annotated[int | None, Field(gt=0, le=10_000_000, description="generated")] = None
     concurrency: Annotated[
@@ -81,10 +85,10 @@ class SizedWork(_Request):
         None
     )
     max_ttft_ms: Annotated[
-        float | None, Field(gt=0, le=1e7, description="time to first token target")
+        float | None, Field(ge=1e-3, le=1e7, description="time to first token target")
     ] = None  # None: the workload profile's default, if any
     max_itl_ms: Annotated[
-        float | None, Field(gt=0, le=1e7, description="inter-token latency target")
+        float | None, Field(ge=1e-3, le=1e7, description="inter-token latency target")
     ] = None
     method: Annotated[
         Literal["full", "lora", "qlora"],
@@ -92,13 +96,15 @@ class SizedWork(_Request):
     ] = "full"
     lora_rank: Annotated[int, Field(ge=1, le=65_536, description="LoRA/QLoRA adapter rank")] = 16
     deadline_days: Annotated[
-        float | None, Field(gt=0, le=36_500, description="training: finish within (wall time)")
+        float | None,
+        Field(ge=1e-6, le=36_500, description="training: finish within (wall time)"),
     ] = None
     max_gpus: Annotated[
         int | None, Field(ge=1, le=1_000_000, description="training: rent at most this many GPUs")
     ] = None
     checkpoint_interval_h: Annotated[
-        float | None, Field(gt=0, le=1000, description="spot training: hours between checkpoints")
+        float | None,
+        Field(ge=1e-4, le=1000, description="spot training: hours between checkpoints"),
     ] = None  # None: the workload profile's spot policy default
 
     @property

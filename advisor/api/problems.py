@@ -145,6 +145,11 @@ def install(app: FastAPI) -> None:
     async def _advisor(_: Request, exc: AdvisorError) -> JSONResponse:
         return problem(500, "Internal error", str(exc))
 
+    @app.exception_handler(Exception)
+    async def _bug(_: Request, exc: Exception) -> JSONResponse:
+        # A bug: Starlette logs the traceback after this answer; the client gets no internals.
+        return problem(500, "Internal error", "the server failed on this request; see its log")
+
 
 def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI entries for the problem responses a route can return."""
