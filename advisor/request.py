@@ -118,6 +118,15 @@ class SizedWork(_Request):
         return self
 
 
+def _given(name: str, kind: str) -> dict[str, Any]:
+    """JSON Schema: `name` is present and not null."""
+    return {"required": [name], "properties": {name: {"type": kind}}}
+
+
+_GIVEN_MODEL = _given("model", "string")
+_GIVEN_PARAMS = _given("params_b", "number")
+
+
 class _PriceChoice(_Request):
     """Which prices count: where, and how bought."""
 
@@ -131,6 +140,9 @@ class _PriceChoice(_Request):
 
 class RecommendRequest(_PriceChoice, SizedWork):
     """What to recommend hardware for. Every constraint is optional except the workload type."""
+
+    # The contract states the model rule: model and params_b are never both given.
+    model_config = ConfigDict(json_schema_extra={"not": {"allOf": [_GIVEN_MODEL, _GIVEN_PARAMS]}})
 
     memory_gb: Annotated[
         float | None, Field(ge=0, le=1_000_000, description="accelerator memory the job needs")
@@ -166,6 +178,15 @@ Workload = RecommendRequest
 
 class EstimateRequest(_PriceChoice, SizedWork):
     """A sized workload and the hardware to estimate it on."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "allOf": [
+                {"oneOf": [_GIVEN_MODEL, _GIVEN_PARAMS]},  # exactly one of them
+                {"anyOf": [_given("instance_type", "string"), _given("accelerator", "string")]},
+            ]
+        }
+    )
 
     instance_type: Annotated[str | None, Field(min_length=1)] = None
     accelerator: Annotated[str | None, Field(min_length=1, description="GPU, without a price")] = (

@@ -6,21 +6,26 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import jsonschema_rs
 import pytest
+import yaml
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 import advisor.api.routes.review as review_route
-from advisor import Catalog
+from advisor import Catalog, load_catalog
 from advisor.api import create_app
 from advisor.api.settings import Settings
 from advisor.fleet.statistics import PLAUSIBLE_RATIO
 from advisor.store import Store, open_store
+from tests.api_server import REPO
+from tests.factories import mini_catalog_data, write_catalog
 from tests.test_estimate_api import FINE_TUNE, RATIOS, probe_report
 
 TOKEN = "hardening-token"
@@ -291,3 +296,122 @@ def test_ratios_outside_the_band_never_reach_a_response(client: TestClient, rati
     )
     review = client.get("/v1/review")
     assert review.status_code == 200
+
+
+# --- item 5: the contract ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["OPTIONS", "PUT", "DELETE", "X-MADE-UP"])
+def test_405_allows_every_method_of_the_path(client: TestClient, method: str) -> None:
+    for path, allowed in (
+        ("/v1/probe-reports", "GET, HEAD, POST"),
+        ("/v1/utilisation-reports", "GET, HEAD, POST"),
+        ("/v1/recommendations", "POST"),
+        ("/healthz", "GET, HEAD"),
+    ):
+        r = client.request(method, path)
+        assert_problem(r, 405)
+        assert r.headers["allow"] == allowed, (path, r.headers["allow"])
+
+
+def enums(spec: dict[str, Any]) -> dict[str, list[str]]:
+    schemas = spec["components"]["schemas"]
+
+    def string_branch(schema: dict[str, Any]) -> dict[str, Any]:
+        (branch,) = [b for b in schema.get("anyOf", [schema]) if b.get("type") == "string"]
+        return branch
+
+    def param(path: str, name: str) -> list[str]:
+        (p,) = [p for p in spec["paths"][path]["get"]["parameters"] if p["name"] == name]
+        return list(string_branch(p["schema"])["enum"])
+
+    return {
+        "workloads": string_branch(schemas["RecommendRequest"]["properties"]["workload"])["enum"],
+        "regions": string_branch(schemas["RecommendRequest"]["properties"]["region"])["enum"],
+        "models": string_branch(schemas["EstimateRequest"]["properties"]["model"])["enum"],
+        "accelerators": param("/v1/accelerators/{accelerator_id}", "accelerator_id"),
+        "instance_types": param("/v1/instance-types/{instance_type_id}", "instance_type_id"),
+        "review_regions": param("/v1/review", "region"),
+    }
+
+
+def expected_enums(catalog: Catalog) -> dict[str, list[str]]:
+    return {
+        "workloads": sorted(catalog.workloads),
+        "regions": sorted(catalog.regions),
+        "models": sorted(catalog.models),
+        "accelerators": sorted(catalog.accelerators),
+        "instance_types": sorted(catalog.instance_types),
+        "review_regions": sorted(catalog.regions),
+    }
+
+
+def test_the_checked_in_contract_names_the_shipped_catalog(shipped: Catalog) -> None:
+    spec = yaml.safe_load((REPO / "openapi.yaml").read_text())
+    assert enums(spec) == expected_enums(shipped)
+
+
+def test_the_live_contract_names_the_loaded_catalog(tmp_path: Path) -> None:
+    user = write_catalog(tmp_path / "cat", mini_catalog_data())
+    s = Settings(
+        database_url=f"sqlite:///{tmp_path}/l.db",
+        catalog_dir=str(user),
+        catalog_mode="replace",
+        api_tokens=(TOKEN,),  # type: ignore[arg-type]
+    )
+    with TestClient(create_app(s)) as c:
+        live = c.get("/openapi.json").json()
+        loaded = load_catalog(user, replace=True)
+        assert enums(live) == expected_enums(loaded)
+        assert "h100-sxm" not in enums(live)["accelerators"]
+        data = mini_catalog_data()
+        data["accelerators"].append(
+            {
+                **data["accelerators"][0],
+                "id": "added-gpu",
+                "name": "ADDED",
+                "no_instance_reason": "test",
+            }
+        )
+        write_catalog(user, data)
+        assert c.post("/v1/catalog/reload", headers=AUTH).json()["reloaded"] is True
+        assert "added-gpu" in enums(c.get("/openapi.json").json())["accelerators"]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "valid"),
+    [
+        ("/v1/estimates", {**FINE_TUNE}, True),
+        ("/v1/estimates", {**FINE_TUNE, "model": None, "params_b": 8.0}, True),
+        ("/v1/estimates", {**FINE_TUNE, "params_b": 8.0}, False),  # both
+        ("/v1/estimates", {k: v for k, v in FINE_TUNE.items() if k != "model"}, False),  # none
+        ("/v1/estimates", {k: v for k, v in FINE_TUNE.items() if k != "instance_type"}, False),
+        ("/v1/recommendations", {"workload": "fine_tuning"}, True),
+        ("/v1/recommendations", {"workload": "fine_tuning", "params_b": 8.0}, True),
+        (
+            "/v1/recommendations",
+            {"workload": "fine_tuning", "model": "llama-3-8b", "params_b": 8.0},
+            False,
+        ),
+    ],
+)
+def test_the_contract_states_the_model_rule(
+    client: TestClient, path: str, body: dict[str, Any], valid: bool
+) -> None:
+    spec = yaml.safe_load((REPO / "openapi.yaml").read_text())
+    ref = spec["paths"][path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    validator = jsonschema_rs.validator_for({**ref, "components": spec["components"]})
+    assert validator.is_valid(body) is valid
+    assert (client.post(path, json=body).status_code == 200) is valid
+
+
+def test_docs_need_nothing_from_outside(client: TestClient) -> None:
+    r = client.get("/docs")
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert r.headers["content-security-policy"].startswith("default-src 'none'")
+    html = r.text
+    assert "<script" not in html and "<link" not in html and "src=" not in html
+    assert not re.search(r"(href|src)=\"(https?:)?//", html), "an external asset"
+    assert "/v1/recommendations" in html and "large_scale_training" in html
+    assert "<code>workload</code>" in html
+    assert client.get("/redoc").status_code == 404

@@ -12,7 +12,7 @@ from fastapi import FastAPI
 from starlette.concurrency import run_in_threadpool
 
 from advisor import __version__
-from advisor.api import problems
+from advisor.api import contract, docs, problems
 from advisor.api.limits import BodyLimitMiddleware
 from advisor.api.metrics import Metrics, MetricsMiddleware
 from advisor.api.routes import catalog, estimate, ops, recommend, reports, review, utilisation
@@ -56,14 +56,18 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
         description="Hardware recommendations from a validated catalog, and a fleet store of "
         "GPU probe reports. Errors are application/problem+json.",
         lifespan=lifespan,
+        docs_url=None,  # Swagger UI and ReDoc load from a CDN: advisor.api.docs serves /docs
+        redoc_url=None,
     )
     app.state.advisor = state
     problems.install(app)
     problems.document(app)
+    contract.install(app, holder)
     for router in (ops.router, catalog.router, recommend.router, estimate.router, reports.router):
         app.include_router(router)
     app.include_router(utilisation.router)
     app.include_router(review.router)
+    app.include_router(docs.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)
     return app

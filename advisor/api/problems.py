@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import compile_path
 
 from advisor.errors import AdvisorError, InputError, NotFoundError
 from advisor.request import field_sentences
@@ -117,7 +118,7 @@ def install(app: FastAPI) -> None:
         return problem(422, "Invalid request", detail, errors)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         title = {
             400: "Bad Request",
             401: "Unauthorized",
@@ -126,8 +127,10 @@ def install(app: FastAPI) -> None:
             405: "Method Not Allowed",
             413: "Content Too Large",
         }.get(exc.status_code, "Error")
-        headers = dict(exc.headers) if exc.headers else None
-        return problem(exc.status_code, title, str(exc.detail), headers=headers)
+        headers = dict(exc.headers) if exc.headers else {}
+        if exc.status_code == 405 and (allowed := allowed_methods(request)) is not None:
+            headers["Allow"] = ", ".join(allowed)  # Starlette names the first route's only
+        return problem(exc.status_code, title, str(exc.detail), headers=headers or None)
 
     @app.exception_handler(NotFoundError)
     async def _not_found(_: Request, exc: NotFoundError) -> JSONResponse:
@@ -149,6 +152,17 @@ def install(app: FastAPI) -> None:
     async def _bug(_: Request, exc: Exception) -> JSONResponse:
         # A bug: Starlette logs the traceback after this answer; the client gets no internals.
         return problem(500, "Internal error", "the server failed on this request; see its log")
+
+
+def allowed_methods(request: Request) -> list[str] | None:
+    """Every method the contract lists at this path (GET and POST where both exist), and HEAD
+    with GET (Starlette answers it); None for a path outside the contract."""
+    for template, item in request.app.openapi()["paths"].items():
+        regex, _, _ = compile_path(template)
+        if regex.match(request.url.path):
+            methods = {m.upper() for m in item}
+            return sorted(methods | ({"HEAD"} if "GET" in methods else set()))
+    return None
 
 
 def responses(*codes: int) -> dict[int | str, dict[str, Any]]:

@@ -8,6 +8,7 @@ from fastapi import APIRouter
 from advisor.api.deps import CatalogDep, StateDep
 from advisor.api.problems import responses
 from advisor.api.strict_json import StrictJSONRoute
+from advisor.errors import InputError, NotFoundError
 from advisor.perf.estimate import Estimate, estimate
 from advisor.request import EstimateRequest
 
@@ -31,4 +32,7 @@ ESTIMATE_EXAMPLE = {
     openapi_extra={"requestBody": {"content": {"application/json": {"example": ESTIMATE_EXAMPLE}}}},
 )
 def create_estimate(request: EstimateRequest, catalog: CatalogDep, state: StateDep) -> Estimate:
-    return estimate(catalog, request, state.calibration.value, state.settings.min_fleet_reports)
+    try:
+        return estimate(catalog, request, state.calibration.value, state.settings.min_fleet_reports)
+    except NotFoundError as exc:  # an id in the body that the catalog lacks: an invalid field
+        raise InputError(str(exc)) from None
