@@ -125,6 +125,7 @@ def _given(name: str, kind: str) -> dict[str, Any]:
 
 _GIVEN_MODEL = _given("model", "string")
 _GIVEN_PARAMS = _given("params_b", "number")
+_GIVEN_MEMORY = _given("memory_gb", "number")
 
 
 class _PriceChoice(_Request):
@@ -141,8 +142,19 @@ class _PriceChoice(_Request):
 class RecommendRequest(_PriceChoice, SizedWork):
     """What to recommend hardware for. Every constraint is optional except the workload type."""
 
-    # The contract states the model rule: model and params_b are never both given.
-    model_config = ConfigDict(json_schema_extra={"not": {"allOf": [_GIVEN_MODEL, _GIVEN_PARAMS]}})
+    # The contract states the rules of the validators below: model and params_b are never
+    # both given, nor memory_gb with either (the model gives the memory).
+    model_config = ConfigDict(
+        json_schema_extra={
+            "not": {
+                "anyOf": [
+                    {"allOf": [_GIVEN_MODEL, _GIVEN_PARAMS]},
+                    {"allOf": [_GIVEN_MEMORY, _GIVEN_MODEL]},
+                    {"allOf": [_GIVEN_MEMORY, _GIVEN_PARAMS]},
+                ]
+            }
+        }
+    )
 
     memory_gb: Annotated[
         float | None, Field(ge=0, le=1_000_000, description="accelerator memory the job needs")
@@ -183,7 +195,7 @@ class EstimateRequest(_PriceChoice, SizedWork):
         json_schema_extra={
             "allOf": [
                 {"oneOf": [_GIVEN_MODEL, _GIVEN_PARAMS]},  # exactly one of them
-                {"anyOf": [_given("instance_type", "string"), _given("accelerator", "string")]},
+                {"oneOf": [_given("instance_type", "string"), _given("accelerator", "string")]},
             ]
         }
     )
@@ -193,6 +205,12 @@ class EstimateRequest(_PriceChoice, SizedWork):
         None
     )
     gpus_per_node: Annotated[int, Field(ge=1, le=64, description="with --accelerator")] = 8
+
+    @model_validator(mode="after")
+    def _one_kind_of_hardware(self) -> EstimateRequest:
+        if self.instance_type is not None and self.accelerator is not None:
+            raise ValueError("give either instance_type or accelerator, not both")
+        return self
 
 
 M = TypeVar("M", bound=BaseModel)

@@ -53,17 +53,32 @@ def catalog_ids(catalog: Catalog) -> dict[str, list[str]]:
 
 
 def state_catalog(spec: dict[str, Any], catalog: Catalog) -> None:
-    """Put the catalog's ids into `spec` as enums, in place."""
+    """Put the catalog's ids into `spec` as enums, in place, and the rules that follow from its
+    workload profiles: only workloads sized from a model take a model (estimates need one)."""
     ids = catalog_ids(catalog)
     schemas = spec.get("components", {}).get("schemas", {})
     for (component, prop), kind in BODY_FIELDS.items():
         _enum(schemas[component]["properties"][prop], ids[kind])
+    unsized = sorted(w for w, p in catalog.workloads.items() if p.sizing == "none")
+    sized = sorted(set(catalog.workloads) - set(unsized))
+    _enum(schemas["EstimateRequest"]["properties"]["workload"], sized)
+    recommend = schemas["RecommendRequest"]
+    recommend.setdefault("allOf", []).append(
+        {
+            "if": {"required": ["workload"], "properties": {"workload": {"enum": unsized}}},
+            "then": {"not": {"anyOf": [_given("model", "string"), _given("params_b", "number")]}},
+        }
+    )
     for path, item in spec.get("paths", {}).items():
         for operation in item.values():
             for param in operation.get("parameters", []):
                 takes = PARAMETERS.get((path, param["name"]))
                 if takes is not None:
                     _enum(param["schema"], ids[takes])
+
+
+def _given(name: str, kind: str) -> dict[str, Any]:
+    return {"required": [name], "properties": {name: {"type": kind}}}
 
 
 def _enum(schema: dict[str, Any], values: list[str]) -> None:

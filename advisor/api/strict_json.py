@@ -34,9 +34,13 @@ class NotJson:
         self.token = token
 
 
-def _float(token: str) -> float | NotJson:
+def _float(token: str) -> float | int | NotJson:
     value = float(token)
-    return value if math.isfinite(value) else NotJson(token)
+    if not math.isfinite(value):
+        return NotJson(token)
+    # JSON has one number type: 7171.0 is the integer 7171 (JSON Schema says so too), and a
+    # float field takes an int alike
+    return int(value) if value.is_integer() else value
 
 
 def _int(token: str) -> int | NotJson:
@@ -103,17 +107,27 @@ def _parse_and_check(body: bytes, model: type[BaseModel] | None) -> Any:
     value = loads(body)
     if model is not None:
         try:
-            model.model_validate(value)
-        except ValidationError as exc:
-            gc.disable()  # 90,000 error dicts: the collector would triple the time
-            try:
-                errors = exc.errors(include_url=False)[:MAX_FIELD_PROBLEMS]
-            finally:
-                gc.enable()
-            raise CappedValidationError(
-                [{**e, "loc": ("body", *e["loc"])} for e in errors], exc.error_count()
-            ) from None
+            # strict: JSON types as the contract states them (false is not a number, "1.5" is
+            # not a number); FastAPI validates the same value again, in its lax mode, after this
+            model.model_validate_json(json.dumps(value), strict=True)
+        except ValidationError as strict:
+            try:  # a body that lax validation refuses too gets its words (the CLI's)
+                model.model_validate(value)
+            except ValidationError as lax:
+                raise _capped(lax) from None
+            raise _capped(strict) from None
     return value
+
+
+def _capped(exc: ValidationError) -> CappedValidationError:
+    gc.disable()  # 90,000 error dicts: the collector would triple the time
+    try:
+        errors = exc.errors(include_url=False)[:MAX_FIELD_PROBLEMS]
+    finally:
+        gc.enable()
+    return CappedValidationError(
+        [{**e, "loc": ("body", *e["loc"])} for e in errors], exc.error_count()
+    )
 
 
 class StrictJSONRoute(APIRoute):
