@@ -21,7 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 import advisor.api.routes.review as review_route
 from advisor import Catalog, load_catalog
 from advisor.api import create_app
-from advisor.api.settings import Settings
+from advisor.api.settings import ENV, Settings
+from advisor.errors import InputError
 from advisor.fleet.statistics import PLAUSIBLE_RATIO
 from advisor.store import Store, open_store
 from tests.api_server import REPO
@@ -415,3 +416,20 @@ def test_docs_need_nothing_from_outside(client: TestClient) -> None:
     assert "/v1/recommendations" in html and "large_scale_training" in html
     assert "<code>workload</code>" in html
     assert client.get("/redoc").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("ADVISOR_MAX_PRICE_AGE_DAYS", "-1"),
+        ("ADVISOR_REQUEST_TIMEOUT_S", "0"),
+        ("ADVISOR_KEEP_ALIVE_S", "soon"),
+        ("ADVISOR_MAX_CONNECTIONS", "0"),
+        ("ADVISOR_FLEET_REFRESH_S", "NaN"),
+        ("ADVISOR_MAX_HEADER_BYTES", "10"),
+    ],
+)
+def test_every_service_setting_is_validated_at_start_up(variable: str, value: str) -> None:
+    with pytest.raises(InputError, match=variable):
+        Settings.from_env({variable: value})
+    assert variable in ENV.values()

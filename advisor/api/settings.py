@@ -19,6 +19,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from advisor.catalog.loading import DEFAULT_MAX_PRICE_AGE_DAYS
 from advisor.errors import InputError
 from advisor.perf.calibration import MIN_FLEET_REPORTS
 from advisor.validation_errors import explain_validation
@@ -61,6 +62,8 @@ class Settings(BaseSettings):
     catalog_mode: Literal["extend", "replace"] = "extend"
     max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
     min_fleet_reports: Annotated[int, Field(ge=1)] = MIN_FLEET_REPORTS
+    # prices older than this many days count as stale (catalog checks; the CLI reads the same)
+    max_price_age_days: Annotated[int, Field(ge=0)] = DEFAULT_MAX_PRICE_AGE_DAYS
     # Seconds the fleet's calibration and the review page are reused before the store is read
     # again for reports that other processes (other replicas on one PostgreSQL) stored; reports
     # this process stores refresh them at once.

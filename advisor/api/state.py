@@ -16,8 +16,8 @@ from starlette.concurrency import run_in_threadpool
 from advisor.api.metrics import Metrics
 from advisor.api.settings import Settings
 from advisor.catalog import Catalog
-from advisor.catalog.loading import load_catalog
-from advisor.errors import AdvisorError
+from advisor.catalog.loading import load_catalog, shipped_catalog_dir
+from advisor.errors import AdvisorError, InputError
 from advisor.perf.calibration import Calibration, calibrations
 from advisor.store import Store, StoreError
 
@@ -63,7 +63,17 @@ class CatalogHolder:
 
 
 def _load(settings: Settings) -> Catalog:
-    catalog = load_catalog(settings.catalog_dir, replace=settings.catalog_mode == "replace")
+    # Every input from the settings, none from the environment a second time: without a
+    # catalog directory, the shipped one alone.
+    if settings.catalog_dir is None:
+        if settings.catalog_mode == "replace":
+            raise InputError(
+                "ADVISOR_CATALOG_MODE=replace needs a catalog directory (ADVISOR_CATALOG)"
+            )
+        where, replace = str(shipped_catalog_dir()), True
+    else:
+        where, replace = settings.catalog_dir, settings.catalog_mode == "replace"
+    catalog = load_catalog(where, replace=replace, max_age_days=settings.max_price_age_days)
     for warning in catalog.warnings:
         log.warning("catalog: %s", warning)
     return catalog
