@@ -114,46 +114,50 @@ class FleetCalibration:
     """The fleet's calibration (median measured / expected matmul per accelerator), recomputed
     from the store when reports arrive, never on the read path: `value` only reads memory.
 
-    A summary reads every stored check (0.6 s at 6,400 reports), so concurrent arrivals share
-    one recomputation: each arrival takes a ticket, and a recomputation that started after the
-    ticket was taken covers it.
+    A report recomputes its accelerator's entry alone (a summary reads every stored check of it:
+    0.6 s at 6,400 reports), and concurrent arrivals share one recomputation: each arrival takes
+    a ticket, and a recomputation that started after the ticket was taken covers it.
     """
 
     def __init__(self, store: Store) -> None:
         self._store = store
         self._lock = threading.Lock()  # one recomputation at a time
         self._tickets_lock = threading.Lock()
-        self._tickets = 0  # arrivals so far
-        self._covered = 0  # arrivals the current value includes
+        self._tickets: dict[str, int] = {}  # arrivals so far, per accelerator
+        self._covered: dict[str, int] = {}  # arrivals the current value includes
         self._stored = -1  # store.count() when last computed (other processes' reports)
         self.value: dict[str, Calibration] = {}
         self.recomputed = 0  # how many times the store was read (tests, metrics)
 
-    def reports_arrived(self) -> None:
+    def report_arrived(self, accelerator: str | None) -> None:
+        if accelerator is None:
+            return  # a run that reached no GPU calibrates nothing
         with self._tickets_lock:
-            self._tickets += 1
-            ticket = self._tickets
+            ticket = self._tickets[accelerator] = self._tickets.get(accelerator, 0) + 1
         with self._lock:
-            if self._covered >= ticket:
+            if self._covered.get(accelerator, 0) >= ticket:
                 return  # another thread recomputed after this report was stored
-            self._recompute()
+            with self._tickets_lock:
+                covers = self._tickets[accelerator]
+            found = calibrations([vars(s) for s in self._store.fleet(accelerator)])
+            value = {acc: cal for acc, cal in self.value.items() if acc != accelerator}
+            self.value = {**value, **found}
+            self._covered[accelerator] = covers
+            self.recomputed += 1
 
     def refresh_if_changed(self) -> bool:
         """Recompute when the store holds a different number of reports than last time (other
         processes stored some); called by the service's periodic refresh, off the event loop."""
         with self._lock:
-            if self._store.count() == self._stored:
+            stored = self._store.count()
+            if stored == self._stored:
                 return False
-            self._recompute()
+            with self._tickets_lock:
+                covers = dict(self._tickets)
+            self.value = calibrations([vars(s) for s in self._store.fleet()])
+            self._covered, self._stored = covers, stored
+            self.recomputed += 1
             return True
-
-    def _recompute(self) -> None:  # holds the lock
-        with self._tickets_lock:
-            covers = self._tickets
-        stored = self._store.count()
-        self.value = calibrations([vars(s) for s in self._store.fleet()])
-        self._covered, self._stored = covers, stored
-        self.recomputed += 1
 
 
 class ReviewCache:
@@ -199,10 +203,12 @@ class AppState:
     # changed under it: keys the review cache.
     generation: int = 0
 
-    def reports_arrived(self) -> None:
-        """A probe or utilisation report was stored here: caches keyed by the store go stale."""
+    def report_stored(self, accelerator: str | None = None, probe: bool = True) -> None:
+        """A probe (or utilisation) report was stored here: caches keyed by the store go stale,
+        and a probe report's accelerator is calibrated again."""
         self.generation += 1
-        self.calibration.reports_arrived()
+        if probe:
+            self.calibration.report_arrived(accelerator)
 
     def refresh(self) -> None:
         """The periodic check for reports stored by other processes (off the event loop)."""

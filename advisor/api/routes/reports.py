@@ -39,7 +39,7 @@ def _summary(r: StoredReport) -> StoredReportOut:
 def create_report(report: ProbeReport, state: StateDep, response: Response) -> StoredReportOut:
     stored = state.store.add(report.model_dump(mode="json"))
     state.metrics.report_stored(stored.verdict)
-    state.reports_arrived()
+    state.report_stored(stored.accelerator)
     response.headers["Location"] = f"/v1/probe-reports/{stored.id}"
     return _summary(stored)
 

@@ -70,7 +70,7 @@ def create_utilisation_report(
     report: UtilisationReport, store: StoreDep, state: StateDep, response: Response
 ) -> StoredUtilisationOut:
     stored = store.add_utilisation(report.model_dump(mode="json"))
-    state.reports_arrived()
+    state.report_stored(probe=False)
     response.headers["Location"] = f"/v1/utilisation-reports/{stored.id}"
     return _summary(stored)
 
