@@ -59,8 +59,12 @@ class SizedWork(_Request):
     workload: Annotated[str, Field(min_length=1, description="workload type id")]
     gpu_count: Annotated[int | None, Field(ge=0, le=4096, description="at least this many")] = None
     model: Annotated[str | None, Field(min_length=1, description="model preset id")] = None
-    params_b: Annotated[float | None, Field(gt=0, le=100_000, description="free-form size")] = None
-    tokens: Annotated[float | None, Field(gt=0, le=1e16, description="training tokens")] = None
+    # Lower bounds where the figures stop meaning anything: a model of under a million
+    # parameters, under one token, a target under a microsecond (5e-324 once divided by zero).
+    params_b: Annotated[
+        float | None, Field(ge=0.001, le=100_000, description="free-form size (billions)")
+    ] = None
+    tokens: Annotated[float | None, Field(ge=1, le=1e16, description="training tokens")] = None
     zero_stage: Annotated[int, Field(ge=0, le=3, description="ZeRO stage (3 = FSDP)")] = 3
     seq_len: Annotated[int | None, Field(gt=0, le=10_000_000)] = None
     batch: Annotated[
@@ -71,7 +75,7 @@ class SizedWork(_Request):
         Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"], Field(description="weights")
     ] = "bf16"
     context_tokens: Annotated[int | None, Field(gt=0, le=100_000_000)] = None
-    throughput_tokens_s: Annotated[float | None, Field(gt=0, le=1e12)] = None
+    throughput_tokens_s: Annotated[float | None, Field(ge=1e-3, le=1e12)] = None
     input_tokens: Annotated[int | None, Field(gt=0, le=10_000_000, description="prompt")] = None
     output_tokens: Annotated[int | None, Field(gt=0, le=10_000_000, description="generated")] = None
     concurrency: Annotated[
@@ -81,10 +85,10 @@ class SizedWork(_Request):
         None
     )
     max_ttft_ms: Annotated[
-        float | None, Field(gt=0, le=1e7, description="time to first token target")
+        float | None, Field(ge=1e-3, le=1e7, description="time to first token target")
     ] = None  # None: the workload profile's default, if any
     max_itl_ms: Annotated[
-        float | None, Field(gt=0, le=1e7, description="inter-token latency target")
+        float | None, Field(ge=1e-3, le=1e7, description="inter-token latency target")
     ] = None
     method: Annotated[
         Literal["full", "lora", "qlora"],
@@ -92,13 +96,15 @@ class SizedWork(_Request):
     ] = "full"
     lora_rank: Annotated[int, Field(ge=1, le=65_536, description="LoRA/QLoRA adapter rank")] = 16
     deadline_days: Annotated[
-        float | None, Field(gt=0, le=36_500, description="training: finish within (wall time)")
+        float | None,
+        Field(ge=1e-6, le=36_500, description="training: finish within (wall time)"),
     ] = None
     max_gpus: Annotated[
         int | None, Field(ge=1, le=1_000_000, description="training: rent at most this many GPUs")
     ] = None
     checkpoint_interval_h: Annotated[
-        float | None, Field(gt=0, le=1000, description="spot training: hours between checkpoints")
+        float | None,
+        Field(ge=1e-4, le=1000, description="spot training: hours between checkpoints"),
     ] = None  # None: the workload profile's spot policy default
 
     @property
@@ -110,6 +116,16 @@ class SizedWork(_Request):
         if self.model is not None and self.params_b is not None:
             raise ValueError("give either model or params_b, not both")
         return self
+
+
+def _given(name: str, kind: str) -> dict[str, Any]:
+    """JSON Schema: `name` is present and not null."""
+    return {"required": [name], "properties": {name: {"type": kind}}}
+
+
+_GIVEN_MODEL = _given("model", "string")
+_GIVEN_PARAMS = _given("params_b", "number")
+_GIVEN_MEMORY = _given("memory_gb", "number")
 
 
 class _PriceChoice(_Request):
@@ -125,6 +141,20 @@ class _PriceChoice(_Request):
 
 class RecommendRequest(_PriceChoice, SizedWork):
     """What to recommend hardware for. Every constraint is optional except the workload type."""
+
+    # The contract states the rules of the validators below: model and params_b are never
+    # both given, nor memory_gb with either (the model gives the memory).
+    model_config = ConfigDict(
+        json_schema_extra={
+            "not": {
+                "anyOf": [
+                    {"allOf": [_GIVEN_MODEL, _GIVEN_PARAMS]},
+                    {"allOf": [_GIVEN_MEMORY, _GIVEN_MODEL]},
+                    {"allOf": [_GIVEN_MEMORY, _GIVEN_PARAMS]},
+                ]
+            }
+        }
+    )
 
     memory_gb: Annotated[
         float | None, Field(ge=0, le=1_000_000, description="accelerator memory the job needs")
@@ -161,11 +191,26 @@ Workload = RecommendRequest
 class EstimateRequest(_PriceChoice, SizedWork):
     """A sized workload and the hardware to estimate it on."""
 
+    model_config = ConfigDict(
+        json_schema_extra={
+            "allOf": [
+                {"oneOf": [_GIVEN_MODEL, _GIVEN_PARAMS]},  # exactly one of them
+                {"oneOf": [_given("instance_type", "string"), _given("accelerator", "string")]},
+            ]
+        }
+    )
+
     instance_type: Annotated[str | None, Field(min_length=1)] = None
     accelerator: Annotated[str | None, Field(min_length=1, description="GPU, without a price")] = (
         None
     )
     gpus_per_node: Annotated[int, Field(ge=1, le=64, description="with --accelerator")] = 8
+
+    @model_validator(mode="after")
+    def _one_kind_of_hardware(self) -> EstimateRequest:
+        if self.instance_type is not None and self.accelerator is not None:
+            raise ValueError("give either instance_type or accelerator, not both")
+        return self
 
 
 M = TypeVar("M", bound=BaseModel)

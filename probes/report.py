@@ -4,12 +4,12 @@ or not readable", never a crash."""
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from probes.stats import Measurement
+from probes.timestamps import Rfc3339
 
 SCHEMA_VERSION = 1
 Status = Literal["pass", "warn", "fail", "skip", "error"]
@@ -101,7 +101,7 @@ class Check(_Model):
 
 class ProbeReport(_Model):
     schema_version: int = SCHEMA_VERSION
-    created_at: dt.datetime
+    created_at: Rfc3339
     mode: Literal["quick", "full"]
     device: int
     verdict: Verdict
@@ -144,7 +144,7 @@ class UtilisationReport(_Model):
 
     schema_version: int = SCHEMA_VERSION
     kind: Literal["utilisation"] = "utilisation"
-    created_at: dt.datetime
+    created_at: Rfc3339
     host: str
     instance_type: str | None = None  # catalog id, when the operator says what this machine is
     duration_s: float

@@ -126,7 +126,7 @@ def test_report_store_list_get_and_fleet(client: TestClient) -> None:
     assert page["total"] == 1 and page["items"][0]["id"] == rid and page["next_offset"] is None
     assert client.get("/v1/probe-reports", params={"host": "elsewhere"}).json()["total"] == 0
     assert (
-        client.get("/v1/probe-reports", params={"since": "2999-01-01T00:00:00"}).json()["total"]
+        client.get("/v1/probe-reports", params={"since": "2999-01-01T00:00:00Z"}).json()["total"]
         == 0
     )
     problem(client.get("/v1/probe-reports/nope"), 404)

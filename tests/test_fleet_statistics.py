@@ -101,6 +101,8 @@ def test_the_store_summary_has_the_hand_figures(store: MemoryStore) -> None:
     )
     assert summary.checks["ecc"] == {
         "count": 5,
+        "ratios": 0,
+        "ratios_ignored": 0,
         "ratio_median": None,
         "ratio_p10": None,
         "ratio_p90": None,

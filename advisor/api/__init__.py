@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import signal
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
 
 from advisor import __version__
-from advisor.api import problems
+from advisor.api import contract, docs, problems
 from advisor.api.limits import BodyLimitMiddleware
 from advisor.api.metrics import Metrics, MetricsMiddleware
 from advisor.api.routes import catalog, estimate, ops, recommend, reports, review, utilisation
 from advisor.api.settings import Settings
-from advisor.api.state import AppState, CatalogHolder
-from advisor.store import Store, open_store
+from advisor.api.state import AppState, CatalogHolder, FleetCalibration, ReviewCache
+from advisor.store import Store, StoreError, open_store
 
 log = logging.getLogger("advisor.api")
 
@@ -33,14 +35,22 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
             "ADVISOR_READ_TOKENS is empty: stored reports (host names, GPU UUIDs, process "
             "names), the fleet summary and the review are readable without a token"
         )
-    state = AppState(settings, holder, store, Metrics())
+    calibration = FleetCalibration(store)
+    calibration.refresh_if_changed()  # read the store once now; then only when reports arrive
+    reviews = ReviewCache(max_age_s=settings.fleet_refresh_s)
+    state = AppState(settings, holder, store, Metrics(), calibration, reviews)
+    state.metrics.add_gauges(state.gauges)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         previous = None
         with contextlib.suppress(ValueError):  # not in the main thread (tests): no SIGHUP reload
             previous = signal.signal(signal.SIGHUP, lambda *_: holder.reload())
+        refresher = asyncio.create_task(_refresh_periodically(state))
         yield
+        refresher.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await refresher
         if previous is not None:
             signal.signal(signal.SIGHUP, previous)
         store.close()
@@ -51,14 +61,29 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
         description="Hardware recommendations from a validated catalog, and a fleet store of "
         "GPU probe reports. Errors are application/problem+json.",
         lifespan=lifespan,
+        docs_url=None,  # Swagger UI and ReDoc load from a CDN: advisor.api.docs serves /docs
+        redoc_url=None,
     )
     app.state.advisor = state
     problems.install(app)
     problems.document(app)
+    contract.install(app, holder)
     for router in (ops.router, catalog.router, recommend.router, estimate.router, reports.router):
         app.include_router(router)
     app.include_router(utilisation.router)
     app.include_router(review.router)
+    app.include_router(docs.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=state.metrics)
     return app
+
+
+async def _refresh_periodically(state: AppState) -> None:
+    """Every fleet_refresh_s, look for reports that other processes stored (in a thread: the
+    store is read there, never on the event loop)."""
+    while True:
+        await asyncio.sleep(state.settings.fleet_refresh_s)
+        try:
+            await run_in_threadpool(state.refresh)
+        except StoreError as exc:  # the store is down: /readyz says so; try again next time
+            log.warning("fleet refresh failed: %s", exc)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from advisor.api.problems import problem_json
 
 
 class BodyLimitMiddleware:
@@ -47,14 +47,9 @@ class BodyLimitMiddleware:
         await self.app(scope, limited_receive, tracking_send)
 
     async def _reject(self, send: Send) -> None:
-        body = json.dumps(
-            {
-                "type": "about:blank",
-                "title": "Content Too Large",
-                "status": 413,
-                "detail": f"request body is larger than {self.max_bytes} bytes",
-            }
-        ).encode()
+        body = problem_json(
+            413, "Content Too Large", f"request body is larger than {self.max_bytes} bytes"
+        )
         await send(
             {
                 "type": "http.response.start",

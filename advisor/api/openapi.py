@@ -17,7 +17,8 @@ from advisor.api.settings import Settings
 
 def spec() -> dict[str, Any]:
     """The spec of an app over an in-memory SQLite database: no file, and nothing is stored."""
-    app = create_app(Settings(database_url="sqlite://"))
+    # the shipped catalog, whatever ADVISOR_CATALOG says in this shell
+    app = create_app(Settings(database_url="sqlite://", catalog_dir=None, catalog_mode="extend"))
     try:
         return app.openapi()
     finally:

@@ -1,56 +1,124 @@
-"""Service settings, read from the environment once and validated at start-up."""
+"""Service settings: the one object that configures `advisor serve`, read from ADVISOR_*
+environment variables by pydantic-settings and validated at start-up (a bad value stops the
+service before the port opens, naming the variable)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Annotated
+from contextvars import ContextVar
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
+from advisor.catalog.loading import DEFAULT_MAX_PRICE_AGE_DAYS
 from advisor.errors import InputError
 from advisor.perf.calibration import MIN_FLEET_REPORTS
 from advisor.validation_errors import explain_validation
 
-ENV = {
-    "database_url": "ADVISOR_DATABASE_URL",
-    "api_tokens": "ADVISOR_API_TOKENS",
-    "read_tokens": "ADVISOR_READ_TOKENS",
-    "catalog_dir": "ADVISOR_CATALOG",
-    "catalog_mode": "ADVISOR_CATALOG_MODE",
-    "max_body_bytes": "ADVISOR_MAX_BODY_BYTES",
-    "min_fleet_reports": "ADVISOR_MIN_FLEET_REPORTS",
-}
+PREFIX = "ADVISOR_"
+# The environment that `Settings.from_env` reads (os.environ unless a mapping is given).
+_ENVIRON: ContextVar[Mapping[str, str] | None] = ContextVar(
+    "advisor_settings_environ", default=None
+)
 
 
-class Settings(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Environ(EnvSettingsSource):
+    """pydantic-settings' environment source over a given mapping (os.environ by default), so
+    that a Dockerfile's ENV lines or a test's dict are validated exactly as the real environment."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {k.lower(): v for k, v in self._environ.items() if v != ""}
+
+
+class Settings(BaseSettings):
+    """Defaults are safe for one host: SQLite next to the working directory, no write tokens,
+    1 MiB bodies, and connection limits that keep file descriptors and memory bounded."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=PREFIX,
+        extra="forbid",
+        frozen=True,
+        populate_by_name=True,
+        allow_inf_nan=False,
+    )
 
     database_url: Annotated[str, Field(min_length=1)] = "sqlite:///advisor.db"
-    api_tokens: tuple[SecretStr, ...] = ()  # never printed: SecretStr hides them in reprs
+    # Comma-separated in the environment; never printed (SecretStr hides them in reprs).
+    api_tokens: Annotated[tuple[SecretStr, ...], NoDecode] = ()
     # Guard the reads that name hosts, GPUs and processes; empty: those reads are open.
-    read_tokens: tuple[SecretStr, ...] = ()
-    catalog_dir: str | None = None
-    catalog_mode: Annotated[str, Field(pattern="^(extend|replace)$")] = "extend"
+    read_tokens: Annotated[tuple[SecretStr, ...], NoDecode] = ()
+    catalog_dir: Annotated[str | None, Field(validation_alias="ADVISOR_CATALOG")] = None
+    catalog_mode: Literal["extend", "replace"] = "extend"
     max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
     min_fleet_reports: Annotated[int, Field(ge=1)] = MIN_FLEET_REPORTS
+    # prices older than this many days count as stale (catalog checks; the CLI reads the same)
+    max_price_age_days: Annotated[int, Field(ge=0)] = DEFAULT_MAX_PRICE_AGE_DAYS
+    # Seconds the fleet's calibration and the review page are reused before the store is read
+    # again for reports that other processes (other replicas on one PostgreSQL) stored; reports
+    # this process stores refresh them at once.
+    fleet_refresh_s: Annotated[float, Field(gt=0, le=86_400)] = 60.0
+    # uvicorn: an idle keep-alive connection is closed after keep_alive_s; a request whose
+    # headers and body have not fully arrived request_timeout_s after the connection opened (or
+    # the previous response ended) is dropped; connections beyond max_connections are answered
+    # 503 and closed at once (each open connection holds a file descriptor and buffers).
+    keep_alive_s: Annotated[int, Field(ge=1, le=3600)] = 5
+    request_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    max_connections: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
+    # h11's limit on a request line plus headers (bytes): larger is a 400 before any route.
+    max_header_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = 16 * 1024
+
+    @field_validator("api_tokens", "read_tokens", mode="before")
+    @classmethod
+    def _split_tokens(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return tuple(t.strip() for t in value.split(",") if t.strip())
+        return value
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] = os.environ) -> Settings:
-        raw: dict[str, object] = {}
-        for field, var in ENV.items():
-            value = environ.get(var)
-            if value is None or value == "":
-                continue
-            if field in ("api_tokens", "read_tokens"):
-                raw[field] = tuple(t.strip() for t in value.split(",") if t.strip())
-            else:
-                raw[field] = value
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Arguments first, then the environment; no .env or secrets files: one place to look.
+        return init_settings, _Environ(settings_cls, _ENVIRON.get() or os.environ)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The settings from `environ` (default os.environ); InputError naming each bad
+        variable."""
+        token = _ENVIRON.set(environ if environ is not None else os.environ)
         try:
-            return cls.model_validate(raw)
+            return cls()
         except ValidationError as exc:
             problems = "; ".join(
                 f"{ENV.get(f.split('.')[0].split('[')[0], f)}: {m}"
                 for f, m in explain_validation(exc, cls)
             )
             raise InputError(f"invalid service settings: {problems}") from None
+        finally:
+            _ENVIRON.reset(token)
+
+
+def _env_name(name: str, info: FieldInfo) -> str:
+    alias = info.validation_alias
+    return alias if isinstance(alias, str) else PREFIX + name.upper()
+
+
+ENV = {name: _env_name(name, info) for name, info in Settings.model_fields.items()}

@@ -28,20 +28,18 @@ def serve(
     import uvicorn
 
     from advisor.api import create_app
+    from advisor.api.server import uvicorn_config
+    from advisor.api.settings import Settings
 
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    app = create_app()  # settings, catalog and database are checked before the port opens
+    settings = Settings.from_env()
+    app = create_app(settings)  # settings, catalog and database are checked before the port opens
     sock = listen_socket(host, port)
     bound_port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=bound_port,
-        access_log=access_log,
-        log_level=log_level,
-        timeout_graceful_shutdown=5,
+    config = uvicorn_config(
+        app, settings, host=host, port=bound_port, access_log=access_log, log_level=log_level
     )
     shown = f"[{host}]" if ":" in host else host
     # Always printed (whatever the log level): tests and benchmarks read the port from this line.

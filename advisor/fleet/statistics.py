@@ -18,6 +18,30 @@ from probes.stats import quantile
 A = TypeVar("A", bound=Hashable)
 
 
+@dataclass(frozen=True)
+class PlausibleBand:
+    """The measured / expected ratios that can be a measurement of the part the expectation is
+    for; the others are ignored (and counted), so that a few bad reports cannot move a median."""
+
+    low: float
+    high: float
+    why: str
+
+    def holds(self, ratio: float) -> bool:
+        return self.low <= ratio <= self.high  # False for NaN
+
+
+PLAUSIBLE_RATIO = PlausibleBand(
+    0.05,
+    1.5,
+    why="Expectations are datasheet peaks (or link rates), and real probe runs measure 0.1 to "
+    "1.3 of them (benchmarks/results). Above 1.5 a part would beat its datasheet's peak by half "
+    "again, which boost clocks cannot do: the report mixed units, read a sparse figure as dense "
+    "or is made up. Below 0.05 the run measured something else than the part (a CPU fallback, a "
+    "device shared or stalled); its failed status still counts against the host.",
+)
+
+
 # One check: (name, status, measured, expected, unit); advisor.review.data.CheckResult is one.
 Check = tuple[str, str, float | None, float | None, str | None]
 # One probe run's checks: (accelerator, host, checks). Plain tuples, not classes: the review
@@ -33,7 +57,8 @@ class CheckStats(Generic[A]):
     check: str
     unit: str | None  # of the first run with a ratio
     runs: int  # every run of the check, whatever its status
-    ratios: int  # runs with a measured and a non-zero expected value
+    ratios: int  # runs with a measured and a non-zero expected value, inside PLAUSIBLE_RATIO
+    ignored: int  # runs whose ratio is outside PLAUSIBLE_RATIO (not in the median)
     median: float | None  # of measured / expected; None without a ratio
     p10: float | None
     p90: float | None
@@ -82,6 +107,8 @@ def fleet_statistics(runs: Iterable[RunChecks[A]]) -> FleetStatistics[A]:
     host_ratios: dict[tuple[str, A, str], list[float]] = defaultdict(list)
     host_runs: dict[tuple[str, A, str], int] = defaultdict(int)
     host_failed: dict[tuple[str, A, str], int] = defaultdict(int)
+    ignored: dict[tuple[A, str], int] = defaultdict(int)
+    plausible = PLAUSIBLE_RATIO.holds
     # One loop over every check of every run, flat keys: the review reads 170,000 checks here.
     for acc, host, checks in runs:
         for name, status, measured, expected, unit in checks:
@@ -92,6 +119,9 @@ def fleet_statistics(runs: Iterable[RunChecks[A]]) -> FleetStatistics[A]:
                 host_failed[hk] += 1
             if measured is not None and expected:
                 ratio = measured / expected
+                if not plausible(ratio):
+                    ignored[(acc, name)] += 1
+                    continue
                 fleet_ratios[(acc, name)].append(ratio)
                 host_ratios[hk].append(ratio)
                 if (acc, name) not in units:
@@ -100,7 +130,13 @@ def fleet_statistics(runs: Iterable[RunChecks[A]]) -> FleetStatistics[A]:
     for (acc, name, status), n in statuses.items():
         per_check[(acc, name)][status] = n
     checks_stats = {
-        key: _check_stats(key, sorted(fleet_ratios.get(key, ())), per_check[key], units.get(key))
+        key: _check_stats(
+            key,
+            sorted(fleet_ratios.get(key, ())),
+            ignored.get(key, 0),
+            per_check[key],
+            units.get(key),
+        )
         for key in sorted(per_check, key=_key_order)
     }
     hosts = [
@@ -115,7 +151,11 @@ def _median(values: list[float] | None) -> float | None:
 
 
 def _check_stats(
-    key: tuple[A, str], ratios: list[float], statuses: dict[str, int], unit: str | None
+    key: tuple[A, str],
+    ratios: list[float],
+    ignored: int,
+    statuses: dict[str, int],
+    unit: str | None,
 ) -> CheckStats[A]:
     return CheckStats(
         accelerator=key[0],
@@ -123,6 +163,7 @@ def _check_stats(
         unit=unit,
         runs=sum(statuses.values()),
         ratios=len(ratios),
+        ignored=ignored,
         median=quantile(ratios, 0.5),
         p10=quantile(ratios, 0.10),
         p90=quantile(ratios, 0.90),

@@ -70,7 +70,9 @@ def calibrations(fleet: list[dict[str, Any]]) -> dict[str, Calibration]:
     for summary in fleet:
         acc = summary.get("accelerator")
         stats = (summary.get("checks") or {}).get(CALIBRATION_CHECK) or {}
-        cal = calibration_from(stats.get("ratio_median"), int(stats.get("count") or 0))
+        # the runs whose ratio the median is of (a service before "ratios": every run)
+        measured = stats.get("ratios", stats.get("count"))
+        cal = calibration_from(stats.get("ratio_median"), int(measured or 0))
         if acc and cal is not None:
             out[str(acc)] = cal
     return out

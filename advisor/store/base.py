@@ -198,8 +198,10 @@ def _summary_figures(st: CheckStats[str | None]) -> dict[str, float | int | None
     """The service's wording of one check's statistics (GET /v1/fleet/summary)."""
     return {
         "count": st.runs,
+        "ratios": st.ratios,  # runs whose ratio is in the median
         "ratio_median": st.median,
         "ratio_p10": st.p10,
         "ratio_p90": st.p90,
+        "ratios_ignored": st.ignored,  # outside advisor.fleet.statistics.PLAUSIBLE_RATIO
         **{f"status_{k}": n for k, n in st.statuses.items()},
     }

@@ -82,7 +82,9 @@ Transaction = Callable[[], AbstractContextManager[Cursor]]
 
 
 def format_time(value: dt.datetime) -> str:
-    return value.astimezone(dt.UTC).strftime(TIME_FORMAT)
+    utc = value.astimezone(dt.UTC)
+    # strftime's %Y writes year 999 as "999" (glibc), which sorts after "2026": pad it
+    return f"{utc.year:04d}" + utc.strftime(TIME_FORMAT.removeprefix("%Y"))
 
 
 def parse_time(value: str) -> dt.datetime:

@@ -7,10 +7,14 @@ from fastapi import APIRouter
 
 from advisor.api.deps import CatalogDep, StateDep
 from advisor.api.problems import responses
+from advisor.api.strict_json import StrictJSONRoute
+from advisor.errors import InputError, NotFoundError
 from advisor.perf.estimate import Estimate, estimate
 from advisor.request import EstimateRequest
 
-router = APIRouter(prefix="/v1", tags=["recommendations and estimates"])
+router = APIRouter(
+    prefix="/v1", tags=["recommendations and estimates"], route_class=StrictJSONRoute
+)
 
 ESTIMATE_EXAMPLE = {
     "workload": "fine_tuning",
@@ -28,5 +32,7 @@ ESTIMATE_EXAMPLE = {
     openapi_extra={"requestBody": {"content": {"application/json": {"example": ESTIMATE_EXAMPLE}}}},
 )
 def create_estimate(request: EstimateRequest, catalog: CatalogDep, state: StateDep) -> Estimate:
-    fleet = state.fleet_calibration()
-    return estimate(catalog, request, fleet, state.settings.min_fleet_reports)
+    try:
+        return estimate(catalog, request, state.calibration.value, state.settings.min_fleet_reports)
+    except NotFoundError as exc:  # an id in the body that the catalog lacks: an invalid field
+        raise InputError(str(exc)) from None

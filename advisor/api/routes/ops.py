@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from fastapi import APIRouter
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from advisor.api.deps import StateDep, WriteAccess
 from advisor.api.problems import responses
@@ -63,18 +64,8 @@ def readyz(state: StateDep) -> JSONResponse:
     response_class=PlainTextResponse,
     responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}},
 )
-def metrics(state: StateDep) -> PlainTextResponse:
-    extra = {
-        "advisor_catalog_reload_failing": float(state.catalog.reload_error is not None),
-        "advisor_catalog_instance_types": float(len(state.catalog.catalog.instance_types)),
-        "advisor_recommendation_cache_hits": float(state.responses.hits),
-        "advisor_recommendation_cache_misses": float(state.responses.misses),
-    }
-    try:
-        extra["advisor_probe_reports_in_store"] = float(state.store.count())
-    except StoreError:
-        extra["advisor_store_up"] = 0.0
-    return PlainTextResponse(state.metrics.render(extra), media_type="text/plain; version=0.0.4")
+def metrics(state: StateDep) -> Response:
+    return Response(state.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.post(

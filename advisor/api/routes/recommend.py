@@ -7,10 +7,13 @@ from fastapi.responses import Response
 
 from advisor.api.deps import CatalogDep, StateDep
 from advisor.api.problems import responses
+from advisor.api.strict_json import StrictJSONRoute
 from advisor.engine import Result, recommend
 from advisor.request import RecommendRequest
 
-router = APIRouter(prefix="/v1", tags=["recommendations and estimates"])
+router = APIRouter(
+    prefix="/v1", tags=["recommendations and estimates"], route_class=StrictJSONRoute
+)
 
 EXAMPLE = {"workload": "large_scale_training", "memory_gb": 80, "interconnect_gb_s": 900}
 
@@ -24,16 +27,17 @@ EXAMPLE = {"workload": "large_scale_training", "memory_gb": 80, "interconnect_gb
     responses={200: {"description": "Recommendations, best first"}, **responses(400, 413, 422)},
     openapi_extra={"requestBody": {"content": {"application/json": {"example": EXAMPLE}}}},
 )
-async def create_recommendation(
+def create_recommendation(
     workload: RecommendRequest, catalog: CatalogDep, state: StateDep
 ) -> Response:
-    # The engine takes under a millisecond: run it on the event loop (no thread hop). Results of
-    # unsized requests depend on the catalog alone and are memoised; sized ones also depend on
-    # the fleet's calibration (store, refreshed once a minute) and are computed each time.
+    # A plain `def`: FastAPI runs it in its thread pool, so that a sized request (a search over
+    # cluster sizes) never holds the event loop. Results of unsized requests depend on the
+    # catalog alone and are memoised; sized ones also depend on the fleet's calibration (kept
+    # in memory, recomputed when reports arrive) and are computed each time.
     key = (state.catalog.generation, workload.model_dump_json())
     cached = None if workload.sized else state.responses.get(key)
     if cached is None:
-        fleet = state.fleet_calibration() if workload.sized else None
+        fleet = state.calibration.value if workload.sized else None
         result = recommend(catalog, workload, fleet, state.settings.min_fleet_reports)
         cached = result.model_dump_json().encode()
         if not workload.sized:

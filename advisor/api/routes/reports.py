@@ -3,7 +3,6 @@ token, when ADVISOR_READ_TOKENS is set: they name hosts and GPUs)."""
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Header, HTTPException, Query, Response
@@ -11,11 +10,13 @@ from fastapi import APIRouter, Header, HTTPException, Query, Response
 from advisor.api.deps import ReadAccess, StateDep, StoreDep, WriteAccess
 from advisor.api.problems import responses
 from advisor.api.schemas import FleetSummaryOut, ReportPage, StoredReportFull, StoredReportOut
+from advisor.api.strict_json import StrictJSONRoute
 from advisor.store import ReportFilter, StoredReport
 from advisor.store.base import idempotency_key as store_key
 from probes.report import ProbeReport
+from probes.timestamps import Rfc3339
 
-router = APIRouter(prefix="/v1", tags=["probe reports"])
+router = APIRouter(prefix="/v1", tags=["probe reports"], route_class=StrictJSONRoute)
 Verdict = Literal["pass", "warn", "fail", "error"]
 
 
@@ -68,6 +69,7 @@ def create_report(
     stored, created = state.store.add_once(body, store_key(body, idempotency_key))
     if created:
         state.metrics.report_stored(stored.verdict)
+        state.report_stored(stored.accelerator)
     else:
         response.status_code = 200
     response.headers["Location"] = f"/v1/probe-reports/{stored.id}"
@@ -86,12 +88,12 @@ def list_reports(
     host: Annotated[str | None, Query(max_length=255)] = None,
     accelerator: Annotated[str | None, Query(max_length=100)] = None,
     verdict: Verdict | None = None,
-    since: dt.datetime | None = None,
-    until: dt.datetime | None = None,
+    since: Rfc3339 | None = None,
+    until: Rfc3339 | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> ReportPage:
-    flt = ReportFilter(host, accelerator, verdict, _aware(since), _aware(until), limit, offset)
+    flt = ReportFilter(host, accelerator, verdict, since, until, limit, offset)
     items, total = store.query(flt)
     next_offset = offset + limit if offset + limit < total else None
     return ReportPage(
@@ -130,9 +132,3 @@ def fleet_summary(
     store: StoreDep, accelerator: Annotated[str | None, Query(max_length=100)] = None
 ) -> list[FleetSummaryOut]:
     return [FleetSummaryOut(**vars(s)) for s in store.fleet(accelerator)]
-
-
-def _aware(value: dt.datetime | None) -> dt.datetime | None:
-    if value is None or value.tzinfo is not None:
-        return value
-    return value.replace(tzinfo=dt.UTC)  # a time without a zone is read as UTC

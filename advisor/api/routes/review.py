@@ -32,7 +32,7 @@ router = APIRouter(prefix="/v1", tags=["review"])
         **responses(401, 403, 422, 503),
     },
 )
-def get_review(
+async def get_review(
     store: StoreDep,
     catalog: CatalogDep,
     state: StateDep,
@@ -47,10 +47,14 @@ def get_review(
 ) -> HTMLResponse:
     if region is not None and region not in catalog.regions:
         raise InputError(unknown("region", region, catalog.regions))
-    review = build_review(
-        from_store(store), catalog, region, min_fleet_reports=state.settings.min_fleet_reports
-    )
-    page = render_html(review)
+
+    def build() -> bytes:  # in a thread: it reads the whole store
+        review = build_review(
+            from_store(store), catalog, region, min_fleet_reports=state.settings.min_fleet_reports
+        )
+        return render_html(review).encode()
+
+    page = await state.reviews.get((state.generation, state.catalog.generation, region), build)
     return HTMLResponse(
         page,
         headers={"Content-Security-Policy": CSP, "Cache-Control": "no-store"},

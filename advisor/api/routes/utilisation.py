@@ -9,12 +9,13 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import BaseModel, ConfigDict
 
-from advisor.api.deps import ReadAccess, StoreDep, WriteAccess
+from advisor.api.deps import ReadAccess, StateDep, StoreDep, WriteAccess
 from advisor.api.problems import responses
+from advisor.api.strict_json import StrictJSONRoute
 from advisor.store.base import StoredUtilisation
 from probes.report import UtilisationReport
 
-router = APIRouter(prefix="/v1", tags=["utilisation reports"])
+router = APIRouter(prefix="/v1", tags=["utilisation reports"], route_class=StrictJSONRoute)
 
 
 class StoredUtilisationOut(BaseModel):
@@ -67,9 +68,10 @@ def _summary(r: StoredUtilisation) -> StoredUtilisationOut:
     responses=responses(400, 401, 403, 413, 422, 503),
 )
 def create_utilisation_report(
-    report: UtilisationReport, store: StoreDep, response: Response
+    report: UtilisationReport, store: StoreDep, state: StateDep, response: Response
 ) -> StoredUtilisationOut:
     stored = store.add_utilisation(report.model_dump(mode="json"))
+    state.report_stored(probe=False)
     response.headers["Location"] = f"/v1/utilisation-reports/{stored.id}"
     return _summary(stored)
 

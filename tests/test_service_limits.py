@@ -1,0 +1,180 @@
+"""`advisor serve` under abuse (issue 13): connections that never finish a request, too many
+connections, malformed HTTP, and one huge invalid body must neither hold resources for ever nor
+stall other clients; every error the HTTP layer itself sends is application/problem+json."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from tests.api_server import LiveServer, live_server
+
+TOKEN = "limits-token"
+REQUEST_TIMEOUT_S = 1.5
+MAX_CONNECTIONS = 20
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    env = {
+        "ADVISOR_REQUEST_TIMEOUT_S": str(REQUEST_TIMEOUT_S),
+        "ADVISOR_MAX_CONNECTIONS": str(MAX_CONNECTIONS),
+        "ADVISOR_KEEP_ALIVE_S": "1",
+    }
+    with live_server(tmp_path_factory.mktemp("limits"), TOKEN, 4 * 1024 * 1024, env=env) as srv:
+        yield srv
+
+
+def connect(server: LiveServer) -> socket.socket:
+    url = urlsplit(server.base_url)
+    sock = socket.create_connection((url.hostname, url.port), timeout=10)
+    return sock
+
+
+def read_all(sock: socket.socket, limit_s: float = 10.0) -> tuple[bytes, float]:
+    """Everything the server sends until it closes the connection, and how long that took."""
+    start = time.monotonic()
+    sock.settimeout(limit_s)
+    data = b""
+    while True:
+        try:
+            chunk = sock.recv(65536)
+        except TimeoutError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data, time.monotonic() - start
+
+
+def head_and_body(raw: bytes) -> tuple[str, dict[str, str], bytes]:
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status, *lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
+    return status, headers, body
+
+
+def test_a_connection_that_sends_nothing_is_closed(server: LiveServer) -> None:
+    with connect(server) as sock:
+        data, waited = read_all(sock)
+    assert data == b""
+    assert waited < REQUEST_TIMEOUT_S + 3, waited
+
+
+def test_a_half_sent_request_is_answered_408_and_closed(server: LiveServer) -> None:
+    with connect(server) as sock:
+        sock.sendall(b"POST /v1/recommendations HTTP/1.1\r\nHost: x\r\nContent-Type: applic")
+        data, waited = read_all(sock)
+    assert waited < REQUEST_TIMEOUT_S + 3, waited
+    status, headers, body = head_and_body(data)
+    assert status.startswith("HTTP/1.1 408"), data
+    assert headers["content-type"] == "application/problem+json"
+    assert json.loads(body)["status"] == 408
+
+
+def test_a_half_sent_body_is_dropped(server: LiveServer) -> None:
+    with connect(server) as sock:
+        sock.sendall(
+            b"POST /v1/recommendations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 100\r\n\r\n{"workload":'
+        )
+        data, waited = read_all(sock)
+    assert waited < REQUEST_TIMEOUT_S + 3, waited
+    assert data.startswith(b"HTTP/1.1 408"), data
+
+
+def test_an_idle_keep_alive_connection_is_closed(server: LiveServer) -> None:
+    with connect(server) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        data, waited = read_all(sock)
+    assert data.startswith(b"HTTP/1.1 200"), data
+    assert waited < 4, waited  # ADVISOR_KEEP_ALIVE_S=1
+
+
+def test_connections_beyond_the_limit_get_503_and_are_closed(server: LiveServer) -> None:
+    held = [connect(server) for _ in range(MAX_CONNECTIONS)]
+    try:
+        time.sleep(0.3)  # the server has accepted them all
+        with connect(server) as extra:
+            data, _ = read_all(extra, 5)
+        status, headers, body = head_and_body(data)
+        assert status.startswith("HTTP/1.1 503"), data
+        assert headers["content-type"] == "application/problem+json"
+        assert json.loads(body)["status"] == 503
+    finally:
+        for sock in held:
+            sock.close()
+    time.sleep(0.3)
+    assert httpx.get(f"{server.base_url}/healthz", timeout=5).status_code == 200
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"GARBAGE\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: x\r\nBad Header Name: y\r\n\r\n",
+        # h11 counts the bytes of a header block still incomplete: no blank line yet
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 40_000,
+    ],
+    ids=["request-line", "header-name", "headers-too-large"],
+)
+def test_malformed_http_is_a_problem(server: LiveServer, request_bytes: bytes) -> None:
+    with connect(server) as sock:
+        sock.sendall(request_bytes)
+        data, _ = read_all(sock)
+    status, headers, body = head_and_body(data)
+    assert status.startswith("HTTP/1.1 400"), data
+    assert headers["content-type"] == "application/problem+json", headers
+    assert json.loads(body)["status"] == 400
+
+
+def test_a_body_of_90000_unknown_keys_is_fast_small_and_stalls_nobody(
+    server: LiveServer,
+) -> None:
+    body = "{" + ",".join(f'"x{i:06d}":0' for i in range(90_000)) + "}"
+    assert len(body) > 1_000_000
+    answers: list[httpx.Response] = []
+    took: list[float] = []
+
+    def post() -> None:
+        start = time.monotonic()
+        answers.append(
+            httpx.post(
+                f"{server.base_url}/v1/recommendations",
+                content=body,
+                headers={"content-type": "application/json"},
+                timeout=60,
+            )
+        )
+        took.append(time.monotonic() - start)
+
+    workers = [threading.Thread(target=post) for _ in range(2)]
+    for w in workers:
+        w.start()
+    health: list[float] = []
+    with httpx.Client(base_url=server.base_url, timeout=60) as client:
+        while any(w.is_alive() for w in workers):
+            start = time.monotonic()
+            assert client.get("/healthz").status_code == 200
+            health.append(time.monotonic() - start)
+            time.sleep(0.02)
+    for w in workers:
+        w.join()
+    for r in answers:
+        assert r.status_code == 422
+        assert r.headers["content-type"] == "application/problem+json"
+        assert len(r.content) < 16 * 1024, len(r.content)
+        problem = r.json()
+        fields = [e["field"] for e in problem["errors"]]
+        assert fields[:2] == ["workload", "x000000"] and len(fields) <= 20, fields
+        # 90,000 unknown keys and the missing workload, counted
+        assert "90001 problems in all" in problem["detail"], problem["detail"]
+    assert max(took) < 3.0, took
+    assert max(health) < 0.5, health
