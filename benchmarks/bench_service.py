@@ -3,7 +3,7 @@
 Starts `python -m advisor serve` as a subprocess on a fresh SQLite store in a temp dir, then:
 
 1. start-up: seconds from spawning the interpreter until GET /healthz answers (target <= 2 s);
-2. load, in one run: for each of four endpoints, a short warm-up and then N concurrent clients
+2. load, in one run: for each endpoint, a short warm-up and then N concurrent clients
    (default 32) for a fixed duration (default 10 s): throughput, p50/p99 latency and errors
    (any non-2xx response or connection/read/write error or timeout is an error);
 3. the server's resident memory (VmRSS from /proc/<pid>/status), sampled during the whole load;
@@ -14,6 +14,9 @@ The load generator is Debian's `wrk` (-t2 -c32, POST bodies set by a Lua script)
 installed: it is written in C and leaves the server most of the second core. Without it, an
 asyncio+httpx generator in this process is used instead (it costs far more CPU per request, so
 its numbers understate the server). The output says which one ran.
+
+Targets (issue 13): recommendations with every body distinct (the engine runs each time) at
+>= 50% of /healthz throughput with p99 <= 50 ms; the cached mix is measured beside them.
 
 Run:  .venv/bin/python benchmarks/bench_service.py [--record] [--duration 10] [--loadgen auto]
 Exit status 1 when a target is not met (the numbers are printed and recorded either way).
@@ -39,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,33 +83,45 @@ class Endpoint:
     path: str
     bodies: tuple[bytes, ...] = ()  # rotated, one per request
     auth: bool = False
+    # A fresh Idempotency-Key per request: the service stores a report posted again only once
+    # (issue 13), and each request here is meant to be a new report.
+    fresh_key: bool = False
 
 
-# 4,000 different questions in turn: more than the service's 512-entry response cache holds, so
-# every request runs the engine (information beside the target row, which uses the mix above).
-DISTINCT_BODIES = tuple(
-    json.dumps({"workload": w, "memory_gb": m}).encode()
-    for m in range(1, 1001)
-    for w in (
-        "fine_tuning",
-        "batch_processing",
-        "high_throughput_inference",
-        "low_latency_inference",
-    )
-)
+# 4,000 different questions in turn, the same kinds as the mix above with different figures:
+# more than the service's 512-entry response cache holds, so every request runs the engine. The
+# targets are measured on these (issue 13); the cached mix is the row beside them.
+def _distinct_bodies(count: int) -> tuple[bytes, ...]:
+    kinds = [json.loads(body) for body in RECOMMEND_BODIES]
+    varied = {"edge_inference": "power_budget_w", "batch_processing": "max_hourly_usd"}
+    bodies = []
+    for i in range(count):
+        body = dict(kinds[i % len(kinds)])
+        field_name = varied.get(body["workload"], "memory_gb")
+        body[field_name] = 1 + i // len(kinds)  # 1, 2, ... 500: distinct within each kind
+        bodies.append(json.dumps(body).encode())
+    return tuple(bodies)
+
+
+DISTINCT_BODIES = _distinct_bodies(4000)
 
 ENDPOINTS = [
     Endpoint("GET /healthz", "GET", "/healthz"),
     Endpoint("GET /v1/instance-types", "GET", "/v1/instance-types"),
-    Endpoint("POST /v1/recommendations", "POST", "/v1/recommendations", RECOMMEND_BODIES),
     Endpoint(
         "POST recommendations, 4k distinct",
         "POST",
-        "/v1/recommendations?distinct",
+        "/v1/recommendations",
         DISTINCT_BODIES,
     ),
+    Endpoint("POST recommendations, 8 cached", "POST", "/v1/recommendations", RECOMMEND_BODIES),
     Endpoint(
-        "POST /v1/probe-reports", "POST", "/v1/probe-reports", (PROBE_REPORT.read_bytes(),), True
+        "POST /v1/probe-reports",
+        "POST",
+        "/v1/probe-reports",
+        (PROBE_REPORT.read_bytes(),),
+        auth=True,
+        fresh_key=True,
     ),
 ]
 
@@ -266,14 +282,23 @@ for _, name in ipairs(body_files) do
 end
 if #bodies > 0 then wrk.headers["Content-Type"] = "application/json" end
 %(auth)s
-local turn = 0
+local fresh_key = %(fresh_key)s
+local nonce = tostring({}):sub(8)  -- differs between runs and threads
+local turn, sent = 0, 0
 function request()
+  if fresh_key then
+    sent = sent + 1
+    wrk.headers["Idempotency-Key"] = string.format("bench-%%s-%%s-%%d", nonce, tid or 0, sent)
+  end
   if #bodies == 0 then return wrk.format() end
   turn = turn %% #bodies + 1
   return wrk.format(nil, nil, nil, bodies[turn])
 end
 local threads = {}
-function setup(thread) table.insert(threads, thread) end
+function setup(thread)
+  table.insert(threads, thread)
+  thread:set("tid", #threads)
+end
 function init(args) ok = 0; bad = 0 end
 function response(status, headers, body)
   if status >= 200 and status < 300 then ok = ok + 1 else bad = bad + 1 end
@@ -293,14 +318,21 @@ end
 def lua_script(ep: Endpoint, tmp: Path) -> Path:
     names = []
     for i, body in enumerate(ep.bodies):
-        bf = tmp / f"body-{abs(hash(ep.path))}-{i}.json"
+        bf = tmp / f"body-{abs(hash(ep.label))}-{i}.json"
         bf.write_bytes(body)
         names.append(json.dumps(str(bf)))
     body_files = "{" + ", ".join(names) + "}"
     auth = f'wrk.headers["Authorization"] = "Bearer {TOKEN}"' if ep.auth else ""
-    script = tmp / f"wrk-{abs(hash(ep.path))}.lua"
+    script = tmp / f"wrk-{abs(hash(ep.label))}.lua"
+    fresh_key = "true" if ep.fresh_key else "false"
     script.write_text(
-        LUA % {"body_files": body_files, "method": json.dumps(ep.method), "auth": auth}
+        LUA
+        % {
+            "body_files": body_files,
+            "method": json.dumps(ep.method),
+            "auth": auth,
+            "fresh_key": fresh_key,
+        }
     )
     return script
 
@@ -368,7 +400,10 @@ async def _python_load(ep: Endpoint, port: int, seconds: float, conns: int) -> R
                 try:
                     body = ep.bodies[sent % len(ep.bodies)] if ep.bodies else None
                     sent += 1
-                    r = await client.request(ep.method, ep.path, content=body, headers=headers)
+                    fresh = {"Idempotency-Key": f"bench-{uuid.uuid4()}"} if ep.fresh_key else {}
+                    r = await client.request(
+                        ep.method, ep.path, content=body, headers={**headers, **fresh}
+                    )
                     await r.aread()
                 except httpx.TimeoutException:
                     detail["timeout"] = detail.get("timeout", 0) + 1
@@ -513,7 +548,7 @@ def main() -> int:
                     )
                 else:
                     warm, _ = run_python(ep, port, args.warmup, args.connections)
-                warm_ok[ep.path] = warm.ok
+                warm_ok[ep.label] = warm.ok
                 sampler.reset()
                 c0, m0, t0 = cpu_seconds(pid), machine_busy_seconds(), time.perf_counter()
                 if wrk:
@@ -580,9 +615,9 @@ def main() -> int:
     say(
         f"torch mapped by the server: {', '.join(sorted(set(torch_maps))) or 'no (no torch in /proc/<pid>/maps)'}"
     )
-    by = {r.endpoint.path: r for r in results}
-    posted = by["/v1/probe-reports"]
-    acked = posted.ok + warm_ok[posted.endpoint.path]
+    by = {r.endpoint.label: r for r in results}
+    posted = by["POST /v1/probe-reports"]
+    acked = posted.ok + warm_ok[posted.endpoint.label]
     # A load generator stops with requests in flight: the server may still commit those (at
     # most one per connection per run), so the store may hold a few more than were acknowledged.
     slack = 2 * args.connections
@@ -599,17 +634,17 @@ def main() -> int:
     say()
 
     # ------------------------------------------------------------------ targets
-    health, recs = by["/healthz"], by["/v1/recommendations"]
+    health, recs = by["GET /healthz"], by["POST recommendations, 4k distinct"]
     ratio = recs.rps / health.rps if health.rps else 0.0
     total_errors = sum(r.errors for r in results)
     checks = [
         (
-            f"recommendations throughput >= {TARGET_RATIO:.0%} of /healthz",
+            f"distinct recommendations >= {TARGET_RATIO:.0%} of /healthz req/s",
             f"{recs.rps:.0f} / {health.rps:.0f} req/s = {ratio:.0%}",
             ratio >= TARGET_RATIO,
         ),
         (
-            f"recommendations p99 <= {TARGET_P99_MS:g} ms",
+            f"distinct recommendations p99 <= {TARGET_P99_MS:g} ms",
             f"{recs.p99_ms:.2f} ms",
             recs.p99_ms <= TARGET_P99_MS,
         ),

@@ -91,6 +91,32 @@ def test_invalid_bodies_are_422_naming_the_field(
     assert any(e["field"] == field and message in e["message"] for e in r["errors"]), r
 
 
+@pytest.mark.parametrize(
+    "method, path",
+    [
+        ("GET", "/v1/probe-reports?limt=5"),  # a misspelt filter would mean "no filter"
+        ("GET", "/v1/accelerators?vendr=nvidia"),  # the filters are named exactly
+        ("GET", "/v1/fleet/summary?host=a"),  # an operation that takes no query at all
+        ("POST", "/v1/recommendations?distinct"),  # a body route: the query is checked too
+    ],
+)
+def test_undeclared_query_parameters_are_422_naming_them(
+    client: TestClient, method: str, path: str
+) -> None:
+    body = {"workload": "fine_tuning"} if method == "POST" else None
+    r = client.request(method, path, json=body)
+    assert r.status_code == 422
+    assert r.headers["content-type"] == "application/problem+json"
+    name = path.partition("?")[2].partition("=")[0]
+    assert r.json()["errors"][0]["field"] == name
+
+
+def test_operational_endpoints_ignore_query_parameters(client: TestClient) -> None:
+    """Load balancers and scrapers append their own parameters (cache busters, name[])."""
+    for path in ("/healthz?ts=1", "/metrics?name[]=x"):
+        assert client.get(path).status_code == 200, path
+
+
 def test_unknown_workload_is_422_with_valid_list(client: TestClient) -> None:
     r = problem(client.post("/v1/recommendations", json={"workload": "edge_inferenc"}), 422)
     assert "did you mean 'edge_inference'" in r["detail"]

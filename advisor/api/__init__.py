@@ -8,11 +8,12 @@ import logging
 import signal
 from collections.abc import AsyncIterator
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.concurrency import run_in_threadpool
 
 from advisor import __version__
 from advisor.api import contract, docs, problems
+from advisor.api.deps import known_query_only
 from advisor.api.limits import BodyLimitMiddleware
 from advisor.api.metrics import Metrics, MetricsMiddleware
 from advisor.api.routes import catalog, estimate, ops, recommend, reports, review, utilisation
@@ -63,6 +64,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
         lifespan=lifespan,
         docs_url=None,  # Swagger UI and ReDoc load from a CDN: advisor.api.docs serves /docs
         redoc_url=None,
+        dependencies=[Depends(known_query_only)],
     )
     app.state.advisor = state
     problems.install(app)

@@ -11,9 +11,13 @@ from collections.abc import Iterable
 from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
+from fastapi.dependencies.models import Dependant
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import SecretStr
 
+from advisor.api.problems import MAX_FIELD_PROBLEMS
 from advisor.api.state import AppState
 from advisor.catalog import Catalog
 from advisor.store import Store
@@ -83,3 +87,46 @@ async def require_read_token(
 
 WriteAccess = Depends(require_token)
 ReadAccess = Depends(require_read_token)
+
+
+async def known_query_only(request: Request) -> None:
+    """A query parameter a /v1 operation does not declare is a 422 naming it, as an unknown body
+    field is: `?limt=5` silently meaning the default would answer another question. The
+    operational endpoints (/healthz, /readyz, /metrics) keep ignoring what probes and scrapers
+    append."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute) or not request.query_params:
+        return
+    if not route.path.startswith("/v1/"):
+        return
+    declared = _declared_query(route)
+    unknown = [name for name in request.query_params if name not in declared]
+    if unknown:
+        raise RequestValidationError(
+            [
+                {
+                    "type": "extra_forbidden",
+                    "loc": ("query", name),
+                    "msg": "Extra inputs are not permitted"
+                    + (f"; declared: {', '.join(sorted(declared))}" if declared else ""),
+                    "input": request.query_params[name],
+                }
+                for name in unknown[:MAX_FIELD_PROBLEMS]
+            ]
+        )
+
+
+def _declared_query(route: APIRoute) -> frozenset[str]:
+    """The query parameters of the operation and of every dependency it has (worked out on
+    the route's first request and kept on it: routes are not hashable)."""
+    known: frozenset[str] | None = route.__dict__.get("_advisor_query_params")
+    if known is not None:
+        return known
+    names: set[str] = set()
+    pending: list[Dependant] = [route.dependant]
+    while pending:
+        dependant = pending.pop()
+        names.update(p.alias for p in dependant.query_params)
+        pending.extend(dependant.dependencies)
+    route.__dict__["_advisor_query_params"] = frozenset(names)
+    return frozenset(names)
