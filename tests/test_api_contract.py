@@ -21,6 +21,7 @@ import requests
 import schemathesis
 import yaml
 from hypothesis import HealthCheck, given, settings
+from schemathesis.core.parameters import ParameterLocation
 
 from probes.report import ProbeReport
 from tests.api_server import REPO, LiveServer, live_server
@@ -153,11 +154,14 @@ def valid_report(host: str = "contract-host-1", verdict: str = "pass") -> dict[s
 def test_generated_requests_conform(
     case: schemathesis.Case, server: LiveServer, session: requests.Session
 ) -> None:
-    # The write token goes on every request: writes need it, guarded reads accept it, the open
-    # endpoints ignore it.
-    response = case.call(base_url=server.base_url, session=session, headers=auth(), timeout=30)
+    # The write token goes on every request (writes need it, guarded reads accept it, the open
+    # endpoints ignore it), except where the case's headers are the negative part: a request
+    # generated without its required Authorization must go without it, and be refused.
+    negative_headers = case.meta is not None and case.meta.is_negative_at(ParameterLocation.HEADER)
+    headers = None if negative_headers else auth()
+    response = case.call(base_url=server.base_url, session=session, headers=headers, timeout=30)
     SENT[f"{case.operation.method.upper()} {case.operation.path}"] += 1
-    case.validate_response(response, headers=auth())
+    case.validate_response(response, headers=headers)
     if response.status_code >= 400:  # every error, documented or not, is a Problem
         assert_problem(response.status_code, header(response, "content-type"), response.content)
 
