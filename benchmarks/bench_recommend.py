@@ -303,15 +303,21 @@ def main() -> None:
     lines += [f"{a:<48} {b:>10} {c:>18} {d:>5}" for a, b, c, d in rows]
     lines.append(f"growth 1k -> 10k offerings: x{growth:.2f} (linear would be x10)")
     lines.append(f"heavy modules imported by `advisor recommend`: {heavy or 'none'}")
+    recommend_wall = statistics.median(walls["advisor recommend"])
+    issue11 = medians[10_000] <= 5 and recommend_wall <= 0.5
+    lines.append(
+        "issue 11 targets (engine <= 5 ms @10k, `advisor recommend` <= 0.5 s wall): "
+        f"{'MET' if issue11 else 'NOT MET'}"
+    )
     ok = (
-        medians[10_000] <= 5
+        issue11
         and statistics.median(sized) <= 50
         and all(statistics.median(w) <= 0.5 for w in walls.values())
         and growth <= 10
         and not heavy
     )
     lines.append(
-        "targets (<=5 ms @10k, sized <=50 ms, every command <=0.5 s wall, growth <= x10, "
+        "all targets (also: sized <=50 ms, every command <=0.5 s wall, growth <= x10, "
         f"no torch/fastapi): {'MET' if ok else 'NOT MET'}"
     )
     text = "\n".join(lines)

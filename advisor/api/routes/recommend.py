@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 from fastapi.responses import Response
+from starlette.concurrency import run_in_threadpool
 
 from advisor.api.deps import CatalogDep, StateDep
 from advisor.api.problems import responses
+from advisor.api.state import AppState
 from advisor.api.strict_json import StrictJSONRoute
+from advisor.catalog import Catalog
 from advisor.engine import Result, recommend
 from advisor.request import RecommendRequest
 
@@ -27,19 +30,23 @@ EXAMPLE = {"workload": "large_scale_training", "memory_gb": 80, "interconnect_gb
     responses={200: {"description": "Recommendations, best first"}, **responses(400, 413, 422)},
     openapi_extra={"requestBody": {"content": {"application/json": {"example": EXAMPLE}}}},
 )
-def create_recommendation(
+async def create_recommendation(
     workload: RecommendRequest, catalog: CatalogDep, state: StateDep
 ) -> Response:
-    # A plain `def`: FastAPI runs it in its thread pool, so that a sized request (a search over
-    # cluster sizes) never holds the event loop. Results of unsized requests depend on the
-    # catalog alone and are memoised; sized ones also depend on the fleet's calibration (kept
-    # in memory, recomputed when reports arrive) and are computed each time.
+    # Results of unsized requests depend on the catalog alone and are memoised: a hit is
+    # answered here. The engine runs in the thread pool, so that a sized request (a search over
+    # cluster sizes) never holds the event loop; sized results also depend on the fleet's
+    # calibration (kept in memory, recomputed when reports arrive) and are computed each time.
     key = (state.catalog.generation, workload.model_dump_json())
     cached = None if workload.sized else state.responses.get(key)
     if cached is None:
-        fleet = state.calibration.value if workload.sized else None
-        result = recommend(catalog, workload, fleet, state.settings.min_fleet_reports)
-        cached = result.model_dump_json().encode()
+        cached = await run_in_threadpool(_answer, workload, catalog, state)
         if not workload.sized:
             state.responses.put(key, cached)
     return Response(cached, media_type="application/json")
+
+
+def _answer(workload: RecommendRequest, catalog: Catalog, state: AppState) -> bytes:
+    fleet = state.calibration.value if workload.sized else None
+    result = recommend(catalog, workload, fleet, state.settings.min_fleet_reports)
+    return result.model_dump_json().encode()
