@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import anyio.to_thread
+from anyio import CapacityLimiter
 from fastapi import APIRouter
 from fastapi.responses import Response
-from starlette.concurrency import run_in_threadpool
 
 from advisor.api.deps import CatalogDep, StateDep
 from advisor.api.problems import responses
@@ -17,6 +18,11 @@ from advisor.request import RecommendRequest
 router = APIRouter(
     prefix="/v1", tags=["recommendations and estimates"], route_class=StrictJSONRoute
 )
+
+# The engine is pure Python: threads cannot run it in parallel (the GIL), and many of them
+# contending for the interpreter cost more than they overlap. One thread runs it; requests
+# queue for it while the event loop keeps answering everything else.
+_ENGINE_THREADS = CapacityLimiter(1)
 
 EXAMPLE = {"workload": "large_scale_training", "memory_gb": 80, "interconnect_gb_s": 900}
 
@@ -40,7 +46,9 @@ async def create_recommendation(
     key = (state.catalog.generation, workload.model_dump_json())
     cached = None if workload.sized else state.responses.get(key)
     if cached is None:
-        cached = await run_in_threadpool(_answer, workload, catalog, state)
+        cached = await anyio.to_thread.run_sync(
+            _answer, workload, catalog, state, limiter=_ENGINE_THREADS
+        )
         if not workload.sized:
             state.responses.put(key, cached)
     return Response(cached, media_type="application/json")
