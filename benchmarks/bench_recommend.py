@@ -238,12 +238,26 @@ def imported_on_cli_path() -> list[str]:
     return [m for m in p.stderr.strip().split(",") if m]
 
 
+def machine_speed_s() -> float:
+    """Seconds for a fixed pure-Python loop (best of 3): this machine's speed changes from one
+    run to the next (it is a VM), and every figure above scales with it."""
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(2_000_000):
+            total += i
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument(
         "--record", action="store_true", help="write results under benchmarks/results/"
     )
     args = parser.parse_args()
+    speed_before = machine_speed_s()
     base = load_catalog()
     rows = []
     medians = {}
@@ -303,6 +317,10 @@ def main() -> None:
     lines += [f"{a:<48} {b:>10} {c:>18} {d:>5}" for a, b, c, d in rows]
     lines.append(f"growth 1k -> 10k offerings: x{growth:.2f} (linear would be x10)")
     lines.append(f"heavy modules imported by `advisor recommend`: {heavy or 'none'}")
+    lines.append(
+        f"machine speed (2M-iteration Python loop): {speed_before:.3f} s before, "
+        f"{machine_speed_s():.3f} s after (lower is faster; figures scale with it)"
+    )
     recommend_wall = statistics.median(walls["advisor recommend"])
     issue11 = medians[10_000] <= 5 and recommend_wall <= 0.5
     lines.append(
