@@ -69,7 +69,7 @@ class MemoryStore:
         found.sort(key=lambda r: (r.received_at, r.id), reverse=True)
         return found[flt.offset : flt.offset + flt.limit], len(found)
 
-    def fleet(self, accelerator: str | None = None) -> list[FleetSummary]:
+    def fleet(self, accelerator: str | None = None, check: str | None = None) -> list[FleetSummary]:
         chosen = [
             r for r in self._reports.values() if accelerator is None or r.accelerator == accelerator
         ]
@@ -77,7 +77,7 @@ class MemoryStore:
         rows = []
         for r in chosen:
             verdicts.setdefault(r.accelerator, []).append(r.verdict)
-            rows += check_rows(r.id, r.report)
+            rows += [row for row in check_rows(r.id, r.report) if check in (None, row.name)]
         return summarize_fleet(rows, verdicts)
 
     def add_utilisation(

@@ -89,9 +89,9 @@ class CountingStore:
     def __init__(self, store: Store) -> None:
         self.store, self.fleet_reads = store, 0
 
-    def fleet(self, accelerator: str | None = None) -> Any:
+    def fleet(self, accelerator: str | None = None, check: str | None = None) -> Any:
         self.fleet_reads += 1
-        return self.store.fleet(accelerator)
+        return self.store.fleet(accelerator, check)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)

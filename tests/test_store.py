@@ -115,6 +115,18 @@ def test_fleet_summary_ratios_and_failing_hosts(store: Store) -> None:
     assert summary.checks["ecc"]["ratio_median"] is None and summary.checks["ecc"]["count"] == 4
 
 
+def test_fleet_summary_of_one_check(store: Store) -> None:
+    """The fleet calibration reads one check (CALIBRATION_CHECK) on every stored report: the
+    store aggregates that check alone, with the same figures as in the whole summary."""
+    for host, bf16 in (("a", 781.0), ("b", 702.9), ("c", 390.5)):
+        store.add(report(host=host, bf16=bf16))
+    (whole,) = store.fleet("h200-sxm")
+    (one,) = store.fleet("h200-sxm", "matmul_bf16")
+    assert set(one.checks) == {"matmul_bf16"} and len(whole.checks) > 1
+    assert one.checks["matmul_bf16"] == whole.checks["matmul_bf16"]
+    assert (one.reports, one.verdicts) == (whole.reports, whole.verdicts)
+
+
 def test_sqlite_schema_upgrade_keeps_reports(tmp_path: Path) -> None:
     """A database written by schema version 1 upgrades to the latest without losing a report,
     and the new check table is filled from the stored bodies."""

@@ -18,7 +18,7 @@ from advisor.api.settings import Settings
 from advisor.catalog import Catalog
 from advisor.catalog.loading import load_catalog, shipped_catalog_dir
 from advisor.errors import AdvisorError, InputError
-from advisor.perf.calibration import Calibration, calibrations
+from advisor.perf.calibration import CALIBRATION_CHECK, Calibration, calibrations
 from advisor.store import Store, StoreError
 
 log = logging.getLogger("advisor.api")
@@ -139,7 +139,9 @@ class FleetCalibration:
                 return  # another thread recomputed after this report was stored
             with self._tickets_lock:
                 covers = self._tickets[accelerator]
-            found = calibrations([vars(s) for s in self._store.fleet(accelerator)])
+            found = calibrations(
+                [vars(s) for s in self._store.fleet(accelerator, CALIBRATION_CHECK)]
+            )
             value = {acc: cal for acc, cal in self.value.items() if acc != accelerator}
             self.value = {**value, **found}
             self._covered[accelerator] = covers
@@ -154,7 +156,7 @@ class FleetCalibration:
                 return False
             with self._tickets_lock:
                 covers = dict(self._tickets)
-            self.value = calibrations([vars(s) for s in self._store.fleet()])
+            self.value = calibrations([vars(s) for s in self._store.fleet(check=CALIBRATION_CHECK)])
             self._covered, self._stored = covers, stored
             self.recomputed += 1
             return True

@@ -86,7 +86,10 @@ class Store(Protocol):
 
     def query(self, flt: ReportFilter) -> tuple[list[StoredReport], int]: ...
 
-    def fleet(self, accelerator: str | None = None) -> list[FleetSummary]: ...
+    def fleet(self, accelerator: str | None = None, check: str | None = None) -> list[FleetSummary]:
+        """Per accelerator: verdict counts and statistics per check (`check`: that check's
+        alone, which is all the fleet calibration reads)."""
+        ...
 
     def add_utilisation(
         self, report: dict[str, Any], received_at: dt.datetime | None = None

@@ -102,8 +102,8 @@ class PostgresStore:
     def query(self, flt: ReportFilter) -> tuple[list[StoredReport], int]:
         return q.list_reports(self._tx, _pg, flt)
 
-    def fleet(self, accelerator: str | None = None) -> list[FleetSummary]:
-        return q.fleet(self._tx, _pg, accelerator)
+    def fleet(self, accelerator: str | None = None, check: str | None = None) -> list[FleetSummary]:
+        return q.fleet(self._tx, _pg, accelerator, check)
 
     def add_utilisation(
         self, report: dict[str, Any], received_at: dt.datetime | None = None

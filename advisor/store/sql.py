@@ -228,7 +228,7 @@ def list_reports(
 
 
 def fleet(
-    tx: Transaction, sql: Callable[[str], str], accelerator: str | None
+    tx: Transaction, sql: Callable[[str], str], accelerator: str | None, check: str | None = None
 ) -> list[FleetSummary]:
     with tx() as cur:
         cur.execute(
@@ -246,8 +246,9 @@ def fleet(
                 "SELECT report_id, host, accelerator, name, status, measured, expected"
                 " FROM probe_checks"
                 " WHERE (CAST(? AS TEXT) IS NULL OR accelerator = ?)"
+                " AND (CAST(? AS TEXT) IS NULL OR name = ?)"
             ),
-            (accelerator, accelerator),
+            (accelerator, accelerator, check, check),
         )
         rows = [CheckRow(*r) for r in cur.fetchall()]
     return summarize_fleet(rows, verdicts)

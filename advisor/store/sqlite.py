@@ -125,8 +125,8 @@ class SqliteStore:
     def query(self, flt: ReportFilter) -> tuple[list[StoredReport], int]:
         return q.list_reports(self._read, _same, flt)
 
-    def fleet(self, accelerator: str | None = None) -> list[FleetSummary]:
-        return q.fleet(self._read, _same, accelerator)
+    def fleet(self, accelerator: str | None = None, check: str | None = None) -> list[FleetSummary]:
+        return q.fleet(self._read, _same, accelerator, check)
 
     def add_utilisation(
         self, report: dict[str, Any], received_at: dt.datetime | None = None
