@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -103,3 +104,26 @@ def _wait_healthy(proc: subprocess.Popen[bytes], log: Path, timeout: float) -> s
     raise RuntimeError(
         f"advisor serve was not healthy within {timeout}s:\n" + log.read_text(errors="replace")
     )
+
+
+@contextmanager
+def serve_in_thread(app: Any) -> Iterator[str]:
+    """The app served by uvicorn in a thread of this process, on the port the system gave it
+    (port 0: no race for a port); yields its base URL."""
+    import threading
+
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server.started, "the service did not start"
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(5)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import copy
 import json
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,12 +14,12 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 
 from advisor.api import create_app
 from advisor.api.settings import Settings
 from advisor.report_client import ReportSender
+from tests.api_server import serve_in_thread
 
 TOKEN = "idempotency-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -129,21 +128,8 @@ def test_simultaneous_posts_with_one_key_store_one_report(
 # -- the client: an acknowledgement lost after the service committed --------------------------
 @pytest.fixture
 def live_service(tmp_path: Path) -> Iterator[str]:
-    server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(settings(tmp_path)), host="127.0.0.1", port=0, log_level="warning"
-        )
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "the service did not start"
-    port = server.servers[0].sockets[0].getsockname()[1]
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(5)
+    with serve_in_thread(create_app(settings(tmp_path))) as url:
+        yield url
 
 
 class LosesTheFirstAnswer(httpx.HTTPTransport):

@@ -5,20 +5,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 
 from advisor.api import create_app
 from advisor.api.settings import Settings
 from advisor.errors import InputError
 from advisor.report_client import ReportSender
+from tests.api_server import serve_in_thread
 from tests.ports import refused_port
 
 REPORT = {"verdict": "pass", "inventory": {"hostname": "h"}, "checks": []}
@@ -126,19 +124,10 @@ def test_urls() -> None:
 
 @pytest.fixture
 def live_service(tmp_path: Path) -> Iterator[str]:
-    """The service in a thread, on the port the system gave it (port 0: no race for a port)."""
+    """The service in a thread, on the port the system gave it."""
     app = create_app(Settings(database_url=f"sqlite:///{tmp_path}/svc.db", api_tokens=("tok",)))  # type: ignore[arg-type]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert server.started, "the service did not start"
-    port = server.servers[0].sockets[0].getsockname()[1]
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(5)
+    with serve_in_thread(app) as url:
+        yield url
 
 
 def test_probe_cli_spools_then_delivers_to_the_live_service(

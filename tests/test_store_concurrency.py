@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from advisor.api import create_app
 from advisor.api.settings import Settings
-from advisor.store import StoreError
+from advisor.store import StoreError, open_store
 from advisor.store.postgres import PostgresStore
 from advisor.store.sql import LATEST
 from advisor.store.sqlite import SqliteStore
@@ -26,11 +26,12 @@ OPENERS = 48  # processes opening one fresh database at the same instant
 ROUNDS = 4
 
 
-def _open_and_add(path: str, barrier: multiprocessing.synchronize.Barrier, host: str) -> str:
-    """Open the store (the first open migrates) and add one report; '' or what went wrong."""
+def _open_and_add(url: str, barrier: multiprocessing.synchronize.Barrier, host: str) -> str:
+    """Open the store at `url` (the first open migrates) and add one report; '' or what went
+    wrong."""
     barrier.wait(30)
     try:
-        store = SqliteStore(path)
+        store = open_store(url)
         store.add({"verdict": "pass", "inventory": {"hostname": host}, "checks": []})
         store.close()
     except Exception as exc:
@@ -45,7 +46,9 @@ def test_simultaneous_first_opens_of_a_fresh_file_all_succeed(tmp_path: Path) ->
         for round_no in range(ROUNDS):
             path = str(tmp_path / f"fresh-{round_no}.db")
             barrier = manager.Barrier(OPENERS)
-            errors = pool.starmap(_open_and_add, [(path, barrier, f"h{i}") for i in range(OPENERS)])
+            errors = pool.starmap(
+                _open_and_add, [(f"sqlite:///{path}", barrier, f"h{i}") for i in range(OPENERS)]
+            )
             failed = [e for e in errors if e]
             assert not failed, (
                 f"round {round_no}: {len(failed)} of {OPENERS} first opens failed:"
@@ -125,17 +128,6 @@ def _need_pg() -> str:
     return PG_URL
 
 
-def _open_pg_and_add(url: str, barrier: multiprocessing.synchronize.Barrier, host: str) -> str:
-    barrier.wait(30)
-    try:
-        store = PostgresStore(url)
-        store.add({"verdict": "pass", "inventory": {"hostname": host}, "checks": []})
-        store.close()
-    except Exception as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return ""
-
-
 def test_postgres_simultaneous_first_opens_migrate_once() -> None:
     import psycopg
 
@@ -147,9 +139,7 @@ def test_postgres_simultaneous_first_opens_migrate_once() -> None:
             with psycopg.connect(url, autocommit=True) as conn:
                 conn.execute("DROP TABLE IF EXISTS probe_checks, probe_reports, schema_version")
             barrier = manager.Barrier(openers)
-            errors = pool.starmap(
-                _open_pg_and_add, [(url, barrier, f"h{i}") for i in range(openers)]
-            )
+            errors = pool.starmap(_open_and_add, [(url, barrier, f"h{i}") for i in range(openers)])
             failed = [e for e in errors if e]
             assert not failed, f"round {round_no}: {len(failed)} of {openers} failed: {failed[:3]}"
             with psycopg.connect(url) as conn:

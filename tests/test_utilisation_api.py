@@ -6,8 +6,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sqlite3
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +13,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
@@ -27,6 +24,7 @@ from advisor.store import sql as q
 from advisor.store.sqlite import SqliteStore
 from probes.nvml import Nvml
 from probes.report import UtilisationReport
+from tests.api_server import serve_in_thread
 from tests.memory_store import MemoryStore
 from tests.test_monitor import busy_and_idle
 from tests.test_store import report as probe_report
@@ -259,18 +257,8 @@ def test_openapi_names_the_operations(client: TestClient) -> None:
 @pytest.fixture
 def live_service(tmp_path: Path) -> Iterator[str]:
     settings = Settings(database_url=f"sqlite:///{tmp_path}/svc.db", api_tokens=(TOKEN,))  # type: ignore[arg-type]
-    server = uvicorn.Server(
-        uvicorn.Config(create_app(settings), host="127.0.0.1", port=0, log_level="warning")
-    )
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.time() + 10
-    while not server.started and time.time() < deadline:
-        time.sleep(0.05)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    yield f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(5)
+    with serve_in_thread(create_app(settings)) as url:
+        yield url
 
 
 def test_monitor_spools_then_delivers_to_the_utilisation_endpoint(

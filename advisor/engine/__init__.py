@@ -5,8 +5,6 @@ Pure and deterministic: the same catalog and workload always give the same resul
 
 from __future__ import annotations
 
-import math
-from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping
 from typing import NamedTuple
 
@@ -189,12 +187,8 @@ def _evaluate_group(
     budget = None if w.max_hourly_usd is None else w.max_hourly_usd / nodes
     skip_flagged = not w.include_flagged_prices
     feasible = pool.merged.count(pool.merged.within(budget), False, skip_flagged)
-    order, cheapest_usd = pool.by_cheapest[skip_flagged], pool.cheapest_usd[skip_flagged]
-    fits = (
-        bisect_left(cheapest_usd, math.inf)
-        if budget is None
-        else bisect_right(cheapest_usd, budget)
-    )
+    order = pool.by_cheapest[skip_flagged]
+    fits = pool.members_within(budget, skip_flagged)
     for member, offer in order[:fits]:
         assert offer is not None  # within the budget: it has one
         cost = offer[2] * nodes

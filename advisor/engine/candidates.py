@@ -7,7 +7,7 @@ one of its power modes. Everything that does not depend on the request is comput
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
 
@@ -102,6 +102,14 @@ class GroupPool:
             orders.append(tuple((member, offer) for _, member, offer in ranked))
             prices.append(tuple(key[0] for key, _, _ in ranked))
         return cls(merged, (orders[0], orders[1]), (prices[0], prices[1]))
+
+    def members_within(self, budget_usd: float | None, no_flagged: bool) -> int:
+        """How many members (a prefix of by_cheapest[no_flagged]) have an offering that costs
+        no more than the budget, as OfferPool.within counts offerings."""
+        cheapest = self.cheapest_usd[no_flagged]
+        if budget_usd is None:
+            return bisect_left(cheapest, math.inf)  # every member with an offering at all
+        return bisect_right(cheapest, budget_usd)
 
 
 @dataclass(frozen=True, slots=True)
