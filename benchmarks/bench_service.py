@@ -492,7 +492,20 @@ def main() -> int:
         "--starts", type=int, default=3, help="start-up measurements (max is judged)"
     )
     parser.add_argument("--loadgen", choices=("auto", "wrk", "python"), default="auto")
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="TEXT",
+        help="measure only the endpoints whose label contains TEXT (repeatable; not with --record)",
+    )
     args = parser.parse_args()
+    if args.only and args.record:
+        parser.error("--only measures part of the table: a record holds all of it")
+    endpoints = [e for e in ENDPOINTS if not args.only or any(t in e.label for t in args.only)]
+    if not endpoints:
+        parser.error(
+            f"--only {args.only}: no endpoint label contains it: {[e.label for e in ENDPOINTS]}"
+        )
 
     wrk = shutil.which("wrk") if args.loadgen in ("auto", "wrk") else None
     if args.loadgen == "wrk" and wrk is None:
@@ -541,7 +554,7 @@ def main() -> int:
             readies.append(ready)
             rss_idle = rss_mb(pid)
             torch_maps += torch_mappings(pid)
-            for ep in ENDPOINTS:
+            for ep in endpoints:
                 if wrk:
                     warm, _ = run_wrk(
                         wrk, ep, port, tmp, args.warmup, args.connections, args.threads
@@ -616,6 +629,8 @@ def main() -> int:
         f"torch mapped by the server: {', '.join(sorted(set(torch_maps))) or 'no (no torch in /proc/<pid>/maps)'}"
     )
     by = {r.endpoint.label: r for r in results}
+    if args.only:
+        return 0  # part of the table: the consistency check and the targets need all of it
     posted = by["POST /v1/probe-reports"]
     acked = posted.ok + warm_ok[posted.endpoint.label]
     # A load generator stops with requests in flight: the server may still commit those (at

@@ -94,6 +94,45 @@ def test_placement_reads_only_what_it_declares(mini: Catalog, shipped: Catalog) 
     assert not uncovered and "hardware.id" in PLACEMENT_READS
 
 
+# Requests under which, between them, every entry with an `applies` condition fails somewhere on
+# the shipped catalog: the soundness test below is not vacuous for any of them.
+APPLIES_REQUESTS = [
+    *REQUESTS,
+    dict(workload="fine_tuning", memory_gb=5000),  # one node by memory
+    dict(workload="large_scale_training", memory_gb=20000),  # network between nodes
+    dict(workload="batch_processing", gpu_count=2),  # GPUs asked of CPU-only types
+    dict(workload="fine_tuning", model="llama-3-8b"),  # a sized model on CPU-only types
+    dict(workload="fine_tuning", model="llama-3-70b"),  # a full fine-tune that does not fit
+    dict(workload="large_scale_training", model="llama-3-70b", tokens=1e12, max_gpus=8),
+    dict(workload="large_scale_training", model="llama-3-70b", tokens=1e12, deadline_days=1),
+    dict(workload="low_latency_inference", model="llama-3-70b", max_ttft_ms=1, max_itl_ms=1),
+    dict(workload="high_throughput_inference", model="llama-3-8b", precision="fp8"),
+]
+
+
+def test_each_applies_condition_only_drops_checks_that_find_nothing(shipped: Catalog) -> None:
+    """An entry's `applies` says when its check can fail at all; the engine drops the entry for
+    requests where it says no, once per request. Were a condition wrong, a candidate would lose
+    a reason (and could be recommended): every check is run on every candidate of the shipped
+    catalog where its condition is false, and must find nothing there."""
+    gated = [e for e in STATIC if e.applies is not None]
+    fired: set[str] = set()
+    index = candidate_index(shipped, GROUP_SIGNATURE)
+    for kw in APPLIES_REQUESTS:
+        w = RecommendRequest(**kw)
+        p = shipped.workloads[w.workload]
+        plan = WorkPlan(shipped, w, p) if w.sized else None
+        cases = [StaticCase(c, place(c, w, p, plan), w, p) for c in index.cloud]
+        for entry in gated:
+            assert entry.applies is not None
+            found = [k.c.instance.id for k in cases if entry.check(k) is not None]
+            if not entry.applies(w, p):
+                assert not found, f"{entry.code}:{entry.check.__name__} dropped for {kw}: {found}"
+            elif found:
+                fired.add(entry.check.__name__)
+    assert fired == {e.check.__name__ for e in gated}, "no request here makes these fail"
+
+
 def test_the_recorder_would_catch_an_undeclared_read(mini: Catalog) -> None:
     c = candidate_index(mini, GROUP_SIGNATURE).cloud[0]
     assert _reads(lambda rc: rc.instance.vcpus, c) == {"instance.vcpus"}

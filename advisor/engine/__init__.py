@@ -21,13 +21,14 @@ from advisor.engine.candidates import (
 from advisor.engine.checks import (
     GROUP_SIGNATURE,
     LATENCY_CODES,
+    STATIC,
     edge_violations,
     latency_relax_to,
     mismatch_sentence,
     offering_violations,
     static_violations,
 )
-from advisor.engine.constraints import Violation
+from advisor.engine.constraints import Violation, applicable
 from advisor.engine.explain import AlternativeTracker, explain_chosen, explain_none
 from advisor.engine.placement import Placement, place
 from advisor.engine.rank import (
@@ -142,12 +143,13 @@ def _evaluate_cloud(
     how many priced offerings are feasible."""
     feasible = 0
     bound = Bound(w.limit)
+    registry = applicable(STATIC, w, p)
     for i, group in enumerate(index.cloud_groups):
         if group[0].hardware.form_factor not in p.form_factors:
             continue  # in _mismatches
         # Members share everything the static checks and placement read (GROUP_SIGNATURE).
         placement = place(group[0], w, p, plan)
-        static = static_violations(group[0], placement, w, p)
+        static = static_violations(group[0], placement, w, p, registry)
         if static:  # the whole group is out for reasons that no offering changes
             codes, sentences = _codes_and_sentences(static)
             rejected.extend(

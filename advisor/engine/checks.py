@@ -267,6 +267,10 @@ def _no_price(k: StaticCase) -> Finding | None:
     return None if k.c.has_offers else Finding("the catalog has no price for it")
 
 
+def _sized(w: Workload, p: WorkloadProfile) -> bool:
+    return w.sized
+
+
 STATIC: tuple[Constraint[StaticCase], ...] = (
     Constraint(
         "WORKLOAD_MISMATCH",
@@ -281,26 +285,46 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         "the workload's memory per GPU",
         _gpu_memory_too_small,
         ("is_gpu", "hardware.device_memory_gb"),
+        applies=lambda w, p: p.min_gpu_memory_gb > 0,
     ),
-    Constraint("MEMORY_INSUFFICIENT", None, "the memory requirement", _model_does_not_fit),
-    Constraint("GPU_LIMIT_EXCEEDED", "max_gpus", "the GPU limit", _gpu_limit_exceeded),
-    Constraint("NO_GPU", None, "the GPU count", _sized_on_cpu, ("is_gpu",)),
+    # A model's fit (Placement.fit) exists only for a sized request.
+    Constraint(
+        "MEMORY_INSUFFICIENT",
+        None,
+        "the memory requirement",
+        _model_does_not_fit,
+        applies=_sized,
+    ),
+    Constraint(
+        "GPU_LIMIT_EXCEEDED", "max_gpus", "the GPU limit", _gpu_limit_exceeded, applies=_sized
+    ),
+    Constraint("NO_GPU", None, "the GPU count", _sized_on_cpu, ("is_gpu",), applies=_sized),
     Constraint(
         "PRECISION_UNSUPPORTED",
         None,
         "the precision",
         _precision_unsupported,
         ("is_gpu", "hardware.peak_tflops", "hardware.name", "hardware.generation"),
+        applies=lambda w, p: w.sized and p.sizing == "inference",
     ),
-    Constraint("TTFT_TARGET_MISSED", "max_ttft_ms", "the TTFT target", _ttft_missed),
-    Constraint("ITL_TARGET_MISSED", "max_itl_ms", "the ITL target", _itl_missed),
-    Constraint("DEADLINE_MISSED", "deadline_days", "the deadline", _deadline_missed),
+    Constraint(
+        "TTFT_TARGET_MISSED", "max_ttft_ms", "the TTFT target", _ttft_missed, applies=_sized
+    ),
+    Constraint("ITL_TARGET_MISSED", "max_itl_ms", "the ITL target", _itl_missed, applies=_sized),
+    Constraint(
+        "DEADLINE_MISSED",
+        "deadline_days",
+        "the deadline",
+        _deadline_missed,
+        applies=lambda w, p: w.sized and w.deadline_days is not None,
+    ),
     Constraint(
         "MEMORY_INSUFFICIENT",
         "memory_gb",
         "the memory requirement",
         _one_node_by_memory,
         ("per_node_memory_gb", "is_gpu", "hardware.device_memory_gb", "instance.gpu_count"),
+        applies=lambda w, p: not p.scale_out and bool(w.memory_gb or w.sized),
     ),
     Constraint(
         "GPU_COUNT_TOO_HIGH",
@@ -308,6 +332,7 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         "the GPU count",
         _one_node_by_count,
         ("per_node_memory_gb", "instance.gpu_count"),
+        applies=lambda w, p: not p.scale_out and not w.memory_gb,
     ),
     Constraint(
         "NETWORK_TOO_SLOW",
@@ -315,14 +340,23 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         "the scale-out network",
         _network_too_slow,
         ("instance.network_gbps",),
+        applies=lambda w, p: p.scale_out,
     ),
-    Constraint("NO_GPU", "gpu_count", "the GPU count", _gpus_on_cpu, ("is_gpu",)),
+    Constraint(
+        "NO_GPU",
+        "gpu_count",
+        "the GPU count",
+        _gpus_on_cpu,
+        ("is_gpu",),
+        applies=lambda w, p: bool(w.gpu_count),
+    ),
     Constraint(
         "INTERCONNECT_TOO_SLOW",
         "interconnect_gb_s",
         "the interconnect requirement",
         _interconnect_too_slow,
         ("instance.interconnect_gb_s", "instance.gpu_link"),
+        applies=lambda w, p: bool(w.interconnect_gb_s),
     ),
     Constraint(
         "POWER_OVER_BUDGET",
@@ -330,9 +364,15 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         "the power budget",
         _power_over_budget,
         ("per_node_power_w", "power", "instance.gpu_count", "hardware.name"),
+        applies=lambda w, p: w.power_budget_w is not None,
     ),
     Constraint(
-        "PROVIDER_EXCLUDED", "provider", "the provider", _provider_excluded, ("instance.provider",)
+        "PROVIDER_EXCLUDED",
+        "provider",
+        "the provider",
+        _provider_excluded,
+        ("instance.provider",),
+        applies=lambda w, p: w.provider is not None,
     ),
     Constraint("NO_PRICE", None, "a missing price", _no_price, ("has_offers",)),
 )
@@ -345,10 +385,15 @@ GROUP_SIGNATURE: tuple[str, ...] = tuple(
 
 
 def static_violations(
-    c: CloudCandidate, s: Placement, w: Workload, p: WorkloadProfile
+    c: CloudCandidate,
+    s: Placement,
+    w: Workload,
+    p: WorkloadProfile,
+    registry: tuple[Constraint[StaticCase], ...] = STATIC,
 ) -> list[Violation]:
-    """Constraints that depend on the instance type, not on which of its offerings."""
-    return violations(STATIC, StaticCase(c, s, w, p))
+    """Constraints that depend on the instance type, not on which of its offerings. `registry`:
+    STATIC, or the part of it that applies to this request (constraints.py applicable)."""
+    return violations(registry, StaticCase(c, s, w, p))
 
 
 # --- offering checks ------------------------------------------------------------------------

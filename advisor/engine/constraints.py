@@ -11,7 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Generic, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
+
+if TYPE_CHECKING:
+    from advisor.catalog.models import WorkloadProfile
+    from advisor.request import Workload
 
 
 class Direction(StrEnum):
@@ -138,17 +142,30 @@ Case = TypeVar("Case")
 class Constraint(Generic[Case]):
     """One hard constraint: a code, the request field that relaxes it (None: not relaxable),
     the words the explanation counts it under, the candidate attributes its check reads (the
-    candidate-group signature is built from them), and the check itself."""
+    candidate-group signature is built from them), the check itself, and when it can fail at
+    all (`applies`, None: always)."""
 
     code: str
     field: str | None
     words: str
     check: Callable[[Case], Finding | None]
     reads: tuple[str, ...] = ()
+    # A condition on the request alone without which the check never fails (no power budget,
+    # no power check). The engine drops such entries once per request, not once per candidate:
+    # most requests set few fields, and the checks run for every candidate group.
+    # tests/test_constraints.py holds each to its check on every group of the shipped catalog.
+    applies: Callable[[Workload, WorkloadProfile], bool] | None = None
 
     @property
     def direction(self) -> Direction:
         return RELAXATIONS[self.field].direction if self.field else Direction.fixed
+
+
+def applicable(
+    registry: Sequence[Constraint[Case]], w: Workload, p: WorkloadProfile
+) -> tuple[Constraint[Case], ...]:
+    """The entries that can fail for this request: the others never find anything here."""
+    return tuple(e for e in registry if e.applies is None or e.applies(w, p))
 
 
 def violations(registry: Sequence[Constraint[Case]], case: Case) -> list[Violation]:

@@ -20,9 +20,18 @@ router = APIRouter(
 )
 
 # The engine is pure Python: threads cannot run it in parallel (the GIL), and many of them
-# contending for the interpreter cost more than they overlap. One thread runs it; requests
-# queue for it while the event loop keeps answering everything else.
+# contending for the interpreter cost more than they overlap. One thread runs the long answers;
+# requests queue for it while the event loop keeps answering everything else.
 _ENGINE_THREADS = CapacityLimiter(1)
+
+# An unsized question with a short list is one pass over the catalog: 1-2 ms on the shipped
+# catalog, 3-4 ms at 10,000 offerings (benchmarks/bench_recommend.py), the order of parsing a
+# 16 KiB body, which is done on the event loop too. Answered there, it costs half the CPU it
+# costs on the worker thread (bench_service, 4k distinct bodies: 1.7 against 3.8 ms of server
+# CPU per request), which hands the interpreter back and forth with the event loop on every
+# socket operation. Sized questions search cluster sizes and deployments (tens of ms), and long
+# lists grow with their length: those go to the thread.
+INLINE_MAX_LIMIT = 10
 
 EXAMPLE = {"workload": "large_scale_training", "memory_gb": 80, "interconnect_gb_s": 900}
 
@@ -40,15 +49,19 @@ async def create_recommendation(
     workload: RecommendRequest, catalog: CatalogDep, state: StateDep
 ) -> Response:
     # Results of unsized requests depend on the catalog alone and are memoised: a hit is
-    # answered here. The engine runs in the thread pool, so that a sized request (a search over
-    # cluster sizes) never holds the event loop; sized results also depend on the fleet's
-    # calibration (kept in memory, recomputed when reports arrive) and are computed each time.
+    # answered here, and so is a short unsized question (INLINE_MAX_LIMIT). The rest run on the
+    # engine thread, so that a sized request (a search over cluster sizes) never holds the event
+    # loop; sized results also depend on the fleet's calibration (kept in memory, recomputed
+    # when reports arrive) and are computed each time.
     key = (state.catalog.generation, workload.model_dump_json())
     cached = None if workload.sized else state.responses.get(key)
     if cached is None:
-        cached = await anyio.to_thread.run_sync(
-            _answer, workload, catalog, state, limiter=_ENGINE_THREADS
-        )
+        if workload.sized or workload.limit > INLINE_MAX_LIMIT:
+            cached = await anyio.to_thread.run_sync(
+                _answer, workload, catalog, state, limiter=_ENGINE_THREADS
+            )
+        else:
+            cached = _answer(workload, catalog, state)
         if not workload.sized:
             state.responses.put(key, cached)
     return Response(cached, media_type="application/json")
