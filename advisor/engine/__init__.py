@@ -391,7 +391,7 @@ def _alternatives(
         spot = _spot_case(c, placement, w, p)
         for price in c.instance.prices:
             violations = static + offering_violations(price, placement.nodes, w, spot)
-            where = f"{c.instance.provider} {price.region}, {price.purchase.value}"
+            where = f"{c.instance.provider} {price.region}, {price.purchase}"
             if latency_only and len(violations) == len(static):
                 hourly = price.hourly_usd * placement.nodes
                 label = f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
@@ -498,7 +498,7 @@ def _recommendation(h: Hit, score: float, why: list[str]) -> Recommendation:
         gpu_count=s.nodes * c.instance.gpu_count,
         nodes=s.nodes,
         region=price.region,
-        purchase=price.purchase.value,
+        purchase=str(price.purchase),
         hourly_usd=h.hourly_usd,
         power_w=c.per_node_power_w * s.nodes,
         power_mode=None,

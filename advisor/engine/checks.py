@@ -51,12 +51,8 @@ class EdgeCase(NamedTuple):
 
 
 def mismatch_sentence(hw: Accelerator, p: WorkloadProfile) -> str:
-    kinds = ", ".join(f.value for f in p.form_factors)
-    what = (
-        "an edge device"
-        if hw.form_factor == FormFactor.edge
-        else f"{hw.form_factor.value} hardware"
-    )
+    kinds = ", ".join(p.form_factors)  # StrEnums: their values
+    what = "an edge device" if hw.form_factor == FormFactor.edge else f"{hw.form_factor} hardware"
     return f"{hw.name} is {what}; {p.id} runs on: {kinds}"
 
 
@@ -236,9 +232,9 @@ def _interconnect_too_slow(k: StaticCase) -> Finding | None:
     if not need or it.interconnect_gb_s >= need:
         return None
     have = (
-        f"{it.interconnect_gb_s:g} GB/s per GPU ({it.gpu_link.value})"
+        f"{it.interconnect_gb_s:g} GB/s per GPU ({it.gpu_link})"
         if it.interconnect_gb_s
-        else f"no GPU-to-GPU link ({it.gpu_link.value})"
+        else f"no GPU-to-GPU link ({it.gpu_link})"
     )
     return Finding(f"has {have}, below the required {need:g} GB/s", it.interconnect_gb_s or None)
 
@@ -410,7 +406,7 @@ def _purchase_unavailable(k: OfferCase) -> Finding | None:
     wanted = k.w.purchase
     if wanted is None or purchase_matches(wanted, k.price.purchase):
         return None
-    return Finding(f"no {wanted.value} price", k.price.purchase.value)
+    return Finding(f"no {wanted} price", str(k.price.purchase))
 
 
 def _over_budget(k: OfferCase) -> Finding | None:

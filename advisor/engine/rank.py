@@ -174,7 +174,7 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
         out.append(plan_sentence(c, h.spot))
     if w.interconnect_gb_s:
         out.append(
-            f"{it.gpu_link.value} at {it.interconnect_gb_s:g} GB/s per GPU meets the "
+            f"{it.gpu_link} at {it.interconnect_gb_s:g} GB/s per GPU meets the "
             f"{w.interconnect_gb_s:g} GB/s interconnect requirement"
         )
     if w.power_budget_w is not None:
@@ -184,7 +184,7 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
             f"{w.power_budget_w:g} W budget"
         )
     out.append(
-        f"${h.hourly_usd:,.2f}/h {price.purchase.value} in {price.region} "
+        f"${h.hourly_usd:,.2f}/h {price.purchase} in {price.region} "
         f"(price as of {price.as_of.isoformat()})"
     )
     precision, perf = cloud_perf(c, s, p)
@@ -218,15 +218,15 @@ def _penalty_reasons(c: CloudCandidate, p: WorkloadProfile) -> list[str]:
     """One sentence per unmet soft preference, saying what it cost in score."""
     out = []
     if _link_not_preferred(c, p):
-        links = "/".join(link.value for link in p.prefer_gpu_link)
+        links = "/".join(p.prefer_gpu_link)  # StrEnums: their values
         out.append(
             f"scored {p.preference_penalty:.0%} worse: GPUs linked by "
-            f"{c.instance.gpu_link.value}, {p.id} prefers {links}"
+            f"{c.instance.gpu_link}, {p.id} prefers {links}"
         )
     if p.prefer_form_factor is not None and c.hardware.form_factor != p.prefer_form_factor:
         out.append(
             f"scored {p.preference_penalty:.0%} worse: {p.id} prefers "
-            f"{p.prefer_form_factor.value} hardware"
+            f"{p.prefer_form_factor} hardware"
         )
     return out
 
