@@ -104,12 +104,13 @@ def _distinct_bodies(count: int) -> tuple[bytes, ...]:
 
 
 DISTINCT_BODIES = _distinct_bodies(4000)
+DISTINCT_LABEL = "POST recommendations, 4k distinct"
 
 ENDPOINTS = [
     Endpoint("GET /healthz", "GET", "/healthz"),
     Endpoint("GET /v1/instance-types", "GET", "/v1/instance-types"),
     Endpoint(
-        "POST recommendations, 4k distinct",
+        DISTINCT_LABEL,
         "POST",
         "/v1/recommendations",
         DISTINCT_BODIES,
@@ -372,6 +373,27 @@ def run_wrk(
     return res, " ".join([*cmd[:-3], cmd[-1]])
 
 
+def health_beside_load(
+    wrk: str, load: Endpoint, port: int, tmp: Path, args: argparse.Namespace
+) -> Result:
+    """/healthz latency for one client while `load` keeps the server busy: what a load balancer's
+    health check sees when the engine is working (short recommendations run on the event loop,
+    long ones on the engine thread; advisor/api/routes/recommend.py)."""
+    health = Endpoint("GET /healthz beside the load", "GET", "/healthz")
+    loaded = threading.Thread(
+        target=run_wrk,
+        args=(wrk, load, port, tmp / "beside", args.duration + 2, args.connections, args.threads),
+    )
+    (tmp / "beside").mkdir(exist_ok=True)
+    loaded.start()
+    try:
+        time.sleep(1)  # the load is running before the first health check
+        res, _ = run_wrk(wrk, health, port, tmp, args.duration, 1, 1)
+    finally:
+        loaded.join()
+    return res
+
+
 # --------------------------------------------------------------------------- python fallback
 
 
@@ -579,6 +601,10 @@ def main() -> int:
                 res.rss_max_mb = sampler.window
                 results.append(res)
                 torch_maps += torch_mappings(pid)
+            beside = None
+            distinct = next((e for e in endpoints if e.label == DISTINCT_LABEL), None)
+            if wrk and distinct is not None:
+                beside = health_beside_load(wrk, distinct, port, tmp, args)
             rss_final = rss_mb(pid)
         rss_peak, rss_samples = sampler.overall, sampler.samples
         stored = stored_count(db)
@@ -628,6 +654,12 @@ def main() -> int:
     say(
         f"torch mapped by the server: {', '.join(sorted(set(torch_maps))) or 'no (no torch in /proc/<pid>/maps)'}"
     )
+    if beside is not None:
+        say(
+            f"/healthz beside the load ({args.connections} clients posting distinct recommendations,"
+            f" one client asking /healthz): p50 {beside.p50_ms:.2f} ms, p99 {beside.p99_ms:.2f} ms,"
+            f" {beside.requests} answers, {beside.errors} errors"
+        )
     by = {r.endpoint.label: r for r in results}
     if args.only:
         return 0  # part of the table: the consistency check and the targets need all of it
@@ -649,7 +681,7 @@ def main() -> int:
     say()
 
     # ------------------------------------------------------------------ targets
-    health, recs = by["GET /healthz"], by["POST recommendations, 4k distinct"]
+    health, recs = by["GET /healthz"], by[DISTINCT_LABEL]
     ratio = recs.rps / health.rps if health.rps else 0.0
     total_errors = sum(r.errors for r in results)
     checks = [
