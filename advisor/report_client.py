@@ -1,4 +1,5 @@
-"""Sends probe reports to the service, with retries and a local spool so that no report is lost.
+"""Sends probe and utilisation reports to the service, with retries and a local spool so that no
+report is lost.
 
 Each post goes through advisor.http_client (retried on connection errors, 429, 502-504). If the
 service stays unreachable, or answers 408, 429 or 5xx, the report is written to the spool

@@ -27,6 +27,7 @@ class MemoryStore:
         self._reports: dict[str, StoredReport] = {}
         self._utilisation: dict[str, StoredUtilisation] = {}
         self._keys: dict[str, str] = {}  # idempotency key -> report id
+        self._utilisation_keys: dict[str, str] = {}  # the same, for utilisation reports
         self._lock = threading.RLock()
 
     def add(self, report: dict[str, Any], received_at: dt.datetime | None = None) -> StoredReport:
@@ -92,6 +93,16 @@ class MemoryStore:
         with self._lock:
             self._utilisation[stored.id] = stored
         return stored
+
+    def add_utilisation_once(
+        self, report: dict[str, Any], key: str, received_at: dt.datetime | None = None
+    ) -> tuple[StoredUtilisation, bool]:
+        with self._lock:
+            if key in self._utilisation_keys:
+                return self._utilisation[self._utilisation_keys[key]], False
+            stored = self.add_utilisation(report, received_at)  # (the lock is reentrant)
+            self._utilisation_keys[key] = stored.id
+            return stored, True
 
     def get_utilisation(self, report_id: str) -> StoredUtilisation | None:
         return self._utilisation.get(report_id)

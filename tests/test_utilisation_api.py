@@ -1,15 +1,18 @@
-"""Utilisation reports: storage on every backend (schema step 3 included) and the HTTP API, and
-`advisor monitor --report-to` delivering to a live service, with its own spool."""
+"""Utilisation reports: storage on every backend (schema steps 3 and 5 included; idempotent
+ingestion over HTTP is in test_idempotency) and the HTTP API, and `advisor monitor --report-to`
+delivering to a live service, with its own spool."""
 
 from __future__ import annotations
 
 import datetime as dt
+import inspect
 import os
 import sqlite3
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 import httpx
 import pytest
@@ -135,6 +138,115 @@ def test_iter_utilisation_yields_all_oldest_first(
     assert list(MemoryStore().iter_utilisation()) == []
 
 
+def test_add_utilisation_once_stores_a_key_once_even_when_posted_simultaneously(
+    store: Store,
+) -> None:
+    body = utilisation(host="once")
+    results: list[tuple[str, bool]] = []
+    lock = threading.Lock()
+
+    def add() -> None:
+        stored, created = store.add_utilisation_once(body, "key-1")
+        with lock:
+            results.append((stored.id, created))
+
+    threads = [threading.Thread(target=add) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(created for _, created in results) == [False] * 7 + [True]
+    (first_id,) = {i for i, _ in results}
+    again = store.get_utilisation(first_id)
+    assert again is not None and again.report == body
+    assert store.query_utilisation()[1] == 1
+    other, created = store.add_utilisation_once(body, "key-2")  # another run's equal report
+    assert created and other.id != first_id and store.query_utilisation()[1] == 2
+    assert store.add_utilisation(body).id not in (first_id, other.id)  # no key: always stored
+    assert store.query_utilisation()[1] == 3
+    _, probe_created = store.add_once(probe_report(), "key-1")  # each kind has its own keys
+    assert probe_created and store.count() == 1
+
+
+def _database(backend: str, tmp_path: Path) -> tuple[Callable[[int], Store], Callable[[str], None]]:
+    """An empty database of `backend`: how to open it migrated up to a step, and how to run a
+    statement on it outside the store."""
+    if backend == "sqlite":
+        path = str(tmp_path / "steps.db")
+
+        def run_sqlite(statement: str) -> None:
+            conn = sqlite3.connect(path)
+            with conn:
+                conn.execute(statement)
+            conn.close()
+
+        return (lambda upto: SqliteStore(path, migrate_to=upto)), run_sqlite
+    url = _require_pg()
+    import psycopg
+
+    from advisor.store.postgres import PostgresStore
+
+    def run_pg(statement: str) -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(statement)  # type: ignore[arg-type]
+
+    for table in ("utilisation_reports", "probe_checks", "probe_reports", "schema_version"):
+        run_pg(f"DROP TABLE IF EXISTS {table}")
+    return (lambda upto: PostgresStore(url, migrate_to=upto)), run_pg
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_database_at_step_4_migrates_to_5_keeping_its_utilisation_reports(
+    backend: str, tmp_path: Path
+) -> None:
+    open_at, _ = _database(backend, tmp_path)
+    old = open_at(4)
+    body = utilisation(host="before-5")
+    ids = [old.add_utilisation(body).id for _ in range(2)]  # equal reports, both kept
+    # a database migrated part of the way (no key column yet) stores, as before step 5
+    partly, created = old.add_utilisation_once(body, "k")
+    assert created and old.query_utilisation()[1] == 3
+    old.close()
+    new = open_at(q.LATEST)
+    assert new.schema_version == q.LATEST >= 5
+    assert all(new.get_utilisation(i) is not None for i in [*ids, partly.id])
+    stored, created = new.add_utilisation_once(body, "k")  # the old rows hold no key
+    assert created and stored.id not in [*ids, partly.id]
+    assert new.add_utilisation_once(body, "k") == (stored, False)
+    assert new.query_utilisation()[1] == 4
+    new.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_utilisation_table_that_outlived_the_probe_tables_migrates_again(
+    backend: str, tmp_path: Path
+) -> None:
+    """Step 3 creates the utilisation table only if it is missing: one that outlived the probe
+    tables (dropped by a test or an operator) already went through step 5, which must not trip
+    over its key column, and keeps answering for its keys."""
+    open_at, run = _database(backend, tmp_path)
+    first = open_at(q.LATEST)
+    stored, _ = first.add_utilisation_once(utilisation(host="outlived"), "k")
+    first.close()
+    for table in ("probe_checks", "probe_reports", "schema_version"):
+        run(f"DROP TABLE {table}")
+    again = open_at(q.LATEST)
+    assert again.schema_version == q.LATEST and again.count() == 0
+    assert again.add_utilisation_once(utilisation(host="outlived"), "k") == (stored, False)
+    again.close()
+
+
+def test_the_memory_fake_offers_every_store_method_as_the_protocol_words_it() -> None:
+    """mypy holds the SQLite and PostgreSQL stores to the Store protocol; the fake lives in tests,
+    which mypy does not check, so a method added to Store without the fake fails here."""
+    methods = [n for n, v in vars(Store).items() if callable(v) and not n.startswith("_")]
+    assert "add_utilisation_once" in methods
+    for name in methods:
+        wanted, offered = getattr(Store, name), getattr(MemoryStore, name)
+        assert inspect.signature(offered) == inspect.signature(wanted), name
+        assert get_type_hints(offered) == get_type_hints(wanted), name
+
+
 def test_sqlite_upgrade_from_version_2_keeps_probe_reports(tmp_path: Path) -> None:
     path = str(tmp_path / "v2.db")
     old = SqliteStore(path, migrate_to=2)
@@ -211,8 +323,11 @@ def test_create_list_and_get(client: TestClient) -> None:
     assert r.headers["location"] == f"/v1/utilisation-reports/{created['id']}"
     assert created["host"] == "gpu-1" and created["instance_type"] == "p5en.48xlarge"
     assert (created["gpus"], created["findings"]) == (2, {"idle": 1, "unclassified": 1})
-    for host in ("gpu-2", "gpu-2", "gpu-3"):
-        client.post("/v1/utilisation-reports", json=utilisation(host), headers=AUTH)
+    for host in ("gpu-2", "gpu-2", "gpu-3"):  # two runs' equal reports: each has its own key
+        run = {**AUTH, "Idempotency-Key": uuid.uuid4().hex}
+        assert client.post(
+            "/v1/utilisation-reports", json=utilisation(host), headers=run
+        ).is_success
     page = client.get("/v1/utilisation-reports", params={"limit": 2}).json()
     assert (page["total"], len(page["items"]), page["next_offset"]) == (4, 2, 2)
     last = client.get("/v1/utilisation-reports", params={"limit": 2, "offset": 2}).json()

@@ -1,5 +1,6 @@
-"""Typed dependencies: the app state, the current catalog, and bearer-token authorisation
-(write tokens for writes, read tokens for the reads that name hosts, GPUs and processes).
+"""Typed dependencies: the app state, the current catalog, bearer-token authorisation (write
+tokens for writes, read tokens for the reads that name hosts, GPUs and processes), and the
+Idempotency-Key header of the report uploads.
 
 All are `async def`: they do no I/O, and a plain `def` would cost a thread hop per request.
 """
@@ -8,14 +9,14 @@ from __future__ import annotations
 
 import hmac
 from collections.abc import Iterable
-from typing import Annotated
+from typing import Annotated, Any
 
-from fastapi import Depends, HTTPException, Request
+from fastapi import Depends, Header, HTTPException, Request
 from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr
 
 from advisor.api.problems import MAX_FIELD_PROBLEMS
 from advisor.api.state import AppState
@@ -87,6 +88,31 @@ async def require_read_token(
 
 WriteAccess = Depends(require_token)
 ReadAccess = Depends(require_read_token)
+
+# Probe and utilisation reports alike (advisor.store.base.idempotency_key says what it keys).
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9._~-]+$",
+        description="Makes a retry safe: a report posted again with the same key is stored"
+        " once (advisor probe and advisor monitor send a UUID made once per report). Without a"
+        " key, the same report posted again is stored once.",
+    ),
+]
+
+
+def stored_before(model: type[BaseModel]) -> dict[int | str, dict[str, Any]]:
+    """The documented 200 of a report upload with IdempotencyKey: the report was stored before."""
+    return {
+        200: {
+            "model": model,
+            "description": "Stored before (the same report, with the same Idempotency-Key or"
+            " without one): the report stored then; nothing is stored now",
+        }
+    }
 
 
 async def known_query_only(request: Request) -> None:

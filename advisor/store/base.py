@@ -93,7 +93,17 @@ class Store(Protocol):
 
     def add_utilisation(
         self, report: dict[str, Any], received_at: dt.datetime | None = None
-    ) -> StoredUtilisation: ...
+    ) -> StoredUtilisation:
+        """Store a utilisation report, always (no idempotency key)."""
+        ...
+
+    def add_utilisation_once(
+        self, report: dict[str, Any], key: str, received_at: dt.datetime | None = None
+    ) -> tuple[StoredUtilisation, bool]:
+        """Store a utilisation report under `key` unless one is stored under it already: (the
+        stored report, True when stored now). Probe and utilisation reports keep their keys
+        apart."""
+        ...
 
     def get_utilisation(self, report_id: str) -> StoredUtilisation | None: ...
 

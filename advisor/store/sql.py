@@ -11,7 +11,7 @@ import json
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, NamedTuple
 
 from advisor.store.base import (
     CheckRow,
@@ -28,9 +28,32 @@ from advisor.store.base import (
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width, UTC: text order is time order
 
-# (version, statements). Never edit a released step: add a new one. Step 2 is a data migration
-# too (backfill of check rows from the stored report bodies), run by `_backfill_checks`.
-MIGRATIONS: list[tuple[int, list[str]]] = [
+Cursor = Any
+Transaction = Callable[[], AbstractContextManager[Cursor]]
+Sql = Callable[[str], str]  # a constant statement in this module's dialect -> the database's
+# A migration statement, or a function of the migration's cursor for what one statement cannot
+# say on both databases (a data migration, a column added only where it is missing).
+Step = str | Callable[[Cursor, Sql], None]
+
+
+def _backfill_checks(cur: Cursor, sql: Sql) -> None:
+    """Step 2's data: the check rows of the reports stored before it."""
+    cur.execute(sql("SELECT id, body FROM probe_reports"))
+    for report_id, body in cur.fetchall():
+        _insert_checks(cur, sql, check_rows(report_id, json.loads(body)))
+
+
+def _utilisation_key_column(cur: Cursor, sql: Sql) -> None:
+    """Step 5's column, unless the table has it already: a utilisation table that outlived the
+    probe tables (step 3's IF NOT EXISTS) went through step 5 before. (SQLite has no ADD COLUMN
+    IF NOT EXISTS; a cursor's description names the columns on both databases.)"""
+    cur.execute(sql("SELECT * FROM utilisation_reports LIMIT 0"))
+    if "idempotency_key" not in {column[0] for column in cur.description}:
+        cur.execute(sql("ALTER TABLE utilisation_reports ADD COLUMN idempotency_key TEXT"))
+
+
+# (version, steps). Never edit a released step: add a new one.
+MIGRATIONS: list[tuple[int, list[Step]]] = [
     (
         1,
         [
@@ -49,6 +72,7 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             " accelerator TEXT, name TEXT NOT NULL, status TEXT NOT NULL,"
             " measured DOUBLE PRECISION, expected DOUBLE PRECISION)",
             "CREATE INDEX probe_checks_accelerator ON probe_checks (accelerator, name)",
+            _backfill_checks,
         ],
     ),
     (
@@ -73,12 +97,19 @@ MIGRATIONS: list[tuple[int, list[str]]] = [
             "CREATE UNIQUE INDEX probe_reports_idempotency ON probe_reports (idempotency_key)",
         ],
     ),
+    (
+        5,
+        [
+            # The same for utilisation reports (IF NOT EXISTS: see _utilisation_key_column).
+            _utilisation_key_column,
+            "CREATE UNIQUE INDEX IF NOT EXISTS utilisation_reports_idempotency"
+            " ON utilisation_reports (idempotency_key)",
+        ],
+    ),
 ]
-IDEMPOTENCY_VERSION = 4
+IDEMPOTENCY_VERSION = 4  # probe reports have idempotency keys from this step on
+UTILISATION_IDEMPOTENCY_VERSION = 5  # utilisation reports from this one
 LATEST = MIGRATIONS[-1][0]
-
-Cursor = Any
-Transaction = Callable[[], AbstractContextManager[Cursor]]
 
 
 def format_time(value: dt.datetime) -> str:
@@ -91,9 +122,7 @@ def parse_time(value: str) -> dt.datetime:
     return dt.datetime.strptime(value, TIME_FORMAT).replace(tzinfo=dt.UTC)
 
 
-def migrate(
-    tx: Transaction, sql: Callable[[str], str], upto: int = LATEST, lock: str | None = None
-) -> int:
+def migrate(tx: Transaction, sql: Sql, upto: int = LATEST, lock: str | None = None) -> int:
     """Bring the schema to `upto` in one transaction, holding a lock that every other migrating
     process waits for (`lock`: a statement that takes it, for a database whose transactions do
     not lock by themselves); returns the version reached. The version is read under the lock, so
@@ -106,25 +135,20 @@ def migrate(
         cur.execute(sql("SELECT MAX(version) FROM schema_version"))
         row = cur.fetchone()
         current = row[0] if row and row[0] is not None else 0
-        for version, statements in MIGRATIONS:
+        for version, steps in MIGRATIONS:
             if version <= current or version > upto:
                 continue
-            for statement in statements:
-                cur.execute(sql(statement))
-            if version == 2:
-                _backfill_checks(cur, sql)
+            for step in steps:
+                if callable(step):
+                    step(cur, sql)
+                else:
+                    cur.execute(sql(step))
             cur.execute(sql("INSERT INTO schema_version (version) VALUES (?)"), (version,))
             current = version
     return int(current)
 
 
-def _backfill_checks(cur: Cursor, sql: Callable[[str], str]) -> None:
-    cur.execute(sql("SELECT id, body FROM probe_reports"))
-    for report_id, body in cur.fetchall():
-        _insert_checks(cur, sql, check_rows(report_id, json.loads(body)))
-
-
-def _insert_checks(cur: Cursor, sql: Callable[[str], str], rows: Sequence[CheckRow]) -> None:
+def _insert_checks(cur: Cursor, sql: Sql, rows: Sequence[CheckRow]) -> None:
     if rows:
         cur.executemany(
             sql(
@@ -141,42 +165,60 @@ def _insert_checks(cur: Cursor, sql: Callable[[str], str], rows: Sequence[CheckR
 _REPORT_COLUMNS = "SELECT id, received_at, host, accelerator, verdict, body FROM probe_reports"
 
 
+class KeyedInsert(NamedTuple):
+    """The statements that store a row of one table once per idempotency key."""
+
+    plain: str  # without the key column (a database migrated only part of the way)
+    keyed: str  # with it: ... ON CONFLICT (idempotency_key) DO NOTHING
+    lookup: str  # the row stored under a key
+
+
+def _insert_once(
+    cur: Cursor, sql: Sql, insert: KeyedInsert, row: tuple[Any, ...], key: str | None, keyed: bool
+) -> Any | None:
+    """Insert `row` unless a row is stored under `key` already: None when inserted, else the
+    stored row. `keyed` False (the table has no key column yet): always inserted. The unique
+    index decides, inside the caller's transaction, so that simultaneous posts with one key
+    store one row on either database; a NULL key (always store) never collides."""
+    if not keyed:
+        cur.execute(sql(insert.plain), row)
+        return None
+    cur.execute(sql(insert.keyed), (*row, key))
+    if cur.rowcount:
+        return None
+    cur.execute(sql(insert.lookup), (key,))  # the key is taken: the row stored under it
+    return cur.fetchone()
+
+
+_INSERT_REPORT = KeyedInsert(
+    "INSERT INTO probe_reports (id, received_at, host, accelerator, verdict, body)"
+    " VALUES (?, ?, ?, ?, ?, ?)",
+    "INSERT INTO probe_reports"
+    " (id, received_at, host, accelerator, verdict, body, idempotency_key)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING",
+    _REPORT_COLUMNS + " WHERE idempotency_key = ?",
+)
+
+
 def add(
     tx: Transaction,
-    sql: Callable[[str], str],
+    sql: Sql,
     report: dict[str, Any],
     received_at: dt.datetime | None,
     schema_version: int = LATEST,
     key: str | None = None,
 ) -> tuple[StoredReport, bool]:
-    """Store `report` unless a report with `key` is stored already: (the stored report, whether
-    it was stored now). The unique index decides, inside the transaction, so that simultaneous
-    posts with one key store one report on either database."""
+    """Store `report` unless a report with `key` is stored already (None: always store): (the
+    stored report, whether it was stored now)."""
     report_id = uuid.uuid4().hex
     when = received_at or dt.datetime.now(dt.UTC)
     host, accelerator, verdict = report_fields(report)
     row = (report_id, format_time(when), host, accelerator, verdict, canonical_json(report))
+    keyed = schema_version >= IDEMPOTENCY_VERSION
     with tx() as cur:  # one transaction: the report and its check rows, or nothing
-        if schema_version < IDEMPOTENCY_VERSION:  # (a database migrated only part of the way)
-            cur.execute(
-                sql(
-                    "INSERT INTO probe_reports (id, received_at, host, accelerator, verdict, body)"
-                    " VALUES (?, ?, ?, ?, ?, ?)"
-                ),
-                row,
-            )
-        else:
-            cur.execute(
-                sql(
-                    "INSERT INTO probe_reports"
-                    " (id, received_at, host, accelerator, verdict, body, idempotency_key)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING"
-                ),
-                (*row, key),
-            )
-            if cur.rowcount == 0:  # the key is taken: answer with the report stored under it
-                cur.execute(sql(_REPORT_COLUMNS + " WHERE idempotency_key = ?"), (key,))
-                return _row(cur.fetchone()), False
+        stored = _insert_once(cur, sql, _INSERT_REPORT, row, key, keyed)
+        if stored is not None:
+            return _row(stored), False
         if schema_version >= 2:  # (a version-1 database has no check table yet)
             _insert_checks(cur, sql, check_rows(report_id, report))
     return StoredReport(
@@ -184,16 +226,14 @@ def add(
     ), True
 
 
-def get(tx: Transaction, sql: Callable[[str], str], report_id: str) -> StoredReport | None:
+def get(tx: Transaction, sql: Sql, report_id: str) -> StoredReport | None:
     with tx() as cur:
         cur.execute(sql(_REPORT_COLUMNS + " WHERE id = ?"), (report_id,))
         row = cur.fetchone()
     return _row(row) if row else None
 
 
-def list_reports(
-    tx: Transaction, sql: Callable[[str], str], flt: ReportFilter
-) -> tuple[list[StoredReport], int]:
+def list_reports(tx: Transaction, sql: Sql, flt: ReportFilter) -> tuple[list[StoredReport], int]:
     # Each optional filter is "(? IS NULL OR column = ?)": the statement text never changes.
     where = (
         " WHERE (CAST(? AS TEXT) IS NULL OR host = ?)"
@@ -228,7 +268,7 @@ def list_reports(
 
 
 def fleet(
-    tx: Transaction, sql: Callable[[str], str], accelerator: str | None, check: str | None = None
+    tx: Transaction, sql: Sql, accelerator: str | None, check: str | None = None
 ) -> list[FleetSummary]:
     with tx() as cur:
         cur.execute(
@@ -254,7 +294,7 @@ def fleet(
     return summarize_fleet(rows, verdicts)
 
 
-def count(tx: Transaction, sql: Callable[[str], str]) -> int:
+def count(tx: Transaction, sql: Sql) -> int:
     with tx() as cur:
         cur.execute(sql("SELECT COUNT(*) FROM probe_reports"))
         return int(cur.fetchone()[0])
@@ -272,29 +312,37 @@ _UTILISATION_COLUMNS = "SELECT id, received_at, host, body FROM utilisation_repo
 ITER_PAGE = 500  # rows per transaction while iterating over every utilisation report
 
 
+_INSERT_UTILISATION = KeyedInsert(
+    "INSERT INTO utilisation_reports (id, received_at, host, body) VALUES (?, ?, ?, ?)",
+    "INSERT INTO utilisation_reports (id, received_at, host, body, idempotency_key)"
+    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING",
+    _UTILISATION_COLUMNS + " WHERE idempotency_key = ?",
+)
+
+
 def add_utilisation(
     tx: Transaction,
-    sql: Callable[[str], str],
+    sql: Sql,
     report: dict[str, Any],
     received_at: dt.datetime | None,
-) -> StoredUtilisation:
+    schema_version: int = LATEST,
+    key: str | None = None,
+) -> tuple[StoredUtilisation, bool]:
+    """Store `report` unless a utilisation report with `key` is stored already (None: always
+    store): (the stored report, whether it was stored now)."""
     report_id = uuid.uuid4().hex
     when = format_time(received_at or dt.datetime.now(dt.UTC))
     host = utilisation_host(report)
-    body = canonical_json(report)
+    row = (report_id, when, host, canonical_json(report))
+    keyed = schema_version >= UTILISATION_IDEMPOTENCY_VERSION
     with tx() as cur:
-        cur.execute(
-            sql(
-                "INSERT INTO utilisation_reports (id, received_at, host, body) VALUES (?, ?, ?, ?)"
-            ),
-            (report_id, when, host, body),
-        )
-    return StoredUtilisation(report_id, parse_time(when), host, report)
+        stored = _insert_once(cur, sql, _INSERT_UTILISATION, row, key, keyed)
+    if stored is not None:
+        return _utilisation_row(stored), False
+    return StoredUtilisation(report_id, parse_time(when), host, report), True
 
 
-def get_utilisation(
-    tx: Transaction, sql: Callable[[str], str], report_id: str
-) -> StoredUtilisation | None:
+def get_utilisation(tx: Transaction, sql: Sql, report_id: str) -> StoredUtilisation | None:
     with tx() as cur:
         cur.execute(sql(_UTILISATION_COLUMNS + " WHERE id = ?"), (report_id,))
         row = cur.fetchone()
@@ -302,7 +350,7 @@ def get_utilisation(
 
 
 def query_utilisation(
-    tx: Transaction, sql: Callable[[str], str], host: str | None, limit: int, offset: int
+    tx: Transaction, sql: Sql, host: str | None, limit: int, offset: int
 ) -> tuple[list[StoredUtilisation], int]:
     where = " WHERE (CAST(? AS TEXT) IS NULL OR host = ?)"
     with tx() as cur:
@@ -320,7 +368,7 @@ def query_utilisation(
     return [_utilisation_row(r) for r in rows], total
 
 
-def iter_utilisation(tx: Transaction, sql: Callable[[str], str]) -> Iterator[StoredUtilisation]:
+def iter_utilisation(tx: Transaction, sql: Sql) -> Iterator[StoredUtilisation]:
     """Every utilisation report, oldest first, a page per transaction (keyset pagination): no
     lock or cursor is held while the caller works on a report, so it may use the store too."""
     after: tuple[str, str] = ("", "")

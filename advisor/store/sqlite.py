@@ -131,7 +131,12 @@ class SqliteStore:
     def add_utilisation(
         self, report: dict[str, Any], received_at: dt.datetime | None = None
     ) -> StoredUtilisation:
-        return q.add_utilisation(self._tx, _same, report, received_at)
+        return q.add_utilisation(self._tx, _same, report, received_at, self.schema_version)[0]
+
+    def add_utilisation_once(
+        self, report: dict[str, Any], key: str, received_at: dt.datetime | None = None
+    ) -> tuple[StoredUtilisation, bool]:
+        return q.add_utilisation(self._tx, _same, report, received_at, self.schema_version, key)
 
     def get_utilisation(self, report_id: str) -> StoredUtilisation | None:
         return q.get_utilisation(self._read, _same, report_id)

@@ -5,9 +5,16 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Header, HTTPException, Query, Response
+from fastapi import APIRouter, HTTPException, Query, Response
 
-from advisor.api.deps import ReadAccess, StateDep, StoreDep, WriteAccess
+from advisor.api.deps import (
+    IdempotencyKey,
+    ReadAccess,
+    StateDep,
+    StoreDep,
+    WriteAccess,
+    stored_before,
+)
 from advisor.api.problems import responses
 from advisor.api.schemas import FleetSummaryOut, ReportPage, StoredReportFull, StoredReportOut
 from advisor.api.strict_json import StrictJSONRoute
@@ -30,34 +37,13 @@ def _summary(r: StoredReport) -> StoredReportOut:
     )
 
 
-IdempotencyKey = Annotated[
-    str | None,
-    Header(
-        alias="Idempotency-Key",
-        min_length=1,
-        max_length=200,
-        pattern=r"^[A-Za-z0-9._~-]+$",
-        description="Makes a retry safe: a report posted again with the same key is stored"
-        " once (advisor probe sends a UUID made once per report). Without a key, the same"
-        " report posted again is stored once.",
-    ),
-]
-
-
 @router.post(
     "/probe-reports",
     operation_id="createProbeReport",
     status_code=201,
     response_model=StoredReportOut,
     dependencies=[WriteAccess],
-    responses={
-        200: {
-            "model": StoredReportOut,
-            "description": "Stored before (the same report, with the same Idempotency-Key or"
-            " without one): the report stored then; nothing is stored now",
-        },
-        **responses(400, 401, 403, 413, 422, 503),
-    },
+    responses={**stored_before(StoredReportOut), **responses(400, 401, 403, 413, 422, 503)},
 )
 def create_report(
     report: ProbeReport,

@@ -9,10 +9,18 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import BaseModel, ConfigDict
 
-from advisor.api.deps import ReadAccess, StateDep, StoreDep, WriteAccess
+from advisor.api.deps import (
+    IdempotencyKey,
+    ReadAccess,
+    StateDep,
+    StoreDep,
+    WriteAccess,
+    stored_before,
+)
 from advisor.api.problems import responses
 from advisor.api.strict_json import StrictJSONRoute
 from advisor.store.base import StoredUtilisation
+from advisor.store.base import idempotency_key as store_key
 from probes.report import UtilisationReport
 
 router = APIRouter(prefix="/v1", tags=["utilisation reports"], route_class=StrictJSONRoute)
@@ -65,13 +73,24 @@ def _summary(r: StoredUtilisation) -> StoredUtilisationOut:
     status_code=201,
     response_model=StoredUtilisationOut,
     dependencies=[WriteAccess],
-    responses=responses(400, 401, 403, 413, 422, 503),
+    responses={
+        **stored_before(StoredUtilisationOut),
+        **responses(400, 401, 403, 413, 422, 503),
+    },
 )
 def create_utilisation_report(
-    report: UtilisationReport, store: StoreDep, state: StateDep, response: Response
+    report: UtilisationReport,
+    store: StoreDep,
+    state: StateDep,
+    response: Response,
+    idempotency_key: IdempotencyKey = None,
 ) -> StoredUtilisationOut:
-    stored = store.add_utilisation(report.model_dump(mode="json"))
-    state.report_stored(probe=False)
+    body = report.model_dump(mode="json")
+    stored, created = store.add_utilisation_once(body, store_key(body, idempotency_key))
+    if created:
+        state.report_stored(probe=False)
+    else:
+        response.status_code = 200
     response.headers["Location"] = f"/v1/utilisation-reports/{stored.id}"
     return _summary(stored)
 
