@@ -5,25 +5,38 @@ what the checks read, the hot loop's inline offering test agrees with the OFFERI
 from __future__ import annotations
 
 import itertools
+import math
 from typing import Any
 
 import pytest
 
 from advisor import Catalog, recommend
+from advisor.catalog.models import SpotPolicy
+from advisor.engine import (
+    _latency_met_anyway,
+    _offer_faults,
+    _offer_latency,
+    _offer_methods,
+    _spot_case,
+)
 from advisor.engine.candidates import CloudCandidate, candidate_index
 from advisor.engine.checks import (
     CODE_WORDS,
     EDGE,
     GROUP_SIGNATURE,
+    LATENCY_CODES,
     OFFERING,
     STATIC,
     StaticCase,
+    edge_violations,
     offering_violations,
     static_violations,
 )
 from advisor.engine.constraints import RELAXATIONS, Direction
+from advisor.engine.explain import AlternativeTracker
 from advisor.engine.placement import PLACEMENT_READS, place
 from advisor.perf.fitting import WorkPlan
+from advisor.perf.spot import SpotPlan
 from advisor.request import RecommendRequest, purchase_matches
 from tests.factories import load_mini
 
@@ -102,8 +115,8 @@ APPLIES_REQUESTS = [
     dict(workload="large_scale_training", memory_gb=20000),  # network between nodes
     dict(workload="batch_processing", gpu_count=2),  # GPUs asked of CPU-only types
     dict(workload="fine_tuning", model="llama-3-8b"),  # a sized model on CPU-only types
-    dict(workload="fine_tuning", model="llama-3-70b"),  # a full fine-tune that does not fit
-    dict(workload="large_scale_training", model="llama-3-70b", tokens=1e12, max_gpus=8),
+    dict(workload="fine_tuning", model="llama-3.1-405b"),  # a full fine-tune that does not fit
+    dict(workload="large_scale_training", model="llama-3.1-405b", tokens=1e12, max_gpus=8),
     dict(workload="large_scale_training", model="llama-3-70b", tokens=1e12, deadline_days=1),
     dict(workload="low_latency_inference", model="llama-3-70b", max_ttft_ms=1, max_itl_ms=1),
     dict(workload="high_throughput_inference", model="llama-3-8b", precision="fp8"),
@@ -356,3 +369,114 @@ def test_by_memory_reason_names_a_requested_count(mini: Catalog) -> None:
     w = RecommendRequest(workload="fine_tuning", memory_gb=20, gpu_count=4)
     top = recommend(mini, w).recommendations[0]
     assert "(1 GPU(s) by memory; 4 planned, as requested)" in top.reasons[0]
+
+
+# Requests and node counts that between them make every offering check fail and pass on the
+# shipped catalog (spot offerings too risky or not, below).
+FAULT_CASES = [
+    (dict(workload="fine_tuning", **kw), nodes)
+    for kw in [*OFFER_REQUESTS, dict(include_flagged_prices=True, max_hourly_usd=20.0)]
+    for nodes in (1, 3)
+]
+# A spot plan that never finishes: too risky under any policy (advisor/perf/spot.py too_risky).
+NEVER_FINISHES = SpotPlan(1.0, 2, 1.0, 1.0, 1.0, math.inf, math.inf, ())
+POLICY = SpotPolicy(
+    checkpoint_interval_h=1,
+    restart_h=1,
+    max_interruptions=1,
+    max_added_fraction=1,
+    basis="test",
+    estimated=True,
+    source="test",
+)
+
+
+def test_offer_fault_bits_are_what_the_registry_finds(shipped: Catalog) -> None:
+    """The engine sorts offerings by the checks they fail, counted inline (the closest offering
+    of a rejected type, the few worth explaining among alternatives); the OFFERING entries
+    explain them. Each bit must be exactly its entry's finding, on every shipped offering."""
+    codes = [entry.code for entry in OFFERING]
+    seen = 0
+    for (kw, nodes), risky in itertools.product(FAULT_CASES, (False, True)):
+        w = RecommendRequest(**kw)
+        for c in candidate_index(shipped, GROUP_SIGNATURE).cloud:
+            spot = (c, NEVER_FINISHES, POLICY) if risky else None
+            for offer in c.offers:
+                faults = _offer_faults(offer, w, nodes, risky, not w.include_flagged_prices)
+                found = {v.code for v in offering_violations(offer[3], nodes, w, spot)}
+                expected = sum(1 << i for i, code in enumerate(codes) if code in found)
+                assert faults == expected, (c.instance.id, offer[:3], kw, nodes, risky)
+                seen |= faults
+    assert seen == (1 << len(codes)) - 1, f"bits never set here: {seen:b}"
+
+
+# Requests nothing satisfies, so that the engine looks for the nearest alternatives: by budget,
+# region, purchase option, flagged prices, one node's memory, a GPU limit, a lighter fine-tuning
+# method and latency targets.
+NOTHING_FITS = [
+    dict(workload="fine_tuning", memory_gb=80, max_hourly_usd=0.5),
+    dict(workload="fine_tuning", memory_gb=80, region="us-east-1", max_hourly_usd=1),
+    dict(
+        workload="fine_tuning", memory_gb=80, region="eu-west-1", purchase="spot", max_hourly_usd=2
+    ),
+    dict(workload="high_throughput_inference", memory_gb=40, purchase="spot", max_hourly_usd=0.3),
+    dict(workload="low_latency_inference", memory_gb=434, max_hourly_usd=10),
+    dict(workload="batch_processing", provider="gcp", max_hourly_usd=0.05),
+    dict(workload="fine_tuning", model="llama-3.1-405b"),
+    dict(workload="large_scale_training", model="llama-3.1-405b", tokens=1e12, max_gpus=8),
+    dict(workload="low_latency_inference", model="llama-3-70b", max_ttft_ms=5, max_itl_ms=2),
+]
+
+
+def _alternatives_of_every_offering(catalog: Catalog, w: RecommendRequest) -> list[Any]:
+    """The nearest alternatives worked out the long way: every offering of every candidate
+    explained by the registry, as the engine did before it skipped the offerings that cannot be
+    nearest (advisor/engine/__init__.py _alternatives)."""
+    p = catalog.workloads[w.workload]
+    plan = WorkPlan(catalog, w, p) if w.sized else None
+    tracker = AlternativeTracker()
+    index = candidate_index(catalog, GROUP_SIGNATURE)
+    for c in index.cloud:
+        placement = place(c, w, p, plan)
+        static = static_violations(c, placement, w, p)
+        latency_only = bool(static) and all(v.code in LATENCY_CODES for v in static)
+        if len(static) > 1 and not latency_only:
+            continue
+        spot = _spot_case(c, placement, w, p)
+        for price in c.instance.prices:
+            found = static + offering_violations(price, placement.nodes, w, spot)
+            where = f"{c.instance.provider} {price.region}, {price.purchase}"
+            if latency_only and len(found) == len(static):
+                hourly = price.hourly_usd * placement.nodes
+                label = f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
+                _offer_latency(tracker, placement, hourly, label)
+                continue
+            if len(found) != 1 or found[0].constraint is None:
+                continue
+            v = found[0]
+            if v.constraint == "method":
+                _offer_methods(tracker, placement, price, c.instance.id, where)
+                continue
+            one_node = v.code in ("MEMORY_INSUFFICIENT", "GPU_COUNT_TOO_HIGH")
+            nodes = 1 if one_node else placement.nodes
+            if v.code == "GPU_LIMIT_EXCEEDED" and isinstance(v.relax_to, int):
+                nodes = v.relax_to // c.instance.gpu_count
+            hourly = price.hourly_usd * nodes
+            label = f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
+            tracker.offer(v.constraint, v.relax_to, hourly, label)
+    for e in index.edge:
+        found = edge_violations(e, w, p)
+        if len(found) == 1 and found[0].constraint:
+            label = f"{e.device.name} ({e.mode} mode)" if e.mode else e.device.name
+            tracker.offer(found[0].constraint, found[0].relax_to, 0.0, label)
+    return [a for a in tracker.alternatives() if not _latency_met_anyway(a, w, p)]
+
+
+@pytest.mark.parametrize("kw", NOTHING_FITS, ids=[str(r) for r in NOTHING_FITS])
+def test_alternatives_are_those_of_every_offering(shipped: Catalog, kw: dict[str, Any]) -> None:
+    """The engine explains only the cheapest offering of each kind of failure (and its ties):
+    the alternatives must be exactly those that explaining every offering gives."""
+    w = RecommendRequest(**kw)
+    result = recommend(shipped, w)
+    assert not result.recommendations and result.alternatives, "a request nothing satisfies"
+    assert list(result.alternatives) == _alternatives_of_every_offering(shipped, w)
