@@ -110,6 +110,7 @@ DISTINCT_LABEL = "POST recommendations, 4k distinct"
 # The same questions with a list one longer than the service answers on its event loop
 # (advisor/api/routes/recommend.py INLINE_MAX_LIMIT): the engine runs on its worker thread.
 # Information beside the target row: what answering on the event loop saves.
+THREAD_LABEL = "POST same, engine on its thread"
 THREAD_BODIES = tuple(
     json.dumps({**json.loads(body), "limit": INLINE_MAX_LIMIT + 1}).encode()
     for body in DISTINCT_BODIES
@@ -124,7 +125,7 @@ ENDPOINTS = [
         "/v1/recommendations",
         DISTINCT_BODIES,
     ),
-    Endpoint("POST same, engine on its thread", "POST", "/v1/recommendations", THREAD_BODIES),
+    Endpoint(THREAD_LABEL, "POST", "/v1/recommendations", THREAD_BODIES),
     Endpoint("POST recommendations, 8 cached", "POST", "/v1/recommendations", RECOMMEND_BODIES),
     Endpoint(
         "POST /v1/probe-reports",
@@ -582,7 +583,7 @@ def main() -> int:
         torch_maps: list[str] = []
         rss_idle = 0.0
         warm_ok: dict[str, int] = {}
-        beside: Result | None = None
+        beside: dict[str, Result] = {}
         with server(db, log) as (pid, port, ready), RssSampler(pid) as sampler:
             readies.append(ready)
             rss_idle = rss_mb(pid)
@@ -612,8 +613,8 @@ def main() -> int:
                 res.rss_max_mb = sampler.window
                 results.append(res)
                 torch_maps += torch_mappings(pid)
-                if wrk and ep.label == DISTINCT_LABEL:  # right after it, in the same conditions
-                    beside = health_beside_load(wrk, ep, port, tmp, args)
+                if wrk and ep.label in (DISTINCT_LABEL, THREAD_LABEL):  # in the same conditions
+                    beside[ep.label] = health_beside_load(wrk, ep, port, tmp, args)
             rss_final = rss_mb(pid)
         rss_peak, rss_samples = sampler.overall, sampler.samples
         stored = stored_count(db)
@@ -663,11 +664,11 @@ def main() -> int:
     say(
         f"torch mapped by the server: {', '.join(sorted(set(torch_maps))) or 'no (no torch in /proc/<pid>/maps)'}"
     )
-    if beside is not None:
+    for label, health in beside.items():
         say(
-            f"/healthz beside the load ({args.connections} clients posting distinct recommendations,"
-            f" one client asking /healthz): p50 {beside.p50_ms:.2f} ms, p99 {beside.p99_ms:.2f} ms,"
-            f" {beside.requests} answers, {beside.errors} errors"
+            f"/healthz beside {label!r} ({args.connections} clients, one more asking /healthz):"
+            f" p50 {health.p50_ms:.2f} ms, p99 {health.p99_ms:.2f} ms, {health.requests} answers,"
+            f" {health.errors} errors"
         )
     by = {r.endpoint.label: r for r in results}
     if args.only:
