@@ -6,34 +6,27 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from advisor import Catalog, recommend
+from advisor import engine as engine_module
 from advisor.catalog.models import SpotPolicy
-from advisor.engine import (
-    _latency_met_anyway,
-    _offer_faults,
-    _offer_latency,
-    _offer_methods,
-    _spot_case,
-)
+from advisor.engine import _offer_faults
 from advisor.engine.candidates import CloudCandidate, candidate_index
 from advisor.engine.checks import (
     CODE_WORDS,
     EDGE,
     GROUP_SIGNATURE,
-    LATENCY_CODES,
     OFFERING,
     STATIC,
     StaticCase,
-    edge_violations,
     offering_violations,
     static_violations,
 )
 from advisor.engine.constraints import RELAXATIONS, Direction
-from advisor.engine.explain import AlternativeTracker
 from advisor.engine.placement import PLACEMENT_READS, place
 from advisor.perf.fitting import WorkPlan
 from advisor.perf.spot import SpotPlan
@@ -428,55 +421,18 @@ NOTHING_FITS = [
 ]
 
 
-def _alternatives_of_every_offering(catalog: Catalog, w: RecommendRequest) -> list[Any]:
-    """The nearest alternatives worked out the long way: every offering of every candidate
-    explained by the registry, as the engine did before it skipped the offerings that cannot be
-    nearest (advisor/engine/__init__.py _alternatives)."""
-    p = catalog.workloads[w.workload]
-    plan = WorkPlan(catalog, w, p) if w.sized else None
-    tracker = AlternativeTracker()
-    index = candidate_index(catalog, GROUP_SIGNATURE)
-    for c in index.cloud:
-        placement = place(c, w, p, plan)
-        static = static_violations(c, placement, w, p)
-        latency_only = bool(static) and all(v.code in LATENCY_CODES for v in static)
-        if len(static) > 1 and not latency_only:
-            continue
-        spot = _spot_case(c, placement, w, p)
-        for price in c.instance.prices:
-            found = static + offering_violations(price, placement.nodes, w, spot)
-            where = f"{c.instance.provider} {price.region}, {price.purchase}"
-            if latency_only and len(found) == len(static):
-                hourly = price.hourly_usd * placement.nodes
-                label = f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
-                _offer_latency(tracker, placement, hourly, label)
-                continue
-            if len(found) != 1 or found[0].constraint is None:
-                continue
-            v = found[0]
-            if v.constraint == "method":
-                _offer_methods(tracker, placement, price, c.instance.id, where)
-                continue
-            one_node = v.code in ("MEMORY_INSUFFICIENT", "GPU_COUNT_TOO_HIGH")
-            nodes = 1 if one_node else placement.nodes
-            if v.code == "GPU_LIMIT_EXCEEDED" and isinstance(v.relax_to, int):
-                nodes = v.relax_to // c.instance.gpu_count
-            hourly = price.hourly_usd * nodes
-            label = f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
-            tracker.offer(v.constraint, v.relax_to, hourly, label)
-    for e in index.edge:
-        found = edge_violations(e, w, p)
-        if len(found) == 1 and found[0].constraint:
-            label = f"{e.device.name} ({e.mode} mode)" if e.mode else e.device.name
-            tracker.offer(found[0].constraint, found[0].relax_to, 0.0, label)
-    return [a for a in tracker.alternatives() if not _latency_met_anyway(a, w, p)]
-
-
 @pytest.mark.parametrize("kw", NOTHING_FITS, ids=[str(r) for r in NOTHING_FITS])
-def test_alternatives_are_those_of_every_offering(shipped: Catalog, kw: dict[str, Any]) -> None:
+def test_alternatives_are_those_of_every_offering(
+    shipped: Catalog, kw: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The engine explains only the cheapest offering of each kind of failure (and its ties):
     the alternatives must be exactly those that explaining every offering gives."""
     w = RecommendRequest(**kw)
     result = recommend(shipped, w)
     assert not result.recommendations and result.alternatives, "a request nothing satisfies"
-    assert list(result.alternatives) == _alternatives_of_every_offering(shipped, w)
+
+    def every_offering(c: CloudCandidate, *_: Any) -> Iterator[Any]:
+        return (offer[3] for offer in c.offers)
+
+    monkeypatch.setattr(engine_module, "_offers_worth_explaining", every_offering)
+    assert list(result.alternatives) == list(recommend(shipped, w).alternatives)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import copy
 import json
 import re
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from advisor.api.settings import Settings
 from advisor.report_client import ReportSender
 from tests.api_server import serve_in_thread
 from tests.test_utilisation_api import utilisation
+from tests.threads import simultaneously
 
 TOKEN = "idempotency-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -169,19 +169,7 @@ def test_simultaneous_posts_with_one_key_store_one_report(
     client: TestClient, kind: Kind, report: dict[str, Any]
 ) -> None:
     headers = {**AUTH, "Idempotency-Key": str(uuid.uuid4())}
-    answers: list[httpx.Response] = []
-    lock = threading.Lock()
-
-    def post() -> None:
-        answer = client.post(kind.path, json=report, headers=headers)
-        with lock:
-            answers.append(answer)
-
-    threads = [threading.Thread(target=post) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    answers = simultaneously(lambda: client.post(kind.path, json=report, headers=headers))
     assert sorted(a.status_code for a in answers) == [200] * 7 + [201]
     assert len({a.json()["id"] for a in answers}) == 1
     assert total(client, kind) == 1

@@ -26,6 +26,7 @@ from advisor.store.sqlite import SqliteStore
 from tests.api_server import live_server
 from tests.factories import mini_catalog_data, write_catalog
 from tests.memory_store import MemoryStore
+from tests.test_api import problem
 
 WRITER = "writer-t0ken"
 READER = "reader-t0ken"
@@ -88,24 +89,16 @@ def guarded(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
         yield c, paths
 
 
-def assert_problem(r: Any, status: int) -> dict[str, Any]:
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"].startswith("application/problem+json")
-    body: dict[str, Any] = r.json()
-    assert body["status"] == status and body["detail"]
-    return body
-
-
 def test_guarded_reads_need_a_read_or_write_token(
     guarded: tuple[TestClient, dict[str, str]],
 ) -> None:
     client, paths = guarded
     for path in paths.values():
         r = client.get(path)
-        assert_problem(r, 401)
+        problem(r, 401)
         assert r.headers["www-authenticate"] == "Bearer", path
-        assert_problem(client.get(path, headers={"Authorization": "Basic cmVhZGVy"}), 401)
-        assert_problem(client.get(path, headers=bearer("not-" + READER)), 403)
+        problem(client.get(path, headers={"Authorization": "Basic cmVhZGVy"}), 401)
+        problem(client.get(path, headers=bearer("not-" + READER)), 403)
         for token in (READER, "other", WRITER):  # a write token also reads
             r = client.get(path, headers=bearer(token))
             assert r.status_code == 200, (path, token, r.text)
@@ -116,8 +109,8 @@ def test_guarded_reads_need_a_read_or_write_token(
 def test_a_read_token_does_not_write(guarded: tuple[TestClient, dict[str, str]]) -> None:
     client, _ = guarded
     body = json.loads(REPORT.read_text())
-    assert_problem(client.post("/v1/probe-reports", json=body, headers=bearer(READER)), 403)
-    assert_problem(client.post("/v1/catalog/reload", headers=bearer(READER)), 403)
+    problem(client.post("/v1/probe-reports", json=body, headers=bearer(READER)), 403)
+    problem(client.post("/v1/catalog/reload", headers=bearer(READER)), 403)
 
 
 def test_catalog_health_and_metrics_stay_open(guarded: tuple[TestClient, dict[str, str]]) -> None:

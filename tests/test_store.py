@@ -18,6 +18,7 @@ from advisor.store import ReportFilter, Store, StoreError, open_store
 from advisor.store.sql import LATEST
 from advisor.store.sqlite import SqliteStore
 from tests.memory_store import MemoryStore
+from tests.threads import simultaneously
 
 PG_URL = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
 BACKENDS = ["sqlite", "postgres", "memory"]
@@ -194,22 +195,11 @@ def test_report_body_is_stored_verbatim(tmp_path: Path) -> None:
 
 
 def test_add_once_stores_a_key_once_even_when_posted_simultaneously(store: Store) -> None:
-    import threading
-
     body = report(host="once")
-    results: list[tuple[str, bool]] = []
-    lock = threading.Lock()
-
-    def add() -> None:
-        stored, created = store.add_once(body, "key-1")
-        with lock:
-            results.append((stored.id, created))
-
-    threads = [threading.Thread(target=add) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    results = [
+        (stored.id, created)
+        for stored, created in simultaneously(lambda: store.add_once(body, "key-1"))
+    ]
     assert sorted(created for _, created in results) == [False] * 7 + [True]
     assert len({i for i, _ in results}) == 1 and store.count() == 1
     (summary,) = store.fleet()

@@ -8,7 +8,6 @@ import datetime as dt
 import inspect
 import os
 import sqlite3
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,8 +28,10 @@ from probes.nvml import Nvml
 from probes.report import UtilisationReport
 from tests.api_server import serve_in_thread
 from tests.memory_store import MemoryStore
+from tests.test_api import problem
 from tests.test_monitor import busy_and_idle
 from tests.test_store import report as probe_report
+from tests.threads import simultaneously
 
 PG_URL = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
 TOKEN = "t0ken-for-tests"
@@ -142,19 +143,10 @@ def test_add_utilisation_once_stores_a_key_once_even_when_posted_simultaneously(
     store: Store,
 ) -> None:
     body = utilisation(host="once")
-    results: list[tuple[str, bool]] = []
-    lock = threading.Lock()
-
-    def add() -> None:
-        stored, created = store.add_utilisation_once(body, "key-1")
-        with lock:
-            results.append((stored.id, created))
-
-    threads = [threading.Thread(target=add) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    results = [
+        (stored.id, created)
+        for stored, created in simultaneously(lambda: store.add_utilisation_once(body, "key-1"))
+    ]
     assert sorted(created for _, created in results) == [False] * 7 + [True]
     (first_id,) = {i for i, _ in results}
     again = store.get_utilisation(first_id)
@@ -297,14 +289,6 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
     settings = Settings(database_url=f"sqlite:///{tmp_path}/api.db", api_tokens=(TOKEN,))  # type: ignore[arg-type]
     with TestClient(create_app(settings)) as c:
         yield c
-
-
-def problem(r: Any, status: int) -> dict[str, Any]:
-    assert r.status_code == status, r.text
-    assert r.headers["content-type"].startswith("application/problem+json")
-    body: dict[str, Any] = r.json()
-    assert body["status"] == status and body["detail"]
-    return body
 
 
 def test_writing_needs_an_accepted_token(client: TestClient) -> None:
