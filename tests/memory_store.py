@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from advisor.store.base import (
+    CheckRow,
     FleetSummary,
     ReportFilter,
     StoredReport,
@@ -80,6 +81,11 @@ class MemoryStore:
             verdicts.setdefault(r.accelerator, []).append(r.verdict)
             rows += [row for row in check_rows(r.id, r.report) if check in (None, row.name)]
         return summarize_fleet(rows, verdicts)
+
+    def check_rows_named(self, check: str) -> list[CheckRow]:
+        with self._lock:
+            reports = list(self._reports.values())
+        return [row for r in reports for row in check_rows(r.id, r.report) if row.name == check]
 
     def add_utilisation(
         self, report: dict[str, Any], received_at: dt.datetime | None = None

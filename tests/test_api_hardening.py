@@ -93,6 +93,10 @@ class CountingStore:
         self.fleet_reads += 1
         return self.store.fleet(accelerator, check)
 
+    def check_rows_named(self, check: str) -> Any:
+        self.fleet_reads += 1
+        return self.store.check_rows_named(check)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
 

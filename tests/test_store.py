@@ -128,6 +128,20 @@ def test_fleet_summary_of_one_check(store: Store) -> None:
     assert (one.reports, one.verdicts) == (whole.reports, whole.verdicts)
 
 
+def test_rows_of_one_check_are_every_stored_run_of_it(store: Store) -> None:
+    """The fleet calibration's whole read: each stored run of the check, on any accelerator."""
+    stored = [
+        store.add(report(host=h, bf16=b, acc=a))
+        for h, b, a in (("a", 781.0, "h200-sxm"), ("b", 390.5, "h100-sxm"))
+    ]
+    rows = sorted(store.check_rows_named("matmul_bf16"), key=lambda r: r.host)
+    assert [(r.report_id, r.host, r.accelerator, r.measured, r.expected) for r in rows] == [
+        (stored[0].id, "a", "h200-sxm", 781.0, 781.0),
+        (stored[1].id, "b", "h100-sxm", 390.5, 781.0),
+    ]
+    assert store.check_rows_named("no_such_check") == []
+
+
 def test_sqlite_schema_upgrade_keeps_reports(tmp_path: Path) -> None:
     """A database written by schema version 1 upgrades to the latest without losing a report,
     and the new check table is filled from the stored bodies."""

@@ -37,7 +37,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
             "names), the fleet summary and the review are readable without a token"
         )
     calibration = FleetCalibration(store)
-    calibration.refresh_if_changed()  # read the store once now; then only when reports arrive
+    calibration.refresh_if_changed()  # read the store whole once now; reports then add to it
     reviews = ReviewCache(max_age_s=settings.fleet_refresh_s)
     state = AppState(settings, holder, store, Metrics(), calibration, reviews)
     state.metrics.add_gauges(state.gauges)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import bisect
+import contextlib
 import datetime as dt
 import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
@@ -18,8 +21,11 @@ from advisor.api.settings import Settings
 from advisor.catalog import Catalog
 from advisor.catalog.loading import load_catalog, shipped_catalog_dir
 from advisor.errors import AdvisorError, InputError
-from advisor.perf.calibration import CALIBRATION_CHECK, Calibration, calibrations
-from advisor.store import Store, StoreError
+from advisor.fleet.statistics import PLAUSIBLE_RATIO, ratio_of
+from advisor.perf.calibration import CALIBRATION_CHECK, Calibration, calibration_from
+from advisor.store import Store, StoredReport, StoreError
+from advisor.store.base import CheckRow, check_rows
+from probes.stats import quantile
 
 log = logging.getLogger("advisor.api")
 
@@ -111,55 +117,75 @@ class ResponseCache:
 
 
 class FleetCalibration:
-    """The fleet's calibration (median measured / expected matmul per accelerator), recomputed
-    from the store when reports arrive, never on the read path: `value` only reads memory.
+    """The fleet's calibration (median measured / expected matmul per accelerator), kept in
+    memory and never computed on the read path: `value` only reads memory.
 
-    A report recomputes its accelerator's entry alone (a summary reads every stored check of it:
-    0.6 s at 6,400 reports), and concurrent arrivals share one recomputation: each arrival takes
-    a ticket, and a recomputation that started after the ticket was taken covers it.
+    Each accelerator's plausible ratios are kept sorted. A report this process stores adds its
+    own rows (a bisection per ratio and one median), so that ingestion costs the same at any
+    fleet size: re-reading the accelerator's every stored check took 0.6 s at 6,400 reports. The
+    store is read whole only at start and when it holds reports this process did not count
+    (others stored them; the service's periodic refresh). Both happen under one lock, and
+    reports are stored inside it (`storing`): a whole read never races a report into being
+    counted twice or not at all.
     """
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        self._lock = threading.Lock()  # one recomputation at a time
-        self._tickets_lock = threading.Lock()
-        self._tickets: dict[str, int] = {}  # arrivals so far, per accelerator
-        self._covered: dict[str, int] = {}  # arrivals the current value includes
-        self._stored = -1  # store.count() when last computed (other processes' reports)
+        self._lock = threading.Lock()
+        self._ratios: dict[str, list[float]] = {}  # per accelerator, sorted
+        self._counted = -1  # reports the ratios include: -1 before the first whole read
         self.value: dict[str, Calibration] = {}
-        self.recomputed = 0  # how many times the store was read (tests, metrics)
+        self.recomputed = 0  # whole reads of the store (tests, metrics)
 
-    def report_arrived(self, accelerator: str | None) -> None:
-        if accelerator is None:
-            return  # a run that reached no GPU calibrates nothing
-        with self._tickets_lock:
-            ticket = self._tickets[accelerator] = self._tickets.get(accelerator, 0) + 1
+    @contextlib.contextmanager
+    def storing(self) -> Iterator[Callable[[Sequence[CheckRow]], None]]:
+        """Store one report inside the block, then call what it yields with the report's check
+        rows if it was stored (not if an idempotency key found it stored before)."""
         with self._lock:
-            if self._covered.get(accelerator, 0) >= ticket:
-                return  # another thread recomputed after this report was stored
-            with self._tickets_lock:
-                covers = self._tickets[accelerator]
-            found = calibrations(
-                [vars(s) for s in self._store.fleet(accelerator, CALIBRATION_CHECK)]
-            )
-            value = {acc: cal for acc, cal in self.value.items() if acc != accelerator}
-            self.value = {**value, **found}
-            self._covered[accelerator] = covers
-            self.recomputed += 1
+            yield self._stored
+
+    def _stored(self, rows: Sequence[CheckRow]) -> None:
+        self._counted += 1
+        touched = _add_ratios(self._ratios, rows)
+        if touched:
+            self.value = {**self.value, **_calibrations(self._ratios, touched)}
 
     def refresh_if_changed(self) -> bool:
-        """Recompute when the store holds a different number of reports than last time (other
-        processes stored some); called by the service's periodic refresh, off the event loop."""
+        """Read the store whole when it holds a different number of reports than were counted
+        (other processes stored some); called at start and by the service's periodic refresh,
+        off the event loop."""
         with self._lock:
+            # Counted before the rows are read: a report another process stores in between is
+            # read but not counted, so the next refresh reads again (the other order would
+            # count it without reading it, for good).
             stored = self._store.count()
-            if stored == self._stored:
+            if stored == self._counted:
                 return False
-            with self._tickets_lock:
-                covers = dict(self._tickets)
-            self.value = calibrations([vars(s) for s in self._store.fleet(check=CALIBRATION_CHECK)])
-            self._covered, self._stored = covers, stored
+            ratios: dict[str, list[float]] = {}
+            _add_ratios(ratios, self._store.check_rows_named(CALIBRATION_CHECK))
+            self._ratios, self._counted = ratios, stored
+            self.value = _calibrations(ratios, ratios)
             self.recomputed += 1
             return True
+
+
+def _add_ratios(ratios: dict[str, list[float]], rows: Iterable[CheckRow]) -> set[str]:
+    """Insert the plausible CALIBRATION_CHECK ratios of `rows` in order (advisor.fleet.statistics,
+    the fleet summary's median); returns the accelerators that got one."""
+    touched = set()
+    for row in rows:
+        ratio = ratio_of(row.measured, row.expected)
+        if row.name != CALIBRATION_CHECK or not row.accelerator or ratio is None:
+            continue
+        if PLAUSIBLE_RATIO.holds(ratio):
+            bisect.insort(ratios.setdefault(row.accelerator, []), ratio)
+            touched.add(row.accelerator)
+    return touched
+
+
+def _calibrations(ratios: dict[str, list[float]], which: Iterable[str]) -> dict[str, Calibration]:
+    found = {acc: calibration_from(quantile(ratios[acc], 0.5), len(ratios[acc])) for acc in which}
+    return {acc: cal for acc, cal in found.items() if cal is not None}
 
 
 class ReviewCache:
@@ -205,12 +231,20 @@ class AppState:
     # changed under it: keys the review cache.
     generation: int = 0
 
-    def report_stored(self, accelerator: str | None = None, probe: bool = True) -> None:
-        """A probe (or utilisation) report was stored here: caches keyed by the store go stale,
-        and a probe report's accelerator is calibrated again."""
+    def add_probe_report(self, report: dict[str, Any], key: str) -> tuple[StoredReport, bool]:
+        """Store a probe report once per idempotency key (Store.add_once); a new one counts in
+        the fleet calibration and makes the caches keyed by the store stale."""
+        with self.calibration.storing() as stored_rows:
+            stored, created = self.store.add_once(report, key)
+            if created:
+                stored_rows(check_rows(stored.id, report))
+        if created:
+            self.report_stored()
+        return stored, created
+
+    def report_stored(self) -> None:
+        """A report was stored here: caches keyed by the store go stale."""
         self.generation += 1
-        if probe:
-            self.calibration.report_arrived(accelerator)
 
     def refresh(self) -> None:
         """The periodic check for reports stored by other processes (off the event loop)."""
@@ -236,7 +270,7 @@ class AppState:
                 float(self.responses.misses),
             ),
             "advisor_fleet_calibration_recomputed": (
-                "Times the fleet calibration was recomputed from the store.",
+                "Whole reads of the store by the fleet calibration (start-up, others' reports).",
                 float(self.calibration.recomputed),
             ),
             "advisor_review_builds": ("Review pages built.", float(self.reviews.builds)),

@@ -117,8 +117,8 @@ def fleet_statistics(runs: Iterable[RunChecks[A]]) -> FleetStatistics[A]:
             host_runs[hk] += 1
             if status == "fail":
                 host_failed[hk] += 1
-            if measured is not None and expected:
-                ratio = measured / expected
+            ratio = ratio_of(measured, expected)
+            if ratio is not None:
                 if not plausible(ratio):
                     ignored[(acc, name)] += 1
                     continue
@@ -144,6 +144,11 @@ def fleet_statistics(runs: Iterable[RunChecks[A]]) -> FleetStatistics[A]:
         for hk, n in host_runs.items()
     ]
     return FleetStatistics(checks_stats, hosts)
+
+
+def ratio_of(measured: float | None, expected: float | None) -> float | None:
+    """measured / expected, where both are known and the expectation is not zero."""
+    return measured / expected if measured is not None and expected else None
 
 
 def _median(values: list[float] | None) -> float | None:

@@ -91,6 +91,10 @@ class Store(Protocol):
         alone, which is all the fleet calibration reads)."""
         ...
 
+    def check_rows_named(self, check: str) -> list[CheckRow]:
+        """Every stored run of one check (the fleet calibration's whole read)."""
+        ...
+
     def add_utilisation(
         self, report: dict[str, Any], received_at: dt.datetime | None = None
     ) -> StoredUtilisation:

@@ -9,6 +9,7 @@ from typing import Any
 
 from advisor.store import sql as q
 from advisor.store.base import (
+    CheckRow,
     FleetSummary,
     ReportFilter,
     StoredReport,
@@ -104,6 +105,9 @@ class PostgresStore:
 
     def fleet(self, accelerator: str | None = None, check: str | None = None) -> list[FleetSummary]:
         return q.fleet(self._tx, _pg, accelerator, check)
+
+    def check_rows_named(self, check: str) -> list[CheckRow]:
+        return q.check_rows_named(self._tx, _pg, check)
 
     def add_utilisation(
         self, report: dict[str, Any], received_at: dt.datetime | None = None

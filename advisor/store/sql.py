@@ -281,17 +281,28 @@ def fleet(
         verdicts: dict[str | None, list[str]] = {}
         for acc, verdict in cur.fetchall():
             verdicts.setdefault(acc, []).append(verdict)
-        cur.execute(
-            sql(
-                "SELECT report_id, host, accelerator, name, status, measured, expected"
-                " FROM probe_checks"
-                " WHERE (CAST(? AS TEXT) IS NULL OR accelerator = ?)"
-                " AND (CAST(? AS TEXT) IS NULL OR name = ?)"
-            ),
-            (accelerator, accelerator, check, check),
-        )
-        rows = [CheckRow(*r) for r in cur.fetchall()]
+        rows = _check_rows(cur, sql, accelerator, check)
     return summarize_fleet(rows, verdicts)
+
+
+def check_rows_named(tx: Transaction, sql: Sql, check: str) -> list[CheckRow]:
+    with tx() as cur:
+        return _check_rows(cur, sql, None, check)
+
+
+def _check_rows(
+    cur: Cursor, sql: Sql, accelerator: str | None, check: str | None
+) -> list[CheckRow]:
+    cur.execute(
+        sql(
+            "SELECT report_id, host, accelerator, name, status, measured, expected"
+            " FROM probe_checks"
+            " WHERE (CAST(? AS TEXT) IS NULL OR accelerator = ?)"
+            " AND (CAST(? AS TEXT) IS NULL OR name = ?)"
+        ),
+        (accelerator, accelerator, check, check),
+    )
+    return [CheckRow(*r) for r in cur.fetchall()]
 
 
 def count(tx: Transaction, sql: Sql) -> int:

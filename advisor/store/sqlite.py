@@ -19,6 +19,7 @@ from typing import Any
 
 from advisor.store import sql as q
 from advisor.store.base import (
+    CheckRow,
     FleetSummary,
     ReportFilter,
     StoredReport,
@@ -127,6 +128,9 @@ class SqliteStore:
 
     def fleet(self, accelerator: str | None = None, check: str | None = None) -> list[FleetSummary]:
         return q.fleet(self._read, _same, accelerator, check)
+
+    def check_rows_named(self, check: str) -> list[CheckRow]:
+        return q.check_rows_named(self._read, _same, check)
 
     def add_utilisation(
         self, report: dict[str, Any], received_at: dt.datetime | None = None

@@ -53,8 +53,8 @@ async def create_recommendation(
     # Results of unsized requests depend on the catalog alone and are memoised: a hit is
     # answered here, and so is a short unsized question (INLINE_MAX_LIMIT). The rest run on the
     # engine thread, so that a sized request (a search over cluster sizes) never holds the event
-    # loop; sized results also depend on the fleet's calibration (kept in memory, recomputed
-    # when reports arrive) and are computed each time.
+    # loop; sized results also depend on the fleet's calibration (kept in memory, updated
+    # as reports arrive) and are computed each time.
     key = (state.catalog.generation, workload.model_dump_json())
     cached = None if workload.sized else state.responses.get(key)
     if cached is None:

@@ -52,10 +52,9 @@ def create_report(
     idempotency_key: IdempotencyKey = None,
 ) -> StoredReportOut:
     body = report.model_dump(mode="json")
-    stored, created = state.store.add_once(body, store_key(body, idempotency_key))
+    stored, created = state.add_probe_report(body, store_key(body, idempotency_key))
     if created:
         state.metrics.report_stored(stored.verdict)
-        state.report_stored(stored.accelerator)
     else:
         response.status_code = 200
     response.headers["Location"] = f"/v1/probe-reports/{stored.id}"

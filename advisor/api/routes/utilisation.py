@@ -88,7 +88,7 @@ def create_utilisation_report(
     body = report.model_dump(mode="json")
     stored, created = store.add_utilisation_once(body, store_key(body, idempotency_key))
     if created:
-        state.report_stored(probe=False)
+        state.report_stored()
     else:
         response.status_code = 200
     response.headers["Location"] = f"/v1/utilisation-reports/{stored.id}"
