@@ -122,7 +122,8 @@ class FleetCalibration:
 
     Each accelerator's plausible ratios are kept sorted. A report this process stores adds its
     own rows (a bisection per ratio and one median), so that ingestion costs the same at any
-    fleet size: re-reading the accelerator's every stored check took 0.6 s at 6,400 reports. The
+    fleet size: re-reading the accelerator's every stored check, as each report did before,
+    took 134 ms at 6,400 reports (benchmarks/bench_ingest.py). The
     store is read whole only at start and when it holds reports this process did not count
     (others stored them; the service's periodic refresh). Both happen under one lock, and
     reports are stored inside it (`storing`): a whole read never races a report into being
