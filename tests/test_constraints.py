@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +33,7 @@ from advisor.perf.fitting import WorkPlan
 from advisor.perf.spot import SpotPlan
 from advisor.request import RecommendRequest, purchase_matches
 from tests.factories import load_mini
+from tests.factories import price as price_entry
 
 
 @pytest.fixture(scope="module")
@@ -436,3 +438,32 @@ def test_alternatives_are_those_of_every_offering(
 
     monkeypatch.setattr(engine_module, "_offers_worth_explaining", every_offering)
     assert list(result.alternatives) == list(recommend(shipped, w).alternatives)
+
+
+def test_alternatives_among_offerings_at_one_price_are_the_first_by_label(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Offerings come sorted by price, then "type|region|purchase"; the tracker breaks price
+    ties by its label, "type (provider region, purchase, ...)". The two orders differ where one
+    region's name begins another's (eastus, eastus2: "|" sorts after "2", "," before it), so the
+    engine must explain every offering tied at the cheapest price, not the first alone."""
+
+    def tie(data: dict[str, Any]) -> None:
+        (small1,) = [i for i in data["instance_types"] if i["id"] == "small1"]
+        small1["prices"] = [
+            price_entry(r, usd)
+            for r, usd in (("eastus2", 0.8), ("eastus", 0.8), ("us-east-1", 5.0))
+        ]
+
+    catalog = load_mini(tmp_path, tie)
+    w = RecommendRequest(workload="fine_tuning", memory_gb=20, region="eu-west-1", max_hourly_usd=1)
+    result = recommend(catalog, w)
+    assert not result.recommendations
+    (region,) = [a for a in result.alternatives if a.constraint == "region"]
+    assert region.relax_to == "eastus", region
+
+    def every_offering(c: CloudCandidate, *_: Any) -> Iterator[Any]:
+        return (offer[3] for offer in c.offers)
+
+    monkeypatch.setattr(engine_module, "_offers_worth_explaining", every_offering)
+    assert list(result.alternatives) == list(recommend(catalog, w).alternatives)
