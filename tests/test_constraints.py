@@ -141,6 +141,25 @@ def test_each_applies_condition_only_drops_checks_that_find_nothing(shipped: Cat
     assert fired == {e.check.__name__ for e in gated}, "no request here makes these fail"
 
 
+def test_request_free_checks_read_neither_the_request_nor_the_placement(shipped: Catalog) -> None:
+    """The engine works out once per workload type which groups a request-free entry fails and
+    runs it per request on those alone. Each such check runs here on every shipped candidate,
+    for every workload type, with no request and no placement to read (reading one raises), and
+    must find what it finds with them, under every request above."""
+    free = [e for e in STATIC if e.request_free]
+    assert {e.code for e in free} >= {"WORKLOAD_MISMATCH", "NO_PRICE"}
+    index = candidate_index(shipped, GROUP_SIGNATURE)
+    for kw in APPLIES_REQUESTS:
+        w = RecommendRequest(**kw)
+        p = shipped.workloads[w.workload]
+        plan = WorkPlan(shipped, w, p) if w.sized else None
+        for c in index.cloud:
+            with_request = StaticCase(c, place(c, w, p, plan), w, p)
+            without = StaticCase(c, None, None, p)  # type: ignore[arg-type]
+            for entry in free:
+                assert entry.check(without) == entry.check(with_request), (entry.code, kw)
+
+
 def test_the_recorder_would_catch_an_undeclared_read(mini: Catalog) -> None:
     c = candidate_index(mini, GROUP_SIGNATURE).cloud[0]
     assert _reads(lambda rc: rc.instance.vcpus, c) == {"instance.vcpus"}

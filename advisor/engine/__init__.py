@@ -26,6 +26,7 @@ from advisor.engine.checks import (
     latency_relax_to,
     mismatch_sentence,
     offering_violations,
+    request_free_violations,
     static_violations,
 )
 from advisor.engine.constraints import Violation, applicable
@@ -144,12 +145,16 @@ def _evaluate_cloud(
     feasible = 0
     bound = Bound(w.limit)
     registry = applicable(STATIC, w, p)
+    # Groups that pass every request-free check are checked by the other entries alone.
+    per_request = tuple(entry for entry in registry if not entry.request_free)
+    fails_request_free = _fails_request_free(index, p)
     for i, group in enumerate(index.cloud_groups):
         if group[0].hardware.form_factor not in p.form_factors:
             continue  # in _mismatches
         # Members share everything the static checks and placement read (GROUP_SIGNATURE).
         placement = place(group[0], w, p, plan)
-        static = static_violations(group[0], placement, w, p, registry)
+        checks = registry if fails_request_free[i] else per_request
+        static = static_violations(group[0], placement, w, p, checks)
         if static:  # the whole group is out for reasons that no offering changes
             codes, sentences = _codes_and_sentences(static)
             rejected.extend(
@@ -167,6 +172,17 @@ def _evaluate_cloud(
         for c in group:
             feasible += _evaluate_offers(c, placement, w, p, valuation, bound, hits, rejected)
     return feasible
+
+
+def _fails_request_free(index: CandidateIndex, p: WorkloadProfile) -> tuple[bool, ...]:
+    """Per cloud group, whether a request-free static check fails it for this workload type:
+    known before any request, so worked out once per catalog and workload type."""
+    found = index.fails_request_free.get(p.id)
+    if found is None:
+        free = tuple(entry for entry in STATIC if entry.request_free)
+        found = tuple(bool(request_free_violations(g[0], p, free)) for g in index.cloud_groups)
+        index.fails_request_free[p.id] = found
+    return found
 
 
 def _evaluate_group(

@@ -174,6 +174,9 @@ class CandidateIndex:
     edge: tuple[EdgeCandidate, ...]
     # Per workload type: the rejections that depend on the catalog alone (advisor/engine).
     memo: dict[str, tuple[Rejection, ...]] = field(default_factory=dict, compare=False)
+    # Per workload type: whether each cloud group fails a request-free static check
+    # (advisor/engine/checks.py Constraint.request_free).
+    fails_request_free: dict[str, tuple[bool, ...]] = field(default_factory=dict, compare=False)
     # (group index, region, purchase) -> the group's pool, built on first use
     _group_pools: dict[tuple[int, str | None, Purchase | None], GroupPool] = field(
         default_factory=dict, compare=False, repr=False

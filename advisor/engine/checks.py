@@ -274,6 +274,7 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         "the workload's kind of hardware",
         _workload_mismatch,
         ("hardware.form_factor", "hardware.name"),
+        request_free=True,
     ),
     Constraint(
         "GPU_MEMORY_TOO_SMALL",
@@ -282,6 +283,7 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         _gpu_memory_too_small,
         ("is_gpu", "hardware.device_memory_gb"),
         applies=lambda w, p: p.min_gpu_memory_gb > 0,
+        request_free=True,
     ),
     # A model's fit (Placement.fit) exists only for a sized request.
     Constraint(
@@ -370,7 +372,7 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         ("instance.provider",),
         applies=lambda w, p: w.provider is not None,
     ),
-    Constraint("NO_PRICE", None, "a missing price", _no_price, ("has_offers",)),
+    Constraint("NO_PRICE", None, "a missing price", _no_price, ("has_offers",), request_free=True),
 )
 
 # Instance types equal on every attribute the static checks and placement read are one group:
@@ -390,6 +392,14 @@ def static_violations(
     """Constraints that depend on the instance type, not on which of its offerings. `registry`:
     STATIC, or the part of it that applies to this request (constraints.py applicable)."""
     return violations(registry, StaticCase(c, s, w, p))
+
+
+def request_free_violations(
+    c: CloudCandidate, p: WorkloadProfile, registry: tuple[Constraint[StaticCase], ...]
+) -> list[Violation]:
+    """The request-free entries of `registry` (Constraint.request_free), which read neither the
+    request nor the placement: they get none."""
+    return violations(registry, StaticCase(c, None, None, p))  # type: ignore[arg-type]
 
 
 # --- offering checks ------------------------------------------------------------------------

@@ -155,6 +155,11 @@ class Constraint(Generic[Case]):
     # most requests set few fields, and the checks run for every candidate group.
     # tests/test_constraints.py holds each to its check on every group of the shipped catalog.
     applies: Callable[[Workload, WorkloadProfile], bool] | None = None
+    # The check reads the candidate and the workload profile alone, never the request or the
+    # placement: the engine works out once per catalog and profile which candidate groups it
+    # fails, and runs it per request only on those (tests/test_constraints.py holds each such
+    # check to reading nothing else).
+    request_free: bool = False
 
     @property
     def direction(self) -> Direction:
