@@ -6,7 +6,6 @@ Pure and deterministic: the same catalog and workload always give the same resul
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import NamedTuple
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import FormFactor, Price, Purchase, SpotPolicy, WorkloadProfile
@@ -36,22 +35,20 @@ from advisor.engine.rank import (
     OBJECTIVE_WORDS,
     Bound,
     Hit,
-    cloud_perf,
+    Valuation,
     edge_hit,
-    objective_affine,
     objective_value,
-    penalty,
     rank,
     reasons,
-    rises_with_cost,
     sized_figures,
+    valuation,
 )
 from advisor.engine.result import Alternative, Recommendation, Rejection, Result, SizedFigures
 from advisor.engine.spot_risk import option_spot_plan
 from advisor.errors import InputError
 from advisor.perf.calibration import Calibration
 from advisor.perf.edge_cost import edge_cost_per_year
-from advisor.perf.fitting import Fit, WorkPlan, latency_targets
+from advisor.perf.fitting import WorkPlan, latency_targets
 from advisor.perf.spot import SpotPlan, too_risky
 from advisor.request import Workload
 
@@ -163,7 +160,7 @@ def _evaluate_cloud(
             continue
         # So do the option's peak, soft-preference penalty and objective (rank.py reads only
         # signature attributes): valued once per group.
-        valuation = _valuation(group[0], placement, p, objective)
+        valuation = _group_valuation(index, i, placement, p, objective)
         spot_free = placement.fit is None or placement.fit.hours is None or p.spot is None
         if spot_free and valuation.rises and not w.each_offering:
             pool = index.group_pool(i, w.region, w.purchase)
@@ -172,6 +169,20 @@ def _evaluate_cloud(
         for c in group:
             feasible += _evaluate_offers(c, placement, w, p, valuation, bound, hits, rejected)
     return feasible
+
+
+def _group_valuation(
+    index: CandidateIndex, i: int, placement: Placement, p: WorkloadProfile, objective: str
+) -> Valuation:
+    """Group `i`'s valuation (rank.py). Without a model it depends on the group, its node count,
+    the workload type and the objective alone, which many requests share: kept on the index."""
+    if placement.fit is not None:
+        return valuation(index.cloud_groups[i][0], placement, p, objective)
+    key = (i, placement.nodes, p.id, objective)
+    found = index.valuations.get(key)
+    if found is None:
+        found = index.valuations[key] = valuation(index.cloud_groups[i][0], placement, p, objective)
+    return found
 
 
 def _fails_request_free(index: CandidateIndex, p: WorkloadProfile) -> tuple[bool, ...]:
@@ -190,7 +201,7 @@ def _evaluate_group(
     pool: GroupPool,
     placement: Placement,
     w: Workload,
-    valuation: _Valuation,
+    valuation: Valuation,
     bound: Bound,
     hits: list[Hit],
     rejected: list[Rejection],
@@ -222,38 +233,6 @@ def _evaluate_group(
     return feasible
 
 
-class _Valuation(NamedTuple):
-    """How one option's offerings are valued: the objective, the dense peak rented, the
-    soft-preference penalty, (a, b) with value = a x cost + b where that holds with a >= 0 (None
-    otherwise), and whether the value never falls as the price rises (then an option's
-    cheapest offering is its best and offerings can be valued cheapest first)."""
-
-    objective: str
-    perf: float
-    factor: float
-    affine: tuple[float, float] | None
-    rises: bool
-
-    def value(self, cost: float, fit: Fit | None) -> float:
-        """An offering's value without a spot plan (rank.py objective_value)."""
-        if self.affine is not None:
-            return cost * self.affine[0] + self.affine[1]
-        return objective_value(self.objective, cost, self.perf, self.factor, fit)
-
-
-def _valuation(
-    c: CloudCandidate, placement: Placement, p: WorkloadProfile, objective: str
-) -> _Valuation:
-    _, perf = cloud_perf(c, placement, p)
-    factor = penalty(c, p)
-    affine = objective_affine(objective, perf, factor, placement.fit)
-    falling = affine is not None and affine[0] < 0
-    if falling:
-        affine = None  # a falling value would reverse the cheapest-first order; value them all
-    rises = not falling and rises_with_cost(objective, perf, factor)
-    return _Valuation(objective, perf, factor, affine, rises)
-
-
 def _evaluate_edge(
     index: CandidateIndex,
     w: Workload,
@@ -282,7 +261,7 @@ def _evaluate_offers(
     placement: Placement,
     w: Workload,
     p: WorkloadProfile,
-    valuation: _Valuation,
+    valuation: Valuation,
     bound: Bound,
     hits: list[Hit],
     rejected: list[Rejection],
@@ -332,7 +311,7 @@ def _evaluate_offers(
 def _valued_offers(
     c: CloudCandidate,
     placement: Placement,
-    valuation: _Valuation,
+    valuation: Valuation,
     offers: tuple[Offer, ...],
     spot: tuple[bool, SpotPlan | None],
     bound: Bound,

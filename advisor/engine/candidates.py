@@ -10,6 +10,7 @@ import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
+from typing import TYPE_CHECKING
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import (
@@ -31,6 +32,9 @@ from advisor.perf.precision import (
     compute_precision,
     key_peak,
 )
+
+if TYPE_CHECKING:
+    from advisor.engine.rank import Valuation  # rank.py imports this module
 
 GIB_PER_GB = 1e9 / 2**30  # instance RAM is stated in GiB, requirements in GB
 
@@ -177,6 +181,12 @@ class CandidateIndex:
     # Per workload type: whether each cloud group fails a request-free static check
     # (advisor/engine/checks.py Constraint.request_free).
     fails_request_free: dict[str, tuple[bool, ...]] = field(default_factory=dict, compare=False)
+    # (group index, nodes, workload type, objective) -> how the group's offerings are valued
+    # without a model (advisor/engine/rank.py valuation): at most groups x node counts x types x
+    # objectives, a few thousand.
+    valuations: dict[tuple[int, int, str, str], Valuation] = field(
+        default_factory=dict, compare=False
+    )
     # (group index, region, purchase) -> the group's pool, built on first use
     _group_pools: dict[tuple[int, str | None, Purchase | None], GroupPool] = field(
         default_factory=dict, compare=False, repr=False

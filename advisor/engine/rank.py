@@ -110,6 +110,40 @@ def rises_with_cost(objective: str, perf: float, factor: float) -> bool:
     return factor > 0 and (objective != "price_performance" or perf >= 0)
 
 
+class Valuation(NamedTuple):
+    """How one option's offerings are valued: the objective, the dense peak rented, the
+    soft-preference penalty, (a, b) with value = a x cost + b where that holds with a >= 0 (None
+    otherwise), and whether the value never falls as the price rises (then an option's
+    cheapest offering is its best and offerings can be valued cheapest first)."""
+
+    objective: str
+    perf: float
+    factor: float
+    affine: tuple[float, float] | None
+    rises: bool
+
+    def value(self, cost: float, fit: Fit | None) -> float:
+        """An offering's value without a spot plan (rank.py objective_value)."""
+        if self.affine is not None:
+            return cost * self.affine[0] + self.affine[1]
+        return objective_value(self.objective, cost, self.perf, self.factor, fit)
+
+
+def valuation(
+    c: CloudCandidate, placement: Placement, p: WorkloadProfile, objective: str
+) -> Valuation:
+    """Worked out once per option (advisor/engine/candidates.py CandidateIndex.valuation keeps
+    those of options placed without a model)."""
+    _, perf = cloud_perf(c, placement, p)
+    factor = penalty(c, p)
+    affine = objective_affine(objective, perf, factor, placement.fit)
+    falling = affine is not None and affine[0] < 0
+    if falling:
+        affine = None  # a falling value would reverse the cheapest-first order; value them all
+    rises = not falling and rises_with_cost(objective, perf, factor)
+    return Valuation(objective, perf, factor, affine, rises)
+
+
 def edge_hit(e: EdgeCandidate, objective: str) -> Hit:
     # Edge devices carry no hourly price: their "cost" is the cost per year of operation
     # (purchase over the stated lifetime + energy at the stated price; advisor/perf/edge_cost.py).
