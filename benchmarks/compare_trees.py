@@ -1,8 +1,10 @@
 """Engine and CLI speed of two source trees, measured interleaved in one run (a loaded machine
 slows both alike; the ratio is the figure). Usage:
     python benchmarks/compare_trees.py OLD_TREE NEW_TREE [--rounds 5] [--record NAME]
-Each round: the engine at 10,000 synthetic offerings (bench_recommend.QUERIES, median per
-query set) and `advisor recommend --workload fine_tuning --json` wall time, in each tree."""
+Each round, in each tree: the engine at 10,000 synthetic offerings (bench_recommend.QUERIES,
+median per query set); the engine and its JSON for the service benchmark's distinct bodies
+(bench_service.DISTINCT_BODIES, the first 800, shipped catalog: CPU time per body, the best of
+5 passes); and `advisor recommend --workload fine_tuning --json` wall time."""
 
 from __future__ import annotations
 
@@ -29,12 +31,29 @@ for _ in range(10):
         t0 = time.perf_counter(); recommend(cat, q); s.append((time.perf_counter() - t0) * 1000)
 print(statistics.median(s))
 """
+DISTINCT = """
+import sys, time
+sys.path.insert(0, "benchmarks")
+from bench_service import DISTINCT_BODIES
+from advisor.catalog import load_catalog
+from advisor.engine import recommend
+from advisor.request import RecommendRequest
+cat = load_catalog()
+reqs = [RecommendRequest.model_validate_json(b) for b in DISTINCT_BODIES[:800]]
+for r in reqs[:200]: recommend(cat, r).model_dump_json()
+passes = []
+for _ in range(5):
+    t0 = time.process_time()
+    for r in reqs: recommend(cat, r).model_dump_json()
+    passes.append((time.process_time() - t0) / len(reqs) * 1000)
+print(min(passes))
+"""
 CLI = ["-m", "advisor", "recommend", "--workload", "fine_tuning", "--json"]
 
 
-def engine_ms(tree: Path) -> float:
+def engine_ms(tree: Path, code: str = ENGINE) -> float:
     out = subprocess.run(
-        [sys.executable, "-c", ENGINE],
+        [sys.executable, "-c", code],
         cwd=tree,
         env=_env(tree),
         capture_output=True,
@@ -67,23 +86,31 @@ def main() -> None:
     parser.add_argument("--record", help="file name under benchmarks/results/")
     args = parser.parse_args()
     samples: dict[str, dict[str, list[float]]] = {
-        t: {"engine_ms": [], "cli_s": []} for t in ("old", "new")
+        t: {"engine_ms": [], "distinct_ms": [], "cli_s": []} for t in ("old", "new")
     }
     for _ in range(args.rounds):
         for name, tree in (("old", args.old), ("new", args.new)):
             samples[name]["engine_ms"].append(engine_ms(tree))
+            samples[name]["distinct_ms"].append(engine_ms(tree, DISTINCT))
             samples[name]["cli_s"].append(cli_s(tree))
     lines = [
         f"# compare_trees: old={args.old} new={args.new}, {args.rounds} interleaved rounds, "
         f"load average {os.getloadavg()[0]:.2f} at the end",
         f"{'measure':<44} {'old':>10} {'new':>10} {'new/old':>8}",
     ]
-    for key, unit, scale in (("engine_ms", "ms", 1.0), ("cli_s", "ms", 1000.0)):
+    labels = {
+        "engine_ms": "engine, 10,000 offerings (median)",
+        "distinct_ms": "engine + JSON, service's distinct bodies",
+        "cli_s": "advisor recommend wall",
+    }
+    for key, unit, scale in (
+        ("engine_ms", "ms", 1.0),
+        ("distinct_ms", "ms", 1.0),
+        ("cli_s", "ms", 1000.0),
+    ):
         old = statistics.median(samples["old"][key]) * scale
         new = statistics.median(samples["new"][key]) * scale
-        label = (
-            "engine, 10,000 offerings (median)" if key == "engine_ms" else "advisor recommend wall"
-        )
+        label = labels[key]
         lines.append(f"{label:<44} {old:>8.2f}{unit} {new:>8.2f}{unit} {new / old:>8.2f}")
     text = "\n".join(lines)
     print(text)
