@@ -8,6 +8,10 @@ from typing import Any
 import pytest
 
 from advisor import Catalog, InputError, Workload, recommend
+from advisor import engine as engine_module
+from advisor.engine.candidates import candidate_index
+from advisor.engine.checks import GROUP_SIGNATURE
+from advisor.request import RecommendRequest
 from tests.factories import load_mini
 
 
@@ -311,3 +315,20 @@ def test_the_hot_loops_affine_objective_matches_objective_value(
         expected = objective_value(objective, cost, 320.0, 1.25, fit)
         assert cost * affine[0] + affine[1] == pytest.approx(expected, rel=1e-12)
     assert objective_affine("price_performance", 320.0, 1.25, fit) is None
+
+
+def test_valuations_kept_per_catalog_stay_bounded(
+    shipped: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each new node count is a new valuation kept on the catalog's index: a stream of ever
+    larger memory requirements must not grow it without end, nor change an answer."""
+    monkeypatch.setattr(engine_module, "VALUATIONS_KEPT", 50)
+    index = candidate_index(shipped, GROUP_SIGNATURE)
+    index.valuations.clear()
+    requests = [
+        RecommendRequest(workload="batch_processing", memory_gb=gb)
+        for gb in range(1000, 60_000, 1000)
+    ]
+    first = [recommend(shipped, w) for w in requests]
+    assert 0 < len(index.valuations) <= 50
+    assert [recommend(shipped, w) for w in requests] == first

@@ -171,6 +171,12 @@ def _evaluate_cloud(
     return feasible
 
 
+# Valuations kept per catalog: the shipped catalog's groups, workload types and objectives over
+# the node counts of everyday requests take a few thousand; a stream of ever larger memory
+# requirements (each a new node count) must not grow the service without end.
+VALUATIONS_KEPT = 20_000
+
+
 def _group_valuation(
     index: CandidateIndex, i: int, placement: Placement, p: WorkloadProfile, objective: str
 ) -> Valuation:
@@ -181,6 +187,8 @@ def _group_valuation(
     key = (i, placement.nodes, p.id, objective)
     found = index.valuations.get(key)
     if found is None:
+        if len(index.valuations) >= VALUATIONS_KEPT:
+            index.valuations.clear()  # bounded; rebuilt from the requests that follow
         found = index.valuations[key] = valuation(index.cloud_groups[i][0], placement, p, objective)
     return found
 
