@@ -18,7 +18,7 @@ its numbers understate the server). The output says which one ran.
 Targets (issue 13): recommendations with every body distinct (the engine runs each time) at
 >= 50% of /healthz throughput with p99 <= 50 ms; the cached mix is measured beside them.
 
-Run:  .venv/bin/python benchmarks/bench_service.py [--record] [--duration 10] [--loadgen auto]
+Run:  .venv/bin/python benchmarks/bench_service.py [--record] [--duration 10] [--loadgen auto] [--pin]
 Exit status 1 when a target is not met (the numbers are printed and recorded either way).
 """
 
@@ -198,6 +198,12 @@ def healthz_ok(port: int, timeout: float = 0.5) -> bool:
         conn.close()
 
 
+# --pin: the server on one core and the load generator on another (empty: wherever the kernel
+# puts them), through taskset. The server runs Python code one thread at a time (the GIL); left
+# free, it migrates between cores with its working set and shares them with the generator.
+PINNED: dict[str, list[str]] = {"server": [], "loadgen": []}
+
+
 @contextlib.contextmanager
 def server(
     db_path: Path, log_path: Path, ready_timeout: float = 30.0
@@ -206,7 +212,17 @@ def server(
 
     The server binds port 0 and prints the port it got: a port picked beforehand could be taken by
     another process before the server binds it."""
-    cmd = [sys.executable, "-m", "advisor", "serve", "--host", HOST, "--port", "0"]
+    cmd = [
+        *PINNED["server"],
+        sys.executable,
+        "-m",
+        "advisor",
+        "serve",
+        "--host",
+        HOST,
+        "--port",
+        "0",
+    ]
     cmd += ["--no-access-log", "--log-level", "warning"]
     offset = log_path.stat().st_size if log_path.exists() else 0  # the log is shared by starts
     with log_path.open("ab") as log:
@@ -374,7 +390,8 @@ def run_wrk(
     wrk: str, ep: Endpoint, port: int, tmp: Path, seconds: float, conns: int, threads: int
 ) -> tuple[Result, str]:
     script = lua_script(ep, tmp)
-    cmd = [wrk, f"-t{threads}", f"-c{conns}", f"-d{max(1, round(seconds))}s", "--timeout", "5s"]
+    cmd = [*PINNED["loadgen"], wrk, f"-t{threads}", f"-c{conns}", f"-d{max(1, round(seconds))}s"]
+    cmd += ["--timeout", "5s"]
     cmd += ["--latency", "-s", str(script), f"http://{HOST}:{port}{ep.path}"]
     before = children_cpu()
     t0 = time.perf_counter()
@@ -547,7 +564,19 @@ def main() -> int:
         metavar="TEXT",
         help="measure only the endpoints whose label contains TEXT (repeatable; not with --record)",
     )
+    parser.add_argument(
+        "--pin",
+        action="store_true",
+        help="the server on one core, the load generator on another (wrk only); --record writes "
+        "service-<date>-pinned.txt",
+    )
     args = parser.parse_args()
+    if args.pin:
+        cores = sorted(os.sched_getaffinity(0))
+        if len(cores) < 2 or shutil.which("taskset") is None:
+            parser.error(f"--pin needs two cores (this process may use {cores}) and taskset")
+        PINNED["loadgen"] = ["taskset", "-c", str(cores[0])]
+        PINNED["server"] = ["taskset", "-c", str(cores[1])]
     if args.only and args.record:
         parser.error("--only measures part of the table: a record holds all of it")
     endpoints = [e for e in ENDPOINTS if not args.only or any(t in e.label for t in args.only)]
@@ -559,6 +588,8 @@ def main() -> int:
     wrk = shutil.which("wrk") if args.loadgen in ("auto", "wrk") else None
     if args.loadgen == "wrk" and wrk is None:
         parser.error("wrk is not installed (apt-get install -y wrk)")
+    if args.pin and wrk is None:
+        parser.error("--pin pins wrk: the python load generator runs in this process")
     loadgen = (
         f"wrk ({wrk}, -t{args.threads} -c{args.connections}, Lua script for bodies and status counts)"
         if wrk
@@ -587,6 +618,11 @@ def main() -> int:
         )
         say(f"store: sqlite:///<tmp>/advisor.db on {filesystem_of(tmp)} (WAL, synchronous=FULL)")
         say(f"load generator: {loadgen}")
+        if args.pin:
+            say(
+                f"pinned (--pin): the server with {' '.join(PINNED['server'])}, the load"
+                f" generator with {' '.join(PINNED['loadgen'])}"
+            )
         say(
             f"per endpoint: {args.warmup:g} s warm-up, then {args.duration:g} s measured, {args.connections} concurrent clients"
         )
@@ -743,7 +779,8 @@ def main() -> int:
 
     if args.record:
         RESULTS.mkdir(exist_ok=True)
-        path = RESULTS / f"service-{dt.date.today().isoformat()}.txt"
+        pinned = "-pinned" if args.pin else ""
+        path = RESULTS / f"service-{dt.date.today().isoformat()}{pinned}.txt"
         path.write_text("\n".join(out) + "\n")
         print(f"recorded: {path.relative_to(ROOT)}")
     return 0 if all_met else 1
