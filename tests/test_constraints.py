@@ -442,6 +442,11 @@ NOTHING_FITS = [
 ]
 
 
+def every_offering(c: CloudCandidate, *_: Any) -> Iterator[Any]:
+    """The long way, in place of engine._offers_worth_explaining: explain every offering."""
+    return (offer[3] for offer in c.offers)
+
+
 @pytest.mark.parametrize("kw", NOTHING_FITS, ids=[str(r) for r in NOTHING_FITS])
 def test_alternatives_are_those_of_every_offering(
     shipped: Catalog, kw: dict[str, Any], monkeypatch: pytest.MonkeyPatch
@@ -451,9 +456,6 @@ def test_alternatives_are_those_of_every_offering(
     w = RecommendRequest(**kw)
     result = recommend(shipped, w)
     assert not result.recommendations and result.alternatives, "a request nothing satisfies"
-
-    def every_offering(c: CloudCandidate, *_: Any) -> Iterator[Any]:
-        return (offer[3] for offer in c.offers)
 
     monkeypatch.setattr(engine_module, "_offers_worth_explaining", every_offering)
     assert list(result.alternatives) == list(recommend(shipped, w).alternatives)
@@ -480,9 +482,6 @@ def test_alternatives_among_offerings_at_one_price_are_the_first_by_label(
     assert not result.recommendations
     (region,) = [a for a in result.alternatives if a.constraint == "region"]
     assert region.relax_to == "eastus", region
-
-    def every_offering(c: CloudCandidate, *_: Any) -> Iterator[Any]:
-        return (offer[3] for offer in c.offers)
 
     monkeypatch.setattr(engine_module, "_offers_worth_explaining", every_offering)
     assert list(result.alternatives) == list(recommend(catalog, w).alternatives)

@@ -122,14 +122,12 @@ class FleetCalibration:
 
     Each accelerator's plausible ratios are kept sorted. A report this process stores adds its
     own rows (a bisection per ratio and one median), so that ingestion costs the same at any
-    fleet size: re-reading the accelerator's every stored check, as each report did before,
-    took 134 ms at 6,400 reports (benchmarks/bench_ingest.py). The
-    store is read whole only at start and when it holds reports this process did not count
-    (others stored them; the service's periodic refresh). Both happen under one lock, and
-    reports are stored inside it (`storing`): a whole read never races a report into being
-    counted twice or not at all. The price: this process's report posts wait while a whole read
-    runs (134 ms for 6,400 stored reports of one accelerator), which only other processes'
-    reports cause.
+    fleet size (benchmarks/bench_ingest.py, against the re-read of the accelerator's every
+    stored check that each report did before). The store is read whole only at start and when
+    it holds reports this process did not count (others stored them; the service's periodic
+    refresh). Both happen under one lock, and reports are stored inside it (`storing`): a whole
+    read never races a report into being counted twice or not at all. The price: this
+    process's report posts wait while a whole read runs, which only others' reports cause.
     """
 
     def __init__(self, store: Store) -> None:

@@ -88,7 +88,7 @@ class Store(Protocol):
 
     def fleet(self, accelerator: str | None = None, check: str | None = None) -> list[FleetSummary]:
         """Per accelerator: verdict counts and statistics per check (`check`: that check's
-        alone, which is all the fleet calibration reads)."""
+        alone)."""
         ...
 
     def check_rows_named(self, check: str) -> list[CheckRow]:

@@ -24,14 +24,13 @@ router = APIRouter(
 # requests queue for it while the event loop keeps answering everything else.
 _ENGINE_THREADS = CapacityLimiter(1)
 
-# An unsized question with a short list is one pass over the catalog: 1-2 ms on the shipped
-# catalog, 3-4 ms at 10,000 offerings (benchmarks/bench_recommend.py), the order of parsing a
-# 16 KiB body, which is done on the event loop too; one that nothing satisfies adds a pass for
-# the nearest alternatives (5-7 ms shipped, about 30 ms at 10,000). Answered on the event loop,
-# it costs about half the CPU it costs on the worker thread (bench_service, 4k distinct bodies:
-# 2.2 against 3.8 ms of server CPU per request), which trades the interpreter with the event
-# loop on every socket operation; the price is that a health check waits behind the engine runs
-# queued before it (p99 69 against 13 ms there). Sized questions search cluster sizes and
+# An unsized question with a short list is one pass over the catalog, a few ms
+# (benchmarks/bench_recommend.py), the order of parsing a 16 KiB body, which is done on the
+# event loop too; one that nothing satisfies adds a pass for the nearest alternatives. Answered
+# on the event loop, it costs about 0.6x the CPU it costs on the worker thread, which trades the
+# interpreter with the event loop on every socket operation; the price is that a health check
+# waits behind the engine runs queued before it (benchmarks/results/service-*.txt: the distinct
+# and engine-thread rows, and /healthz beside each). Sized questions search cluster sizes and
 # deployments (tens of ms), and long lists grow with their length: those go to the thread.
 INLINE_MAX_LIMIT = 10
 
