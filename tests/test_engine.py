@@ -11,6 +11,7 @@ from advisor import Catalog, InputError, Workload, recommend
 from advisor import engine as engine_module
 from advisor.engine.candidates import candidate_index
 from advisor.engine.checks import GROUP_SIGNATURE
+from advisor.engine.rank import valuation
 from advisor.request import RecommendRequest
 from tests.factories import load_mini
 
@@ -321,14 +322,22 @@ def test_valuations_kept_per_catalog_stay_bounded(
     shipped: Catalog, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each new node count is a new valuation kept on the catalog's index: a stream of ever
-    larger memory requirements must not grow it without end, nor change an answer."""
-    monkeypatch.setattr(engine_module, "VALUATIONS_KEPT", 50)
+    larger memory requirements must not grow it without end, nor change an answer from the one
+    valued afresh. 500: fewer than these requests make, more than a key without the node count
+    or the objective would (one per group and objective), so that such a key shows too."""
+    monkeypatch.setattr(engine_module, "VALUATIONS_KEPT", 500)
     index = candidate_index(shipped, GROUP_SIGNATURE)
     index.valuations.clear()
     requests = [
-        RecommendRequest(workload="batch_processing", memory_gb=gb)
+        RecommendRequest(workload="batch_processing", memory_gb=gb, objective=objective)
         for gb in range(1000, 60_000, 1000)
+        for objective in ("cheapest", "performance")  # performance: valued by the nodes' peak
     ]
     first = [recommend(shipped, w) for w in requests]
-    assert 0 < len(index.valuations) <= 50
+    assert 0 < len(index.valuations) <= 500
+
+    def uncached(index: Any, i: int, placement: Any, p: Any, objective: str) -> Any:
+        return valuation(index.cloud_groups[i][0], placement, p, objective)
+
+    monkeypatch.setattr(engine_module, "_group_valuation", uncached)
     assert [recommend(shipped, w) for w in requests] == first

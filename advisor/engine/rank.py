@@ -132,8 +132,8 @@ class Valuation(NamedTuple):
 def valuation(
     c: CloudCandidate, placement: Placement, p: WorkloadProfile, objective: str
 ) -> Valuation:
-    """Worked out once per option (advisor/engine/candidates.py CandidateIndex.valuation keeps
-    those of options placed without a model)."""
+    """Worked out once per option (advisor/engine/__init__.py _group_valuation keeps those of
+    options placed without a model on CandidateIndex.valuations)."""
     _, perf = cloud_perf(c, placement, p)
     factor = penalty(c, p)
     affine = objective_affine(objective, perf, factor, placement.fit)
