@@ -94,7 +94,7 @@ class _Series:
     limited: int = 0  # of those, readings with a power or thermal limit active
 
     def read(self, nvml: Nvml) -> None:
-        lib, soft, h = nvml.lib, nvml._soft, self.handle
+        lib, soft, h = nvml.lib, nvml.soft, self.handle
         self.samples += 1
         util = soft(lib.nvmlDeviceGetUtilizationRates, h)
         if util is not None:
@@ -154,7 +154,7 @@ def sample(
         raise ValueError("duration and interval must be positive")
     stop = stop or threading.Event()
     series = []
-    lib, soft = nvml.lib, nvml._soft
+    lib, soft = nvml.lib, nvml.soft
     for i in range(nvml.device_count()):
         h = nvml.handle(i)
         index = soft(lib.nvmlDeviceGetIndex, h)

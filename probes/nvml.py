@@ -81,10 +81,10 @@ class Nvml:
 
     def shutdown(self) -> None:
         if self._ready:
-            self._soft(self._lib.nvmlShutdown)
+            self.soft(self._lib.nvmlShutdown)
             self._ready = False
 
-    def _soft(self, fn: Callable[..., T], *args: Any) -> T | None:
+    def soft(self, fn: Callable[..., T], *args: Any) -> T | None:
         """Call an NVML query; None when the GPU or driver does not support it."""
         try:
             return fn(*args)
@@ -93,11 +93,11 @@ class Nvml:
 
     # -- system ------------------------------------------------------------------------------
     def driver_version(self) -> str | None:
-        value = self._soft(self.lib.nvmlSystemGetDriverVersion)
+        value = self.soft(self.lib.nvmlSystemGetDriverVersion)
         return _text(value)
 
     def cuda_driver_version(self) -> str | None:
-        value = self._soft(self.lib.nvmlSystemGetCudaDriverVersion)
+        value = self.soft(self.lib.nvmlSystemGetCudaDriverVersion)
         if value is None:
             return None
         return f"{value // 1000}.{(value % 1000) // 10}"
@@ -117,10 +117,10 @@ class Nvml:
             raise EnvironmentProblem("no_device", f"NVML has no device {index}: {exc}") from None
 
     def handle_by_uuid(self, uuid: str) -> Any | None:
-        return self._soft(self.lib.nvmlDeviceGetHandleByUUID, uuid)
+        return self.soft(self.lib.nvmlDeviceGetHandleByUUID, uuid)
 
     def inventory(self, handle: Any) -> GpuInventory:
-        lib, soft = self.lib, self._soft
+        lib, soft = self.lib, self.soft
         mem = soft(lib.nvmlDeviceGetMemoryInfo, handle)
         ecc = soft(lib.nvmlDeviceGetEccMode, handle)
         mig = soft(lib.nvmlDeviceGetMigMode, handle)
@@ -160,19 +160,19 @@ class Nvml:
         getter = getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
             lib, "nvmlDeviceGetCurrentClocksThrottleReasons", None
         )
-        bits = self._soft(getter, handle) if getter else None
+        bits = self.soft(getter, handle) if getter else None
         if bits is None:
             return None
         return [name for bit, name in THROTTLE_BITS.items() if bits & bit]
 
     def _processes(self, handle: Any) -> list[ProcessInfo] | None:
-        procs = self._soft(self.lib.nvmlDeviceGetComputeRunningProcesses, handle)
+        procs = self.soft(self.lib.nvmlDeviceGetComputeRunningProcesses, handle)
         if procs is None:
             return None
         out = []
         for p in procs:
             used = getattr(p, "usedGpuMemory", None)
-            name = _text(self._soft(self.lib.nvmlSystemGetProcessName, p.pid))
+            name = _text(self.soft(self.lib.nvmlSystemGetProcessName, p.pid))
             mib = used / (1024 * 1024) if isinstance(used, int) and used >= 0 else None
             out.append(ProcessInfo(pid=p.pid, name=name, used_memory_mib=mib))
         return out
@@ -216,7 +216,7 @@ class LoadSampler:
         self._thread.join(timeout=2)
 
     def _loop(self) -> None:
-        lib, soft, h = self._nvml.lib, self._nvml._soft, self._handle
+        lib, soft, h = self._nvml.lib, self._nvml.soft, self._handle
         while not self._stop.is_set():
             self._count += 1
             self._reasons.update(r for r in (self._nvml._throttle(h) or []) if r != "gpu_idle")

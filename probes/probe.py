@@ -15,6 +15,7 @@ from functools import partial
 from typing import Any, Literal
 
 from probes import cpu, measure
+from probes.burn import burn
 from probes.device import TorchDevice
 from probes.environment import Environment, gpu_key, import_torch, inspect
 from probes.errors import MeasurementError, WatchdogTimeout
@@ -93,9 +94,12 @@ def run_probe(
     only: set[str] | None = None,
     watchdog_s: float | None = None,
     lock: Callable[[str], contextlib.AbstractContextManager[object]] | None = None,
+    keep_nvml: bool = False,
+    burn_s: float | None = None,
 ) -> ProbeRun:
     """Inspect, then measure. `lock(gpu_key)` is entered around the GPU measurements so that two
-    probes on one GPU never measure each other (it may raise LockBusy)."""
+    probes on one GPU never measure each other (it may raise LockBusy). NVML is shut down at the
+    end unless `keep_nvml` (the node probe reads health counters afterwards)."""
     started = time.perf_counter()
     say = progress or (lambda _msg: None)
     nvml = nvml or Nvml()
@@ -106,6 +110,9 @@ def run_probe(
     limit = watchdog_s if watchdog_s is not None else plan.watchdog_s
     steps = gpu_steps(env, device, plan) if env.gpu_usable else cpu_steps(env)
     steps = [s for s in steps if only is None or s[0] in only]
+    if burn_s and env.gpu_usable:  # after the others: its heat would slow them
+        dev = TorchDevice(env.torch, device)
+        steps.append(("burn_bf16", "TFLOP/s", partial(burn, dev, burn_s, nvml, env.nvml_handle)))
     sampler = LoadSampler(nvml, env.nvml_handle) if env.nvml_handle is not None else None
     guard = lock(gpu_key(env, device)) if lock and env.gpu_usable else contextlib.nullcontext()
     try:
@@ -115,11 +122,13 @@ def run_probe(
                     run.measurements.append(failed(name, unit, "not run: an earlier step hung"))
                     continue
                 say(f"[{i}/{len(steps)}] measuring {name}")
-                run.measurements.append(_run_step(name, unit, step, limit, run))
+                step_limit = limit + (burn_s or 0) if name == "burn_bf16" else limit
+                run.measurements.append(_run_step(name, unit, step, step_limit, run))
                 if not run.watchdog_tripped:  # syncing a hung device would hang the probe too
                     _release(env, device)
     finally:
-        nvml.shutdown()
+        if not keep_nvml:
+            nvml.shutdown()
     if sampler is not None:
         run.inventory.under_load = sampler.result()
     run.duration_s = time.perf_counter() - started

@@ -11,9 +11,13 @@ from pydantic import BaseModel, ConfigDict, Field
 from probes.stats import Measurement
 from probes.timestamps import Rfc3339
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the node report (every GPU, peers, collectives, health, nodes)
 Status = Literal["pass", "warn", "fail", "skip", "error"]
 Verdict = Literal["pass", "warn", "fail", "error"]
+# What a platform team does about a failing check (DCGM's vocabulary): keep watching, reset the
+# GPU (or reboot the node), take the node out of service, or have the part replaced.
+Action = Literal["monitor", "reset", "drain", "replace"]
+Scope = Literal["gpu", "node", "peer", "collective", "health", "cluster"]
 
 
 class _Model(BaseModel):
@@ -24,6 +28,43 @@ class ProcessInfo(_Model):
     pid: int
     name: str | None = None
     used_memory_mib: float | None = None
+
+
+class LoadSample(_Model):
+    """What NVML showed while the measurements ran (sampled in the background)."""
+
+    samples: int
+    throttle_reasons: list[str]  # union of the reasons seen, "gpu_idle" left out
+    temperature_max_c: int | None = None
+    power_draw_max_w: float | None = None
+    clock_sm_min_mhz: int | None = None
+    pcie_gen_max_seen: int | None = None
+    pcie_width_max_seen: int | None = None
+
+
+class NvLinkState(_Model):
+    link: int
+    active: bool | None = None
+    errors: dict[str, int] = Field(default_factory=dict)  # NVML's per-link error counters
+
+
+class GpuHealth(_Model):
+    """NVML's health counters of one GPU, read after the measurements. None: not supported."""
+
+    xid_events: list[int] | None = None  # XIDs seen while the probe ran (None: cannot listen)
+    retired_pages_pending: bool | None = None  # pre-Ampere page retirement awaiting a reset
+    retired_pages: int | None = None
+    remapped_rows_correctable: int | None = None  # Ampere and later: row remapping
+    remapped_rows_uncorrectable: int | None = None
+    remap_pending: bool | None = None
+    remap_failed: bool | None = None
+    ecc_volatile_corrected: int | None = None  # since the last driver load
+    ecc_volatile_uncorrected: int | None = None
+    ecc_aggregate_corrected: int | None = None  # over the GPU's life
+    ecc_aggregate_uncorrected: int | None = None
+    pcie_replays: int | None = None  # PCIe replay counter after the measurements
+    pcie_replays_during: int | None = None  # how many of them came while the probe ran
+    nvlinks: list[NvLinkState] | None = None  # None: no NVLink (or not readable)
 
 
 class GpuInventory(_Model):
@@ -55,18 +96,22 @@ class GpuInventory(_Model):
     processes: list[ProcessInfo] | None = None
     compute_capability: str | None = None  # from torch
     multiprocessors: int | None = None  # from torch
+    cuda_index: int | None = (
+        None  # the torch/CUDA index on its node (CUDA_VISIBLE_DEVICES renumbers)
+    )
+    health: GpuHealth | None = None
+    under_load: LoadSample | None = None  # sampled while this GPU's measurements ran
 
 
-class LoadSample(_Model):
-    """What NVML showed while the measurements ran (sampled in the background)."""
+class PeerLink(_Model):
+    """How NVML says two GPUs of the node are connected."""
 
-    samples: int
-    throttle_reasons: list[str]  # union of the reasons seen, "gpu_idle" left out
-    temperature_max_c: int | None = None
-    power_draw_max_w: float | None = None
-    clock_sm_min_mhz: int | None = None
-    pcie_gen_max_seen: int | None = None
-    pcie_width_max_seen: int | None = None
+    gpu: int
+    peer: int
+    nvlink_links: int | None = None  # active NVLinks from `gpu` that lead to `peer`
+    via_nvswitch: bool | None = None  # both GPUs' NVLinks end at a switch, not at each other
+    common_ancestor: str | None = None  # NVML topology level: internal, single, ... system
+    p2p_supported: bool | None = None  # NVML's P2P read status between the two
 
 
 class Inventory(_Model):
@@ -78,9 +123,11 @@ class Inventory(_Model):
     cuda_driver_version: str | None = None
     cuda_visible_devices: str | None = None  # None = unset
     device_count: int | None = None
-    gpu: GpuInventory | None = None  # the GPU measured (--device), read before measuring
-    under_load: LoadSample | None = None
+    gpu: GpuInventory | None = None  # the first GPU measured, read before measuring
+    under_load: LoadSample | None = None  # the first GPU's, while its measurements ran
     cpu_count: int | None = None
+    gpus: list[GpuInventory] = Field(default_factory=list)  # every GPU measured, by index
+    topology: list[PeerLink] = Field(default_factory=list)  # NVML's view of each GPU pair
 
 
 class Diagnosis(_Model):
@@ -97,6 +144,48 @@ class Check(_Model):
     expected: float | None = None
     unit: str | None = None
     detail: str
+    scope: Scope | None = None  # None: a single-GPU report's check (schema 1)
+    gpu: int | None = None  # the GPU (CUDA index on its node) a per-GPU check is about
+    gpu_uuid: str | None = None
+    peer: int | None = None  # the other GPU of a peer-link check (gpu -> peer)
+    host: str | None = None  # the node a cluster check is about
+    action: Action | None = None  # what to do when it fails or warns
+
+
+class GpuVerdict(_Model):
+    gpu: int
+    uuid: str | None = None
+    name: str | None = None
+    rank: int | None = None  # the process that measured it
+    verdict: Verdict
+
+
+class RankFailure(_Model):
+    """A rank that did not finish: what it reached and how it ended, as far as is known."""
+
+    rank: int
+    host: str | None = None
+    gpu: int | None = None
+    phase: str | None = None  # the last phase it reported reaching
+    exit_code: int | None = None
+    detail: str
+
+
+class NodeSummary(_Model):
+    host: str
+    node_rank: int
+    gpus: int
+    verdict: Verdict | None = None  # None: the node did not report its own verdict
+
+
+class ClusterSummary(_Model):
+    """What rank 0 of a several-node probe saw of every node."""
+
+    nodes: int
+    world_size: int
+    hosts: list[NodeSummary]
+    checks: list[Check] = Field(default_factory=list)
+    verdict: Verdict
 
 
 class ProbeReport(_Model):
@@ -112,6 +201,13 @@ class ProbeReport(_Model):
     measurements: list[Measurement] = Field(default_factory=list)
     checks: list[Check] = Field(default_factory=list)
     duration_s: float
+    gpu_verdicts: list[GpuVerdict] = Field(default_factory=list)
+    world_size: int | None = None  # processes of the probe, every node together
+    local_ranks: int | None = None  # processes on this node (one per GPU)
+    node_rank: int | None = None
+    backend: str | None = None  # torch.distributed backend of the collectives: nccl or gloo
+    failed_ranks: list[RankFailure] = Field(default_factory=list)
+    cluster: ClusterSummary | None = None  # on node rank 0 of a several-node probe
 
 
 Finding = Literal["idle", "over_provisioned", "under_provisioned", "optimized"]

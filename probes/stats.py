@@ -30,6 +30,8 @@ class Measurement(BaseModel):
     noisy: bool = False
     params: dict[str, Any] = Field(default_factory=dict)  # sizes, dtypes, repeats, conventions
     error: str | None = None
+    gpu: int | None = None  # the CUDA index on its node of the GPU measured (a node report's)
+    peer: int | None = None  # the other GPU of a peer-link measurement
 
 
 def summarize(

@@ -14,7 +14,7 @@ import threading
 from functools import partial
 from typing import Any
 
-import probes.probe
+import probes.worker
 from advisor.cli import main
 from probes import measure
 from probes.nvml import Nvml
@@ -32,8 +32,8 @@ def install(matmul_tflops: str, watchdog_s: float) -> None:
 
     measure.pick_matmul_n = lambda dev, elem_bytes, preferred: 256  # type: ignore[assignment]
     measure.matmul = matmul  # type: ignore[assignment]
-    probes.probe.run_probe = partial(  # type: ignore[assignment]
-        probes.probe.run_probe,
+    probes.worker.default_seams = partial(  # type: ignore[assignment]
+        probes.worker.Seams,
         nvml=Nvml(FakeNvmlLib()),
         torch_loader=fake_torch,
         environ={},

@@ -9,6 +9,7 @@ n-th entry), and the last entry repeats once the list is used up; an NVMLError e
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -17,6 +18,7 @@ NVML_CLOCK_SM = 1
 NVML_CLOCK_MEM = 2
 NVML_TEMPERATURE_GPU = 0
 NOT_SUPPORTED = 3
+TIMEOUT = 10
 LIBRARY_NOT_FOUND = 12
 DRIVER_NOT_LOADED = 9
 
@@ -57,6 +59,15 @@ def h200(**overrides: Any) -> dict[str, Any]:
         "mig": (0, 0),
         "util": (0, 0),
         "processes": [],
+        "bus_id": "00000000:18:00.0",
+        "pcie_replays": 0,
+        "remapped_rows": (0, 0, 0, 0),  # correctable, uncorrectable, pending, failed
+        "retired_pages": None,  # None: not supported (Hopper remaps rows instead)
+        "retired_pending": None,
+        "ecc_errors": {},  # (error type, counter type) -> count; absent: 0
+        "nvlinks": None,  # None: no NVLink; else [{"active": bool, "remote": bus id, "errors": {}}]
+        "xids": [],  # XID events raised once the probe listens for them
+        "events": True,  # whether NVML lets the probe register for XID events
     }
     gpu.update(overrides)
     return gpu
@@ -195,3 +206,80 @@ class FakeNvmlLib:
                 if p["pid"] == pid:
                     return str(p.get("name", "python"))
         raise NVMLError(6)  # NOT_FOUND
+
+    # -- health and topology ----------------------------------------------------------------
+    def _supported(self, fn: str, h: int, key: str) -> Any:
+        value = self._get(fn, h, key)
+        if value is None:
+            raise NVMLError(NOT_SUPPORTED)
+        return value
+
+    def nvmlDeviceGetPciInfo(self, h: int) -> SimpleNamespace:
+        return SimpleNamespace(busId=self._get("nvmlDeviceGetPciInfo", h, "bus_id").encode())
+
+    def nvmlDeviceGetPcieReplayCounter(self, h: int) -> int:
+        return int(self._supported("nvmlDeviceGetPcieReplayCounter", h, "pcie_replays"))
+
+    def nvmlDeviceGetRemappedRows(self, h: int) -> tuple[int, int, int, int]:
+        value: tuple[int, int, int, int] = self._supported(
+            "nvmlDeviceGetRemappedRows", h, "remapped_rows"
+        )
+        return value
+
+    def nvmlDeviceGetRetiredPages(self, h: int, cause: int) -> list[int]:
+        return list(self._supported("nvmlDeviceGetRetiredPages", h, "retired_pages"))
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, h: int) -> int:
+        return int(self._supported("nvmlDeviceGetRetiredPagesPendingStatus", h, "retired_pending"))
+
+    def nvmlDeviceGetTotalEccErrors(self, h: int, error_type: int, counter_type: int) -> int:
+        counts = self._get("nvmlDeviceGetTotalEccErrors", h, "ecc_errors")
+        return int(counts.get((error_type, counter_type), 0))
+
+    def _link(self, fn: str, h: int, link: int) -> dict[str, Any]:
+        links = self._supported(fn, h, "nvlinks")
+        if not 0 <= link < len(links):
+            raise NVMLError(2)  # INVALID_ARGUMENT (no such link)
+        entry: dict[str, Any] = links[link]
+        return entry
+
+    def nvmlDeviceGetNvLinkState(self, h: int, link: int) -> int:
+        return 1 if self._link("nvmlDeviceGetNvLinkState", h, link)["active"] else 0
+
+    def nvmlDeviceGetNvLinkErrorCounter(self, h: int, link: int, counter: int) -> int:
+        errors = self._link("nvmlDeviceGetNvLinkErrorCounter", h, link).get("errors", {})
+        return int(errors.get(counter, 0))
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, h: int, link: int) -> SimpleNamespace:
+        remote = self._link("nvmlDeviceGetNvLinkRemotePciInfo", h, link)["remote"]
+        return SimpleNamespace(busId=remote.encode())
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, h1: int, h2: int) -> int:
+        self._check("nvmlDeviceGetTopologyCommonAncestor")
+        return 30 if h1 != h2 else 0  # HOSTBRIDGE between two GPUs
+
+    def nvmlDeviceGetP2PStatus(self, h1: int, h2: int, index: int) -> int:
+        self._check("nvmlDeviceGetP2PStatus")
+        return 0  # OK
+
+    def nvmlEventSetCreate(self) -> list[int]:
+        self._check("nvmlEventSetCreate")
+        return []  # the handles registered
+
+    def nvmlDeviceRegisterEvents(self, h: int, types: int, event_set: list[int]) -> None:
+        self._check("nvmlDeviceRegisterEvents")
+        if not self.devices[h]["events"]:
+            raise NVMLError(NOT_SUPPORTED)
+        event_set.append(h)
+
+    def nvmlEventSetWait_v2(self, event_set: list[int], timeout_ms: int) -> SimpleNamespace:
+        self._check("nvmlEventSetWait_v2")
+        for h in event_set:
+            pending = self.devices[h]["xids"]
+            if pending:
+                return SimpleNamespace(device=h, eventType=0x8, eventData=pending.pop(0))
+        time.sleep(min(timeout_ms, 20) / 1000)
+        raise NVMLError(TIMEOUT)
+
+    def nvmlEventSetFree(self, event_set: list[int]) -> None:
+        self._check("nvmlEventSetFree")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 pytestmark = pytest.mark.gpu
@@ -42,3 +44,15 @@ def test_real_out_of_memory_is_mapped() -> None:
     with pytest.raises(OutOfDeviceMemory):
         matmul(TorchDevice(torch, 0), "bf16", 400_000, 1)  # 320 GB per operand
     torch.cuda.empty_cache()
+
+
+def test_real_node_probe_of_one_gpu_initialises_nccl_and_reads_health(tmp_path: Path) -> None:
+    from probes.worker import RankOptions, run_rank
+
+    result = run_rank(RankOptions(out=tmp_path, only=frozenset({"matmul_bf16"})))
+    assert result.phase == "done" and result.backend == "nccl", result.errors
+    (allreduce,) = result.collectives
+    assert allreduce.error is None and allreduce.params["ranks"] == 1
+    gpu = result.inventory.gpu
+    assert gpu is not None and gpu.health is not None and gpu.cuda_index == 0
+    assert result.measurements[0].gpu == 0

@@ -9,7 +9,13 @@ import pytest
 
 from advisor import Catalog
 from advisor.errors import NotFoundError
-from advisor.fleet.verification import Verification, _verdict, pcie_gbps, resolve_expect, verify
+from advisor.fleet.verification import (
+    Verification,
+    pcie_gbps,
+    resolve_expect,
+    verify,
+    worst_verdict,
+)
 from probes.report import Check, Diagnosis, GpuInventory, Inventory, LoadSample, ProcessInfo
 from probes.stats import Measurement, failed, summarize
 
@@ -603,7 +609,7 @@ VERDICTS: list[tuple[str, list[str], str]] = [
 )
 def test_verdict_precedence(statuses: list[Any], verdict: str) -> None:
     checks = [Check(name=f"c{i}", status=s, detail="") for i, s in enumerate(statuses)]
-    assert _verdict(checks) == verdict
+    assert worst_verdict(checks) == verdict
 
 
 def test_verdict_precedence_end_to_end(shipped: Catalog) -> None:

@@ -353,6 +353,18 @@ class WorkloadProfile(Strict):
     rationale: Annotated[str, Field(min_length=1)]
 
 
+class CollectiveReference(Strict):
+    """Collective and peer-copy figures measured on a known-good node of `gpus` GPUs."""
+
+    gpus: Annotated[int, Field(ge=2, le=64)]
+    link: GpuLink
+    # nccl-tests busbw (GB/s) per message size, named as nccl-tests names them ("256M", "1G")
+    all_reduce_busbw_gb_s: dict[str, Pos]
+    p2p_copy_gbps: Pos | None = None  # one direction, GPU to GPU
+    conditions: str | None = None
+    source: Annotated[str, Field(min_length=1)]
+
+
 class ProbeExpectation(Strict):
     """Achievable figures for one accelerator, measured on a known-good machine (or published).
 
@@ -362,6 +374,7 @@ class ProbeExpectation(Strict):
     id: Id  # the accelerator id these figures are for
     matmul_tflops: PeakTflops = Field(default_factory=PeakTflops)  # a plain torch matmul loop
     d2d_gbps: Pos | None = None  # device-to-device copy, bytes read + written per second
+    collectives: CollectiveReference | None = None
     conditions: str | None = None  # sizes, software, how they were taken
     source: Annotated[str, Field(min_length=1)]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ import typer
 
 from advisor.catalog import Catalog
 from advisor.catalog.loading import load_catalog
+from advisor.errors import InputError
 from advisor.outputs import write_json
 
 if TYPE_CHECKING:  # rich is imported when something is printed through it, not for --json
@@ -126,3 +128,21 @@ def deliver(sender: ReportSender, data: dict[str, Any], who: str) -> None:
         )
     elif outcome.pending:
         err.print(f"{who}: {outcome.pending} older report(s) still wait in {sender.spool}")
+
+
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|min|s|m|h)?\s*")
+
+
+def parse_duration(text: str, flag: str) -> float:
+    """Seconds from '30s', '10m', '1h', '1h30m', '500ms' or a bare number of seconds."""
+    compact = text.strip().lower()
+    parts = list(_PART.finditer(compact))
+    if not compact or "".join(p.group(0) for p in parts) != compact:
+        raise InputError(f"{flag} {text!r} is not a duration: use e.g. 30s, 10m, 1h or 1h30m")
+    if len(parts) > 1 and any(p.group(2) is None for p in parts):
+        raise InputError(f"{flag} {text!r}: give a unit to every part (e.g. 1h30m)")
+    seconds = sum(float(p.group(1)) * _UNIT_S[p.group(2) or "s"] for p in parts)
+    if seconds <= 0:
+        raise InputError(f"{flag} must be longer than zero, got {text!r}")
+    return seconds

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import re
 import signal
 import socket
 import threading
@@ -32,6 +31,7 @@ from advisor.cli.common import (
     emit_json,
     err_console,
     get_catalog,
+    parse_duration,
     save_report,
 )
 from advisor.errors import InputError
@@ -47,8 +47,6 @@ EXIT_CANNOT_RUN = 3
 ENDPOINT = "/v1/utilisation-reports"
 MIN_INTERVAL_S = 0.1  # NVML refreshes utilisation every 1/6 s to 1 s: faster polls add nothing
 MAX_DURATION_S = 30 * 86400.0  # one window at most; longer reviews store a report per window
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|min|s|m|h)?\s*")
 FINDING_STYLE = {
     "idle": "yellow",
     "over_provisioned": "yellow",
@@ -60,20 +58,6 @@ FINDING_STYLE = {
 def open_nvml() -> Nvml:
     """The NVML seam (tests replace it with an Nvml over tests.fake_nvml)."""
     return Nvml()
-
-
-def parse_duration(text: str, flag: str) -> float:
-    """Seconds from '30s', '10m', '1h', '1h30m', '500ms' or a bare number of seconds."""
-    compact = text.strip().lower()
-    parts = list(_PART.finditer(compact))
-    if not compact or "".join(p.group(0) for p in parts) != compact:
-        raise InputError(f"{flag} {text!r} is not a duration: use e.g. 30s, 10m, 1h or 1h30m")
-    if len(parts) > 1 and any(p.group(2) is None for p in parts):
-        raise InputError(f"{flag} {text!r}: give a unit to every part (e.g. 1h30m)")
-    seconds = sum(float(p.group(1)) * _UNIT_S[p.group(2) or "s"] for p in parts)
-    if seconds <= 0:
-        raise InputError(f"{flag} must be longer than zero, got {text!r}")
-    return seconds
 
 
 def monitor(

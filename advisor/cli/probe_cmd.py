@@ -1,21 +1,24 @@
-"""`advisor probe`: measure the attached GPU and verify it against the catalog.
+"""`advisor probe`: measure every GPU of the node (and the links between them, the collectives,
+the health counters, other nodes with --nodes) and verify them against the catalog.
 
-Exit codes: 0 every check passed or warned; 1 a check failed or errored; 3 no GPU could be
-measured (the report still says why, with CPU figures), or --expect names hardware the probe
-cannot measure (TPU, Trainium, Inferentia). torch is imported only here, lazily.
+Exit codes: 0 every check passed or warned; 1 a check failed or errored; 2 bad usage; 3 no GPU
+could be measured (the report still says why, with CPU figures), or --expect names hardware the
+probe cannot measure (TPU, Trainium, Inferentia). torch is imported only by the ranks, lazily.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import sys
-from functools import partial
+import tempfile
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.table import Table
 
+from advisor.catalog import Catalog
 from advisor.catalog.models import Accelerator, Generation
 from advisor.cli.common import (
     JsonReport,
@@ -28,15 +31,20 @@ from advisor.cli.common import (
     emit_json,
     err_console,
     get_catalog,
+    parse_duration,
     save_report,
 )
 from advisor.errors import InputError
-from advisor.fleet.verification import Verification, resolve_expect, verify
+from advisor.fleet.cluster_verification import verify_cluster
+from advisor.fleet.node_verification import NodeVerification, verify_node
+from advisor.fleet.verification import resolve_expect
 from advisor.outputs import check_output_path
 from advisor.report_client import ReportSender
-from probes.errors import LockBusy
-from probes.probe import CPU_STEPS, GPU_STEPS, ProbeRun
-from probes.report import ProbeReport
+from probes.collectives import parse_size
+from probes.node import NodePlan, NodeRun, UsageProblem
+from probes.probe import CPU_STEPS, GPU_STEPS
+from probes.report import Check, Inventory, ProbeReport
+from probes.worker import RankOptions
 
 STATUS_STYLE = {
     "pass": "green",
@@ -63,15 +71,38 @@ def probe(
     json_out: JsonReport = False,
     output: OutputFile = None,
     expect: Annotated[
-        str | None, typer.Option(help="Catalog accelerator or instance type id to verify against.")
+        str | None,
+        typer.Option(help="Catalog accelerator or instance type id to verify against."),
     ] = None,
     full: Annotated[
         bool, typer.Option("--full/--quick", help="Quick (default) or full run.")
     ] = False,
-    device: Annotated[int, typer.Option(min=0, help="CUDA device index.")] = 0,
+    device: Annotated[
+        int | None, typer.Option(min=0, help="Measure this CUDA device only (default: every GPU).")
+    ] = None,
+    nodes: Annotated[
+        int, typer.Option(min=1, help="Nodes taking part; run the same command on each.")
+    ] = 1,
+    rdzv_endpoint: Annotated[
+        str | None,
+        typer.Option(help="HOST:PORT of the rendezvous with --nodes (default: MASTER_ADDR)."),
+    ] = None,
+    pairwise: Annotated[
+        bool, typer.Option(help="With --nodes: all-reduce between every node pair.")
+    ] = False,
+    nccl: Annotated[
+        bool, typer.Option("--nccl/--no-nccl", help="Measure NCCL collectives between GPUs.")
+    ] = True,
+    burn: Annotated[
+        str | None,
+        typer.Option(help="Hold every GPU under load this long (e.g. 60s, 10m) after measuring."),
+    ] = None,
     lock_wait_s: Annotated[
         float, typer.Option(min=0, help="How long to wait for another probe on this GPU.")
     ] = 60.0,
+    rank_timeout_s: Annotated[
+        float, typer.Option(min=1, help="How long a rank waits for the others at a barrier.")
+    ] = 300.0,
     only: Annotated[
         str | None, typer.Option(help="Comma-separated measurement names to run (default: all).")
     ] = None,
@@ -79,17 +110,42 @@ def probe(
     token: Token = None,
     spool_dir: SpoolDir = None,
 ) -> None:
-    """Measure the GPU (matmul, transfers, overlap) and verify it against the catalog."""
+    """Measure every GPU (matmul, transfers, overlap), the peer links, NCCL collectives and the
+    health counters, and verify them against the catalog."""
     catalog = get_catalog()
+    instance = None
     if expect is not None:
         # a bad id fails now, not after a minute of measuring
-        _refuse_unmeasurable(expect, resolve_expect(catalog, expect)[0])
+        accelerator, instance = resolve_expect(catalog, expect)
+        _refuse_unmeasurable(expect, accelerator)
     if output is not None:
         check_output_path(output)
     names = _measurement_names(only)
+    burn_s = parse_duration(burn, "--burn") if burn is not None else None
     sender = _sender(report_to, token, spool_dir)
-    run = _measure(full, device, lock_wait_s, names)
-    report = _report(run, verify(catalog, run.inventory, run.diagnosis, run.measurements, expect))
+    plan = _plan(device, nodes, rdzv_endpoint)
+    if pairwise and nodes < 2:
+        raise InputError("--pairwise needs --nodes 2 or more (it tests pairs of nodes)")
+    extra: tuple[int, ...] = ()
+    fact = instance.expected_nccl_busbw if instance is not None else None
+    if fact is not None and fact.gpus == plan.local_ranks:
+        extra = (parse_size(fact.message_size),)  # measured at the size the threshold names
+    with tempfile.TemporaryDirectory(prefix="advisor-probe-") as scratch:
+        opts = RankOptions(
+            out=Path(scratch),
+            mode="full" if full else "quick",
+            gpus=plan.gpus,
+            nccl=nccl,
+            pairwise=pairwise,
+            only=frozenset(names) if names is not None else None,
+            extra_sizes=extra,
+            lock_wait_s=lock_wait_s,
+            timeout_s=rank_timeout_s,
+            burn_s=burn_s,
+        )
+        run = _measure(plan, opts)
+    report = node_report(run, catalog, expect)
+    _refuse_busy(run)
     data = report.model_dump(mode="json")
     written = output is None or save_report(output, data)
     if json_out:
@@ -99,6 +155,29 @@ def probe(
     if sender is not None:
         deliver(sender, data, "probe")
     _leave(_exit_code(run, report, written), run.watchdog_tripped)
+
+
+def _refuse_busy(run: NodeRun) -> None:
+    """Another probe holds a GPU: said on stderr. Holding every GPU, it refuses the whole run
+    (exit 3, no report) so that the two never measure each other; the other GPUs still report."""
+    busy = [d.message for r in run.ranks for d in r.diagnosis if d.code == "gpu_busy"]
+    for message in busy:
+        err_console().print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    if busy and len(busy) == len(run.ranks):
+        raise typer.Exit(EXIT_CANNOT_RUN)
+
+
+def _plan(device: int | None, nodes: int, rdzv_endpoint: str | None) -> NodePlan:
+    from probes.node import plan_node
+    from probes.nvml import Nvml
+
+    nvml = Nvml()
+    try:
+        return plan_node(nvml, dict(os.environ), device, nodes, rdzv_endpoint)
+    except UsageProblem as exc:
+        raise InputError(str(exc)) from None
+    finally:
+        nvml.shutdown()
 
 
 def unmeasurable_reason(expect: str, acc: Accelerator) -> str | None:
@@ -140,44 +219,65 @@ def _sender(
     return ReportSender(report_to, token, spool_dir)
 
 
-def _measure(full: bool, device: int, lock_wait_s: float, names: set[str] | None) -> ProbeRun:
-    """Runs the probe with progress on stderr; another probe holding the GPU: exit 3."""
-    from probes.lock import gpu_lock
-    from probes.probe import run_probe  # torch itself is imported only when the run starts
+def _measure(plan: NodePlan, opts: RankOptions) -> NodeRun:
+    """Runs every rank with progress on stderr; another probe holding the GPU: exit 3."""
+    from probes.node import probe_node  # torch itself is imported only when a rank starts
 
     err = err_console()
-    try:
-        return run_probe(
-            "full" if full else "quick",
-            device,
-            progress=lambda msg: err.print(f"[dim]probe:[/] {msg}", highlight=False),
-            only=names,
-            lock=partial(gpu_lock, wait_s=lock_wait_s, on_wait=lambda m: err.print(f"probe: {m}")),
-        )
-    except LockBusy as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        raise typer.Exit(EXIT_CANNOT_RUN) from None
-
-
-def _report(run: ProbeRun, result: Verification) -> ProbeReport:
-    return ProbeReport(
-        created_at=run.created_at,
-        mode=run.mode,
-        device=run.device,
-        verdict=result.verdict,
-        accelerator=result.accelerator,
-        expected_accelerator=result.expected_accelerator,
-        inventory=run.inventory,
-        diagnosis=run.diagnosis,
-        measurements=run.measurements,
-        checks=result.checks,
-        duration_s=run.duration_s,
+    return probe_node(
+        plan, opts, progress=lambda msg: err.print(f"[dim]probe:[/] {msg}", highlight=False)
     )
 
 
-def _exit_code(run: ProbeRun, report: ProbeReport, output_written: bool) -> int:
+def node_report(run: NodeRun, catalog: Catalog, expect: str | None) -> ProbeReport:
+    """The node's report from its ranks: every GPU's checks, the node's, and on node rank 0 of
+    a several-node probe the cluster summary."""
+    ranks = sorted(run.ranks, key=lambda r: r.rank)
+    visible = run.plan.local_ranks if run.plan and run.plan.gpus else None
+    result: NodeVerification = verify_node(
+        catalog, ranks, run.failures, expect, _visible(ranks, visible)
+    )
+    first = ranks[0] if ranks else None
+    inventory = first.inventory.model_copy() if first else Inventory(hostname="?", python="?")
+    inventory.gpus = [g for r in ranks for g in r.inventory.gpus]
+    inventory.topology = next((r.topology for r in ranks if r.topology), [])
+    cluster = verify_cluster(catalog, run.world, expect) if run.world else None
+    checks = result.checks + (cluster.checks if cluster else [])
+    verdict = result.verdict
+    if cluster is not None and cluster.verdict in ("fail", "error") and verdict in ("pass", "warn"):
+        verdict = cluster.verdict
+    return ProbeReport(
+        created_at=first.created_at if first else dt.datetime.now(dt.UTC),
+        mode=first.mode if first else "quick",
+        device=next((r.gpu for r in ranks if r.gpu is not None), 0),
+        verdict=verdict if ranks else "error",
+        accelerator=result.accelerator,
+        expected_accelerator=result.expected_accelerator,
+        inventory=inventory,
+        # the GPU path ran nowhere: why (every rank of a machine without a GPU says the same)
+        diagnosis=first.diagnosis if first and all(r.diagnosis for r in ranks) else [],
+        measurements=[m for r in ranks for m in r.measurements]
+        + (first.collectives + first.cluster_collectives + first.peers if first else []),
+        checks=checks,
+        duration_s=run.duration_s,
+        gpu_verdicts=result.gpu_verdicts,
+        world_size=first.world_size if first else None,
+        local_ranks=len(ranks),
+        node_rank=first.node_rank if first else None,
+        backend=first.backend if first else None,
+        failed_ranks=run.failures,
+        cluster=cluster,
+    )
+
+
+def _visible(ranks: list[Any], planned: int | None) -> int | None:
+    counts = [r.inventory.device_count for r in ranks if r.inventory.device_count is not None]
+    return counts[0] if counts else planned
+
+
+def _exit_code(run: NodeRun, report: ProbeReport, output_written: bool) -> int:
     """3 when no GPU was measured, else by verdict; an unwritten --output makes it at least 2."""
-    code = EXIT_CANNOT_RUN if run.diagnosis else EXIT_FOR_VERDICT[report.verdict]
+    code = EXIT_CANNOT_RUN if report.diagnosis else EXIT_FOR_VERDICT[report.verdict]
     return code if output_written else max(code, 2)
 
 
@@ -196,23 +296,36 @@ def render(report: ProbeReport) -> None:
     title = f"advisor probe ({report.mode}) on {inv.hostname}"
     if gpu is not None:
         title += f": {gpu.name}"
+    if len(report.gpu_verdicts) > 1:
+        title += f" x {len(report.gpu_verdicts)}"
     table = Table(title=title)
-    for col in ("check", "status", "measured", "expected", "unit", "detail"):
+    for col in ("check", "gpu", "status", "measured", "expected", "unit", "detail"):
         numeric = col in ("measured", "expected")
         table.add_column(col, overflow="fold", justify="right" if numeric else "left")
     for c in report.checks:
         style = STATUS_STYLE[c.status]
         table.add_row(
             c.name,
+            _where(c),
             f"[{style}]{c.status}[/]",
             _num(c.measured),
             _num(c.expected),
             c.unit or "",
-            c.detail,
+            c.detail + (f" (action: {c.action})" if c.action and c.status != "pass" else ""),
         )
     out.print(table)
     for d in report.diagnosis:
         out.print(f"[red]diagnosis[/] {d.code}: {d.message}", highlight=False)
+    if len(report.gpu_verdicts) > 1:
+        listed = ", ".join(
+            f"GPU {g.gpu} [{STATUS_STYLE[g.verdict]}]{g.verdict}[/]" for g in report.gpu_verdicts
+        )
+        out.print(f"per GPU: {listed}", highlight=False)
+    for f in report.failed_ranks:
+        out.print(f"[red]rank {f.rank}[/] did not finish: {f.detail}", highlight=False)
+    if report.cluster is not None:
+        hosts = ", ".join(f"{h.host} {h.verdict}" for h in report.cluster.hosts)
+        out.print(f"cluster of {report.cluster.nodes} nodes: {hosts}", highlight=False)
     versions = (
         f"driver {inv.driver_version or '-'}, CUDA {inv.cuda_driver_version or '-'}, "
         f"torch {inv.torch_version or '-'} (CUDA runtime {inv.cuda_runtime_version or '-'})"
@@ -225,6 +338,13 @@ def render(report: ProbeReport) -> None:
         f"verdict{matched}: [{style}]{report.verdict}[/] in {report.duration_s:.1f} s",
         highlight=False,
     )
+
+
+def _where(c: Check) -> str:
+    """The GPU a check is about (GPU -> peer for a peer link); the node's own checks: blank."""
+    if c.gpu is None:
+        return c.host or ""
+    return f"{c.gpu}->{c.peer}" if c.peer is not None else str(c.gpu)
 
 
 def _num(value: float | None) -> str:

@@ -25,6 +25,9 @@ D2D_EFFICIENCY = 0.85  # share of datasheet memory bandwidth a large copy reache
 PCIE_PINNED_EFFICIENCY = 0.85  # share of the link's theoretical rate a pinned copy reaches
 PCIE_BIDIR_EFFICIENCY = 0.80  # per direction, both directions at once
 OVERLAP_PASS, OVERLAP_WARN = 0.80, 0.50
+# Under --burn the last quarter's rate against the first: the grading bands (PASS_AT, WARN_AT)
+# again, since a drop of 10% under sustained load is what a slowing GPU looks like.
+BURN_HOLD_PASS, BURN_HOLD_WARN = PASS_AT, WARN_AT
 # GB/s per lane and direction after line coding (PCIe 1-2: 8b/10b; 3-5: 128b/130b; 6: FLIT).
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 POWER_REASONS = {"hw_slowdown", "hw_power_brake_slowdown"}
@@ -85,7 +88,7 @@ def verify(
     matched = match_by_name(catalog, gpu.name if gpu else None)
     checks: list[Check] = [_model_check(matched, expected, gpu.name if gpu else None)]
     if instance is not None:
-        checks.append(_gpu_count_check(instance, inventory.device_count))
+        checks.append(gpu_count_check(instance, inventory.device_count))
     findings = _inventory_checks(inventory)
     causes = [c.detail for c in findings if c.status in ("warn", "fail")]
     reference = expected or matched
@@ -93,10 +96,12 @@ def verify(
         checks.append(_measurement_check(m, reference, catalog, inventory, causes))
     checks += findings
     accelerator = matched.id if matched else None
-    return Verification(accelerator, expected.id if expected else None, checks, _verdict(checks))
+    return Verification(
+        accelerator, expected.id if expected else None, checks, worst_verdict(checks)
+    )
 
 
-def _verdict(checks: Sequence[Check]) -> Verdict:
+def worst_verdict(checks: Sequence[Check]) -> Verdict:
     statuses = {c.status for c in checks}
     order: tuple[Verdict, ...] = ("fail", "error", "warn")
     for status in order:
@@ -136,7 +141,7 @@ def _model_check(
     )
 
 
-def _gpu_count_check(instance: InstanceType, visible: int | None) -> Check:
+def gpu_count_check(instance: InstanceType, visible: int | None) -> Check:
     status = "pass" if visible is not None and visible >= instance.gpu_count else "fail"
     return Check(
         name="gpu_count",
@@ -234,6 +239,8 @@ def _measurement_check(
     assert m.value is not None
     expected, basis = _expected(m, acc, catalog, inv)
     figure = _figure(m)
+    if m.name == "burn_bf16":
+        return _burn_check(m, causes)
     if m.name == "stream_overlap":
         status = grade(m.value, OVERLAP_PASS, OVERLAP_WARN)
         p = m.params
@@ -259,6 +266,28 @@ def _measurement_check(
     if status != "pass":
         detail += f"; below {PASS_AT:.0%}" if status == "warn" else f"; below {WARN_AT:.0%}"
     return _check(m, status, expected, detail, causes)
+
+
+def _burn_check(m: Measurement, causes: list[str]) -> Check:
+    """A GPU under minutes of load holds its rate (the last quarter against the first) and hits
+    no thermal or hardware slowdown; the node's median holds it against its peers."""
+    p = m.params
+    drift = p.get("drift")
+    reasons = set(p.get("throttle_reasons") or [])
+    status: Status = grade(drift, BURN_HOLD_PASS, BURN_HOLD_WARN) if drift is not None else "pass"
+    if reasons & POWER_REASONS:
+        status = "fail"
+    elif reasons & THERMAL_REASONS and status == "pass":
+        status = "warn"
+    detail = (
+        f"{m.value:,.1f} TFLOP/s sustained over {p.get('seconds', 0):.0f} s (median of "
+        f"{len(m.samples)} chunks); last quarter {p.get('last_quarter', 0):,.1f} = "
+        f"{(drift or 0):.0%} of the first; max {p.get('temperature_max_c')} C, "
+        f"{p.get('power_draw_max_w') or 0:.0f} W, SM clock down to {p.get('clock_sm_min_mhz')} MHz"
+    )
+    if reasons:
+        detail += f"; clock limits seen: {', '.join(sorted(reasons))}"
+    return _check(m, status, None, detail, causes)
 
 
 def _failure_status(error: str) -> Status:

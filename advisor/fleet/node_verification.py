@@ -1,0 +1,443 @@
+"""Verification of a node probe: every GPU against the catalog and against the node's median,
+peer links, collectives, health counters, ranks that did not finish, and (on node rank 0 of a
+several-node probe) every node and the network between them. Pure: no I/O, no torch.
+
+Per-GPU checks come from advisor.fleet.verification (one GPU's verification), tagged with the
+GPU; the rest are the node's own. The node's verdict is the worst of all of them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from advisor.catalog import Catalog
+from advisor.catalog.models import Accelerator, CollectiveReference, GpuLink, InstanceType
+from advisor.fleet.grading import PASS_AT, WARN_AT, grade
+from advisor.fleet.health import health_checks
+from advisor.fleet.verification import (
+    gpu_count_check,
+    match_by_name,
+    resolve_expect,
+    verify,
+    worst_verdict,
+)
+from probes.report import Check, GpuVerdict, PeerLink, RankFailure, Status, Verdict
+from probes.stats import Measurement
+from probes.worker import RankResult
+
+# Inside a node each GPU is held to the node's median too (gpu-fryer fails a GPU more than 10%
+# below the best of its node): warn beyond 5% below the median, fail beyond 10%.
+OUTLIER_WARN_AT, OUTLIER_FAIL_AT = 0.95, 0.90
+OUTLIER_UNITS = {"TFLOP/s", "GB/s"}  # higher is better; latencies and ratios are left out
+# One-direction NVLink copy against the link's one-direction rate: 392 of 450 GB/s measured
+# between two H200s (NV18; shared/REFERENCE.md section 1).
+P2P_EFFICIENCY = 392 / 450
+# Across nodes, nccl-tests' maintainers see about 24 GB/s busbw per 200 Gbit/s NIC
+# (nccl-tests#212; shared/REFERENCE.md section 1): 0.96 of the NIC's rate.
+NETWORK_EFFICIENCY = 24 / 25
+_ORDER: tuple[Status, ...] = ("pass", "skip", "warn", "error", "fail")
+
+
+@dataclass(frozen=True)
+class NodeVerification:
+    accelerator: str | None
+    expected_accelerator: str | None
+    checks: list[Check]
+    gpu_verdicts: list[GpuVerdict]
+    verdict: Verdict
+
+
+def verify_node(
+    catalog: Catalog,
+    ranks: Sequence[RankResult],
+    failures: Sequence[RankFailure] = (),
+    expect: str | None = None,
+    visible_gpus: int | None = None,
+) -> NodeVerification:
+    expected, instance = resolve_expect(catalog, expect) if expect else (None, None)
+    measured = [r for r in ranks if r.gpu is not None]
+    checks: list[Check] = []
+    verdicts = []
+    per_gpu = _per_gpu(catalog, ranks, expected)
+    _hold_to_median(per_gpu, measured)
+    for r in ranks:
+        own = per_gpu[r.rank]
+        checks += own
+        if r.gpu is not None:
+            gpu = r.inventory.gpu
+            verdicts.append(
+                GpuVerdict(
+                    gpu=r.gpu,
+                    uuid=gpu.uuid if gpu else None,
+                    name=gpu.name if gpu else None,
+                    rank=r.rank,
+                    verdict=worst_verdict(own),
+                )
+            )
+    matched = _matched(catalog, measured)
+    reference = expected or matched
+    checks += _node_checks(catalog, ranks, failures, reference, instance, visible_gpus)
+    return NodeVerification(
+        accelerator=matched.id if matched else None,
+        expected_accelerator=expected.id if expected else None,
+        checks=checks,
+        gpu_verdicts=verdicts,
+        verdict=worst_verdict(checks),
+    )
+
+
+def _per_gpu(
+    catalog: Catalog, ranks: Sequence[RankResult], expected: Accelerator | None
+) -> dict[int, list[Check]]:
+    out = {}
+    for r in ranks:
+        v = verify(
+            catalog, r.inventory, r.diagnosis, r.measurements, expected.id if expected else None
+        )
+        gpu = r.inventory.gpu
+        checks = [
+            c.model_copy(
+                update={"scope": "gpu", "gpu": r.gpu, "gpu_uuid": gpu.uuid if gpu else None}
+            )
+            for c in v.checks
+        ]
+        if gpu is not None and gpu.health is not None:
+            checks += [
+                c.model_copy(update={"gpu": r.gpu, "gpu_uuid": gpu.uuid})
+                for c in health_checks(gpu.health)
+            ]
+        out[r.rank] = checks
+    return out
+
+
+def _hold_to_median(per_gpu: dict[int, list[Check]], measured: Sequence[RankResult]) -> None:
+    """Each GPU's figure against the node's median of it: a slower GPU's check is downgraded,
+    and its detail says by how much and what the median is."""
+    if len(measured) < 2:
+        return
+    names = {m.name for r in measured for m in r.measurements if m.unit in OUTLIER_UNITS}
+    for name in sorted(names):
+        values = {
+            r.rank: m.value
+            for r in measured
+            for m in r.measurements
+            if m.name == name and m.value is not None
+        }
+        if len(values) < 2:
+            continue
+        median = statistics.median(values.values())
+        if median <= 0:
+            continue
+        for rank, value in values.items():
+            ratio = value / median
+            status = grade(ratio, OUTLIER_WARN_AT, OUTLIER_FAIL_AT)
+            if status == "pass":
+                continue
+            checks = per_gpu[rank]
+            i = next(i for i, c in enumerate(checks) if c.name == name)
+            c = checks[i]
+            worse = max(c.status, status, key=_ORDER.index)
+            detail = (
+                f"{c.detail}; {ratio:.0%} of the node's median {median:,.1f} over "
+                f"{len(values)} GPUs: slower than its peers"
+            )
+            checks[i] = c.model_copy(
+                update={"status": worse, "detail": detail, "action": "monitor"}
+            )
+
+
+def _matched(catalog: Catalog, measured: Sequence[RankResult]) -> Accelerator | None:
+    for r in measured:
+        gpu = r.inventory.gpu
+        found = match_by_name(catalog, gpu.name if gpu else None)
+        if found is not None:
+            return found
+    return None
+
+
+def _node_checks(
+    catalog: Catalog,
+    ranks: Sequence[RankResult],
+    failures: Sequence[RankFailure],
+    acc: Accelerator | None,
+    instance: InstanceType | None,
+    visible_gpus: int | None,
+) -> list[Check]:
+    checks: list[Check] = []
+    if instance is not None:
+        count = visible_gpus if visible_gpus is not None else _first_inventory_count(ranks)
+        checks.append(_node(gpu_count_check(instance, count)))
+        checks += _memory_check(ranks, instance, catalog)
+    lead = next((r for r in ranks if r.local_rank == 0), None)
+    if lead is not None:
+        checks += _link_checks(lead, acc, instance)
+        checks += collective_checks(
+            lead.collectives, acc, instance, catalog, lead.local_world_size, lead.backend
+        )
+    checks += _error_checks(ranks)
+    checks += [_failed_rank(f) for f in failures]
+    return checks
+
+
+def _node(c: Check) -> Check:
+    return c.model_copy(update={"scope": "node"})
+
+
+def _first_inventory_count(ranks: Sequence[RankResult]) -> int | None:
+    return next(
+        (r.inventory.device_count for r in ranks if r.inventory.device_count is not None), None
+    )
+
+
+def _memory_check(
+    ranks: Sequence[RankResult], instance: InstanceType, catalog: Catalog
+) -> list[Check]:
+    """Each GPU's memory against the instance's accelerator (clouds report a little less)."""
+    acc = catalog.accelerators.get(instance.accelerator or "")
+    totals = [
+        r.inventory.gpu.memory_total_mib
+        for r in ranks
+        if r.inventory.gpu and r.inventory.gpu.memory_total_mib
+    ]
+    if acc is None or not totals or not acc.memory_gb:
+        return []
+    smallest_gb = min(totals) * (1 << 20) / 1e9
+    ratio = smallest_gb / acc.memory_gb
+    status: Status = "pass" if ratio >= PASS_AT else "fail"
+    return [
+        _node(
+            Check(
+                name="gpu_memory",
+                status=status,
+                measured=smallest_gb,
+                expected=acc.memory_gb,
+                unit="GB",
+                detail=f"smallest GPU memory {smallest_gb:,.1f} GB of {acc.name}'s "
+                f"{acc.memory_gb:g} GB",
+            )
+        )
+    ]
+
+
+def _link_checks(
+    lead: RankResult, acc: Accelerator | None, instance: InstanceType | None
+) -> list[Check]:
+    """The GPU link NVML reports, and every ordered pair's copy against it."""
+    checks = []
+    link = _link_kind(lead.topology)
+    if instance is not None and instance.gpu_count > 1 and link is not None:
+        wanted = instance.gpu_link
+        fabric = {GpuLink.nvswitch, GpuLink.nvlink}
+        ok = link == wanted or (wanted in fabric and link in fabric)
+        checks.append(
+            _node(
+                Check(
+                    name="gpu_link",
+                    status="pass" if ok else "fail",
+                    detail=f"NVML reports {link.value} between the GPUs; {instance.id} has "
+                    f"{wanted.value}",
+                    action=None if ok else "drain",
+                )
+            )
+        )
+    per_gpu_link = (
+        instance.interconnect_gb_s if instance and instance.interconnect_gb_s else None
+    ) or (acc.interconnect_gb_s if acc else 0)
+    topo = {(t.gpu, t.peer): t for t in lead.topology}
+    for m in lead.peers:
+        checks.append(_peer_check(m, topo.get((m.gpu or 0, m.peer or 0)), per_gpu_link))
+    return checks
+
+
+def _link_kind(topology: Sequence[PeerLink]) -> GpuLink | None:
+    if not topology:
+        return None
+    if all(t.via_nvswitch for t in topology):
+        return GpuLink.nvswitch
+    if all((t.nvlink_links or 0) > 0 for t in topology):
+        return GpuLink.nvlink
+    return GpuLink.pcie
+
+
+def _peer_check(m: Measurement, link: PeerLink | None, per_gpu_link_gb_s: float) -> Check:
+    base = {"scope": "peer", "gpu": m.gpu, "peer": m.peer}
+    if m.error is not None:
+        return Check(
+            name=m.name, status="error", unit=m.unit, detail=m.error, action="monitor", **base
+        )
+    assert m.value is not None
+    nvlinks = link.nvlink_links if link else None
+    where = f"GPU {m.gpu} -> {m.peer}" if m.name == "p2p_copy" else f"GPU {m.gpu} <-> {m.peer}"
+    access = m.params.get("peer_access")
+    if m.name != "p2p_copy" or not nvlinks or not per_gpu_link_gb_s:
+        why = (
+            "both directions: no sourced expectation"
+            if m.name != "p2p_copy"
+            else "no NVLink between them"
+        )
+        extra = "" if access is not False else "; no peer access: copies go through host memory"
+        return Check(
+            name=m.name,
+            status="pass",
+            measured=m.value,
+            unit=m.unit,
+            detail=f"{where}: {m.value:,.1f} GB/s; not compared ({why}){extra}",
+            **base,
+        )
+    one_way = per_gpu_link_gb_s / 2
+    expected = one_way * P2P_EFFICIENCY
+    ratio = m.value / expected
+    status = grade(ratio)
+    detail = (
+        f"{where} over {nvlinks} NVLink(s): {m.value:,.1f} GB/s = {ratio:.0%} of the expected "
+        f"{expected:,.1f} ({P2P_EFFICIENCY:.0%} of the {one_way:g} GB/s each way of a "
+        f"{per_gpu_link_gb_s:g} GB/s link)"
+    )
+    if access is False:
+        detail += "; no peer access between them"
+        status = "fail"
+    return Check(
+        name=m.name,
+        status=status,
+        measured=m.value,
+        expected=expected,
+        unit=m.unit,
+        detail=detail,
+        action=None if status == "pass" else "drain",
+        **base,
+    )
+
+
+def collective_checks(
+    measurements: Sequence[Measurement],
+    acc: Accelerator | None,
+    instance: InstanceType | None,
+    catalog: Catalog,
+    ranks: int,
+    backend: str | None = None,
+) -> list[Check]:
+    """Bus bandwidth within the node, against the instance type's sourced figure at its message
+    size, else a measured reference node of the same GPUs and count, else not compared."""
+    reference = _collective_reference(acc, catalog, ranks)
+    checks = []
+    for m in measurements:
+        base = {"scope": "collective"}
+        if m.error is not None:
+            status: Status = "skip" if m.error.startswith("unsupported") else "error"
+            checks.append(
+                Check(
+                    name=m.name,
+                    status=status,
+                    unit=m.unit,
+                    detail=m.error,
+                    action="monitor",
+                    **base,
+                )
+            )
+            continue
+        assert m.value is not None
+        if ranks < 2:
+            detail = (
+                f"one rank: {backend or 'torch.distributed'} initialised and ran {m.name} "
+                "(no bus between GPUs to measure)"
+            )
+            checks.append(Check(name="collectives", status="pass", detail=detail, **base))
+            continue
+        expected, basis = _collective_expected(m, instance, reference, ranks)
+        figure = f"{m.value:,.1f} GB/s busbw (median of {len(m.samples)}; {ranks} ranks)"
+        if expected is None:
+            checks.append(
+                Check(
+                    name=m.name,
+                    status="pass",
+                    measured=m.value,
+                    unit=m.unit,
+                    detail=f"{figure}; not compared ({basis})",
+                    **base,
+                )
+            )
+            continue
+        ratio = m.value / expected
+        status = grade(ratio)
+        detail = f"{figure} = {ratio:.0%} of the expected {expected:,.1f} ({basis})"
+        if status != "pass":
+            detail += f"; below {PASS_AT:.0%}" if status == "warn" else f"; below {WARN_AT:.0%}"
+        checks.append(
+            Check(
+                name=m.name,
+                status=status,
+                measured=m.value,
+                expected=expected,
+                unit=m.unit,
+                detail=detail,
+                action=None if status == "pass" else "drain",
+                **base,
+            )
+        )
+    return checks
+
+
+def _collective_reference(
+    acc: Accelerator | None, catalog: Catalog, ranks: int
+) -> CollectiveReference | None:
+    if acc is None:
+        return None
+    found = catalog.probe_expectations.get(acc.id)
+    ref = found.collectives if found else None
+    return ref if ref is not None and ref.gpus == ranks else None
+
+
+def _collective_expected(
+    m: Measurement, instance: InstanceType | None, ref: CollectiveReference | None, ranks: int
+) -> tuple[float | None, str]:
+    op = m.params.get("op")
+    size = m.name.removeprefix(f"{op}_")
+    if op != "all_reduce":
+        return None, "no sourced figure for this collective"
+    fact = instance.expected_nccl_busbw if instance else None
+    if instance is not None and fact is not None:
+        if fact.gpus == ranks and fact.message_size == size:
+            return fact.busbw_gb_s, f"{instance.id}'s health-check threshold: {fact.source}"
+        if ref is None or size not in ref.all_reduce_busbw_gb_s:
+            why = f"{instance.id}'s threshold is for {fact.message_size} on {fact.gpus} GPUs"
+            return None, why
+    if ref is not None and size in ref.all_reduce_busbw_gb_s:
+        basis = f"a known-good {ref.gpus}-GPU {ref.link.value} node at {size}: {ref.source}"
+        return ref.all_reduce_busbw_gb_s[size], basis
+    return None, "no sourced figure for this size and GPU count"
+
+
+def _error_checks(ranks: Sequence[RankResult]) -> list[Check]:
+    """What ranks said went wrong after their own GPU (each message once): collectives that
+    could not run are skipped, a barrier that timed out or a broken group is an error."""
+    said = dict.fromkeys(e for r in ranks for e in r.errors)
+    return [
+        _node(
+            Check(
+                name="collectives",
+                status="skip" if "not run" in e else "error",
+                detail=e,
+                action=None if "not run" in e else "monitor",
+            )
+        )
+        for e in said
+    ]
+
+
+def _failed_rank(f: RankFailure) -> Check:
+    where = (
+        f"rank {f.rank}"
+        + (f" (GPU {f.gpu})" if f.gpu is not None else "")
+        + (f" on {f.host}" if f.host else "")
+    )
+    return Check(
+        name="rank_finished",
+        status="error",
+        detail=f"{where} did not finish: {f.detail}",
+        scope="node",
+        gpu=f.gpu,
+        host=f.host,
+        action="drain",
+    )

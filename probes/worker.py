@@ -1,0 +1,601 @@
+"""One rank of the node probe: its GPU's measurements, then the collectives, the peer links (local
+rank 0) and the health counters. torchrun starts one per GPU (`python -m probes.worker`); a probe
+of one GPU on one node runs the same `run_rank` in its own process, as a world of one.
+
+Each rank writes its result (`rank-N.json` in the output folder) after every phase, so what a rank
+measured survives a rank that dies later. Coordination (barriers, agreeing on timings, gathering
+the results) goes through a gloo group; collectives go through NCCL on GPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import timedelta
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from probes import collectives, peers, probe
+from probes.environment import import_torch
+from probes.errors import EnvironmentProblem, LockBusy
+from probes.health import XidListener, pcie_replays, read_health
+from probes.nvml import Nvml
+from probes.report import Diagnosis, Inventory, PeerLink
+from probes.stats import Measurement, failed
+from probes.timestamps import Rfc3339
+from probes.topology import peer_links
+
+Phase = Literal["started", "measured", "collectives", "peers", "done"]
+MiB = 1 << 20
+# Message sizes per tier: up to 1 GiB in quick (large enough for NVLink to approach its plateau),
+# to 4 GiB in full; a size an instance type's expectation names is added by the launcher.
+SIZES = {
+    "quick": (64 * MiB, 256 * MiB, 1024 * MiB),
+    "full": tuple(s * MiB for s in (8, 64, 256, 1024, 4096)),
+}
+REPEATS = {"quick": 10, "full": 20}
+PEER_BYTES = {"quick": 256 * MiB, "full": 1024 * MiB}
+PAIRWISE_BYTES = 256 * MiB
+# On CPUs (gloo) the collectives show the orchestration works; their figures are information.
+CPU_SIZES = (1 * MiB, 16 * MiB)
+CPU_REPEATS = 5
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RankResult(_Model):
+    """What one rank wrote: the orchestrator (probes/node.py) builds the node report from these."""
+
+    rank: int
+    local_rank: int
+    node_rank: int
+    world_size: int
+    local_world_size: int
+    host: str
+    pid: int
+    gpu: int | None  # CUDA index measured, None on a CPU-only machine
+    phase: Phase
+    backend: str | None = None
+    created_at: Rfc3339
+    mode: Literal["quick", "full"]
+    inventory: Inventory
+    diagnosis: list[Diagnosis] = Field(default_factory=list)
+    measurements: list[Measurement] = Field(default_factory=list)  # this GPU's own
+    collectives: list[Measurement] = Field(default_factory=list)  # within this node
+    cluster_collectives: list[Measurement] = Field(default_factory=list)  # every node together
+    pairwise: list[Measurement] = Field(default_factory=list)  # node pairs (params: nodes)
+    peers: list[Measurement] = Field(default_factory=list)  # local rank 0: every GPU pair
+    topology: list[PeerLink] = Field(default_factory=list)  # local rank 0
+    errors: list[str] = Field(default_factory=list)
+    watchdog_tripped: bool = False
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class RankOptions:
+    out: Path
+    mode: Literal["quick", "full"] = "quick"
+    gpus: tuple[int, ...] = ()  # CUDA index per local rank; () = local rank itself
+    nccl: bool = True
+    pairwise: bool = False
+    only: frozenset[str] | None = None
+    extra_sizes: tuple[int, ...] = ()
+    lock_wait_s: float = 60.0
+    timeout_s: float = 300.0  # how long a rank waits for the others at a barrier
+    burn_s: float | None = None  # --burn: seconds of sustained matmuls after the measurements
+
+
+@dataclass(frozen=True)
+class RankPlace:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    local_world_size: int = 1
+    node_rank: int = 0
+    launched: bool = False  # started by torchrun (its rendezvous), not as a world of one
+
+    @property
+    def nodes(self) -> int:
+        return self.world_size // self.local_world_size
+
+    @classmethod
+    def from_environ(cls, environ: dict[str, str]) -> RankPlace:
+        """torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK)."""
+        return cls(
+            rank=int(environ["RANK"]),
+            world_size=int(environ["WORLD_SIZE"]),
+            local_rank=int(environ["LOCAL_RANK"]),
+            local_world_size=int(environ["LOCAL_WORLD_SIZE"]),
+            node_rank=int(environ.get("GROUP_RANK", "0")),
+            launched=True,
+        )
+
+
+@dataclass
+class Seams:
+    """What a rank reaches outside itself: NVML, torch and the environment. Tests give fakes
+    (tests.fake_nvml, tests.probe_fakes) here or through `default_seams`."""
+
+    nvml: Nvml = field(default_factory=Nvml)
+    torch_loader: Callable[[], Any] = import_torch
+    environ: dict[str, str] | None = None
+    watchdog_s: float | None = None  # None: the tier's own limit
+
+
+def default_seams() -> Seams:
+    return Seams()
+
+
+def result_path(out: Path, rank: int) -> Path:
+    return out / f"rank-{rank}.json"
+
+
+WORLD_FILE = "world.json"
+
+
+def run_rank(
+    opts: RankOptions,
+    place: RankPlace = RankPlace(),
+    seams: Seams | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> RankResult:
+    seams = seams or default_seams()
+    say = progress or (lambda _m: None)
+    started = time.perf_counter()
+    gpu = opts.gpus[place.local_rank] if opts.gpus else place.local_rank
+    group = _Group.start(seams.torch_loader, place, opts.timeout_s)
+    run = _measure_gpu(opts, gpu, seams, say, group)
+    result = RankResult(
+        rank=place.rank,
+        local_rank=place.local_rank,
+        node_rank=place.node_rank,
+        world_size=place.world_size,
+        local_world_size=place.local_world_size,
+        host=socket.gethostname(),
+        pid=os.getpid(),
+        gpu=gpu if run.gpu_measured else None,
+        phase="measured",
+        created_at=run.created_at,
+        mode=opts.mode,
+        inventory=run.inventory,
+        diagnosis=run.diagnosis,
+        measurements=run.measurements,
+        watchdog_tripped=run.watchdog_tripped,
+    )
+    if group.error:
+        result.errors.append(group.error)
+    result.errors += group.notes
+    _save(opts.out, result, started)
+    try:
+        if group.dist is not None:
+            _after_measuring(opts, place, group, run, seams, result, say, started)
+    finally:
+        group.close()
+        seams.nvml.shutdown()
+    return _finish(opts.out, result, started)
+
+
+def _after_measuring(
+    opts: RankOptions,
+    place: RankPlace,
+    group: _Group,
+    run: probe.ProbeRun,
+    seams: Seams,
+    result: RankResult,
+    say: Callable[[str], None],
+    started: float,
+) -> None:
+    """Collectives, peers and the gather; skipped by every rank when one rank's GPU hung (it
+    would hang every collective too), and ended by a barrier that timed out."""
+    try:
+        group.barrier("the collectives")  # names a rank that never finished measuring
+        hung = group.ranks_where(run.watchdog_tripped)
+        if hung:
+            result.errors.append(f"collectives not run: the GPU of rank(s) {hung} hung")
+            return
+        _collectives(opts, place, group, run, result, say)
+        result.phase = "collectives"
+        _save(opts.out, result, started)
+        if place.local_rank == 0:
+            _peers(opts, run, seams, result, say)
+        result.phase = "peers"
+        group.barrier("the peer-link measurements")
+        _gather(opts, place, group, result, started)
+    except _BarrierTimeout as exc:
+        result.errors.append(str(exc))
+    except RuntimeError as exc:  # torch.distributed's timeouts and broken connections
+        result.errors.append(f"{result.phase}: {_first_line(exc)}")
+
+
+def _finish(out: Path, result: RankResult, started: float) -> RankResult:
+    result.phase = "done"
+    _save(out, result, started)
+    return result
+
+
+def _save(out: Path, result: RankResult, started: float) -> None:
+    result.duration_s = time.perf_counter() - started
+    out.mkdir(parents=True, exist_ok=True)
+    path = result_path(out, result.rank)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(result.model_dump_json())
+    tmp.replace(path)  # a reader never sees half a file
+
+
+def _measure_gpu(
+    opts: RankOptions, gpu: int, seams: Seams, say: Callable[[str], None], group: _Group
+) -> probe.ProbeRun:
+    """The single-GPU probe on this rank's GPU, every rank starting together, with the XID events
+    and health counters of its GPU around it."""
+    from probes.lock import gpu_lock
+
+    group.barrier("the start of the per-GPU measurements", soft=True)
+    handle = _nvml_handle(seams.nvml, gpu)
+    replays = pcie_replays(seams.nvml, handle) if handle is not None else None
+    lock = partial(gpu_lock, wait_s=opts.lock_wait_s, on_wait=say)
+    xids = XidListener(seams.nvml, [handle]) if handle is not None else contextlib.nullcontext()
+    with xids as listener:
+        try:
+            run = probe.run_probe(
+                opts.mode,
+                gpu,
+                nvml=seams.nvml,
+                torch_loader=seams.torch_loader,
+                progress=say,
+                environ=seams.environ,
+                only=set(opts.only) if opts.only is not None else None,
+                lock=lock,
+                keep_nvml=True,
+                watchdog_s=seams.watchdog_s,
+                burn_s=opts.burn_s,
+            )
+        except LockBusy as exc:
+            run = probe.ProbeRun(
+                dt.datetime.now(dt.UTC),
+                opts.mode,
+                gpu,
+                Inventory(hostname=socket.gethostname(), python=sys.version.split()[0]),
+                [Diagnosis(code="gpu_busy", message=str(exc))],
+            )
+    gpu_inv = run.inventory.gpu
+    if gpu_inv is not None:
+        gpu_inv.cuda_index = gpu
+        gpu_inv.under_load = run.inventory.under_load
+        if handle is not None and not run.watchdog_tripped:
+            events = listener.events(0) if isinstance(listener, XidListener) else None
+            gpu_inv.health = read_health(seams.nvml, handle, events, replays)
+        run.inventory.gpus = [gpu_inv]
+    for m in run.measurements:
+        m.gpu = gpu if run.gpu_measured else None
+    return run
+
+
+def _nvml_handle(nvml: Nvml, gpu: int) -> Any:
+    try:
+        return nvml.handle(gpu)
+    except EnvironmentProblem:
+        return None
+
+
+@dataclass(frozen=True)
+class _Bench:
+    """What every collective of this rank shares: agreed by all ranks before the first one."""
+
+    torch: Any
+    device: Any
+    backend: str
+    sizes: tuple[int, ...]
+    repeats: int
+
+
+def _collectives(
+    opts: RankOptions,
+    place: RankPlace,
+    group: _Group,
+    run: probe.ProbeRun,
+    result: RankResult,
+    say: Callable[[str], None],
+) -> None:
+    """Within each node, across every node, and between node pairs (--pairwise). Every rank
+    creates every group in the same order, as torch.distributed requires."""
+    if not opts.nccl and run.gpu_measured:
+        return  # --no-nccl: no collectives on a GPU node
+    bench = _agree_bench(opts, group, run)
+    result.backend = bench.backend
+    local = place.local_world_size
+    node_groups = [
+        group.new([n * local + i for i in range(local)], bench.backend) for n in range(place.nodes)
+    ]
+    mine = node_groups[place.node_rank]
+    ops = collectives.COLLECTIVES if local > 1 else ("all_reduce",)
+    sizes = bench.sizes if local > 1 else bench.sizes[:1]  # one rank: NCCL runs, no bus
+    for op in ops:
+        for size in sizes:
+            say(f"{op} of {collectives.size_label(size)} on {local} rank(s) ({bench.backend})")
+            result.collectives.append(_one(bench, mine, group.coord, local, "node", op, size))
+    if place.nodes < 2:
+        return
+    world = group.new(list(range(place.world_size)), bench.backend)
+    for size in bench.sizes:
+        say(f"all_reduce of {collectives.size_label(size)} across {place.nodes} nodes")
+        m = _one(bench, world, group.coord, place.world_size, "cluster", "all_reduce", size)
+        result.cluster_collectives.append(m)
+    if opts.pairwise:
+        _pairwise(place, group, bench, result, say)
+
+
+def _one(
+    bench: _Bench, sub: _SubGroup, coord: Any, ranks: int, scope: str, op: str, size: int
+) -> Measurement:
+    name = f"{op}_{collectives.size_label(size)}"
+    if sub.error is not None:
+        return failed(name, "GB/s", sub.error)
+    measure = collectives.Collectives(bench.torch, sub.group, coord, bench.device, ranks, scope)
+    return measure.measure(op, size, bench.repeats)
+
+
+def _pairwise(
+    place: RankPlace, group: _Group, bench: _Bench, result: RankResult, say: Callable[[str], None]
+) -> None:
+    """Each pair of nodes alone, one pair at a time: the slow node is in every slow pair."""
+    local = place.local_world_size
+    size = min(PAIRWISE_BYTES, max(bench.sizes))
+    name = f"pairwise_all_reduce_{collectives.size_label(size)}"
+    for a in range(place.nodes):
+        for b in range(a + 1, place.nodes):
+            ranks = [n * local + i for n in (a, b) for i in range(local)]
+            pair = group.new(ranks, bench.backend)  # every rank creates every group
+            coord = group.new_coord(ranks)
+            if place.rank in ranks:
+                say(f"all_reduce between nodes {a} and {b}")
+                m = _one(bench, pair, coord, len(ranks), "pair", "all_reduce", size)
+                m.name = name
+                m.params["nodes"] = [a, b]
+                result.pairwise.append(m)
+            group.barrier(f"the pair after nodes {a},{b}")
+
+
+def _agree_bench(opts: RankOptions, group: _Group, run: probe.ProbeRun) -> _Bench:
+    """NCCL only if every rank can use it, and message sizes every rank has memory for:
+    ranks that disagree would call different collectives and wait for each other for ever."""
+    torch, dist = group.torch, group.dist
+    nccl_here = run.gpu_measured and bool(getattr(dist, "is_nccl_available", lambda: False)())
+    device = torch.device(f"cuda:{run.device}") if nccl_here else torch.device("cpu")
+    budget = _memory_budget(torch, device, nccl_here)
+    agreed = torch.tensor([int(nccl_here), budget], dtype=torch.int64)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MIN, group=group.coord)
+    use_nccl, budget = bool(agreed[0].item()), int(agreed[1].item())
+    if not use_nccl:
+        device = torch.device("cpu")
+        return _Bench(torch, device, "gloo", CPU_SIZES, CPU_REPEATS)
+    torch.cuda.set_device(device)
+    sizes = sorted({*SIZES[opts.mode], *opts.extra_sizes})
+    return _Bench(torch, device, "nccl", tuple(s for s in sizes if s <= budget), REPEATS[opts.mode])
+
+
+def _memory_budget(torch: Any, device: Any, cuda: bool) -> int:
+    """Largest message that leaves room: an all-gather holds the message and a rank's part."""
+    if not cuda:
+        return max(CPU_SIZES)
+    free, _ = torch.cuda.mem_get_info(device)
+    return int(free * 0.4)
+
+
+def _peers(
+    opts: RankOptions,
+    run: probe.ProbeRun,
+    seams: Seams,
+    result: RankResult,
+    say: Callable[[str], None],
+) -> None:
+    """Every ordered pair of the GPUs this process sees, and NVML's topology of them."""
+    torch = run_torch(seams)
+    if torch is None or not run.gpu_measured or torch.cuda.device_count() < 2:
+        return
+    count = torch.cuda.device_count()
+    handles = {}
+    for i in range(count):
+        props = torch.cuda.get_device_properties(i)
+        uuid = getattr(props, "uuid", None)
+        h = seams.nvml.handle_by_uuid(f"GPU-{uuid}") if uuid is not None else None
+        if h is not None:
+            handles[i] = h
+    if len(handles) == count:
+        result.topology = peer_links(seams.nvml, handles)
+    nbytes = PEER_BYTES[opts.mode]
+    repeats = REPEATS[opts.mode]
+    for i in range(count):
+        for j in range(count):
+            if i != j:
+                say(f"peer copy GPU {i} -> {j}")
+                result.peers.append(peers.copy(torch, i, j, nbytes, repeats))
+    for i in range(count):
+        for j in range(i + 1, count):
+            say(f"peer copy GPU {i} <-> {j}")
+            result.peers.append(peers.bidirectional(torch, i, j, nbytes, repeats))
+    for i in range(count):
+        torch.cuda.synchronize(i)
+    torch.cuda.empty_cache()
+
+
+def run_torch(seams: Seams) -> Any:
+    try:
+        return seams.torch_loader()
+    except ImportError:
+        return None
+
+
+def _gather(
+    opts: RankOptions, place: RankPlace, group: _Group, result: RankResult, started: float
+) -> None:
+    """Rank 0 writes every rank's result (world.json): the cluster summary is built from it."""
+    if place.nodes < 2:
+        return
+    result.duration_s = time.perf_counter() - started
+    gathered: list[Any] = [None] * place.world_size if place.rank == 0 else []
+    group.dist.gather_object(
+        result.model_dump_json(), gathered if place.rank == 0 else None, dst=0, group=group.coord
+    )
+    if place.rank == 0:
+        payload = [json.loads(g) for g in gathered if g is not None]
+        (opts.out / WORLD_FILE).write_text(json.dumps(payload))
+
+
+class _BarrierTimeout(Exception):
+    pass
+
+
+@dataclass
+class _SubGroup:
+    group: Any = None
+    error: str | None = None
+
+
+@dataclass
+class _Group:
+    """The gloo coordination group, and the groups created for collectives."""
+
+    torch: Any
+    dist: Any
+    coord: Any
+    place: RankPlace
+    timeout_s: float
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)  # soft barriers that timed out
+
+    @classmethod
+    def start(cls, loader: Callable[[], Any], place: RankPlace, timeout_s: float) -> _Group:
+        try:
+            torch = loader()
+            dist = torch.distributed
+            if not dist.is_available():
+                raise RuntimeError("this torch build has no torch.distributed")
+        except (ImportError, AttributeError, RuntimeError) as exc:
+            return cls(None, None, None, place, timeout_s, f"collectives not run: {exc}")
+        timeout = timedelta(seconds=timeout_s)
+        try:
+            if not place.launched:
+                dist.init_process_group(
+                    "gloo", store=dist.HashStore(), rank=0, world_size=1, timeout=timeout
+                )
+            else:  # torchrun's rendezvous: MASTER_ADDR / MASTER_PORT in the environment
+                dist.init_process_group("gloo", timeout=timeout)
+        except Exception as exc:  # any failure to join is a finding, not a crash
+            return cls(torch, None, None, place, timeout_s, f"the coordination group failed: {exc}")
+        return cls(torch, dist, dist.group.WORLD, place, timeout_s)
+
+    def new(self, ranks: list[int], backend: str) -> _SubGroup:
+        try:
+            group = self.dist.new_group(
+                ranks, backend=backend, timeout=timedelta(seconds=self.timeout_s)
+            )
+        except Exception as exc:  # NCCL that cannot start is a check error
+            return _SubGroup(error=f"{backend} group of ranks {ranks} failed: {_first_line(exc)}")
+        return _SubGroup(group)
+
+    def ranks_where(self, flag: bool) -> list[int]:
+        """The ranks for which `flag` is true, known to every rank."""
+        torch, world = self.torch, self.place.world_size
+        flags = torch.zeros(world, dtype=torch.int64)
+        flags[self.place.rank] = int(flag)
+        self.dist.all_reduce(flags, group=self.coord)
+        return [i for i in range(world) if flags[i].item()]
+
+    def new_coord(self, ranks: list[int]) -> Any:
+        return self.dist.new_group(ranks, backend="gloo")
+
+    def barrier(self, what: str, soft: bool = False) -> None:
+        """Wait for every rank; the gloo monitored barrier names the ranks that never came."""
+        if self.dist is None or self.place.world_size == 1:
+            return
+        try:
+            self.dist.monitored_barrier(
+                self.coord, timeout=timedelta(seconds=self.timeout_s), wait_all_ranks=True
+            )
+        except RuntimeError as exc:
+            said = f"waited {self.timeout_s:g} s for every rank before {what}: {_first_line(exc)}"
+            if soft:
+                self.notes.append(said)
+                return
+            raise _BarrierTimeout(said) from None
+
+    def close(self) -> None:
+        if self.dist is not None:
+            with contextlib.suppress(Exception):
+                self.dist.destroy_process_group()
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _parse(argv: list[str]) -> RankOptions:
+    p = argparse.ArgumentParser(prog="python -m probes.worker")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--mode", choices=("quick", "full"), default="quick")
+    p.add_argument("--gpus", default="")
+    p.add_argument("--no-nccl", action="store_true")
+    p.add_argument("--pairwise", action="store_true")
+    p.add_argument("--only", default=None)
+    p.add_argument("--extra-size", type=int, action="append", default=[])
+    p.add_argument("--lock-wait-s", type=float, default=60.0)
+    p.add_argument("--timeout-s", type=float, default=300.0)
+    p.add_argument("--burn-s", type=float, default=None)
+    a = p.parse_args(argv)
+    return RankOptions(
+        out=a.out,
+        mode=a.mode,
+        gpus=tuple(int(g) for g in a.gpus.split(",") if g),
+        nccl=not a.no_nccl,
+        pairwise=a.pairwise,
+        only=frozenset(a.only.split(",")) if a.only else None,
+        extra_sizes=tuple(a.extra_size),
+        lock_wait_s=a.lock_wait_s,
+        timeout_s=a.timeout_s,
+        burn_s=a.burn_s,
+    )
+
+
+@contextlib.contextmanager
+def _exit_when_hung(result_box: list[RankResult]) -> Iterator[None]:
+    yield
+    if result_box and result_box[0].watchdog_tripped:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)  # a hung measurement thread cannot be joined: the result is written
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = _parse(sys.argv[1:] if argv is None else argv)
+    place = RankPlace.from_environ(dict(os.environ))
+
+    def say(message: str) -> None:
+        sys.stderr.write(f"[rank {place.rank}] {message}\n")  # one write: lines stay whole
+        sys.stderr.flush()
+
+    box: list[RankResult] = []
+    with _exit_when_hung(box):
+        box.append(run_rank(opts, place, progress=say))
+    return 0
+
+
+if __name__ == "__main__":
+    # Run the module under its own name, not as __main__: one copy of its globals, the one that
+    # everything else (and a test's fault injector) imports.
+    import importlib
+
+    raise SystemExit(importlib.import_module("probes.worker").main())

@@ -1,0 +1,35 @@
+"""Faults for the node probe's ranks, injected from the test side: a folder the tests put first on
+PYTHONPATH, so every rank torchrun starts imports this. ADVISOR_TEST_FAULT=RANK:KIND picks a rank
+(torchrun's RANK) and a fault:
+
+- `hang`: the rank's per-GPU measurement never returns (its watchdog is long);
+- `die`: the rank kills itself (SIGKILL) once its per-GPU measurement is written.
+
+Nothing in probes/ knows of this: it patches the same functions a real fault would stop in.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+_spec = os.environ.get("ADVISOR_TEST_FAULT", "")
+if _spec and os.environ.get("RANK") == _spec.split(":")[0]:
+    import probes.worker
+
+    kind = _spec.split(":")[1]
+    if kind == "hang":
+        original_measure = probes.worker._measure_gpu
+
+        def _hang(*args: object, **kwargs: object) -> object:
+            threading.Event().wait()  # a GPU that never answers; the rank stays alive
+            return original_measure(*args, **kwargs)  # type: ignore[arg-type]
+
+        probes.worker._measure_gpu = _hang  # type: ignore[assignment]
+    elif kind == "die":
+
+        def _die(*args: object, **kwargs: object) -> None:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        probes.worker._collectives = _die  # type: ignore[assignment]

@@ -1,0 +1,168 @@
+"""The node probe's launcher and ranks on CPUs: several local processes under torchrun with gloo
+standing in for NCCL (the same code a GPU node runs), ranks that die or hang, and the pieces the
+launcher reads (torchrun's failure summary, CUDA_VISIBLE_DEVICES)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from probes.node import (
+    NodePlan,
+    UsageProblem,
+    plan_node,
+    probe_node,
+    torchrun_failures,
+    visible_gpus,
+)
+from probes.nvml import Nvml
+from probes.worker import RankOptions, result_path
+from tests.fake_nvml import FakeNvmlLib, h200
+
+FAULTS = Path(__file__).parent / "rank_faults"
+
+# torchrun's ChildFailedError summary as torch 2.x prints it (torch/distributed/elastic/multiprocessing/errors)
+SUMMARY = """
+============================================================
+probes.worker FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-12-01_22:30:01
+  host      : gpu-node-7
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 4242)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 4242
+============================================================
+"""
+
+
+def test_torchrun_failures_name_the_rank_its_host_and_exit_code() -> None:
+    assert torchrun_failures(SUMMARY.splitlines()) == {1: {"host": "gpu-node-7", "exitcode": "-9"}}
+    assert torchrun_failures(["rank : 3", "exitcode : 1"]) == {}  # fields outside a block
+
+
+def eight_gpus() -> Nvml:
+    return Nvml(FakeNvmlLib(devices=[h200(uuid=f"GPU-{i}") for i in range(8)]))
+
+
+@pytest.mark.parametrize(
+    ("case", "cvd", "expected"),
+    [
+        ("unset: every GPU", None, 8),
+        ("two listed", "0,3", 2),
+        ("hidden", "", 0),
+        ("-1 hides every GPU", "-1", 0),
+        ("CUDA stops at the first index it cannot resolve", "1,9,2", 1),
+        ("UUIDs count as listed", "GPU-1,GPU-2,GPU-3", 3),
+    ],
+)
+def test_visible_gpus(case: str, cvd: str | None, expected: int) -> None:
+    environ = {} if cvd is None else {"CUDA_VISIBLE_DEVICES": cvd}
+    assert visible_gpus(eight_gpus(), environ) == expected, case
+
+
+def test_plan_covers_every_gpu_unless_one_is_named() -> None:
+    assert plan_node(eight_gpus(), {}, None).gpus == tuple(range(8))
+    assert plan_node(eight_gpus(), {}, 5).gpus == (5,)
+    assert plan_node(eight_gpus(), {}, None).world_size == 8
+
+
+def test_several_nodes_need_a_rendezvous() -> None:
+    with pytest.raises(UsageProblem, match="--rdzv-endpoint HOST:PORT"):
+        plan_node(eight_gpus(), {}, None, nodes=2)
+    plan = plan_node(eight_gpus(), {"MASTER_ADDR": "10.0.0.1"}, None, nodes=2)
+    assert plan.rdzv_endpoint == "10.0.0.1:29500" and plan.world_size == 16
+
+
+def run_cpu_ranks(tmp_path: Path, ranks: int, fault: str | None = None, **kw: float) -> object:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(FAULTS), env.get("PYTHONPATH", "")])
+    if fault:
+        env["ADVISOR_TEST_FAULT"] = fault
+    opts = RankOptions(out=tmp_path / "ranks", timeout_s=kw.get("timeout_s", 60))
+    plan = NodePlan(gpus=(), cpu_ranks=ranks)
+    return probe_node(plan, opts, environ=env, deadline_s=kw.get("deadline_s", 120))
+
+
+def test_three_cpu_ranks_measure_collectives_together(tmp_path: Path) -> None:
+    run = run_cpu_ranks(tmp_path, 3)
+    assert run.launcher == "torchrun" and run.failures == []
+    assert [r.rank for r in run.ranks] == [0, 1, 2]
+    assert {r.phase for r in run.ranks} == {"done"} and {r.backend for r in run.ranks} == {"gloo"}
+    lead = run.ranks[0]
+    names = [m.name for m in lead.collectives]
+    assert names == [
+        f"{op}_{size}"
+        for op in ("all_reduce", "all_gather", "reduce_scatter")
+        for size in ("1M", "16M")
+    ]
+    for m in lead.collectives:
+        assert m.error is None and m.value is not None and m.value > 0
+        assert m.params["ranks"] == 3
+        # busbw = algbw x 2(n-1)/n for all-reduce, x (n-1)/n otherwise (nccl-tests)
+        factor = 4 / 3 if m.params["op"] == "all_reduce" else 2 / 3
+        assert m.params["bus_factor"] == pytest.approx(factor)
+        assert m.median == pytest.approx(m.params["algbw_median"] * factor)
+    # every rank agreed on the slowest rank's time: the same figures everywhere
+    for r in run.ranks[1:]:
+        assert [m.samples for m in r.collectives] == [m.samples for m in lead.collectives]
+    # each rank measured its own CPU at the same time as the others
+    assert all(r.measurements and r.pid != lead.pid for r in run.ranks[1:])
+
+
+def test_a_rank_that_dies_is_named_and_the_others_report(tmp_path: Path) -> None:
+    started = time.monotonic()
+    run = run_cpu_ranks(tmp_path, 2, fault="1:die", timeout_s=10)
+    assert time.monotonic() - started < 60
+    (dead,) = [f for f in run.failures if f.rank == 1]
+    assert dead.phase == "measured" and dead.exit_code == -9, dead
+    assert "exit code -9" in dead.detail
+    # what rank 1 measured before it died is kept
+    assert [r.rank for r in run.ranks] == [0, 1] and run.ranks[1].measurements
+
+
+def test_a_rank_that_hangs_is_stopped_at_the_deadline_and_named(tmp_path: Path) -> None:
+    started = time.monotonic()
+    run = run_cpu_ranks(tmp_path, 2, fault="1:hang", timeout_s=3, deadline_s=25)
+    assert time.monotonic() - started < 45
+    (hung,) = [f for f in run.failures if f.rank == 1]
+    assert "time limit" in hung.detail
+    (alive,) = run.ranks
+    assert alive.rank == 0 and alive.measurements  # rank 0's own figures survive
+    assert any("1" in e for e in alive.errors), alive.errors
+
+
+def test_rank_files_are_written_after_each_phase(tmp_path: Path) -> None:
+    """A reader polling the folder sees rank 0's file at 'measured' before it is 'done'."""
+    phases: list[str] = []
+    out = tmp_path / "ranks"
+    stop = threading.Event()
+
+    def watch() -> None:
+        from probes.worker import RankResult
+
+        while not stop.is_set():
+            path = result_path(out, 0)
+            if path.exists():
+                phase = RankResult.model_validate_json(path.read_text()).phase
+                if not phases or phases[-1] != phase:
+                    phases.append(phase)
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        run_cpu_ranks(tmp_path, 2)
+    finally:
+        stop.set()
+        watcher.join()
+    assert phases[0] == "measured" and phases[-1] == "done", phases

@@ -1,0 +1,339 @@
+"""advisor.fleet.node_verification, .health and .cluster_verification against the shipped catalog,
+on hand-made rank results whose right answers are worked out by hand in each case."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from advisor import Catalog
+from advisor.fleet.cluster_verification import verify_cluster
+from advisor.fleet.health import health_checks
+from advisor.fleet.node_verification import P2P_EFFICIENCY, verify_node
+from probes.report import Check, GpuHealth, GpuInventory, Inventory, NvLinkState, PeerLink
+from probes.stats import Measurement, summarize
+from probes.worker import RankResult
+
+H200_BF16 = 781.0  # h200-sxm's measured reference (catalog/probe_expectations.yaml)
+
+
+def bf16(value: float, gpu: int) -> Measurement:
+    m = summarize("matmul_bf16", "TFLOP/s", [value, value], "max")
+    m.gpu = gpu
+    return m
+
+
+def rank(gpu: int, tflops: float, node: int = 0, gpus: int = 8, **kw: Any) -> RankResult:
+    inv = GpuInventory(
+        index=gpu, name="NVIDIA H200", uuid=f"GPU-{node}-{gpu}", memory_total_mib=143771
+    )
+    return RankResult(
+        rank=node * gpus + gpu,
+        local_rank=gpu,
+        node_rank=node,
+        world_size=gpus,
+        local_world_size=gpus,
+        host=f"node-{node}",
+        pid=1000 + gpu,
+        gpu=gpu,
+        phase="done",
+        created_at="2026-12-01T00:00:00Z",
+        mode="quick",
+        inventory=Inventory(
+            hostname=f"node-{node}", python="3.12", device_count=gpus, gpu=inv, gpus=[inv]
+        ),
+        measurements=[bf16(tflops, gpu)],
+        **kw,
+    )
+
+
+def checks_named(checks: list[Check], name: str) -> list[Check]:
+    return [c for c in checks if c.name == name]
+
+
+def test_one_slow_gpu_fails_on_the_node_median(shipped: Catalog) -> None:
+    # 7 GPUs at the reference, GPU 5 at 690: 88% of the catalog (warn) and 690/781 = 88% of the
+    # node median (781): below 90%, so it fails; the others pass.
+    ranks = [rank(i, 690.0 if i == 5 else H200_BF16) for i in range(8)]
+    v = verify_node(shipped, ranks)
+    by_gpu = {c.gpu: c for c in checks_named(v.checks, "matmul_bf16")}
+    assert (
+        by_gpu[5].status == "fail"
+        and "88% of the node's median 781.0 over 8 GPUs" in by_gpu[5].detail
+    )
+    assert {c.status for g, c in by_gpu.items() if g != 5} == {"pass"}
+    assert [g.verdict for g in v.gpu_verdicts] == ["pass"] * 5 + ["fail"] + ["pass"] * 2
+    assert v.gpu_verdicts[5].uuid == "GPU-0-5" and v.verdict == "fail"
+
+
+def test_within_five_percent_of_the_median_is_no_outlier(shipped: Catalog) -> None:
+    ranks = [rank(i, 745.0 if i == 2 else H200_BF16) for i in range(8)]  # 95.4% of the median
+    v = verify_node(shipped, ranks)
+    assert {c.status for c in checks_named(v.checks, "matmul_bf16")} == {"pass"}
+
+
+def test_a_node_of_equally_slow_gpus_fails_on_the_catalog(shipped: Catalog) -> None:
+    # 550 / 781 = 70% of the reference: below 75%, fail; every GPU equals the median
+    v = verify_node(shipped, [rank(i, 550.0) for i in range(8)])
+    bf = checks_named(v.checks, "matmul_bf16")
+    assert {c.status for c in bf} == {"fail"} and not any("node's median" in c.detail for c in bf)
+
+
+def test_expect_an_eight_gpu_type_on_a_one_gpu_node_fails_the_count(shipped: Catalog) -> None:
+    v = verify_node(shipped, [rank(0, H200_BF16, gpus=1)], expect="p5en.48xlarge", visible_gpus=1)
+    (count,) = checks_named(v.checks, "gpu_count")
+    assert count.status == "fail" and count.measured == 1 and count.expected == 8
+    assert count.scope == "node" and v.verdict == "fail"
+    (memory,) = checks_named(v.checks, "gpu_memory")
+    # 143,771 MiB = 150.76 GB against the H200's 141 GB
+    assert memory.status == "pass" and memory.measured == pytest.approx(150.755, abs=0.01)
+
+
+def collective(name: str, op: str, busbw: float, ranks: int) -> Measurement:
+    m = summarize(name, "GB/s", [busbw] * 5, op=op, ranks=ranks, scope="node")
+    return m
+
+
+@pytest.mark.parametrize(
+    ("case", "expect", "ranks", "name", "busbw", "status", "expected"),
+    [
+        # ND H100 v5's health check: 460 GB/s at 16G on 8 GPUs
+        (
+            "at Azure's threshold",
+            "Standard_ND96isr_H100_v5",
+            8,
+            "all_reduce_16G",
+            460.0,
+            "pass",
+            460.0,
+        ),
+        (
+            "400 / 460 = 87%: warn",
+            "Standard_ND96isr_H100_v5",
+            8,
+            "all_reduce_16G",
+            400.0,
+            "warn",
+            460.0,
+        ),
+        (
+            "300 / 460 = 65%: fail",
+            "Standard_ND96isr_H100_v5",
+            8,
+            "all_reduce_16G",
+            300.0,
+            "fail",
+            460.0,
+        ),
+        (
+            "another size: not compared",
+            "Standard_ND96isr_H100_v5",
+            8,
+            "all_reduce_1G",
+            10.0,
+            "pass",
+            None,
+        ),
+        # the 2 x H200 NVLink reference: 315 GB/s at 1G
+        ("two H200s at the reference", "h200-sxm", 2, "all_reduce_1G", 315.0, "pass", 315.0),
+        ("two H200s at 250 / 315 = 79%", "h200-sxm", 2, "all_reduce_1G", 250.0, "warn", 315.0),
+        ("the reference is for two GPUs", "h200-sxm", 4, "all_reduce_1G", 250.0, "pass", None),
+        ("all_gather has no figure", "h200-sxm", 2, "all_gather_1G", 1.0, "pass", None),
+    ],
+)
+def test_collectives_against_sourced_figures(
+    shipped: Catalog,
+    case: str,
+    expect: str,
+    ranks: int,
+    name: str,
+    busbw: float,
+    status: str,
+    expected: float | None,
+) -> None:
+    op = name.rsplit("_", 1)[0]
+    lead = rank(0, H200_BF16, gpus=ranks, collectives=[collective(name, op, busbw, ranks)])
+    v = verify_node(shipped, [lead], expect=expect)
+    (c,) = checks_named(v.checks, name)
+    assert (c.status, c.expected) == (status, expected), (case, c.detail)
+    assert c.scope == "collective" and (c.action == "drain") == (status != "pass")
+
+
+def test_one_rank_shows_nccl_ran(shipped: Catalog) -> None:
+    lead = rank(
+        0, H200_BF16, gpus=1, collectives=[collective("all_reduce_64M", "all_reduce", 0.0, 1)]
+    )
+    (c,) = checks_named(verify_node(shipped, [lead]).checks, "collectives")
+    assert c.status == "pass" and "one rank" in c.detail
+
+
+def peer(name: str, gpu: int, peer_gpu: int, value: float) -> Measurement:
+    m = summarize(name, "GB/s", [value] * 3, "max", peer_access=True)
+    m.gpu, m.peer = gpu, peer_gpu
+    return m
+
+
+def test_peer_copies_against_the_nvlink(shipped: Catalog) -> None:
+    # 900 GB/s per GPU = 450 each way; expected 450 x 392/450 = 392
+    topology = [PeerLink(gpu=0, peer=1, nvlink_links=18), PeerLink(gpu=1, peer=0, nvlink_links=18)]
+    peers = [
+        peer("p2p_copy", 0, 1, 392.0),
+        peer("p2p_copy", 1, 0, 200.0),
+        peer("p2p_bidir", 0, 1, 700.0),
+    ]
+    lead = rank(0, H200_BF16, gpus=2, peers=peers, topology=topology)
+    v = verify_node(shipped, [lead, rank(1, H200_BF16, gpus=2)])
+    copies = {(c.gpu, c.peer): c for c in checks_named(v.checks, "p2p_copy")}
+    assert copies[(0, 1)].status == "pass" and copies[(0, 1)].expected == pytest.approx(
+        450 * P2P_EFFICIENCY
+    )
+    assert copies[(1, 0)].status == "fail" and copies[(1, 0)].action == "drain"  # 200/392 = 51%
+    (bidir,) = checks_named(v.checks, "p2p_bidir")
+    assert bidir.status == "pass" and "not compared" in bidir.detail
+
+
+def test_gpu_link_type_from_nvml_against_the_instance(shipped: Catalog) -> None:
+    pcie = [PeerLink(gpu=i, peer=1 - i, nvlink_links=0) for i in (0, 1)]
+    lead = rank(0, H200_BF16, gpus=8, topology=pcie)
+    (c,) = checks_named(verify_node(shipped, [lead], expect="p5en.48xlarge").checks, "gpu_link")
+    assert c.status == "fail" and "pcie" in c.detail and "nvswitch" in c.detail
+    switched = [PeerLink(gpu=i, peer=1 - i, nvlink_links=18, via_nvswitch=True) for i in (0, 1)]
+    lead = rank(0, H200_BF16, gpus=8, topology=switched)
+    (c,) = checks_named(verify_node(shipped, [lead], expect="p5en.48xlarge").checks, "gpu_link")
+    assert c.status == "pass"
+
+
+HEALTHY = GpuHealth(
+    xid_events=[],
+    remapped_rows_correctable=0,
+    remapped_rows_uncorrectable=0,
+    remap_pending=False,
+    remap_failed=False,
+    ecc_volatile_uncorrected=0,
+    ecc_aggregate_uncorrected=0,
+    ecc_volatile_corrected=0,
+    pcie_replays=3,
+    pcie_replays_during=0,
+)
+
+
+@pytest.mark.parametrize(
+    ("case", "change", "check", "status", "action"),
+    [
+        ("healthy", {}, "xid_events", "pass", None),
+        ("no events here", {"xid_events": None}, "xid_events", "skip", None),
+        ("an application fault", {"xid_events": [13]}, "xid_events", "warn", "monitor"),
+        ("double-bit ECC", {"xid_events": [48]}, "xid_events", "fail", "reset"),
+        (
+            "fallen off the bus outranks a fault",
+            {"xid_events": [13, 79]},
+            "xid_events",
+            "fail",
+            "drain",
+        ),
+        ("an XID nobody listed", {"xid_events": [999]}, "xid_events", "fail", "drain"),
+        ("remap pending", {"remap_pending": True}, "row_remapping", "warn", "reset"),
+        ("remap failed", {"remap_failed": True}, "row_remapping", "fail", "replace"),
+        (
+            "pages pending (pre-Ampere)",
+            {
+                "remap_failed": None,
+                "remap_pending": None,
+                "remapped_rows_uncorrectable": None,
+                "retired_pages_pending": True,
+            },
+            "row_remapping",
+            "warn",
+            "reset",
+        ),
+        (
+            "no remapping at all",
+            {"remap_failed": None, "retired_pages_pending": None},
+            "row_remapping",
+            "skip",
+            None,
+        ),
+        ("uncorrected since boot", {"ecc_volatile_uncorrected": 2}, "ecc_errors", "fail", "reset"),
+        ("uncorrected long ago", {"ecc_aggregate_uncorrected": 1}, "ecc_errors", "warn", "monitor"),
+        (
+            "ECC unreadable",
+            {"ecc_volatile_uncorrected": None, "ecc_aggregate_uncorrected": None},
+            "ecc_errors",
+            "skip",
+            None,
+        ),
+        ("replays while probing", {"pcie_replays_during": 4}, "pcie_replays", "warn", "monitor"),
+        ("replays from before", {}, "pcie_replays", "pass", None),
+        ("no NVLink", {}, "nvlink_links", "skip", None),
+        (
+            "a link down",
+            {"nvlinks": [NvLinkState(link=0, active=True), NvLinkState(link=1, active=False)]},
+            "nvlink_links",
+            "fail",
+            "drain",
+        ),
+        (
+            "every link down",
+            {"nvlinks": [NvLinkState(link=0, active=False)]},
+            "nvlink_links",
+            "warn",
+            "monitor",
+        ),
+        (
+            "CRC errors",
+            {"nvlinks": [NvLinkState(link=0, active=True, errors={"crc_flit": 7})]},
+            "nvlink_links",
+            "warn",
+            "monitor",
+        ),
+    ],
+)
+def test_health_counters(
+    case: str, change: dict[str, Any], check: str, status: str, action: str | None
+) -> None:
+    (c,) = [c for c in health_checks(HEALTHY.model_copy(update=change)) if c.name == check]
+    assert (c.status, c.action) == (status, action), (case, c.detail)
+    assert c.scope == "health"
+
+
+def pair(nodes: tuple[int, int], value: float) -> Measurement:
+    m = summarize("pairwise_all_reduce_256M", "GB/s", [value] * 3, nodes=list(nodes), ranks=2)
+    return m
+
+
+def test_pairwise_names_the_slow_node(shipped: Catalog) -> None:
+    # four nodes of one GPU; node 2 is in every slow pair (about 40 against 90 GB/s)
+    values = {(0, 1): 90.0, (0, 2): 41.0, (0, 3): 89.0, (1, 2): 40.0, (1, 3): 91.0, (2, 3): 39.0}
+    world = []
+    for n in range(4):
+        mine = [pair(k, v) for k, v in values.items() if n in k]
+        world.append(
+            rank(0, H200_BF16, node=n, gpus=1, pairwise=mine).model_copy(
+                update={"rank": n, "world_size": 4}
+            )
+        )
+    summary = verify_cluster(shipped, world)
+    assert [h.host for h in summary.hosts] == ["node-0", "node-1", "node-2", "node-3"]
+    (slow,) = checks_named(summary.checks, "slow_node")
+    assert slow.host == "node-2" and slow.status == "fail" and "3 of 3" in slow.detail
+    failing = {
+        c.detail.split(":")[0]
+        for c in checks_named(summary.checks, "pairwise_all_reduce")
+        if c.status == "fail"
+    }
+    assert len(failing) == 3 and all("node-2" in f for f in failing)
+
+
+def test_cross_node_all_reduce_against_the_network(shipped: Catalog) -> None:
+    # p5en: 3200 Gbit/s over 8 GPUs = 50 GB/s per GPU; x 0.96 = 48 GB/s expected
+    m = summarize("all_reduce_1G", "GB/s", [30.0] * 3, op="all_reduce", ranks=16)
+    world = [
+        rank(i, H200_BF16, node=n, cluster_collectives=[m]).model_copy(update={"world_size": 16})
+        for n in (0, 1)
+        for i in range(8)
+    ]
+    summary = verify_cluster(shipped, world, expect="p5en.48xlarge")
+    (c,) = checks_named(summary.checks, "cross_node_all_reduce_1G")
+    assert c.expected == pytest.approx(48.0) and c.status == "fail"  # 30 / 48 = 62%
+    assert summary.nodes == 2 and summary.world_size == 16
