@@ -69,7 +69,11 @@ class XidListener:
 
     def _position(self, device: Any) -> int | None:
         """Events name the GPU by an NVML handle: matched by UUID (handles are C pointers)."""
-        uuid = self._nvml.soft(self._nvml.lib.nvmlDeviceGetUUID, device) if device else None
+        uuid = (
+            self._nvml.soft(self._nvml.lib.nvmlDeviceGetUUID, device)
+            if device is not None
+            else None
+        )
         return self._uuids.index(uuid) if uuid is not None and uuid in self._uuids else None
 
     def events(self, position: int) -> list[int] | None:

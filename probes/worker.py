@@ -441,17 +441,24 @@ def run_torch(seams: Seams) -> Any:
 def _gather(
     opts: RankOptions, place: RankPlace, group: _Group, result: RankResult, started: float
 ) -> None:
-    """Rank 0 writes every rank's result (world.json): the cluster summary is built from it."""
+    """Rank 0 writes every rank's result (world.json): the cluster summary is built from it.
+    The JSON travels as bytes in uint8 tensors over gloo (all_gather of lengths, then of bytes
+    padded to the longest)."""
     if place.nodes < 2:
         return
+    torch, dist = group.torch, group.dist
     result.duration_s = time.perf_counter() - started
-    gathered: list[Any] = [None] * place.world_size if place.rank == 0 else []
-    group.dist.gather_object(
-        result.model_dump_json(), gathered if place.rank == 0 else None, dst=0, group=group.coord
-    )
+    data = result.model_dump_json().encode()
+    lengths = [torch.zeros(1, dtype=torch.int64) for _ in range(place.world_size)]
+    dist.all_gather(lengths, torch.tensor([len(data)], dtype=torch.int64), group=group.coord)
+    longest = max(int(n.item()) for n in lengths)
+    mine = torch.zeros(longest, dtype=torch.uint8)
+    mine[: len(data)] = torch.tensor(list(data), dtype=torch.uint8)
+    parts = [torch.zeros(longest, dtype=torch.uint8) for _ in range(place.world_size)]
+    dist.all_gather(parts, mine, group=group.coord)
     if place.rank == 0:
-        payload = [json.loads(g) for g in gathered if g is not None]
-        (opts.out / WORLD_FILE).write_text(json.dumps(payload))
+        texts = [bytes(p[: int(n.item())].tolist()) for p, n in zip(parts, lengths, strict=True)]
+        (opts.out / WORLD_FILE).write_text(json.dumps([json.loads(t) for t in texts]))
 
 
 class _BarrierTimeout(Exception):

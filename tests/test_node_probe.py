@@ -5,6 +5,9 @@ launcher reads (torchrun's failure summary, CUDA_VISIBLE_DEVICES)."""
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -20,6 +23,7 @@ from probes.node import (
     visible_gpus,
 )
 from probes.nvml import Nvml
+from probes.report import ProbeReport
 from probes.worker import RankOptions, result_path
 from tests.fake_nvml import FakeNvmlLib, h200
 
@@ -166,3 +170,65 @@ def test_rank_files_are_written_after_each_phase(tmp_path: Path) -> None:
         stop.set()
         watcher.join()
     assert phases[0] == "measured" and phases[-1] == "done", phases
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_two_node_ranks_over_a_localhost_rendezvous(tmp_path: Path) -> None:
+    """`advisor probe --nodes 2` twice on this machine, gloo standing in for NCCL: the code a
+    cluster runs. Node rank 0's report carries the cluster summary; the other judges the same
+    cross-node figures itself."""
+    endpoint = f"127.0.0.1:{free_port()}"
+    cmd = [sys.executable, "-m", "advisor", "probe", "--nodes", "2", "--rdzv-endpoint", endpoint]
+    cmd += ["--pairwise", "--json", "--rank-timeout-s", "60"]
+    env = {**os.environ, "ADVISOR_PROBE_LOCK_DIR": str(tmp_path)}
+    nodes = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=180) for p in nodes]
+    reports = [ProbeReport.model_validate_json(out) for out, _ in outputs]
+    assert [p.returncode for p in nodes] == [3, 3], [err[-2000:] for _, err in outputs]  # no GPU
+    assert sorted(r.node_rank for r in reports) == [0, 1]
+    assert {r.world_size for r in reports} == {2} and {r.backend for r in reports} == {"gloo"}
+    lead = next(r for r in reports if r.node_rank == 0)
+    other = next(r for r in reports if r.node_rank == 1)
+    assert lead.cluster is not None and other.cluster is None
+    assert [h.node_rank for h in lead.cluster.hosts] == [0, 1] and lead.cluster.world_size == 2
+    names = {c.name for c in lead.cluster.checks}
+    assert {"cross_node_all_reduce_1M", "cross_node_all_reduce_16M", "pairwise_all_reduce"} <= names
+    assert {c.name for c in other.checks} >= {
+        "cross_node_all_reduce_1M",
+        "cross_node_all_reduce_16M",
+    }
+    (pair,) = [c for c in lead.cluster.checks if c.name == "pairwise_all_reduce"]
+    assert pair.measured is not None and pair.measured > 0
+
+
+def test_nodes_without_a_rendezvous_exit_2_naming_what_is_missing() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT")}
+    p = subprocess.run(
+        [sys.executable, "-m", "advisor", "probe", "--nodes", "2"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert (
+        p.returncode == 2 and "--rdzv-endpoint HOST:PORT" in p.stderr and "MASTER_ADDR" in p.stderr
+    )
+    assert "Traceback" not in p.stderr and p.stdout == ""
+
+
+def test_pairwise_needs_several_nodes() -> None:
+    p = subprocess.run(
+        [sys.executable, "-m", "advisor", "probe", "--pairwise"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 2 and "--pairwise needs --nodes 2" in p.stderr

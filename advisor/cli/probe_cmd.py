@@ -35,7 +35,7 @@ from advisor.cli.common import (
     save_report,
 )
 from advisor.errors import InputError
-from advisor.fleet.cluster_verification import verify_cluster
+from advisor.fleet.cluster_verification import network_checks, verify_cluster
 from advisor.fleet.node_verification import NodeVerification, verify_node
 from advisor.fleet.verification import resolve_expect
 from advisor.outputs import check_output_path
@@ -243,6 +243,9 @@ def node_report(run: NodeRun, catalog: Catalog, expect: str | None) -> ProbeRepo
     inventory.topology = next((r.topology for r in ranks if r.topology), [])
     cluster = verify_cluster(catalog, run.world, expect) if run.world else None
     checks = result.checks + (cluster.checks if cluster else [])
+    if cluster is None and first is not None and first.cluster_collectives:
+        # another node than rank 0's: the figures across nodes are the same on every rank
+        checks += network_checks(catalog, first.cluster_collectives, expect, len(ranks))
     verdict = result.verdict
     if cluster is not None and cluster.verdict in ("fail", "error") and verdict in ("pass", "warn"):
         verdict = cluster.verdict
@@ -257,7 +260,11 @@ def node_report(run: NodeRun, catalog: Catalog, expect: str | None) -> ProbeRepo
         # the GPU path ran nowhere: why (every rank of a machine without a GPU says the same)
         diagnosis=first.diagnosis if first and all(r.diagnosis for r in ranks) else [],
         measurements=[m for r in ranks for m in r.measurements]
-        + (first.collectives + first.cluster_collectives + first.peers if first else []),
+        + (
+            first.collectives + first.cluster_collectives + first.pairwise + first.peers
+            if first
+            else []
+        ),
         checks=checks,
         duration_s=run.duration_s,
         gpu_verdicts=result.gpu_verdicts,
