@@ -95,10 +95,13 @@ class Collectives:
             return lambda: dist.all_reduce(buf, group=group)
         part = torch.ones(count // self.ranks, dtype=torch.float32, device=self.device)
         whole = torch.ones(count, dtype=torch.float32, device=self.device)
+        # torch 2.13 renames the tensor forms *_single; older releases have only the old names
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
         if op == "all_gather":
-            return lambda: dist.all_gather_into_tensor(whole, part, group=group)
+            return lambda: gather(whole, part, group=group)
         if op == "reduce_scatter":
-            return lambda: dist.reduce_scatter_tensor(part, whole, group=group)
+            return lambda: scatter(part, whole, group=group)
         raise ValueError(f"unknown collective {op!r}")
 
     def _time(self, fn: Any, inner: int, repeats: int) -> list[float]:
