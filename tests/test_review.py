@@ -38,6 +38,7 @@ from advisor.review.costs import (
 )
 from advisor.review.data import (
     CheckResult,
+    GpuRecord,
     GpuUsage,
     ProbeRecord,
     ReviewData,
@@ -76,6 +77,7 @@ def rec(
         gpu_name=None,
         gpu_id=f"{host}#0",
         checks=tuple(CheckResult(n, s, m, e, "TFLOP/s") for n, (m, e, s) in checks.items()),
+        gpus=(GpuRecord(f"{host}#0", 0, None, "pass"),),
     )
 
 
@@ -671,6 +673,45 @@ def test_inventory_counts_each_gpu_once(reports_dir: Path, catalog: Catalog) -> 
     # every run passes but the throttled host's 10 (matmuls below 90%) and the mi300x run
     assert inv.verdicts["pass"] == 290 + 3
     assert inv.verdicts.get("fail", 0) + inv.verdicts.get("warn", 0) == 10 + 1
+
+
+NODE_REPORT = Path(__file__).parents[1] / (
+    "benchmarks/results/node-probe-2026-12-01-nvidia-h200-driver580.159.04-torch2.11.0+cu130/"
+    "node-quick.json"
+)
+
+
+def test_a_node_report_counts_every_gpu_and_lists_the_node(
+    tmp_path: Path, catalog: Catalog
+) -> None:
+    """The recorded one-GPU node report, widened to eight GPUs of which GPU 5 failed: eight GPUs
+    in the inventory, one node row naming GPU 5; an older single-GPU report of another host."""
+    body = json.loads(NODE_REPORT.read_text())
+    body["verdict"] = "fail"
+    body["gpu_verdicts"] = [
+        {
+            "gpu": i,
+            "uuid": f"GPU-n{i}",
+            "name": "NVIDIA H200",
+            "rank": i,
+            "verdict": "fail" if i == 5 else "pass",
+        }
+        for i in range(8)
+    ]
+    body["failed_ranks"] = [{"rank": 7, "detail": "stopped"}]
+    (tmp_path / "node.json").write_text(json.dumps(body))
+    single = json.loads((FIXTURES / "probe-quick.json").read_text())
+    single["inventory"]["hostname"] = "other"
+    (tmp_path / "single.json").write_text(json.dumps(single))
+    review = build_review(from_dir(tmp_path), catalog)
+    assert review.inventory.gpus == 9 and review.inventory.hosts == 2
+    assert review.inventory.latest_verdicts == {"fail": 1, "pass": 8}
+    first, second = review.nodes
+    assert (first.host, first.verdict, first.gpus, first.failed_gpus) == ("vm", "fail", 8, [5])
+    assert first.gpu_verdicts == {"fail": 1, "pass": 7} and first.failed_ranks == 1
+    assert (second.host, second.gpus) == ("other", 1)
+    page = render_html(review)
+    assert "<h3>Nodes</h3>" in page and "GPU 5" in page
 
 
 # --- CLI ----------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from advisor.review.costs import (
     savings,
     workload_costs,
 )
-from advisor.review.data import ProbeRecord, ReviewData, gc_paused
+from advisor.review.data import GpuRecord, ProbeRecord, ReviewData, gc_paused
 
 OUTLIER_GAP = 0.03  # below p10 only counts when also this far below the fleet median (noise)
 
@@ -64,36 +64,75 @@ class FleetInventory:
     usage_gpus: int
 
 
-def _latest(records: Iterable[ProbeRecord], key: str) -> dict[str, ProbeRecord]:
-    """Each host's (key="host") or each measured GPU's (key="gpu") latest record."""
+def _latest_by_host(records: Iterable[ProbeRecord]) -> dict[str, ProbeRecord]:
+    """Each host's latest record."""
     out: dict[str, ProbeRecord] = {}
     for r in records:
-        k = r.host if key == "host" else r.gpu_id
-        if k is None:  # no GPU measured in this run
-            continue
-        held = out.get(k)
+        held = out.get(r.host)
         if held is None or (r.created_at or "") >= (held.created_at or ""):
-            out[k] = r
+            out[r.host] = r
     return out
+
+
+def _latest_by_gpu(records: Iterable[ProbeRecord]) -> dict[str, tuple[ProbeRecord, GpuRecord]]:
+    """Each measured GPU's latest record, and the GPU in it (a node report holds several)."""
+    out: dict[str, tuple[ProbeRecord, GpuRecord]] = {}
+    for r in records:
+        for g in r.gpus:
+            held = out.get(g.key)
+            if held is None or (r.created_at or "") >= (held[0].created_at or ""):
+                out[g.key] = (r, g)
+    return out
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """A host's latest report: its GPUs and their verdicts."""
+
+    host: str
+    created_at: str | None
+    verdict: str
+    gpus: int
+    gpu_verdicts: dict[str, int]  # verdict -> GPUs with it
+    failed_gpus: list[int | None]  # the index of each GPU that failed or errored
+    failed_ranks: int
+
+
+def nodes(data: ReviewData) -> list[NodeRow]:
+    """Every host's latest report, the ones in trouble first (failed GPUs, then by host)."""
+    rows = [
+        NodeRow(
+            host=r.host,
+            created_at=r.created_at,
+            verdict=r.verdict,
+            gpus=len(r.gpus),
+            gpu_verdicts=dict(sorted(Counter(g.verdict for g in r.gpus).items())),
+            failed_gpus=[g.gpu for g in r.gpus if g.verdict in ("fail", "error")],
+            failed_ranks=r.failed_ranks,
+        )
+        for r in _latest_by_host(data.probes).values()
+    ]
+    order = {"fail": 0, "error": 1, "warn": 2, "pass": 3}
+    return sorted(rows, key=lambda n: (order.get(n.verdict, 4), -len(n.failed_gpus), n.host))
 
 
 def inventory(data: ReviewData) -> FleetInventory:
     probes = data.probes
-    by_gpu = _latest(probes, "gpu")
-    by_host = _latest(probes, "host")
-    accelerators = Counter(r.matched or r.gpu_name or "unknown" for r in by_gpu.values())
+    by_gpu = _latest_by_gpu(probes)
+    by_host = _latest_by_host(probes)
+    accelerators = Counter(r.matched or g.name or "unknown" for r, g in by_gpu.values())
     drivers = Counter(r.driver_version or "unknown" for r in by_host.values())
     times = sorted(r.created_at for r in probes if r.created_at)
     usage = latest_usage(data.usage)
     return FleetInventory(
         reports=len(probes),
         hosts=len(by_host),
-        hosts_without_gpu=len(set(by_host) - {r.host for r in by_gpu.values()}),
+        hosts_without_gpu=len(set(by_host) - {r.host for r, _ in by_gpu.values()}),
         gpus=len(by_gpu),
         gpus_by_accelerator=sorted(accelerators.items(), key=lambda kv: (-kv[1], kv[0])),
         drivers=sorted(drivers.items(), key=lambda kv: (-kv[1], kv[0])),
         verdicts=dict(sorted(Counter(r.verdict for r in probes).items())),
-        latest_verdicts=dict(sorted(Counter(r.verdict for r in by_gpu.values()).items())),
+        latest_verdicts=dict(sorted(Counter(g.verdict for _, g in by_gpu.values()).items())),
         first_report=times[0] if times else None,
         last_report=times[-1] if times else None,
         usage_reports=len(data.usage),
@@ -209,6 +248,7 @@ class Review:
     region: str | None
     notes: list[str]
     inventory: FleetInventory
+    nodes: list[NodeRow]
     ratios: list[RatioRow]
     outliers: list[Outlier]
     outlier_gap: float
@@ -250,6 +290,7 @@ def build_review(
         region=region,
         notes=list(data.notes),
         inventory=inventory(data),
+        nodes=nodes(data),
         ratios=ratio_rows(stats),
         outliers=find_outliers(stats, hosts),
         outlier_gap=OUTLIER_GAP,

@@ -86,6 +86,15 @@ class CheckResult(NamedTuple):
         return self.measured / self.expected
 
 
+class GpuRecord(NamedTuple):
+    """One GPU of a report: a node report has one per GPU, a single-GPU report one."""
+
+    key: str  # the GPU's UUID, else host#index
+    gpu: int | None  # CUDA index on its host
+    name: str | None
+    verdict: str
+
+
 class ProbeRecord(NamedTuple):
     id: str
     host: str
@@ -97,6 +106,8 @@ class ProbeRecord(NamedTuple):
     gpu_name: str | None
     gpu_id: str | None  # the GPU's UUID, else host#device; None when the run reached no GPU
     checks: tuple[CheckResult, ...]
+    gpus: tuple[GpuRecord, ...] = ()  # every GPU the report measured, with its verdict
+    failed_ranks: int = 0  # ranks of a node probe that did not finish
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,6 +177,11 @@ def probe_record(report_id: str, body: dict[str, Any]) -> ProbeRecord:
         if isinstance(c, dict)
         for m, e in ((c.get("measured"), c.get("expected")),)
     )
+    gpu_id = (
+        (_str(gpu.get("uuid")) or f"{host}#{body.get('device', 0)}")
+        if measured_a_gpu(body)
+        else None
+    )
     return ProbeRecord(
         id=report_id,
         host=host,
@@ -175,11 +191,32 @@ def probe_record(report_id: str, body: dict[str, Any]) -> ProbeRecord:
         created_at=_str(body.get("created_at")),
         driver_version=_str(inventory.get("driver_version")),
         gpu_name=_str(gpu.get("name")),
-        gpu_id=(_str(gpu.get("uuid")) or f"{host}#{body.get('device', 0)}")
-        if measured_a_gpu(body)
-        else None,
+        gpu_id=gpu_id,
         checks=checks,
+        gpus=_gpus(body, host, gpu_id, _str(gpu.get("name")), verdict),
+        failed_ranks=len(body.get("failed_ranks") or ()),
     )
+
+
+def _gpus(
+    body: dict[str, Any], host: str, gpu_id: str | None, name: str | None, verdict: str
+) -> tuple[GpuRecord, ...]:
+    """A node report's GPUs from its per-GPU verdicts; a single-GPU report's one GPU."""
+    listed = [g for g in body.get("gpu_verdicts") or () if isinstance(g, dict)]
+    if listed:
+        return tuple(
+            GpuRecord(
+                _str(g.get("uuid")) or f"{host}#{g.get('gpu')}",
+                g.get("gpu") if isinstance(g.get("gpu"), int) else None,
+                _str(g.get("name")),
+                str(g.get("verdict")),
+            )
+            for g in listed
+        )
+    if gpu_id is None:
+        return ()
+    device = body.get("device")
+    return (GpuRecord(gpu_id, device if isinstance(device, int) else None, name, verdict),)
 
 
 def usage_record(body: dict[str, Any]) -> UsageRecord:

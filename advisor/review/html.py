@@ -25,6 +25,7 @@ from advisor.review.costs import HOURS_PER_MONTH, MEMORY_HEADROOM, Saving, Workl
 from advisor.review.svg import COLOURS, Bar, RatioBar, bar_chart, ratio_chart
 
 MAX_OUTLIER_ROWS = 100  # hosts
+MAX_NODE_ROWS = 100  # hosts, those in trouble first
 MAX_SAVING_ROWS = 60
 MAX_COST_BARS = 15
 CSP = (
@@ -237,6 +238,8 @@ def _context(r: Review) -> dict[str, Any]:
             (accelerator, list(rows))
             for accelerator, rows in itertools.groupby(r.ratios, key=lambda row: row.accelerator)
         ],
+        "node_rows": r.nodes[:MAX_NODE_ROWS],
+        "more_nodes": max(len(r.nodes) - MAX_NODE_ROWS, 0),
         "outlier_rows": outliers[:MAX_OUTLIER_ROWS],
         "more_hosts": max(len(outliers) - MAX_OUTLIER_ROWS, 0),
         "flagged_hosts": len({o.host for o in r.outliers}),
