@@ -135,6 +135,15 @@ def collective(name: str, op: str, busbw: float, ranks: int) -> Measurement:
             "pass",
             None,
         ),
+        (
+            "the threshold is for 8 GPUs",
+            "Standard_ND96isr_H100_v5",
+            4,
+            "all_reduce_16G",
+            10.0,
+            "pass",
+            None,
+        ),
         # the 2 x H200 NVLink reference: 315 GB/s at 1G
         ("two H200s at the reference", "h200-sxm", 2, "all_reduce_1G", 315.0, "pass", 315.0),
         ("two H200s at 250 / 315 = 79%", "h200-sxm", 2, "all_reduce_1G", 250.0, "warn", 315.0),
@@ -323,6 +332,24 @@ def test_pairwise_names_the_slow_node(shipped: Catalog) -> None:
         if c.status == "fail"
     }
     assert len(failing) == 3 and all("node-2" in f for f in failing)
+
+
+def test_one_slow_pair_names_no_node(shipped: Catalog) -> None:
+    # only the pair (0, 1) is slow: either node could be at fault, so neither is named
+    values = {(0, 1): 40.0, (0, 2): 90.0, (0, 3): 89.0, (1, 2): 91.0, (1, 3): 90.0, (2, 3): 92.0}
+    world = []
+    for n in range(4):
+        mine = [pair(k, v) for k, v in values.items() if n in k]
+        world.append(
+            rank(0, H200_BF16, node=n, gpus=1, pairwise=mine).model_copy(
+                update={"rank": n, "world_size": 4}
+            )
+        )
+    summary = verify_cluster(shipped, world)
+    assert checks_named(summary.checks, "slow_node") == []
+    assert [c.status for c in checks_named(summary.checks, "pairwise_all_reduce")].count(
+        "fail"
+    ) == 1
 
 
 def test_cross_node_all_reduce_against_the_network(shipped: Catalog) -> None:
