@@ -311,9 +311,9 @@ def _collectives(
 ) -> None:
     """Within each node, across every node, and between node pairs (--pairwise). Every rank
     creates every group in the same order, as torch.distributed requires."""
-    if not opts.nccl and run.gpu_measured:
-        return  # --no-nccl: no collectives on a GPU node
-    bench = _agree_bench(opts, group, run)
+    bench = _agree_bench(opts, group, run, result)
+    if bench is None:
+        return
     result.backend = bench.backend
     local = place.local_world_size
     node_groups = [
@@ -368,28 +368,41 @@ def _pairwise(
             group.barrier(f"the pair after nodes {a},{b}")
 
 
-def _agree_bench(opts: RankOptions, group: _Group, run: probe.ProbeRun) -> _Bench:
-    """NCCL only if every rank can use it, and message sizes every rank has memory for:
-    ranks that disagree would call different collectives and wait for each other for ever."""
+def _agree_bench(
+    opts: RankOptions, group: _Group, run: probe.ProbeRun, result: RankResult
+) -> _Bench | None:
+    """What every rank will run, agreed before the first collective (ranks that disagreed would
+    call different collectives and wait for each other until the timeout): NCCL on GPUs when
+    every rank has a GPU and NCCL, gloo on CPUs when no rank has a GPU, else nothing, said why;
+    message sizes every rank has memory for. None: no collectives."""
     torch, dist = group.torch, group.dist
-    nccl_here = run.gpu_measured and bool(getattr(dist, "is_nccl_available", lambda: False)())
-    device = torch.device(f"cuda:{run.device}") if nccl_here else torch.device("cpu")
-    budget = _memory_budget(torch, device, nccl_here)
-    agreed = torch.tensor([int(nccl_here), budget], dtype=torch.int64)
-    dist.all_reduce(agreed, op=dist.ReduceOp.MIN, group=group.coord)
-    use_nccl, budget = bool(agreed[0].item()), int(agreed[1].item())
-    if not use_nccl:
-        device = torch.device("cpu")
-        return _Bench(torch, device, "gloo", CPU_SIZES, CPU_REPEATS)
+    nccl_here = bool(getattr(dist, "is_nccl_available", lambda: False)())
+    without_gpu = group.ranks_where(not run.gpu_measured)
+    without_nccl = group.ranks_where(not nccl_here)
+    gpus = len(without_gpu) < group.place.world_size
+    if gpus and not opts.nccl:
+        return None  # --no-nccl
+    if gpus and (without_gpu or without_nccl):
+        why = (
+            f"rank(s) {without_gpu} have no usable GPU"
+            if without_gpu
+            else f"NCCL is not available to rank(s) {without_nccl}"
+        )
+        result.errors.append(f"collectives between GPUs not run: {why}")
+        return None
+    if not gpus:
+        return _Bench(torch, torch.device("cpu"), "gloo", CPU_SIZES, CPU_REPEATS)
+    device = torch.device(f"cuda:{run.device}")
     torch.cuda.set_device(device)
+    budget = torch.tensor([_memory_budget(torch, device)], dtype=torch.int64)
+    dist.all_reduce(budget, op=dist.ReduceOp.MIN, group=group.coord)
     sizes = sorted({*SIZES[opts.mode], *opts.extra_sizes})
-    return _Bench(torch, device, "nccl", tuple(s for s in sizes if s <= budget), REPEATS[opts.mode])
+    fitting = tuple(s for s in sizes if s <= int(budget.item()))
+    return _Bench(torch, device, "nccl", fitting, REPEATS[opts.mode])
 
 
-def _memory_budget(torch: Any, device: Any, cuda: bool) -> int:
+def _memory_budget(torch: Any, device: Any) -> int:
     """Largest message that leaves room: an all-gather holds the message and a rank's part."""
-    if not cuda:
-        return max(CPU_SIZES)
     free, _ = torch.cuda.mem_get_info(device)
     return int(free * 0.4)
 
@@ -402,7 +415,7 @@ def _peers(
     say: Callable[[str], None],
 ) -> None:
     """Every ordered pair of the GPUs this process sees, and NVML's topology of them."""
-    torch = run_torch(seams)
+    torch = _torch_or_none(seams)
     if torch is None or not run.gpu_measured or torch.cuda.device_count() < 2:
         return
     count = torch.cuda.device_count()
@@ -431,7 +444,7 @@ def _peers(
     torch.cuda.empty_cache()
 
 
-def run_torch(seams: Seams) -> Any:
+def _torch_or_none(seams: Seams) -> Any:
     try:
         return seams.torch_loader()
     except ImportError:

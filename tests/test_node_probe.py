@@ -145,6 +145,18 @@ def test_a_rank_that_hangs_is_stopped_at_the_deadline_and_named(tmp_path: Path) 
     assert any("1" in e for e in alive.errors), alive.errors
 
 
+def test_ranks_that_disagree_on_gpus_run_no_collectives_and_say_why(tmp_path: Path) -> None:
+    """Rank 0 counts as having a GPU, rank 1 has none: NCCL between them is impossible, and a
+    rank that went ahead alone would wait for the other until the timeout."""
+    started = time.monotonic()
+    run = run_cpu_ranks(tmp_path, 2, fault="0:gpu", timeout_s=60)
+    assert time.monotonic() - started < 50  # no rank waited out the 60 s timeout
+    assert run.failures == [] and {r.phase for r in run.ranks} == {"done"}
+    for r in run.ranks:
+        assert r.collectives == []
+        assert r.errors == ["collectives between GPUs not run: rank(s) [1] have no usable GPU"]
+
+
 def test_rank_files_are_written_after_each_phase(tmp_path: Path) -> None:
     """A reader polling the folder sees rank 0's file at 'measured' before it is 'done'."""
     phases: list[str] = []

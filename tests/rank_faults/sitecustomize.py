@@ -3,7 +3,9 @@ PYTHONPATH, so every rank torchrun starts imports this. ADVISOR_TEST_FAULT=RANK:
 (torchrun's RANK) and a fault:
 
 - `hang`: the rank's per-GPU measurement never returns (its watchdog is long);
-- `die`: the rank kills itself (SIGKILL) once its per-GPU measurement is written.
+- `die`: the rank kills itself (SIGKILL) once its per-GPU measurement is written;
+- `gpu`: the rank's run counts as having measured a GPU (its diagnosis is dropped), so that the
+  ranks disagree on whether there are GPUs, as a node with one unusable GPU does.
 
 Nothing in probes/ knows of this: it patches the same functions a real fault would stop in.
 """
@@ -33,3 +35,12 @@ if _spec and os.environ.get("RANK") == _spec.split(":")[0]:
             os.kill(os.getpid(), signal.SIGKILL)
 
         probes.worker._collectives = _die  # type: ignore[assignment]
+    elif kind == "gpu":
+        original_measure = probes.worker._measure_gpu
+
+        def _as_if_gpu(*args: object, **kwargs: object) -> object:
+            run = original_measure(*args, **kwargs)  # type: ignore[arg-type]
+            run.diagnosis.clear()
+            return run
+
+        probes.worker._measure_gpu = _as_if_gpu  # type: ignore[assignment]
