@@ -128,7 +128,7 @@ def _inspect_cuda(
         )
         return
     props = torch.cuda.get_device_properties(device)
-    handle = _nvml_handle(device, props, nvml)
+    handle = nvml_handle(device, props, nvml)
     gpu = nvml.inventory(handle) if nvml and handle is not None else GpuInventory()
     if gpu.processes is not None:  # the probe's own CUDA context is no competitor
         gpu.processes = [p for p in gpu.processes if p.pid != os.getpid()]
@@ -140,7 +140,7 @@ def _inspect_cuda(
     return handle
 
 
-def _nvml_handle(device: int, props: Any, nvml: Nvml | None) -> Any:
+def nvml_handle(device: int, props: Any, nvml: Nvml | None) -> Any:
     """NVML's handle for the CUDA device: by UUID, since CUDA_VISIBLE_DEVICES renumbers."""
     if nvml is None:
         return None

@@ -27,7 +27,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from probes import collectives, peers, probe
-from probes.environment import import_torch
+from probes.environment import import_torch, nvml_handle
 from probes.errors import EnvironmentProblem, LockBusy
 from probes.health import XidListener, pcie_replays, read_health
 from probes.nvml import Nvml
@@ -46,6 +46,9 @@ SIZES = {
 }
 REPEATS = {"quick": 10, "full": 20}
 PEER_BYTES = {"quick": 256 * MiB, "full": 1024 * MiB}
+# Rank 0 copies between every ordered pair in turn (56 and 28 bidirectional on 8 GPUs): fewer
+# samples in quick keep the tier within its 40 s on eight GPUs.
+PEER_REPEATS = {"quick": 5, "full": 20}
 PAIRWISE_BYTES = 256 * MiB
 # On CPUs (gloo) the collectives show the orchestration works; their figures are information.
 CPU_SIZES = (1 * MiB, 16 * MiB)
@@ -243,7 +246,7 @@ def _measure_gpu(
     from probes.lock import gpu_lock
 
     group.barrier("the start of the per-GPU measurements", soft=True)
-    handle = _nvml_handle(seams.nvml, gpu)
+    handle = _handle_of(seams, gpu)
     replays = pcie_replays(seams.nvml, handle) if handle is not None else None
     lock = partial(gpu_lock, wait_s=opts.lock_wait_s, on_wait=say)
     xids = XidListener(seams.nvml, [handle]) if handle is not None else contextlib.nullcontext()
@@ -283,10 +286,15 @@ def _measure_gpu(
     return run
 
 
-def _nvml_handle(nvml: Nvml, gpu: int) -> Any:
+def _handle_of(seams: Seams, gpu: int) -> Any:
+    """NVML's handle of CUDA device `gpu`, found by UUID (CUDA_VISIBLE_DEVICES renumbers);
+    None without a GPU, a driver or NVML."""
     try:
-        return nvml.handle(gpu)
-    except EnvironmentProblem:
+        torch = seams.torch_loader()
+        if not torch.cuda.is_available() or gpu >= torch.cuda.device_count():
+            return None
+        return nvml_handle(gpu, torch.cuda.get_device_properties(gpu), seams.nvml)
+    except (ImportError, RuntimeError, EnvironmentProblem):
         return None
 
 
@@ -419,17 +427,13 @@ def _peers(
     if torch is None or not run.gpu_measured or torch.cuda.device_count() < 2:
         return
     count = torch.cuda.device_count()
-    handles = {}
-    for i in range(count):
-        props = torch.cuda.get_device_properties(i)
-        uuid = getattr(props, "uuid", None)
-        h = seams.nvml.handle_by_uuid(f"GPU-{uuid}") if uuid is not None else None
-        if h is not None:
-            handles[i] = h
-    if len(handles) == count:
-        result.topology = peer_links(seams.nvml, handles)
+    with contextlib.suppress(EnvironmentProblem):  # no NVML: copies without the topology
+        props = {i: torch.cuda.get_device_properties(i) for i in range(count)}
+        handles = {i: nvml_handle(i, props[i], seams.nvml) for i in range(count)}
+        if all(h is not None for h in handles.values()):
+            result.topology = peer_links(seams.nvml, handles)
     nbytes = PEER_BYTES[opts.mode]
-    repeats = REPEATS[opts.mode]
+    repeats = PEER_REPEATS[opts.mode]
     for i in range(count):
         for j in range(count):
             if i != j:
