@@ -264,3 +264,24 @@ def test_openapi_yaml_is_current() -> None:
     spec = yaml.safe_load(checked_in)
     ids = [op["operationId"] for path in spec["paths"].values() for op in path.values()]
     assert len(ids) == len(set(ids)) and "createRecommendation" in ids
+
+
+NODE_REPORT = Path(__file__).parents[1] / (
+    "benchmarks/results/node-probe-2026-12-01-nvidia-h200-driver580.159.04-torch2.11.0+cu130/"
+    "node-quick.json"
+)
+
+
+def test_a_node_report_is_stored_whole_and_counted_per_gpu_check(client: TestClient) -> None:
+    """The recorded node report of the H200 (schema 2: per-GPU checks with the GPU's index and
+    UUID, health checks with actions, the one-rank collective) goes in and comes back as sent."""
+    body = json.loads(NODE_REPORT.read_text())
+    assert body["schema_version"] == 2 and body["gpu_verdicts"][0]["verdict"] == "pass"
+    created = client.post("/v1/probe-reports", json=body, headers=AUTH)
+    assert created.status_code == 201, created.text
+    got = client.get(f"/v1/probe-reports/{created.json()['id']}").json()["report"]
+    assert got == body
+    bf16 = next(c for c in got["checks"] if c["name"] == "matmul_bf16")
+    assert bf16["gpu"] == 0 and bf16["scope"] == "gpu" and bf16["gpu_uuid"].startswith("GPU-")
+    (fleet,) = client.get("/v1/fleet/summary").json()
+    assert fleet["accelerator"] == "h200-sxm" and fleet["checks"]["matmul_bf16"]["count"] == 1
