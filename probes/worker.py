@@ -19,20 +19,21 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from probes import collectives, peers, probe
+from probes import peers, probe
+from probes.coordination import BarrierTimeout, Group, RankPlace, first_line
 from probes.environment import import_torch, nvml_handle
 from probes.errors import EnvironmentProblem, LockBusy
 from probes.health import XidListener, pcie_replays, read_health
 from probes.nvml import Nvml
+from probes.rank_collectives import Wanted, run_collectives
 from probes.report import Diagnosis, Inventory, PeerLink
-from probes.stats import Measurement, failed
+from probes.stats import Measurement
 from probes.timestamps import Rfc3339
 from probes.topology import peer_links
 
@@ -40,19 +41,10 @@ Phase = Literal["started", "measured", "collectives", "peers", "done"]
 MiB = 1 << 20
 # Message sizes per tier: up to 1 GiB in quick (large enough for NVLink to approach its plateau),
 # to 4 GiB in full; a size an instance type's expectation names is added by the launcher.
-SIZES = {
-    "quick": (64 * MiB, 256 * MiB, 1024 * MiB),
-    "full": tuple(s * MiB for s in (8, 64, 256, 1024, 4096)),
-}
-REPEATS = {"quick": 10, "full": 20}
 PEER_BYTES = {"quick": 256 * MiB, "full": 1024 * MiB}
 # Rank 0 copies between every ordered pair in turn (56 and 28 bidirectional on 8 GPUs): fewer
 # samples in quick keep the tier within its 40 s on eight GPUs.
 PEER_REPEATS = {"quick": 5, "full": 20}
-PAIRWISE_BYTES = 256 * MiB
-# On CPUs (gloo) the collectives show the orchestration works; their figures are information.
-CPU_SIZES = (1 * MiB, 16 * MiB)
-CPU_REPEATS = 5
 
 
 class _Model(BaseModel):
@@ -101,32 +93,6 @@ class RankOptions:
     burn_s: float | None = None  # --burn: seconds of sustained matmuls after the measurements
 
 
-@dataclass(frozen=True)
-class RankPlace:
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-    local_world_size: int = 1
-    node_rank: int = 0
-    launched: bool = False  # started by torchrun (its rendezvous), not as a world of one
-
-    @property
-    def nodes(self) -> int:
-        return self.world_size // self.local_world_size
-
-    @classmethod
-    def from_environ(cls, environ: dict[str, str]) -> RankPlace:
-        """torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK)."""
-        return cls(
-            rank=int(environ["RANK"]),
-            world_size=int(environ["WORLD_SIZE"]),
-            local_rank=int(environ["LOCAL_RANK"]),
-            local_world_size=int(environ["LOCAL_WORLD_SIZE"]),
-            node_rank=int(environ.get("GROUP_RANK", "0")),
-            launched=True,
-        )
-
-
 @dataclass
 class Seams:
     """What a rank reaches outside itself: NVML, torch and the environment. Tests give fakes
@@ -151,15 +117,16 @@ WORLD_FILE = "world.json"
 
 def run_rank(
     opts: RankOptions,
-    place: RankPlace = RankPlace(),
+    place: RankPlace | None = None,
     seams: Seams | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> RankResult:
+    place = place or RankPlace()  # a world of one
     seams = seams or default_seams()
     say = progress or (lambda _m: None)
     started = time.perf_counter()
     gpu = opts.gpus[place.local_rank] if opts.gpus else place.local_rank
-    group = _Group.start(seams.torch_loader, place, opts.timeout_s)
+    group = Group.start(seams.torch_loader, place, opts.timeout_s)
     run = _measure_gpu(opts, gpu, seams, say, group)
     result = RankResult(
         rank=place.rank,
@@ -194,7 +161,7 @@ def run_rank(
 def _after_measuring(
     opts: RankOptions,
     place: RankPlace,
-    group: _Group,
+    group: Group,
     run: probe.ProbeRun,
     seams: Seams,
     result: RankResult,
@@ -209,7 +176,12 @@ def _after_measuring(
         if hung:
             result.errors.append(f"collectives not run: the GPU of rank(s) {hung} hung")
             return
-        _collectives(opts, place, group, run, result, say)
+        wanted = Wanted(opts.mode, opts.nccl, opts.pairwise, opts.extra_sizes)
+        done = run_collectives(wanted, place, group, run.device if run.gpu_measured else None, say)
+        result.backend = done.backend
+        result.collectives, result.cluster_collectives = done.node, done.cluster
+        result.pairwise = done.pairwise
+        result.errors += done.errors
         result.phase = "collectives"
         _save(opts.out, result, started)
         if place.local_rank == 0:
@@ -217,10 +189,10 @@ def _after_measuring(
         result.phase = "peers"
         group.barrier("the peer-link measurements")
         _gather(opts, place, group, result, started)
-    except _BarrierTimeout as exc:
+    except BarrierTimeout as exc:
         result.errors.append(str(exc))
     except RuntimeError as exc:  # torch.distributed's timeouts and broken connections
-        result.errors.append(f"{result.phase}: {_first_line(exc)}")
+        result.errors.append(f"{result.phase}: {first_line(exc)}")
 
 
 def _finish(out: Path, result: RankResult, started: float) -> RankResult:
@@ -239,7 +211,7 @@ def _save(out: Path, result: RankResult, started: float) -> None:
 
 
 def _measure_gpu(
-    opts: RankOptions, gpu: int, seams: Seams, say: Callable[[str], None], group: _Group
+    opts: RankOptions, gpu: int, seams: Seams, say: Callable[[str], None], group: Group
 ) -> probe.ProbeRun:
     """The single-GPU probe on this rank's GPU, every rank starting together, with the XID events
     and health counters of its GPU around it."""
@@ -298,123 +270,6 @@ def _handle_of(seams: Seams, gpu: int) -> Any:
         return None
 
 
-@dataclass(frozen=True)
-class _Bench:
-    """What every collective of this rank shares: agreed by all ranks before the first one."""
-
-    torch: Any
-    device: Any
-    backend: str
-    sizes: tuple[int, ...]
-    repeats: int
-
-
-def _collectives(
-    opts: RankOptions,
-    place: RankPlace,
-    group: _Group,
-    run: probe.ProbeRun,
-    result: RankResult,
-    say: Callable[[str], None],
-) -> None:
-    """Within each node, across every node, and between node pairs (--pairwise). Every rank
-    creates every group in the same order, as torch.distributed requires."""
-    bench = _agree_bench(opts, group, run, result)
-    if bench is None:
-        return
-    result.backend = bench.backend
-    local = place.local_world_size
-    node_groups = [
-        group.new([n * local + i for i in range(local)], bench.backend) for n in range(place.nodes)
-    ]
-    mine = node_groups[place.node_rank]
-    ops = collectives.COLLECTIVES if local > 1 else ("all_reduce",)
-    sizes = bench.sizes if local > 1 else bench.sizes[:1]  # one rank: NCCL runs, no bus
-    for op in ops:
-        for size in sizes:
-            say(f"{op} of {collectives.size_label(size)} on {local} rank(s) ({bench.backend})")
-            result.collectives.append(_one(bench, mine, group.coord, local, "node", op, size))
-    if place.nodes < 2:
-        return
-    world = group.new(list(range(place.world_size)), bench.backend)
-    for size in bench.sizes:
-        say(f"all_reduce of {collectives.size_label(size)} across {place.nodes} nodes")
-        m = _one(bench, world, group.coord, place.world_size, "cluster", "all_reduce", size)
-        result.cluster_collectives.append(m)
-    if opts.pairwise:
-        _pairwise(place, group, bench, result, say)
-
-
-def _one(
-    bench: _Bench, sub: _SubGroup, coord: Any, ranks: int, scope: str, op: str, size: int
-) -> Measurement:
-    name = f"{op}_{collectives.size_label(size)}"
-    if sub.error is not None:
-        return failed(name, "GB/s", sub.error)
-    measure = collectives.Collectives(bench.torch, sub.group, coord, bench.device, ranks, scope)
-    return measure.measure(op, size, bench.repeats)
-
-
-def _pairwise(
-    place: RankPlace, group: _Group, bench: _Bench, result: RankResult, say: Callable[[str], None]
-) -> None:
-    """Each pair of nodes alone, one pair at a time: the slow node is in every slow pair."""
-    local = place.local_world_size
-    size = min(PAIRWISE_BYTES, max(bench.sizes))
-    name = f"pairwise_all_reduce_{collectives.size_label(size)}"
-    for a in range(place.nodes):
-        for b in range(a + 1, place.nodes):
-            ranks = [n * local + i for n in (a, b) for i in range(local)]
-            pair = group.new(ranks, bench.backend)  # every rank creates every group
-            coord = group.new_coord(ranks)
-            if place.rank in ranks:
-                say(f"all_reduce between nodes {a} and {b}")
-                m = _one(bench, pair, coord, len(ranks), "pair", "all_reduce", size)
-                m.name = name
-                m.params["nodes"] = [a, b]
-                result.pairwise.append(m)
-            group.barrier(f"the pair after nodes {a},{b}")
-
-
-def _agree_bench(
-    opts: RankOptions, group: _Group, run: probe.ProbeRun, result: RankResult
-) -> _Bench | None:
-    """What every rank will run, agreed before the first collective (ranks that disagreed would
-    call different collectives and wait for each other until the timeout): NCCL on GPUs when
-    every rank has a GPU and NCCL, gloo on CPUs when no rank has a GPU, else nothing, said why;
-    message sizes every rank has memory for. None: no collectives."""
-    torch, dist = group.torch, group.dist
-    nccl_here = bool(getattr(dist, "is_nccl_available", lambda: False)())
-    without_gpu = group.ranks_where(not run.gpu_measured)
-    without_nccl = group.ranks_where(not nccl_here)
-    gpus = len(without_gpu) < group.place.world_size
-    if gpus and not opts.nccl:
-        return None  # --no-nccl
-    if gpus and (without_gpu or without_nccl):
-        why = (
-            f"rank(s) {without_gpu} have no usable GPU"
-            if without_gpu
-            else f"NCCL is not available to rank(s) {without_nccl}"
-        )
-        result.errors.append(f"collectives between GPUs not run: {why}")
-        return None
-    if not gpus:
-        return _Bench(torch, torch.device("cpu"), "gloo", CPU_SIZES, CPU_REPEATS)
-    device = torch.device(f"cuda:{run.device}")
-    torch.cuda.set_device(device)
-    budget = torch.tensor([_memory_budget(torch, device)], dtype=torch.int64)
-    dist.all_reduce(budget, op=dist.ReduceOp.MIN, group=group.coord)
-    sizes = sorted({*SIZES[opts.mode], *opts.extra_sizes})
-    fitting = tuple(s for s in sizes if s <= int(budget.item()))
-    return _Bench(torch, device, "nccl", fitting, REPEATS[opts.mode])
-
-
-def _memory_budget(torch: Any, device: Any) -> int:
-    """Largest message that leaves room: an all-gather holds the message and a rank's part."""
-    free, _ = torch.cuda.mem_get_info(device)
-    return int(free * 0.4)
-
-
 def _peers(
     opts: RankOptions,
     run: probe.ProbeRun,
@@ -456,7 +311,7 @@ def _torch_or_none(seams: Seams) -> Any:
 
 
 def _gather(
-    opts: RankOptions, place: RankPlace, group: _Group, result: RankResult, started: float
+    opts: RankOptions, place: RankPlace, group: Group, result: RankResult, started: float
 ) -> None:
     """Rank 0 writes every rank's result (world.json): the cluster summary is built from it.
     The JSON travels as bytes in uint8 tensors over gloo (all_gather of lengths, then of bytes
@@ -476,95 +331,6 @@ def _gather(
     if place.rank == 0:
         texts = [bytes(p[: int(n.item())].tolist()) for p, n in zip(parts, lengths, strict=True)]
         (opts.out / WORLD_FILE).write_text(json.dumps([json.loads(t) for t in texts]))
-
-
-class _BarrierTimeout(Exception):
-    pass
-
-
-@dataclass
-class _SubGroup:
-    group: Any = None
-    error: str | None = None
-
-
-@dataclass
-class _Group:
-    """The gloo coordination group, and the groups created for collectives."""
-
-    torch: Any
-    dist: Any
-    coord: Any
-    place: RankPlace
-    timeout_s: float
-    error: str | None = None
-    notes: list[str] = field(default_factory=list)  # soft barriers that timed out
-
-    @classmethod
-    def start(cls, loader: Callable[[], Any], place: RankPlace, timeout_s: float) -> _Group:
-        try:
-            torch = loader()
-            dist = torch.distributed
-            if not dist.is_available():
-                raise RuntimeError("this torch build has no torch.distributed")
-        except (ImportError, AttributeError, RuntimeError) as exc:
-            return cls(None, None, None, place, timeout_s, f"collectives not run: {exc}")
-        timeout = timedelta(seconds=timeout_s)
-        try:
-            if not place.launched:
-                dist.init_process_group(
-                    "gloo", store=dist.HashStore(), rank=0, world_size=1, timeout=timeout
-                )
-            else:  # torchrun's rendezvous: MASTER_ADDR / MASTER_PORT in the environment
-                dist.init_process_group("gloo", timeout=timeout)
-        except Exception as exc:  # any failure to join is a finding, not a crash
-            return cls(torch, None, None, place, timeout_s, f"the coordination group failed: {exc}")
-        return cls(torch, dist, dist.group.WORLD, place, timeout_s)
-
-    def new(self, ranks: list[int], backend: str) -> _SubGroup:
-        try:
-            group = self.dist.new_group(
-                ranks, backend=backend, timeout=timedelta(seconds=self.timeout_s)
-            )
-        except Exception as exc:  # NCCL that cannot start is a check error
-            return _SubGroup(error=f"{backend} group of ranks {ranks} failed: {_first_line(exc)}")
-        return _SubGroup(group)
-
-    def ranks_where(self, flag: bool) -> list[int]:
-        """The ranks for which `flag` is true, known to every rank."""
-        torch, world = self.torch, self.place.world_size
-        flags = torch.zeros(world, dtype=torch.int64)
-        flags[self.place.rank] = int(flag)
-        self.dist.all_reduce(flags, group=self.coord)
-        return [i for i in range(world) if flags[i].item()]
-
-    def new_coord(self, ranks: list[int]) -> Any:
-        return self.dist.new_group(ranks, backend="gloo")
-
-    def barrier(self, what: str, soft: bool = False) -> None:
-        """Wait for every rank; the gloo monitored barrier names the ranks that never came."""
-        if self.dist is None or self.place.world_size == 1:
-            return
-        try:
-            self.dist.monitored_barrier(
-                self.coord, timeout=timedelta(seconds=self.timeout_s), wait_all_ranks=True
-            )
-        except RuntimeError as exc:
-            said = f"waited {self.timeout_s:g} s for every rank before {what}: {_first_line(exc)}"
-            if soft:
-                self.notes.append(said)
-                return
-            raise _BarrierTimeout(said) from None
-
-    def close(self) -> None:
-        if self.dist is not None:
-            with contextlib.suppress(Exception):
-                self.dist.destroy_process_group()
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _parse(argv: list[str]) -> RankOptions:

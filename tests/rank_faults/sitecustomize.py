@@ -3,7 +3,7 @@ PYTHONPATH, so every rank torchrun starts imports this. ADVISOR_TEST_FAULT=RANK:
 (torchrun's RANK) and a fault:
 
 - `hang`: the rank's per-GPU measurement never returns (its watchdog is long);
-- `die`: the rank kills itself (SIGKILL) once its per-GPU measurement is written;
+- `die`: the rank kills itself (SIGKILL) as its collectives start (its measurements written);
 - `gpu`: the rank's run counts as having measured a GPU (its diagnosis is dropped), so that the
   ranks disagree on whether there are GPUs, as a node with one unusable GPU does.
 
@@ -34,7 +34,7 @@ if _spec and os.environ.get("RANK") == _spec.split(":")[0]:
         def _die(*args: object, **kwargs: object) -> None:
             os.kill(os.getpid(), signal.SIGKILL)
 
-        probes.worker._collectives = _die  # type: ignore[assignment]
+        probes.worker.run_collectives = _die  # type: ignore[assignment]
     elif kind == "gpu":
         original_measure = probes.worker._measure_gpu
 
