@@ -233,7 +233,8 @@ HEALTHY = GpuHealth(
         ("healthy", {}, "xid_events", "pass", None),
         ("no events here", {"xid_events": None}, "xid_events", "skip", None),
         ("an application fault", {"xid_events": [13]}, "xid_events", "warn", "monitor"),
-        ("double-bit ECC", {"xid_events": [48]}, "xid_events", "fail", "reset"),
+        ("double-bit ECC drains", {"xid_events": [48]}, "xid_events", "fail", "drain"),
+        ("a row remapping to apply", {"xid_events": [63]}, "xid_events", "fail", "reset"),
         (
             "fallen off the bus outranks a fault",
             {"xid_events": [13, 79]},

@@ -12,19 +12,23 @@ from collections.abc import Callable
 
 from probes.report import Action, Check, GpuHealth, Status
 
-# XIDs by what to do (NVIDIA "XID Errors", docs.nvidia.com/deploy/xid-errors): the application's
-# own faults, errors a GPU reset clears, and errors that take the node out of service.
+# XIDs by what to do: the application's own faults, errors a GPU reset clears, and errors that
+# take the node out of service. From NVIDIA's Xid catalog (docs.nvidia.com/deploy/xid-errors,
+# "Analyzing Xid Errors with the Xid Catalog": each XID's resolution bucket) and NVIDIA Health
+# Validation's Xid checks (docs.nvidia.com/health-validation/reference/checks/xid: XIDs 46 and
+# 48 "drain: reset_gpu -> service_required"), read 2026-12-01; an XID not listed drains.
 XID_ACTIONS: dict[int, Action] = {
     13: "monitor",  # graphics engine exception (usually the application)
     31: "monitor",  # GPU memory page fault (usually the application)
     43: "monitor",  # GPU stopped processing (the application's context)
     45: "monitor",  # preemptive cleanup after an earlier error
     92: "monitor",  # high single-bit ECC error rate
-    48: "reset",  # double-bit ECC error
     63: "reset",  # row remapping recorded: reset to apply it
     64: "reset",  # row remapping failed to record
     74: "reset",  # NVLink error
     94: "reset",  # contained ECC error
+    46: "drain",  # GPU stopped processing
+    48: "drain",  # double-bit ECC error
     79: "drain",  # the GPU has fallen off the bus
     95: "drain",  # uncontained ECC error
     119: "drain",  # GSP timeout
