@@ -113,7 +113,7 @@ def _summary(r: Estimate) -> list[str]:
         lay = r.layout
         lines.append(
             f"DP {lay.data_parallel} x TP {lay.tensor_parallel} x PP {lay.pipeline_parallel}, "
-            f"ZeRO stage {lay.zero_stage}; MFU {r.mfu:.2f} on 6ND"
+            f"ZeRO stage {lay.zero_stage}; MFU {r.mfu:.2f} on model FLOPs"
             + (f", HFU {r.hfu:.2f}" if r.hfu and r.hfu != r.mfu else "")
         )
     if r.cost_per_million_tokens_usd is not None and r.tokens_per_s is not None:

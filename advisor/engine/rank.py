@@ -374,7 +374,7 @@ def _training_reasons(
         f"${hours * hourly_usd:,.0f} to completion{added}"
     ]
     if fit.layout is not None and fit.mfu is not None:
-        out.append(f"{fit.layout.words()}; MFU {fit.mfu:.2f} on 6ND")
+        out.append(f"{fit.layout.words()}; MFU {fit.mfu:.2f} on model FLOPs")
     if w.deadline_days is not None:
         out.append(f"meets the {w.deadline_days:g}-day deadline")
     elif days > LONG_PLAN_DAYS:

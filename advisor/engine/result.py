@@ -34,7 +34,9 @@ class SizedFigures(_Out):
     concurrency: int | None = Field(None, description="inference: sequences per replica")
     tensor_parallel: int | None = Field(None, description="inference: GPUs per replica")
     gpu_hours: float | None = Field(None, description="training: GPUs x wall hours")
-    mfu: float | None = Field(None, description="training: model FLOPs (6ND) utilisation")
+    mfu: float | None = Field(
+        None, description="training: model FLOPs utilisation (6ND; 4ND + 6AD with LoRA adapters)"
+    )
     layout: str | None = Field(None, description="training: data/tensor/pipeline parallel, ZeRO")
 
 

@@ -81,8 +81,9 @@ class Estimate(_Result):
     throughput_tokens_s: Annotated[float | None, Field(exclude_if=_absent_when_none)] = None
     concurrency: Annotated[int | None, Field(exclude_if=_absent_when_none)] = None
     tensor_parallel: Annotated[int | None, Field(exclude_if=_absent_when_none)] = None
-    # training (advisor/perf/training.py); absent otherwise. mfu is steady state on 6ND, hfu
-    # counts recomputation (8ND); hours include the goodput of long runs.
+    # training (advisor/perf/training.py); absent otherwise. mfu is steady state on model FLOPs
+    # (sizing.training_flops), hfu counts the recomputed forward; hours include the goodput of
+    # long runs.
     gpu_hours: Annotated[float | None, Field(exclude_if=_absent_when_none)] = None
     mfu: Annotated[float | None, Field(exclude_if=_absent_when_none)] = None
     hfu: Annotated[float | None, Field(exclude_if=_absent_when_none)] = None

@@ -83,8 +83,8 @@ class Fit:
     # lighter fine-tuning methods that would, each as (method, memory per GPU GB, GPUs, nodes)
     lighter_methods: tuple[tuple[str, float, int, int], ...] = ()
     # training with a token count (advisor/perf/training.py): GPU-hours, steady-state MFU on
-    # 6ND, HFU (8ND with recomputation), the parallel layout; with a deadline, whether it is
-    # met and the fastest wall time any GPU count reaches on this node kind
+    # model FLOPs, HFU (the recomputed forward counted), the parallel layout; with a deadline,
+    # whether it is met and the fastest wall time any GPU count reaches on this node kind
     gpu_hours: float | None = None
     mfu: float | None = None
     hfu: float | None = None

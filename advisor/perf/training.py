@@ -163,11 +163,17 @@ class Step:
         return self.compute_s + self.exposed_s
 
 
+def _ranks(job: Job, layout: Layout) -> tuple[int, int]:
+    """(data-parallel ranks with a micro-batch, micro-batches per rank per step)."""
+    seqs = job.sequences_per_step
+    busy = min(layout.dp, max(1, seqs // job.micro_batch))
+    return busy, math.ceil(seqs / (busy * job.micro_batch))
+
+
 def step_time(job: Job, cluster: Cluster, layout: Layout) -> Step:
     """One optimizer step of `job` on `layout` over `cluster`."""
     seqs = job.sequences_per_step
-    busy = min(layout.dp, max(1, seqs // job.micro_batch))
-    micro = math.ceil(seqs / (busy * job.micro_batch))  # micro-batches per rank per step
+    busy, micro = _ranks(job, layout)
     flops = job.flops(seqs * job.seq_len)  # model FLOPs: 6ND, or 4ND + 6AD with adapters
     compute = flops / (busy * layout.tp * layout.pp * cluster.peak_tflops * 1e12 * job.mfu)
     compute *= 1 + _bubble(job, layout, micro)
@@ -210,15 +216,18 @@ def _dp_comm_s(job: Job, cluster: Cluster, layout: Layout, micro_batches: int) -
     n = layout.dp
     if n == 1:
         return 0.0
+    grads, weights = _dp_bytes(job, layout)
+    volume = micro_batches * (2 * weights + grads) if weights is not None else 2 * grads
+    bw = cluster.ring_gb_s(n, layout.tp * layout.pp)
+    return volume * (n - 1) / n / (bw * GB)
+
+
+def _dp_bytes(job: Job, layout: Layout) -> tuple[float, float | None]:
+    """(gradient bytes per rank, weight bytes ZeRO-3 gathers per pass or None without it)."""
     split = layout.tp * layout.pp
     grads = job.trainable_params / split * GRAD_BYTES
-    if layout.zero_stage == 3:
-        weights = job.shape.params / split * GRAD_BYTES
-        volume = micro_batches * (2 * weights + grads)
-    else:
-        volume = 2 * grads
-    bw = cluster.ring_gb_s(n, split)
-    return volume * (n - 1) / n / (bw * GB)
+    weights = job.shape.params / split * GRAD_BYTES if layout.zero_stage == 3 else None
+    return grads, weights
 
 
 def _tp_comm_s(job: Job, cluster: Cluster, layout: Layout, tokens_per_rank: float) -> float:
@@ -238,7 +247,7 @@ class Run:
     gpus: int  # rented (may exceed layout.gpus when a node's GPUs do not divide evenly)
     hours: float  # wall time including goodput
     step: Step
-    mfu: float  # steady state, on 6ND
+    mfu: float  # steady state, on model FLOPs (6ND; 4ND + 6AD with adapters)
     hfu: float  # hardware FLOPs utilisation (8ND with full recomputation)
     goodput: float
     figures: tuple[Figure, ...]
@@ -271,6 +280,23 @@ def run_time(job: Job, cluster: Cluster, layout: Layout, rented_gpus: int) -> Ru
     )
 
 
+def _dp_formula(job: Job, cluster: Cluster, layout: Layout, micro: int) -> str:
+    """_dp_comm_s's operands, as it uses them."""
+    n = layout.dp
+    if n == 1:
+        return "one data-parallel rank: nothing to reduce"
+    grads, weights = _dp_bytes(job, layout)
+    bw = cluster.ring_gb_s(n, layout.tp * layout.pp)
+    what = "adapter" if job.method != "full" else "all"
+    volume = (
+        f"{micro} micro-batches x (2 x {weights / GB:.4g} GB weights + {grads / GB:.4g} GB "
+        f"{what} gradients)"
+        if weights is not None
+        else f"2 x {grads / GB:.4g} GB {what} gradients"
+    )
+    return f"{volume} x ({n}-1)/{n} / {bw:,.1f} GB/s bus bandwidth"
+
+
 def _figures(
     job: Job,
     cluster: Cluster,
@@ -282,9 +308,9 @@ def _figures(
 ) -> tuple[Figure, ...]:
     raw_h, hours, mfu, hfu = times
     seqs = job.sequences_per_step
-    bw = cluster.ring_gb_s(layout.dp, layout.tp * layout.pp)
-    micro = math.ceil(seqs / (step.busy_ranks * job.micro_batch))
-    passes = f"3 x {micro} micro-batches" if layout.zero_stage == 3 else "2"
+    busy, micro = _ranks(job, layout)
+    step_flops = training_flops(job.shape, seqs * job.seq_len, False, job.method, job.lora_rank)
+    bubble = _bubble(job, layout, micro)
     out = [
         model,
         Figure("parallel_layout", layout.gpus, "GPUs", layout.words()),
@@ -292,17 +318,11 @@ def _figures(
             "compute_s_per_step",
             step.compute_s,
             "s",
-            f"6 x {job.shape.active_params:.4g} x {seqs} x {job.seq_len} tokens / "
-            f"({step.busy_ranks} x {layout.tp * layout.pp} GPUs x {cluster.peak_tflops:g} "
-            f"TFLOP/s x {job.mfu:.2f} MFU)" + (" x pipeline bubble" if layout.pp > 1 else ""),
+            f"{step_flops.value:.4g} FLOP per step [{step_flops.formula}] / ({busy} x "
+            f"{layout.tp * layout.pp} GPUs x {cluster.peak_tflops:g} TFLOP/s x {job.mfu:.2f} MFU)"
+            + (f" x (1 + pipeline bubble {bubble:.3g})" if bubble else ""),
         ),
-        Figure(
-            "dp_comm_s_per_step",
-            step.dp_comm_s,
-            "s",
-            f"{passes} passes x {job.shape.params / layout.tp / layout.pp:.4g}"
-            f" params x 2 bytes x ({layout.dp}-1)/{layout.dp} / {bw:,.1f} GB/s bus bandwidth",
-        ),
+        Figure("dp_comm_s_per_step", step.dp_comm_s, "s", _dp_formula(job, cluster, layout, micro)),
     ]
     if step.tp_comm_s:
         out.append(
@@ -326,11 +346,15 @@ def _figures(
             "mfu",
             mfu,
             "fraction",
-            f"6ND / ({gpus} GPUs x {cluster.peak_tflops:g} TFLOP/s x {raw_h:,.1f} h)",
+            f"{model.value:.4g} model FLOP / ({gpus} GPUs x {cluster.peak_tflops:g} TFLOP/s x "
+            f"{raw_h * 3600:.4g} s)",
         ),
     ]
     if job.recompute:
-        out.append(Figure("hfu", hfu, "fraction", "MFU x 8/6 (full recomputation: 8ND)"))
+        ratio = job.flops(1.0, True) / job.flops(1.0)
+        out.append(
+            Figure("hfu", hfu, "fraction", f"MFU x {ratio:.4g} (the recomputed forward's FLOPs)")
+        )
     out.append(
         Figure(
             "hours",
