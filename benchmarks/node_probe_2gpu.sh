@@ -11,13 +11,7 @@
 set -uo pipefail
 OUTDIR=${1:?usage: node_probe_2gpu.sh OUTDIR}
 mkdir -p "$OUTDIR"
-export PYTHONUNBUFFERED=1
-probe() { python3 -m advisor probe "$@"; }
-wall() {
-  local t0=$EPOCHREALTIME rc
-  "$@" > /dev/null 2>&1; rc=$?
-  awk -v a="$t0" -v b="$EPOCHREALTIME" -v rc="$rc" 'BEGIN { printf "%.1f s (exit %d)\n", b - a, rc }'
-}
+source "$(dirname "$0")/node_probe_common.sh"
 nvidia-smi topo -m
 python3 -c "import torch; print('torch', torch.__version__, 'nccl', torch.cuda.nccl.version())"
 

@@ -7,13 +7,7 @@
 set -uo pipefail
 OUTDIR=${1:?usage: node_probe_gpu.sh OUTDIR}
 mkdir -p "$OUTDIR"
-export PYTHONUNBUFFERED=1
-probe() { python3 -m advisor probe "$@"; }
-wall() {
-  local t0=$EPOCHREALTIME rc
-  "$@" > /dev/null 2>&1; rc=$?
-  awk -v a="$t0" -v b="$EPOCHREALTIME" -v rc="$rc" 'BEGIN { printf "%.1f s (exit %d)\n", b - a, rc }'
-}
+source "$(dirname "$0")/node_probe_common.sh"
 
 python3 -m pytest -q -p no:cacheprovider tests/test_probe_gpu.py 2>&1 | tail -3
 nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.max,pcie.link.width.max --format=csv,noheader

@@ -9,14 +9,13 @@ the same order; the time of a sample is the slowest rank's, agreed through the c
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
+from probes.device import TARGET_SAMPLE_S, TorchDevice
 from probes.stats import Measurement, failed, summarize
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
 GB = 1e9
-TARGET_SAMPLE_S = 0.025
 MAX_INNER = 50
 
 
@@ -52,7 +51,8 @@ class Collectives:
         self.torch, self.dist = torch, torch.distributed
         self.group, self.coord, self.device = group, coord, device
         self.ranks, self.scope = ranks, scope
-        self.is_cuda = getattr(device, "type", "cpu") == "cuda"
+        cuda = getattr(device, "type", "cpu") == "cuda"
+        self.timer = TorchDevice(torch, device.index if cuda else None)
 
     def measure(self, op: str, nbytes: int, repeats: int, name: str | None = None) -> Measurement:
         label = name or f"{op}_{size_label(nbytes)}"
@@ -105,30 +105,10 @@ class Collectives:
         raise ValueError(f"unknown collective {op!r}")
 
     def _time(self, fn: Any, inner: int, repeats: int) -> list[float]:
-        """Seconds per operation on this rank: CUDA events read after one final synchronisation
-        on a GPU, the host clock around each sample on a CPU."""
-        torch = self.torch
+        """Seconds per operation on this rank, the ranks starting together: TorchDevice.time
+        (CUDA events read after one final synchronisation; the host clock on a CPU)."""
         self.dist.barrier(group=self.coord)
-        if not self.is_cuda:
-            out = []
-            for _ in range(repeats):
-                t0 = time.perf_counter()
-                for _ in range(inner):
-                    fn()
-                out.append((time.perf_counter() - t0) / inner)
-            return out
-        torch.cuda.synchronize(self.device)
-        events = []
-        for _ in range(repeats):
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(inner):
-                fn()
-            end.record()
-            events.append((start, end))
-        torch.cuda.synchronize(self.device)
-        return [float(s.elapsed_time(e)) / 1000.0 / inner for s, e in events]
+        return self.timer.time(fn, inner=inner, repeats=repeats, warmup=0)
 
     def _agree(self, seconds: float) -> float:
         """The slowest rank's figure: every rank gets the same one (and the same `inner`)."""

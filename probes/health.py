@@ -85,7 +85,7 @@ def read_health(
 ) -> GpuHealth:
     lib, soft = nvml.lib, nvml.soft
     remapped = soft(lib.nvmlDeviceGetRemappedRows, handle)
-    replays = soft(lib.nvmlDeviceGetPcieReplayCounter, handle)
+    replays = pcie_replays(nvml, handle)
     pages = soft(lib.nvmlDeviceGetRetiredPages, handle, 1)  # double-bit ECC cause
     pending = soft(lib.nvmlDeviceGetRetiredPagesPendingStatus, handle)
 
@@ -105,9 +105,9 @@ def read_health(
         ecc_volatile_uncorrected=ecc(1, 0),
         ecc_aggregate_corrected=ecc(0, 1),
         ecc_aggregate_uncorrected=ecc(1, 1),
-        pcie_replays=None if replays is None else int(replays),
+        pcie_replays=replays,
         pcie_replays_during=(
-            None if replays is None or replays_before is None else int(replays) - replays_before
+            None if replays is None or replays_before is None else replays - replays_before
         ),
         nvlinks=nvlinks(nvml, handle),
     )

@@ -62,7 +62,6 @@ class NodeRun:
     failures: list[RankFailure] = field(default_factory=list)
     world: list[RankResult] = field(default_factory=list)  # every node's (node rank 0)
     launcher: Literal["inline", "torchrun"] = "inline"
-    plan: NodePlan | None = None
     duration_s: float = 0.0
 
     @property
@@ -133,7 +132,7 @@ def probe_node(
     started = time.perf_counter()
     if plan.world_size == 1:
         result = (inline or (lambda o: run_rank(o, progress=say)))(opts)
-        return NodeRun([result], plan=plan, duration_s=time.perf_counter() - started)
+        return NodeRun([result], duration_s=time.perf_counter() - started)
     out = opts.out
     out.mkdir(parents=True, exist_ok=True)
     command = torchrun_command(plan, opts, python)
@@ -269,7 +268,7 @@ def collect(
     if world_file.exists():
         with contextlib.suppress(ValueError, OSError):
             world = [RankResult.model_validate(r) for r in json.loads(world_file.read_text())]
-    return NodeRun(results, failures, world, "torchrun", plan, duration_s)
+    return NodeRun(results, failures, world, "torchrun", duration_s)
 
 
 def _failure(r: RankResult, exit_info: dict[str, str] | None, code: int | None) -> RankFailure:

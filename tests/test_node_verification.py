@@ -81,7 +81,7 @@ def test_a_node_of_equally_slow_gpus_fails_on_the_catalog(shipped: Catalog) -> N
 
 
 def test_expect_an_eight_gpu_type_on_a_one_gpu_node_fails_the_count(shipped: Catalog) -> None:
-    v = verify_node(shipped, [rank(0, H200_BF16, gpus=1)], expect="p5en.48xlarge", visible_gpus=1)
+    v = verify_node(shipped, [rank(0, H200_BF16, gpus=1)], expect="p5en.48xlarge")
     (count,) = checks_named(v.checks, "gpu_count")
     assert count.status == "fail" and count.measured == 1 and count.expected == 8
     assert count.scope == "node" and v.verdict == "fail"
@@ -312,18 +312,20 @@ def pair(nodes: tuple[int, int], value: float) -> Measurement:
     return m
 
 
-def test_pairwise_names_the_slow_node(shipped: Catalog) -> None:
-    # four nodes of one GPU; node 2 is in every slow pair (about 40 against 90 GB/s)
-    values = {(0, 1): 90.0, (0, 2): 41.0, (0, 3): 89.0, (1, 2): 40.0, (1, 3): 91.0, (2, 3): 39.0}
+def four_nodes(values: dict[tuple[int, int], float]) -> list[RankResult]:
+    """Four nodes of one GPU, each holding the pairwise figures of the pairs it is in."""
     world = []
     for n in range(4):
         mine = [pair(k, v) for k, v in values.items() if n in k]
-        world.append(
-            rank(0, H200_BF16, node=n, gpus=1, pairwise=mine).model_copy(
-                update={"rank": n, "world_size": 4}
-            )
-        )
-    summary = verify_cluster(shipped, world)
+        one = rank(0, H200_BF16, node=n, gpus=1, pairwise=mine)
+        world.append(one.model_copy(update={"rank": n, "world_size": 4}))
+    return world
+
+
+def test_pairwise_names_the_slow_node(shipped: Catalog) -> None:
+    # four nodes of one GPU; node 2 is in every slow pair (about 40 against 90 GB/s)
+    values = {(0, 1): 90.0, (0, 2): 41.0, (0, 3): 89.0, (1, 2): 40.0, (1, 3): 91.0, (2, 3): 39.0}
+    summary = verify_cluster(shipped, four_nodes(values))
     assert [h.host for h in summary.hosts] == ["node-0", "node-1", "node-2", "node-3"]
     (slow,) = checks_named(summary.checks, "slow_node")
     assert slow.host == "node-2" and slow.status == "fail" and "3 of 3" in slow.detail
@@ -338,15 +340,7 @@ def test_pairwise_names_the_slow_node(shipped: Catalog) -> None:
 def test_one_slow_pair_names_no_node(shipped: Catalog) -> None:
     # only the pair (0, 1) is slow: either node could be at fault, so neither is named
     values = {(0, 1): 40.0, (0, 2): 90.0, (0, 3): 89.0, (1, 2): 91.0, (1, 3): 90.0, (2, 3): 92.0}
-    world = []
-    for n in range(4):
-        mine = [pair(k, v) for k, v in values.items() if n in k]
-        world.append(
-            rank(0, H200_BF16, node=n, gpus=1, pairwise=mine).model_copy(
-                update={"rank": n, "world_size": 4}
-            )
-        )
-    summary = verify_cluster(shipped, world)
+    summary = verify_cluster(shipped, four_nodes(values))
     assert checks_named(summary.checks, "slow_node") == []
     assert [c.status for c in checks_named(summary.checks, "pairwise_all_reduce")].count(
         "fail"

@@ -13,6 +13,7 @@ from advisor.catalog import Catalog
 from advisor.fleet.grading import grade
 from advisor.fleet.node_verification import NETWORK_EFFICIENCY, OUTLIER_FAIL_AT, verify_node
 from advisor.fleet.verification import resolve_expect, worst_verdict
+from advisor.perf.training import Cluster
 from probes.report import Check, ClusterSummary, NodeSummary, Status
 from probes.stats import Measurement
 from probes.worker import RankResult
@@ -59,8 +60,8 @@ def network_checks(
 ) -> list[Check]:
     """Across nodes every GPU's ring traffic crosses its share of the node's network."""
     instance = resolve_expect(catalog, expect)[1] if expect else None
-    per_gpu_gb_s = (
-        instance.network_gbps / 8 / max(1, gpus_per_node)
+    per_gpu_gb_s = (  # the node's network shared by its GPUs: the performance model's rule
+        Cluster(0.0, max(1, gpus_per_node), 0.0, instance.network_gbps).inter_gb_s()
         if instance and instance.network_gbps
         else None
     )

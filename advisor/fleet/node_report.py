@@ -11,17 +11,13 @@ from advisor.fleet.cluster_verification import network_checks, verify_cluster
 from advisor.fleet.node_verification import NodeVerification, verify_node
 from probes.node import NodeRun
 from probes.report import Inventory, ProbeReport
-from probes.worker import RankResult
 
 
 def node_report(run: NodeRun, catalog: Catalog, expect: str | None) -> ProbeReport:
     """The node's report from its ranks: every GPU's checks, the node's, and on node rank 0 of
     a several-node probe the cluster summary."""
     ranks = sorted(run.ranks, key=lambda r: r.rank)
-    visible = run.plan.local_ranks if run.plan and run.plan.gpus else None
-    result: NodeVerification = verify_node(
-        catalog, ranks, run.failures, expect, _visible(ranks, visible)
-    )
+    result: NodeVerification = verify_node(catalog, ranks, run.failures, expect)
     first = ranks[0] if ranks else None
     inventory = first.inventory.model_copy() if first else Inventory(hostname="?", python="?")
     inventory.gpus = [g for r in ranks for g in r.inventory.gpus]
@@ -60,8 +56,3 @@ def node_report(run: NodeRun, catalog: Catalog, expect: str | None) -> ProbeRepo
         failed_ranks=run.failures,
         cluster=cluster,
     )
-
-
-def _visible(ranks: list[RankResult], planned: int | None) -> int | None:
-    counts = [r.inventory.device_count for r in ranks if r.inventory.device_count is not None]
-    return counts[0] if counts else planned

@@ -14,15 +14,17 @@ from dataclasses import dataclass
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import Accelerator, CollectiveReference, GpuLink, InstanceType
-from advisor.fleet.grading import PASS_AT, WARN_AT, grade
+from advisor.fleet.grading import PASS_AT, grade
 from advisor.fleet.health import health_checks
 from advisor.fleet.verification import (
     gpu_count_check,
+    graded,
     match_by_name,
     resolve_expect,
     verify,
     worst_verdict,
 )
+from advisor.perf.training import Cluster
 from probes.report import Check, GpuVerdict, PeerLink, RankFailure, Status, Verdict
 from probes.stats import Measurement
 from probes.worker import RankResult
@@ -54,7 +56,6 @@ def verify_node(
     ranks: Sequence[RankResult],
     failures: Sequence[RankFailure] = (),
     expect: str | None = None,
-    visible_gpus: int | None = None,
 ) -> NodeVerification:
     expected, instance = resolve_expect(catalog, expect) if expect else (None, None)
     measured = [r for r in ranks if r.gpu is not None]
@@ -78,7 +79,7 @@ def verify_node(
             )
     matched = _matched(catalog, measured)
     reference = expected or matched
-    checks += _node_checks(catalog, ranks, failures, reference, instance, visible_gpus)
+    checks += _node_checks(catalog, ranks, failures, reference, instance)
     return NodeVerification(
         accelerator=matched.id if matched else None,
         expected_accelerator=expected.id if expected else None,
@@ -163,12 +164,10 @@ def _node_checks(
     failures: Sequence[RankFailure],
     acc: Accelerator | None,
     instance: InstanceType | None,
-    visible_gpus: int | None,
 ) -> list[Check]:
     checks: list[Check] = []
     if instance is not None:
-        count = visible_gpus if visible_gpus is not None else _first_inventory_count(ranks)
-        checks.append(_node(gpu_count_check(instance, count)))
+        checks.append(_node(gpu_count_check(instance, _visible_count(ranks))))
         checks += _memory_check(ranks, instance, catalog)
     lead = next((r for r in ranks if r.local_rank == 0), None)
     if lead is not None:
@@ -185,7 +184,8 @@ def _node(c: Check) -> Check:
     return c.model_copy(update={"scope": "node"})
 
 
-def _first_inventory_count(ranks: Sequence[RankResult]) -> int | None:
+def _visible_count(ranks: Sequence[RankResult]) -> int | None:
+    """GPUs the driver shows (NVML's count, the same on every rank of a node)."""
     return next(
         (r.inventory.device_count for r in ranks if r.inventory.device_count is not None), None
     )
@@ -286,7 +286,7 @@ def _peer_check(m: Measurement, link: PeerLink | None, per_gpu_link_gb_s: float)
             detail=f"{where}: {m.value:,.1f} GB/s; not compared ({why}){extra}",
             **base,
         )
-    one_way = per_gpu_link_gb_s / 2
+    one_way = _one_way_gb_s(per_gpu_link_gb_s)
     expected = one_way * P2P_EFFICIENCY
     ratio = m.value / expected
     status = grade(ratio)
@@ -308,6 +308,11 @@ def _peer_check(m: Measurement, link: PeerLink | None, per_gpu_link_gb_s: float)
         action=None if status == "pass" else "drain",
         **base,
     )
+
+
+def _one_way_gb_s(link_gb_s: float) -> float:
+    """One direction of a per-GPU link figure (the catalog states both): the model's rule."""
+    return Cluster(0.0, 1, link_gb_s, 0.0).intra_gb_s()
 
 
 def collective_checks(
@@ -359,11 +364,7 @@ def collective_checks(
                 )
             )
             continue
-        ratio = m.value / expected
-        status = grade(ratio)
-        detail = f"{figure} = {ratio:.0%} of the expected {expected:,.1f} ({basis})"
-        if status != "pass":
-            detail += f"; below {PASS_AT:.0%}" if status == "warn" else f"; below {WARN_AT:.0%}"
+        status, detail = graded(figure, m.value, expected, basis)
         checks.append(
             Check(
                 name=m.name,

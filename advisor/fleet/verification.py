@@ -15,7 +15,7 @@ from advisor.catalog.cross_checks import GPU_FORM_FACTORS
 from advisor.catalog.models import Accelerator, InstanceType
 from advisor.did_you_mean import did_you_mean
 from advisor.errors import NotFoundError
-from advisor.fleet.grading import PASS_AT, WARN_AT, grade
+from advisor.fleet.grading import PASS_AT, WARN_AT, Grade, grade
 from probes.report import Check, Diagnosis, GpuInventory, Inventory, Status, Verdict
 from probes.stats import Measurement
 
@@ -260,12 +260,18 @@ def _measurement_check(
             unit=m.unit,
             detail=f"{figure}; not compared{why}",
         )
-    ratio = m.value / expected
+    status, detail = graded(figure, m.value, expected, basis)
+    return _check(m, status, expected, detail, causes)
+
+
+def graded(figure: str, value: float, expected: float, basis: str) -> tuple[Grade, str]:
+    """A figure against its expectation: the grade, and the sentence saying by how much."""
+    ratio = value / expected
     status = grade(ratio)
     detail = f"{figure} = {ratio:.0%} of the expected {expected:,.1f} ({basis})"
     if status != "pass":
         detail += f"; below {PASS_AT:.0%}" if status == "warn" else f"; below {WARN_AT:.0%}"
-    return _check(m, status, expected, detail, causes)
+    return status, detail
 
 
 def _burn_check(m: Measurement, causes: list[str]) -> Check:
