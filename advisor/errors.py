@@ -5,7 +5,30 @@ Foreign exceptions (pydantic, yaml, OS) are translated into these at the edge.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
+
+# A request field named inside a message, marked so that each interface renders it its own way
+# (the CLI as --flag, the API as the JSON field). The separator never occurs in typed text.
+_MARK = "\x1f"
+_MARKED = re.compile(f"{_MARK}([a-z][a-z0-9_]*){_MARK}")
+
+
+def field_name(name: str) -> str:
+    """`name` (a request field, e.g. "params_b") marked for InputError.render."""
+    return f"{_MARK}{name}{_MARK}"
+
+
+def json_name(name: str) -> str:
+    """A request field as the HTTP API and str() name it: its JSON key."""
+    return name
+
+
+def flag_name(name: str) -> str:
+    """A request field as the CLI names it (params_b is --params-b); recommendation reasons,
+    which are sentences for both interfaces, use these words too."""
+    return "--" + name.replace("_", "-")
 
 
 class AdvisorError(Exception):
@@ -13,7 +36,18 @@ class AdvisorError(Exception):
 
 
 class InputError(AdvisorError):
-    """Bad input from a user: unknown workload, negative memory, unknown region. CLI exit code 2."""
+    """Bad input from a user: unknown workload, negative memory, unknown region. CLI exit code 2.
+
+    `field` is the request field it concerns, when one does; the message names fields through
+    field_name, rendered by `render` in each interface's words (str() gives the JSON names)."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        self.template = message
+        self.field = field
+        super().__init__(self.render(json_name))
+
+    def render(self, name: Callable[[str], str]) -> str:
+        return _MARKED.sub(lambda m: name(m.group(1)), self.template)
 
 
 class NotFoundError(InputError):

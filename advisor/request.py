@@ -8,6 +8,7 @@ is answered with a hint from that request's own fields.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
@@ -22,6 +23,7 @@ from pydantic import (
 
 from advisor.catalog.models import Objective, Purchase
 from advisor.errors import InputError
+from advisor.perf.work import Work
 from advisor.validation_errors import explain_validation
 
 
@@ -54,7 +56,7 @@ class _Request(BaseModel):
 
 class SizedWork(_Request):
     """The field group every request shares: the workload type and, optionally, the model it
-    is sized from (advisor/perf/fitting.py reads these)."""
+    is sized from (the performance model reads them as its own Work)."""
 
     workload: Annotated[str, Field(min_length=1, description="workload type id")]
     gpu_count: Annotated[int | None, Field(ge=0, le=4096, description="at least this many")] = None
@@ -111,11 +113,18 @@ class SizedWork(_Request):
     def sized(self) -> bool:
         return self.model is not None or self.params_b is not None
 
+    def work(self) -> Work:
+        """The sizing fields as the performance model's own description of the work."""
+        return Work(**{name: getattr(self, name) for name in _WORK_FIELDS})
+
     @model_validator(mode="after")
     def _one_model(self) -> SizedWork:
         if self.model is not None and self.params_b is not None:
             raise ValueError("give either model or params_b, not both")
         return self
+
+
+_WORK_FIELDS = tuple(f.name for f in dataclasses.fields(Work))
 
 
 def _given(name: str, kind: str) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from advisor.api.settings import Settings
 from advisor.api.state import AppState, CatalogHolder, FleetCalibration, ReviewCache
 from advisor.perf.calibration import CALIBRATION_CHECK, calibrations
 from advisor.store import Store, open_store
+from probes.report import ProbeReport
 from probes.stats import quantile
 
 RESULTS = Path(__file__).parent / "results"
@@ -38,38 +39,40 @@ ACCELERATOR = "h200-sxm"
 TARGET_GROWTH = 1.5
 
 
-def report(i: int) -> dict[str, object]:
+def report(i: int) -> ProbeReport:
     """A probe report as `advisor probe` sends it, reduced to what the store indexes."""
     ratio = 0.70 + (i % 37) / 100
-    return {
-        "schema_version": 1,
-        "created_at": "2026-12-01T12:00:00Z",
-        "mode": "quick",
-        "device": 0,
-        "verdict": "pass",
-        "accelerator": ACCELERATOR,
-        "inventory": {"hostname": f"node-{i:05d}"},
-        "checks": [
-            {
-                "name": CALIBRATION_CHECK,
-                "status": "pass",
-                "measured": 989 * ratio,
-                "expected": 989.0,
-                "unit": "TFLOP/s",
-                "detail": "bench",
-            },
-            {
-                "name": "matmul_fp32",
-                "status": "pass",
-                "measured": 50.0,
-                "expected": 67.0,
-                "unit": "TFLOP/s",
-                "detail": "bench",
-            },
-            {"name": "ecc", "status": "pass", "detail": "ECC is on"},
-        ],
-        "duration_s": 10.0,
-    }
+    return ProbeReport.model_validate(
+        {
+            "schema_version": 1,
+            "created_at": "2026-12-01T12:00:00Z",
+            "mode": "quick",
+            "device": 0,
+            "verdict": "pass",
+            "accelerator": ACCELERATOR,
+            "inventory": {"hostname": f"node-{i:05d}", "python": "3.11"},
+            "checks": [
+                {
+                    "name": CALIBRATION_CHECK,
+                    "status": "pass",
+                    "measured": 989 * ratio,
+                    "expected": 989.0,
+                    "unit": "TFLOP/s",
+                    "detail": "bench",
+                },
+                {
+                    "name": "matmul_fp32",
+                    "status": "pass",
+                    "measured": 50.0,
+                    "expected": 67.0,
+                    "unit": "TFLOP/s",
+                    "detail": "bench",
+                },
+                {"name": "ecc", "status": "pass", "detail": "ECC is on"},
+            ],
+            "duration_s": 10.0,
+        }
+    )
 
 
 def state_on(store: Store, settings: Settings) -> AppState:

@@ -34,6 +34,7 @@ from advisor.catalog import Catalog
 from advisor.review import build_review, from_dir, from_store, render_html
 from advisor.review.data import ReviewData
 from advisor.store import open_store
+from probes.report import ProbeReport, UtilisationReport
 from tests import synthetic_fleet as synthetic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,9 +100,9 @@ def bench(args: argparse.Namespace) -> list[str]:
 
         def load() -> None:
             for i, report in enumerate(probes):
-                store.add(report, received_at=t0 + dt.timedelta(seconds=i))
+                store.add(ProbeReport.model_validate(report), t0 + dt.timedelta(seconds=i))
             for report in usage:
-                store.add_utilisation(report)
+                store.add_utilisation(UtilisationReport.model_validate(report))
 
         t_load, _ = timed(load)
         store_t = repeat(args.repeat, lambda: review_from(catalog, lambda: from_store(store)))

@@ -1,5 +1,5 @@
 """Every published training row (tests/data/published.yaml `training`) predicted by the training
-time model (advisor/perf/training.py, through advisor/perf/fitting.py's layout and plan).
+time model (advisor/perf/training.py, through advisor/planning/training_plan.py's layout and plan).
 
 Three kinds of rows, each compared on what it publishes:
 - whole-run GPU-hours (model cards): the plan the advisor makes for the row's model and tokens on
@@ -23,7 +23,6 @@ from typing import Any
 import yaml
 
 from advisor.catalog.queries import Catalog
-from advisor.perf.fitting import full_training_split, plan_training, training_layouts
 from advisor.perf.sizing import Shape, activation_memory, usable_memory_gb
 from advisor.perf.training import (
     DEFAULT_GLOBAL_BATCH_TOKENS,
@@ -33,6 +32,7 @@ from advisor.perf.training import (
     run_time,
     step_time,
 )
+from advisor.planning.training_plan import full_training_split, plan_training, training_layouts
 from benchmarks.bench_calibration import DATA, Comparison, summary_lines
 
 MODELS = {
@@ -115,7 +115,7 @@ def _global_batch(row: dict[str, Any]) -> int:
 
 def gpu_hours(row: dict[str, Any], cat: Catalog, mfu: float) -> TrainingComparison:
     """The advisor's plan for the whole run on the row's GPU: layout by memory, then the time
-    of each layout at the GPU count, the cheapest kept (perf/fitting.py plan_training)."""
+    of each layout at the GPU count, the cheapest kept (planning/training_plan.py plan_training)."""
     shape = _shape(row, cat)
     acc = cat.accelerators[_accelerator(row)]
     family = "llama-2" if "Llama 2" in row["model"] else "llama-3.1"

@@ -8,7 +8,6 @@ import datetime as dt
 import threading
 import uuid
 from collections.abc import Iterator
-from typing import Any
 
 from advisor.store.base import (
     CheckRow,
@@ -16,11 +15,14 @@ from advisor.store.base import (
     ReportFilter,
     StoredReport,
     StoredUtilisation,
+    canonical_json,
     check_rows,
+    idempotency_key,
     report_fields,
+    stored_probe_report,
     summarize_fleet,
-    utilisation_host,
 )
+from probes.report import ProbeReport, UtilisationReport
 
 
 class MemoryStore:
@@ -31,7 +33,7 @@ class MemoryStore:
         self._utilisation_keys: dict[str, str] = {}  # the same, for utilisation reports
         self._lock = threading.RLock()
 
-    def add(self, report: dict[str, Any], received_at: dt.datetime | None = None) -> StoredReport:
+    def add(self, report: ProbeReport, received_at: dt.datetime | None = None) -> StoredReport:
         host, accelerator, verdict = report_fields(report)
         stored = StoredReport(
             uuid.uuid4().hex,
@@ -39,15 +41,16 @@ class MemoryStore:
             host,
             accelerator,
             verdict,
-            report,
+            report.model_dump(mode="json"),
         )
         with self._lock:
             self._reports[stored.id] = stored
         return stored
 
     def add_once(
-        self, report: dict[str, Any], key: str, received_at: dt.datetime | None = None
+        self, report: ProbeReport, client_key: str | None, received_at: dt.datetime | None = None
     ) -> tuple[StoredReport, bool]:
+        key = idempotency_key(canonical_json(report.model_dump(mode="json")), client_key)
         with self._lock:
             if key in self._keys:
                 return self._reports[self._keys[key]], False
@@ -79,30 +82,43 @@ class MemoryStore:
         rows = []
         for r in chosen:
             verdicts.setdefault(r.accelerator, []).append(r.verdict)
-            rows += [row for row in check_rows(r.id, r.report) if check in (None, row.name)]
+            rows += [
+                row
+                for row in check_rows(r.id, stored_probe_report(r.report))
+                if check in (None, row.name)
+            ]
         return summarize_fleet(rows, verdicts)
 
     def check_rows_named(self, check: str) -> list[CheckRow]:
         with self._lock:
             reports = list(self._reports.values())
-        return [row for r in reports for row in check_rows(r.id, r.report) if row.name == check]
+        return [
+            row
+            for r in reports
+            for row in check_rows(r.id, stored_probe_report(r.report))
+            if row.name == check
+        ]
 
     def add_utilisation(
-        self, report: dict[str, Any], received_at: dt.datetime | None = None
+        self, report: UtilisationReport, received_at: dt.datetime | None = None
     ) -> StoredUtilisation:
         stored = StoredUtilisation(
             uuid.uuid4().hex,
             received_at or dt.datetime.now(dt.UTC),
-            utilisation_host(report),
-            report,
+            report.host,
+            report.model_dump(mode="json"),
         )
         with self._lock:
             self._utilisation[stored.id] = stored
         return stored
 
     def add_utilisation_once(
-        self, report: dict[str, Any], key: str, received_at: dt.datetime | None = None
+        self,
+        report: UtilisationReport,
+        client_key: str | None,
+        received_at: dt.datetime | None = None,
     ) -> tuple[StoredUtilisation, bool]:
+        key = idempotency_key(canonical_json(report.model_dump(mode="json")), client_key)
         with self._lock:
             if key in self._utilisation_keys:
                 return self._utilisation[self._utilisation_keys[key]], False

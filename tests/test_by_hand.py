@@ -1,6 +1,6 @@
-"""Three answers worked out by hand that earlier tests let through when the code was mutated
-(issue 23): the deadline search's first step, the soft-preference penalty under the time-based
-objectives, and the pipeline bubble. Each case changes a recommendation when wrong."""
+"""Three answers worked out by hand, each of which a mutation of the code changes: the deadline
+search's first step, the soft-preference penalty under the time-based objectives, and the
+pipeline bubble. Each case changes a recommendation when wrong."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from advisor.engine.rank import objective_value
-from advisor.perf import fitting
 from advisor.perf.training import Layout, _bubble
+from advisor.planning import training_plan
 
 
 def fake_run_time(hours_at_one_node: float) -> Any:
@@ -38,9 +38,9 @@ def fake_run_time(hours_at_one_node: float) -> Any:
 def test_the_deadline_search_finds_the_fewest_nodes(
     monkeypatch: pytest.MonkeyPatch, case: str, deadline_h: float, nodes: int | None
 ) -> None:
-    monkeypatch.setattr(fitting, "run_time", fake_run_time(100.0))
+    monkeypatch.setattr(training_plan, "run_time", fake_run_time(100.0))
     cluster = SimpleNamespace(per_node=8)
-    found, best = fitting._search(None, cluster, Layout(8), 1, 64, deadline_h)  # type: ignore[arg-type]
+    found, best = training_plan._search(None, cluster, Layout(8), 1, 64, deadline_h)  # type: ignore[arg-type]
     assert (found[0] if found else None) == nodes, case
     if found is None:
         assert best[0] == 64  # nothing met it: the fastest run, on the most nodes

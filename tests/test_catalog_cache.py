@@ -396,24 +396,20 @@ def test_an_unreadable_catalog_file_is_reported_as_without_a_cache(tmp_path: Pat
 
 
 @pytest.mark.parametrize(("value", "caches"), [("1", False), ("0", True), ("", True)])
-def test_advisor_no_cache(
-    value: str,
-    caches: bool,
-    tmp_path: Path,
-    yaml_calls: YamlCalls,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_advisor_no_cache(value: str, caches: bool, tmp_path: Path, yaml_calls: YamlCalls) -> None:
+    """ADVISOR_NO_CACHE is the CLI's: it leaves the CLI no cache directory to read or write."""
     directory, cache = mini(tmp_path), tmp_path / "cache"
     load_mini(directory, cache)  # a cache file is there
-    monkeypatch.setenv("ADVISOR_NO_CACHE", value)
+    where = catalog_cache_dir({"ADVISOR_CACHE_DIR": str(cache), "ADVISOR_NO_CACHE": value})
+    assert (where == cache) is caches
     before = yaml_calls.count
-    load_mini(directory, cache)
+    load_mini(directory, where)
     assert (yaml_calls.count == before) is caches  # with "1" the YAML is read despite the file
 
     if not caches:  # and nothing is written
         other = write_catalog(tmp_path / "other", mini_catalog_data())
         shutil.rmtree(cache)
-        load_mini(other, cache)
+        load_mini(other, where)
         assert not cache.exists()
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from advisor import Catalog, InputError, Workload, recommend
-from advisor import engine as engine_module
+from advisor.engine import evaluation as engine_module
 from advisor.engine.candidates import candidate_index
 from advisor.engine.checks import GROUP_SIGNATURE
 from advisor.engine.rank import valuation
@@ -291,7 +291,7 @@ def test_the_hot_loops_affine_objective_matches_objective_value(
     """The engine values on-demand offerings as a x cost + b (worked out once per option): the
     same numbers objective_value gives for every cost, with and without a sized fit."""
     from advisor.engine.rank import objective_affine, objective_value
-    from advisor.perf.fitting import Fit
+    from advisor.planning.fit import Fit
 
     fit = (
         Fit(

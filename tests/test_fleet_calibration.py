@@ -19,6 +19,7 @@ from advisor.api.state import FleetCalibration
 from advisor.perf.calibration import CALIBRATION_CHECK, Calibration, calibrations
 from advisor.store import Store, open_store
 from advisor.store.base import check_rows
+from probes.report import ProbeReport
 from tests.test_api_hardening import AUTH, CountingStore, settings
 from tests.test_estimate_api import probe_report
 from tests.threads import simultaneously
@@ -32,7 +33,7 @@ def from_store(store: Store) -> dict[str, Calibration]:
 Checks = list[tuple[str, float | None, float]]  # (name, measured, expected)
 
 
-def report(host: str, accelerator: str, checks: Checks) -> Any:
+def report(host: str, accelerator: str | None, checks: Checks) -> dict[str, Any]:
     body = probe_report(host, 1.0)
     body["accelerator"] = accelerator
     body["checks"] = [
@@ -65,7 +66,7 @@ def test_each_arrival_gives_what_a_whole_read_gives(tmp_path: Path) -> None:
     assert calibration.refresh_if_changed()
     for i, (host, accelerator, checks) in enumerate(REPORTS):
         with calibration.storing() as stored_rows:
-            body = report(host, accelerator, checks)
+            body = ProbeReport.model_validate(report(host, accelerator, checks))
             stored, _ = store.add_once(body, f"key-{i}")
             stored_rows(check_rows(stored.id, body))
         assert calibration.value == from_store(store), (i, host)
@@ -105,7 +106,7 @@ def test_reports_other_processes_store_are_read_once_and_counted_once(tmp_path: 
         state = app.state.advisor
         post_all(c, [report(*row) for row in REPORTS[:3]], keys)
         for i, row in enumerate(REPORTS[3:8]):
-            other.add_once(report(*row), f"other-{i}")
+            other.add_once(ProbeReport.model_validate(report(*row)), f"other-{i}")
         assert state.calibration.value != from_store(other), "the others' reports counted early"
         state.refresh()
         assert state.calibration.value == from_store(other)
@@ -150,7 +151,7 @@ def test_simultaneous_reports_beside_whole_reads_are_each_counted_once(tmp_path:
             return int(c.post("/v1/probe-reports", json=body, headers=headers).status_code)
 
         def refresh_while_others_store() -> int:
-            other.add(probe_report("other", 0.5))
+            other.add(ProbeReport.model_validate(probe_report("other", 0.5)))
             state.refresh()
             return 201
 
@@ -171,8 +172,7 @@ def test_reports_without_an_accelerator_calibrate_nothing(
     store = open_store(f"sqlite:///{tmp_path}/c.db")
     calibration = FleetCalibration(store)
     calibration.refresh_if_changed()
-    body = report("x", "h100-sxm", [(BF16, 700.0, 989.0)])
-    body["accelerator"] = accelerator
+    body = ProbeReport.model_validate(report("x", accelerator, [(BF16, 700.0, 989.0)]))
     with calibration.storing() as stored_rows:
         stored, _ = store.add_once(body, "k")
         stored_rows(check_rows(stored.id, body))

@@ -17,7 +17,9 @@ import pytest
 from advisor import Catalog
 from advisor.fleet.statistics import fleet_statistics
 from advisor.review import build_review, from_store
+from probes.report import ProbeReport
 from tests.memory_store import MemoryStore
+from tests.reports import as_probe_report
 
 DATA = Path(__file__).parent / "data"
 CPU_MACHINE = DATA / "probe-report-cpu-machine.json"  # `advisor probe --expect h200-sxm --json`
@@ -42,31 +44,33 @@ P10 = 0.70 + 0.4 * (0.85 - 0.70)  # position 0.4: 0.76
 P90 = 0.95 + 0.6 * (1.00 - 0.95)  # position 3.6: 0.98
 
 
-def gpu_report(host: str) -> dict[str, Any]:
+def gpu_report(host: str) -> ProbeReport:
     measured, status = MEASURED[host]
-    return {
-        "verdict": "fail" if status == "fail" else "pass",
-        "accelerator": "h200-sxm",
-        "expected_accelerator": "h200-sxm",
-        "created_at": "2026-11-30T12:00:00+00:00",
-        "inventory": {"hostname": host, "gpu": {"name": "NVIDIA H200", "uuid": f"GPU-{host}"}},
-        "checks": [
-            {
-                "name": "matmul_bf16",
-                "status": status,
-                "measured": measured,
-                "expected": EXPECTED_TFLOPS,
-                "unit": "TFLOP/s",
-            },
-            {"name": "ecc", "status": "pass", "detail": "ECC is on"},
-        ],
-    }
+    return as_probe_report(
+        {
+            "verdict": "fail" if status == "fail" else "pass",
+            "accelerator": "h200-sxm",
+            "expected_accelerator": "h200-sxm",
+            "created_at": "2026-11-30T12:00:00+00:00",
+            "inventory": {"hostname": host, "gpu": {"name": "NVIDIA H200", "uuid": f"GPU-{host}"}},
+            "checks": [
+                {
+                    "name": "matmul_bf16",
+                    "status": status,
+                    "measured": measured,
+                    "expected": EXPECTED_TFLOPS,
+                    "unit": "TFLOP/s",
+                },
+                {"name": "ecc", "status": "pass", "detail": "ECC is on"},
+            ],
+        }
+    )
 
 
-def cpu_machine_report() -> dict[str, Any]:
+def cpu_machine_report() -> ProbeReport:
     report: dict[str, Any] = json.loads(CPU_MACHINE.read_text())
     report["inventory"]["hostname"] = "cpu-vm"  # this machine's name, kept apart from a..e
-    return report
+    return ProbeReport.model_validate(report)
 
 
 @pytest.fixture
@@ -80,9 +84,9 @@ def store() -> MemoryStore:
 
 def test_the_cpu_report_is_what_a_cpu_machine_says() -> None:
     report = cpu_machine_report()
-    assert report["verdict"] == "error" and report["expected_accelerator"] == "h200-sxm"
-    assert report["inventory"]["gpu"] is None
-    assert {d["code"] for d in report["diagnosis"]} >= {"torch_without_cuda"}
+    assert report.verdict == "error" and report.expected_accelerator == "h200-sxm"
+    assert report.inventory.gpu is None
+    assert {d.code for d in report.diagnosis} >= {"torch_without_cuda"}
 
 
 def test_the_store_summary_has_the_hand_figures(store: MemoryStore) -> None:
@@ -129,7 +133,8 @@ def test_the_review_rows_agree_with_the_store_summary(store: MemoryStore, shippe
 
 
 def test_a_run_without_a_gpu_is_filed_under_no_accelerator(store: MemoryStore) -> None:
-    h200 = store.add(json.loads(H200_RUN.read_text()))  # a real run on an H200, for contrast
+    # a real run on an H200, for contrast
+    h200 = store.add(ProbeReport.model_validate_json(H200_RUN.read_text()))
     assert h200.accelerator == "h200-sxm"
     cpu = store.add(cpu_machine_report())
     assert cpu.accelerator is None and cpu.verdict == "error"

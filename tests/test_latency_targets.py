@@ -18,9 +18,10 @@ from advisor.api import create_app
 from advisor.api.settings import Settings
 from advisor.catalog.loading import load_catalog
 from advisor.catalog.models import FormFactor
-from advisor.perf.estimate import estimate
+from advisor.errors import flag_name
 from advisor.perf.inference import Deployment, InferenceModel, Targets, moe_of
 from advisor.perf.sizing import Shape
+from advisor.planning.estimate import estimate
 from advisor.request import EstimateRequest
 
 # A node of eight H100 SXM joined by PCIe only: the same GPUs as p5.48xlarge, without NVSwitch.
@@ -205,8 +206,15 @@ def test_serving_fields_without_a_shape_are_refused(shipped: Catalog) -> None:
     """--params-b has no layers or heads: latency and throughput are not guessed."""
     for extra in ({"throughput_tokens_s": 100}, {"max_itl_ms": 20}, {"input_tokens": 64}):
         body = dict(workload="high_throughput_inference", params_b=7, instance_type="p5.48xlarge")
-        with pytest.raises(InputError, match="give --model"):
+        with pytest.raises(InputError) as refused:
             estimate(shipped, EstimateRequest.model_validate({**body, **extra}))
+        (name,) = extra
+        assert refused.value.field == name
+        assert str(refused.value).startswith(f"{name}: memory only")  # the API's words
+        assert str(refused.value).endswith("give model (a preset)")
+        cli = refused.value.render(flag_name)
+        assert cli.startswith(f"--{name.replace('_', '-')}: memory only")
+        assert cli.endswith("give --model (a preset)")
     memory_only = estimate(
         shipped,
         EstimateRequest(
@@ -214,7 +222,7 @@ def test_serving_fields_without_a_shape_are_refused(shipped: Catalog) -> None:
         ),
     )
     assert memory_only.fits and memory_only.tokens_per_s is None
-    assert memory_only.memory_per_gpu_gb == pytest.approx(7e9 * 2 * 1.1 / 1e9)
+    assert memory_only.memory_per_gpu_gb == pytest.approx(7e9 * 2 / 1e9)
     assert any("memory only" in n for n in memory_only.notes)
 
 
@@ -245,7 +253,10 @@ def test_the_api_takes_the_serving_fields(shipped: Catalog, tmp_path: Path) -> N
             "/v1/recommendations",
             json={"workload": "high_throughput_inference", "params_b": 7, "max_itl_ms": 20},
         )
-        assert bare.status_code == 422 and "give --model" in bare.text
+        assert bare.status_code == 422, bare.text
+        problem = bare.json()  # the API names the field by its JSON key, never as a flag
+        assert problem["errors"] == [{"field": "max_itl_ms", "message": problem["detail"]}]
+        assert problem["detail"].endswith("give model (a preset)") and "--" not in problem["detail"]
 
 
 def test_a_command_imports_only_its_own_module() -> None:
@@ -265,3 +276,21 @@ def test_a_command_imports_only_its_own_module() -> None:
     assert "advisor.cli.estimate_cmd" in loaded
     for other in ("probe_cmd", "monitor_cmd", "review_cmd", "serve_cmd", "recommend_cmd"):
         assert other not in loaded
+
+
+def test_the_cli_names_the_refused_field_as_its_flag() -> None:
+    """The same refusal as the API's, in the CLI's words: exit 2 naming the flags."""
+    run = _cli(
+        "estimate",
+        "--workload",
+        "high_throughput_inference",
+        "--params-b",
+        "7",
+        "--instance-type",
+        "p5.48xlarge",
+        "--max-itl-ms",
+        "20",
+    )
+    assert run.returncode == 2
+    assert "--max-itl-ms: memory only" in run.stderr and "give --model (a preset)" in run.stderr
+    assert "max_itl_ms" not in run.stderr

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from advisor import CatalogError, InputError, load_catalog
-from advisor.catalog.loading import catalog_dirs, shipped_catalog_dir
+from advisor.catalog.loading import catalog_dirs
+from advisor.catalog.settings import shipped_catalog_dir
 from tests.factories import TODAY, acc, load_mini, mini_catalog_data, price, write_catalog
 
 
@@ -224,7 +225,9 @@ def test_replace_mode_and_environment(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("ADVISOR_CATALOG_MODE", "extend")
     assert catalog_dirs() == [shipped_catalog_dir(), tmp_path / "c"]
     monkeypatch.setenv("ADVISOR_CATALOG_MODE", "merge")
-    with pytest.raises(InputError, match="valid: extend, replace"):
+    with pytest.raises(
+        InputError, match="ADVISOR_CATALOG_MODE='merge': Input should be 'extend' or"
+    ):
         catalog_dirs()
 
 

@@ -14,7 +14,7 @@ import probes.probe
 from advisor import Catalog, CatalogError, Workload, recommend
 from advisor.catalog.models import Accelerator
 from advisor.cli import app
-from advisor.perf.edge_cost import edge_cost_per_year
+from advisor.perf.cost import edge_cost_per_year
 from tests.factories import TODAY, acc, inst, load_catalog, price, write_catalog
 
 # Hand-copied from the vendor pages named beside each row (read 2026-12-01). Tensor rates are

@@ -1,4 +1,4 @@
-"""Price sanity (issue 11): doubtful prices are kept, flagged with the comparison they fail, left
+"""Price sanity: doubtful prices are kept, flagged with the comparison they fail, left
 out of ranking unless the request includes them, and shown as flagged by the catalog commands.
 
 Expected ratios are worked out in the tests from the catalog's own prices (independent arithmetic,
@@ -22,7 +22,7 @@ from advisor.catalog import load_catalog, shipped_catalog_dir
 from advisor.catalog.models import InstanceType, Price, Purchase
 from advisor.catalog.queries import from_price
 from advisor.errors import CatalogError
-from advisor.perf.estimate import estimate
+from advisor.planning.estimate import estimate
 from advisor.request import EstimateRequest, RecommendRequest
 from tests.factories import TODAY, load_mini, mini_catalog_data, price, write_catalog
 

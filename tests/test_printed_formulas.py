@@ -1,7 +1,8 @@
-"""Each printed training formula evaluated from the numbers it prints, against its value (issue
-23 item 4): full, LoRA and QLoRA fine-tuning and pretraining across nodes. A formula
-that restates the computation instead of showing its operands drifts from it (LoRA printed "6 x N"
-and the full model's gradients while its value used 4ND + 6AD and the adapters')."""
+"""Each printed formula evaluated from the numbers it prints, against its value: training (full,
+LoRA and QLoRA fine-tuning, pretraining across nodes) and serving (a dense model over NVLink and
+over PCIe, one GPU, a mixture of experts). A formula that restates the computation in words
+instead of showing its operands can drift from its value unseen; one built from the operands
+cannot."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from tests.test_cli import run
 
 UNITS = {"TFLOP/s": "1e12", "GB/s": "1e9", "GB": "1e9"}
-TOKEN = re.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?|TFLOP/s|GB/s|GB|[()+\-/x]|[A-Za-z][\w\-/]*")
+TOKEN = re.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?|TFLOP/s|GB/s|GB|[(),+\-/x]|[A-Za-z][\w\-/]*")
 
 
 def evaluate(formula: str) -> float:
@@ -30,9 +31,9 @@ def evaluate(formula: str) -> float:
             out.append(f"({tok}*{UNITS[following]})" if following in UNITS else tok)
         elif tok == "x":
             out.append("*")
-        elif tok in "()+-/":
+        elif tok in "(),+-/" or tok == "max":
             out.append(tok)
-    return float(eval("".join(out)))  # only numbers and operators reach eval
+    return float(eval("".join(out), {"max": max}))  # only numbers, operators and max reach eval
 
 
 def figures(*args: str) -> dict[str, dict[str, object]]:
@@ -65,6 +66,43 @@ def test_lora_shows_its_own_operands() -> None:
     assert "adapter gradients" in str(found["dp_comm_s_per_step"]["formula"])
 
 
+SERVING = {
+    "dense, TP 4 over NVLink": [
+        "--model", "llama-3.1-70b", "--accelerator", "h100-sxm", "--gpu-count", "8",
+        "--tensor-parallel", "4", "--precision", "fp8",
+    ],
+    "dense, TP 2 over PCIe": [
+        "--model", "llama-3.1-8b", "--instance-type", "g6e.12xlarge", "--tensor-parallel", "2",
+    ],
+    "one GPU": ["--model", "llama-3.1-8b", "--accelerator", "h100-sxm", "--gpu-count", "1"],
+    "mixture of experts": [
+        "--model", "mixtral-8x7b", "--accelerator", "h200-sxm", "--gpu-count", "8",
+        "--input-tokens", "2000", "--output-tokens", "500",
+    ],
+}  # fmt: skip
+# Figures in GB print their formula in bytes.
+SERVING_FIGURES = {
+    "prefill_s": 1,
+    "decode_step_s": 1,
+    "itl_s": 1,
+    "throughput_tokens_s": 1,
+    "weights_gb": 1e9,
+    "kv_cache_gb": 1e9,
+}
+
+
+@pytest.mark.parametrize("case", list(SERVING))
+def test_a_printed_serving_formula_gives_its_value(case: str) -> None:
+    found = figures("--workload", "high_throughput_inference", *SERVING[case])
+    for name, scale in SERVING_FIGURES.items():
+        figure = found[name]
+        value = figure["value"]
+        assert isinstance(value, float | int) and value > 0, figure
+        printed = evaluate(str(figure["formula"]))
+        assert printed == pytest.approx(value * scale, rel=2e-3), (case, figure)
+
+
 def test_the_evaluator_reads_units_and_leaves_remarks_out() -> None:
     assert evaluate("2 x 3 GB / 1.5 GB/s (in words 9)") == pytest.approx(4.0)
+    assert evaluate("max(6 bytes / 2 bytes/s, 1 FLOP / 1 FLOP/s) + 2 s") == pytest.approx(5.0)
     assert evaluate("1,000 FLOP [6 x 7] / (2 x 0.5 TFLOP/s)") == pytest.approx(1e-9)

@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 
 from advisor.api import create_app
 from advisor.api.settings import Settings
-from advisor.catalog.loading import shipped_catalog_dir
+from advisor.catalog.settings import shipped_catalog_dir
 from advisor.store import StoreError
 from advisor.store.sqlite import SqliteStore
 from tests.api_server import live_server

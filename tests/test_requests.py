@@ -19,7 +19,7 @@ from advisor.api import create_app
 from advisor.api.settings import Settings
 from advisor.catalog import Catalog
 from advisor.errors import InputError
-from advisor.perf.estimate import estimate
+from advisor.planning.estimate import estimate
 from advisor.request import EstimateRequest, RecommendRequest, parse_request
 from tests.factories import load_mini, mini_catalog_data, write_catalog
 

@@ -15,19 +15,22 @@ import pytest
 from advisor.errors import AdvisorError
 from advisor.review.data import from_server
 from tests.ports import refused_port
+from tests.reports import as_probe_report
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def probe_report(host: str, measured: float) -> dict[str, Any]:
-    return {
-        "verdict": "pass",
-        "accelerator": "h100-sxm",
-        "inventory": {"hostname": host},
-        "checks": [
-            {"name": "matmul_bf16", "status": "pass", "measured": measured, "expected": 989.5}
-        ],
-    }
+    return as_probe_report(
+        {
+            "verdict": "pass",
+            "accelerator": "h100-sxm",
+            "inventory": {"hostname": host},
+            "checks": [
+                {"name": "matmul_bf16", "status": "pass", "measured": measured, "expected": 989.5}
+            ],
+        }
+    ).model_dump(mode="json")
 
 
 class FleetService:

@@ -18,8 +18,8 @@ from advisor import Catalog, InputError, Workload, recommend
 from advisor.api import create_app
 from advisor.api.settings import Settings
 from advisor.perf.calibration import Calibration
-from advisor.perf.estimate import estimate
 from advisor.perf.sizing import Shape, inference_memory
+from advisor.planning.estimate import estimate
 from advisor.request import EstimateRequest
 
 
@@ -361,7 +361,6 @@ def test_no_proposal_too_small_for_weights_plus_kv(shipped: Catalog, data: st.Da
         context_tokens=context,
         batch=batch,
         kv_precision="fp8" if precision == "fp8" else "bf16",  # the inference model's KV rule
-        overhead_fraction=0.0,
     )
     weights_plus_kv = need[-1].value
     for r in recommend(shipped, w).recommendations:
@@ -384,10 +383,12 @@ def test_llama2_70b_fp16_never_undersized(shipped: Catalog) -> None:
     result = recommend(shipped, w)
     assert result.ok
     for r in result.recommendations:
-        assert (
-            r.gpu_count * shipped.accelerators[r.accelerator].memory_gb
-            >= 138 + 327_680 * 4096 * 32 / 1e9
-        )
+        assert r.sizing is not None and r.sizing.concurrency and r.sizing.replicas
+        # one replica's usable 90% (the one headroom rule) holds 138 GB of fp16 weights and
+        # 327,680 bytes of KV per token for each of its sequences of 4,096 tokens
+        replica_gpus = r.sizing.gpus_needed // r.sizing.replicas
+        usable = 0.9 * replica_gpus * shipped.accelerators[r.accelerator].memory_gb
+        assert usable >= 138 + 327_680 * 4096 * r.sizing.concurrency / 1e9, r.instance_type
     rejected = {r.id: r for r in result.rejected}
     assert "MEMORY_INSUFFICIENT" in rejected["g6.xlarge"].codes  # one 24 GB L4 cannot hold 138 GB
 

@@ -53,7 +53,6 @@ def test_inference_memory_llama2_70b_fp16(shipped: Catalog) -> None:
             precision="fp16",
             context_tokens=4096,
             batch=1,
-            overhead_fraction=0.0,
         )
     }
     assert figures["weights_gb"].value == pytest.approx(138.0)

@@ -10,14 +10,15 @@ import sqlite3
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from advisor.store import ReportFilter, Store, StoreError, open_store
 from advisor.store.sql import LATEST
 from advisor.store.sqlite import SqliteStore
+from probes.report import ProbeReport
 from tests.memory_store import MemoryStore
+from tests.reports import as_probe_report
 from tests.threads import simultaneously
 
 PG_URL = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
@@ -26,21 +27,23 @@ BACKENDS = ["sqlite", "postgres", "memory"]
 
 def report(
     host: str = "gpu-1", verdict: str = "pass", bf16: float = 780.0, acc: str = "h200-sxm"
-) -> dict[str, Any]:
-    return {
-        "verdict": verdict,
-        "accelerator": acc,
-        "inventory": {"hostname": host},
-        "checks": [
-            {
-                "name": "matmul_bf16",
-                "status": "pass" if bf16 > 700 else "fail",
-                "measured": bf16,
-                "expected": 781.0,
-            },
-            {"name": "ecc", "status": "pass", "detail": "ECC is on"},
-        ],
-    }
+) -> ProbeReport:
+    return as_probe_report(
+        {
+            "verdict": verdict,
+            "accelerator": acc,
+            "inventory": {"hostname": host},
+            "checks": [
+                {
+                    "name": "matmul_bf16",
+                    "status": "pass" if bf16 > 700 else "fail",
+                    "measured": bf16,
+                    "expected": 781.0,
+                },
+                {"name": "ecc", "status": "pass", "detail": "ECC is on"},
+            ],
+        }
+    )
 
 
 @pytest.fixture(params=BACKENDS)
@@ -71,7 +74,7 @@ def test_add_get_roundtrip_is_exact(store: Store) -> None:
     body = report()
     stored = store.add(body)
     again = store.get(stored.id)
-    assert again is not None and again.report == body
+    assert again is not None and again.report == body.model_dump(mode="json")
     assert (again.host, again.accelerator, again.verdict) == ("gpu-1", "h200-sxm", "pass")
     assert store.get(uuid.uuid4().hex) is None
 
@@ -201,10 +204,9 @@ def test_sqlite_is_durable_mode(tmp_path: Path) -> None:
 
 def test_report_body_is_stored_verbatim(tmp_path: Path) -> None:
     s = SqliteStore(str(tmp_path / "v.db"))
-    body = json.loads(json.dumps(report()))
-    body["extra_unicode"] = "Δ GPU ✓"
+    body = report(host="Δ GPU ✓")
     stored = s.add(body)
-    assert s.get(stored.id).report == body  # type: ignore[union-attr]
+    assert s.get(stored.id).report == json.loads(body.model_dump_json())  # type: ignore[union-attr]
     s.close()
 
 

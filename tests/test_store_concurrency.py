@@ -21,6 +21,7 @@ from advisor.store import StoreError, open_store
 from advisor.store.postgres import PostgresStore
 from advisor.store.sql import LATEST
 from advisor.store.sqlite import SqliteStore
+from tests.reports import as_probe_report
 
 OPENERS = 48  # processes opening one fresh database at the same instant
 ROUNDS = 4
@@ -32,7 +33,7 @@ def _open_and_add(url: str, barrier: multiprocessing.synchronize.Barrier, host: 
     barrier.wait(30)
     try:
         store = open_store(url)
-        store.add({"verdict": "pass", "inventory": {"hostname": host}, "checks": []})
+        store.add(as_probe_report({"inventory": {"hostname": host}}))
         store.close()
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
@@ -84,10 +85,7 @@ def test_reads_do_not_wait_for_a_writer_or_for_each_other(tmp_path: Path) -> Non
     read wait busy_timeout * k and then fail)."""
     path = str(tmp_path / "r.db")
     store = SqliteStore(path)
-    ids = [
-        store.add({"verdict": "pass", "inventory": {"hostname": f"h{i}"}, "checks": []}).id
-        for i in range(4)
-    ]
+    ids = [store.add(as_probe_report({"inventory": {"hostname": f"h{i}"}})).id for i in range(4)]
     writer = sqlite3.connect(path, isolation_level=None)
     writer.execute("BEGIN IMMEDIATE")  # the write lock, held by someone else
     writer.execute("INSERT INTO schema_version (version) VALUES (999)")

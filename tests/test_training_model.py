@@ -1,4 +1,4 @@
-"""The training time model (advisor/perf/training.py) and deadline plans (perf/fitting.py):
+"""The training time model (advisor/perf/training.py) and deadline plans (planning/serving.py):
 properties and hand calculations."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor import Catalog, InputError, Workload, recommend
-from advisor.perf.estimate import estimate
-from advisor.perf.fitting import WorkPlan
 from advisor.perf.sizing import Shape
 from advisor.perf.training import Cluster, Job, Layout, run_time, step_time
+from advisor.planning.estimate import estimate
+from advisor.planning.work_plan import WorkPlan
 from advisor.request import EstimateRequest
 
 P5 = Cluster(989.5, 8, 900, 3200)  # p5.48xlarge: H100 SXM, NVSwitch 900 GB/s, 3,200 Gbit/s
@@ -28,7 +28,7 @@ def _job(shape: Shape, tokens: float = 1e11, recompute: bool = True) -> Job:
 
 def _plan(shipped: Catalog, **fields: object) -> WorkPlan:
     w = Workload(workload="large_scale_training", **fields)  # type: ignore[arg-type]
-    return WorkPlan(shipped, w, shipped.workloads["large_scale_training"])
+    return WorkPlan(shipped, w.work(), shipped.workloads["large_scale_training"])
 
 
 @settings(max_examples=40, deadline=None)

@@ -66,6 +66,10 @@ def utilisation(host: str = "gpu-1", finding: str | None = "idle") -> dict[str, 
     return UtilisationReport.model_validate(body).model_dump(mode="json")
 
 
+def as_model(body: dict[str, Any]) -> UtilisationReport:
+    return UtilisationReport.model_validate(body)
+
+
 def _require_pg() -> str:
     if not PG_URL:
         if os.environ.get("CI"):
@@ -97,7 +101,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 def test_round_trip_is_exact(store: Store) -> None:
     body = utilisation()
     body["gpus"][0]["evidence"].append("Δ unicode ✓")
-    stored = store.add_utilisation(body)
+    stored = store.add_utilisation(as_model(body))
     again = store.get_utilisation(stored.id)
     assert again is not None and again.report == body
     assert (again.id, again.host, again.received_at) == (stored.id, "gpu-1", stored.received_at)
@@ -108,7 +112,7 @@ def test_round_trip_is_exact(store: Store) -> None:
 def test_query_by_host_newest_first_with_paging(store: Store) -> None:
     base = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
     for i in range(7):
-        store.add_utilisation(utilisation(host=f"h{i % 3}"), base + dt.timedelta(hours=i))
+        store.add_utilisation(as_model(utilisation(host=f"h{i % 3}")), base + dt.timedelta(hours=i))
     items, total = store.query_utilisation(limit=3)
     assert total == 7 and [r.received_at.hour for r in items] == [6, 5, 4]
     page2, _ = store.query_utilisation(limit=3, offset=3)
@@ -117,7 +121,7 @@ def test_query_by_host_newest_first_with_paging(store: Store) -> None:
     assert total_h0 == 3 and {r.host for r in h0} == {"h0"}
     assert store.query_utilisation(host="nope") == ([], 0)
     evil = "x'; DROP TABLE utilisation_reports; --"
-    store.add_utilisation(utilisation(host=evil))
+    store.add_utilisation(as_model(utilisation(host=evil)))
     assert store.query_utilisation(host=evil)[1] == 1
     assert store.query_utilisation()[1] == 8
 
@@ -128,8 +132,8 @@ def test_iter_utilisation_yields_all_oldest_first(
     monkeypatch.setattr(q, "ITER_PAGE", 2)  # several pages, one ending exactly at the last row
     base = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
     same = base + dt.timedelta(hours=1)
-    ids = [store.add_utilisation(utilisation(host=f"h{i}"), base).id for i in range(3)]
-    ids += [store.add_utilisation(utilisation(host=f"s{i}"), same).id for i in range(3)]
+    ids = [store.add_utilisation(as_model(utilisation(host=f"h{i}")), base).id for i in range(3)]
+    ids += [store.add_utilisation(as_model(utilisation(host=f"s{i}")), same).id for i in range(3)]
     seen = []
     for r in store.iter_utilisation():
         seen.append(r.id)
@@ -145,16 +149,23 @@ def test_add_utilisation_once_stores_a_key_once_even_when_posted_simultaneously(
     body = utilisation(host="once")
     results = [
         (stored.id, created)
-        for stored, created in simultaneously(lambda: store.add_utilisation_once(body, "key-1"))
+        for stored, created in simultaneously(
+            lambda: store.add_utilisation_once(as_model(body), "key-1")
+        )
     ]
     assert sorted(created for _, created in results) == [False] * 7 + [True]
     (first_id,) = {i for i, _ in results}
     again = store.get_utilisation(first_id)
     assert again is not None and again.report == body
     assert store.query_utilisation()[1] == 1
-    other, created = store.add_utilisation_once(body, "key-2")  # another run's equal report
+    other, created = store.add_utilisation_once(
+        as_model(body), "key-2"
+    )  # another run's equal report
     assert created and other.id != first_id and store.query_utilisation()[1] == 2
-    assert store.add_utilisation(body).id not in (first_id, other.id)  # no key: always stored
+    assert store.add_utilisation(as_model(body)).id not in (
+        first_id,
+        other.id,
+    )  # no key: always stored
     assert store.query_utilisation()[1] == 3
     _, probe_created = store.add_once(probe_report(), "key-1")  # each kind has its own keys
     assert probe_created and store.count() == 1
@@ -194,17 +205,17 @@ def test_a_database_at_step_4_migrates_to_5_keeping_its_utilisation_reports(
     open_at, _ = _database(backend, tmp_path)
     old = open_at(4)
     body = utilisation(host="before-5")
-    ids = [old.add_utilisation(body).id for _ in range(2)]  # equal reports, both kept
+    ids = [old.add_utilisation(as_model(body)).id for _ in range(2)]  # equal reports, both kept
     # a database migrated part of the way (no key column yet) stores, as before step 5
-    partly, created = old.add_utilisation_once(body, "k")
+    partly, created = old.add_utilisation_once(as_model(body), "k")
     assert created and old.query_utilisation()[1] == 3
     old.close()
     new = open_at(q.LATEST)
     assert new.schema_version == q.LATEST >= 5
     assert all(new.get_utilisation(i) is not None for i in [*ids, partly.id])
-    stored, created = new.add_utilisation_once(body, "k")  # the old rows hold no key
+    stored, created = new.add_utilisation_once(as_model(body), "k")  # the old rows hold no key
     assert created and stored.id not in [*ids, partly.id]
-    assert new.add_utilisation_once(body, "k") == (stored, False)
+    assert new.add_utilisation_once(as_model(body), "k") == (stored, False)
     assert new.query_utilisation()[1] == 4
     new.close()
 
@@ -218,13 +229,16 @@ def test_a_utilisation_table_that_outlived_the_probe_tables_migrates_again(
     over its key column, and keeps answering for its keys."""
     open_at, run = _database(backend, tmp_path)
     first = open_at(q.LATEST)
-    stored, _ = first.add_utilisation_once(utilisation(host="outlived"), "k")
+    stored, _ = first.add_utilisation_once(as_model(utilisation(host="outlived")), "k")
     first.close()
     for table in ("probe_checks", "probe_reports", "schema_version"):
         run(f"DROP TABLE {table}")
     again = open_at(q.LATEST)
     assert again.schema_version == q.LATEST and again.count() == 0
-    assert again.add_utilisation_once(utilisation(host="outlived"), "k") == (stored, False)
+    assert again.add_utilisation_once(as_model(utilisation(host="outlived")), "k") == (
+        stored,
+        False,
+    )
     again.close()
 
 
@@ -244,13 +258,13 @@ def test_sqlite_upgrade_from_version_2_keeps_probe_reports(tmp_path: Path) -> No
     old = SqliteStore(path, migrate_to=2)
     ids = [old.add(probe_report(host=f"h{i}")).id for i in range(3)]
     with pytest.raises(StoreError, match="utilisation_reports"):
-        old.add_utilisation(utilisation())  # no such table before step 3
+        old.add_utilisation(as_model(utilisation()))  # no such table before step 3
     old.close()
     new = SqliteStore(path)
     assert new.schema_version == q.LATEST
     assert all(new.get(i) is not None for i in ids)
     assert new.fleet()[0].checks["matmul_bf16"]["count"] == 3
-    stored = new.add_utilisation(utilisation())
+    stored = new.add_utilisation(as_model(utilisation()))
     new.close()
     with sqlite3.connect(path) as conn:
         versions = [v for (v,) in conn.execute("SELECT version FROM schema_version ORDER BY 1")]
@@ -276,7 +290,7 @@ def test_postgres_upgrade_from_version_2_keeps_probe_reports() -> None:
     new = PostgresStore(url)
     assert new.schema_version == q.LATEST and all(new.get(i) is not None for i in ids)
     assert new.fleet()[0].checks["matmul_bf16"]["count"] == 3
-    stored = new.add_utilisation(utilisation())
+    stored = new.add_utilisation(as_model(utilisation()))
     assert new.get_utilisation(stored.id) is not None
     new.close()
 

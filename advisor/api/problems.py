@@ -138,7 +138,9 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(InputError)
     async def _input(_: Request, exc: InputError) -> JSONResponse:
-        return problem(422, "Invalid request", str(exc))
+        detail = str(exc)  # fields by their JSON names
+        errors = [FieldProblem(field=exc.field, message=detail)] if exc.field else None
+        return problem(422, "Invalid request", detail, errors)
 
     @app.exception_handler(StoreError)
     async def _store(_: Request, exc: StoreError) -> JSONResponse:

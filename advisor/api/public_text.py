@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from advisor.api.settings import Settings
-from advisor.catalog.loading import shipped_catalog_dir
+from advisor.catalog.settings import shipped_catalog_dir
 
 # An absolute path: "/" starting a word (not inside a URL or a relative path), one or more
 # directories, then the last component, which is kept.

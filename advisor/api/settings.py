@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from contextvars import ContextVar
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic.fields import FieldInfo
@@ -19,7 +19,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from advisor.catalog.loading import DEFAULT_MAX_PRICE_AGE_DAYS
+from advisor.catalog.settings import CatalogSettings
 from advisor.errors import InputError
 from advisor.perf.calibration import MIN_FLEET_REPORTS
 from advisor.validation_errors import explain_validation
@@ -43,9 +43,10 @@ class _Environ(EnvSettingsSource):
         return {k.lower(): v for k, v in self._environ.items() if v != ""}
 
 
-class Settings(BaseSettings):
+class Settings(BaseSettings, CatalogSettings):
     """Defaults are safe for one host: SQLite next to the working directory, no write tokens,
-    1 MiB bodies, and connection limits that keep file descriptors and memory bounded."""
+    1 MiB bodies, and connection limits that keep file descriptors and memory bounded. The
+    catalog's settings are CatalogSettings' fields, read here through pydantic-settings."""
 
     model_config = SettingsConfigDict(
         env_prefix=PREFIX,
@@ -60,12 +61,8 @@ class Settings(BaseSettings):
     api_tokens: Annotated[tuple[SecretStr, ...], NoDecode] = ()
     # Guard the reads that name hosts, GPUs and processes; empty: those reads are open.
     read_tokens: Annotated[tuple[SecretStr, ...], NoDecode] = ()
-    catalog_dir: Annotated[str | None, Field(validation_alias="ADVISOR_CATALOG")] = None
-    catalog_mode: Literal["extend", "replace"] = "extend"
     max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
     min_fleet_reports: Annotated[int, Field(ge=1)] = MIN_FLEET_REPORTS
-    # prices older than this many days count as stale (catalog checks; the CLI reads the same)
-    max_price_age_days: Annotated[int, Field(ge=0)] = DEFAULT_MAX_PRICE_AGE_DAYS
     # Seconds the fleet's calibration and the review page are reused before the store is read
     # again for reports that other processes (other replicas on one PostgreSQL) stored; reports
     # this process stores refresh them at once.

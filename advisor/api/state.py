@@ -12,19 +12,19 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
 from advisor.api.metrics import Metrics
 from advisor.api.settings import Settings
 from advisor.catalog import Catalog
-from advisor.catalog.loading import load_catalog, shipped_catalog_dir
-from advisor.errors import AdvisorError, InputError
+from advisor.catalog.loading import load_catalog
+from advisor.errors import AdvisorError
 from advisor.fleet.statistics import PLAUSIBLE_RATIO, ratio_of
 from advisor.perf.calibration import CALIBRATION_CHECK, Calibration, calibration_from
 from advisor.store import Store, StoredReport, StoreError
 from advisor.store.base import CheckRow, check_rows
+from probes.report import ProbeReport
 from probes.stats import quantile
 
 log = logging.getLogger("advisor.api")
@@ -69,17 +69,8 @@ class CatalogHolder:
 
 
 def _load(settings: Settings) -> Catalog:
-    # Every input from the settings, none from the environment a second time: without a
-    # catalog directory, the shipped one alone.
-    if settings.catalog_dir is None:
-        if settings.catalog_mode == "replace":
-            raise InputError(
-                "ADVISOR_CATALOG_MODE=replace needs a catalog directory (ADVISOR_CATALOG)"
-            )
-        where, replace = str(shipped_catalog_dir()), True
-    else:
-        where, replace = settings.catalog_dir, settings.catalog_mode == "replace"
-    catalog = load_catalog(where, replace=replace, max_age_days=settings.max_price_age_days)
+    # Every input from the settings, none from the environment a second time.
+    catalog = load_catalog(settings=settings)
     for warning in catalog.warnings:
         log.warning("catalog: %s", warning)
     return catalog
@@ -232,11 +223,13 @@ class AppState:
     # changed under it: keys the review cache.
     generation: int = 0
 
-    def add_probe_report(self, report: dict[str, Any], key: str) -> tuple[StoredReport, bool]:
+    def add_probe_report(
+        self, report: ProbeReport, client_key: str | None
+    ) -> tuple[StoredReport, bool]:
         """Store a probe report once per idempotency key (Store.add_once); a new one counts in
         the fleet calibration and makes the caches keyed by the store stale."""
         with self.calibration.storing() as stored_rows:
-            stored, created = self.store.add_once(report, key)
+            stored, created = self.store.add_once(report, client_key)
             if created:
                 stored_rows(check_rows(stored.id, report))
         if created:

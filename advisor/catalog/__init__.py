@@ -1,6 +1,6 @@
 """The catalog: models of its entries, loading from YAML, cross-checks, and pure queries."""
 
-from advisor.catalog.loading import load_catalog, shipped_catalog_dir
+from advisor.catalog.loading import load_catalog
 from advisor.catalog.queries import (
     Catalog,
     get_accelerator,
@@ -9,6 +9,7 @@ from advisor.catalog.queries import (
     list_accelerators,
     list_instance_types,
 )
+from advisor.catalog.settings import shipped_catalog_dir
 
 __all__ = [
     "Catalog",

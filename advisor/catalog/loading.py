@@ -2,7 +2,7 @@
 
 With a cache directory (the CLI passes one), the validated Catalog is kept there as a pickle keyed
 by a hash of everything the answer depends on, so that a command does not parse and validate the
-YAML again while nothing changed (issue 11: the catalog grows several times larger).
+YAML again while nothing changed (the catalog grows several times larger).
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ from advisor.catalog.models import (
     WorkloadProfile,
 )
 from advisor.catalog.queries import Catalog
+from advisor.catalog.settings import CatalogSettings, shipped_catalog_dir
 from advisor.did_you_mean import did_you_mean
-from advisor.errors import CatalogError, CatalogIssue, InputError
+from advisor.errors import CatalogError, CatalogIssue
 from advisor.outputs import write_atomically
 from advisor.validation_errors import explain_validation
 
@@ -57,18 +58,10 @@ SECTIONS: dict[str, type[BaseModel]] = {
     "node_facts": NodeFact,  # merged into instance_types at load (apply_node_facts)
     "price_sanity": PriceSanity,
 }
-DEFAULT_MAX_PRICE_AGE_DAYS = 365
 
 Files = list[tuple[Path, bytes | OSError]]  # one directory's catalog files: path, bytes or error
 CACHE_PREFIX = "catalog-"
 CACHE_SUFFIX = ".pickle"
-
-
-def shipped_catalog_dir() -> Path:
-    """The catalog inside the installed package, or the checkout's catalog/ in development."""
-    package = Path(__file__).resolve().parents[1]  # advisor/
-    packaged = package / "_catalog_data"
-    return packaged if packaged.is_dir() else package.parent / "catalog"
 
 
 def catalog_dirs(
@@ -76,35 +69,20 @@ def catalog_dirs(
     replace: bool | None = None,
     environ: Mapping[str, str] = os.environ,
 ) -> list[Path]:
-    """The directories to read, in order: the shipped one unless replaced, then the user's."""
-    if user_dir is None:
-        user_dir = environ.get("ADVISOR_CATALOG") or None
-    if replace is None:
-        mode = environ.get("ADVISOR_CATALOG_MODE", "extend")
-        if mode not in ("extend", "replace"):
-            raise InputError(f"ADVISOR_CATALOG_MODE={mode!r}; valid: extend, replace")
-        replace = mode == "replace"
-    if user_dir is None:
-        if replace:
-            raise InputError("replacing the shipped catalog needs a catalog directory (--catalog)")
-        return [shipped_catalog_dir()]
-    path = Path(user_dir)
-    if not path.is_dir():
-        raise InputError(f"catalog directory {str(path)!r} does not exist or is not a directory")
-    return [path] if replace else [shipped_catalog_dir(), path]
+    """The directories to read: the arguments where given, else the environment's settings."""
+    return _settings(user_dir, replace, CatalogSettings.from_env(environ)).directories()
 
 
-def max_price_age_days(environ: Mapping[str, str] = os.environ) -> int:
-    raw = environ.get("ADVISOR_MAX_PRICE_AGE_DAYS")
-    if raw is None:
-        return DEFAULT_MAX_PRICE_AGE_DAYS
-    try:
-        days = int(raw)
-    except ValueError:
-        days = -1
-    if days < 0:
-        raise InputError(f"ADVISOR_MAX_PRICE_AGE_DAYS={raw!r}; give a whole number of days >= 0")
-    return days
+def _settings(
+    user_dir: str | os.PathLike[str] | None, replace: bool | None, base: CatalogSettings
+) -> CatalogSettings:
+    """`base` with the arguments a caller gave in its place."""
+    changes: dict[str, object] = {}
+    if user_dir is not None:
+        changes["catalog_dir"] = str(user_dir)
+    if replace is not None:
+        changes["catalog_mode"] = "replace" if replace else "extend"
+    return base.model_copy(update=changes)
 
 
 def load_catalog(
@@ -114,20 +92,23 @@ def load_catalog(
     max_age_days: int | None = None,
     today: dt.date | None = None,
     cache_dir: Path | None = None,
+    settings: CatalogSettings | None = None,
 ) -> Catalog:
     """Load, validate and cross-check the catalog. Raises CatalogError listing every problem.
 
-    With `cache_dir` (and ADVISOR_NO_CACHE not set), a Catalog validated earlier from the same
+    The arguments override `settings` (default: the environment's, CatalogSettings.from_env).
+    With `cache_dir`, a Catalog validated earlier from the same
     inputs is returned from there, and a fresh one is stored there; a catalog with problems is
     never stored. The cache never changes an answer or an error: any failure to read or write it
     means the normal load.
     """
-    dirs = catalog_dirs(catalog_dir, replace)
-    max_age = max_price_age_days() if max_age_days is None else max_age_days
+    settings = _settings(catalog_dir, replace, settings or CatalogSettings.from_env())
+    dirs = settings.directories()
+    max_age = settings.max_price_age_days if max_age_days is None else max_age_days
     day = today or dt.date.today()  # one date for the key and the staleness check
     # Each file is read once: the bytes hashed for the key are the bytes parsed.
     files = [[(p, _read_bytes(p)) for p in _catalog_files(directory)] for directory in dirs]
-    if cache_dir is None or _cache_disabled():
+    if cache_dir is None:
         return _load(dirs, files, max_age, day)
     key = _cache_key(dirs, files, max_age, day)
     if key is None:  # a file (or the code) we cannot read: the normal load reports a file
@@ -204,10 +185,6 @@ def _load(dirs: list[Path], files: list[Files], max_age: int, today: dt.date) ->
 # ADVISOR_CACHE_DIR, else $XDG_CACHE_HOME/advisor, else ~/.cache/advisor, created 0700), and a
 # file in it is unpickled only when it belongs to the user running the command: the same user's
 # files are its only input, so it can do nothing that user could not do already.
-
-
-def _cache_disabled(environ: Mapping[str, str] = os.environ) -> bool:
-    return environ.get("ADVISOR_NO_CACHE", "") not in ("", "0")
 
 
 def _write_field(update: Callable[[bytes], None], data: bytes) -> None:

@@ -336,13 +336,13 @@ class WorkloadProfile(Strict):
     default_gpu_count: Annotated[int, Field(ge=0, le=4096)] = 0
     key_precision: Literal["fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8"] = "bf16"
     default_objective: Objective = "cheapest"
-    # Sizing from a model (advisor/perf/fitting.py): what kind of work, and for training the share
+    # Sizing from a model (advisor/planning/): what kind of work, and for training the share
     # of the dense peak it gets (model FLOPs utilisation). Inference reads the inference model's
     # efficiencies per accelerator generation instead (advisor/perf/inference.py).
     sizing: Literal["training", "inference", "none"] = "none"
     efficiency: Annotated[float, Field(gt=0, le=1)] = 0.4
     default_batch: Annotated[int, Field(ge=1, le=100_000)] = 1  # micro-batch / sequences served
-    # Serving that must answer within a latency (advisor/perf/fitting.py latency_targets).
+    # Serving that must answer within a latency (advisor/planning/serving.py latency_targets).
     latency_targets: LatencyTargets | None = None
     # Soft preferences, applied as multiplicative score penalties (0.2 = 20% worse) with a reason.
     prefer_gpu_link: tuple[GpuLink, ...] = ()

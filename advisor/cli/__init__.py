@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from advisor.cli.common import STATE, err_console
-from advisor.errors import AdvisorError
+from advisor.errors import AdvisorError, InputError, flag_name
 
 # Global options, accepted before or after the command: main() moves them in front of it.
 GLOBAL_FLAGS = frozenset({"--debug", "--no-debug", "--replace-catalog", "--no-replace-catalog"})
@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None) -> None:
 def _fail(exc: Exception, code: int) -> None:
     if STATE.debug:
         traceback.print_exc()
-    err_console().print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+    text = exc.render(flag_name) if isinstance(exc, InputError) else str(exc)
+    err_console().print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
     sys.exit(code)
 
 

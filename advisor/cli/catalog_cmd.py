@@ -10,9 +10,9 @@ import typer
 from rich.table import Table
 
 from advisor.catalog import get_entry, list_accelerators, list_instance_types, shipped_catalog_dir
-from advisor.catalog.loading import max_price_age_days
 from advisor.catalog.models import Accelerator, FormFactor, InstanceType, Purchase
 from advisor.catalog.queries import Catalog, from_price, stale_prices
+from advisor.catalog.settings import CatalogSettings
 from advisor.cli.common import console, emit_json, get_catalog, money
 from advisor.cli.tables import Column, print_table
 from advisor.did_you_mean import unknown
@@ -254,7 +254,7 @@ def _print_import(data: dict[str, object]) -> None:
 @app.command("stale")
 def stale(json_out: JsonOpt = False) -> None:
     """Prices older than ADVISOR_MAX_PRICE_AGE_DAYS (default 365), with their as_of and source."""
-    days = max_price_age_days()
+    days = CatalogSettings.from_env().max_price_age_days
     found = stale_prices(get_catalog(), days, dt.date.today())
     if json_out:
         emit_json(

@@ -16,8 +16,9 @@ import yaml
 
 from advisor.catalog.importers import skypilot
 from advisor.catalog.importers.skypilot_names import FAMILIES
-from advisor.catalog.loading import load_catalog, shipped_catalog_dir
+from advisor.catalog.loading import load_catalog
 from advisor.catalog.queries import Catalog
+from advisor.catalog.settings import shipped_catalog_dir
 from advisor.errors import CatalogError, InputError
 from advisor.outputs import write_atomically
 

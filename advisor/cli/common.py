@@ -65,7 +65,9 @@ def console() -> Console:
 def catalog_cache_dir(environ: Mapping[str, str] = os.environ) -> Path | None:
     """Where the validated catalog is cached: ADVISOR_CACHE_DIR, else $XDG_CACHE_HOME/advisor
     (an absolute path, as the XDG base-directory spec requires), else ~/.cache/advisor; None
-    when there is no home directory to put it in."""
+    when ADVISOR_NO_CACHE is set (other than 0) or there is no home directory to put it in."""
+    if environ.get("ADVISOR_NO_CACHE", "") not in ("", "0"):
+        return None
     explicit = environ.get("ADVISOR_CACHE_DIR")
     if explicit:
         return Path(explicit)

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from advisor.cli import sizing_opts as opts
 from advisor.cli.common import console, emit_json, get_catalog, money
-from advisor.perf.estimate import Estimate, estimate
+from advisor.planning.estimate import Estimate, estimate
 from advisor.request import EstimateRequest, parse_request
 
 

@@ -46,7 +46,7 @@ Offer = tuple[str, Purchase, float, Price, str]  # region, purchase, hourly_usd,
 class OfferPool:
     """An option's offerings matching one (region, purchase) filter, cheapest first, with running
     counts: the number of feasible offerings under a budget is a bisection, not a loop over them
-    (the engine's cost at 10,000 offerings, issue 11)."""
+    (the engine's cost at 10,000 offerings)."""
 
     offers: tuple[Offer, ...]
     hourly_usd: tuple[float, ...]

@@ -21,10 +21,12 @@ from advisor.engine.candidates import CloudCandidate, EdgeCandidate
 from advisor.engine.constraints import Constraint, Finding, Violation, violations
 from advisor.engine.placement import PLACEMENT_READS, Placement
 from advisor.engine.spot_risk import risk_sentence
-from advisor.perf.fitting import latency_targets, network_below_floor
+from advisor.perf.cost import option_hourly_usd
 from advisor.perf.precision import Unsupported
 from advisor.perf.sizing import usable_memory_gb
 from advisor.perf.spot import SpotPlan, too_risky
+from advisor.planning.serving import latency_targets
+from advisor.planning.training_plan import network_below_floor
 from advisor.request import Workload, purchase_matches
 
 
@@ -84,7 +86,7 @@ def _model_does_not_fit(k: StaticCase) -> Finding | None:
 
 def _lighter_method(k: StaticCase, sentence: str) -> Finding | None:
     """A training method lighter than the one asked for that fits here: the nearest relaxation
-    of a fine-tune that does not fit (advisor/perf/fitting.py Fit.lighter_methods)."""
+    of a fine-tune that does not fit (advisor/planning/fit.py Fit.lighter_methods)."""
     fit = k.s.fit
     if fit is None or not fit.lighter_methods:
         return None
@@ -144,7 +146,7 @@ def _one_node_by_count(k: StaticCase) -> Finding | None:
 
 def _precision_unsupported(k: StaticCase) -> Finding | None:
     """A served model's precision the GPU has no matrix units for (advisor/perf/precision.py).
-    Training is sized as 16-bit mixed precision at the bf16, else fp16, rate (perf/fitting.py
+    Training is sized as 16-bit mixed precision at the bf16, else fp16, rate (perf/training.py
     peak16_tflops), whatever the weights' precision, so this reads inference only."""
     if not k.w.sized or not k.c.is_gpu or k.p.sizing != "inference":
         return None
@@ -154,12 +156,13 @@ def _precision_unsupported(k: StaticCase) -> Finding | None:
 
 def _latency_missed(k: StaticCase, which: int) -> Finding | None:
     """A served model that misses a latency target on every tensor-parallel degree and
-    concurrency this node allows: `which` 0 is TTFT, 1 is ITL (perf/fitting.py). Targets each
+    concurrency this node allows: `which` 0 is TTFT, 1 is ITL (planning/serving.py). Targets each
     reachable but never together are reported under ITL."""
     fit = k.s.fit
     if fit is None or fit.latency_met or fit.latency_floor is None:
         return None
-    targets = (latency_targets(k.w, k.p).max_ttft_ms, latency_targets(k.w, k.p).max_itl_ms)
+    asked = latency_targets(k.p, k.w.max_ttft_ms, k.w.max_itl_ms)
+    targets = (asked.max_ttft_ms, asked.max_itl_ms)
     out = [t is not None and best > t for best, t in zip(fit.latency_floor, targets, strict=True)]
     node = f"{k.c.instance.gpu_count} x {k.c.hardware.name}"
     if out[which]:
@@ -195,7 +198,7 @@ def _itl_missed(k: StaticCase) -> Finding | None:
 
 def _deadline_missed(k: StaticCase) -> Finding | None:
     """A training plan that no GPU count (within max_gpus) finishes by the deadline: the
-    fastest it reaches, on how many GPUs (perf/fitting.py plan_training)."""
+    fastest it reaches, on how many GPUs (planning/training_plan.py plan_training)."""
     fit, deadline = k.s.fit, k.w.deadline_days
     if fit is None or fit.deadline_met or fit.fastest_hours is None or deadline is None:
         return None
@@ -421,7 +424,7 @@ def _purchase_unavailable(k: OfferCase) -> Finding | None:
 
 def _over_budget(k: OfferCase) -> Finding | None:
     price, budget = k.price, k.w.max_hourly_usd
-    hourly = price.hourly_usd * k.nodes
+    hourly = option_hourly_usd(price.hourly_usd, k.nodes)
     if budget is None or hourly <= budget:
         return None
     return Finding(

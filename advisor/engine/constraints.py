@@ -113,7 +113,7 @@ RELAXATIONS: dict[str, Relaxation] = {
             "the exclusion of flagged prices (--include-flagged-prices)",
         ),
         # A full fine-tune that fits nowhere: LoRA and QLoRA are each worth naming with what
-        # they need (advisor/perf/fitting.py Fit.lighter_methods).
+        # they need (advisor/planning/fit.py Fit.lighter_methods).
         Relaxation("method", Direction.equality, "the fine-tuning method", per_value=True),
     )
 }

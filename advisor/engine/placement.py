@@ -7,8 +7,9 @@ from typing import NamedTuple
 
 from advisor.catalog.models import WorkloadProfile
 from advisor.engine.candidates import CloudCandidate
-from advisor.perf.fitting import Fit, WorkPlan
 from advisor.perf.sizing import min_gpus_for
+from advisor.planning.fit import Fit
+from advisor.planning.work_plan import WorkPlan
 from advisor.request import Workload
 
 # The candidate attributes placement reads: part of the candidate-group signature.
@@ -27,7 +28,7 @@ class Placement(NamedTuple):
     gpus: int  # GPUs needed (0 for CPU-only)
     nodes: int
     spans_nodes: bool = False  # one copy of the work split across nodes (needs scale-out)
-    fit: Fit | None = None  # when sized from a model (advisor/perf/fitting.py)
+    fit: Fit | None = None  # when sized from a model (advisor/planning/)
     # GPUs the memory requirement alone needs (0 when none was given): reasons state this count,
     # not one that came from a requested count or the profile's default.
     gpus_for_memory: int = 0

@@ -11,9 +11,16 @@ from advisor.engine.candidates import CloudCandidate, EdgeCandidate
 from advisor.engine.placement import Placement
 from advisor.engine.result import SizedFigures
 from advisor.engine.spot_risk import plan_sentence
-from advisor.perf.edge_cost import edge_cost_per_year
-from advisor.perf.fitting import BARE_INFERENCE, LONG_PLAN_DAYS, Fit, latency_targets
+from advisor.perf.cost import (
+    completion_hours,
+    cost_per_million_tokens_usd,
+    cost_to_completion_usd,
+    edge_cost_per_year,
+)
 from advisor.perf.spot import SpotPlan
+from advisor.planning.fit import Fit
+from advisor.planning.serving import BARE_INFERENCE, latency_targets
+from advisor.planning.training_plan import LONG_PLAN_DAYS
 from advisor.request import Workload
 
 OBJECTIVE_WORDS = {
@@ -80,11 +87,12 @@ def objective_value(
         if fit is None or fit.hours is None:
             return cost * factor  # nothing to complete: fall back to the hourly price
         done = fit.hours if hours is None else hours
-        return (cost * done if objective == "cost_to_completion" else done) * factor
+        if objective == "time":
+            return done * factor
+        return (cost_to_completion_usd(cost, done) or 0.0) * factor
     if objective == "cost_per_million_tokens":
-        if fit is None or not fit.served_tokens_per_s:
-            return cost * factor
-        return cost / (fit.served_tokens_per_s * 3600) * 1e6 * factor
+        per_million = cost_per_million_tokens_usd(cost, fit.served_tokens_per_s if fit else None)
+        return (cost if per_million is None else per_million) * factor
     if objective == "performance":
         return -perf / factor
     return -(perf / cost) / factor if cost else 0.0
@@ -146,7 +154,7 @@ def valuation(
 
 def edge_hit(e: EdgeCandidate, objective: str) -> Hit:
     # Edge devices carry no hourly price: their "cost" is the cost per year of operation
-    # (purchase over the stated lifetime + energy at the stated price; advisor/perf/edge_cost.py).
+    # (purchase over the stated lifetime + energy at the stated price; advisor/perf/cost.py).
     yearly = edge_cost_per_year(e.device, e.power_w).total_usd_per_year
     value = objective_value(objective, yearly, e.int8_tops, 1.0)
     return Hit(value, 0.0, f"{e.device.id}|{e.power_w:012.3f}", None, e, Placement(1, 1), None)
@@ -154,8 +162,8 @@ def edge_hit(e: EdgeCandidate, objective: str) -> Hit:
 
 class Bound:
     """The `limit`-th best objective value among the options seen so far: an option valued
-    above it can never be ranked, so the engine does not build it (issue 11: the engine's cost
-    at 10,000 offerings). Ties are kept, so the ranking's tie-breaks still see every tie."""
+    above it can never be ranked, so the engine does not build it (the engine's cost at
+    10,000 offerings). Ties are kept, so the ranking's tie-breaks still see every tie."""
 
     __slots__ = ("_best", "_limit")
 
@@ -305,7 +313,7 @@ def sized_figures(fit: Fit, hourly_usd: float, spot: SpotPlan | None = None) -> 
     """The numbers behind a sized recommendation, for JSON. On spot, hours and the cost to
     completion include what interruptions add (advisor/perf/spot.py)."""
     served = fit.served_tokens_per_s or fit.tokens_per_s
-    hours = spot.total_hours if spot is not None else fit.hours
+    hours = completion_hours(fit.hours, spot)
     return SizedFigures(
         gpus_needed=fit.gpus_needed,
         rented_gpus=fit.rented_gpus,
@@ -314,11 +322,11 @@ def sized_figures(fit: Fit, hourly_usd: float, spot: SpotPlan | None = None) -> 
         efficiency=round(fit.efficiency, 4),
         efficiency_source=fit.efficiency_source,
         hours=hours,
-        cost_to_completion_usd=None if hours is None else hours * hourly_usd,
+        cost_to_completion_usd=cost_to_completion_usd(hourly_usd, hours),
         replicas=fit.replicas if fit.tokens_per_s else None,
         tokens_per_s=fit.tokens_per_s or None,
-        cost_per_million_tokens_usd=(
-            hourly_usd / (served * 3600) * 1e6 if fit.tokens_per_s and served else None
+        cost_per_million_tokens_usd=cost_per_million_tokens_usd(
+            hourly_usd if fit.tokens_per_s else None, served
         ),
         ttft_ms=fit.ttft_ms,
         itl_ms=fit.itl_ms,
@@ -367,11 +375,11 @@ def _training_reasons(
     deadline met, or a long plan flagged."""
     assert fit.hours is not None
     days = fit.hours / 24
-    hours = spot.total_hours if spot is not None else fit.hours
+    cost = sized_figures(fit, hourly_usd, spot).cost_to_completion_usd or 0.0
     added = " with spot interruptions" if spot is not None else ""
     out = [
         f"{fit.hours:,.1f} h ({days:,.1f} days wall time) to process {w.tokens:.3g} tokens: "
-        f"${hours * hourly_usd:,.0f} to completion{added}"
+        f"${cost:,.0f} to completion{added}"
     ]
     if fit.layout is not None and fit.mfu is not None:
         out.append(f"{fit.layout.words()}; MFU {fit.mfu:.2f} on model FLOPs")
@@ -391,7 +399,7 @@ def _tp_words(fit: Fit) -> str:
 
 def _targets_words(w: Workload, p: WorkloadProfile) -> str:
     """Which latency targets the option meets, and where a default target came from."""
-    targets = latency_targets(w, p)
+    targets = latency_targets(p, w.max_ttft_ms, w.max_itl_ms)
     parts = []
     for name, value, asked in (
         ("TTFT", targets.max_ttft_ms, w.max_ttft_ms),

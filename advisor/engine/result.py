@@ -16,7 +16,7 @@ class _Out(BaseModel):
 
 
 class SizedFigures(_Out):
-    """The numbers behind a recommendation sized from a model (advisor/perf/fitting.py)."""
+    """The numbers behind a recommendation sized from a model (advisor/planning/)."""
 
     gpus_needed: int
     rented_gpus: int
@@ -58,7 +58,7 @@ class Recommendation(_Out):
     cost_per_year_usd: float | None = Field(
         default=None,
         description="edge devices: purchase over the stated lifetime + energy for a year of "
-        "operation (advisor/perf/edge_cost.py); None for a cloud offering",
+        "operation (advisor/perf/cost.py); None for a cloud offering",
     )
     price_flag: str | None = Field(
         None,

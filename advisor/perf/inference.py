@@ -53,17 +53,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from advisor.catalog.models import Accelerator, Generation
-from advisor.errors import InputError
+from advisor.errors import InputError, field_name
 from advisor.perf.precision import ComputePrecision, compute_precision
 from advisor.perf.sizing import (
     BYTES_PER_WEIGHT,
-    GB,
     Figure,
     Shape,
     inference_memory,
     kv_cache_bytes_per_token,
     usable_memory_gb,
 )
+from advisor.units import GB
 
 # (compute efficiency, memory-bandwidth efficiency) per generation. ESTIMATED: set by hand from
 # the TensorRT-LLM 0.17 perf-overview rows (tests/data/published.yaml: Llama-3.1-8B FP8 on H100
@@ -94,7 +94,6 @@ PCIE_ALLREDUCE_LATENCY_S = 42e-6
 # GPUs without a GPU-to-GPU fabric all-reduce over PCIe: Gen4 x16 ~ 25 GB/s per direction
 # (estimated from REFERENCE.md section 1: Gen5 x16 pinned copies at 55 GB/s, Gen4 is half).
 PCIE_ALLREDUCE_GB_S = 25.0
-RUNTIME_OVERHEAD = 0.10  # on weights + KV: activations, workspace (sizing.inference_memory)
 ACTIVATION_BYTES = 2  # activations all-reduced in 16-bit
 # Fixed time per layer per forward pass (kernel launches, norms, sampling, scheduling) that no
 # roofline term covers. ESTIMATED: one value set from the three TensorRT-LLM 0.14 QPS=2 serving
@@ -116,7 +115,6 @@ def serving_memory(shape: Shape, precision: str, context_tokens: int, batch: int
         context_tokens=context_tokens,
         batch=batch,
         kv_precision=kv_precision_of(precision),
-        overhead_fraction=RUNTIME_OVERHEAD,
     )
 
 
@@ -167,14 +165,15 @@ def check_tensor_parallel(gpus: int, tp: int, gpus_per_node: int) -> None:
     if tp < 1 or gpus % tp or tp > gpus_per_node:
         raise InputError(
             f"tensor-parallel degree {tp} must divide {gpus} GPUs and fit one node of "
-            f"{gpus_per_node}: valid degrees are {', '.join(map(str, valid))}"
+            f"{gpus_per_node}: valid degrees are {', '.join(map(str, valid))}",
+            field="tensor_parallel",
         )
 
 
 def _compute(dep: Deployment) -> ComputePrecision:
     got = compute_precision(dep.acc, dep.precision)
     if not isinstance(got, ComputePrecision):
-        raise InputError(got.reason)
+        raise InputError(got.reason, field="precision")
     return got
 
 
@@ -211,17 +210,79 @@ def weight_bytes_touched(
     return (dense + touched) * bytes_per_weight
 
 
-def _allreduce_s(dep: Deployment, shape: Shape, tokens: float) -> float:
+@dataclass(frozen=True, slots=True)
+class AllReduces:
+    """The tensor-parallel all-reduces of one forward pass: 2 per layer (after attention and
+    after the MLP) of `tokens` x hidden x 2 bytes over a ring of `ranks`, at `link_gb_s` one
+    way plus `latency_s` a call (module doc)."""
+
+    layers: int
+    ranks: int
+    tokens: float
+    hidden: int
+    link_gb_s: float
+    latency_s: float
+
+    @property
+    def seconds(self) -> float:
+        n = self.ranks
+        if n == 1:
+            return 0.0
+        per_call = 2 * (n - 1) / n * self.tokens * self.hidden * ACTIVATION_BYTES
+        return 2 * self.layers * (per_call / (self.link_gb_s * GB) + self.latency_s)
+
+    def formula(self) -> str:
+        n = self.ranks
+        if n == 1:
+            return "0 s TP all-reduces"
+        return (
+            f"2 x {self.layers} layers x (2 x ({n} - 1) / {n} x {self.tokens:.6g} tokens x "
+            f"{self.hidden} hidden x {ACTIVATION_BYTES} bytes / {self.link_gb_s:g} GB/s + "
+            f"{self.latency_s:.3g} s) all-reduces"
+        )
+
+
+def _allreduces(dep: Deployment, shape: Shape, tokens: float) -> AllReduces:
     n = dep.tensor_parallel
     if n == 1:
-        return 0.0
+        return AllReduces(0, 1, tokens, 0, 0.0, 0.0)
     layers, hidden, *_ = shape.need_layers("tensor parallelism")
     if dep.link_gb_s:
         link, latency = dep.link_gb_s / 2, ALLREDUCE_LATENCY_S  # one direction of the fabric
     else:
         link, latency = PCIE_ALLREDUCE_GB_S, PCIE_ALLREDUCE_LATENCY_S * (n - 1) / 7
-    per_call = 2 * (n - 1) / n * tokens * hidden * ACTIVATION_BYTES / (link * GB)
-    return 2 * layers * (per_call + latency)
+    return AllReduces(layers, n, tokens, hidden, link, latency)
+
+
+@dataclass(frozen=True, slots=True)
+class Iteration:
+    """The operands of one forward pass's time (InferenceModel.iteration): the value and the
+    printed formula are both built from these, so neither can drift from the other."""
+
+    weight_bytes: float
+    gemm_flops: float
+    kv_bytes: float
+    attention_flops: float
+    bandwidth_bytes_s: float  # TP x bandwidth x eff_bw
+    peak_flops: float  # TP x peak x eff_compute
+    allreduces: AllReduces
+    layers: int
+
+    @property
+    def seconds(self) -> float:
+        bw, peak = self.bandwidth_bytes_s, self.peak_flops
+        gemm = max(self.weight_bytes / bw, self.gemm_flops / peak)
+        attention = max(self.kv_bytes / bw, self.attention_flops / peak)
+        return gemm + attention + self.allreduces.seconds + self.layers * LAYER_OVERHEAD_S
+
+    def formula(self) -> str:
+        bw, peak = f"{self.bandwidth_bytes_s:.6g} bytes/s", f"{self.peak_flops:.6g} FLOP/s"
+        return (
+            f"max({self.weight_bytes:.6g} weight bytes / {bw}, {self.gemm_flops:.6g} GEMM FLOP "
+            f"/ {peak}) + max({self.kv_bytes:.6g} KV bytes / {bw}, {self.attention_flops:.6g} "
+            f"attention FLOP / {peak}) + {self.allreduces.formula()} + "
+            f"{self.layers} layers x {LAYER_OVERHEAD_S:g} s"
+        )
 
 
 class InferenceModel:
@@ -237,7 +298,11 @@ class InferenceModel:
     ) -> None:
         check_tensor_parallel(dep.gpus, dep.tensor_parallel, dep.gpus_per_node)
         if input_tokens < 1 or output_tokens < 1:
-            raise InputError("input and output tokens must be at least 1")
+            raise InputError(
+                f"{field_name('input_tokens')} and {field_name('output_tokens')} must be at "
+                "least 1",
+                field="input_tokens",
+            )
         self.shape, self.dep, self.moe = shape, dep, moe
         self.inp, self.out = input_tokens, output_tokens
         self.layers, _, self.heads, _, self.head_dim = shape.need_layers("the inference model")
@@ -254,9 +319,9 @@ class InferenceModel:
 
     def max_concurrency(self) -> int:
         """Sequences one replica holds: the largest B whose memory (below) per GPU stays within
-        the usable memory: (weights + B x KV of I + O tokens) x (1 + overhead) / TP."""
+        the usable memory: (weights + B x KV of I + O tokens) / TP."""
         tp = self.dep.tensor_parallel
-        budget = usable_memory_gb(self.dep.acc.device_memory_gb) * GB * tp / (1 + RUNTIME_OVERHEAD)
+        budget = usable_memory_gb(self.dep.acc.device_memory_gb) * GB * tp
         free = budget - self.shape.params * self.bpw
         per_seq = self.kv_per_token.value * (self.inp + self.out)
         return max(0, int(free // per_seq))
@@ -266,21 +331,29 @@ class InferenceModel:
         with this model's KV precision; the last figure is the replica's total."""
         return serving_memory(self.shape, self.dep.precision, self.inp + self.out, batch)
 
-    def iteration_s(self, decode: int, prompt_tokens: float, prompt_len: int) -> float:
+    def iteration(self, decode: int, prompt_tokens: float, prompt_len: int) -> Iteration:
         """One forward pass over `decode` decode tokens (each attending to the mean context
-        I + O / 2) and `prompt_tokens` prompt tokens of prompts of `prompt_len` tokens: the GEMM
-        roofline + the attention roofline + the all-reduces + the per-layer time (module doc)."""
+        I + O / 2) and `prompt_tokens` prompt tokens of prompts of `prompt_len` tokens: the
+        operands of the GEMM roofline, the attention roofline, the all-reduces and the per-layer
+        time (module doc)."""
         context = self.inp + self.out / 2  # mean context over a sequence's decode
         tokens = decode + prompt_tokens
-        weights = weight_bytes_touched(self.shape, self.bpw, max(1, round(tokens)), self.moe)
-        kv = decode * context * self.kv_per_token.value
         per_head = self.layers * self.heads * self.head_dim
-        gemm_flops = 2 * self.shape.active_params * tokens
-        attention_flops = per_head * (4 * decode * context + 2 * prompt_tokens * prompt_len)
-        gemm = max(weights / self.bw_bytes_s, gemm_flops / self.peak_flops)
-        attention = max(kv / self.bw_bytes_s, attention_flops / self.peak_flops)
-        allreduce = _allreduce_s(self.dep, self.shape, tokens)
-        return gemm + attention + allreduce + self.layers * LAYER_OVERHEAD_S
+        return Iteration(
+            weight_bytes=weight_bytes_touched(
+                self.shape, self.bpw, max(1, round(tokens)), self.moe
+            ),
+            gemm_flops=2 * self.shape.active_params * tokens,
+            kv_bytes=decode * context * self.kv_per_token.value,
+            attention_flops=per_head * (4 * decode * context + 2 * prompt_tokens * prompt_len),
+            bandwidth_bytes_s=self.bw_bytes_s,
+            peak_flops=self.peak_flops,
+            allreduces=_allreduces(self.dep, self.shape, tokens),
+            layers=self.layers,
+        )
+
+    def iteration_s(self, decode: int, prompt_tokens: float, prompt_len: int) -> float:
+        return self.iteration(decode, prompt_tokens, prompt_len).seconds
 
     def prefill_s(self, prompt: int) -> float:
         """Time to first token at low load: one iteration over the prompt alone."""
@@ -304,10 +377,14 @@ class InferenceModel:
             raise InputError(
                 f"{self.shape.name} does not fit {self.dep.tensor_parallel} x "
                 f"{self.dep.acc.name} at {self.dep.precision} with one sequence of "
-                f"{self.inp + self.out} tokens: raise --tensor-parallel or the GPUs"
+                f"{self.inp + self.out} tokens: raise {field_name('tensor_parallel')} or the GPUs",
+                field="tensor_parallel",
             )
         if concurrency is not None and concurrency > fit:
-            raise InputError(f"concurrency {concurrency} exceeds the {fit} sequences that fit")
+            raise InputError(
+                f"{field_name('concurrency')} {concurrency} exceeds the {fit} sequences that fit",
+                field="concurrency",
+            )
         cap = fit
         if concurrency is None and targets is not None and targets.max_itl_ms is not None:
             cap = self._most_within(fit, targets.max_itl_ms / 1e3)
@@ -331,43 +408,50 @@ class InferenceModel:
 
     def _result(self, batch: int, fit: int) -> InferenceResult:
         dep = self.dep
-        ttft = self.prefill_s(self.inp)
-        step, itl = self.step_s(batch), self.itl_s(batch)
+        prefill = self.iteration(0, self.inp, self.inp)
+        step = self.iteration(batch, 0, self.inp)
+        packed = batch * self.inp / self.out
+        iteration = self.iteration(batch, packed, self.inp)
+        ttft, itl = prefill.seconds, iteration.seconds
         total = dep.replicas * batch / itl
         tp = dep.tensor_parallel
+        bandwidth = (
+            f"TP {tp} x {dep.acc.memory_bandwidth_gbps:g} GB/s x {self.eff_bw:g} "
+            f"= {self.bw_bytes_s:.6g} bytes/s"
+        )
+        peak = (
+            f"TP {tp} x {self.cp.peak_tflops:g} TFLOP/s {self.cp.precision} x {self.eff_c:g} "
+            f"= {self.peak_flops:.6g} FLOP/s"
+        )
         figures = (
             *self.memory(batch),
             Figure(
                 "prefill_s",
                 ttft,
                 "s",
-                f"max(weights / bandwidth, 2 x {self.shape.active_params:.4g} active params x "
-                f"{self.inp} / ({tp} x {self.cp.peak_tflops:g} TFLOP/s {self.cp.precision} x "
-                f"{self.eff_c:g})) + attention 2 x {self.layers} x {self.inp}^2 x {self.heads} x "
-                f"{self.head_dim} FLOPs / the same peak + TP all-reduces + {self.layers} layers x "
-                f"{LAYER_OVERHEAD_S * 1e6:g} us",
+                f"{prefill.formula()} [one iteration over the {self.inp}-token prompt; "
+                f"{bandwidth}; {peak}]",
             ),
             Figure(
                 "decode_step_s",
-                step,
+                step.seconds,
                 "s",
-                f"max(weights touched / ({tp} x {dep.acc.memory_bandwidth_gbps:g} GB/s x "
-                f"{self.eff_bw:g}), GEMM FLOPs / ({tp} x {self.cp.peak_tflops:g} TFLOP/s x "
-                f"{self.eff_c:g})) + max({batch} x KV of {self.inp + self.out / 2:g} tokens / "
-                "bandwidth, attention FLOPs / peak) + TP all-reduces + per-layer time",
+                f"{step.formula()} [{batch} decode tokens attending to "
+                f"{self.inp + self.out / 2:g} tokens each]",
             ),
             Figure(
                 "itl_s",
                 itl,
                 "s",
-                f"one iteration of {batch} decode tokens + {batch} x {self.inp} / {self.out} "
-                "prompt tokens packed in (in-flight batching)",
+                f"{iteration.formula()} [one iteration of {batch} decode tokens + {batch} x "
+                f"{self.inp} / {self.out} = {packed:.6g} prompt tokens packed in (in-flight "
+                "batching)]",
             ),
             Figure(
                 "throughput_tokens_s",
                 total,
                 "tokens/s",
-                f"{dep.replicas} replicas x {batch} sequences / ITL {itl * 1e3:.4g} ms",
+                f"{dep.replicas} replicas x {batch} sequences / ITL {itl:.6g} s",
             ),
         )
         return InferenceResult(ttft * 1e3, itl * 1e3, total, batch, fit, tp, dep.replicas, figures)

@@ -91,7 +91,7 @@ def require_precision(acc: Accelerator, weights: str) -> ComputePrecision:
     """`compute_precision`, raising InputError (CLI exit 2, HTTP 400) when refused."""
     found = compute_precision(acc, weights)
     if isinstance(found, Unsupported):
-        raise InputError(f"precision {weights} is not supported: {found.reason}")
+        raise InputError(f"precision {weights} is not supported: {found.reason}", field="precision")
     return found
 
 

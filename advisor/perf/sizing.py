@@ -27,9 +27,9 @@ from pydantic import ConfigDict
 from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from advisor.catalog.models import ModelPreset
-from advisor.errors import InputError
+from advisor.errors import InputError, field_name
+from advisor.units import GB
 
-GB = 1e9
 # The one memory-headroom rule: of each GPU's memory, this fraction holds the work (weights, KV
 # cache, training states, activations); the rest is the CUDA context, workspace and allocator
 # fragmentation. ESTIMATED (the CUDA context alone is 0.3-1 GB; PyTorch's caching allocator
@@ -111,24 +111,38 @@ class Shape:
     def need_layers(self, what: str) -> tuple[int, int, int, int, int]:
         if None in (self.layers, self.hidden, self.heads, self.kv_heads, self.head_dim):
             raise InputError(
-                f"{what} needs the model's shape: give --model (a preset), not --params-b"
+                f"{what} needs the model's shape: give {field_name('model')} (a preset), not "
+                f"{field_name('params_b')}",
+                field="params_b",
             )
         assert self.layers and self.hidden and self.heads and self.kv_heads and self.head_dim
         return self.layers, self.hidden, self.heads, self.kv_heads, self.head_dim
 
 
+# ZeRO (Rajbhandari et al. 2019, section 5): of the 16 bytes per parameter, the bytes each stage
+# keeps on every GPU and the bytes it shards over the data-parallel ranks, with the formula.
+ZERO_STAGES: dict[int, tuple[float, float, str]] = {
+    0: (16, 0, "2 + 2 + 12"),
+    1: (4, 12, "2 + 2 + 12/{n}"),
+    2: (2, 14, "2 + (2 + 12)/{n}"),
+    3: (0, 16, "(2 + 2 + 12)/{n}"),
+}
+
+
+def zero_split_bytes(stage: int) -> tuple[float, float]:
+    """(kept on every GPU, sharded over the ranks) bytes per trained parameter at ZeRO `stage`."""
+    if stage not in ZERO_STAGES:
+        raise InputError(
+            f"ZeRO stage {stage} does not exist; valid: 0, 1, 2, 3 (3 = FSDP)", field="zero_stage"
+        )
+    kept, sharded, _ = ZERO_STAGES[stage]
+    return kept, sharded
+
+
 def zero_state_bytes_per_param(stage: int, ranks: int) -> tuple[float, str]:
     """Bytes of weights + gradients + optimizer states per parameter on one GPU."""
-    n = ranks
-    if stage == 0:
-        return 16.0, "2 + 2 + 12"
-    if stage == 1:
-        return 4 + 12 / n, f"2 + 2 + 12/{n}"
-    if stage == 2:
-        return 2 + 14 / n, f"2 + (2 + 12)/{n}"
-    if stage == 3:
-        return 16 / n, f"(2 + 2 + 12)/{n}"
-    raise InputError(f"ZeRO stage {stage} does not exist; valid: 0, 1, 2, 3 (3 = FSDP)")
+    kept, sharded = zero_split_bytes(stage)
+    return kept + sharded / ranks, ZERO_STAGES[stage][2].format(n=ranks)
 
 
 def lora_adapter_params(shape: Shape, rank: int) -> tuple[Figure, float]:
@@ -145,7 +159,8 @@ def lora_adapter_params(shape: Shape, rank: int) -> tuple[Figure, float]:
     if shape.intermediate is None or shape.mla_kv_dim:
         raise InputError(
             f"LoRA adapters for {shape.name} are not modelled: its MLP width or attention "
-            "projections (multi-head latent attention) are not in the preset"
+            "projections (multi-head latent attention) are not in the preset",
+            field="method",
         )
     r, f = rank, shape.intermediate
     q, kv = heads * head_dim, kv_heads * head_dim
@@ -267,7 +282,7 @@ def training_memory(
             ),
         ]
     else:
-        raise InputError(f"unknown method {method!r}; valid: {', '.join(METHODS)}")
+        raise InputError(f"unknown method {method!r}; valid: {', '.join(METHODS)}", field="method")
     if seq_len:
         out.extend(activation_memory(shape, seq_len, micro_batch, recompute))
     total = sum(f.value for f in out if f.unit == "GB")
@@ -313,11 +328,15 @@ def inference_memory(
     context_tokens: int = 0,
     batch: int = 1,
     kv_precision: str = "bf16",
-    overhead_fraction: float = 0.10,
 ) -> list[Figure]:
-    """Total memory to serve: weights + KV cache for `batch` sequences of `context_tokens`."""
+    """Total memory to serve: weights + KV cache for `batch` sequences of `context_tokens`. The
+    CUDA context, activations and allocator slack come out of each GPU's memory once, by the
+    one headroom rule (usable_memory_gb), not as a share of this total as well."""
     if precision not in BYTES_PER_WEIGHT:
-        raise InputError(f"unknown precision {precision!r}; valid: {', '.join(BYTES_PER_WEIGHT)}")
+        raise InputError(
+            f"unknown precision {precision!r}; valid: {', '.join(BYTES_PER_WEIGHT)}",
+            field="precision",
+        )
     wb = BYTES_PER_WEIGHT[precision]
     weights = shape.params * wb / GB
     out = [
@@ -339,18 +358,7 @@ def inference_memory(
         )
     else:
         kv = 0.0
-    overhead = overhead_fraction * (weights + kv)
-    out.append(
-        Figure(
-            "runtime_overhead_gb",
-            overhead,
-            "GB",
-            f"{overhead_fraction:.0%} of weights + KV (CUDA context, activations, allocator)",
-        )
-    )
-    out.append(
-        Figure("memory_total_gb", weights + kv + overhead, "GB", "weights + KV cache + overhead")
-    )
+    out.append(Figure("memory_total_gb", weights + kv, "GB", "weights + KV cache"))
     return out
 
 
@@ -387,8 +395,15 @@ def training_flops(
 
 def usable_memory_gb(gpu_memory_gb: float) -> float:
     """What of one GPU's memory the work may use (USABLE_MEMORY): the one headroom rule for
-    --memory-gb placement, --model and --params-b sizing, training and inference alike."""
+    placement by memory, sizing from a model or a bare size, training, serving and the review
+    alike."""
     return gpu_memory_gb * USABLE_MEMORY
+
+
+def gpu_memory_for_gb(work_gb: float) -> float:
+    """The GPU memory whose usable share (usable_memory_gb) holds `work_gb`: the same rule read
+    the other way, for a replacement GPU that must hold an observed peak."""
+    return work_gb / USABLE_MEMORY
 
 
 def min_gpus_for(need_gb: float, gpu_memory_gb: float) -> int:

@@ -1,7 +1,7 @@
 """Training time: model FLOPs, per-step compute and communication, the parallel layout, goodput.
 
-Pure. The time model beside advisor/perf/inference.py; advisor/perf/fitting.py chooses the layout
-(memory) and GPU count (deadline) and reads the time of each from here.
+Pure. The time model beside advisor/perf/inference.py; advisor/planning/training_plan.py chooses the
+layout (memory) and GPU count (deadline) and reads the time of each from here.
 
 - Model FLOPs are 6·N·D (sizing.training_flops, recompute=False; Kaplan et al. 2020). The
   calibrated efficiency is a model-FLOPs utilisation (MFU), as the published figures it is
@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from advisor.catalog.models import Accelerator
 from advisor.perf.inference import PCIE_ALLREDUCE_GB_S
 from advisor.perf.sizing import (
     DEFAULT_LORA_RANK,
@@ -37,8 +38,8 @@ from advisor.perf.sizing import (
     lora_adapter_params,
     training_flops,
 )
+from advisor.units import GB
 
-GB = 1e9
 GRAD_BYTES = 2  # 16-bit gradients and parameters on the wire (mixed precision, ZeRO paper)
 # Llama 2 (arXiv:2307.09288 section 2.2; model card): global batch of 4M tokens = 1024 x 4096.
 DEFAULT_GLOBAL_BATCH_TOKENS = 1024 * 4096
@@ -365,3 +366,8 @@ def _figures(
         )
     )
     return tuple(out)
+
+
+def peak16_tflops(acc: Accelerator) -> float | None:
+    """Dense 16-bit peak (bf16, else fp16) in TFLOP/s: what training and GPU fitting read."""
+    return acc.peak_tflops.bf16 or acc.peak_tflops.fp16

@@ -2,7 +2,7 @@
 
 data.py gathers probe and utilisation reports (a directory, the service's store, or the service
 over HTTP) into plain dataclasses; analysis.py is pure (inventory, fleet ratios, outliers);
-costs.py prices savings and named jobs (the jobs through advisor.perf.estimate, as the CLI and
+costs.py prices savings and named jobs (the jobs through advisor.planning.estimate, as the CLI and
 API do); svg.py draws the charts; html.py shapes the review for the Jinja2 templates in
 templates/ (autoescape on) that make the page. No JavaScript, no external requests.
 """

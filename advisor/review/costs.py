@@ -1,9 +1,10 @@
 """The review's money figures: savings on idle and over-provisioned GPUs, and cost per unit of
 work for named jobs across catalog instance types. Pure and deterministic.
 
-- savings: the cheapest on-demand catalog option with enough memory for the observed peak and
-  enough 16-bit compute for the observed busy share; (current - suggested hourly) x 730 h;
-- job costs: `advisor estimate` (advisor.perf.estimate) of each job on each GPU instance type,
+- savings: the cheapest on-demand catalog option whose usable memory (the one headroom rule,
+  sizing.usable_memory_gb) holds the observed peak and with enough 16-bit compute for the
+  observed busy share; (current - suggested hourly) x HOURS_PER_MONTH;
+- job costs: `advisor estimate` (advisor.planning.estimate) of each job on each GPU instance type,
   so the review and the CLI/API answer with the same hours and cost.
 """
 
@@ -17,14 +18,15 @@ from advisor.catalog import Catalog
 from advisor.catalog.models import Accelerator, Purchase
 from advisor.fleet.verification import match_by_name
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration, calibrates
-from advisor.perf.estimate import Estimate, estimate
-from advisor.perf.fitting import peak16_tflops
+from advisor.perf.cost import per_month_usd
+from advisor.perf.sizing import gpu_memory_for_gb
+from advisor.perf.training import peak16_tflops
+from advisor.planning.estimate import Estimate, estimate
 from advisor.request import EstimateRequest
 from advisor.review.data import GpuUsage, UsageRecord
+from advisor.units import GB, MIB
 
-HOURS_PER_MONTH = 730
-MEMORY_HEADROOM = 1.2  # a suggested GPU holds the observed peak memory use plus 20%
-GB_PER_MIB = 1024 * 1024 / 1e9
+GB_PER_MIB = MIB / GB
 SAVING_FINDINGS = ("idle", "over_provisioned")
 
 
@@ -83,6 +85,7 @@ class Saving:
     suggestion: Offer | None
     suggestion_name: str | None  # the suggested accelerator's name
     monthly_saving_usd: float | None
+    released_monthly_usd: float | None  # idle: what releasing the GPU saves per month
     note: str
 
 
@@ -167,7 +170,7 @@ def _need(g: GpuUsage, acc: Accelerator | None) -> _Need | str:
             if value is None
         ]
         return "no suggestion: " + ", ".join(missing) + " unknown"
-    return _Need(peak_gb * MEMORY_HEADROOM, acc_peak * busy / 100)
+    return _Need(gpu_memory_for_gb(peak_gb), acc_peak * busy / 100)
 
 
 def _cheapest_fit(
@@ -220,11 +223,12 @@ def _saving(
     where = region or (basis_offer.region if basis_offer else None)
     need = _need(g, acc)
     suggestion, note = _suggest(catalog, offers, where, need, current)
-    saving = None
+    saving = released = None
     if suggestion is not None and current is not None:
-        saving = (current - suggestion.hourly_usd) * HOURS_PER_MONTH
+        saving = per_month_usd(current - suggestion.hourly_usd)
     if g.finding == "idle" and current is not None:
-        release = f"idle: releasing it instead saves ${current * HOURS_PER_MONTH:,.0f}/month"
+        released = per_month_usd(current)
+        release = f"idle: releasing it instead saves ${released:,.0f}/month"
         note = "; ".join(n for n in (note, release) if n)
     return Saving(
         host=record.host,
@@ -244,6 +248,7 @@ def _saving(
         suggestion=suggestion,
         suggestion_name=catalog.accelerators[suggestion.accelerator].name if suggestion else None,
         monthly_saving_usd=saving,
+        released_monthly_usd=released,
         note=note,
     )
 
@@ -254,9 +259,9 @@ def savings(catalog: Catalog, usage: Sequence[UsageRecord], region: str | None) 
     Current price, per GPU: the report's instance type (its on-demand price in `region`, else
     its cheapest region), else the cheapest per-GPU on-demand price of the GPU's accelerator
     (likewise). Suggestion: the cheapest on-demand instance type in `region` (when None: in the
-    region the current price is from) whose GPU holds the observed peak memory x 1.2 and whose
+    region the current price is from) whose GPU's usable memory holds the observed peak and whose
     dense 16-bit peak covers the current GPU's peak x its p95 busy share.
-    Saving: (current - suggested hourly) x 730 h.
+    Saving: (current - suggested hourly) x HOURS_PER_MONTH (advisor.perf.cost.per_month_usd).
     """
     offers = on_demand_offers(catalog, None)
     if region is not None:  # prices in the region first, the others as a fallback
@@ -382,7 +387,7 @@ def workload_costs(
     region: str | None,
     min_reports: int = MIN_FLEET_REPORTS,
 ) -> list[WorkloadResult]:
-    """Each job estimated (advisor.perf.estimate) on each GPU instance type with an on-demand
+    """Each job estimated (advisor.planning.estimate) on each GPU instance type with an on-demand
     price in `region` (every region when None), at its cheapest such price; left out, with the
     estimate's reason, where it does not fit or has no time."""
     cheapest: dict[str, Offer] = {}

@@ -24,10 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from pydantic import ValidationError
+
 from advisor.errors import AdvisorError, InputError
 from advisor.http_client import HttpClient
 from advisor.store import ReportFilter, Store
-from advisor.store.base import measured_a_gpu, number_or_none, report_fields
+from advisor.store.base import measured_a_gpu, report_fields
+from probes.report import ProbeReport, UtilisationReport
 
 if TYPE_CHECKING:
     import httpx
@@ -101,7 +104,7 @@ class ProbeRecord(NamedTuple):
     accelerator: str | None  # what the checks were verified against (expected, else matched)
     matched: str | None  # the accelerator the probe recognised
     verdict: str
-    created_at: str | None  # ISO 8601, as in the report
+    created_at: str | None  # RFC 3339 in UTC, fixed width (_utc)
     driver_version: str | None
     gpu_name: str | None
     gpu_id: str | None  # the GPU's UUID, else host#device; None when the run reached no GPU
@@ -148,113 +151,94 @@ class ReviewData:
             self.notes.append("(further notes left out)")
 
 
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+def _utc(when: dt.datetime) -> str:
+    """A report's time in one fixed-width UTC form, so that text order is time order whatever
+    offset the report was written with."""
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def is_probe_report(body: Any) -> bool:
-    return isinstance(body, dict) and "checks" in body and "inventory" in body and "verdict" in body
-
-
-def is_usage_report(body: Any) -> bool:
-    return isinstance(body, dict) and body.get("kind") == "utilisation"
-
-
-def probe_record(report_id: str, body: dict[str, Any]) -> ProbeRecord:
-    """The parts of a probe report the review shows; tolerant of missing fields."""
-    host, accelerator, verdict = report_fields(body)
-    inventory = body.get("inventory") or {}
-    gpu = inventory.get("gpu") or {}
+def probe_record(report_id: str, report: ProbeReport) -> ProbeRecord:
+    """The parts of a probe report the review shows."""
+    host, accelerator, verdict = report_fields(report)
+    gpu = report.inventory.gpu
     checks = tuple(
-        CheckResult(
-            str(c.get("name")),
-            str(c.get("status")),
-            m if type(m) is float else number_or_none(m),  # the common case first: a plain float
-            e if type(e) is float else number_or_none(e),
-            _str(c.get("unit")),
-        )
-        for c in body.get("checks") or ()
-        if isinstance(c, dict)
-        for m, e in ((c.get("measured"), c.get("expected")),)
+        CheckResult(c.name, c.status, c.measured, c.expected, c.unit) for c in report.checks
     )
     gpu_id = (
-        (_str(gpu.get("uuid")) or f"{host}#{body.get('device', 0)}")
-        if measured_a_gpu(body)
+        ((gpu.uuid if gpu is not None else None) or f"{host}#{report.device}")
+        if measured_a_gpu(report)
         else None
     )
+    gpu_name = gpu.name if gpu is not None else None
     return ProbeRecord(
         id=report_id,
         host=host,
         accelerator=accelerator,
-        matched=_str(body.get("accelerator")),
+        matched=report.accelerator,
         verdict=verdict,
-        created_at=_str(body.get("created_at")),
-        driver_version=_str(inventory.get("driver_version")),
-        gpu_name=_str(gpu.get("name")),
+        created_at=_utc(report.created_at),
+        driver_version=report.inventory.driver_version,
+        gpu_name=gpu_name,
         gpu_id=gpu_id,
         checks=checks,
-        gpus=_gpus(body, host, gpu_id, _str(gpu.get("name")), verdict),
-        failed_ranks=len(body.get("failed_ranks") or ()),
+        gpus=_gpus(report, host, gpu_id, gpu_name, verdict),
+        failed_ranks=len(report.failed_ranks),
     )
 
 
 def _gpus(
-    body: dict[str, Any], host: str, gpu_id: str | None, name: str | None, verdict: str
+    report: ProbeReport, host: str, gpu_id: str | None, name: str | None, verdict: str
 ) -> tuple[GpuRecord, ...]:
     """A node report's GPUs from its per-GPU verdicts; a single-GPU report's one GPU."""
-    listed = [g for g in body.get("gpu_verdicts") or () if isinstance(g, dict)]
-    if listed:
+    if report.gpu_verdicts:
         return tuple(
-            GpuRecord(
-                _str(g.get("uuid")) or f"{host}#{g.get('gpu')}",
-                g.get("gpu") if isinstance(g.get("gpu"), int) else None,
-                _str(g.get("name")),
-                str(g.get("verdict")),
-            )
-            for g in listed
+            GpuRecord(g.uuid or f"{host}#{g.gpu}", g.gpu, g.name, g.verdict)
+            for g in report.gpu_verdicts
         )
     if gpu_id is None:
         return ()
-    device = body.get("device")
-    return (GpuRecord(gpu_id, device if isinstance(device, int) else None, name, verdict),)
+    return (GpuRecord(gpu_id, report.device, name, verdict),)
 
 
-def usage_record(body: dict[str, Any]) -> UsageRecord:
-    gpus = []
-    for g in body.get("gpus") or ():
-        if not isinstance(g, dict):
-            continue
-        gpus.append(
-            GpuUsage(
-                index=int(number_or_none(g.get("index")) or 0),
-                uuid=_str(g.get("uuid")),
-                name=_str(g.get("name")),
-                accelerator=_str(g.get("accelerator")),
-                util_mean_pct=number_or_none(g.get("util_gpu_mean_pct")),
-                util_p95_pct=number_or_none(g.get("util_gpu_p95_pct")),
-                memory_used_max_mib=number_or_none(g.get("memory_used_max_mib")),
-                memory_total_mib=number_or_none(g.get("memory_total_mib")),
-                finding=_str(g.get("finding")),
-                reason_codes=tuple(str(c) for c in g.get("reason_codes") or ()),
-                evidence=tuple(str(e) for e in g.get("evidence") or ()),
-            )
-        )
+def usage_record(report: UtilisationReport) -> UsageRecord:
     return UsageRecord(
-        host=str(body.get("host") or "unknown"),
-        instance_type=_str(body.get("instance_type")),
-        created_at=_str(body.get("created_at")),
-        duration_s=number_or_none(body.get("duration_s")),
-        gpus=tuple(gpus),
+        host=report.host,
+        instance_type=report.instance_type,
+        created_at=_utc(report.created_at),
+        duration_s=report.duration_s,
+        gpus=tuple(
+            GpuUsage(
+                index=g.index,
+                uuid=g.uuid,
+                name=g.name,
+                accelerator=g.accelerator,
+                util_mean_pct=g.util_gpu_mean_pct,
+                util_p95_pct=g.util_gpu_p95_pct,
+                memory_used_max_mib=g.memory_used_max_mib,
+                memory_total_mib=g.memory_total_mib,
+                finding=g.finding,
+                reason_codes=tuple(g.reason_codes),
+                evidence=tuple(g.evidence),
+            )
+            for g in report.gpus
+        ),
     )
 
 
 def _add_body(data: ReviewData, report_id: str, body: Any, where: str) -> None:
-    if is_usage_report(body):
-        data.usage.append(usage_record(body))
-    elif is_probe_report(body):
-        data.probes.append(probe_record(report_id, body))
-    else:
-        data.note(f"{where}: neither a probe report nor a utilisation report, left out")
+    """A body read through its report model (a utilisation report says so in "kind"); one that
+    is neither report is left out with a note naming the first field that is wrong."""
+    usage = isinstance(body, dict) and body.get("kind") == "utilisation"
+    try:
+        if usage:
+            data.usage.append(usage_record(UtilisationReport.model_validate(body)))
+        else:
+            data.probes.append(probe_record(report_id, ProbeReport.model_validate(body)))
+    except ValidationError as exc:
+        what = "utilisation report" if usage else "probe report"
+        first = exc.errors()[0]
+        place = ".".join(str(p) for p in first["loc"]) or "the body"
+        data.note(f"{where}: not a valid {what} ({place}: {first['msg']}), left out")
 
 
 # --- a directory -------------------------------------------------------------------------------
@@ -292,7 +276,7 @@ def from_store(store: Store, now: dt.datetime | None = None) -> ReviewData:
             for stored in items:
                 if stored.id not in seen:
                     seen.add(stored.id)
-                    data.probes.append(probe_record(stored.id, stored.report))
+                    _add_body(data, stored.id, stored.report, f"stored report {stored.id}")
             del items  # the page's bodies go now, not when the next page arrives
             offset += STORE_PAGE
             if offset >= total:

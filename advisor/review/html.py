@@ -20,9 +20,11 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from advisor.fleet.grading import PASS_AT, WARN_AT
+from advisor.perf.sizing import USABLE_MEMORY
 from advisor.review.analysis import Outlier, Review
-from advisor.review.costs import HOURS_PER_MONTH, MEMORY_HEADROOM, Saving, WorkloadResult
+from advisor.review.costs import Saving, WorkloadResult
 from advisor.review.svg import COLOURS, Bar, RatioBar, bar_chart, ratio_chart
+from advisor.units import HOURS_PER_MONTH
 
 MAX_OUTLIER_ROWS = 100  # hosts
 MAX_NODE_ROWS = 100  # hosts, those in trouble first
@@ -140,8 +142,7 @@ def _group_savings(savings: Sequence[Saving]) -> list[_Group]:
         g.busy_p95 = _max(g.busy_p95, busy)
         g.memory_peak_gb = _max(g.memory_peak_gb, s.memory_peak_gb)
         g.saving += s.monthly_saving_usd or 0.0
-        if s.finding == "idle" and s.current_hourly_usd is not None:
-            g.released += s.current_hourly_usd * HOURS_PER_MONTH
+        g.released += s.released_monthly_usd or 0.0
         g.codes.update(dict.fromkeys(s.reason_codes))
     return sorted(groups.values(), key=lambda g: (-g.saving, -g.released, g.first.host))
 
@@ -226,7 +227,7 @@ def _context(r: Review) -> dict[str, Any]:
         "colours": COLOURS,
         "pass_at": PASS_AT,
         "warn_at": WARN_AT,
-        "memory_headroom": MEMORY_HEADROOM,
+        "usable_memory": USABLE_MEMORY,
         "hours_per_month": HOURS_PER_MONTH,
         "charts": {
             "gpus": Markup(_gpus_chart(r)),
@@ -247,11 +248,7 @@ def _context(r: Review) -> dict[str, Any]:
         "more_savings": len(groups) - len(shown),
         "bases": list(bases),
         "saving_total": sum(s.monthly_saving_usd or 0.0 for s in r.savings),
-        "released_total": sum(
-            (s.current_hourly_usd or 0.0) * HOURS_PER_MONTH
-            for s in r.savings
-            if s.finding == "idle"
-        ),
+        "released_total": sum(s.released_monthly_usd or 0.0 for s in r.savings),
         "workloads": [(w, Markup(_workload_chart(w, i))) for i, w in enumerate(r.workloads)],
         "calibration": [f for f in r.calibration if f.accelerator in used],
     }

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from advisor.errors import AdvisorError
 from advisor.fleet.statistics import CheckStats, fleet_statistics
+from probes.report import ProbeReport, UtilisationReport
 
 
 class StoreError(AdvisorError):
@@ -71,15 +72,16 @@ class FleetSummary:
 
 
 class Store(Protocol):
-    def add(self, report: dict[str, Any], received_at: dt.datetime | None = None) -> StoredReport:
+    def add(self, report: ProbeReport, received_at: dt.datetime | None = None) -> StoredReport:
         """Store `report`, always (no idempotency key)."""
         ...
 
     def add_once(
-        self, report: dict[str, Any], key: str, received_at: dt.datetime | None = None
+        self, report: ProbeReport, client_key: str | None, received_at: dt.datetime | None = None
     ) -> tuple[StoredReport, bool]:
-        """Store `report` under `key` unless a report is stored under it already: (the stored
-        report, True when stored now)."""
+        """Store `report` unless a report is stored under its idempotency key already
+        (idempotency_key: the client's key and the content): (the stored report, True when
+        stored now)."""
         ...
 
     def get(self, report_id: str) -> StoredReport | None: ...
@@ -96,17 +98,20 @@ class Store(Protocol):
         ...
 
     def add_utilisation(
-        self, report: dict[str, Any], received_at: dt.datetime | None = None
+        self, report: UtilisationReport, received_at: dt.datetime | None = None
     ) -> StoredUtilisation:
         """Store a utilisation report, always (no idempotency key)."""
         ...
 
     def add_utilisation_once(
-        self, report: dict[str, Any], key: str, received_at: dt.datetime | None = None
+        self,
+        report: UtilisationReport,
+        client_key: str | None,
+        received_at: dt.datetime | None = None,
     ) -> tuple[StoredUtilisation, bool]:
-        """Store a utilisation report under `key` unless one is stored under it already: (the
-        stored report, True when stored now). Probe and utilisation reports keep their keys
-        apart."""
+        """Store a utilisation report unless one is stored under its idempotency key already:
+        (the stored report, True when stored now). Probe and utilisation reports keep their
+        keys apart."""
         ...
 
     def get_utilisation(self, report_id: str) -> StoredUtilisation | None: ...
@@ -133,56 +138,43 @@ def canonical_json(report: dict[str, Any]) -> str:
     return json.dumps(report, separators=(",", ":"), sort_keys=True)
 
 
-def idempotency_key(report: dict[str, Any], client_key: str | None) -> str:
+def idempotency_key(stored_text: str, client_key: str | None) -> str:
     """What makes a posted report "the same report": the client's Idempotency-Key and the
     content's digest together, or the digest alone when the client sent no key. A retry (same
     key, same report) is stored once; two runs with equal reports but their own keys are two;
     a key reused for another report stores that report too (nothing is refused or lost). The
     ':' keeps the forms apart: a client's key has none ([A-Za-z0-9._~-])."""
-    digest = "sha256:" + hashlib.sha256(canonical_json(report).encode()).hexdigest()
+    digest = "sha256:" + hashlib.sha256(stored_text.encode()).hexdigest()
     return f"{client_key}:{digest}" if client_key else digest
 
 
-def measured_a_gpu(report: dict[str, Any]) -> bool:
+def measured_a_gpu(report: ProbeReport) -> bool:
     """False for a run that reached no GPU (a CPU machine, no driver, no CUDA): its verdict is
     error and its inventory holds no GPU. Its checks are CPU figures and diagnoses, which say
     nothing about the accelerator that --expect named."""
-    inventory = report.get("inventory") or {}
-    return bool(inventory.get("gpu")) or (report.get("verdict") or "error") != "error"
+    return report.inventory.gpu is not None or report.verdict != "error"
 
 
-def report_fields(report: dict[str, Any]) -> tuple[str, str | None, str]:
-    """(host, accelerator, verdict) from a probe report, tolerant of missing parts. The
-    accelerator is what the checks were verified against (--expect's, else the matched one);
-    None for a run that reached no GPU."""
-    inventory = report.get("inventory") or {}
-    host = str(inventory.get("hostname") or "unknown")
-    accelerator = report.get("expected_accelerator") or report.get("accelerator")
+def report_fields(report: ProbeReport) -> tuple[str, str | None, str]:
+    """(host, accelerator, verdict) of a probe report. The accelerator is what the checks were
+    verified against (--expect's, else the matched one); None for a run that reached no GPU."""
+    accelerator = report.expected_accelerator or report.accelerator
     if not measured_a_gpu(report):
         accelerator = None
-    return host, accelerator, str(report.get("verdict") or "error")
+    return report.inventory.hostname, accelerator, report.verdict
 
 
-def utilisation_host(report: dict[str, Any]) -> str:
-    return str(report.get("host") or "unknown")
-
-
-def check_rows(report_id: str, report: dict[str, Any]) -> list[CheckRow]:
+def check_rows(report_id: str, report: ProbeReport) -> list[CheckRow]:
     host, accelerator, _ = report_fields(report)
-    rows = []
-    for c in report.get("checks") or []:
-        rows.append(
-            CheckRow(
-                report_id,
-                host,
-                accelerator,
-                str(c.get("name")),
-                str(c.get("status")),
-                number_or_none(c.get("measured")),
-                number_or_none(c.get("expected")),
-            )
-        )
-    return rows
+    return [
+        CheckRow(report_id, host, accelerator, c.name, c.status, c.measured, c.expected)
+        for c in report.checks
+    ]
+
+
+def stored_probe_report(body: dict[str, Any]) -> ProbeReport:
+    """A stored body read back through the report model (every body was one when stored)."""
+    return ProbeReport.model_validate(body)
 
 
 def number_or_none(value: Any) -> float | None:

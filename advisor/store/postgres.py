@@ -16,6 +16,7 @@ from advisor.store.base import (
     StoredUtilisation,
     StoreError,
 )
+from probes.report import ProbeReport, UtilisationReport
 
 CONNECT_TIMEOUT_S = 5
 POOL_TIMEOUT_S = 5.0  # how long a request waits for a free connection before a 503
@@ -89,13 +90,13 @@ class PostgresStore:
         except self._psycopg.Error as exc:  # a connection that could not be made
             raise StoreError(f"PostgreSQL: {_safe(exc)}") from None
 
-    def add(self, report: dict[str, Any], received_at: dt.datetime | None = None) -> StoredReport:
+    def add(self, report: ProbeReport, received_at: dt.datetime | None = None) -> StoredReport:
         return q.add(self._tx, _pg, report, received_at, self.schema_version)[0]
 
     def add_once(
-        self, report: dict[str, Any], key: str, received_at: dt.datetime | None = None
+        self, report: ProbeReport, client_key: str | None, received_at: dt.datetime | None = None
     ) -> tuple[StoredReport, bool]:
-        return q.add(self._tx, _pg, report, received_at, self.schema_version, key)
+        return q.add(self._tx, _pg, report, received_at, self.schema_version, True, client_key)
 
     def get(self, report_id: str) -> StoredReport | None:
         return q.get(self._tx, _pg, report_id)
@@ -110,14 +111,19 @@ class PostgresStore:
         return q.check_rows_named(self._tx, _pg, check)
 
     def add_utilisation(
-        self, report: dict[str, Any], received_at: dt.datetime | None = None
+        self, report: UtilisationReport, received_at: dt.datetime | None = None
     ) -> StoredUtilisation:
         return q.add_utilisation(self._tx, _pg, report, received_at, self.schema_version)[0]
 
     def add_utilisation_once(
-        self, report: dict[str, Any], key: str, received_at: dt.datetime | None = None
+        self,
+        report: UtilisationReport,
+        client_key: str | None,
+        received_at: dt.datetime | None = None,
     ) -> tuple[StoredUtilisation, bool]:
-        return q.add_utilisation(self._tx, _pg, report, received_at, self.schema_version, key)
+        return q.add_utilisation(
+            self._tx, _pg, report, received_at, self.schema_version, True, client_key
+        )
 
     def get_utilisation(self, report_id: str) -> StoredUtilisation | None:
         return q.get_utilisation(self._tx, _pg, report_id)

@@ -21,10 +21,11 @@ from advisor.store.base import (
     StoredUtilisation,
     canonical_json,
     check_rows,
+    idempotency_key,
     report_fields,
     summarize_fleet,
-    utilisation_host,
 )
+from probes.report import ProbeReport, UtilisationReport
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width, UTC: text order is time order
 
@@ -40,7 +41,7 @@ def _backfill_checks(cur: Cursor, sql: Sql) -> None:
     """Step 2's data: the check rows of the reports stored before it."""
     cur.execute(sql("SELECT id, body FROM probe_reports"))
     for report_id, body in cur.fetchall():
-        _insert_checks(cur, sql, check_rows(report_id, json.loads(body)))
+        _insert_checks(cur, sql, check_rows(report_id, ProbeReport.model_validate_json(body)))
 
 
 def _utilisation_key_column(cur: Cursor, sql: Sql) -> None:
@@ -203,17 +204,21 @@ _INSERT_REPORT = KeyedInsert(
 def add(
     tx: Transaction,
     sql: Sql,
-    report: dict[str, Any],
+    report: ProbeReport,
     received_at: dt.datetime | None,
     schema_version: int = LATEST,
-    key: str | None = None,
+    once: bool = False,
+    client_key: str | None = None,
 ) -> tuple[StoredReport, bool]:
-    """Store `report` unless a report with `key` is stored already (None: always store): (the
-    stored report, whether it was stored now)."""
+    """Store `report` unless `once` and a report with its idempotency key (the client's key
+    and the content) is stored already: (the stored report, whether it was stored now)."""
     report_id = uuid.uuid4().hex
     when = received_at or dt.datetime.now(dt.UTC)
     host, accelerator, verdict = report_fields(report)
-    row = (report_id, format_time(when), host, accelerator, verdict, canonical_json(report))
+    body = report.model_dump(mode="json")
+    text = canonical_json(body)
+    key = idempotency_key(text, client_key) if once else None
+    row = (report_id, format_time(when), host, accelerator, verdict, text)
     keyed = schema_version >= IDEMPOTENCY_VERSION
     with tx() as cur:  # one transaction: the report and its check rows, or nothing
         stored = _insert_once(cur, sql, _INSERT_REPORT, row, key, keyed)
@@ -222,7 +227,7 @@ def add(
         if schema_version >= 2:  # (a version-1 database has no check table yet)
             _insert_checks(cur, sql, check_rows(report_id, report))
     return StoredReport(
-        report_id, parse_time(format_time(when)), host, accelerator, verdict, report
+        report_id, parse_time(format_time(when)), host, accelerator, verdict, body
     ), True
 
 
@@ -334,23 +339,27 @@ _INSERT_UTILISATION = KeyedInsert(
 def add_utilisation(
     tx: Transaction,
     sql: Sql,
-    report: dict[str, Any],
+    report: UtilisationReport,
     received_at: dt.datetime | None,
     schema_version: int = LATEST,
-    key: str | None = None,
+    once: bool = False,
+    client_key: str | None = None,
 ) -> tuple[StoredUtilisation, bool]:
-    """Store `report` unless a utilisation report with `key` is stored already (None: always
-    store): (the stored report, whether it was stored now)."""
+    """Store `report` unless `once` and a utilisation report with its idempotency key is stored
+    already: (the stored report, whether it was stored now)."""
     report_id = uuid.uuid4().hex
     when = format_time(received_at or dt.datetime.now(dt.UTC))
-    host = utilisation_host(report)
-    row = (report_id, when, host, canonical_json(report))
+    host = report.host
+    body = report.model_dump(mode="json")
+    text = canonical_json(body)
+    key = idempotency_key(text, client_key) if once else None
+    row = (report_id, when, host, text)
     keyed = schema_version >= UTILISATION_IDEMPOTENCY_VERSION
     with tx() as cur:
         stored = _insert_once(cur, sql, _INSERT_UTILISATION, row, key, keyed)
     if stored is not None:
         return _utilisation_row(stored), False
-    return StoredUtilisation(report_id, parse_time(when), host, report), True
+    return StoredUtilisation(report_id, parse_time(when), host, body), True
 
 
 def get_utilisation(tx: Transaction, sql: Sql, report_id: str) -> StoredUtilisation | None:

@@ -26,6 +26,7 @@ from advisor.store.base import (
     StoredUtilisation,
     StoreError,
 )
+from probes.report import ProbeReport, UtilisationReport
 
 BUSY_TIMEOUT_S = 5.0  # how long a statement waits for another connection's lock
 READERS = 8  # read connections; a ninth concurrent read waits for one to be free
@@ -112,13 +113,13 @@ class SqliteStore:
         finally:
             self._readers.put(conn)
 
-    def add(self, report: dict[str, Any], received_at: dt.datetime | None = None) -> StoredReport:
+    def add(self, report: ProbeReport, received_at: dt.datetime | None = None) -> StoredReport:
         return q.add(self._tx, _same, report, received_at, self.schema_version)[0]
 
     def add_once(
-        self, report: dict[str, Any], key: str, received_at: dt.datetime | None = None
+        self, report: ProbeReport, client_key: str | None, received_at: dt.datetime | None = None
     ) -> tuple[StoredReport, bool]:
-        return q.add(self._tx, _same, report, received_at, self.schema_version, key)
+        return q.add(self._tx, _same, report, received_at, self.schema_version, True, client_key)
 
     def get(self, report_id: str) -> StoredReport | None:
         return q.get(self._read, _same, report_id)
@@ -133,14 +134,19 @@ class SqliteStore:
         return q.check_rows_named(self._read, _same, check)
 
     def add_utilisation(
-        self, report: dict[str, Any], received_at: dt.datetime | None = None
+        self, report: UtilisationReport, received_at: dt.datetime | None = None
     ) -> StoredUtilisation:
         return q.add_utilisation(self._tx, _same, report, received_at, self.schema_version)[0]
 
     def add_utilisation_once(
-        self, report: dict[str, Any], key: str, received_at: dt.datetime | None = None
+        self,
+        report: UtilisationReport,
+        client_key: str | None,
+        received_at: dt.datetime | None = None,
     ) -> tuple[StoredUtilisation, bool]:
-        return q.add_utilisation(self._tx, _same, report, received_at, self.schema_version, key)
+        return q.add_utilisation(
+            self._tx, _same, report, received_at, self.schema_version, True, client_key
+        )
 
     def get_utilisation(self, report_id: str) -> StoredUtilisation | None:
         return q.get_utilisation(self._read, _same, report_id)

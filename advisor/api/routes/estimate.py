@@ -9,7 +9,7 @@ from advisor.api.deps import CatalogDep, StateDep
 from advisor.api.problems import responses
 from advisor.api.strict_json import StrictJSONRoute
 from advisor.errors import InputError, NotFoundError
-from advisor.perf.estimate import Estimate, estimate
+from advisor.planning.estimate import Estimate, estimate
 from advisor.request import EstimateRequest
 
 router = APIRouter(

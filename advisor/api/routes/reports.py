@@ -19,7 +19,6 @@ from advisor.api.problems import responses
 from advisor.api.schemas import FleetSummaryOut, ReportPage, StoredReportFull, StoredReportOut
 from advisor.api.strict_json import StrictJSONRoute
 from advisor.store import ReportFilter, StoredReport
-from advisor.store.base import idempotency_key as store_key
 from probes.report import ProbeReport
 from probes.timestamps import Rfc3339
 
@@ -51,8 +50,7 @@ def create_report(
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> StoredReportOut:
-    body = report.model_dump(mode="json")
-    stored, created = state.add_probe_report(body, store_key(body, idempotency_key))
+    stored, created = state.add_probe_report(report, idempotency_key)
     if created:
         state.metrics.report_stored(stored.verdict)
     else:

@@ -20,7 +20,6 @@ from advisor.api.deps import (
 from advisor.api.problems import responses
 from advisor.api.strict_json import StrictJSONRoute
 from advisor.store.base import StoredUtilisation
-from advisor.store.base import idempotency_key as store_key
 from probes.report import UtilisationReport
 
 router = APIRouter(prefix="/v1", tags=["utilisation reports"], route_class=StrictJSONRoute)
@@ -85,8 +84,7 @@ def create_utilisation_report(
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> StoredUtilisationOut:
-    body = report.model_dump(mode="json")
-    stored, created = store.add_utilisation_once(body, store_key(body, idempotency_key))
+    stored, created = store.add_utilisation_once(report, idempotency_key)
     if created:
         state.report_stored()
     else:

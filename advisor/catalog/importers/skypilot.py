@@ -2,7 +2,7 @@
 instance types. Pure: CSV text in, instance-type entries and a summary out; the CLI
 (`advisor catalog import skypilot`) reads, validates with the loader and writes.
 
-Rules (issue 11, points 2 and 3):
+Rules:
 - the header must be exactly one of the known layouts (below, copied from the real files); a
   column that is unknown or missing, a bad number or an accelerator name the mapping table
   (skypilot_names.py) does not know stops the import with every problem's file, line and column;
@@ -74,7 +74,7 @@ LAYOUTS: dict[str, tuple[str, ...]] = {
     ),
 }
 OPTIONAL_COLUMNS = frozenset({"Arch", "Generation", "GpuInfo"})
-MOVE_THRESHOLD = 0.10  # a price "moved" when it changed by more than 10% (issue 11, point 2)
+MOVE_THRESHOLD = 0.10  # a price "moved" when it changed by more than 10%
 _MAX_REPORTED = 25
 
 

@@ -121,7 +121,7 @@ GCP_ATTACHED: dict[str, tuple[str, str, int]] = {
     "n1-standard-32-t4x4": ("n1-standard-32", "T4", 4),
 }
 
-# Instance families imported as NEW types when the source prices them (issue 11, point 3).
+# Instance families imported as NEW types when the source prices them.
 # Existing catalog types of the provider are always refreshed.
 FAMILIES: dict[str, tuple[str, ...]] = {
     "aws": (

@@ -15,14 +15,23 @@ from advisor.catalog import Catalog, get_accelerator, get_instance_type
 from advisor.catalog.models import Accelerator, InstanceType, Price, Purchase, WorkloadProfile
 from advisor.catalog.queries import cheapest_price, spot_interruption
 from advisor.did_you_mean import unknown
-from advisor.errors import InputError
+from advisor.errors import InputError, field_name
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
-from advisor.perf.fitting import BARE_INFERENCE, Fit, WorkPlan, network_below_floor
+from advisor.perf.cost import (
+    completion_hours,
+    cost_per_million_tokens_usd,
+    cost_to_completion_usd,
+    option_hourly_usd,
+)
 from advisor.perf.inference import Targets, check_tensor_parallel
 from advisor.perf.precision import require_precision
 from advisor.perf.sizing import Figure
 from advisor.perf.spot import SpotPlan, too_risky, training_spot_plan
 from advisor.perf.training import Layout
+from advisor.planning.fit import Fit
+from advisor.planning.serving import BARE_INFERENCE
+from advisor.planning.training_plan import network_below_floor
+from advisor.planning.work_plan import WorkPlan
 from advisor.request import EstimateRequest, purchase_matches
 
 
@@ -98,7 +107,7 @@ def estimate(
 ) -> Estimate:
     profile = _profile(catalog, req)
     instance, acc, per_node = _hardware(catalog, req)
-    if profile.sizing == "inference":  # training is sized as 16-bit mixed precision (fitting)
+    if profile.sizing == "inference":  # training is sized as 16-bit mixed precision (work_plan)
         require_precision(acc, req.precision)  # refused with the precisions it runs: exit 2
         if req.tensor_parallel is not None:  # a degree that cannot be placed: exit 2
             check_tensor_parallel(
@@ -106,11 +115,11 @@ def estimate(
             )
     link = instance.interconnect_gb_s if instance is not None else None
     network = instance.network_gbps if instance is not None else None
-    plan = WorkPlan(catalog, req, profile, fleet, min_fleet_reports)
+    plan = WorkPlan(catalog, req.work(), profile, fleet, min_fleet_reports)
     fit = plan.fit(acc, per_node, link, network)
     price = _price(instance, req) if instance is not None else None
     # an unfit estimate keeps every figure (fits false, and why), its price at the count shown
-    hourly = price.hourly_usd * fit.nodes if price is not None and fit.nodes else None
+    hourly = option_hourly_usd(price.hourly_usd, fit.nodes) if price and fit.nodes else None
     spot = _spot(catalog, instance, price, fit, profile, req)
     blocking = (
         _notes(fit, profile, instance)
@@ -119,7 +128,7 @@ def estimate(
         + _spot_notes(spot, profile)
     )
     notes = blocking + _information(fit, profile, instance) + _price_notes(price)
-    hours = spot.total_hours if spot is not None and spot.finishes else fit.hours
+    hours = completion_hours(fit.hours, spot)
     return Estimate(
         workload=profile.id,
         model=req.model or f"{req.params_b:g}B parameters",
@@ -140,10 +149,12 @@ def estimate(
         hours=hours,
         hourly_usd=hourly,
         price=price,
-        cost_usd=hourly * hours if hourly is not None and hours is not None else None,
+        cost_usd=cost_to_completion_usd(hourly, hours),
         tokens_per_s=fit.tokens_per_s,
         replicas=fit.replicas,
-        cost_per_million_tokens_usd=_cost_per_million_tokens(fit, hourly),
+        cost_per_million_tokens_usd=cost_per_million_tokens_usd(
+            hourly if fit.tokens_per_s else None, fit.served_tokens_per_s or fit.tokens_per_s
+        ),
         ttft_ms=fit.ttft_ms,
         itl_ms=fit.itl_ms,
         throughput_tokens_s=fit.tokens_per_s if fit.itl_ms is not None else None,
@@ -159,10 +170,14 @@ def estimate(
 
 def _profile(catalog: Catalog, req: EstimateRequest) -> WorkloadProfile:
     if not req.sized:
-        raise InputError("estimate needs a model: give model (a preset id) or params_b")
+        raise InputError(
+            f"estimate needs a model: give {field_name('model')} (a preset id) or "
+            f"{field_name('params_b')}",
+            field="model",
+        )
     profile = catalog.workloads.get(req.workload)
     if profile is None:
-        raise InputError(unknown("workload", req.workload, catalog.workloads))
+        raise InputError(unknown("workload", req.workload, catalog.workloads), field="workload")
     return profile
 
 
@@ -173,19 +188,18 @@ def _hardware(
     if req.instance_type is not None:
         instance = get_instance_type(catalog, req.instance_type)
         if instance.accelerator is None:
-            raise InputError(f"{instance.id} has no GPU: estimates are for GPU instance types")
+            raise InputError(
+                f"{instance.id} has no GPU: estimates are for GPU instance types",
+                field="instance_type",
+            )
         return instance, get_accelerator(catalog, instance.accelerator), instance.gpu_count
     if req.accelerator is not None:
         return None, get_accelerator(catalog, req.accelerator), req.gpus_per_node
-    raise InputError("give instance_type (priced) or accelerator (unpriced) to estimate on")
-
-
-def _cost_per_million_tokens(fit: Fit, hourly_usd: float | None) -> float | None:
-    """Hourly price over the tokens paid for (the target, or the capacity) in an hour."""
-    if not fit.tokens_per_s or hourly_usd is None:
-        return None
-    served = fit.served_tokens_per_s or fit.tokens_per_s
-    return hourly_usd / (served * 3600) * 1e6
+    raise InputError(
+        f"give {field_name('instance_type')} (priced) or {field_name('accelerator')} (unpriced) "
+        "to estimate on",
+        field="instance_type",
+    )
 
 
 def _notes(fit: Fit, profile: WorkloadProfile, instance: InstanceType | None) -> list[str]:
@@ -310,7 +324,10 @@ def _price(instance: InstanceType, req: EstimateRequest) -> Price | None:
     if not prices:
         what = req.purchase.value if req.purchase is not None else "any"
         where = f" in {req.region}" if req.region else ""
-        raise InputError(f"{instance.id} has no {what} price{where} in the catalog")
+        raise InputError(
+            f"{instance.id} has no {what} price{where} in the catalog",
+            field="region" if req.region else "purchase",
+        )
     # A flagged price (advisor/catalog/cross_checks.py price_flags) is used only when the request
     # includes flagged prices or no other matches; the notes say so (_price_notes).
     return cheapest_price(prices, req.include_flagged_prices)

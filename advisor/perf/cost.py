@@ -1,7 +1,10 @@
-"""What an edge device costs per year of operation: its purchase spread over a stated lifetime plus
-the energy it draws at a stated price, running around the clock.
+"""Every money figure, one function each: the hourly price of an option (one node's price x its
+nodes), the cost to completion (a spot plan's added hours included when it finishes), the cost
+per million served tokens, per month, and what an edge device costs per year of operation (its
+purchase spread over a stated lifetime plus the energy it draws at a stated price, around the
+clock). Ranking, `estimate`, the alternatives and the review all price through here.
 
-Both assumptions are constants here with their basis; the purchase price is catalog data
+The edge assumptions are constants here with their basis; the purchase price is catalog data
 (Accelerator.purchase: list price, source, date). A device without a purchase price is costed on
 energy alone, and says so.
 """
@@ -11,6 +14,40 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from advisor.catalog.models import Accelerator
+from advisor.perf.spot import SpotPlan
+from advisor.units import HOURS_PER_MONTH, HOURS_PER_YEAR, SECONDS_PER_HOUR
+
+
+def option_hourly_usd(node_hourly_usd: float, nodes: int) -> float:
+    """What an option costs per hour: every rented node at one node's price."""
+    return node_hourly_usd * nodes
+
+
+def completion_hours(hours: float | None, spot: SpotPlan | None) -> float | None:
+    """Wall hours to finish: on spot, with what interruptions add, when the plan finishes at
+    all (one that never does is refused elsewhere and keeps its uninterrupted hours here)."""
+    if spot is not None and spot.finishes:
+        return spot.total_hours
+    return hours
+
+
+def cost_to_completion_usd(hourly_usd: float | None, hours: float | None) -> float | None:
+    return None if hourly_usd is None or hours is None else hourly_usd * hours
+
+
+def cost_per_million_tokens_usd(
+    hourly_usd: float | None, tokens_per_s: float | None
+) -> float | None:
+    """Dollars per million tokens at `tokens_per_s` (what is paid for: the target, else the
+    capacity); None without a price or a rate."""
+    if hourly_usd is None or not tokens_per_s:
+        return None
+    return hourly_usd / (tokens_per_s * SECONDS_PER_HOUR) * 1e6
+
+
+def per_month_usd(hourly_usd: float) -> float:
+    return hourly_usd * HOURS_PER_MONTH
+
 
 # ESTIMATED device lifetime over which the purchase is spread. Basis: the US tax depreciation
 # class of computers and peripheral equipment, 5-year property under MACRS (IRS Publication 946,
@@ -23,8 +60,6 @@ LIFETIME_YEARS = 5.0
 # Monthly, Table 5.6.A "Average Price of Electricity to Ultimate Customers by End-Use Sector",
 # https://www.eia.gov/electricity/monthly/epm_table_grapher.php?t=epmt_5_6_a). Rounded to 0.13.
 ENERGY_USD_PER_KWH = 0.13
-
-HOURS_PER_YEAR = 8760.0  # 365 days x 24 h: the device runs around the clock (stated assumption)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,571 @@
+"""The rule engine: feasibility, then ranking, with reasons for every choice and rejection.
+
+Pure and deterministic: the same catalog and workload always give the same result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from advisor.catalog import Catalog
+from advisor.catalog.models import FormFactor, Price, Purchase, SpotPolicy, WorkloadProfile
+from advisor.did_you_mean import unknown
+from advisor.engine.candidates import (
+    CandidateIndex,
+    CloudCandidate,
+    GroupPool,
+    Offer,
+    candidate_index,
+)
+from advisor.engine.checks import (
+    GROUP_SIGNATURE,
+    LATENCY_CODES,
+    STATIC,
+    edge_violations,
+    latency_relax_to,
+    mismatch_sentence,
+    offering_violations,
+    request_free_violations,
+    static_violations,
+)
+from advisor.engine.constraints import Violation, applicable
+from advisor.engine.explain import AlternativeTracker, explain_chosen, explain_none
+from advisor.engine.placement import Placement, place
+from advisor.engine.rank import (
+    OBJECTIVE_WORDS,
+    Bound,
+    Hit,
+    Valuation,
+    edge_hit,
+    objective_value,
+    rank,
+    reasons,
+    sized_figures,
+    valuation,
+)
+from advisor.engine.result import Alternative, Recommendation, Rejection, Result, SizedFigures
+from advisor.engine.spot_risk import option_spot_plan
+from advisor.errors import InputError
+from advisor.perf.calibration import Calibration
+from advisor.perf.cost import edge_cost_per_year, option_hourly_usd
+from advisor.perf.spot import SpotPlan, too_risky
+from advisor.planning.serving import latency_targets
+from advisor.planning.work_plan import WorkPlan
+from advisor.request import Workload
+
+__all__ = ["Alternative", "Recommendation", "Rejection", "Result", "SizedFigures", "recommend"]
+
+
+def recommend(
+    catalog: Catalog,
+    workload: Workload,
+    fleet: Mapping[str, Calibration] | None = None,
+    min_fleet_reports: int = 5,
+) -> Result:
+    """`fleet` maps accelerator ids to the fleet's measured matmul ratio (from stored probe
+    reports); with enough reports it replaces the catalog's efficiency when sizing a model."""
+    profile = _profile(catalog, workload)
+    _check_request(catalog, workload)
+    plan = (
+        WorkPlan(catalog, workload.work(), profile, fleet, min_fleet_reports)
+        if workload.sized
+        else None
+    )
+    objective = workload.objective or _default_objective(workload, profile)
+    index = candidate_index(catalog, GROUP_SIGNATURE)
+    hits: list[Hit] = []
+    rejected: list[Rejection] = list(_mismatches(catalog, index, profile))
+    feasible = _evaluate_cloud(index, workload, profile, plan, objective, hits, rejected)
+    if FormFactor.edge in profile.form_factors:
+        before = len(hits)
+        _evaluate_edge(index, workload, profile, objective, hits, rejected)
+        feasible += len(hits) - before
+
+    ranked = rank(hits, objective, workload.limit)
+    recommendations = tuple(
+        _recommendation(h, score, reasons(h, workload, profile, objective, i + 1))
+        for i, (h, score) in enumerate(ranked)
+    )
+    rejected.sort(key=lambda r: r.id)  # ids are unique
+    if recommendations:
+        alternatives: list[Alternative] = []
+        explanation = explain_chosen(
+            feasible, len(recommendations), OBJECTIVE_WORDS[objective], profile.id
+        )
+    else:
+        # Only now is it worth finding what single relaxation would help (a second, rare pass).
+        alternatives = _alternatives(index, workload, profile, plan)
+        explanation = explain_none(rejected, alternatives, profile.id)
+    return Result(
+        workload=profile.id,
+        objective=objective,
+        recommendations=recommendations,
+        rejected=tuple(rejected),
+        alternatives=tuple(alternatives),
+        explanation=explanation,
+        feasible_count=feasible,
+    )
+
+
+def _mismatches(
+    catalog: Catalog, index: CandidateIndex, p: WorkloadProfile
+) -> tuple[Rejection, ...]:
+    """Hardware this workload never runs on: one reason says it all, and it is known before
+    looking at the request, so it is worked out once per catalog and workload type."""
+    cached = index.memo.get(p.id)
+    if cached is not None:
+        return cached
+    out = [
+        Rejection(
+            id=c.instance.id, codes=_MISMATCH, reasons=(mismatch_sentence(group[0].hardware, p),)
+        )
+        for group in index.cloud_groups
+        if group[0].hardware.form_factor not in p.form_factors
+        for c in group
+    ]
+    if FormFactor.edge not in p.form_factors:
+        for device_id in sorted({e.device.id for e in index.edge}):
+            sentence = (mismatch_sentence(catalog.accelerators[device_id], p),)
+            out.append(Rejection(id=device_id, codes=_MISMATCH, reasons=sentence))
+    index.memo[p.id] = tuple(out)
+    return index.memo[p.id]
+
+
+def _evaluate_cloud(
+    index: CandidateIndex,
+    w: Workload,
+    p: WorkloadProfile,
+    plan: WorkPlan | None,
+    objective: str,
+    hits: list[Hit],
+    rejected: list[Rejection],
+) -> int:
+    """Adds the options worth ranking to `hits` and the rejected ones to `rejected`; returns
+    how many priced offerings are feasible."""
+    feasible = 0
+    bound = Bound(w.limit)
+    registry = applicable(STATIC, w, p)
+    # Groups that pass every request-free check are checked by the other entries alone.
+    per_request = tuple(entry for entry in registry if not entry.request_free)
+    fails_request_free = _fails_request_free(index, p)
+    for i, group in enumerate(index.cloud_groups):
+        if group[0].hardware.form_factor not in p.form_factors:
+            continue  # in _mismatches
+        # Members share everything the static checks and placement read (GROUP_SIGNATURE).
+        placement = place(group[0], w, p, plan)
+        checks = registry if fails_request_free[i] else per_request
+        static = static_violations(group[0], placement, w, p, checks)
+        if static:  # the whole group is out for reasons that no offering changes
+            codes, sentences = _codes_and_sentences(static)
+            rejected.extend(
+                Rejection(id=c.instance.id, codes=codes, reasons=sentences) for c in group
+            )
+            continue
+        # So do the option's peak, soft-preference penalty and objective (rank.py reads only
+        # signature attributes): valued once per group.
+        valuation = _group_valuation(index, i, placement, p, objective)
+        spot_free = placement.fit is None or placement.fit.hours is None or p.spot is None
+        if spot_free and valuation.rises and not w.each_offering:
+            pool = index.group_pool(i, w.region, w.purchase)
+            feasible += _evaluate_group(group, pool, placement, w, valuation, bound, hits, rejected)
+            continue
+        for c in group:
+            feasible += _evaluate_offers(c, placement, w, p, valuation, bound, hits, rejected)
+    return feasible
+
+
+# Valuations kept per catalog: the shipped catalog's groups, workload types and objectives over
+# the node counts of everyday requests take a few thousand; a stream of ever larger memory
+# requirements (each a new node count) must not grow the service without end.
+VALUATIONS_KEPT = 20_000
+
+
+def _group_valuation(
+    index: CandidateIndex, i: int, placement: Placement, p: WorkloadProfile, objective: str
+) -> Valuation:
+    """Group `i`'s valuation (rank.py). Without a model it depends on the group, its node count,
+    the workload type and the objective alone, which many requests share: kept on the index."""
+    if placement.fit is not None:
+        return valuation(index.cloud_groups[i][0], placement, p, objective)
+    key = (i, placement.nodes, p.id, objective)
+    found = index.valuations.get(key)
+    if found is None:
+        if len(index.valuations) >= VALUATIONS_KEPT:
+            index.valuations.clear()  # bounded; rebuilt from the requests that follow
+        found = index.valuations[key] = valuation(index.cloud_groups[i][0], placement, p, objective)
+    return found
+
+
+def _fails_request_free(index: CandidateIndex, p: WorkloadProfile) -> tuple[bool, ...]:
+    """Per cloud group, whether a request-free static check fails it for this workload type:
+    known before any request, so worked out once per catalog and workload type."""
+    found = index.fails_request_free.get(p.id)
+    if found is None:
+        free = tuple(entry for entry in STATIC if entry.request_free)
+        found = tuple(bool(request_free_violations(g[0], p, free)) for g in index.cloud_groups)
+        index.fails_request_free[p.id] = found
+    return found
+
+
+def _evaluate_group(
+    group: tuple[CloudCandidate, ...],
+    pool: GroupPool,
+    placement: Placement,
+    w: Workload,
+    valuation: Valuation,
+    bound: Bound,
+    hits: list[Hit],
+    rejected: list[Rejection],
+) -> int:
+    """The hot path for the common case, a whole group at once: one best offering per option,
+    valued the higher the more it costs (`valuation.rises`), and no spot plan (none is costed, so
+    no spot offering is too risky). Members come ordered by their cheapest offering: those with
+    one within the budget are a prefix, and the first whose value passes the bound ends the
+    ranking (every later one costs as much or more). Returns the number of feasible offerings,
+    one bisection of the group's merged pool."""
+    nodes = placement.nodes
+    budget = None if w.max_hourly_usd is None else w.max_hourly_usd / nodes
+    skip_flagged = not w.include_flagged_prices
+    feasible = pool.merged.count(pool.merged.within(budget), False, skip_flagged)
+    order = pool.by_cheapest[skip_flagged]
+    fits = pool.members_within(budget, skip_flagged)
+    for member, offer in order[:fits]:
+        assert offer is not None  # within the budget: it has one
+        cost = option_hourly_usd(offer[2], nodes)
+        value = valuation.value(cost, placement.fit)
+        if value > bound.worst_kept:
+            break
+        bound.add(value)
+        hits.append(Hit(value, cost, offer[4], group[member], None, placement, offer[3], None))
+    for member, _ in order[fits:]:
+        c = group[member]
+        closest = _closest_offer(c, w, nodes, False, skip_flagged)
+        rejected.append(_rejection(c.instance.id, offering_violations(closest, nodes, w)))
+    return feasible
+
+
+def _evaluate_edge(
+    index: CandidateIndex,
+    w: Workload,
+    p: WorkloadProfile,
+    objective: str,
+    hits: list[Hit],
+    rejected: list[Rejection],
+) -> None:
+    """Each device in each power mode; a device is rejected only if no mode fits, with the
+    reasons of the mode that misses least."""
+    misses: dict[str, list[list[Violation]]] = {}
+    fits: set[str] = set()
+    for e in index.edge:
+        violations = edge_violations(e, w, p)
+        if violations:
+            misses.setdefault(e.device.id, []).append(violations)
+        else:
+            hits.append(edge_hit(e, objective))
+            fits.add(e.device.id)
+    for device_id in sorted(misses.keys() - fits):
+        rejected.append(_rejection(device_id, min(misses[device_id], key=len)))
+
+
+def _evaluate_offers(
+    c: CloudCandidate,
+    placement: Placement,
+    w: Workload,
+    p: WorkloadProfile,
+    valuation: Valuation,
+    bound: Bound,
+    hits: list[Hit],
+    rejected: list[Rejection],
+) -> int:
+    """One statically feasible instance type, where its group cannot be taken at once (each
+    offering listed, a costed spot plan, or a value that falls with the price). Returns the
+    number of feasible offerings, counted from the option's pool for the request's region and
+    purchase (a bisection on the budget, running counts for excluded spot and flagged prices;
+    the OFFERING checks of advisor/engine/checks.py, which tests/test_constraints.py holds to
+    the same answer). Only offerings that can still be ranked become hits (`bound`): offerings
+    come cheapest first and every objective but price_performance is affine in the price with a
+    non-negative slope, so once one is valued past the bound, the rest of the option's on-demand
+    offerings are too. Spot offerings with a costed plan are valued one by one. Unless the
+    request lists each offering, only the option's best one becomes a hit (the bound then holds
+    the best value of each option, so pruning stays exact)."""
+    nodes = placement.nodes
+    budget = None if w.max_hourly_usd is None else w.max_hourly_usd / nodes
+    skip_flagged = not w.include_flagged_prices
+    pool = c.pool(w.region, w.purchase)
+    within = pool.within(budget)
+    spot_in_pool = pool.count(within, False, skip_flagged) != pool.count(within, True, skip_flagged)
+    spot = _spot_case(c, placement, w, p) if spot_in_pool else None
+    risky = spot is not None and too_risky(spot[1], spot[2])
+    feasible = pool.count(within, risky, skip_flagged)
+    if not feasible:
+        if c.offers:  # none priced at all is the static NO_PRICE
+            spot = _spot_case(c, placement, w, p)  # the closest offering may be a spot one
+            risky = spot is not None and too_risky(spot[1], spot[2])
+            closest = _closest_offer(c, w, nodes, risky, skip_flagged)
+            rejected.append(_rejection(c.instance.id, offering_violations(closest, nodes, w, spot)))
+        return 0
+    spot_plan = spot[1] if spot is not None and not risky else None
+    offers = pool.offers[:within]
+    valued = _valued_offers(c, placement, valuation, offers, (risky, spot_plan), bound, w)
+    if w.each_offering:
+        for hit in valued:  # lazily: each hit tightens the bound the next one is tested against
+            bound.add(hit.value)
+            hits.append(hit)
+    else:
+        best = min(valued, default=None)
+        if best is not None:
+            bound.add(best.value)
+            hits.append(best)
+    return feasible
+
+
+def _valued_offers(
+    c: CloudCandidate,
+    placement: Placement,
+    valuation: Valuation,
+    offers: tuple[Offer, ...],
+    spot: tuple[bool, SpotPlan | None],
+    bound: Bound,
+    w: Workload,
+) -> Iterator[Hit]:
+    """The option's feasible offerings (cheapest first) that can still be ranked, valued.
+    `spot`: (its spot offerings are too risky, the spot plan that values them otherwise)."""
+    risky, spot_plan = spot
+    skip_flagged = not w.include_flagged_prices
+    objective, perf, factor, affine, _ = valuation
+    for _, o_purchase, hourly, price, sort_id in offers:
+        on_spot = o_purchase is Purchase.spot
+        if (risky and on_spot) or (skip_flagged and price.flag is not None):
+            continue
+        cost = option_hourly_usd(hourly, placement.nodes)
+        plan = spot_plan if on_spot else None
+        if plan is None and affine is not None:
+            value = cost * affine[0] + affine[1]
+            if value > bound.worst_kept:
+                if spot_plan is None:
+                    return  # the option's later offerings cost more: none can be ranked
+                continue
+        else:
+            hours = plan.total_hours if plan is not None else None
+            value = objective_value(objective, cost, perf, factor, placement.fit, hours)
+            if value > bound.worst_kept:
+                continue
+        yield Hit(value, cost, sort_id, c, None, placement, price, plan)
+
+
+def _closest_offer(
+    c: CloudCandidate, w: Workload, nodes: int, risky: bool, skip_flagged: bool
+) -> Price:
+    """The offering of an option none of whose offerings fits that breaks the fewest offering
+    checks, cheapest first: it explains the rejection."""
+    best_bad, best = 6, c.offers[0][3]
+    for offer in c.offers:
+        bad = _offer_faults(offer, w, nodes, risky, skip_flagged).bit_count()
+        if bad < best_bad:
+            best_bad, best = bad, offer[3]
+            if bad == 1:
+                break  # none has none (the caller found no feasible offering)
+    return best
+
+
+def _offer_faults(offer: Offer, w: Workload, nodes: int, risky: bool, skip_flagged: bool) -> int:
+    """The OFFERING checks an offering fails, one bit each in the registry's order, worked out
+    inline: cheap enough to run on every offering, to find the few worth explaining with the
+    registry's sentences (tests/test_constraints.py holds the two to the same answer)."""
+    o_region, o_purchase, hourly, price, _ = offer
+    budget = w.max_hourly_usd
+    return (
+        (w.region is not None and o_region != w.region)
+        | (w.purchase is not None and o_purchase is not w.purchase) << 1
+        | (budget is not None and option_hourly_usd(hourly, nodes) > budget) << 2
+        | (risky and o_purchase is Purchase.spot) << 3
+        | (skip_flagged and price.flag is not None) << 4
+    )
+
+
+def _spot_case(
+    c: CloudCandidate, placement: Placement, w: Workload, p: WorkloadProfile
+) -> tuple[CloudCandidate, SpotPlan, SpotPolicy] | None:
+    """The option's spot plan for the SPOT_TOO_RISKY check, or None where none is costed."""
+    plan = option_spot_plan(c, placement, w, p)
+    return None if plan is None or p.spot is None else (c, plan, p.spot)
+
+
+def _alternatives(
+    index: CandidateIndex, w: Workload, p: WorkloadProfile, plan: WorkPlan | None
+) -> list[Alternative]:
+    """For each constraint that alone blocks a candidate, the smallest relaxation that helps;
+    for latency targets, the lowest figure any option blocked by latency alone reaches."""
+    tracker = AlternativeTracker()
+    for c in index.cloud:
+        placement = place(c, w, p, plan)
+        static = static_violations(c, placement, w, p)
+        latency_only = bool(static) and all(v.code in LATENCY_CODES for v in static)
+        if len(static) > 1 and not latency_only:
+            continue
+        spot = _spot_case(c, placement, w, p)
+        risky = spot is not None and too_risky(spot[1], spot[2])
+        for price in _offers_worth_explaining(c, bool(static), placement.nodes, w, risky):
+            violations = static + offering_violations(price, placement.nodes, w, spot)
+            where = f"{c.instance.provider} {price.region}, {price.purchase}"
+            if latency_only and len(violations) == len(static):
+                hourly = option_hourly_usd(price.hourly_usd, placement.nodes)
+                label = f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
+                _offer_latency(tracker, placement, hourly, label)
+                continue
+            v = violations[0] if len(violations) == 1 else None
+            if v is None or v.constraint is None:
+                continue
+            if v.constraint == "method":
+                _offer_methods(tracker, placement, price, c.instance.id, where)
+                continue
+            # Relaxing memory or GPU count to one node's worth means paying for one node.
+            one_node = v.code in ("MEMORY_INSUFFICIENT", "GPU_COUNT_TOO_HIGH")
+            nodes = 1 if one_node else placement.nodes
+            if v.code == "GPU_LIMIT_EXCEEDED" and isinstance(v.relax_to, int):
+                nodes = v.relax_to // c.instance.gpu_count  # the whole nodes the limit allows
+            hourly = option_hourly_usd(price.hourly_usd, nodes)
+            tracker.offer(
+                v.constraint, v.relax_to, hourly, f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
+            )
+    for e in index.edge:
+        violations = edge_violations(e, w, p)
+        if len(violations) == 1 and violations[0].constraint:
+            v = violations[0]
+            label = f"{e.device.name} ({e.mode} mode)" if e.mode else e.device.name
+            tracker.offer(v.constraint or "", v.relax_to, 0.0, label)
+    return [a for a in tracker.alternatives() if not _latency_met_anyway(a, w, p)]
+
+
+def _offers_worth_explaining(
+    c: CloudCandidate, static: bool, nodes: int, w: Workload, risky: bool
+) -> Iterator[Price]:
+    """The offerings that can give an option's nearest alternative. One is worth explaining
+    when, with the static failures (`static`), it fails one check alone (or latency alone).
+    Offerings come cheapest first, and the tracker prefers the nearest relaxation, then the
+    lower price, then the label: of each kind of failure, only the first offering and those at
+    its price can be nearest. The registry explains just those; a bit count sorts out the rest
+    (explaining every offering took 30 ms on the shipped catalog, 130 ms at 10,000)."""
+    first_hourly: dict[int, float] = {}
+    skip_flagged = not w.include_flagged_prices
+    for offer in c.offers:
+        if static and first_hourly and offer[2] > first_hourly[0]:
+            return  # the one kind that helps here (no offering fault) is found
+        faults = _offer_faults(offer, w, nodes, risky, skip_flagged)
+        if faults.bit_count() > (0 if static else 1):
+            continue
+        if offer[2] > first_hourly.setdefault(faults, offer[2]):
+            continue
+        yield offer[3]
+
+
+def _offer_methods(
+    tracker: AlternativeTracker, placement: Placement, price: Price, instance: str, where: str
+) -> None:
+    """Each lighter fine-tuning method that fits an option memory alone blocks, with what it
+    needs there (advisor/planning/fit.py Fit.lighter_methods)."""
+    assert placement.fit is not None
+    for method, memory_gb, gpus, nodes in placement.fit.lighter_methods:
+        hourly = option_hourly_usd(price.hourly_usd, nodes)
+        label = (
+            f"{instance} ({where}, ${hourly:,.2f}/h) with {memory_gb:.1f} GB per GPU on "
+            f"{gpus} GPU(s) (--method {method})"
+        )
+        tracker.offer("method", method, hourly, label)
+
+
+def _offer_latency(
+    tracker: AlternativeTracker, placement: Placement, hourly_usd: float, label: str
+) -> None:
+    """Each latency target's lowest reachable figure on an option that latency alone blocks."""
+    fit = placement.fit
+    assert fit is not None and fit.latency_floor is not None
+    ttft, itl = fit.latency_floor
+    tracker.offer("max_ttft_ms", latency_relax_to(ttft), hourly_usd, label)
+    tracker.offer("max_itl_ms", latency_relax_to(itl), hourly_usd, label)
+
+
+def _latency_met_anyway(a: Alternative, w: Workload, p: WorkloadProfile) -> bool:
+    """A latency target some option already reaches needs no raising."""
+    if a.constraint not in ("max_ttft_ms", "max_itl_ms") or not isinstance(a.relax_to, float):
+        return False
+    target = getattr(latency_targets(p, w.max_ttft_ms, w.max_itl_ms), a.constraint)
+    return target is None or a.relax_to <= target
+
+
+_MISMATCH = ("WORKLOAD_MISMATCH",)
+
+
+def _codes_and_sentences(violations: list[Violation]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    if len(violations) == 1:  # the common case, on the per-candidate path
+        return (violations[0].code,), (violations[0].sentence,)
+    return tuple(dict.fromkeys(v.code for v in violations)), tuple(v.sentence for v in violations)
+
+
+def _rejection(entry_id: str, violations: list[Violation]) -> Rejection:
+    codes, sentences = _codes_and_sentences(violations)
+    return Rejection(id=entry_id, codes=codes, reasons=sentences)
+
+
+def _recommendation(h: Hit, score: float, why: list[str]) -> Recommendation:
+    if h.edge is not None:
+        e = h.edge
+        return Recommendation(
+            instance_type=None,
+            device=e.device.id,
+            provider=None,
+            accelerator=e.device.id,
+            gpu_count=1,
+            nodes=1,
+            region=None,
+            purchase=None,
+            hourly_usd=None,
+            power_w=e.power_w,
+            power_mode=e.mode,
+            score=score,
+            reasons=tuple(why),
+            cost_per_year_usd=round(edge_cost_per_year(e.device, e.power_w).total_usd_per_year, 2),
+        )
+    c, price, s = h.cloud, h.price, h.placement
+    assert c is not None and price is not None
+    return Recommendation(
+        instance_type=c.instance.id,
+        device=None,
+        provider=c.instance.provider,
+        accelerator=c.hardware.id,
+        gpu_count=s.nodes * c.instance.gpu_count,
+        nodes=s.nodes,
+        region=price.region,
+        purchase=str(price.purchase),
+        hourly_usd=h.hourly_usd,
+        power_w=c.per_node_power_w * s.nodes,
+        power_mode=None,
+        score=score,
+        reasons=tuple(why),
+        sizing=sized_figures(s.fit, h.hourly_usd, h.spot) if s.fit is not None else None,
+        price_flag=price.flag,
+    )
+
+
+def _default_objective(w: Workload, p: WorkloadProfile) -> str:
+    if w.sized and p.sizing == "training" and w.tokens:
+        return "cost_to_completion"
+    if w.sized and p.sizing == "inference":
+        # Serving under latency targets buys the cheapest deployment that meets them (and the
+        # throughput target); otherwise tokens are the unit bought.
+        return p.default_objective if p.latency_targets else "cost_per_million_tokens"
+    return p.default_objective
+
+
+def _profile(catalog: Catalog, w: Workload) -> WorkloadProfile:
+    profile = catalog.workloads.get(w.workload)
+    if profile is None:
+        raise InputError(unknown("workload", w.workload, catalog.workloads))
+    return profile
+
+
+def _check_request(catalog: Catalog, w: Workload) -> None:
+    if w.region is not None and w.region not in catalog.regions:
+        raise InputError(unknown("region", w.region, catalog.regions))
+    if w.provider is not None and w.provider not in catalog.providers:
+        raise InputError(unknown("provider", w.provider, catalog.providers))

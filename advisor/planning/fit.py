@@ -1,0 +1,50 @@
+"""How one sized workload lands on one kind of GPU node: the planning layer's result, read by
+the estimate, the engine's checks and ranking, and the review."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from advisor.perf.sizing import Figure
+from advisor.perf.training import Layout
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How one sized workload lands on one kind of GPU node: GPUs, memory, time or throughput."""
+
+    gpus_needed: int  # by memory (training: data-parallel ranks; inference: per replica x replicas)
+    nodes: int
+    rented_gpus: int
+    spans_nodes: bool  # one model copy split across nodes (only training may)
+    memory_per_gpu_gb: float
+    memory_total_gb: float  # what the work needs, all GPUs together
+    efficiency: float
+    efficiency_source: str
+    hours: float | None = None  # training with a token count
+    tokens_per_s: float | None = None  # inference capacity of what is rented
+    served_tokens_per_s: float | None = None  # what is paid for: the target, or the capacity
+    replicas: int | None = None
+    ttft_ms: float | None = None  # inference with a model preset (advisor/perf/inference.py)
+    itl_ms: float | None = None
+    concurrency: int | None = None  # sequences in flight per replica
+    tensor_parallel: int | None = None
+    # modelled inference: the lowest (TTFT, ITL) ms reachable here, and whether the latency
+    # targets are met (when not, the figures above are the lowest-ITL deployment's)
+    latency_floor: tuple[float, float] | None = None
+    latency_met: bool = True
+    unfit: str | None = None  # why this GPU cannot hold the work at all
+    # training that does not fit here (or not on one node where the profile runs on one): the
+    # lighter fine-tuning methods that would, each as (method, memory per GPU GB, GPUs, nodes)
+    lighter_methods: tuple[tuple[str, float, int, int], ...] = ()
+    # training with a token count (advisor/perf/training.py): GPU-hours, steady-state MFU on
+    # model FLOPs, HFU (the recomputed forward counted), the parallel layout; with a deadline,
+    # whether it is met and the fastest wall time any GPU count reaches on this node kind
+    gpu_hours: float | None = None
+    mfu: float | None = None
+    hfu: float | None = None
+    layout: Layout | None = None
+    deadline_met: bool = True
+    fastest_hours: float | None = None
+    least_gpus: int | None = None  # set when max_gpus is below the fewest GPUs that hold it
+    figures: tuple[Figure, ...] = field(default=(), compare=False)

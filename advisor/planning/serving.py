@@ -1,0 +1,190 @@
+"""Serving deployment choice: the tensor-parallel degree, concurrency and replicas of a served
+model on one kind of node (the inference model in advisor/perf/inference.py gives each
+candidate's TTFT, ITL and throughput), the latency targets that choose among them, and the
+figures of a deployment that does not fit."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from advisor.catalog.models import Accelerator, WorkloadProfile
+from advisor.errors import InputError, field_name
+from advisor.perf.inference import (
+    Deployment,
+    InferenceModel,
+    InferenceResult,
+    Targets,
+    bandwidth_efficiency,
+)
+from advisor.perf.sizing import USABLE_MEMORY, Figure, Shape, usable_memory_gb
+from advisor.perf.work import TP_DEGREES, Work
+from advisor.planning.fit import Fit
+
+# The serving fields a bare parameter count (no layers or heads) cannot answer.
+SERVING_FIELDS = (
+    "throughput_tokens_s",
+    "input_tokens",
+    "output_tokens",
+    "concurrency",
+    "tensor_parallel",
+    "max_ttft_ms",
+    "max_itl_ms",
+    "context_tokens",
+)
+# What an estimate's notes and a recommendation's reasons say of a model given as a bare size
+# for inference; the error of the same case names the field through field_name.
+_NEEDS_SHAPE = "TTFT, ITL and throughput need the model's architecture (layers, heads, KV heads)"
+BARE_INFERENCE = f"memory only: {_NEEDS_SHAPE}: give --model (a preset)"
+
+
+def refuse_serving_fields(w: Work) -> None:
+    """Serving figures asked of a model without a shape: exit 2 rather than a silent guess."""
+    asked = [name for name in SERVING_FIELDS if getattr(w, name) is not None]
+    if asked:
+        names = ", ".join(field_name(name) for name in asked)
+        raise InputError(
+            f"{names}: memory only: {_NEEDS_SHAPE}: give {field_name('model')} (a preset)",
+            field=asked[0],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentChoice:
+    """The deployment chosen for a request on one kind of node: the highest throughput per GPU
+    among those that meet the latency targets; when none does (`met` False), the one with the
+    lowest ITL. `floor` is the lowest (TTFT, ITL) in ms any tensor-parallel degree reaches."""
+
+    result: InferenceResult
+    model: InferenceModel
+    floor: tuple[float, float]
+    met: bool
+
+
+def latency_targets(
+    profile: WorkloadProfile, max_ttft_ms: float | None, max_itl_ms: float | None
+) -> Targets:
+    """The latency targets asked for, each falling back to the workload profile's default."""
+    default = profile.latency_targets
+    if default is None:
+        return Targets(max_ttft_ms, max_itl_ms)
+    return Targets(
+        default.max_ttft_ms if max_ttft_ms is None else max_ttft_ms,
+        default.max_itl_ms if max_itl_ms is None else max_itl_ms,
+    )
+
+
+def serving_degrees(per_node: int, gpu_count: int | None) -> list[int]:
+    """Tensor-parallel degrees a replica may take: inside one node, dividing the GPUs asked for."""
+    return [d for d in TP_DEGREES if d <= per_node and (gpu_count or d) % d == 0]
+
+
+def choose_deployment(
+    shape: Shape,
+    moe: tuple[int, int] | None,
+    acc: Accelerator,
+    per_node: int,
+    link_gb_s: float,
+    w: Work,
+    targets: Targets,
+) -> DeploymentChoice:
+    """The inference model for a request on `acc`: TP as asked, else every power of two inside
+    one node (that divides the GPUs asked for) that holds the weights and the sequences asked
+    for; GPUs as asked, else one replica of TP GPUs. InputError when no degree holds them."""
+    inp, out = w.io_tokens()
+    asked = w.concurrency or w.batch
+    degrees = [w.tensor_parallel] if w.tensor_parallel else serving_degrees(per_node, w.gpu_count)
+    met: list[tuple[float, InferenceResult, InferenceModel]] = []
+    missed: list[tuple[InferenceResult, InferenceModel]] = []
+    floors: list[tuple[float, float]] = []
+    model: InferenceModel | None = None
+    for tp in degrees:
+        dep = Deployment(acc, w.gpu_count or tp, tp, w.precision, link_gb_s, per_node)
+        model = InferenceModel(shape, dep, inp, out, moe)
+        if model.max_concurrency() < (asked or 1):
+            continue
+        got = model.at(asked, targets)
+        floors.append((model.prefill_s(inp) * 1e3, model.itl_s(asked or 1) * 1e3))
+        if targets.met(got.ttft_ms, got.itl_ms):
+            met.append((got.throughput_tokens_s / dep.gpus, got, model))
+        else:
+            missed.append((got, model))
+    if not floors:
+        assert model is not None
+        model.at(asked)  # raises: why the largest degree tried holds nothing
+        raise AssertionError("unreachable: a degree that holds the work was skipped")
+    floor = (min(f[0] for f in floors), min(f[1] for f in floors))
+    if met:
+        _, got, model = max(met, key=lambda m: m[0])  # ties: the first, the fewest GPUs
+        return DeploymentChoice(got, model, floor, True)
+    got, model = min(missed, key=lambda m: (m[0].itl_ms, m[0].ttft_ms))
+    return DeploymentChoice(got, model, floor, False)
+
+
+def replicas_for(target_tokens_s: float | None, per_replica_tokens_s: float) -> int:
+    return math.ceil(target_tokens_s / per_replica_tokens_s) if target_tokens_s else 1
+
+
+def inference_nodes(per_replica: int, per_node: int, replicas: int) -> tuple[int, int]:
+    """Nodes to rent and replicas to run (a replica lives inside one node): rented GPUs are
+    paid for, so a node runs as many replicas as it holds."""
+    per_node_replicas = max(1, per_node // per_replica)
+    nodes = math.ceil(replicas / per_node_replicas)
+    return nodes, nodes * per_node_replicas
+
+
+def per_replica_figure(total_gb: float, acc: Accelerator, per_replica: int) -> Figure:
+    return Figure(
+        "gpus_per_replica",
+        per_replica,
+        "GPUs",
+        f"{total_gb:.1f} GB / ({acc.device_memory_gb:g} GB x {USABLE_MEMORY:.0%} usable), "
+        "rounded up to a power of two (tensor parallel)",
+    )
+
+
+def replicas_figure(replicas: int, target_tokens_s: float | None, rate: float) -> Figure:
+    return Figure(
+        "replicas",
+        replicas,
+        "replicas",
+        f"ceil({target_tokens_s:g} tokens/s / {rate:,.0f} per replica)"
+        if target_tokens_s
+        else "no throughput target: one replica",
+    )
+
+
+def unfit_inference(
+    acc: Accelerator, reason: str, memory: list[Figure], gpus: int, per_node: int
+) -> Fit:
+    """Serving that does not fit `acc`: every memory figure, the memory per GPU it would need
+    on `gpus` GPUs of one node (the most it may use), and why."""
+    eff, source = bandwidth_efficiency(acc)
+    total = memory[-1].value
+    return Fit(
+        gpus_needed=gpus,
+        nodes=1,
+        rented_gpus=per_node,
+        spans_nodes=False,
+        memory_per_gpu_gb=total / gpus,
+        memory_total_gb=total,
+        efficiency=eff,
+        efficiency_source=source,
+        tensor_parallel=gpus,
+        unfit=f"{acc.id}: {reason}",
+        figures=(
+            *memory,
+            Figure(
+                "memory_per_gpu_gb",
+                total / gpus,
+                "GB",
+                f"{total:.1f} GB / {gpus} GPUs, above "
+                f"{usable_memory_gb(acc.device_memory_gb):.1f} GB usable of "
+                f"{acc.device_memory_gb:g} GB",
+            ),
+        ),
+    )
+
+
+def next_pow2(n: int) -> int:
+    return 1 << (n - 1).bit_length()

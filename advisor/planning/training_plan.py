@@ -1,0 +1,243 @@
+"""Training plan search: the parallel layouts (data parallel, TP inside a node, PP only when
+needed) that hold the work in memory, and the node count that keeps every GPU busy or, with a
+deadline, meets it at the lowest node-hours (the time of each from advisor/perf/training.py)."""
+
+from __future__ import annotations
+
+import math
+
+from advisor.catalog.models import Accelerator, WorkloadProfile
+from advisor.errors import InputError, field_name
+from advisor.perf.sizing import Figure, Shape, zero_split_bytes
+from advisor.perf.training import Cluster, Job, Layout, Run, run_time
+from advisor.perf.work import TP_DEGREES, Work
+from advisor.planning.fit import Fit
+from advisor.units import GB
+
+# Most GPUs a plan considers without --max-gpus: Llama 3 405B ran on 16,384 H100s
+# (arXiv:2407.21783 section 3.3), the largest published synchronous run in the calibration data.
+MAX_PLAN_GPUS = 16384
+PP_DEGREES = (2, 4, 8, 16, 32, 64, 128)
+LONG_PLAN_DAYS = 90  # a plan longer than this is flagged in the reasons
+
+# (layout, nodes, run or None without a token count, fastest hours reached when the deadline is
+# missed, else None)
+Plan = tuple[Layout, int, Run | None, float | None]
+
+
+def deadline_hours(w: Work, kind: str) -> float | None:
+    if w.deadline_days is None:
+        return None
+    if kind != "training":
+        raise InputError(
+            f"{field_name('deadline_days')} is for training and fine-tuning workloads",
+            field="deadline_days",
+        )
+    if not w.tokens:
+        raise InputError(
+            f"{field_name('deadline_days')} needs {field_name('tokens')}: the time to meet it is "
+            "the tokens' time",
+            field="tokens",
+        )
+    return w.deadline_days * 24
+
+
+def training_layouts(
+    shape: Shape,
+    stage: int,
+    kept_gb: float,
+    sharded_gb: float,
+    activations_gb: float,
+    budget_gb: float,
+    per_node: int,
+) -> list[Layout]:
+    """Every layout that holds the work at its fewest data-parallel ranks (dp = that minimum):
+    data parallel alone, TP inside one node (a model shape is needed), and, only when no TP
+    degree fits, pipeline stages of the widest TP over nodes. `kept_gb` per GPU is what no
+    data-parallel count removes (activations included), `sharded_gb` what ZeRO shards over the
+    ranks; TP x PP split the states and weights, TP (sequence parallel) the activations."""
+
+    def ranks(tp: int, pp: int) -> int | None:
+        room = budget_gb - ((kept_gb - activations_gb) / (tp * pp) + activations_gb / tp)
+        if room <= 0:
+            return None
+        return max(1, math.ceil(sharded_gb / (tp * pp) / room - 1e-9)) if sharded_gb else 1
+
+    layers = shape.layers
+    degrees = [t for t in TP_DEGREES if t <= per_node and per_node % t == 0] if layers else [1]
+    out = [Layout(r, tp, 1, stage) for tp in degrees if (r := ranks(tp, 1)) is not None]
+    if out or layers is None:
+        return out
+    tp = degrees[-1]
+    for pp in (p for p in PP_DEGREES if p <= layers):
+        r = ranks(tp, pp)
+        if r is not None:
+            return [Layout(r, tp, pp, stage)]
+    return []
+
+
+def full_training_split(shape: Shape, stage: int, activations_gb: float) -> tuple[float, float]:
+    """(kept, sharded) GB per GPU of training every weight at ZeRO `stage` (training_layouts)."""
+    kept, sharded = zero_split_bytes(stage)
+    return shape.params * kept / GB + activations_gb, shape.params * sharded / GB
+
+
+def plan_training(
+    job: Job | None,
+    cluster: Cluster,
+    layouts: list[Layout],
+    wanted_gpus: int,
+    deadline_h: float | None,
+    max_gpus: int | None,
+) -> Plan | None:
+    """The layout and node count. Without a deadline: the narrowest layout that holds the work
+    (data parallel alone when it fits; TP, then PP, only when needed) and keeps every GPU
+    asked for busy (else the lowest node-hours of all), on its fewest nodes. With
+    one: of every layout, the fewest nodes that meet it, and of those the lowest node-hours
+    (cost); wider TP also lets more GPUs share a fixed global batch. When none meets it, the
+    fastest plan found, with that time. None: no layout within `max_gpus`."""
+    options = []
+    for layout in layouts:
+        span = _node_span(job, cluster, layout, wanted_gpus, max_gpus)
+        if span is not None:
+            options.append((layout, *span))
+    if not options:
+        return None
+    if job is None or deadline_h is None:  # the narrowest layout that keeps every GPU busy
+        busy = [o for o in options if job is None or _all_busy(job, cluster, o[0], o[1])]
+        options = busy[:1] or options
+    if job is None:
+        layout, lo, _ = options[0]
+        return _at(layout, cluster, lo), lo, None, None
+    met: list[tuple[float, float, Layout, int, Run]] = []
+    fastest: tuple[float, Layout, int, Run] | None = None
+    for layout, lo, hi in options:
+        found, best = _search(job, cluster, layout, lo, hi, deadline_h)
+        if found is not None:
+            n, run = found
+            met.append((n * run.hours, run.hours, run.layout, n, run))
+        if fastest is None or best[1].hours < fastest[0]:
+            fastest = (best[1].hours, best[1].layout, best[0], best[1])
+    if met:
+        _, _, layout, n, run = min(met, key=lambda m: (m[0], m[1]))
+        return layout, n, run, None
+    assert fastest is not None
+    _, layout, n, run = fastest
+    return layout, n, run, run.hours
+
+
+def _node_span(
+    job: Job | None, cluster: Cluster, layout: Layout, wanted: int, max_gpus: int | None
+) -> tuple[int, int] | None:
+    """Fewest and most nodes worth renting for `layout`: the fewest hold it (and the GPUs
+    wanted); beyond the most, ranks would idle (no micro-batch left) or --max-gpus is passed."""
+    per = cluster.per_node
+    lo = math.ceil(max(layout.gpus, wanted, 1) / per)
+    useful = MAX_PLAN_GPUS
+    if job is not None:
+        useful = min(useful, job.sequences_per_step // job.micro_batch * layout.tp * layout.pp)
+    hi = max(lo, math.ceil(useful / per))
+    if max_gpus is not None:
+        hi = min(hi, max_gpus // per)
+    return (lo, hi) if lo <= hi else None
+
+
+def _all_busy(job: Job, cluster: Cluster, layout: Layout, nodes: int) -> bool:
+    """Whether every data-parallel rank on `nodes` nodes gets a micro-batch of the global batch."""
+    return _at(layout, cluster, nodes).dp * job.micro_batch <= job.sequences_per_step
+
+
+def _at(layout: Layout, cluster: Cluster, nodes: int) -> Layout:
+    """`layout` widened over `nodes` nodes: every rented GPU joins data parallelism."""
+    dp = nodes * cluster.per_node // (layout.tp * layout.pp)
+    return Layout(dp, layout.tp, layout.pp, layout.zero_stage)
+
+
+def _search(
+    job: Job, cluster: Cluster, layout: Layout, lo: int, hi: int, deadline_h: float | None
+) -> tuple[tuple[int, Run] | None, tuple[int, Run]]:
+    """(the fewest nodes in [lo, hi] meeting the deadline and its run, or None; the fastest run
+    seen). Without a deadline: `lo` nodes. Wall time falls with nodes until communication binds
+    (advisor/perf/training.py), so the search bisects above one node."""
+
+    def run_on(n: int) -> Run:
+        return run_time(job, cluster, _at(layout, cluster, n), n * cluster.per_node)
+
+    first = run_on(lo)
+    if deadline_h is None or first.hours <= deadline_h:
+        return (lo, first), (lo, first)
+    seen = [(lo, first)]
+    low, high = lo + 1, hi
+    found: tuple[int, Run] | None = None
+    while low <= high:
+        mid = (low + high) // 2
+        r = run_on(mid)
+        seen.append((mid, r))
+        if r.hours <= deadline_h:
+            found, high = (mid, r), mid - 1
+        else:
+            low = mid + 1
+    if found is None and hi > lo:
+        seen.append((hi, run_on(hi)))
+    best = min(seen, key=lambda s: (s[1].hours, s[0]))
+    return found, best
+
+
+# Per-GPU memory figures that tensor parallelism (sequence parallel) splits; every other figure
+# in GB is a weight or optimizer state, split by TP x PP.
+_ACTIVATION_FIGURES = frozenset({"activations_per_gpu_gb", "logits_per_gpu_gb"})
+
+
+def split_memory(figures: list[Figure], layout: Layout) -> list[Figure]:
+    """Per-GPU memory with tensor (and pipeline) parallelism: states and weights over TP x PP,
+    activations and logits over TP (sequence parallel, Korthikanti et al. 2022; 1F1B keeps a
+    full model's worth of layers' activations on the first stage). Unchanged without either."""
+    if layout.tp * layout.pp == 1:
+        return figures
+    out = []
+    for f in figures[:-1]:  # the last is the total, summed again below
+        if f.unit != "GB":
+            out.append(f)
+        elif f.name in _ACTIVATION_FIGURES:
+            out.append(Figure(f.name, f.value / layout.tp, "GB", f"{f.formula} / TP {layout.tp}"))
+        else:
+            split = layout.tp * layout.pp
+            why = f"{f.formula} / (TP {layout.tp} x PP {layout.pp})"
+            out.append(Figure(f.name, f.value / split, "GB", why))
+    parts = [f for f in out if f.unit == "GB"]
+    total = sum(f.value for f in parts)
+    out.append(Figure("memory_per_gpu_gb", total, "GB", " + ".join(f.name for f in parts)))
+    return out
+
+
+def over_max_gpus(
+    acc: Accelerator,
+    layouts: list[Layout],
+    wanted: int,
+    per_node: int,
+    max_gpus: int | None,
+    eff: float,
+    source: str,
+) -> Fit:
+    least = min(math.ceil(max(lay.gpus, wanted, 1) / per_node) * per_node for lay in layouts)
+    return Fit(
+        0,
+        0,
+        0,
+        False,
+        0.0,
+        0.0,
+        eff,
+        source,
+        unfit=(
+            f"{acc.id}: needs at least {least} GPUs ({per_node} per node), above the "
+            f"{max_gpus} GPUs allowed (max_gpus)"
+        ),
+        least_gpus=least,
+    )
+
+
+def network_below_floor(profile: WorkloadProfile, network_gbps: float) -> bool:
+    """Whether a scale-out network is too slow for one job spread over several nodes: the one
+    rule `estimate` and the engine's NETWORK_TOO_SLOW constraint both apply."""
+    return network_gbps < profile.min_multi_node_network_gbps

@@ -1,0 +1,40 @@
+"""Probe and utilisation reports for tests that state only the parts they check: the rest of a
+valid report (the probe report models' required fields) filled in, so every store and review
+test goes through the same models the service does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from probes.report import ProbeReport, UtilisationReport
+
+CREATED_AT = "2026-12-01T00:00:00Z"
+
+
+def as_probe_report(body: dict[str, Any]) -> ProbeReport:
+    """`body` with a run's required fields where it leaves them out (a check's detail, the
+    inventory's Python, the mode, device, time and duration), validated."""
+    filled: dict[str, Any] = {
+        "created_at": CREATED_AT,
+        "mode": "quick",
+        "device": 0,
+        "duration_s": 1.0,
+        "verdict": "pass",
+        **body,
+    }
+    filled["inventory"] = {"hostname": "unknown", "python": "3.11", **body.get("inventory", {})}
+    filled["checks"] = [{"detail": "", **c} for c in body.get("checks", [])]
+    return ProbeReport.model_validate(filled)
+
+
+def as_utilisation_report(body: dict[str, Any]) -> UtilisationReport:
+    """`body` with a utilisation report's required fields where it leaves them out."""
+    filled: dict[str, Any] = {
+        "created_at": CREATED_AT,
+        "host": "unknown",
+        "duration_s": 60.0,
+        "interval_s": 1.0,
+        **body,
+    }
+    filled["gpus"] = [{"index": i, "samples": 60, **g} for i, g in enumerate(body.get("gpus", []))]
+    return UtilisationReport.model_validate(filled)
