@@ -185,6 +185,13 @@ class RecommendRequest(_PriceChoice, SizedWork):
             )
         ),
     ] = False
+    show_rejected: Annotated[
+        bool,
+        Field(
+            description="list every rejected candidate with its reasons; by default the result "
+            "counts them per constraint (rejected_summary)"
+        ),
+    ] = False
 
     @model_validator(mode="after")
     def _memory_or_model(self) -> RecommendRequest:
@@ -213,7 +220,14 @@ class EstimateRequest(_PriceChoice, SizedWork):
     accelerator: Annotated[str | None, Field(min_length=1, description="GPU, without a price")] = (
         None
     )
-    gpus_per_node: Annotated[int, Field(ge=1, le=64, description="with --accelerator")] = 8
+    gpus_per_node: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=64,
+            description="with accelerator: GPUs per node (default: its reference system's, else 8)",
+        ),
+    ] = None
 
     @model_validator(mode="after")
     def _one_kind_of_hardware(self) -> EstimateRequest:

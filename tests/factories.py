@@ -69,6 +69,7 @@ WORKLOADS: list[dict[str, Any]] = [
     {
         "id": "large_scale_training",
         "description": "t",
+        "job": "train",
         "form_factors": ["datacenter"],
         "scale_out": True,
         "min_multi_node_network_gbps": 400,
@@ -78,10 +79,17 @@ WORKLOADS: list[dict[str, Any]] = [
         "prefer_gpu_link": ["nvswitch"],
         "preference_penalty": 0.25,
     },
-    {"id": "fine_tuning", "description": "t", "form_factors": ["datacenter"], "rationale": "t"},
+    {
+        "id": "fine_tuning",
+        "description": "t",
+        "job": "fine_tune",
+        "form_factors": ["datacenter"],
+        "rationale": "t",
+    },
     {
         "id": "high_throughput_inference",
         "description": "t",
+        "job": "serve",
         "form_factors": ["datacenter"],
         "key_precision": "fp8",
         "default_objective": "cheapest",
@@ -90,6 +98,7 @@ WORKLOADS: list[dict[str, Any]] = [
     {
         "id": "edge_inference",
         "description": "t",
+        "job": "serve",
         "form_factors": ["edge"],
         "key_precision": "int8",
         "default_objective": "performance",
@@ -98,6 +107,7 @@ WORKLOADS: list[dict[str, Any]] = [
     {
         "id": "batch_processing",
         "description": "t",
+        "job": "batch",
         "form_factors": ["cpu", "datacenter"],
         "scale_out": True,
         "prefer_form_factor": "cpu",

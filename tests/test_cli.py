@@ -34,6 +34,7 @@ def test_recommend_json_contract() -> None:
         "80",
         "--interconnect-gb-s",
         "900",
+        "--show-rejected",
         "--json",
     )
     assert p.returncode == 0, p.stderr

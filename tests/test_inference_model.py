@@ -12,7 +12,7 @@ from advisor.perf.inference import (
     EFFICIENCY,
     Deployment,
     InferenceModel,
-    _allreduces,
+    _ring,
     expected_experts,
     moe_of,
     weight_bytes_touched,
@@ -182,7 +182,7 @@ def test_pcie_all_reduce_latency_grows_with_the_ring() -> None:
     25 GB/s. One token, TP8 on L40S: 2 x 80 x (42e-6 + 2 x 7/8 x 8192 x 2 B / 25e9)."""
     acc = CAT.accelerators["l40s"]
     shape = Shape.of(CAT.models["llama-3.1-70b"])
-    tp8 = _allreduces(Deployment(acc, 8, 8, "fp8", 0), shape, 1).seconds
+    tp8 = _ring(Deployment(acc, 8, 8, "fp8", 0), shape).seconds(1)
     assert tp8 == pytest.approx(2 * 80 * (42e-6 + 2 * 7 / 8 * 8192 * 2 / 25e9), rel=1e-9)
-    tp4 = _allreduces(Deployment(acc, 4, 4, "fp8", 0), shape, 1).seconds
+    tp4 = _ring(Deployment(acc, 4, 4, "fp8", 0), shape).seconds(1)
     assert tp4 == pytest.approx(2 * 80 * (18e-6 + 2 * 3 / 4 * 8192 * 2 / 25e9), rel=1e-9)

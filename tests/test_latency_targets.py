@@ -72,18 +72,21 @@ def test_an_itl_target_caps_the_concurrency(shipped: Catalog) -> None:
 
 def test_low_latency_options_meet_the_default_targets(shipped: Catalog) -> None:
     """low_latency_inference without targets uses the profile's (MLPerf v5.0 Interactive:
-    450 ms TTFT, 40 ms ITL), ranks by hourly price, and every option states its figures."""
+    450 ms TTFT, 40 ms ITL), ranks by $ per million tokens, and every option states its
+    figures."""
     targets = shipped.workloads["low_latency_inference"].latency_targets
     assert targets is not None and (targets.max_ttft_ms, targets.max_itl_ms) == (450, 40)
     result = recommend(
         shipped, Workload(workload="low_latency_inference", model="mistral-7b", limit=20)
     )
-    assert result.objective == "cheapest" and result.recommendations
-    # ranked by hourly price x the profile's soft-preference penalty (advisor/engine/rank.py):
-    # the scores fall, the first option is the cheapest
-    prices = [r.hourly_usd or 0 for r in result.recommendations]
+    assert result.objective == "cost_per_million_tokens" and result.recommendations
+    # ranked by $ per million tokens x the profile's soft-preference penalty
+    # (advisor/engine/rank.py): the scores fall, the first option is the cheapest per token
+    per_million = [
+        r.sizing.cost_per_million_tokens_usd or 0 for r in result.recommendations if r.sizing
+    ]
     scores = [r.score for r in result.recommendations]
-    assert scores == sorted(scores, reverse=True) and prices[0] == min(prices)
+    assert scores == sorted(scores, reverse=True) and per_million[0] == min(per_million)
     for r in result.recommendations:
         s = r.sizing
         assert s is not None and s.ttft_ms is not None and s.itl_ms is not None

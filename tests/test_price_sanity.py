@@ -24,7 +24,7 @@ from advisor.catalog.queries import from_price
 from advisor.errors import CatalogError
 from advisor.planning.estimate import estimate
 from advisor.request import EstimateRequest, RecommendRequest
-from tests.factories import TODAY, load_mini, mini_catalog_data, price, write_catalog
+from tests.factories import TODAY, inst, load_mini, mini_catalog_data, price, write_catalog
 
 SHIPPED_THRESHOLDS = yaml.safe_load(
     (shipped_catalog_dir() / "price_sanity.yaml").read_text(encoding="utf-8")
@@ -109,15 +109,21 @@ def test_sound_prices_are_not_flagged(shipped: Catalog, case: Any) -> None:
 
 
 def test_gpu_hour_check_flags_a_price_far_below_the_same_gpu_elsewhere(tmp_path: Path) -> None:
-    # big per GPU-hour: big8 98/8 = 12.25 and 110/8 = 13.75, big8-pcie 10, big1 12 (hand).
-    # A big1 at $4/h elsewhere is 4 / median(12.25, 13.75, 10) = 4 / 12.25 = 0.33x: below 0.5x.
+    # big per GPU-hour among 8-GPU types (hand): big8 98/8 = 12.25 and 110/8 = 13.75, big8b
+    # 104/8 = 13. big8-pcie at $32/h is 4 / median(12.25, 13, 13.75) = 4 / 13 = 0.31x: below 0.5x.
+    # big1 at $4/h has no peer of its size class (one GPU): not compared with whole nodes.
     def mutate(data: dict[str, Any]) -> None:
         data["price_sanity"] = thresholds()
-        big1 = next(i for i in data["instance_types"] if i["id"] == "big1")
-        big1["prices"] = [price("eu-west-1", 4.0)]
+        types = {i["id"]: i for i in data["instance_types"]}
+        types["big8-pcie"]["prices"] = [price("eu-west-1", 32.0)]
+        types["big1"]["prices"] = [price("eu-west-1", 4.0)]
+        data["instance_types"].append(inst("big8b", "big", 8, [price("us-east-1", 104.0)]))
 
-    flag = load_mini(tmp_path, mutate).instance_types["big1"].prices[0].flag
-    assert flag is not None and "0.33x the median ($12.25/GPU-h) of 2 other instance types" in flag
+    loaded = load_mini(tmp_path, mutate).instance_types
+    flag = loaded["big8-pcie"].prices[0].flag
+    assert flag is not None and "0.31x the median ($13.00/GPU-h) of 2 other instance types" in flag
+    assert "big (8+ GPUs, <= 8 vCPUs per GPU)" in flag
+    assert loaded["big1"].prices[0].flag is None
 
 
 def _mini_with(tmp_path: Path, spot_usd: float, **values: float) -> Catalog:

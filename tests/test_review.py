@@ -92,6 +92,7 @@ def fleet(
 PRETRAIN = {  # scales out; at least 8 GPUs; MFU 0.4
     "id": "pretrain",
     "description": "t",
+    "job": "train",
     "form_factors": ["datacenter"],
     "scale_out": True,
     "default_gpu_count": 8,
@@ -468,12 +469,16 @@ def test_a_one_node_job_leaves_out_types_that_need_more_nodes() -> None:
     job = CostedJob("7B x 1e9", "finetune", 1e9, params_b=7)
     (result,) = workload_costs(cat, [job], {}, "us-east-1")
     assert [c.instance_type for c in result.costs] == ["big8"]
-    assert result.left_out == [
-        "big1: needs 2 nodes and finetune runs on one node",
-        "old1: needs 8 nodes and finetune runs on one node",
-        "small1: needs 6 nodes and finetune runs on one node",
-        "small4: needs 2 nodes and finetune runs on one node",
+    expected = [
+        "big1: needs 2 nodes and finetune runs on one node; ",
+        "old1: needs 8 nodes and finetune runs on one node; ",
+        "small1: needs 6 nodes and finetune runs on one node; ",
+        "small4: needs 2 nodes and finetune runs on one node; ",
     ]
+    assert len(result.left_out) == len(expected)
+    for line, start in zip(result.left_out, expected, strict=True):
+        # then what would need fewer GPUs (the estimate's note): 7B x 16 bytes = 112 GB
+        assert line.startswith(start) and "112 GB of training states" in line, line
 
 
 def test_review_and_estimate_give_one_answer_for_the_llama_fine_tune(catalog: Catalog) -> None:

@@ -292,10 +292,10 @@ def _region_flags(it: InstanceType, sanity: PriceSanity, found: dict[PriceKey, l
         )
 
 
-# Spot at (or within rounding of) on-demand is the cap, not a discount that reveals an understated
-# on-demand price: AWS never charges spot above on-demand, and its price history shows zones whose
-# spot price sits at on-demand when capacity is short (the SkyPilot snapshot's SpotPrice column
-# has such rows; the importer takes the median across zones). Those are left unflagged.
+# Spot at (or within rounding of) on-demand is no spot offer: a placeholder row (Azure and GCP
+# rows of the snapshot that copy the on-demand price) or a zone at the cap while capacity is
+# short (AWS never charges spot above on-demand). Either way it buys interruptions for no
+# discount: the spot price is flagged, not the on-demand one.
 SPOT_AT_CAP = 0.99
 
 
@@ -317,6 +317,11 @@ def _spot_flags(it: InstanceType, sanity: PriceSanity, found: dict[PriceKey, lis
                 f"spot ${spot.hourly_usd:,.2f}/h in {spot.region} is {ratio:.0%} of on-demand "
                 f"(${od.hourly_usd:,.2f}/h), below the {low:.0%} bound"
             )
+        elif SPOT_AT_CAP <= ratio <= 1:
+            found[(it.id, index)].append(
+                f"spot ${spot.hourly_usd:,.2f}/h in {spot.region} is on-demand's price "
+                "(a placeholder or a zone at the cap): no spot discount, not a spot offer"
+            )
         elif high < ratio < SPOT_AT_CAP:  # above on-demand: a warning of its own (_check_prices)
             found[(it.id, od_index)].append(
                 f"on-demand ${od.hourly_usd:,.2f}/h in {od.region} looks understated: spot "
@@ -324,11 +329,22 @@ def _spot_flags(it: InstanceType, sanity: PriceSanity, found: dict[PriceKey, lis
             )
 
 
+def size_class(it: InstanceType) -> str:
+    """Sizes priced alike per GPU: the GPU count (1, 2-4, 8+) and the host per GPU (up to 8, up
+    to 32, more vCPUs per GPU). A GPU-hour price carries its share of the host: a 4-vCPU one-GPU
+    type and a 64-vCPU one are not peers, nor a one-GPU type and a whole 8-GPU node."""
+    gpus = it.gpu_count
+    count = "1 GPU" if gpus == 1 else "2-4 GPUs" if gpus <= 4 else "8+ GPUs"
+    per_gpu = it.vcpus / gpus
+    host = "<= 8" if per_gpu <= 8 else "<= 32" if per_gpu <= 32 else "> 32"
+    return f"{count}, {host} vCPUs per GPU"
+
+
 def _gpu_hour_flags(
     types: list[InstanceType], sanity: PriceSanity, found: dict[PriceKey, list[str]]
 ) -> None:
     """An on-demand price per GPU-hour against the median of other instance types with the same
-    accelerator (any provider or region)."""
+    accelerator and size class (any provider or region)."""
     low, high = sanity.gpu_hour_low_ratio.value, sanity.gpu_hour_high_ratio.value
     per_gpu: dict[str, list[tuple[str, int, Price, float]]] = defaultdict(list)
     for it in types:
@@ -336,7 +352,8 @@ def _gpu_hour_flags(
             continue
         for index, p in enumerate(it.prices):
             if p.purchase == Purchase.on_demand:
-                per_gpu[it.accelerator].append((it.id, index, p, p.hourly_usd / it.gpu_count))
+                key = f"{it.accelerator} ({size_class(it)})"
+                per_gpu[key].append((it.id, index, p, p.hourly_usd / it.gpu_count))
     for accelerator, rows in per_gpu.items():
         own: dict[str, list[float]] = defaultdict(list)  # per instance type: its GPU-hour prices
         for r in rows:

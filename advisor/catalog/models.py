@@ -48,6 +48,22 @@ class GpuLink(StrEnum):
     ici = "ici"  # Google TPU inter-chip interconnect (torus)
 
 
+# What a job asks of an accelerator, and the software stack a job runs on it with.
+Job = Literal["train", "fine_tune", "serve", "batch"]
+SoftwareStack = Literal["cuda", "rocm", "neuron", "xla", "edgetpu", "hailort", "cpu"]
+# What porting a CUDA-trained team faces on each other stack (recommendation reasons say it).
+PORTING: dict[str, str] = {
+    "rocm": "runs PyTorch on ROCm: CUDA-only extensions (custom kernels, some quantisation "
+    "libraries) need HIP builds",
+    "neuron": "runs through the AWS Neuron SDK (torch-neuronx, NxD): models are compiled for "
+    "NeuronCores and CUDA kernels do not carry over",
+    "xla": "runs through XLA (JAX or PyTorch/XLA): CUDA-only code (custom kernels, "
+    "bitsandbytes for QLoRA) needs porting",
+    "edgetpu": "runs int8 models compiled for the Edge TPU only",
+    "hailort": "runs models compiled with the Hailo Dataflow Compiler only",
+}
+
+
 class Generation(StrEnum):
     """The accelerator's architecture generation: calibrated efficiencies are keyed by it."""
 
@@ -163,6 +179,9 @@ class Accelerator(Strict):
     no_instance_reason: str | None = None
     # Edge devices: what one unit costs to buy (the cost-per-year objective reads it).
     purchase: EdgePurchase | None = None
+    # The jobs it can do (train, fine_tune, serve; batch is any compute) and its software stack.
+    jobs: tuple[Job, ...] = ("train", "fine_tune", "serve", "batch")
+    software: SoftwareStack = "cuda"
 
     @property
     def device_memory_gb(self) -> float:
@@ -269,6 +288,9 @@ class NodeSystem(Strict):
     accelerator: Id  # the GPU it is built with
     gpu_count: Annotated[int, Field(ge=1, le=64)]
     max_power_w: Annotated[float, Field(gt=0, le=200_000)]  # the vendor's maximum system power
+    # The system's scale-out network, all its compute NICs together (Gbit/s); None: the vendor
+    # states none (the system is not a reference for jobs across nodes).
+    network_gbps: Annotated[float | None, Field(ge=0, le=100_000)] = None
     notes: str | None = None
     source: Annotated[str, Field(min_length=1)]
 
@@ -329,6 +351,7 @@ class WorkloadProfile(Strict):
     id: Id
     description: Annotated[str, Field(min_length=1)]
     form_factors: tuple[FormFactor, ...]  # which kinds of hardware are eligible at all
+    job: Job  # what it asks of an accelerator (Accelerator.jobs)
     scale_out: bool = False  # may span several nodes
     min_multi_node_network_gbps: NonNeg = 0  # required between nodes when spanning several
     min_gpu_memory_gb: NonNeg = 0  # floor per GPU regardless of the request (e.g. training)

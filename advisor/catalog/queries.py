@@ -164,3 +164,9 @@ def stale_prices(
         if price.age_days(today) > max_age_days
     ]
     return sorted(found, key=lambda f: (-f[2], f[0].id, f[1].region, f[1].purchase.value))
+
+
+def reference_system(catalog: Catalog, accelerator_id: str) -> NodeSystem | None:
+    """The vendor system built with `accelerator_id` (catalog/systems.yaml), if the catalog
+    lists one: what a bare accelerator is estimated on."""
+    return next((s for s in catalog.systems.values() if s.accelerator == accelerator_id), None)

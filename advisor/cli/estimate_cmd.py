@@ -20,8 +20,19 @@ def estimate_cmd(
     tokens: opts.Tokens = None,
     instance_type: Annotated[str | None, typer.Option(help="Priced instance type id.")] = None,
     accelerator: Annotated[str | None, typer.Option(help="Accelerator id (no price).")] = None,
-    gpus_per_node: Annotated[int, typer.Option(help="GPUs per node with --accelerator.")] = 8,
-    gpu_count: Annotated[int | None, typer.Option(help="At least this many GPUs.")] = None,
+    gpus_per_node: Annotated[
+        int | None,
+        typer.Option(
+            help="GPUs per node with --accelerator (default: its reference system's, else 8)."
+        ),
+    ] = None,
+    gpu_count: Annotated[
+        int | None,
+        typer.Option(
+            help="GPUs of the deployment or job (with --accelerator: on nodes of min(this, the "
+            "GPUs per node)); with --instance-type, whole nodes are rented."
+        ),
+    ] = None,
     region: Annotated[str | None, typer.Option(help="Price region.")] = None,
     purchase: opts.Purchase = "on_demand",
     zero_stage: opts.ZeroStage = 3,

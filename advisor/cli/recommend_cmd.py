@@ -46,7 +46,10 @@ def recommend(
             help="List every region and purchase option of a type (default: its best one).",
         ),
     ] = False,
-    show_rejected: Annotated[bool, typer.Option(help="List every rejected candidate.")] = False,
+    show_rejected: Annotated[
+        bool,
+        typer.Option(help="List every rejected candidate (in --json too; else counted)."),
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON for tools.")] = False,
     model: opts.Model = None,
     params_b: opts.ParamsB = None,
@@ -85,6 +88,7 @@ def recommend(
         "gpu_count": gpu_count,
         "objective": objective,
         "limit": limit,
+        "show_rejected": show_rejected,
         "each_offering": each_offering,
         "include_flagged_prices": include_flagged_prices,
         **opts.sizing_fields(
@@ -110,7 +114,7 @@ def recommend(
     fleet = opts.fleet_from_server(server) if parsed.sized else None
     result = run_engine(get_catalog(), parsed, fleet)
     if json_out:
-        emit_json(result.to_dict())
+        emit_json(result.listing(show_rejected).to_dict())
     else:
         render(result, show_rejected)
     if not result.ok:
@@ -153,8 +157,13 @@ def render(result: Result, show_rejected: bool, reasons_for: int = 3) -> None:
             [Column("id", key=True), Column("codes", drop_rank=1), Column("reasons", drop_rank=2)],
             [(rej.id, ", ".join(rej.codes), "\n".join(rej.reasons)) for rej in result.rejected],
         )
-    elif result.rejected:
-        out.print(f"{len(result.rejected)} candidate(s) rejected (--show-rejected lists them)")
+    elif result.rejected_count:
+        counts = "; ".join(f"{c.words} {c.count}" for c in result.rejected_summary[:4])
+        out.print(
+            f"{result.rejected_count} candidate(s) rejected ({counts}; --show-rejected lists them)",
+            highlight=False,
+            markup=False,
+        )
 
 
 def _recommendation_table(result: Result) -> None:

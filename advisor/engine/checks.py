@@ -52,7 +52,24 @@ class EdgeCase(NamedTuple):
     p: WorkloadProfile
 
 
+JOB_WORDS = {
+    "train": "train",
+    "fine_tune": "fine-tune",
+    "serve": "serve",
+    "batch": "run batch work",
+}
+
+
+def runs(hw: Accelerator, p: WorkloadProfile) -> bool:
+    """Whether the workload runs on this hardware at all: its kind (form factor) and the job it
+    asks of an accelerator (catalog `jobs`: Inferentia serves, it does not train)."""
+    return hw.form_factor in p.form_factors and p.job in hw.jobs
+
+
 def mismatch_sentence(hw: Accelerator, p: WorkloadProfile) -> str:
+    if hw.form_factor in p.form_factors:
+        can = " or ".join(JOB_WORDS[j] for j in hw.jobs if j != "batch")
+        return f"{hw.name} does not {JOB_WORDS[p.job]} ({p.id}): it is built to {can} only"
     kinds = ", ".join(p.form_factors)  # StrEnums: their values
     what = "an edge device" if hw.form_factor == FormFactor.edge else f"{hw.form_factor} hardware"
     return f"{hw.name} is {what}; {p.id} runs on: {kinds}"
@@ -62,7 +79,7 @@ def mismatch_sentence(hw: Accelerator, p: WorkloadProfile) -> str:
 
 
 def _workload_mismatch(k: StaticCase) -> Finding | None:
-    if k.c.hardware.form_factor in k.p.form_factors:
+    if runs(k.c.hardware, k.p):
         return None
     return Finding(mismatch_sentence(k.c.hardware, k.p))
 
@@ -161,7 +178,7 @@ def _latency_missed(k: StaticCase, which: int) -> Finding | None:
     fit = k.s.fit
     if fit is None or fit.latency_met or fit.latency_floor is None:
         return None
-    asked = latency_targets(k.p, k.w.max_ttft_ms, k.w.max_itl_ms)
+    asked = latency_targets(k.p, k.w.max_ttft_ms, k.w.max_itl_ms, k.w.output_tokens)
     targets = (asked.max_ttft_ms, asked.max_itl_ms)
     out = [t is not None and best > t for best, t in zip(fit.latency_floor, targets, strict=True)]
     node = f"{k.c.instance.gpu_count} x {k.c.hardware.name}"
@@ -276,7 +293,7 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         None,
         "the workload's kind of hardware",
         _workload_mismatch,
-        ("hardware.form_factor", "hardware.name"),
+        ("hardware.form_factor", "hardware.jobs", "hardware.name"),
         request_free=True,
     ),
     Constraint(
@@ -478,7 +495,7 @@ def offering_violations(
 
 def _edge_mismatch(k: EdgeCase) -> Finding | None:
     d = k.e.device
-    return None if d.form_factor in k.p.form_factors else Finding(mismatch_sentence(d, k.p))
+    return None if runs(d, k.p) else Finding(mismatch_sentence(d, k.p))
 
 
 def _edge_memory(k: EdgeCase) -> Finding | None:

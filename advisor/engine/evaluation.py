@@ -5,7 +5,9 @@ Pure and deterministic: the same catalog and workload always give the same resul
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Mapping
+from operator import attrgetter
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import FormFactor, Price, Purchase, SpotPolicy, WorkloadProfile
@@ -18,6 +20,7 @@ from advisor.engine.candidates import (
     candidate_index,
 )
 from advisor.engine.checks import (
+    CODE_WORDS,
     GROUP_SIGNATURE,
     LATENCY_CODES,
     STATIC,
@@ -26,6 +29,7 @@ from advisor.engine.checks import (
     mismatch_sentence,
     offering_violations,
     request_free_violations,
+    runs,
     static_violations,
 )
 from advisor.engine.constraints import Violation, applicable
@@ -43,7 +47,14 @@ from advisor.engine.rank import (
     sized_figures,
     valuation,
 )
-from advisor.engine.result import Alternative, Recommendation, Rejection, Result, SizedFigures
+from advisor.engine.result import (
+    Alternative,
+    Recommendation,
+    RejectedCount,
+    Rejection,
+    Result,
+    SizedFigures,
+)
 from advisor.engine.spot_risk import option_spot_plan
 from advisor.errors import InputError
 from advisor.perf.calibration import Calibration
@@ -100,6 +111,8 @@ def recommend(
         workload=profile.id,
         objective=objective,
         recommendations=recommendations,
+        rejected_count=len(rejected),
+        rejected_summary=rejected_summary(rejected),
         rejected=tuple(rejected),
         alternatives=tuple(alternatives),
         explanation=explanation,
@@ -120,7 +133,7 @@ def _mismatches(
             id=c.instance.id, codes=_MISMATCH, reasons=(mismatch_sentence(group[0].hardware, p),)
         )
         for group in index.cloud_groups
-        if group[0].hardware.form_factor not in p.form_factors
+        if not runs(group[0].hardware, p)
         for c in group
     ]
     if FormFactor.edge not in p.form_factors:
@@ -149,7 +162,7 @@ def _evaluate_cloud(
     per_request = tuple(entry for entry in registry if not entry.request_free)
     fails_request_free = _fails_request_free(index, p)
     for i, group in enumerate(index.cloud_groups):
-        if group[0].hardware.form_factor not in p.form_factors:
+        if not runs(group[0].hardware, p):
             continue  # in _mismatches
         # Members share everything the static checks and placement read (GROUP_SIGNATURE).
         placement = place(group[0], w, p, plan)
@@ -419,6 +432,9 @@ def _alternatives(
             if v.constraint == "method":
                 _offer_methods(tracker, placement, price, c.instance.id, where)
                 continue
+            if v.code == "GPU_LIMIT_EXCEEDED" and placement.fit and placement.fit.lighter_methods:
+                # a lighter method within the limit is another way there than more GPUs
+                _offer_methods(tracker, placement, price, c.instance.id, where)
             # Relaxing memory or GPU count to one node's worth means paying for one node.
             one_node = v.code in ("MEMORY_INSUFFICIENT", "GPU_COUNT_TOO_HIGH")
             nodes = 1 if one_node else placement.nodes
@@ -489,11 +505,25 @@ def _latency_met_anyway(a: Alternative, w: Workload, p: WorkloadProfile) -> bool
     """A latency target some option already reaches needs no raising."""
     if a.constraint not in ("max_ttft_ms", "max_itl_ms") or not isinstance(a.relax_to, float):
         return False
-    target = getattr(latency_targets(p, w.max_ttft_ms, w.max_itl_ms), a.constraint)
+    target = getattr(latency_targets(p, w.max_ttft_ms, w.max_itl_ms, w.output_tokens), a.constraint)
     return target is None or a.relax_to <= target
 
 
 _MISMATCH = ("WORKLOAD_MISMATCH",)
+_CODES = attrgetter("codes")
+
+
+def rejected_summary(rejected: list[Rejection]) -> tuple[RejectedCount, ...]:
+    """Per code, how many candidates it rules out (a candidate counts under each of its codes),
+    most first, then by code."""
+    counts: Counter[str] = Counter()
+    for codes, n in Counter(map(_CODES, rejected)).items():  # few distinct code tuples
+        for code in codes:
+            counts[code] += n
+    return tuple(
+        RejectedCount(code=code, words=CODE_WORDS.get(code, code.lower()), count=n)
+        for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
 
 
 def _codes_and_sentences(violations: list[Violation]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -551,9 +581,9 @@ def _default_objective(w: Workload, p: WorkloadProfile) -> str:
     if w.sized and p.sizing == "training" and w.tokens:
         return "cost_to_completion"
     if w.sized and p.sizing == "inference":
-        # Serving under latency targets buys the cheapest deployment that meets them (and the
-        # throughput target); otherwise tokens are the unit bought.
-        return p.default_objective if p.latency_targets else "cost_per_million_tokens"
+        # Serving is bought by the token: of the deployments that meet the latency targets (the
+        # others are rejected), the lowest cost per million tokens.
+        return "cost_per_million_tokens"
     return p.default_objective
 
 

@@ -6,7 +6,7 @@ import heapq
 import math
 from typing import NamedTuple
 
-from advisor.catalog.models import FormFactor, Price, WorkloadProfile
+from advisor.catalog.models import PORTING, FormFactor, Price, WorkloadProfile
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate
 from advisor.engine.placement import Placement
 from advisor.engine.result import SizedFigures
@@ -18,6 +18,7 @@ from advisor.perf.cost import (
     edge_cost_per_year,
 )
 from advisor.perf.spot import SpotPlan
+from advisor.planning.capacity import capacity_note
 from advisor.planning.fit import Fit
 from advisor.planning.serving import BARE_INFERENCE, latency_targets
 from advisor.planning.training_plan import LONG_PLAN_DAYS
@@ -205,11 +206,17 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
     assert c is not None and price is not None
     it = c.instance
     out = [_hardware_reason(c, s, w, p)]
+    porting = PORTING.get(c.hardware.software)
+    if porting is not None:
+        out.append(f"{c.hardware.name} {porting}")
     if s.spans_nodes:
         out.append(
             f"spans {s.nodes} nodes over {it.network_gbps:g} Gbit/s; {p.id} scales out "
             f"(needs >= {p.min_multi_node_network_gbps:g} Gbit/s between nodes)"
         )
+    reserve = capacity_note(s.nodes, it.id, it.gpu_count)
+    if reserve is not None:
+        out.append(reserve)
     if s.fit is not None:
         out += _sizing_reasons(s.fit, h.hourly_usd, w, p, h.spot)
     if h.spot is not None:
@@ -283,6 +290,9 @@ def _edge_reasons(e: EdgeCandidate, w: Workload, objective: str, rank_no: int) -
         tops += f" (estimated: scaled by power from the {e.device.tdp_w:g} W figure)"
     memory = e.device.memory_text
     out.append(f"{tops}, {memory if e.device.memory_gb is None else memory + ' memory'}")
+    porting = PORTING.get(e.device.software)
+    if porting is not None:
+        out.append(f"{e.device.name} {porting}")
     out.append(edge_cost_per_year(e.device, e.power_w).sentence(e.power_w))
     if e.device.form_factor == FormFactor.edge and objective == "cheapest":
         out.append(
@@ -399,7 +409,7 @@ def _tp_words(fit: Fit) -> str:
 
 def _targets_words(w: Workload, p: WorkloadProfile) -> str:
     """Which latency targets the option meets, and where a default target came from."""
-    targets = latency_targets(p, w.max_ttft_ms, w.max_itl_ms)
+    targets = latency_targets(p, w.max_ttft_ms, w.max_itl_ms, w.output_tokens)
     parts = []
     for name, value, asked in (
         ("TTFT", targets.max_ttft_ms, w.max_ttft_ms),

@@ -107,18 +107,38 @@ class Alternative(_Out):
     sentence: str
 
 
+class RejectedCount(_Out):
+    """How many candidates one constraint rules out."""
+
+    code: str
+    words: str = Field(description="the constraint, in words")
+    count: int
+
+
 class Result(_Out):
     workload: str
     objective: str
     explanation: str = Field(description="what was chosen and why, or why nothing fits")
     feasible_count: int
     recommendations: tuple[Recommendation, ...]
-    rejected: tuple[_RejectionField, ...]
+    rejected_count: int = Field(description="candidates ruled out, every one counted")
+    rejected_summary: tuple[RejectedCount, ...] = Field(
+        description="per constraint, how many candidates it rules out, most first"
+    )
+    rejected: tuple[_RejectionField, ...] = Field(
+        description="every rejected candidate with its reasons: listed with show_rejected, "
+        "else empty (rejected_summary counts them)"
+    )
     alternatives: tuple[Alternative, ...]
 
     @property
     def ok(self) -> bool:
         return bool(self.recommendations)
+
+    def listing(self, show_rejected: bool) -> Result:
+        """The result as the CLI and the API answer it: every rejection listed only when asked
+        for (the summary counts them either way)."""
+        return self if show_rejected else self.model_copy(update={"rejected": ()})
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

@@ -46,9 +46,9 @@ def risk_sentence(c: CloudCandidate, plan: SpotPlan, policy: SpotPolicy) -> str:
             f"(checkpoint every {plan.checkpoint_h:g} h, restart {plan.restart_h:g} h)"
         )
     return (
-        f"{head} expect {plan.interruptions:,.0f} interruptions ({rate}) adding "
-        f"{plan.added_hours:,.0f} h ({plan.added_fraction:.0%}); a synchronous multi-node spot "
-        f"plan is bounded at {policy.max_interruptions:g} interruptions and "
+        f"{head} expect {plan.interruptions:,.1f} interruptions ({rate}) adding "
+        f"{plan.added_hours:,.0f} h ({plan.added_fraction:.1%}); a synchronous multi-node spot "
+        f"plan may expect at most {policy.max_interruptions:g} interruptions and at most "
         f"{policy.max_added_fraction:.0%} added time: use on-demand or fewer, shorter runs"
     )
 

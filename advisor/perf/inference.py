@@ -211,47 +211,45 @@ def weight_bytes_touched(
 
 
 @dataclass(frozen=True, slots=True)
-class AllReduces:
-    """The tensor-parallel all-reduces of one forward pass: 2 per layer (after attention and
-    after the MLP) of `tokens` x hidden x 2 bytes over a ring of `ranks`, at `link_gb_s` one
-    way plus `latency_s` a call (module doc)."""
+class Ring:
+    """The tensor-parallel all-reduces of a deployment: 2 per layer per forward pass (after
+    attention and after the MLP) of tokens x hidden x 2 bytes over a ring of `ranks`, at
+    `link_gb_s` one way plus `latency_s` a call (module doc)."""
 
     layers: int
     ranks: int
-    tokens: float
     hidden: int
     link_gb_s: float
     latency_s: float
 
-    @property
-    def seconds(self) -> float:
+    def seconds(self, tokens: float) -> float:
         n = self.ranks
         if n == 1:
             return 0.0
-        per_call = 2 * (n - 1) / n * self.tokens * self.hidden * ACTIVATION_BYTES
+        per_call = 2 * (n - 1) / n * tokens * self.hidden * ACTIVATION_BYTES
         return 2 * self.layers * (per_call / (self.link_gb_s * GB) + self.latency_s)
 
-    def formula(self) -> str:
+    def formula(self, tokens: float) -> str:
         n = self.ranks
         if n == 1:
             return "0 s TP all-reduces"
         return (
-            f"2 x {self.layers} layers x (2 x ({n} - 1) / {n} x {self.tokens:.6g} tokens x "
+            f"2 x {self.layers} layers x (2 x ({n} - 1) / {n} x {tokens:.6g} tokens x "
             f"{self.hidden} hidden x {ACTIVATION_BYTES} bytes / {self.link_gb_s:g} GB/s + "
             f"{self.latency_s:.3g} s) all-reduces"
         )
 
 
-def _allreduces(dep: Deployment, shape: Shape, tokens: float) -> AllReduces:
+def _ring(dep: Deployment, shape: Shape) -> Ring:
     n = dep.tensor_parallel
     if n == 1:
-        return AllReduces(0, 1, tokens, 0, 0.0, 0.0)
+        return Ring(0, 1, 0, 0.0, 0.0)
     layers, hidden, *_ = shape.need_layers("tensor parallelism")
     if dep.link_gb_s:
         link, latency = dep.link_gb_s / 2, ALLREDUCE_LATENCY_S  # one direction of the fabric
     else:
         link, latency = PCIE_ALLREDUCE_GB_S, PCIE_ALLREDUCE_LATENCY_S * (n - 1) / 7
-    return AllReduces(layers, n, tokens, hidden, link, latency)
+    return Ring(layers, n, hidden, link, latency)
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,7 +263,8 @@ class Iteration:
     attention_flops: float
     bandwidth_bytes_s: float  # TP x bandwidth x eff_bw
     peak_flops: float  # TP x peak x eff_compute
-    allreduces: AllReduces
+    ring: Ring
+    tokens: float  # decode + prompt tokens of the pass (what the all-reduces move)
     layers: int
 
     @property
@@ -273,14 +272,14 @@ class Iteration:
         bw, peak = self.bandwidth_bytes_s, self.peak_flops
         gemm = max(self.weight_bytes / bw, self.gemm_flops / peak)
         attention = max(self.kv_bytes / bw, self.attention_flops / peak)
-        return gemm + attention + self.allreduces.seconds + self.layers * LAYER_OVERHEAD_S
+        return gemm + attention + self.ring.seconds(self.tokens) + self.layers * LAYER_OVERHEAD_S
 
     def formula(self) -> str:
         bw, peak = f"{self.bandwidth_bytes_s:.6g} bytes/s", f"{self.peak_flops:.6g} FLOP/s"
         return (
             f"max({self.weight_bytes:.6g} weight bytes / {bw}, {self.gemm_flops:.6g} GEMM FLOP "
             f"/ {peak}) + max({self.kv_bytes:.6g} KV bytes / {bw}, {self.attention_flops:.6g} "
-            f"attention FLOP / {peak}) + {self.allreduces.formula()} + "
+            f"attention FLOP / {peak}) + {self.ring.formula(self.tokens)} + "
             f"{self.layers} layers x {LAYER_OVERHEAD_S:g} s"
         )
 
@@ -316,6 +315,8 @@ class InferenceModel:
         tp = dep.tensor_parallel
         self.peak_flops = tp * self.cp.peak_tflops * 1e12 * self.eff_c
         self.bw_bytes_s = tp * dep.acc.memory_bandwidth_gbps * GB * self.eff_bw
+        self.ring = _ring(dep, shape)
+        self.per_head = self.layers * self.heads * self.head_dim
 
     def max_concurrency(self) -> int:
         """Sequences one replica holds: the largest B whose memory (below) per GPU stays within
@@ -338,18 +339,16 @@ class InferenceModel:
         time (module doc)."""
         context = self.inp + self.out / 2  # mean context over a sequence's decode
         tokens = decode + prompt_tokens
-        per_head = self.layers * self.heads * self.head_dim
         return Iteration(
-            weight_bytes=weight_bytes_touched(
-                self.shape, self.bpw, max(1, round(tokens)), self.moe
-            ),
-            gemm_flops=2 * self.shape.active_params * tokens,
-            kv_bytes=decode * context * self.kv_per_token.value,
-            attention_flops=per_head * (4 * decode * context + 2 * prompt_tokens * prompt_len),
-            bandwidth_bytes_s=self.bw_bytes_s,
-            peak_flops=self.peak_flops,
-            allreduces=_allreduces(self.dep, self.shape, tokens),
-            layers=self.layers,
+            weight_bytes_touched(self.shape, self.bpw, max(1, round(tokens)), self.moe),
+            2 * self.shape.active_params * tokens,
+            decode * context * self.kv_per_token.value,
+            self.per_head * (4 * decode * context + 2 * prompt_tokens * prompt_len),
+            self.bw_bytes_s,
+            self.peak_flops,
+            self.ring,
+            tokens,
+            self.layers,
         )
 
     def iteration_s(self, decode: int, prompt_tokens: float, prompt_len: int) -> float:

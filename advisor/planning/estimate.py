@@ -7,13 +7,14 @@ Pure: takes the catalog (and the fleet's calibration, if any) as arguments.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.catalog import Catalog, get_accelerator, get_instance_type
 from advisor.catalog.models import Accelerator, InstanceType, Price, Purchase, WorkloadProfile
-from advisor.catalog.queries import cheapest_price, spot_interruption
+from advisor.catalog.queries import cheapest_price, reference_system, spot_interruption
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError, field_name
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
@@ -28,6 +29,7 @@ from advisor.perf.precision import require_precision
 from advisor.perf.sizing import Figure
 from advisor.perf.spot import SpotPlan, too_risky, training_spot_plan
 from advisor.perf.training import Layout
+from advisor.planning.capacity import capacity_note
 from advisor.planning.fit import Fit
 from advisor.planning.serving import BARE_INFERENCE
 from advisor.planning.training_plan import network_below_floor
@@ -106,28 +108,27 @@ def estimate(
     min_fleet_reports: int = MIN_FLEET_REPORTS,
 ) -> Estimate:
     profile = _profile(catalog, req)
-    instance, acc, per_node = _hardware(catalog, req)
+    node = _hardware(catalog, req)
+    instance, acc, per_node = node.instance, node.acc, node.per_node
     if profile.sizing == "inference":  # training is sized as 16-bit mixed precision (work_plan)
         require_precision(acc, req.precision)  # refused with the precisions it runs: exit 2
         if req.tensor_parallel is not None:  # a degree that cannot be placed: exit 2
             check_tensor_parallel(
                 req.gpu_count or req.tensor_parallel, req.tensor_parallel, per_node
             )
-    link = instance.interconnect_gb_s if instance is not None else None
-    network = instance.network_gbps if instance is not None else None
     plan = WorkPlan(catalog, req.work(), profile, fleet, min_fleet_reports)
-    fit = plan.fit(acc, per_node, link, network)
+    fit = plan.fit(acc, per_node, node.link_gb_s, node.network_gbps)
     price = _price(instance, req) if instance is not None else None
     # an unfit estimate keeps every figure (fits false, and why), its price at the count shown
     hourly = option_hourly_usd(price.hourly_usd, fit.nodes) if price and fit.nodes else None
     spot = _spot(catalog, instance, price, fit, profile, req)
     blocking = (
-        _notes(fit, profile, instance)
+        _notes(fit, profile, node)
         + _latency_notes(fit, plan.targets)
         + _deadline_notes(fit, req.deadline_days)
         + _spot_notes(spot, profile)
     )
-    notes = blocking + _information(fit, profile, instance) + _price_notes(price)
+    notes = blocking + _information(fit, profile, node) + _price_notes(price)
     hours = completion_hours(fit.hours, spot)
     return Estimate(
         workload=profile.id,
@@ -181,10 +182,39 @@ def _profile(catalog: Catalog, req: EstimateRequest) -> WorkloadProfile:
     return profile
 
 
-def _hardware(
-    catalog: Catalog, req: EstimateRequest
-) -> tuple[InstanceType | None, Accelerator, int]:
-    """The instance type (None on a bare accelerator), its accelerator and GPUs per node."""
+# GPUs per node of a bare accelerator whose catalog lists no reference system: the HGX board size.
+DEFAULT_GPUS_PER_NODE = 8
+
+
+@dataclass(frozen=True, slots=True)
+class _Node:
+    """The hardware an estimate runs on: an instance type (priced), or a bare accelerator on its
+    reference system (catalog/systems.yaml), with the facts the estimate reads."""
+
+    instance: InstanceType | None
+    acc: Accelerator
+    per_node: int
+    link_gb_s: float
+    network_gbps: float  # between nodes, per node; 0: none known
+    name: str  # what the notes call it
+
+    def words(self) -> str | None:
+        """What a bare accelerator was taken to be, for the notes (None on an instance type)."""
+        if self.instance is not None:
+            return None
+        link = f"{self.link_gb_s:g} GB/s GPU link" if self.link_gb_s else "no GPU link (PCIe)"
+        network = (
+            f"{self.network_gbps:,.0f} Gbit/s between nodes"
+            if self.network_gbps
+            else "no network between nodes known (a job across nodes does not fit: give "
+            "--instance-type)"
+        )
+        return f"on {self.name}: {link}, {network}"
+
+
+def _hardware(catalog: Catalog, req: EstimateRequest) -> _Node:
+    """The instance type, or a bare accelerator on nodes of min(gpu_count, its reference
+    system's GPUs): the GPUs asked for are the deployment's or the job's, not a whole node's."""
     if req.instance_type is not None:
         instance = get_instance_type(catalog, req.instance_type)
         if instance.accelerator is None:
@@ -192,42 +222,89 @@ def _hardware(
                 f"{instance.id} has no GPU: estimates are for GPU instance types",
                 field="instance_type",
             )
-        return instance, get_accelerator(catalog, instance.accelerator), instance.gpu_count
-    if req.accelerator is not None:
-        return None, get_accelerator(catalog, req.accelerator), req.gpus_per_node
-    raise InputError(
-        f"give {field_name('instance_type')} (priced) or {field_name('accelerator')} (unpriced) "
-        "to estimate on",
-        field="instance_type",
-    )
+        acc = get_accelerator(catalog, instance.accelerator)
+        return _Node(
+            instance,
+            acc,
+            instance.gpu_count,
+            instance.interconnect_gb_s,
+            instance.network_gbps,
+            instance.id,
+        )
+    if req.accelerator is None:
+        raise InputError(
+            f"give {field_name('instance_type')} (priced) or {field_name('accelerator')} "
+            "(unpriced) to estimate on",
+            field="instance_type",
+        )
+    acc = get_accelerator(catalog, req.accelerator)
+    system = reference_system(catalog, acc.id)
+    board = req.gpus_per_node or (system.gpu_count if system else DEFAULT_GPUS_PER_NODE)
+    per_node = min(req.gpu_count, board) if req.gpu_count else board
+    if system is not None and req.gpus_per_node in (None, system.gpu_count):
+        network = system.network_gbps or 0.0
+        name = f"the {system.name} (the reference system of {acc.id}, catalog/systems.yaml)"
+        if per_node < board:
+            name = f"{per_node} of the {board} GPUs of {name}"
+    else:
+        network = 0.0
+        why = (
+            f"not the {system.gpu_count} of its reference system, the {system.name}"
+            if system is not None
+            else "no reference system in the catalog"
+        )
+        name = f"nodes of {per_node} x {acc.id} ({why})"
+    return _Node(None, acc, per_node, acc.interconnect_gb_s if per_node > 1 else 0.0, network, name)
 
 
-def _notes(fit: Fit, profile: WorkloadProfile, instance: InstanceType | None) -> list[str]:
+def _notes(fit: Fit, profile: WorkloadProfile, node: _Node) -> list[str]:
     """Why the hardware cannot run the work: memory, a one-node profile on several nodes, a
-    fabric too slow between nodes."""
+    fabric too slow between nodes (or none known)."""
     notes = [fit.unfit] if fit.unfit else []
     if fit.spans_nodes and not profile.scale_out:
         notes.append(f"needs {fit.nodes} nodes and {profile.id} runs on one node")
-    elif (
-        fit.spans_nodes
-        and instance is not None
-        and network_below_floor(profile, instance.network_gbps)
-    ):
+    elif fit.spans_nodes and network_below_floor(profile, node.network_gbps):
+        network = (
+            f"{node.name}'s {node.network_gbps:g} Gbit/s network is below"
+            if node.network_gbps
+            else f"{node.name} has no network between nodes, against"
+        )
         notes.append(
-            f"needs {fit.nodes} nodes and {instance.id}'s {instance.network_gbps:g} Gbit/s "
-            f"network is below the {profile.min_multi_node_network_gbps:g} Gbit/s "
-            f"{profile.id} needs between nodes"
+            f"needs {fit.nodes} nodes and {network} the {profile.min_multi_node_network_gbps:g} "
+            f"Gbit/s {profile.id} needs between nodes"
         )
     return notes
 
 
-def _information(fit: Fit, profile: WorkloadProfile, instance: InstanceType | None) -> list[str]:
-    """What the estimate leaves out, without making the hardware unfit."""
-    notes = []
+def _fewer_gpus(fit: Fit, profile: WorkloadProfile, node: _Node) -> list[str]:
+    """A training job that must stay on one node but needs more GPUs than one holds: what
+    would need fewer."""
+    one_node = not profile.scale_out or not node.network_gbps
+    if profile.sizing != "training" or not fit.spans_nodes or not one_node:
+        return []
+    lighter = (
+        "the lighter methods below"
+        if fit.lighter_methods
+        else "LoRA or QLoRA (--method, on a model preset)"
+    )
+    return [
+        f"{fit.memory_total_gb:,.0f} GB of training states and activations need "
+        f"{fit.gpus_needed} GPUs of {node.acc.device_memory_gb:g} GB: {lighter} would need "
+        "fewer; 8-bit optimizer states or CPU offload (not modelled here) would shrink them too"
+    ]
+
+
+def _information(fit: Fit, profile: WorkloadProfile, node: _Node) -> list[str]:
+    """What the estimate leaves out or assumes, without making the hardware unfit."""
+    notes = _fewer_gpus(fit, profile, node)
     if profile.sizing == "inference" and fit.tokens_per_s is None and not fit.unfit:
         notes.append(BARE_INFERENCE)
-    if instance is None:
-        notes.append("no price: estimated on an accelerator, not an instance type")
+    reserve = capacity_note(fit.nodes, node.name if node.instance else node.acc.id, node.per_node)
+    if reserve is not None:
+        notes.append(reserve)
+    assumed = node.words()
+    if assumed is not None:
+        notes.append(f"no price: estimated on an accelerator, not an instance type, {assumed}")
     notes.extend(
         f"--method {method} fits: {memory_gb:.1f} GB per GPU on {gpus} GPU(s)"
         for method, memory_gb, gpus, _ in fit.lighter_methods
@@ -264,9 +341,9 @@ def _spot_notes(spot: SpotPlan | None, profile: WorkloadProfile) -> list[str]:
         ]
     return [
         f"on spot, {spot.nodes} synchronous node(s) for {spot.hours:,.0f} h expect "
-        f"{spot.interruptions:,.0f} interruptions adding {spot.added_hours:,.0f} h "
-        f"({spot.added_fraction:.0%}); {profile.id} bounds a multi-node spot plan at "
-        f"{profile.spot.max_interruptions:g} interruptions and "
+        f"{spot.interruptions:,.1f} interruptions adding {spot.added_hours:,.0f} h "
+        f"({spot.added_fraction:.1%}); {profile.id} allows a multi-node spot plan at most "
+        f"{profile.spot.max_interruptions:g} interruptions and at most "
         f"{profile.spot.max_added_fraction:.0%} added time: use on-demand"
     ]
 

@@ -62,16 +62,18 @@ class DeploymentChoice:
 
 
 def latency_targets(
-    profile: WorkloadProfile, max_ttft_ms: float | None, max_itl_ms: float | None
+    profile: WorkloadProfile,
+    max_ttft_ms: float | None,
+    max_itl_ms: float | None,
+    output_tokens: int | None = None,
 ) -> Targets:
-    """The latency targets asked for, each falling back to the workload profile's default."""
+    """The latency targets asked for, each falling back to the workload profile's default. One
+    output token is a time-to-first-token question: it has no inter-token latency to bound."""
     default = profile.latency_targets
-    if default is None:
-        return Targets(max_ttft_ms, max_itl_ms)
-    return Targets(
-        default.max_ttft_ms if max_ttft_ms is None else max_ttft_ms,
-        default.max_itl_ms if max_itl_ms is None else max_itl_ms,
-    )
+    if default is not None:
+        max_ttft_ms = default.max_ttft_ms if max_ttft_ms is None else max_ttft_ms
+        max_itl_ms = default.max_itl_ms if max_itl_ms is None else max_itl_ms
+    return Targets(max_ttft_ms, None if output_tokens == 1 else max_itl_ms)
 
 
 def serving_degrees(per_node: int, gpu_count: int | None) -> list[int]:
@@ -143,15 +145,25 @@ def per_replica_figure(total_gb: float, acc: Accelerator, per_replica: int) -> F
     )
 
 
-def replicas_figure(replicas: int, target_tokens_s: float | None, rate: float) -> Figure:
-    return Figure(
-        "replicas",
-        replicas,
-        "replicas",
-        f"ceil({target_tokens_s:g} tokens/s / {rate:,.0f} per replica)"
+def replicas_figure(
+    replicas: int,
+    wanted: int,
+    target_tokens_s: float | None,
+    rate: float,
+    tp: int,
+    per_node: int,
+    nodes: int,
+) -> Figure:
+    """How many replicas run: those the throughput target needs (or the GPUs asked for), and
+    then every rented GPU serving (a node runs as many replicas of TP GPUs as it holds)."""
+    why = (
+        f"ceil({target_tokens_s:g} tokens/s / {rate:,.0f} per replica) = {wanted}"
         if target_tokens_s
-        else "no throughput target: one replica",
+        else f"no throughput target: {wanted} replica(s) on the GPUs asked for"
     )
+    if replicas > wanted:
+        why += f"; the {nodes} rented node(s) of {per_node} GPUs run {replicas} replicas of TP {tp}"
+    return Figure("replicas", replicas, "replicas", why)
 
 
 def unfit_inference(

@@ -218,7 +218,10 @@ def over_max_gpus(
     max_gpus: int | None,
     eff: float,
     source: str,
+    lighter: tuple[tuple[str, float, int, int], ...] = (),
 ) -> Fit:
+    """More GPUs needed than max_gpus allows: the fewest that hold the work, and the lighter
+    methods that fit within the limit (each as Fit.lighter_methods)."""
     least = min(math.ceil(max(lay.gpus, wanted, 1) / per_node) * per_node for lay in layouts)
     return Fit(
         0,
@@ -234,6 +237,7 @@ def over_max_gpus(
             f"{max_gpus} GPUs allowed (max_gpus)"
         ),
         least_gpus=least,
+        lighter_methods=lighter,
     )
 
 

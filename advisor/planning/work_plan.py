@@ -53,6 +53,7 @@ from advisor.planning.training_plan import (
     PP_DEGREES,
     deadline_hours,
     full_training_split,
+    network_below_floor,
     over_max_gpus,
     plan_training,
     split_memory,
@@ -105,7 +106,13 @@ class WorkPlan:
         if self.kind == "inference" and self.shape.layers is None:
             refuse_serving_fields(w)
         self._cache: dict[tuple[str, int, float, float], Fit] = {}
-        self.targets = latency_targets(profile, w.max_ttft_ms, w.max_itl_ms)
+        if w.output_tokens == 1 and w.max_itl_ms is not None:
+            raise InputError(
+                f"{field_name('max_itl_ms')}: one output token has no inter-token latency; drop "
+                f"it or raise {field_name('output_tokens')}",
+                field="max_itl_ms",
+            )
+        self.targets = latency_targets(profile, w.max_ttft_ms, w.max_itl_ms, w.output_tokens)
         if w.method != "full":
             if self.kind != "training":
                 raise InputError(
@@ -161,7 +168,7 @@ class WorkPlan:
         layouts = self._layouts(w.method, usable_memory_gb(acc.device_memory_gb), per_node)
         wanted = self.profile.default_gpu_count if w.gpu_count is None else w.gpu_count
         if not layouts:
-            return self._unfit_training(acc, per_node, wanted, eff, source)
+            return self._unfit_training(acc, cluster, wanted, eff, source)
         job = (
             Job(
                 shape,
@@ -183,13 +190,16 @@ class WorkPlan:
             plan = plan_training(job, cluster, layouts, wanted, self.deadline_h, one_node)
         plan = plan or plan_training(job, cluster, layouts, wanted, self.deadline_h, w.max_gpus)
         if plan is None:
-            return over_max_gpus(acc, layouts, wanted, per_node, w.max_gpus, eff, source)
+            lighter = tuple(
+                m for m in self._lighter(acc, cluster) if w.max_gpus is None or m[2] <= w.max_gpus
+            )
+            return over_max_gpus(acc, layouts, wanted, per_node, w.max_gpus, eff, source, lighter)
         layout, nodes, run, fastest = plan
         rented = nodes * per_node
         figures = split_memory(self._memory(w.method, layout.dp), layout)
         trainable = shape.params if w.method == "full" else self._adapters()
         frozen = 0.0 if w.method == "full" else self._frozen(w.method)
-        one_node_only = nodes > 1 and not self.profile.scale_out
+        one_node_only = nodes > 1 and self._one_node(cluster.network_gbps)
         return Fit(
             gpus_needed=layout.gpus,
             nodes=nodes,
@@ -202,7 +212,7 @@ class WorkPlan:
             efficiency=eff,
             efficiency_source=source,
             hours=run.hours if run else None,
-            lighter_methods=self._lighter(acc, per_node) if one_node_only else (),
+            lighter_methods=self._lighter(acc, cluster) if one_node_only else (),
             gpu_hours=run.gpu_hours if run else None,
             mfu=run.mfu if run else None,
             hfu=run.hfu if run else None,
@@ -214,10 +224,11 @@ class WorkPlan:
         )
 
     def _unfit_training(
-        self, acc: Accelerator, per_node: int, wanted: int, eff: float, source: str
+        self, acc: Accelerator, cluster: Cluster, wanted: int, eff: float, source: str
     ) -> Fit:
         """No layout holds the work: every memory figure at one whole node (or the GPUs asked
         for), the reason, and the lighter methods that would fit."""
+        per_node = cluster.per_node
         nodes = math.ceil(max(per_node, wanted, 1) / per_node)
         rented = nodes * per_node
         widest = max(t for t in TP_DEGREES if t <= per_node and per_node % t == 0)
@@ -234,7 +245,7 @@ class WorkPlan:
             efficiency=eff,
             efficiency_source=source,
             unfit=self._unfit(acc, per_node),
-            lighter_methods=self._lighter(acc, per_node),
+            lighter_methods=self._lighter(acc, cluster),
             figures=tuple(figures),
         )
 
@@ -310,9 +321,17 @@ class WorkPlan:
             f"{acc.device_memory_gb:g} GB"
         )
 
-    def _lighter(self, acc: Accelerator, per_node: int) -> tuple[tuple[str, float, int, int], ...]:
+    def _one_node(self, network_gbps: float) -> bool:
+        """Whether a job must stay inside one node: the profile runs on one, or the nodes have
+        no network fit for a job across them."""
+        return not self.profile.scale_out or network_below_floor(self.profile, network_gbps)
+
+    def _lighter(
+        self, acc: Accelerator, cluster: Cluster
+    ) -> tuple[tuple[str, float, int, int], ...]:
         """The lighter methods (after the one asked for in METHODS) that fit on `acc`, on one
-        node where the profile runs on one: what each needs per GPU and on how many GPUs."""
+        node where the job must stay on one: what each needs per GPU and on how many GPUs."""
+        per_node = cluster.per_node
         if self.shape.intermediate is None or self.shape.mla_kv_dim:
             return ()  # no adapter count for this shape (sizing.lora_adapter_params)
         wanted = self.profile.default_gpu_count if self.w.gpu_count is None else self.w.gpu_count
@@ -322,7 +341,7 @@ class WorkPlan:
             if ranks is None:
                 continue
             nodes = math.ceil(max(ranks, wanted, 1) / per_node)
-            if nodes > 1 and not self.profile.scale_out:
+            if nodes > 1 and self._one_node(cluster.network_gbps):
                 continue
             rented = nodes * per_node
             out.append((method, self._memory(method, rented)[-1].value, rented, nodes))
@@ -345,10 +364,11 @@ class WorkPlan:
             return self._unfit_modelled(acc, per_node, e.render(flag_name))
         got, model = choice.result, choice.model
         tp, per_replica = got.tensor_parallel, got.throughput_tokens_s / got.replicas
-        replicas = max(got.replicas, replicas_for(w.throughput_tokens_s, per_replica))
-        nodes, replicas = inference_nodes(tp, per_node, replicas)
+        wanted = max(got.replicas, replicas_for(w.throughput_tokens_s, per_replica))
+        nodes, replicas = inference_nodes(tp, per_node, wanted)
         per_gpu = model.memory(got.concurrency)[-1].value / tp
-        capacity = per_replica * replicas
+        itl_s = got.itl_ms / 1e3
+        capacity = replicas * got.concurrency / itl_s
         return Fit(
             gpus_needed=tp * replicas,
             nodes=nodes,
@@ -368,8 +388,16 @@ class WorkPlan:
             latency_floor=choice.floor,
             latency_met=choice.met,
             figures=(
-                *got.figures,
-                replicas_figure(replicas, w.throughput_tokens_s, per_replica),
+                *(f for f in got.figures if f.name != "throughput_tokens_s"),
+                replicas_figure(
+                    replicas, wanted, w.throughput_tokens_s, per_replica, tp, per_node, nodes
+                ),
+                Figure(
+                    "throughput_tokens_s",
+                    capacity,
+                    "tokens/s",
+                    f"{replicas} replicas x {got.concurrency} sequences / ITL {itl_s:.6g} s",
+                ),
             ),
         )
 

@@ -71,4 +71,4 @@ async def create_recommendation(
 def _answer(workload: RecommendRequest, catalog: Catalog, state: AppState) -> bytes:
     fleet = state.calibration.value if workload.sized else None
     result = recommend(catalog, workload, fleet, state.settings.min_fleet_reports)
-    return result.model_dump_json().encode()
+    return result.listing(workload.show_rejected).model_dump_json().encode()

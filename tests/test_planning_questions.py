@@ -1,0 +1,271 @@
+"""Planning questions a capacity planner asks, each answered as asked: the GPUs asked for are
+the deployment's, the rows that explain a figure agree with it, a one-token output is a TTFT
+question, a bare accelerator stands on its reference system and says so, serving is ranked by
+the token, and an accelerator is never offered for a job it cannot do. Expected figures by hand
+or from the cited source."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from advisor import Catalog, InputError, Workload, recommend
+from advisor.api import create_app
+from advisor.api.settings import Settings
+from advisor.catalog.models import Price
+from advisor.perf.spot import SpotPlan, too_risky
+from advisor.planning.estimate import Estimate, estimate
+from advisor.request import EstimateRequest
+from tests.test_cli import run
+
+
+def figure(e: Estimate, name: str) -> tuple[float, str]:
+    (found,) = [f for f in e.figures if f.name == name]
+    return found.value, found.formula
+
+
+SERVE_ONE_H200 = dict(
+    workload="high_throughput_inference",
+    model="llama-3.3-70b",
+    gpu_count=1,
+    tensor_parallel=1,
+    precision="fp8",
+    input_tokens=1000,
+    output_tokens=1000,
+)
+
+
+def test_one_gpu_asked_is_one_gpu_served(shipped: Catalog) -> None:
+    """--accelerator --gpu-count 1: one replica on one GPU, not a whole node's eight."""
+    e = estimate(shipped, EstimateRequest(accelerator="h200-sxm", **SERVE_ONE_H200))
+    assert (e.hardware.gpus, e.hardware.nodes, e.replicas) == (1, 1, 1)
+    assert e.concurrency and e.itl_ms and e.throughput_tokens_s
+    assert e.throughput_tokens_s == pytest.approx(1 * e.concurrency / (e.itl_ms / 1e3))
+    assert figure(e, "replicas")[0] == 1
+    assert figure(e, "throughput_tokens_s")[0] == pytest.approx(e.throughput_tokens_s)
+
+
+def test_the_rows_agree_with_the_summary_on_a_rented_node(shipped: Catalog) -> None:
+    """On p5en (8 H200s) one GPU asked still rents the node: every GPU serves, and the replicas
+    and throughput rows say 8 replicas, as the summary does."""
+    e = estimate(shipped, EstimateRequest(instance_type="p5en.48xlarge", **SERVE_ONE_H200))
+    assert e.replicas == 8 and e.hardware.gpus == 8
+    replicas, why = figure(e, "replicas")
+    assert replicas == 8 and "8 replicas of TP 1" in why and "one replica" not in why
+    throughput, formula = figure(e, "throughput_tokens_s")
+    assert throughput == pytest.approx(e.throughput_tokens_s)
+    assert formula.startswith(f"8 replicas x {e.concurrency} sequences")
+    one = estimate(shipped, EstimateRequest(accelerator="h200-sxm", **SERVE_ONE_H200))
+    assert e.throughput_tokens_s == pytest.approx(8 * (one.throughput_tokens_s or 0))
+
+
+def test_one_output_token_is_a_ttft_question(shipped: Catalog) -> None:
+    """low_latency_inference's default ITL target (40 ms) does not apply to one output token:
+    the prefill of 1000 tokens on an H100 meets the 450 ms TTFT target and the answer fits."""
+    body = dict(
+        workload="low_latency_inference",
+        model="llama-3.1-8b",
+        accelerator="h100-sxm",
+        gpu_count=1,
+        input_tokens=1000,
+        output_tokens=1,
+        concurrency=1,
+    )
+    e = estimate(shipped, EstimateRequest.model_validate(body))
+    assert e.fits and e.ttft_ms is not None and e.ttft_ms < 450
+    with pytest.raises(InputError) as refused:
+        estimate(shipped, EstimateRequest.model_validate({**body, "max_itl_ms": 20}))
+    assert refused.value.field == "max_itl_ms"
+
+
+def test_a_bare_h100_stands_on_the_dgx_h100(shipped: Catalog) -> None:
+    """Llama 3.1 70B on 15T tokens over 4,096 bare H100s: the DGX H100's 3,200 Gbit/s between
+    nodes (catalog/systems.yaml), as p5.48xlarge has, not a guessed floor. Meta's model card
+    states 7.0M H100 GPU-hours for the model (llama-models MODEL_CARD.md, in
+    ../shared/calibration/published.yaml row llama31-70b-train)."""
+    body = dict(
+        workload="large_scale_training", model="llama-3.1-70b", tokens=15e12, gpu_count=4096
+    )
+    bare = estimate(shipped, EstimateRequest(accelerator="h100-sxm", **body))
+    p5 = estimate(shipped, EstimateRequest(instance_type="p5.48xlarge", **body))
+    assert bare.fits and bare.gpu_hours is not None and p5.gpu_hours is not None
+    assert bare.gpu_hours == pytest.approx(p5.gpu_hours, rel=0.01)
+    assert 7.0e6 / 1.5 < bare.gpu_hours < 7.0e6 * 1.5
+    assert bare.mfu is not None and bare.mfu > 0.25
+    assert any("NVIDIA DGX H100" in n and "3,200 Gbit/s" in n for n in bare.notes)
+
+
+def test_one_gpu_nodes_without_a_network_do_not_fit(shipped: Catalog) -> None:
+    """7B full fine-tune: 16 bytes x 7e9 = 112 GB of states, on 80 GB GPUs one per node with no
+    network known: does not fit, and says what would."""
+    e = estimate(
+        shipped,
+        EstimateRequest(
+            workload="fine_tuning",
+            params_b=7,
+            tokens=5e8,
+            accelerator="a100-80gb-sxm",
+            gpus_per_node=1,
+        ),
+    )
+    assert not e.fits
+    assert e.memory_total_gb >= 112
+    text = " ".join(e.notes)
+    assert "LoRA or QLoRA" in text and "8-bit optimizer" in text
+    assert "no network between nodes" in text
+
+
+def test_serving_is_ranked_by_the_token(shipped: Catalog) -> None:
+    """low_latency_inference ranks the deployments that meet its targets by $ per million
+    tokens: #1 is never beaten by #2 on the objective it names."""
+    result = recommend(shipped, Workload(workload="low_latency_inference", model="mixtral-8x7b"))
+    assert result.objective == "cost_per_million_tokens"
+    per_million = [r.sizing.cost_per_million_tokens_usd for r in result.recommendations if r.sizing]
+    assert per_million and all(p is not None for p in per_million)
+    assert per_million == sorted(per_million)  # type: ignore[type-var]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"workload": "fine_tuning", "model": "llama-3-8b"},
+        {"workload": "fine_tuning", "memory_gb": 160, "purchase": "any"},
+    ],
+    ids=["by model", "by memory"],
+)
+def test_an_inference_chip_is_never_offered_for_fine_tuning(
+    shipped: Catalog, body: dict[str, object]
+) -> None:
+    result = recommend(shipped, Workload.model_validate({**body, "limit": 1000}))
+    assert not [r for r in result.recommendations if r.accelerator == "inferentia2"]
+    inf2 = [r for r in result.rejected if r.id.startswith("inf2.")]
+    assert inf2 and all("built to serve only" in r.reasons[0] for r in inf2)
+
+
+def test_a_chip_off_cuda_says_what_porting_it_needs(shipped: Catalog) -> None:
+    result = recommend(
+        shipped, Workload(workload="low_latency_inference", model="mixtral-8x7b", limit=1000)
+    )
+    tpu = [r for r in result.recommendations if r.accelerator.startswith("tpu-")]
+    assert tpu and all(any("XLA" in s for s in r.reasons) for r in tpu)
+    cuda = [r for r in result.recommendations if r.accelerator.startswith("h100")]
+    assert cuda and not any("porting" in s for r in cuda for s in r.reasons)
+
+
+def test_a_b200_node_draws_what_the_dgx_b200_states(shipped: Catalog) -> None:
+    """DGX B200 datasheet: ~14.3 kW max; AWS p6-b200 and GCP A4 are built on the HGX B200."""
+    result = recommend(shipped, Workload(workload="large_scale_training", memory_gb=80, limit=1000))
+    power = {r.instance_type: r.power_w for r in result.recommendations}
+    assert power["p6-b200.48xlarge"] == pytest.approx(14_300)
+    assert power["a4-highgpu-8g"] == pytest.approx(14_300)
+
+
+@pytest.mark.parametrize(("interruptions", "refused"), [(10.0, False), (10.01, True)])
+def test_the_spot_bound_is_at_most_as_stated(
+    shipped: Catalog, interruptions: float, refused: bool
+) -> None:
+    """ "at most 10 interruptions": 10.0 passes, anything above is refused."""
+    policy = shipped.workloads["large_scale_training"].spot
+    assert policy is not None and policy.max_interruptions == 10
+    plan = SpotPlan(100.0, 4, 0.01, 1.0, 0.5, interruptions, 10.0, ())
+    assert too_risky(plan, policy) is refused
+
+
+def test_a_plan_of_many_nodes_says_to_reserve_them(shipped: Catalog) -> None:
+    """64 p5 nodes on demand are not there for the asking: the estimate says to reserve."""
+    e = estimate(
+        shipped,
+        EstimateRequest(
+            workload="large_scale_training",
+            model="llama-3.1-70b",
+            tokens=1e12,
+            gpu_count=512,
+            instance_type="p5.48xlarge",
+        ),
+    )
+    assert e.hardware.nodes == 64
+    assert any(n.startswith("64 x p5.48xlarge (512 GPUs) at once: reserve") for n in e.notes)
+
+
+def test_prices_are_checked_like_with_like(shipped: Catalog) -> None:
+    """AWS list prices of the smallest hosts are not flagged against bigger hosts per GPU;
+    a spot row at the on-demand price is no spot offer; a regional price at 0.66x of its own
+    type's other regions is flagged (catalog/price_sanity.yaml)."""
+
+    def price(instance: str, region: str, purchase: str) -> Price:
+        (found,) = [
+            p
+            for p in shipped.instance_types[instance].prices
+            if p.region == region and p.purchase.value == purchase
+        ]
+        return found
+
+    assert price("g5.xlarge", "us-east-1", "on_demand").flag is None
+    assert price("inf2.xlarge", "us-east-1", "on_demand").flag is None
+    flagged = price("a2-highgpu-8g", "europe-west4", "on_demand").flag
+    assert flagged is not None and "0.66x the median" in flagged
+    placeholders = [
+        (it.id, p.region)
+        for it in shipped.instance_types.values()
+        for p in it.prices
+        if p.purchase.value == "spot"
+        and any(
+            o.purchase.value == "on_demand"
+            and o.region == p.region
+            and o.hourly_usd == p.hourly_usd
+            for o in it.prices
+        )
+    ]
+    assert placeholders  # the snapshot has them (Azure, GCP and capped AWS zones)
+    for instance, region in placeholders:
+        assert "not a spot offer" in (price(instance, region, "spot").flag or "")
+
+
+def test_rejections_are_counted_unless_listed(shipped: Catalog) -> None:
+    """The result counts rejections per constraint; the full list only when asked for, on the
+    CLI (--show-rejected) and the API (show_rejected) alike."""
+    body = {"workload": "fine_tuning", "memory_gb": 160, "max_hourly_usd": 40, "purchase": "any"}
+    request = Workload.model_validate(body)
+    full = recommend(shipped, request)
+    short = full.listing(request.show_rejected)
+    assert short.rejected == () and short.rejected_count == len(full.rejected) > 0
+    by_code: dict[str, int] = {}
+    for r in full.rejected:
+        for code in r.codes:
+            by_code[code] = by_code.get(code, 0) + 1
+    assert {c.code: c.count for c in short.rejected_summary} == by_code
+    counts = [c.count for c in short.rejected_summary]
+    assert counts == sorted(counts, reverse=True)
+
+
+def test_the_api_counts_rejections_as_the_cli_does(tmp_path: Path) -> None:
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/api.db")  # type: ignore[arg-type]
+    body = {"workload": "fine_tuning", "memory_gb": 160, "max_hourly_usd": 40, "purchase": "any"}
+    with TestClient(create_app(settings)) as client:
+        short = client.post("/v1/recommendations", json=body).json()
+        full = client.post("/v1/recommendations", json={**body, "show_rejected": True}).json()
+    assert short["rejected"] == [] and short["rejected_count"] == len(full["rejected"]) > 0
+    assert short["rejected_summary"] == full["rejected_summary"]
+    assert sum(c["count"] for c in short["rejected_summary"]) >= short["rejected_count"]
+    cli = run("recommend", *_flags(body), "--json")
+    assert json.loads(cli.stdout)["rejected_summary"] == short["rejected_summary"]
+    assert json.loads(cli.stdout)["rejected"] == []
+
+
+def _flags(body: dict[str, object]) -> list[str]:
+    return [part for k, v in body.items() for part in (f"--{k.replace('_', '-')}", str(v))]
+
+
+def test_a_gpu_limit_is_met_by_a_lighter_method_too(shipped: Catalog) -> None:
+    """A 70B full fine-tune under --max-gpus 1: besides more GPUs, QLoRA fits on one 80 GB
+    GPU (70.6e9 params x 0.5 bytes NF4 = 35 GB of frozen weights, plus adapters and
+    activations), and the nearest alternatives say so."""
+    result = recommend(shipped, Workload(workload="fine_tuning", model="llama-3.1-70b", max_gpus=1))
+    assert not result.recommendations
+    methods = [a for a in result.alternatives if a.constraint == "method"]
+    assert methods and methods[0].relax_to == "qlora"
+    assert "on 1 GPU(s) (--method qlora)" in methods[0].sentence
+    assert any(a.constraint == "max_gpus" for a in result.alternatives)
