@@ -6,6 +6,7 @@ or from the cited source."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -125,7 +126,17 @@ def test_serving_is_ranked_by_the_token(shipped: Catalog) -> None:
     assert result.objective == "cost_per_million_tokens"
     per_million = [r.sizing.cost_per_million_tokens_usd for r in result.recommendations if r.sizing]
     assert per_million and all(p is not None for p in per_million)
-    assert per_million == sorted(per_million)  # type: ignore[type-var]
+    scores = [r.score for r in result.recommendations]
+    assert scores == sorted(scores, reverse=True)
+    # an option ranked below a dearer one per token carries the soft-preference penalty that
+    # put it there, stated in its reasons
+    for i, (dear, cheap) in enumerate(itertools.pairwise(per_million)):
+        if cheap < dear:  # type: ignore[operator]
+            later = result.recommendations[i + 1]
+            assert any(s.startswith("scored ") for s in later.reasons), later.instance_type
+    first = result.recommendations[0]
+    assert not any(s.startswith("scored ") for s in first.reasons)
+    assert per_million[0] == min(per_million)  # type: ignore[type-var]
 
 
 @pytest.mark.parametrize(
@@ -269,3 +280,18 @@ def test_a_gpu_limit_is_met_by_a_lighter_method_too(shipped: Catalog) -> None:
     assert methods and methods[0].relax_to == "qlora"
     assert "on 1 GPU(s) (--method qlora)" in methods[0].sentence
     assert any(a.constraint == "max_gpus" for a in result.alternatives)
+
+
+@pytest.mark.parametrize(
+    ("instance", "link_gb_s", "network_gbps"),
+    [("p5e.48xlarge", 900, 3200), ("a3-megagpu-8g", 900, 1800), ("a2-megagpu-16g", 600, 100)],
+)
+def test_nvswitch_nodes_are_recorded_as_such(
+    shipped: Catalog, instance: str, link_gb_s: float, network_gbps: float
+) -> None:
+    it = shipped.instance_types[instance]
+    assert (it.gpu_link, it.interconnect_gb_s, it.network_gbps) == (
+        "nvswitch",
+        link_gb_s,
+        network_gbps,
+    )

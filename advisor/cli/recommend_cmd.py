@@ -188,7 +188,11 @@ def _recommendation_table(result: Result) -> None:
         [str(n), _option(r), sort_cell(r), *(f(r) for _, f in cells)]
         for n, r in enumerate(result.recommendations, 1)
     ]
-    print_table(console(), f"{result.workload}: best by {result.objective}", columns, rows)
+    penalised = any(
+        reason.startswith("scored ") for r in result.recommendations for reason in r.reasons
+    )
+    after = " x soft-preference penalties (in the reasons)" if penalised else ""
+    print_table(console(), f"{result.workload}: best by {result.objective}{after}", columns, rows)
 
 
 def _serving(r: Recommendation, figure: Callable[[SizedFigures], str]) -> str:

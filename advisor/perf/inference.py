@@ -51,6 +51,7 @@ generation by hand, never per row; benchmarks/bench_calibration.py prints every 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from advisor.catalog.models import Accelerator, Generation
 from advisor.errors import InputError, field_name
@@ -252,10 +253,10 @@ def _ring(dep: Deployment, shape: Shape) -> Ring:
     return Ring(layers, n, hidden, link, latency)
 
 
-@dataclass(frozen=True, slots=True)
-class Iteration:
+class Iteration(NamedTuple):
     """The operands of one forward pass's time (InferenceModel.iteration): the value and the
-    printed formula are both built from these, so neither can drift from the other."""
+    printed formula are both built from these, so neither can drift from the other. A named
+    tuple: the model builds one per evaluated concurrency, in the engine's inner loop."""
 
     weight_bytes: float
     gemm_flops: float
