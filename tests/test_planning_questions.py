@@ -295,3 +295,21 @@ def test_nvswitch_nodes_are_recorded_as_such(
         link_gb_s,
         network_gbps,
     )
+
+
+def test_serving_that_fits_nowhere_in_16_bits_names_fp8(shipped: Catalog) -> None:
+    """Llama 3.1 405B in bf16 is 810 GB of weights (405e9 x 2 bytes): no Azure node holds it
+    with its KV cache; in fp8 (405 GB) an 8 x H100 node does, and the alternatives say so."""
+    w = Workload(
+        workload="high_throughput_inference",
+        model="llama-3.1-405b",
+        precision="bf16",
+        provider="azure",
+    )
+    result = recommend(shipped, w)
+    assert not result.recommendations
+    (fp8,) = [a for a in result.alternatives if a.constraint == "precision"]
+    fp8_answer = recommend(shipped, w.model_copy(update={"precision": "fp8"}))
+    assert fp8.relax_to == "fp8"
+    assert fp8.candidate == fp8_answer.recommendations[0].instance_type
+    assert "(--precision fp8)" in fp8.sentence and fp8.sentence in result.explanation

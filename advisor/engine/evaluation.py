@@ -106,6 +106,7 @@ def recommend(
     else:
         # Only now is it worth finding what single relaxation would help (a second, rare pass).
         alternatives = _alternatives(index, workload, profile, plan)
+        alternatives += _lower_precision(catalog, workload, profile, fleet, min_fleet_reports)
         explanation = explain_none(rejected, alternatives, profile.id)
     return Result(
         workload=profile.id,
@@ -473,6 +474,43 @@ def _offers_worth_explaining(
         if offer[2] > first_hourly.setdefault(faults, offer[2]):
             continue
         yield offer[3]
+
+
+# Serving in 16 bits that fits nowhere may fit in 8: weights and KV cache halve on accelerators
+# with FP8 matrix units (advisor/perf/precision.py refuses the others).
+_LOWER_PRECISION = {"bf16": "fp8", "fp16": "fp8"}
+
+
+def _lower_precision(
+    catalog: Catalog,
+    w: Workload,
+    p: WorkloadProfile,
+    fleet: Mapping[str, Calibration] | None,
+    min_fleet_reports: int,
+) -> list[Alternative]:
+    """The cheapest option that serves the same request in FP8, as an alternative: one more
+    engine pass, only when nothing fits."""
+    lower = _LOWER_PRECISION.get(w.precision)
+    if not w.sized or p.sizing != "inference" or lower is None:
+        return []
+    again = recommend(
+        catalog, w.model_copy(update={"precision": lower, "limit": 1}), fleet, min_fleet_reports
+    )
+    if not again.recommendations:
+        return []
+    r = again.recommendations[0]
+    where = f"{r.provider} {r.region}, {r.purchase}, ${r.hourly_usd or 0:,.2f}/h"
+    return [
+        Alternative(
+            constraint="precision",
+            relax_to=lower,
+            candidate=r.instance_type or r.accelerator,
+            sentence=(
+                f"serve in {lower} (weights and KV cache in 8 bits, on {lower} matrix units): "
+                f"{r.instance_type} ({where}) (--precision {lower})"
+            ),
+        )
+    ]
 
 
 def _offer_methods(
