@@ -14,7 +14,7 @@ import pytest
 
 from advisor import Catalog, recommend
 from advisor.catalog.models import SpotPolicy
-from advisor.engine import evaluation as engine_module
+from advisor.engine import alternatives as alternatives_module
 from advisor.engine.candidates import CloudCandidate, candidate_index
 from advisor.engine.checks import (
     CODE_WORDS,
@@ -23,11 +23,11 @@ from advisor.engine.checks import (
     OFFERING,
     STATIC,
     StaticCase,
+    offer_faults,
     offering_violations,
     static_violations,
 )
 from advisor.engine.constraints import RELAXATIONS, Direction
-from advisor.engine.evaluation import _offer_faults
 from advisor.engine.placement import PLACEMENT_READS, place
 from advisor.perf.spot import SpotPlan
 from advisor.planning.work_plan import WorkPlan
@@ -416,7 +416,7 @@ def test_offer_fault_bits_are_what_the_registry_finds(shipped: Catalog) -> None:
         for c in candidate_index(shipped, GROUP_SIGNATURE).cloud:
             spot = (c, NEVER_FINISHES, POLICY) if risky else None
             for offer in c.offers:
-                faults = _offer_faults(offer, w, nodes, risky, not w.include_flagged_prices)
+                faults = offer_faults(offer, w, nodes, risky, not w.include_flagged_prices)
                 found = {v.code for v in offering_violations(offer[3], nodes, w, spot)}
                 expected = sum(1 << i for i, code in enumerate(codes) if code in found)
                 assert faults == expected, (c.instance.id, offer[:3], kw, nodes, risky)
@@ -443,7 +443,7 @@ NOTHING_FITS = [
 
 
 def every_offering(c: CloudCandidate, *_: Any) -> Iterator[Any]:
-    """The long way, in place of engine._offers_worth_explaining: explain every offering."""
+    """The long way, in place of alternatives._offers_worth_explaining: explain every offering."""
     return (offer[3] for offer in c.offers)
 
 
@@ -457,7 +457,7 @@ def test_alternatives_are_those_of_every_offering(
     result = recommend(shipped, w)
     assert not result.recommendations and result.alternatives, "a request nothing satisfies"
 
-    monkeypatch.setattr(engine_module, "_offers_worth_explaining", every_offering)
+    monkeypatch.setattr(alternatives_module, "_offers_worth_explaining", every_offering)
     assert list(result.alternatives) == list(recommend(shipped, w).alternatives)
 
 
@@ -483,5 +483,5 @@ def test_alternatives_among_offerings_at_one_price_are_the_first_by_label(
     (region,) = [a for a in result.alternatives if a.constraint == "region"]
     assert region.relax_to == "eastus", region
 
-    monkeypatch.setattr(engine_module, "_offers_worth_explaining", every_offering)
+    monkeypatch.setattr(alternatives_module, "_offers_worth_explaining", every_offering)
     assert list(result.alternatives) == list(recommend(catalog, w).alternatives)

@@ -17,7 +17,7 @@ from advisor.catalog.models import (
     SpotPolicy,
     WorkloadProfile,
 )
-from advisor.engine.candidates import CloudCandidate, EdgeCandidate
+from advisor.engine.candidates import CloudCandidate, EdgeCandidate, Offer
 from advisor.engine.constraints import Constraint, Finding, Violation, violations
 from advisor.engine.placement import PLACEMENT_READS, Placement
 from advisor.engine.spot_risk import risk_sentence
@@ -573,3 +573,18 @@ LATENCY_CODES = frozenset({"TTFT_TARGET_MISSED", "ITL_TARGET_MISSED"})
 CODE_WORDS: dict[str, str] = {
     entry.code: entry.words for registry in (STATIC, OFFERING, EDGE) for entry in registry
 }
+
+
+def offer_faults(offer: Offer, w: Workload, nodes: int, risky: bool, skip_flagged: bool) -> int:
+    """The OFFERING checks an offering fails, one bit each in the registry's order, worked out
+    inline: cheap enough to run on every offering, to find the few worth explaining with the
+    registry's sentences (tests/test_constraints.py holds the two to the same answer)."""
+    o_region, o_purchase, hourly, price, _ = offer
+    budget = w.max_hourly_usd
+    return (
+        (w.region is not None and o_region != w.region)
+        | (w.purchase is not None and o_purchase is not w.purchase) << 1
+        | (budget is not None and option_hourly_usd(hourly, nodes) > budget) << 2
+        | (risky and o_purchase is Purchase.spot) << 3
+        | (skip_flagged and price.flag is not None) << 4
+    )

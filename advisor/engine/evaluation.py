@@ -10,8 +10,9 @@ from collections.abc import Iterator, Mapping
 from operator import attrgetter
 
 from advisor.catalog import Catalog
-from advisor.catalog.models import FormFactor, Price, Purchase, SpotPolicy, WorkloadProfile
+from advisor.catalog.models import FormFactor, Price, Purchase, WorkloadProfile
 from advisor.did_you_mean import unknown
+from advisor.engine.alternatives import lower_precision, nearest_alternatives
 from advisor.engine.candidates import (
     CandidateIndex,
     CloudCandidate,
@@ -22,18 +23,17 @@ from advisor.engine.candidates import (
 from advisor.engine.checks import (
     CODE_WORDS,
     GROUP_SIGNATURE,
-    LATENCY_CODES,
     STATIC,
     edge_violations,
-    latency_relax_to,
     mismatch_sentence,
+    offer_faults,
     offering_violations,
     request_free_violations,
     runs,
     static_violations,
 )
 from advisor.engine.constraints import Violation, applicable
-from advisor.engine.explain import AlternativeTracker, explain_chosen, explain_none
+from advisor.engine.explain import explain_chosen, explain_none
 from advisor.engine.placement import Placement, place
 from advisor.engine.rank import (
     OBJECTIVE_WORDS,
@@ -55,12 +55,11 @@ from advisor.engine.result import (
     Result,
     SizedFigures,
 )
-from advisor.engine.spot_risk import option_spot_plan
+from advisor.engine.spot_risk import spot_case
 from advisor.errors import InputError
 from advisor.perf.calibration import Calibration
 from advisor.perf.cost import edge_cost_per_year, option_hourly_usd
 from advisor.perf.spot import SpotPlan, too_risky
-from advisor.planning.serving import latency_targets
 from advisor.planning.work_plan import WorkPlan
 from advisor.request import Workload
 
@@ -105,8 +104,10 @@ def recommend(
         )
     else:
         # Only now is it worth finding what single relaxation would help (a second, rare pass).
-        alternatives = _alternatives(index, workload, profile, plan)
-        alternatives += _lower_precision(catalog, workload, profile, fleet, min_fleet_reports)
+        alternatives = nearest_alternatives(index, workload, profile, plan)
+        alternatives += lower_precision(
+            workload, profile, lambda w: recommend(catalog, w, fleet, min_fleet_reports)
+        )
         explanation = explain_none(rejected, alternatives, profile.id)
     return Result(
         workload=profile.id,
@@ -308,12 +309,12 @@ def _evaluate_offers(
     pool = c.pool(w.region, w.purchase)
     within = pool.within(budget)
     spot_in_pool = pool.count(within, False, skip_flagged) != pool.count(within, True, skip_flagged)
-    spot = _spot_case(c, placement, w, p) if spot_in_pool else None
+    spot = spot_case(c, placement, w, p) if spot_in_pool else None
     risky = spot is not None and too_risky(spot[1], spot[2])
     feasible = pool.count(within, risky, skip_flagged)
     if not feasible:
         if c.offers:  # none priced at all is the static NO_PRICE
-            spot = _spot_case(c, placement, w, p)  # the closest offering may be a spot one
+            spot = spot_case(c, placement, w, p)  # the closest offering may be a spot one
             risky = spot is not None and too_risky(spot[1], spot[2])
             closest = _closest_offer(c, w, nodes, risky, skip_flagged)
             rejected.append(_rejection(c.instance.id, offering_violations(closest, nodes, w, spot)))
@@ -374,177 +375,12 @@ def _closest_offer(
     checks, cheapest first: it explains the rejection."""
     best_bad, best = 6, c.offers[0][3]
     for offer in c.offers:
-        bad = _offer_faults(offer, w, nodes, risky, skip_flagged).bit_count()
+        bad = offer_faults(offer, w, nodes, risky, skip_flagged).bit_count()
         if bad < best_bad:
             best_bad, best = bad, offer[3]
             if bad == 1:
                 break  # none has none (the caller found no feasible offering)
     return best
-
-
-def _offer_faults(offer: Offer, w: Workload, nodes: int, risky: bool, skip_flagged: bool) -> int:
-    """The OFFERING checks an offering fails, one bit each in the registry's order, worked out
-    inline: cheap enough to run on every offering, to find the few worth explaining with the
-    registry's sentences (tests/test_constraints.py holds the two to the same answer)."""
-    o_region, o_purchase, hourly, price, _ = offer
-    budget = w.max_hourly_usd
-    return (
-        (w.region is not None and o_region != w.region)
-        | (w.purchase is not None and o_purchase is not w.purchase) << 1
-        | (budget is not None and option_hourly_usd(hourly, nodes) > budget) << 2
-        | (risky and o_purchase is Purchase.spot) << 3
-        | (skip_flagged and price.flag is not None) << 4
-    )
-
-
-def _spot_case(
-    c: CloudCandidate, placement: Placement, w: Workload, p: WorkloadProfile
-) -> tuple[CloudCandidate, SpotPlan, SpotPolicy] | None:
-    """The option's spot plan for the SPOT_TOO_RISKY check, or None where none is costed."""
-    plan = option_spot_plan(c, placement, w, p)
-    return None if plan is None or p.spot is None else (c, plan, p.spot)
-
-
-def _alternatives(
-    index: CandidateIndex, w: Workload, p: WorkloadProfile, plan: WorkPlan | None
-) -> list[Alternative]:
-    """For each constraint that alone blocks a candidate, the smallest relaxation that helps;
-    for latency targets, the lowest figure any option blocked by latency alone reaches."""
-    tracker = AlternativeTracker()
-    for c in index.cloud:
-        placement = place(c, w, p, plan)
-        static = static_violations(c, placement, w, p)
-        latency_only = bool(static) and all(v.code in LATENCY_CODES for v in static)
-        if len(static) > 1 and not latency_only:
-            continue
-        spot = _spot_case(c, placement, w, p)
-        risky = spot is not None and too_risky(spot[1], spot[2])
-        for price in _offers_worth_explaining(c, bool(static), placement.nodes, w, risky):
-            violations = static + offering_violations(price, placement.nodes, w, spot)
-            where = f"{c.instance.provider} {price.region}, {price.purchase}"
-            if latency_only and len(violations) == len(static):
-                hourly = option_hourly_usd(price.hourly_usd, placement.nodes)
-                label = f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
-                _offer_latency(tracker, placement, hourly, label)
-                continue
-            v = violations[0] if len(violations) == 1 else None
-            if v is None or v.constraint is None:
-                continue
-            if v.constraint == "method":
-                _offer_methods(tracker, placement, price, c.instance.id, where)
-                continue
-            if v.code == "GPU_LIMIT_EXCEEDED" and placement.fit and placement.fit.lighter_methods:
-                # a lighter method within the limit is another way there than more GPUs
-                _offer_methods(tracker, placement, price, c.instance.id, where)
-            # Relaxing memory or GPU count to one node's worth means paying for one node.
-            one_node = v.code in ("MEMORY_INSUFFICIENT", "GPU_COUNT_TOO_HIGH")
-            nodes = 1 if one_node else placement.nodes
-            if v.code == "GPU_LIMIT_EXCEEDED" and isinstance(v.relax_to, int):
-                nodes = v.relax_to // c.instance.gpu_count  # the whole nodes the limit allows
-            hourly = option_hourly_usd(price.hourly_usd, nodes)
-            tracker.offer(
-                v.constraint, v.relax_to, hourly, f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
-            )
-    for e in index.edge:
-        violations = edge_violations(e, w, p)
-        if len(violations) == 1 and violations[0].constraint:
-            v = violations[0]
-            label = f"{e.device.name} ({e.mode} mode)" if e.mode else e.device.name
-            tracker.offer(v.constraint or "", v.relax_to, 0.0, label)
-    return [a for a in tracker.alternatives() if not _latency_met_anyway(a, w, p)]
-
-
-def _offers_worth_explaining(
-    c: CloudCandidate, static: bool, nodes: int, w: Workload, risky: bool
-) -> Iterator[Price]:
-    """The offerings that can give an option's nearest alternative. One is worth explaining
-    when, with the static failures (`static`), it fails one check alone (or latency alone).
-    Offerings come cheapest first, and the tracker prefers the nearest relaxation, then the
-    lower price, then the label: of each kind of failure, only the first offering and those at
-    its price can be nearest. The registry explains just those; a bit count sorts out the rest
-    (explaining every offering took 30 ms on the shipped catalog, 130 ms at 10,000)."""
-    first_hourly: dict[int, float] = {}
-    skip_flagged = not w.include_flagged_prices
-    for offer in c.offers:
-        if static and first_hourly and offer[2] > first_hourly[0]:
-            return  # the one kind that helps here (no offering fault) is found
-        faults = _offer_faults(offer, w, nodes, risky, skip_flagged)
-        if faults.bit_count() > (0 if static else 1):
-            continue
-        if offer[2] > first_hourly.setdefault(faults, offer[2]):
-            continue
-        yield offer[3]
-
-
-# Serving in 16 bits that fits nowhere may fit in 8: weights and KV cache halve on accelerators
-# with FP8 matrix units (advisor/perf/precision.py refuses the others).
-_LOWER_PRECISION = {"bf16": "fp8", "fp16": "fp8"}
-
-
-def _lower_precision(
-    catalog: Catalog,
-    w: Workload,
-    p: WorkloadProfile,
-    fleet: Mapping[str, Calibration] | None,
-    min_fleet_reports: int,
-) -> list[Alternative]:
-    """The cheapest option that serves the same request in FP8, as an alternative: one more
-    engine pass, only when nothing fits."""
-    lower = _LOWER_PRECISION.get(w.precision)
-    if not w.sized or p.sizing != "inference" or lower is None:
-        return []
-    again = recommend(
-        catalog, w.model_copy(update={"precision": lower, "limit": 1}), fleet, min_fleet_reports
-    )
-    if not again.recommendations:
-        return []
-    r = again.recommendations[0]
-    where = f"{r.provider} {r.region}, {r.purchase}, ${r.hourly_usd or 0:,.2f}/h"
-    return [
-        Alternative(
-            constraint="precision",
-            relax_to=lower,
-            candidate=r.instance_type or r.accelerator,
-            sentence=(
-                f"serve in {lower} (weights and KV cache in 8 bits, on {lower} matrix units): "
-                f"{r.instance_type} ({where}) (--precision {lower})"
-            ),
-        )
-    ]
-
-
-def _offer_methods(
-    tracker: AlternativeTracker, placement: Placement, price: Price, instance: str, where: str
-) -> None:
-    """Each lighter fine-tuning method that fits an option memory alone blocks, with what it
-    needs there (advisor/planning/fit.py Fit.lighter_methods)."""
-    assert placement.fit is not None
-    for method, memory_gb, gpus, nodes in placement.fit.lighter_methods:
-        hourly = option_hourly_usd(price.hourly_usd, nodes)
-        label = (
-            f"{instance} ({where}, ${hourly:,.2f}/h) with {memory_gb:.1f} GB per GPU on "
-            f"{gpus} GPU(s) (--method {method})"
-        )
-        tracker.offer("method", method, hourly, label)
-
-
-def _offer_latency(
-    tracker: AlternativeTracker, placement: Placement, hourly_usd: float, label: str
-) -> None:
-    """Each latency target's lowest reachable figure on an option that latency alone blocks."""
-    fit = placement.fit
-    assert fit is not None and fit.latency_floor is not None
-    ttft, itl = fit.latency_floor
-    tracker.offer("max_ttft_ms", latency_relax_to(ttft), hourly_usd, label)
-    tracker.offer("max_itl_ms", latency_relax_to(itl), hourly_usd, label)
-
-
-def _latency_met_anyway(a: Alternative, w: Workload, p: WorkloadProfile) -> bool:
-    """A latency target some option already reaches needs no raising."""
-    if a.constraint not in ("max_ttft_ms", "max_itl_ms") or not isinstance(a.relax_to, float):
-        return False
-    target = getattr(latency_targets(p, w.max_ttft_ms, w.max_itl_ms, w.output_tokens), a.constraint)
-    return target is None or a.relax_to <= target
 
 
 _MISMATCH = ("WORKLOAD_MISMATCH",)

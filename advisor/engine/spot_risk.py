@@ -61,3 +61,11 @@ def plan_sentence(c: CloudCandidate, plan: SpotPlan) -> str:
         f"{plan.checkpoint_h:g} h, restart {plan.restart_h:g} h): {plan.total_hours:,.1f} h "
         "in all"
     )
+
+
+def spot_case(
+    c: CloudCandidate, placement: Placement, w: SizedWork, p: WorkloadProfile
+) -> tuple[CloudCandidate, SpotPlan, SpotPolicy] | None:
+    """The option's spot plan for the SPOT_TOO_RISKY check, or None where none is costed."""
+    plan = option_spot_plan(c, placement, w, p)
+    return None if plan is None or p.spot is None else (c, plan, p.spot)

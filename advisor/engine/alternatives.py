@@ -1,0 +1,163 @@
+"""The nearest alternatives when nothing fits: for each constraint that alone blocks a
+candidate, the smallest relaxation that admits one (a budget, a region, more GPUs, a lighter
+fine-tuning method, a latency target the options reach), and 16-bit serving in FP8."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from advisor.catalog.models import Price, WorkloadProfile
+from advisor.engine.candidates import CandidateIndex, CloudCandidate
+from advisor.engine.checks import (
+    LATENCY_CODES,
+    edge_violations,
+    latency_relax_to,
+    offer_faults,
+    offering_violations,
+    static_violations,
+)
+from advisor.engine.explain import AlternativeTracker
+from advisor.engine.placement import Placement, place
+from advisor.engine.result import Alternative, Result
+from advisor.engine.spot_risk import spot_case
+from advisor.perf.cost import option_hourly_usd
+from advisor.perf.spot import too_risky
+from advisor.planning.serving import latency_targets
+from advisor.planning.work_plan import WorkPlan
+from advisor.request import Workload
+
+
+def nearest_alternatives(
+    index: CandidateIndex, w: Workload, p: WorkloadProfile, plan: WorkPlan | None
+) -> list[Alternative]:
+    """For each constraint that alone blocks a candidate, the smallest relaxation that helps;
+    for latency targets, the lowest figure any option blocked by latency alone reaches."""
+    tracker = AlternativeTracker()
+    for c in index.cloud:
+        placement = place(c, w, p, plan)
+        static = static_violations(c, placement, w, p)
+        latency_only = bool(static) and all(v.code in LATENCY_CODES for v in static)
+        if len(static) > 1 and not latency_only:
+            continue
+        spot = spot_case(c, placement, w, p)
+        risky = spot is not None and too_risky(spot[1], spot[2])
+        for price in _offers_worth_explaining(c, bool(static), placement.nodes, w, risky):
+            violations = static + offering_violations(price, placement.nodes, w, spot)
+            where = f"{c.instance.provider} {price.region}, {price.purchase}"
+            if latency_only and len(violations) == len(static):
+                hourly = option_hourly_usd(price.hourly_usd, placement.nodes)
+                label = f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
+                _offer_latency(tracker, placement, hourly, label)
+                continue
+            v = violations[0] if len(violations) == 1 else None
+            if v is None or v.constraint is None:
+                continue
+            if v.constraint == "method":
+                _offer_methods(tracker, placement, price, c.instance.id, where)
+                continue
+            if v.code == "GPU_LIMIT_EXCEEDED" and placement.fit and placement.fit.lighter_methods:
+                # a lighter method within the limit is another way there than more GPUs
+                _offer_methods(tracker, placement, price, c.instance.id, where)
+            # Relaxing memory or GPU count to one node's worth means paying for one node.
+            one_node = v.code in ("MEMORY_INSUFFICIENT", "GPU_COUNT_TOO_HIGH")
+            nodes = 1 if one_node else placement.nodes
+            if v.code == "GPU_LIMIT_EXCEEDED" and isinstance(v.relax_to, int):
+                nodes = v.relax_to // c.instance.gpu_count  # the whole nodes the limit allows
+            hourly = option_hourly_usd(price.hourly_usd, nodes)
+            tracker.offer(
+                v.constraint, v.relax_to, hourly, f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
+            )
+    for e in index.edge:
+        violations = edge_violations(e, w, p)
+        if len(violations) == 1 and violations[0].constraint:
+            v = violations[0]
+            label = f"{e.device.name} ({e.mode} mode)" if e.mode else e.device.name
+            tracker.offer(v.constraint or "", v.relax_to, 0.0, label)
+    return [a for a in tracker.alternatives() if not _latency_met_anyway(a, w, p)]
+
+
+def _offers_worth_explaining(
+    c: CloudCandidate, static: bool, nodes: int, w: Workload, risky: bool
+) -> Iterator[Price]:
+    """The offerings that can give an option's nearest alternative. One is worth explaining
+    when, with the static failures (`static`), it fails one check alone (or latency alone).
+    Offerings come cheapest first, and the tracker prefers the nearest relaxation, then the
+    lower price, then the label: of each kind of failure, only the first offering and those at
+    its price can be nearest. The registry explains just those; a bit count sorts out the rest
+    (explaining every offering took 30 ms on the shipped catalog, 130 ms at 10,000)."""
+    first_hourly: dict[int, float] = {}
+    skip_flagged = not w.include_flagged_prices
+    for offer in c.offers:
+        if static and first_hourly and offer[2] > first_hourly[0]:
+            return  # the one kind that helps here (no offering fault) is found
+        faults = offer_faults(offer, w, nodes, risky, skip_flagged)
+        if faults.bit_count() > (0 if static else 1):
+            continue
+        if offer[2] > first_hourly.setdefault(faults, offer[2]):
+            continue
+        yield offer[3]
+
+
+# Serving in 16 bits that fits nowhere may fit in 8: weights and KV cache halve on accelerators
+# with FP8 matrix units (advisor/perf/precision.py refuses the others).
+_LOWER_PRECISION = {"bf16": "fp8", "fp16": "fp8"}
+
+
+def lower_precision(
+    w: Workload, p: WorkloadProfile, answer: Callable[[Workload], Result]
+) -> list[Alternative]:
+    """The cheapest option that serves the same request in FP8 (`answer` runs the engine on
+    it), as an alternative: one more engine pass, only when nothing fits."""
+    lower = _LOWER_PRECISION.get(w.precision)
+    if not w.sized or p.sizing != "inference" or lower is None:
+        return []
+    again = answer(w.model_copy(update={"precision": lower, "limit": 1}))
+    if not again.recommendations:
+        return []
+    r = again.recommendations[0]
+    where = f"{r.provider} {r.region}, {r.purchase}, ${r.hourly_usd or 0:,.2f}/h"
+    return [
+        Alternative(
+            constraint="precision",
+            relax_to=lower,
+            candidate=r.instance_type or r.accelerator,
+            sentence=(
+                f"serve in {lower} (weights and KV cache in 8 bits, on {lower} matrix units): "
+                f"{r.instance_type} ({where}) (--precision {lower})"
+            ),
+        )
+    ]
+
+
+def _offer_methods(
+    tracker: AlternativeTracker, placement: Placement, price: Price, instance: str, where: str
+) -> None:
+    """Each lighter fine-tuning method that fits an option memory alone blocks, with what it
+    needs there (advisor/planning/fit.py Fit.lighter_methods)."""
+    assert placement.fit is not None
+    for method, memory_gb, gpus, nodes in placement.fit.lighter_methods:
+        hourly = option_hourly_usd(price.hourly_usd, nodes)
+        label = (
+            f"{instance} ({where}, ${hourly:,.2f}/h) with {memory_gb:.1f} GB per GPU on "
+            f"{gpus} GPU(s) (--method {method})"
+        )
+        tracker.offer("method", method, hourly, label)
+
+
+def _offer_latency(
+    tracker: AlternativeTracker, placement: Placement, hourly_usd: float, label: str
+) -> None:
+    """Each latency target's lowest reachable figure on an option that latency alone blocks."""
+    fit = placement.fit
+    assert fit is not None and fit.latency_floor is not None
+    ttft, itl = fit.latency_floor
+    tracker.offer("max_ttft_ms", latency_relax_to(ttft), hourly_usd, label)
+    tracker.offer("max_itl_ms", latency_relax_to(itl), hourly_usd, label)
+
+
+def _latency_met_anyway(a: Alternative, w: Workload, p: WorkloadProfile) -> bool:
+    """A latency target some option already reaches needs no raising."""
+    if a.constraint not in ("max_ttft_ms", "max_itl_ms") or not isinstance(a.relax_to, float):
+        return False
+    target = getattr(latency_targets(p, w.max_ttft_ms, w.max_itl_ms, w.output_tokens), a.constraint)
+    return target is None or a.relax_to <= target
