@@ -313,3 +313,26 @@ def test_serving_that_fits_nowhere_in_16_bits_names_fp8(shipped: Catalog) -> Non
     assert fp8.relax_to == "fp8"
     assert fp8.candidate == fp8_answer.recommendations[0].instance_type
     assert "(--precision fp8)" in fp8.sentence and fp8.sentence in result.explanation
+
+
+def test_serving_replicas_span_nodes_in_both_request_forms(shipped: Catalog) -> None:
+    """16 GPUs of serving: by memory (--memory-gb 16) as by model (--model llama-3-8b), more
+    replicas on more nodes, each replica inside one node; never one copy split over nodes."""
+    by_memory = recommend(
+        shipped,
+        Workload(workload="high_throughput_inference", memory_gb=16, gpu_count=16, limit=1000),
+    )
+    by_model = recommend(
+        shipped,
+        Workload(
+            workload="high_throughput_inference", model="llama-3-8b", gpu_count=16, limit=1000
+        ),
+    )
+    for result in (by_memory, by_model):
+        assert any(r.nodes > 1 for r in result.recommendations)
+    p5 = [r for r in by_memory.recommendations if r.instance_type == "p5.48xlarge"]
+    assert p5 and p5[0].nodes == 2 and p5[0].gpu_count == 16
+    # 16 GB over T4s' usable 14.4 GB: a replica of 2 T4s cannot live on a one-T4 node
+    (one_t4,) = [r for r in by_memory.rejected if r.id == "g4dn.xlarge"]
+    assert one_t4.codes == ("MEMORY_INSUFFICIENT",)
+    assert one_t4.reasons[0].startswith("one replica of 16 GB needs 2 GPUs, more than the 1")

@@ -55,7 +55,9 @@ def check_hard_constraints(catalog: Catalog, w: Workload) -> None:
         it = catalog.instance_types[r.instance_type or ""]
         hw = catalog.accelerators[it.accelerator or it.cpu or ""]
         assert hw.form_factor in profile.form_factors
-        assert r.nodes == 1 or profile.scale_out
+        # one copy of the work spans nodes only where the profile scales out; serving may run
+        # more replicas on more nodes, each replica inside one
+        assert r.nodes == 1 or profile.scale_out or profile.sizing == "inference"
         assert r.nodes == 1 or it.network_gbps >= profile.min_multi_node_network_gbps
         assert w.region is None or r.region == w.region
         assert w.provider is None or r.provider == w.provider

@@ -131,6 +131,12 @@ def _spread(k: StaticCase) -> str:
 
 
 def _one_node_sentence(k: StaticCase) -> str:
+    if k.p.sizing == "inference" and k.s.fit is None and k.c.is_gpu:
+        # serving by memory: one replica must fit inside a node (placement.py)
+        return (
+            f"one replica of {_spread(k)} needs {k.s.gpus_for_memory} GPUs, more than the "
+            f"{k.c.instance.gpu_count} of a node: a replica is served inside one node"
+        )
     return (
         f"{_spread(k)} needs {k.s.nodes} nodes "
         f"({k.c.per_node_memory_gb:g} GB each) and {k.p.id} runs on one node"

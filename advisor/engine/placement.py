@@ -50,7 +50,12 @@ def place(
         by_memory = min_gpus_for(need_gb, c.hardware.device_memory_gb) if need_gb else 0
         wanted = p.default_gpu_count if w.gpu_count is None else w.gpu_count
         gpus = max(1, by_memory, wanted)
-        nodes = math.ceil(gpus / c.instance.gpu_count)
-        return Placement(gpus, nodes, nodes > 1, None, by_memory if need_gb else 0)
+        per_node = c.instance.gpu_count
+        nodes = math.ceil(gpus / per_node)
+        # Serving copies the model per replica: the memory sizes one replica, which lives inside
+        # one node, and GPUs beyond it are more replicas on more nodes (the rule a sized
+        # request's deployment follows, planning/serving.py). Other work is one copy over all.
+        spans = by_memory > per_node if p.sizing == "inference" else nodes > 1
+        return Placement(gpus, nodes, spans, None, by_memory if need_gb else 0)
     nodes = max(1, math.ceil(need_gb / c.per_node_memory_gb - 1e-9))
     return Placement(0, nodes, nodes > 1)
