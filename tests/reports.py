@@ -1,12 +1,12 @@
-"""Probe and utilisation reports for tests that state only the parts they check: the rest of a
-valid report (the probe report models' required fields) filled in, so every store and review
-test goes through the same models the service does."""
+"""Probe reports for tests that state only the parts they check: the rest of a valid report
+(the probe report model's required fields) filled in, so every store and review test goes
+through the same model the service does."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from probes.report import ProbeReport, UtilisationReport
+from probes.report import ProbeReport
 
 CREATED_AT = "2026-12-01T00:00:00Z"
 
@@ -25,16 +25,3 @@ def as_probe_report(body: dict[str, Any]) -> ProbeReport:
     filled["inventory"] = {"hostname": "unknown", "python": "3.11", **body.get("inventory", {})}
     filled["checks"] = [{"detail": "", **c} for c in body.get("checks", [])]
     return ProbeReport.model_validate(filled)
-
-
-def as_utilisation_report(body: dict[str, Any]) -> UtilisationReport:
-    """`body` with a utilisation report's required fields where it leaves them out."""
-    filled: dict[str, Any] = {
-        "created_at": CREATED_AT,
-        "host": "unknown",
-        "duration_s": 60.0,
-        "interval_s": 1.0,
-        **body,
-    }
-    filled["gpus"] = [{"index": i, "samples": 60, **g} for i, g in enumerate(body.get("gpus", []))]
-    return UtilisationReport.model_validate(filled)

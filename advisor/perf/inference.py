@@ -413,7 +413,8 @@ class InferenceModel:
         packed = batch * self.inp / self.out
         iteration = self.iteration(batch, packed, self.inp)
         ttft, itl = prefill.seconds, iteration.seconds
-        total = dep.replicas * batch / itl
+        throughput = throughput_figure(dep.replicas, batch, itl)
+        total = throughput.value
         tp = dep.tensor_parallel
         bandwidth = (
             f"TP {tp} x {dep.acc.memory_bandwidth_gbps:g} GB/s x {self.eff_bw:g} "
@@ -447,14 +448,19 @@ class InferenceModel:
                 f"{self.inp} / {self.out} = {packed:.6g} prompt tokens packed in (in-flight "
                 "batching)]",
             ),
-            Figure(
-                "throughput_tokens_s",
-                total,
-                "tokens/s",
-                f"{dep.replicas} replicas x {batch} sequences / ITL {itl:.6g} s",
-            ),
+            throughput,
         )
         return InferenceResult(ttft * 1e3, itl * 1e3, total, batch, fit, tp, dep.replicas, figures)
+
+
+def throughput_figure(replicas: int, concurrency: int, itl_s: float) -> Figure:
+    """Output tokens/s of a deployment: each replica emits `concurrency` tokens an ITL."""
+    return Figure(
+        "throughput_tokens_s",
+        replicas * concurrency / itl_s,
+        "tokens/s",
+        f"{replicas} replicas x {concurrency} sequences / ITL {itl_s:.6g} s",
+    )
 
 
 def moe_of(experts: int | None, per_token: int | None) -> tuple[int, int] | None:

@@ -19,7 +19,7 @@ from advisor.catalog.queries import Catalog
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError, field_name, flag_name
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration, efficiency
-from advisor.perf.inference import bandwidth_efficiency, moe_of, serving_memory
+from advisor.perf.inference import bandwidth_efficiency, moe_of, serving_memory, throughput_figure
 from advisor.perf.sizing import (
     METHODS,
     TRAINING_STATE_BYTES,
@@ -367,8 +367,8 @@ class WorkPlan:
         wanted = max(got.replicas, replicas_for(w.throughput_tokens_s, per_replica))
         nodes, replicas = inference_nodes(tp, per_node, wanted)
         per_gpu = model.memory(got.concurrency)[-1].value / tp
-        itl_s = got.itl_ms / 1e3
-        capacity = replicas * got.concurrency / itl_s
+        throughput = throughput_figure(replicas, got.concurrency, got.itl_ms / 1e3)
+        capacity = throughput.value
         return Fit(
             gpus_needed=tp * replicas,
             nodes=nodes,
@@ -392,12 +392,7 @@ class WorkPlan:
                 replicas_figure(
                     replicas, wanted, w.throughput_tokens_s, per_replica, tp, per_node, nodes
                 ),
-                Figure(
-                    "throughput_tokens_s",
-                    capacity,
-                    "tokens/s",
-                    f"{replicas} replicas x {got.concurrency} sequences / ITL {itl_s:.6g} s",
-                ),
+                throughput,
             ),
         )
 

@@ -177,11 +177,6 @@ def stored_probe_report(body: dict[str, Any]) -> ProbeReport:
     return ProbeReport.model_validate(body)
 
 
-def number_or_none(value: Any) -> float | None:
-    """A JSON number as a float; anything else (null, a string, a bool) as None."""
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
 def summarize_fleet(
     rows: Iterable[CheckRow], reports: dict[str | None, list[str]]
 ) -> list[FleetSummary]:
