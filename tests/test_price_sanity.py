@@ -60,6 +60,18 @@ def _region_ratio(it: InstanceType, region: str) -> str:
     return f"{_price(it, region, OD).hourly_usd / median(others):.2f}x the median"
 
 
+def _sound_region_ratio(it: InstanceType, region: str) -> str:
+    """Against the median of the other regions whose on-demand price spot does not call
+    understated (spot above 75% of it)."""
+    spot = {p.region: p.hourly_usd for p in it.prices if p.purchase == SPOT}
+    sound = [
+        p.hourly_usd
+        for p in it.prices
+        if p.purchase == OD and p.region != region and spot.get(p.region, 0) <= 0.75 * p.hourly_usd
+    ]
+    return f"{_price(it, region, OD).hourly_usd / median(sound):.2f}x the median"
+
+
 # (instance type, region, purchase, the comparison its flag must name, expected figure)
 ISSUE_CASES = [
     # a3-highgpu-8g us-central1 $43.07/h vs europe-west4 $111.82 / europe-north1 $96.71: 0.41x
@@ -71,6 +83,14 @@ ISSUE_CASES = [
     ("a2-ultragpu-1g", "europe-west4", OD, "looks understated: spot", _spot_share),
     ("a2-ultragpu-8g", "us-central1", OD, "looks understated: spot", _spot_share),
     ("a2-ultragpu-8g", "europe-west4", OD, "looks understated: spot", _spot_share),
+    # a3-ultragpu-8g us-east5 $50.42/h and asia-south2 $51.34/h (no spot rows there) carry the
+    # snapshot's stale H200 GPU row ($36.60 for 8 GPUs against $74.49 in us-central1): the other
+    # regions at that figure have spot at 84-92% of on-demand and do not vote, so the median is
+    # the list price, $86.76/h, and these are 0.58x and 0.59x of it.
+    ("a3-ultragpu-8g", "us-east5", OD, "of a3-ultragpu-8g on-demand in", _sound_region_ratio),
+    ("a3-ultragpu-8g", "asia-south2", OD, "of a3-ultragpu-8g on-demand in", _sound_region_ratio),
+    ("a3-ultragpu-8g", "europe-west4", OD, "looks understated: spot", _spot_share),
+    ("a2-ultragpu-8g", "us-east4", OD, "of a2-ultragpu-8g on-demand in", _sound_region_ratio),
     # Azure A100 spot 89% below on-demand: 11% (ND96amsr) and 12% (NC24ads), below 15%.
     ("Standard_ND96amsr_A100_v4", "eastus", SPOT, "of on-demand", _spot_share),
     ("Standard_NC24ads_A100_v4", "eastus", SPOT, "of on-demand", _spot_share),
@@ -97,6 +117,8 @@ CLEAN = [
     ("p4d.24xlarge", "us-east-1", SPOT),
     # g4dn.xlarge us-east-1 spot $0.20 is 38% of on-demand: inside 15%-75%.
     ("g4dn.xlarge", "us-east-1", SPOT),
+    # a3-ultragpu-8g us-central1 $86.76/h: 1.3x the median of its other regions, all of them.
+    ("a3-ultragpu-8g", "us-central1", OD),
     # p5.48xlarge us-east-1 on-demand $6.88/GPU-h vs the other H100 types' median.
     ("p5.48xlarge", "us-east-1", OD),
 ]

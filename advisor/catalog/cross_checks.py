@@ -267,25 +267,35 @@ def price_flags(instance_types: Iterable[InstanceType], sanity: PriceSanity) -> 
     found: dict[PriceKey, list[str]] = defaultdict(list)
     types = list(instance_types)
     for it in types:
-        _region_flags(it, sanity, found)
-        _spot_flags(it, sanity, found)
+        understated = _spot_flags(it, sanity, found)
+        _region_flags(it, sanity, found, understated)
     _gpu_hour_flags(types, sanity, found)
     return {key: "; ".join(reasons) for key, reasons in found.items()}
 
 
-def _region_flags(it: InstanceType, sanity: PriceSanity, found: dict[PriceKey, list[str]]) -> None:
-    """An on-demand price against the median of the same type's on-demand prices elsewhere."""
+def _region_flags(
+    it: InstanceType, sanity: PriceSanity, found: dict[PriceKey, list[str]], understated: set[int]
+) -> None:
+    """An on-demand price against the median of the same type's on-demand prices elsewhere.
+
+    Prices the spot check found understated do not vote: a stale figure copied into several regions
+    (the snapshot's H200 GPU row, $36.60 where us-central1 says $74.49) would otherwise make the
+    stale price the median and the list price the outlier."""
     low, high = sanity.region_low_ratio.value, sanity.region_high_ratio.value
     on_demand = [(i, p) for i, p in enumerate(it.prices) if p.purchase == Purchase.on_demand]
-    if len(on_demand) < 2:
+    voters = [p for i, p in on_demand if i not in understated]
+    if len(on_demand) < 2 or not voters:
         return
-    ordered = sorted(p.hourly_usd for _, p in on_demand)  # one price per region (_check_prices)
+    ordered = sorted(p.hourly_usd for p in voters)  # one price per region (_check_prices)
     for index, price in on_demand:
-        median = _median_without(ordered, [price.hourly_usd])
+        others = [p for p in voters if p is not price]
+        if not others:
+            continue
+        median = _median_without(ordered, [price.hourly_usd] if index not in understated else [])
         ratio = price.hourly_usd / median
         if low <= ratio <= high:
             continue
-        regions = ", ".join(sorted(p.region for _, p in on_demand if p is not price))
+        regions = ", ".join(sorted(p.region for p in others))
         found[(it.id, index)].append(
             f"on-demand ${price.hourly_usd:,.2f}/h in {price.region} is {ratio:.2f}x the median "
             f"(${median:,.2f}/h) of {it.id} on-demand in {regions} ({_bounds(low, high)})"
@@ -299,9 +309,13 @@ def _region_flags(it: InstanceType, sanity: PriceSanity, found: dict[PriceKey, l
 SPOT_AT_CAP = 0.99
 
 
-def _spot_flags(it: InstanceType, sanity: PriceSanity, found: dict[PriceKey, list[str]]) -> None:
+def _spot_flags(
+    it: InstanceType, sanity: PriceSanity, found: dict[PriceKey, list[str]]
+) -> set[int]:
     """Spot far below on-demand flags the spot price; spot close to on-demand flags the on-demand
-    one (a spot market discounts: a near-list spot price means the on-demand one is understated)."""
+    one (a spot market discounts: a near-list spot price means the on-demand one is understated).
+    Returns the indices of the on-demand prices found understated."""
+    understated: set[int] = set()
     low, high = sanity.spot_low_ratio.value, sanity.spot_high_ratio.value
     on_demand = {
         p.region: (i, p) for i, p in enumerate(it.prices) if p.purchase == Purchase.on_demand
@@ -323,10 +337,12 @@ def _spot_flags(it: InstanceType, sanity: PriceSanity, found: dict[PriceKey, lis
                 "(a placeholder or a zone at the cap): no spot discount, not a spot offer"
             )
         elif high < ratio < SPOT_AT_CAP:  # above on-demand: a warning of its own (_check_prices)
+            understated.add(od_index)
             found[(it.id, od_index)].append(
                 f"on-demand ${od.hourly_usd:,.2f}/h in {od.region} looks understated: spot "
                 f"(${spot.hourly_usd:,.2f}/h) is {ratio:.0%} of it, above the {high:.0%} bound"
             )
+    return understated
 
 
 def size_class(it: InstanceType) -> str:
