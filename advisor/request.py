@@ -17,7 +17,9 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     WithJsonSchema,
+    field_validator,
     model_validator,
 )
 
@@ -74,7 +76,7 @@ class SizedWork(_Request):
     ] = None  # None = the workload profile's default
     recompute: bool = True
     precision: Annotated[
-        Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4"], Field(description="weights")
+        Literal["fp32", "bf16", "fp16", "fp8", "fp4", "int8", "int4"], Field(description="weights")
     ] = "bf16"
     context_tokens: Annotated[int | None, Field(gt=0, le=100_000_000)] = None
     throughput_tokens_s: Annotated[float | None, Field(ge=1e-3, le=1e12)] = None
@@ -83,6 +85,14 @@ class SizedWork(_Request):
     concurrency: Annotated[
         int | None, Field(ge=1, le=1_000_000, description="sequences in flight per replica")
     ] = None  # None: the highest-throughput concurrency that fits
+    request_rate: Annotated[
+        float | None,
+        Field(
+            ge=1e-6,
+            le=1e9,
+            description="inference: requests/s arriving at the deployment (sizes the replicas)",
+        ),
+    ] = None
     tensor_parallel: Annotated[int | None, Field(ge=1, le=64, description="GPUs per replica")] = (
         None
     )
@@ -122,6 +132,16 @@ class SizedWork(_Request):
         if self.model is not None and self.params_b is not None:
             raise ValueError("give either model or params_b, not both")
         return self
+
+    @field_validator("request_rate")
+    @classmethod
+    def _one_load(cls, rate: float | None, info: ValidationInfo) -> float | None:
+        if rate is not None and info.data.get("concurrency") is not None:
+            raise ValueError(
+                "the load is a rate or a concurrency, not both (a rate's concurrency follows "
+                "from Little's law)"
+            )
+        return rate
 
 
 _WORK_FIELDS = tuple(f.name for f in dataclasses.fields(Work))

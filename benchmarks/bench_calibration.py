@@ -1,10 +1,14 @@
-"""Every published inference row (tests/data/published.yaml) predicted by advisor/perf/inference.py.
+"""Every published inference row (tests/data/published.yaml and published-2.yaml, copies of
+../shared/calibration/) predicted by advisor/perf/inference.py.
 
 Prints predicted vs published with the ratio, then the median error and the worst row.
 Offline max-throughput rows: throughput at the highest-throughput concurrency that fits.
-Serving rows at a request rate (QPS): at QPS=2 the load is light, so TTFT is the prefill of one
-prompt and ITL the decode step at the concurrency Little's law gives (rate x latency); saturated
+Serving rows at a request rate (QPS): the figures the tool reports for `--request-rate`
+(InferenceModel.at_rate: TTFT and ITL at the concurrency Little's law gives); a rate above what
+the model says the deployment completes is compared on throughput at that capacity; saturated
 (QPS=INF) rows are compared on throughput only (their TTFT is queueing, not modelled).
+Rows the model cannot be asked are listed as skipped with the reason (a model or GPU the catalog
+lacks, input/output lengths the source does not state).
 
     PYTHONPATH=. python benchmarks/bench_calibration.py [--record]
     PYTHONPATH=. python benchmarks/bench_calibration.py --training [--record]   (training rows)
@@ -27,14 +31,51 @@ from advisor.catalog.queries import Catalog
 from advisor.perf.inference import Deployment, InferenceModel, moe_of
 from advisor.perf.sizing import Shape
 
-DATA = Path(__file__).resolve().parent.parent / "tests" / "data" / "published.yaml"
+DATA_DIR = Path(__file__).resolve().parent.parent / "tests" / "data"
+DATA = DATA_DIR / "published.yaml"
+DATA_FILES = (DATA, DATA_DIR / "published-2.yaml")
 MODELS = {
     "Llama-3.1-8B": "llama-3.1-8b",
     "Llama-3.1-70B": "llama-3.1-70b",
     "Llama-3.1-405B": "llama-3.1-405b",
+    "Llama-3.3-70B": "llama-3.3-70b",
+    "Llama-2-70B": "llama-2-70b",
     "Mixtral-8x7B": "mixtral-8x7b",
 }
-ACCELERATORS = {"H100": "h100-sxm", "H200": "h200-sxm", "A100": "a100-80gb-sxm", "L40S": "l40s"}
+ACCELERATORS = {
+    "H100": "h100-sxm",
+    "H200": "h200-sxm",
+    "A100": "a100-80gb-sxm",
+    "L40S": "l40s",
+    "B200": "b200",
+    "AMD Instinct MI300X": "mi300x",
+}
+
+
+def rows(kind: str) -> list[dict[str, Any]]:
+    """The `kind` rows ("inference" or "training") of both calibration files, in file order."""
+    out: list[dict[str, Any]] = []
+    for path in DATA_FILES:
+        out.extend(yaml.safe_load(path.read_text()).get(kind, []))
+    return out
+
+
+def model_id(label: str) -> str | None:
+    """The catalog preset a row's model label names ("Llama-3.1-8B-Instruct" -> llama-3.1-8b)."""
+    return next((v for k, v in MODELS.items() if label.startswith(k)), None)
+
+
+def skip_reason(row: dict[str, Any]) -> str | None:
+    """Why a row cannot be put to the model, or None."""
+    if model_id(row["model"]) is None or accelerator_id(row["accelerator"]) is None:
+        return "model or GPU not in the catalog"
+    if row.get("input_tokens") is None or row.get("output_tokens") is None:
+        return "input/output lengths not stated by the source (a dataset of varying lengths)"
+    if row.get("precision") is None:
+        return "precision not stated by the source"
+    if row.get("throughput_tokens_s") is None and row.get("ttft_ms") is None:
+        return "no throughput or latency figure published"
+    return None
 
 
 @dataclass(frozen=True)
@@ -54,7 +95,7 @@ def accelerator_id(label: str) -> str | None:
 
 
 def _model(row: dict[str, Any], cat: Catalog) -> InferenceModel:
-    preset = cat.models[MODELS[row["model"]]]
+    preset = cat.models[str(model_id(row["model"]))]
     acc = cat.accelerators[str(accelerator_id(row["accelerator"]))]
     dep = Deployment(
         acc,
@@ -77,14 +118,22 @@ def compare(row: dict[str, Any], cat: Catalog) -> list[Comparison]:
     model = _model(row, cat)
     rid, conc = row["id"], str(row["concurrency"])
     qps = re.search(r"QPS=(\d+)", conc)
-    if qps and int(qps.group(1)) <= 2:  # light load: Little's law for the concurrency
-        rate = int(qps.group(1))
-        first = model.at(1)
-        e2e_s = (first.ttft_ms + first.itl_ms * row["output_tokens"]) / 1e3
-        got = model.at(max(1, round(rate * e2e_s)))
+    if qps:
+        rate = float(qps.group(1))
+        most, _ = model.max_request_rate()
+        if rate > most:  # the offered rate saturates the deployment: its throughput
+            return [
+                Comparison(
+                    rid,
+                    "throughput_tokens_s",
+                    most * row["output_tokens"],
+                    row["throughput_tokens_s"],
+                )
+            ]
+        got = model.at_rate(rate)
         return [
             Comparison(rid, "ttft_ms", got.ttft_ms, row["ttft_ms"]),
-            Comparison(rid, "itl_ms", model.step_s(got.concurrency) * 1e3, row["itl_ms"]),
+            Comparison(rid, "itl_ms", got.itl_ms, row["itl_ms"]),
         ]
     got = model.at()
     return [
@@ -93,19 +142,12 @@ def compare(row: dict[str, Any], cat: Catalog) -> list[Comparison]:
 
 
 def run(cat: Catalog) -> tuple[list[Comparison], list[str]]:
-    rows = yaml.safe_load(DATA.read_text())["inference"]
     out: list[Comparison] = []
     skipped: list[str] = []
-    for row in rows:
-        if row["model"] not in MODELS or accelerator_id(row["accelerator"]) is None:
-            skipped.append(f"{row['id']}: model or GPU not mapped to the catalog")
-            continue
-        qps = re.search(r"QPS=(\d+)", str(row["concurrency"]))
-        if qps and int(qps.group(1)) > 2:
-            skipped.append(
-                f"{row['id']}: request rate {qps.group(1)} QPS below saturation: queueing "
-                "at that load is not modelled"
-            )
+    for row in rows("inference"):
+        reason = skip_reason(row)
+        if reason:
+            skipped.append(f"{row['id']}: {reason}")
             continue
         out.extend(compare(row, cat))
     return out, skipped

@@ -1,18 +1,18 @@
-"""Every published inference row predicted within x1.5 (tests/data/published.yaml, copied from
-../shared/calibration/published.yaml). Rows outside the bound are xfail with the reason."""
+"""Every published inference row predicted within x1.5 (tests/data/published.yaml and
+published-2.yaml, copied from ../shared/calibration/). Rows outside the bound are xfail with the
+reason; rows the model cannot be asked are skipped, each with its reason."""
 
 from __future__ import annotations
 
 import statistics
 
 import pytest
-import yaml
 
 from advisor.catalog.loading import load_catalog
-from benchmarks.bench_calibration import DATA, compare, run
+from benchmarks.bench_calibration import compare, rows, run, skip_reason
 
 CATALOG = load_catalog()
-ROWS = yaml.safe_load(DATA.read_text())["inference"]
+ROWS = rows("inference")
 # Known miss (ratio 1.50 > 1.5), left as it is: no sourced effect explains it. At the decode batch
 # Little's law gives for that run (8291 tok/s x 21 ms ITL = 174 sequences; 240 in the system
 # with the 1.66 s TTFT) the model's ITL matches the published 21 ms, yet the run's output rate is
@@ -22,11 +22,37 @@ ROWS = yaml.safe_load(DATA.read_text())["inference"]
 # The engine's batch limits do not explain it (trtllm-bench sizes max_batch_size to the KV-cache
 # bound, tensorrt_llm/bench/build/tuning.py), and no per-request cost of the serving stack is
 # published, so none is modelled.
+# The B200 FP4 run at 20,000/2,000 tokens (ratio ~1.54): 33 sequences of 22k tokens fill the KV
+# cache and the model's ITL is the KV-read bound (17.7 of 36.8 ms); its three siblings at short
+# lengths are within 12%. The published page states neither the batch the run reached nor its
+# chunked-prefill budget, so what the run lost at that length has no sourced figure.
 OUTSIDE = {
     "trt014srv-l31-8b-h100-tp1-202x214-qpsinf": "serving run bound per request (~39 req/s), "
     "not per token: no sourced per-request cost",
+    "trt019-l33-70b-b200-fp4-tp1-20000x2000": "long-context run below the KV-read bound: "
+    "batch and prefill budget not published",
+    # 32 QPS offered, 14 req/s achieved with a TTFT of 116 ms (no growing queue): the same
+    # stack's 70B TP4 run at 467/256 reaches 16 req/s saturated, so this run too is bound per
+    # request (its sibling above), where the model completes 27 req/s of 202/214 tokens.
+    "trt014srv-l31-70b-h100-tp4-202x214-qps32": "serving run bound per request (~14-16 req/s "
+    "for 70B TP4 whatever the lengths): no sourced per-request cost",
 }
-SKIPPED = {"trt014srv-l31-70b-h100-tp4-202x214-qps32"}  # 32 QPS below saturation: queueing
+# Rows not put to the model, by the reason bench_calibration.skip_reason gives.
+SKIPPED = {
+    "mlperf41-llama2-70b-99-8xmi300x-9374f-offline": "lengths not stated",
+    "mlperf41-llama2-70b-99-8xmi300x-9374f-server": "lengths not stated",
+    "mlperf41-llama2-70b-99-8xmi300x-turin-offline": "lengths not stated",
+    "mlperf41-llama2-70b-99-8xmi300x-turin-server": "lengths not stated",
+    "mlperf41-llama2-70b-99.9-1xmi300x-offline": "lengths not stated",
+    "mlperf31-gptj-6b-99-1xl4-offline": "not in the catalog",
+    "mlperf31-gptj-6b-99-1xl4-server": "not in the catalog",
+    **{
+        f"{engine}-l31-{size}-sharegpt-{load}": "lengths not stated"
+        for engine in ("sgl030", "vllm060")
+        for size in ("8b-a100-tp1", "70b-4xh100-tp4")
+        for load in ("rps4", "rps8", "offline")
+    },
+}
 
 
 def _params() -> list[object]:
@@ -49,8 +75,14 @@ def test_row_within_1_5(row: dict[str, object]) -> None:
         assert 1 / 1.5 <= c.ratio <= 1.5, f"{c.metric}: {c.predicted:.1f} vs {c.published}"
 
 
-def test_median_error_at_most_20_percent() -> None:
+def test_median_error_at_most_15_percent() -> None:
     comps, skipped = run(CATALOG)
-    assert len(comps) >= 30
-    assert statistics.median(abs(c.ratio - 1) for c in comps) <= 0.20
-    assert [s.split(":")[0] for s in skipped] == sorted(SKIPPED)
+    assert len(comps) >= 38
+    assert statistics.median(abs(c.ratio - 1) for c in comps) <= 0.15
+    assert sorted(s.split(":")[0] for s in skipped) == sorted(SKIPPED)
+
+
+@pytest.mark.parametrize("row_id", sorted(SKIPPED))
+def test_a_skipped_row_says_why(row_id: str) -> None:
+    row = next(r for r in ROWS if r["id"] == row_id)
+    assert SKIPPED[row_id] in str(skip_reason(row))

@@ -186,3 +186,103 @@ def test_pcie_all_reduce_latency_grows_with_the_ring() -> None:
     assert tp8 == pytest.approx(2 * 80 * (42e-6 + 2 * 7 / 8 * 8192 * 2 / 25e9), rel=1e-9)
     tp4 = _ring(Deployment(acc, 4, 4, "fp8", 0), shape).seconds(1)
     assert tp4 == pytest.approx(2 * 80 * (18e-6 + 2 * 3 / 4 * 8192 * 2 / 25e9), rel=1e-9)
+
+
+# --- FP4 on Blackwell, KV copies under tensor parallelism, MLA's absorbed attention -------------
+
+
+def test_fp4_weights_are_nvfp4_bytes_and_the_kv_cache_fp8() -> None:
+    # NVFP4: 4-bit values + one FP8 scale per 16 = 4.5 bits; Llama 3.3 70B (70.6B params)
+    # holds 70.6e9 x 0.5625 = 39.7 GB of weights. KV cache FP8: 2 x 80 x 8 x 128 x 1 bytes.
+    m = _model("llama-3.3-70b", "b200", precision="fp4", inp=128, out=128)
+    figures = {f.name: f.value for f in m.memory(1)}
+    params = CAT.models["llama-3.3-70b"].params_b * 1e9
+    assert figures["weights_gb"] == pytest.approx(params * 4.5 / 8 / 1e9)
+    assert figures["kv_cache_bytes_per_token"] == 2 * 80 * 8 * 128 * 1
+    # the GEMMs run at the dense FP4 rate, 9,000 TFLOP/s x the NVFP4 GEMM efficiency (0.40);
+    # attention at the FP8 rate of its FP8 KV cache, 4,500 x Blackwell's 0.50
+    assert m.peak_flops == pytest.approx(9000e12 * 0.40)
+    assert m.attention_peak_flops == pytest.approx(4500e12 * EFFICIENCY[m.dep.acc.generation][0])
+
+
+def test_fp4_is_refused_where_no_fp4_tensor_cores_exist() -> None:
+    with pytest.raises(InputError, match="no fp4 matrix/tensor units; it runs: .*fp8"):
+        _model("llama-3.1-8b", "h100-sxm", precision="fp4")
+
+
+def test_gqa_kv_heads_replicate_when_tp_exceeds_them() -> None:
+    # Qwen2.5-7B has 4 KV heads: at TP 8 each is cached on 2 ranks, at TP 4 once.
+    tp8 = _model("qwen2.5-7b", "h100-sxm", gpus=8, tp=8, inp=1000, out=1000)
+    tp4 = _model("qwen2.5-7b", "h100-sxm", gpus=4, tp=4, inp=1000, out=1000)
+    assert (tp8.kv_copies, tp4.kv_copies) == (2, 1)
+    kv_gb = {f.name: f for f in tp8.memory(10)}["kv_cache_gb"]
+    per_token = 2 * 28 * 4 * 128 * 2  # K and V x layers x KV heads x head dim x bf16
+    assert kv_gb.value == pytest.approx(per_token * 2000 * 10 * 2 / 1e9)
+    assert "x 2 copies" in kv_gb.formula
+
+
+def test_mla_latent_is_held_by_every_rank() -> None:
+    # DeepSeek-V3 FP8 on 8 x B200: each rank holds the whole latent KV (61 layers x 576 values
+    # x 1 byte per token), so a replica holds 8 copies. By hand: usable 8 x 0.9 x the GPU's
+    # memory, less 671e9 weight bytes, over 8 x 35,136 bytes x 2,000 tokens per sequence.
+    m = _model("deepseek-v3", "b200", gpus=8, tp=8, precision="fp8", inp=1000, out=1000)
+    acc = CAT.accelerators["b200"]
+    params = CAT.models["deepseek-v3"].params_b * 1e9
+    free = 8 * 0.9 * acc.device_memory_gb * 1e9 - params
+    assert m.kv_copies == 8
+    assert m.max_concurrency() == int(free // (8 * 61 * 576 * 2000))
+
+
+def test_mla_decode_attention_counts_the_absorbed_latent_dimensions() -> None:
+    # One decode token over a context of L = 1000 + 500: 61 layers x 128 heads x 2 x (576 + 512)
+    # FLOPs per context token (scores over latent + RoPE key, values over the latent).
+    m = _model("deepseek-v3", "b200", gpus=8, tp=8, precision="fp8", inp=1000, out=1000)
+    it = m.iteration(1, 0, 1000)
+    assert it.attention_flops == pytest.approx(61 * 128 * 2 * (576 + 512) * 1500)
+
+
+# --- load as a request rate ----------------------------------------------------------------------
+
+
+def test_a_request_rate_holds_littles_law_at_the_least_concurrency() -> None:
+    # Llama 3.1 8B on one H100, 467 in / 256 out (the TensorRT-LLM serving rows' shape)
+    m = _model("llama-3.1-8b", "h100-sxm", inp=467, out=256)
+    for rate in (0.5, 2.0, 8.0, 20.0):
+        b = m.concurrency_at_rate(rate)
+        assert b is not None
+        assert rate * m.e2e_s(b) <= b  # the requests in the system fit B sequences
+        assert b == 1 or rate * m.e2e_s(b - 1) > b - 1  # and no fewer would
+
+
+def test_ttft_at_light_load_is_the_prefill_plus_half_an_iteration() -> None:
+    # one sequence in flight: the new prompt waits half an iteration, then rides one iteration
+    # beside the other sequence's decode token
+    m = _model("llama-3.1-8b", "h100-sxm", inp=467, out=256)
+    assert m.ttft_at_s(0) == pytest.approx(m.prefill_s(467))
+    assert m.ttft_at_s(1) == pytest.approx(m.itl_s(1) / 2 + m.iteration_s(1, 467, 467))
+    got = m.at_rate(0.01)
+    assert got.concurrency == 1
+    assert got.throughput_tokens_s == pytest.approx(0.01 * 256)
+
+
+def test_a_rate_above_capacity_is_refused_with_the_most_sustained() -> None:
+    m = _model("llama-3.1-8b", "h100-sxm", inp=467, out=256)
+    most, at = m.max_request_rate()
+    assert at <= m.max_concurrency()
+    assert most == pytest.approx(at / m.e2e_s(at))
+    with pytest.raises(InputError, match="queue without bound") as e:
+        m.at_rate(most * 1.01)
+    assert e.value.field == "request_rate"
+    m.at_rate(most * 0.99)  # just below: sustained
+
+
+def test_the_rate_within_targets_is_below_the_capacity() -> None:
+    from advisor.perf.inference import Targets
+
+    m = _model("llama-3.1-8b", "h100-sxm", inp=467, out=256)
+    most, _ = m.max_request_rate()
+    within, b = m.max_request_rate(Targets(max_ttft_ms=100, max_itl_ms=15))
+    assert 0 < within < most
+    assert m.ttft_at_s(b) * 1e3 <= 100 and m.itl_s(b) * 1e3 <= 15
+    assert m.itl_s(b + 1) * 1e3 > 15 or m.ttft_at_s(b + 1) * 1e3 > 100
+    assert m.max_request_rate(Targets(max_itl_ms=1)) == (0.0, 0)  # unreachable target

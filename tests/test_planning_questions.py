@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -336,3 +338,49 @@ def test_serving_replicas_span_nodes_in_both_request_forms(shipped: Catalog) -> 
     (one_t4,) = [r for r in by_memory.rejected if r.id == "g4dn.xlarge"]
     assert one_t4.codes == ("MEMORY_INSUFFICIENT",)
     assert one_t4.reasons[0].startswith("one replica of 16 GB needs 2 GPUs, more than the 1")
+
+
+def test_serving_that_fits_nowhere_in_fp8_names_fp4_on_blackwell(shipped: Catalog) -> None:
+    """1,400B parameters in fp8 are 1,400 GB of weights, beyond any one node (8 x B200 hold
+    8 x 180 x 0.9 = 1,296 GB); in NVFP4 (1,400e9 x 0.5625 = 788 GB) a B200 node holds them."""
+    w = Workload(workload="high_throughput_inference", params_b=1400, precision="fp8")
+    result = recommend(shipped, w)
+    assert not result.recommendations
+    (fp4,) = [a for a in result.alternatives if a.constraint == "precision"]
+    fp4_answer = recommend(shipped, w.model_copy(update={"precision": "fp4"}))
+    assert fp4.relax_to == "fp4"
+    assert fp4.candidate == fp4_answer.recommendations[0].instance_type
+    assert shipped.instance_types[fp4.candidate].accelerator == "b200"
+    assert "(--precision fp4)" in fp4.sentence and "NVFP4" in fp4.sentence
+
+
+def _figure(e: Any, name: str) -> Any:
+    return next(f for f in e.figures if f.name == name)
+
+
+def test_a_request_rate_sizes_the_replicas_that_sustain_it(shipped: Catalog) -> None:
+    """100 requests/s of 467/256 tokens on H100s within the low-latency targets: the replicas
+    are ceil(100 / the most one replica sustains within them), each carries 100 / replicas,
+    and the deployment serves 100 x 256 output tokens/s."""
+    ask = {
+        "workload": "low_latency_inference",
+        "model": "llama-3.1-8b",
+        "input_tokens": 467,
+        "output_tokens": 256,
+    }
+    e = estimate(shipped, EstimateRequest(accelerator="h100-sxm", request_rate=100, **ask))
+    assert e.fits and e.throughput_tokens_s == pytest.approx(100 * 256)
+    per_replica = _figure(e, "max_request_rate").value / e.replicas
+    assert e.replicas >= math.ceil(100 / per_replica - 1e-9)
+    assert e.ttft_ms <= 450 and e.itl_ms <= 40  # the profile's targets (catalog/workloads.yaml)
+    little = _figure(e, "concurrency")
+    assert f"{100 / e.replicas:.6g} requests/s per replica" in little.formula
+
+
+def test_request_rate_and_concurrency_are_one_question() -> None:
+    p = run(
+        "estimate", "--workload", "low_latency_inference", "--model", "llama-3.1-8b",
+        "--accelerator", "h100-sxm", "--request-rate", "10", "--concurrency", "4",
+    )  # fmt: skip
+    assert p.returncode == 2
+    assert "request_rate" in p.stderr and "the load is a rate or a concurrency" in p.stderr

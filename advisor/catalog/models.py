@@ -81,7 +81,7 @@ class Generation(StrEnum):
     cpu = "cpu"  # CPU classes
 
 
-PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+PRECISIONS = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp4", "int8")
 
 
 class PeakTflops(Strict):
@@ -97,6 +97,7 @@ class PeakTflops(Strict):
     bf16: NonNeg | None = None
     fp16: NonNeg | None = None
     fp8: NonNeg | None = None
+    fp4: NonNeg | None = None  # Blackwell's NVFP4 tensor-core rate
     int8: NonNeg | None = None
 
     def get(self, precision: str) -> float | None:

@@ -64,6 +64,7 @@ def recommend(
     input_tokens: opts.InputTokens = None,
     output_tokens: opts.OutputTokens = None,
     concurrency: opts.Concurrency = None,
+    request_rate: opts.RequestRate = None,
     tensor_parallel: opts.TensorParallel = None,
     max_ttft_ms: opts.MaxTtftMs = None,
     max_itl_ms: opts.MaxItlMs = None,
@@ -103,7 +104,13 @@ def recommend(
             context_tokens,
             throughput_tokens_s,
             opts.serving_fields(
-                input_tokens, output_tokens, concurrency, tensor_parallel, max_ttft_ms, max_itl_ms
+                input_tokens,
+                output_tokens,
+                concurrency,
+                tensor_parallel,
+                max_ttft_ms,
+                max_itl_ms,
+                request_rate,
             ),
         ),
         **opts.method_fields(method, lora_rank),

@@ -16,13 +16,22 @@ ZeroStage = Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP).")]
 SeqLen = Annotated[int | None, typer.Option(help="Training sequence length.")]
 Batch = Annotated[int | None, typer.Option(help="Micro-batch (training) / sequences (inference).")]
 Recompute = Annotated[bool, typer.Option(help="Full activation recomputation (training).")]
-Precision = Annotated[str, typer.Option(help="Weights: fp32, bf16, fp16, fp8, int8, int4.")]
+Precision = Annotated[
+    str, typer.Option(help="Weights: fp32, bf16, fp16, fp8, fp4 (Blackwell), int8, int4.")
+]
 Context = Annotated[int | None, typer.Option(help="Context length per sequence (inference).")]
 Throughput = Annotated[float | None, typer.Option(help="Target tokens/s (inference).")]
 InputTokens = Annotated[int | None, typer.Option(help="Prompt tokens (inference).")]
 OutputTokens = Annotated[int | None, typer.Option(help="Output tokens (inference).")]
 Concurrency = Annotated[
     int | None, typer.Option(help="Sequences per replica (default: best that fits).")
+]
+RequestRate = Annotated[
+    float | None,
+    typer.Option(
+        help="Requests/s arriving (inference): sizes the replicas that sustain it within the "
+        "latency targets; not with --concurrency."
+    ),
 ]
 TensorParallel = Annotated[int | None, typer.Option(help="GPUs per replica, inside one node.")]
 MaxTtftMs = Annotated[
@@ -91,11 +100,13 @@ def serving_fields(
     tensor_parallel: int | None,
     max_ttft_ms: float | None,
     max_itl_ms: float | None,
+    request_rate: float | None = None,
 ) -> dict[str, Any]:
     return {
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
         "concurrency": concurrency,
+        "request_rate": request_rate,
         "tensor_parallel": tensor_parallel,
         "max_ttft_ms": max_ttft_ms,
         "max_itl_ms": max_itl_ms,

@@ -99,15 +99,21 @@ def _offers_worth_explaining(
 
 
 # Serving in 16 bits that fits nowhere may fit in 8: weights and KV cache halve on accelerators
-# with FP8 matrix units (advisor/perf/precision.py refuses the others).
-_LOWER_PRECISION = {"bf16": "fp8", "fp16": "fp8"}
+# with FP8 matrix units; in FP8, FP4 weights halve again on Blackwell (advisor/perf/precision.py
+# refuses the others).
+_LOWER_PRECISION = {"bf16": "fp8", "fp16": "fp8", "fp8": "fp4"}
+_WHAT_SHRINKS = {
+    "fp8": "weights and KV cache in 8 bits, on fp8 matrix units",
+    "fp4": "NVFP4 weights, 4.5 bits each, KV cache in fp8, on Blackwell fp4 tensor cores",
+}
 
 
 def lower_precision(
     w: Workload, p: WorkloadProfile, answer: Callable[[Workload], Result]
 ) -> list[Alternative]:
-    """The cheapest option that serves the same request in FP8 (`answer` runs the engine on
-    it), as an alternative: one more engine pass, only when nothing fits."""
+    """The cheapest option that serves the same request a precision lower (FP8, from FP8 FP4;
+    `answer` runs the engine on it), as an alternative: one more engine pass, only when nothing
+    fits."""
     lower = _LOWER_PRECISION.get(w.precision)
     if not w.sized or p.sizing != "inference" or lower is None:
         return []
@@ -122,7 +128,7 @@ def lower_precision(
             relax_to=lower,
             candidate=r.instance_type or r.accelerator,
             sentence=(
-                f"serve in {lower} (weights and KV cache in 8 bits, on {lower} matrix units): "
+                f"serve in {lower} ({_WHAT_SHRINKS[lower]}): "
                 f"{r.instance_type} ({where}) (--precision {lower})"
             ),
         )

@@ -7,9 +7,11 @@ tokens, concurrency):
   kernels one after the other, each bound by its own roofline (a per-operator roofline, as in
   Yuan et al. 2024, "LLM Inference Unveiled: Survey and Roofline Model Insights", and
   LLM-Viewer): the GEMMs read the weights they touch (MoE: the expected distinct experts, below)
-  and do 2 x active params x (D + P) FLOPs; attention reads the decode tokens' KV cache and does
-  4 x layers x D x L x heads x head_dim + 2 x layers x P x I x heads x head_dim FLOPs (L = the
-  mean decode context I + O / 2, I = the prompt length: causal attention over the prompt). Its time
+  and do 2 x active params x (D + P) FLOPs; attention reads the decode tokens' KV cache (each
+  copy the TP ranks hold: sizing.kv_copies) and does 4 x layers x D x L x heads x head_dim
+  (MLA: 2 x (latent + RoPE key + latent) for head_dim x 2, absorbed) + 2 x layers x P x I x
+  heads x head_dim FLOPs (L = the mean decode context I + O / 2, I = the prompt length: causal
+  attention over the prompt). Its time
   is max(weights / (TP x bandwidth x eff_bw), GEMM FLOPs / (TP x peak x eff_compute))
   + max(KV / (TP x bandwidth x eff_bw), attention FLOPs / (TP x peak x eff_compute)) plus the
   all-reduces of D + P tokens and a fixed time per layer;
@@ -50,6 +52,7 @@ generation by hand, never per row; benchmarks/bench_calibration.py prints every 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -62,6 +65,7 @@ from advisor.perf.sizing import (
     Shape,
     inference_memory,
     kv_cache_bytes_per_token,
+    kv_copies,
     usable_memory_gb,
 )
 from advisor.units import GB
@@ -84,6 +88,13 @@ EFFICIENCY: dict[Generation, tuple[float, float]] = {
     Generation.cdna2: (0.40, 0.70),  # estimated, uncalibrated
 }
 DEFAULT_EFFICIENCY = (0.40, 0.70)  # estimated: generations not listed above
+# A precision whose GEMM kernels reach a different share of their own peak than the generation's
+# figure above. ESTIMATED, set by hand from the two compute-bound TensorRT-LLM 0.19 B200 FP4 rows
+# (tests/data/published-2.yaml: Llama 3.3 70B at 128/128 and 2048/128, batch in the thousands,
+# GEMM-bound) as one value: NVFP4 GEMMs at ~40% of the dense FP4 peak.
+PRECISION_COMPUTE_EFFICIENCY: dict[tuple[Generation, str], float] = {
+    (Generation.blackwell, "fp4"): 0.40,
+}
 ALLREDUCE_LATENCY_S = 8e-6  # estimated: NCCL small-message all-reduce latency inside a node
 # All-reduce latency per call over PCIe for 8 GPUs, scaled by (n - 1) / 7 for n GPUs: a ring
 # all-reduce takes 2(n - 1) steps, each paying a hop's latency (Patarasuk & Yuan 2009, "Bandwidth
@@ -103,19 +114,24 @@ LAYER_OVERHEAD_S = 60e-6
 
 
 def kv_precision_of(precision: str) -> str:
-    """FP8 engines keep an FP8 KV cache (TensorRT-LLM perf-overview FP8 rows); else 16-bit."""
-    return "fp8" if precision == "fp8" else "bf16"
+    """FP8 engines keep an FP8 KV cache (TensorRT-LLM perf-overview FP8 rows), and so do FP4 ones
+    (NVIDIA's ModelOpt FP4 checkpoints quantise the KV cache to FP8, hf_quant_config.json
+    kv_cache_quant_algo FP8, e.g. nvidia/Llama-3.3-70B-Instruct-FP4); else 16-bit."""
+    return "fp8" if precision in ("fp8", "fp4") else "bf16"
 
 
-def serving_memory(shape: Shape, precision: str, context_tokens: int, batch: int) -> list[Figure]:
-    """Memory of one replica (sizing.inference_memory) serving `batch` sequences of
-    `context_tokens` with weights in `precision`; the last figure is the total."""
+def serving_memory(
+    shape: Shape, precision: str, context_tokens: int, batch: int, tensor_parallel: int
+) -> list[Figure]:
+    """Memory of one replica of `tensor_parallel` GPUs (sizing.inference_memory) serving `batch`
+    sequences of `context_tokens` with weights in `precision`; the last figure is the total."""
     return inference_memory(
         shape,
         precision=precision,
         context_tokens=context_tokens,
         batch=batch,
         kv_precision=kv_precision_of(precision),
+        tensor_parallel=tensor_parallel,
     )
 
 
@@ -180,6 +196,11 @@ def _compute(dep: Deployment) -> ComputePrecision:
 
 def _efficiency(acc: Accelerator) -> tuple[float, float]:
     return EFFICIENCY.get(acc.generation, DEFAULT_EFFICIENCY)
+
+
+def compute_efficiency(acc: Accelerator, precision: str) -> float:
+    """The share of the dense peak of `precision` a GEMM reaches on `acc`."""
+    return PRECISION_COMPUTE_EFFICIENCY.get((acc.generation, precision), _efficiency(acc)[0])
 
 
 def bandwidth_efficiency(acc: Accelerator) -> tuple[float, str]:
@@ -264,6 +285,7 @@ class Iteration(NamedTuple):
     attention_flops: float
     bandwidth_bytes_s: float  # TP x bandwidth x eff_bw
     peak_flops: float  # TP x peak x eff_compute
+    attention_peak_flops: float  # the same at the KV cache's precision (attention's matmuls)
     ring: Ring
     tokens: float  # decode + prompt tokens of the pass (what the all-reduces move)
     layers: int
@@ -272,7 +294,7 @@ class Iteration(NamedTuple):
     def seconds(self) -> float:
         bw, peak = self.bandwidth_bytes_s, self.peak_flops
         gemm = max(self.weight_bytes / bw, self.gemm_flops / peak)
-        attention = max(self.kv_bytes / bw, self.attention_flops / peak)
+        attention = max(self.kv_bytes / bw, self.attention_flops / self.attention_peak_flops)
         return gemm + attention + self.ring.seconds(self.tokens) + self.layers * LAYER_OVERHEAD_S
 
     def formula(self) -> str:
@@ -280,7 +302,8 @@ class Iteration(NamedTuple):
         return (
             f"max({self.weight_bytes:.6g} weight bytes / {bw}, {self.gemm_flops:.6g} GEMM FLOP "
             f"/ {peak}) + max({self.kv_bytes:.6g} KV bytes / {bw}, {self.attention_flops:.6g} "
-            f"attention FLOP / {peak}) + {self.ring.formula(self.tokens)} + "
+            f"attention FLOP / {self.attention_peak_flops:.6g} FLOP/s) + "
+            f"{self.ring.formula(self.tokens)} + "
             f"{self.layers} layers x {LAYER_OVERHEAD_S:g} s"
         )
 
@@ -307,7 +330,8 @@ class InferenceModel:
         self.inp, self.out = input_tokens, output_tokens
         self.layers, _, self.heads, _, self.head_dim = shape.need_layers("the inference model")
         self.cp = _compute(dep)
-        self.eff_c, self.eff_bw = _efficiency(dep.acc)
+        self.eff_c = compute_efficiency(dep.acc, self.cp.precision)
+        self.eff_bw = _efficiency(dep.acc)[1]
         self.bpw = BYTES_PER_WEIGHT[dep.precision]
         self.kv_precision = kv_precision_of(dep.precision)
         self.kv_per_token = kv_cache_bytes_per_token(
@@ -315,23 +339,46 @@ class InferenceModel:
         )
         tp = dep.tensor_parallel
         self.peak_flops = tp * self.cp.peak_tflops * 1e12 * self.eff_c
+        # Attention's matmuls run in the KV cache's format (FP4 engines keep an FP8 cache and FP8
+        # attention kernels), at that precision's rate where the chip has one.
+        kv_peak = dep.acc.peak_tflops.get(self.kv_precision)
+        self.attention_peak_flops = (
+            tp * kv_peak * 1e12 * compute_efficiency(dep.acc, self.kv_precision)
+            if kv_peak
+            else self.peak_flops
+        )
         self.bw_bytes_s = tp * dep.acc.memory_bandwidth_gbps * GB * self.eff_bw
         self.ring = _ring(dep, shape)
+        self.kv_copies = kv_copies(shape, tp)
         self.per_head = self.layers * self.heads * self.head_dim
+        # Decode attention per head and context token: a score over the cached key dimension and
+        # a weighted sum over the cached value one, 2 FLOPs per multiply-add. MLA decodes with the
+        # up-projections absorbed (DeepSeek-V2 section 2.1.2): scores over the latent + RoPE key
+        # (576 for V3), values over the latent (512), not 2 x the 128-wide head.
+        if shape.mla_kv_dim and shape.mla_latent:
+            self.decode_dims = shape.mla_kv_dim + shape.mla_latent
+        else:
+            self.decode_dims = 2 * self.head_dim
+
+    def on(self, dep: Deployment) -> InferenceModel:
+        """The same model on another deployment (more replicas, say)."""
+        return InferenceModel(self.shape, dep, self.inp, self.out, self.moe)
 
     def max_concurrency(self) -> int:
         """Sequences one replica holds: the largest B whose memory (below) per GPU stays within
-        the usable memory: (weights + B x KV of I + O tokens) / TP."""
+        the usable memory: (weights + B x KV of I + O tokens x its copies) / TP."""
         tp = self.dep.tensor_parallel
         budget = usable_memory_gb(self.dep.acc.device_memory_gb) * GB * tp
         free = budget - self.shape.params * self.bpw
-        per_seq = self.kv_per_token.value * (self.inp + self.out)
+        per_seq = self.kv_per_token.value * (self.inp + self.out) * self.kv_copies
         return max(0, int(free // per_seq))
 
     def memory(self, batch: int) -> list[Figure]:
         """The one inference memory rule (serving_memory) for `batch` sequences of I + O tokens
         with this model's KV precision; the last figure is the replica's total."""
-        return serving_memory(self.shape, self.dep.precision, self.inp + self.out, batch)
+        return serving_memory(
+            self.shape, self.dep.precision, self.inp + self.out, batch, self.dep.tensor_parallel
+        )
 
     def iteration(self, decode: int, prompt_tokens: float, prompt_len: int) -> Iteration:
         """One forward pass over `decode` decode tokens (each attending to the mean context
@@ -343,10 +390,12 @@ class InferenceModel:
         return Iteration(
             weight_bytes_touched(self.shape, self.bpw, max(1, round(tokens)), self.moe),
             2 * self.shape.active_params * tokens,
-            decode * context * self.kv_per_token.value,
-            self.per_head * (4 * decode * context + 2 * prompt_tokens * prompt_len),
+            decode * context * self.kv_per_token.value * self.kv_copies,
+            self.layers * self.heads * 2 * self.decode_dims * decode * context
+            + self.per_head * 2 * prompt_tokens * prompt_len,
             self.bw_bytes_s,
             self.peak_flops,
+            self.attention_peak_flops,
             self.ring,
             tokens,
             self.layers,
@@ -368,10 +417,21 @@ class InferenceModel:
         iteration packed into it (module doc)."""
         return self.iteration_s(batch, batch * self.inp / self.out, self.inp)
 
-    def at(self, concurrency: int | None = None, targets: Targets | None = None) -> InferenceResult:
-        """Figures at `concurrency` per replica, or else at the highest-throughput concurrency
-        that fits in memory and keeps the ITL within `targets`; when no concurrency meets the
-        ITL target, at one sequence (the lowest ITL this deployment reaches)."""
+    # -- load as a request rate ---------------------------------------------------------------
+    def ttft_at_s(self, batch: int) -> float:
+        """Time to first token of a request joining `batch` sequences in flight: iteration-level
+        scheduling (Orca) admits it at the next iteration boundary, on average half an
+        iteration away, and prefills its whole prompt in one iteration beside the batch's
+        decode tokens. At `batch` 0 the replica is idle: the prefill alone."""
+        wait = self.itl_s(batch) / 2 if batch else 0.0
+        return wait + self.iteration_s(batch, self.inp, self.inp)
+
+    def e2e_s(self, batch: int) -> float:
+        """A request's time in the system at `batch` in flight: its first token, then O - 1
+        more, one an ITL."""
+        return self.ttft_at_s(batch) + (self.out - 1) * self.itl_s(batch)
+
+    def _fit_or_raise(self) -> int:
         fit = self.max_concurrency()
         if fit < 1:
             raise InputError(
@@ -380,6 +440,130 @@ class InferenceModel:
                 f"{self.inp + self.out} tokens: raise {field_name('tensor_parallel')} or the GPUs",
                 field="tensor_parallel",
             )
+        return fit
+
+    def _capacity(self, fit: int) -> int:
+        """The concurrency at which a replica completes the most requests per second, B / E2E(B)
+        (Little's law), up to `fit`: quasi-concave in B, so a ternary search finds it."""
+        lo, hi = 1, fit
+        while hi - lo > 2:
+            a, b = lo + (hi - lo) // 3, hi - (hi - lo) // 3
+            if a / self.e2e_s(a) < b / self.e2e_s(b):
+                lo = a + 1
+            else:
+                hi = b
+        return max(range(lo, hi + 1), key=lambda b: b / self.e2e_s(b))
+
+    def max_request_rate(self, targets: Targets | None = None) -> tuple[float, int]:
+        """(requests/s, concurrency) the most one replica sustains, within `targets` if given:
+        the largest concurrency up to the capacity point whose TTFT and ITL meet them (both grow
+        with concurrency, so a bisection finds it), at its Little's-law rate B / E2E(B).
+        (0.0, 0) when even one sequence misses a target."""
+        top = self._capacity(self._fit_or_raise())
+        if targets is not None and (targets.max_ttft_ms or targets.max_itl_ms):
+
+            def meets(b: int) -> bool:
+                return targets.met(self.ttft_at_s(b) * 1e3, self.itl_s(b) * 1e3)
+
+            if not meets(1):
+                return 0.0, 0
+            lo, hi = 1, top
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if meets(mid) else (lo, mid - 1)
+            top = lo
+        return top / self.e2e_s(top), top
+
+    def concurrency_at_rate(self, rate_per_replica: float) -> int | None:
+        """The sequences in flight at a steady arrival rate: the least B with rate x E2E(B) <= B
+        (Little's law; the first crossing, below the capacity point). None: the rate is above
+        what the replica completes, so requests queue without bound."""
+        top = self._capacity(self._fit_or_raise())
+        if rate_per_replica * self.e2e_s(top) > top:
+            return None
+        lo, hi = 1, top
+        while lo < hi:
+            mid = (lo + hi) // 2
+            lo, hi = (lo, mid) if rate_per_replica * self.e2e_s(mid) <= mid else (mid + 1, hi)
+        return lo
+
+    def at_rate(self, rate: float, targets: Targets | None = None) -> InferenceResult:
+        """Figures at `rate` requests/s spread over the deployment's replicas: the concurrency
+        Little's law gives, TTFT and ITL there, the output tokens served (rate x O), and the
+        most the replicas sustain within `targets`. InputError when the rate is above what the
+        replicas complete (requests would queue without bound), naming the most they do."""
+        per_replica = rate / self.dep.replicas
+        batch = self.concurrency_at_rate(per_replica)
+        most, at = self.max_request_rate()
+        if batch is None:
+            raise InputError(
+                f"{field_name('request_rate')} {rate:g}/s is above the "
+                f"{most * self.dep.replicas:.3g} requests/s {self.dep.replicas} replica(s) "
+                f"complete (at {at} sequences each): "
+                "requests would queue without bound; raise the GPUs or lower the rate",
+                field="request_rate",
+            )
+        base = self._result(batch, self.max_concurrency())
+        ttft, itl = self.ttft_at_s(batch), self.itl_s(batch)
+        served = rate * self.out
+        n = self.dep.replicas
+        capacity = (
+            f"{n} replica(s) x {at} sequences / E2E {self.e2e_s(at):.6g} s: the most they "
+            "complete; above it requests queue without bound"
+        )
+        within, within_at = most, at
+        if targets is not None and (targets.max_ttft_ms or targets.max_itl_ms):
+            within, within_at = self.max_request_rate(targets)
+            capacity = (
+                f"{n} replica(s) x {within_at} sequences / E2E "
+                f"{self.e2e_s(within_at) if within_at else math.inf:.6g} s, the most within "
+                f"TTFT {targets.max_ttft_ms or math.inf:g} ms and ITL "
+                f"{targets.max_itl_ms or math.inf:g} ms; "
+                f"{most * n:.4g} requests/s is the most they complete at all ({at} sequences "
+                "each), above which requests queue without bound"
+            )
+        figures = (
+            *(f for f in base.figures if f.name != "throughput_tokens_s"),
+            Figure(
+                "concurrency",
+                batch,
+                "sequences",
+                f"least B with {per_replica:.6g} requests/s per replica x E2E(B) <= B (Little's "
+                f"law): E2E({batch}) = TTFT {ttft:.6g} s + ({self.out} - 1) x ITL {itl:.6g} s",
+            ),
+            Figure(
+                "ttft_at_rate_s",
+                ttft,
+                "s",
+                f"ITL {itl:.6g} s / 2 (the wait for the next iteration) + one iteration of "
+                f"{batch} decode tokens and the {self.inp}-token prompt"
+                if batch
+                else "the prefill of an idle replica",
+            ),
+            Figure("max_request_rate", within * n, "requests/s", capacity),
+            Figure(
+                "throughput_tokens_s",
+                served,
+                "tokens/s",
+                f"{rate:g} requests/s x {self.out} output tokens",
+            ),
+        )
+        return InferenceResult(
+            ttft * 1e3,
+            itl * 1e3,
+            served,
+            batch,
+            base.max_concurrency,
+            base.tensor_parallel,
+            base.replicas,
+            figures,
+        )
+
+    def at(self, concurrency: int | None = None, targets: Targets | None = None) -> InferenceResult:
+        """Figures at `concurrency` per replica, or else at the highest-throughput concurrency
+        that fits in memory and keeps the ITL within `targets`; when no concurrency meets the
+        ITL target, at one sequence (the lowest ITL this deployment reaches)."""
+        fit = self._fit_or_raise()
         if concurrency is not None and concurrency > fit:
             raise InputError(
                 f"{field_name('concurrency')} {concurrency} exceeds the {fit} sequences that fit",

@@ -4,8 +4,10 @@ The catalog states, per accelerator, the dense matrix/tensor-unit rate of each p
 (`peak_tflops`); a precision left out has no such units (T4 and V100: no bf16; A100, A10G, T4: no
 fp8). One rule reads it:
 
-- fp32 / bf16 / fp16 / fp8 (weights and activations in that format): computed in that precision
-  where the accelerator has a rate for it, otherwise refused with a reason naming what it runs.
+- fp32 / bf16 / fp16 / fp8 / fp4 (weights and activations in that format): computed in that
+  precision where the accelerator has a rate for it, otherwise refused with a reason naming what
+  it runs. fp4 is NVFP4 (Blackwell tensor cores: E2M1 values with an FP8 scale per 16), which
+  only Blackwell parts list.
   A request's precision is never silently swapped for another.
 - int8 / int4 *weight-only* quantisation (GPTQ, AWQ and the like): the weights are stored in
   8 or 4 bits and dequantised to a 16-bit compute precision inside the matmul kernel, so the
@@ -29,7 +31,7 @@ from advisor.errors import InputError
 
 WEIGHT_ONLY = ("int8", "int4")  # weight-only quantisation: dequantised to a 16-bit compute rate
 DEQUANTISE_TO = ("bf16", "fp16")  # the compute precision of weight-only kernels, in preference
-REQUEST_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "int8", "int4")  # advisor/request.py
+REQUEST_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4", "int8", "int4")  # advisor/request.py
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +106,7 @@ _KEY_FALLBACK: dict[str, tuple[str, ...]] = {
     "bf16": ("bf16", "fp16"),
     "fp16": ("fp16", "bf16"),
     "fp8": ("fp8", "fp16", "bf16"),
+    "fp4": ("fp4", "fp8", "fp16", "bf16"),
     "int8": ("int8", "fp8", "fp16", "bf16"),
 }
 

@@ -36,7 +36,19 @@ from advisor.units import GB
 # fragments a few per cent); every comparison of a need with a GPU's capacity reads it through
 # usable_memory_gb.
 USABLE_MEMORY = 0.90
-BYTES_PER_WEIGHT = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "int4": 0.5}
+# NVFP4 stores 4-bit E2M1 values with one FP8 (E4M3) scale per 16-value block, 4.5 bits a value
+# (NVIDIA Technical Blog, "Introducing NVFP4 for Efficient and Accurate Low-Precision Inference",
+# 2025); the tensor-wide FP32 scale is negligible.
+NVFP4_BYTES = (4 + 8 / 16) / 8
+BYTES_PER_WEIGHT = {
+    "fp32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "fp4": NVFP4_BYTES,
+    "int8": 1.0,
+    "int4": 0.5,
+}
 TRAINING_STATE_BYTES = 16  # 2 weights + 2 gradients + 12 optimizer (ZeRO paper, section 3)
 METHODS = ("full", "lora", "qlora")  # fine-tuning methods; lighter ones come later
 DEFAULT_LORA_RANK = 16
@@ -77,6 +89,7 @@ class Shape:
     head_dim: int | None = None
     sliding_window: int | None = None  # tokens of K/V each layer keeps (None: all of them)
     mla_kv_dim: int | None = None  # MLA: values cached per layer and token (latent + RoPE key)
+    mla_latent: int | None = None  # MLA: the compressed KV latent (kv_lora_rank), part of the above
     vocab: int | None = None
     intermediate: int | None = None  # MLP width (per expert for mixture of experts)
     gated_mlp: bool = True  # SwiGLU: gate, up and down projections (else up and down)
@@ -97,6 +110,7 @@ class Shape:
             preset.head_size,
             preset.sliding_window,
             (preset.kv_lora_rank or 0) + (preset.qk_rope_head_dim or 0) or None,
+            preset.kv_lora_rank,
             vocab=preset.vocab_size,
             intermediate=preset.intermediate_size,
             gated_mlp=preset.gated_mlp,
@@ -321,6 +335,21 @@ def kv_cache_bytes_per_token(
     return Figure("kv_cache_bytes_per_token", value, "bytes", formula)
 
 
+def kv_copies(shape: Shape, tensor_parallel: int) -> int:
+    """Copies of each token's KV cache a tensor-parallel group holds. Attention heads are split
+    over the ranks and each rank caches the K/V its heads read: grouped-query attention shards the
+    KV heads, and ranks beyond the KV-head count replicate them (Qwen2.5-7B's 4 KV heads at TP 8:
+    2 copies; vLLM and TensorRT-LLM both replicate KV heads when TP exceeds them). MLA's latent is
+    one per token and layer, read by every head (DeepSeek-V2 arXiv:2405.04434 section 2.1): every
+    rank holds all of it, TP copies."""
+    if tensor_parallel <= 1:
+        return 1
+    if shape.mla_kv_dim:
+        return tensor_parallel
+    _, _, _, kv_heads, _ = shape.need_layers("the KV cache")
+    return max(1, tensor_parallel // kv_heads)
+
+
 def inference_memory(
     shape: Shape,
     *,
@@ -328,10 +357,12 @@ def inference_memory(
     context_tokens: int = 0,
     batch: int = 1,
     kv_precision: str = "bf16",
+    tensor_parallel: int = 1,
 ) -> list[Figure]:
-    """Total memory to serve: weights + KV cache for `batch` sequences of `context_tokens`. The
-    CUDA context, activations and allocator slack come out of each GPU's memory once, by the
-    one headroom rule (usable_memory_gb), not as a share of this total as well."""
+    """Total memory to serve: weights + KV cache for `batch` sequences of `context_tokens`, the
+    KV cache counted once per copy the `tensor_parallel` ranks hold (kv_copies). The CUDA
+    context, activations and allocator slack come out of each GPU's memory once, by the one
+    headroom rule (usable_memory_gb), not as a share of this total as well."""
     if precision not in BYTES_PER_WEIGHT:
         raise InputError(
             f"unknown precision {precision!r}; valid: {', '.join(BYTES_PER_WEIGHT)}",
@@ -347,13 +378,21 @@ def inference_memory(
     if context_tokens:
         per_token = kv_cache_bytes_per_token(shape, kv_precision, context_tokens)
         out.append(per_token)
-        kv = per_token.value * context_tokens * batch / GB
+        copies = kv_copies(shape, tensor_parallel)
+        kv = per_token.value * context_tokens * batch * copies / GB
+        replicated = (
+            f" x {copies} copies (TP {tensor_parallel} ranks replicate "
+            f"{'the MLA latent' if shape.mla_kv_dim else 'the KV heads'})"
+            if copies > 1
+            else ""
+        )
         out.append(
             Figure(
                 "kv_cache_gb",
                 kv,
                 "GB",
-                f"{per_token.value:,.0f} bytes x {context_tokens} tokens x batch {batch}",
+                f"{per_token.value:,.0f} bytes x {context_tokens} tokens x batch {batch}"
+                + replicated,
             )
         )
     else:

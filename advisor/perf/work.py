@@ -34,6 +34,7 @@ class Work:
     input_tokens: int | None = None
     output_tokens: int | None = None
     concurrency: int | None = None  # sequences in flight per replica
+    request_rate: float | None = None  # requests/s arriving at the deployment
     tensor_parallel: int | None = None
     max_ttft_ms: float | None = None
     max_itl_ms: float | None = None

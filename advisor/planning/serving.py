@@ -27,6 +27,7 @@ SERVING_FIELDS = (
     "input_tokens",
     "output_tokens",
     "concurrency",
+    "request_rate",
     "tensor_parallel",
     "max_ttft_ms",
     "max_itl_ms",
@@ -59,6 +60,7 @@ class DeploymentChoice:
     model: InferenceModel
     floor: tuple[float, float]
     met: bool
+    rate_per_replica: float | None = None  # load as a rate: the most one replica sustains
 
 
 def latency_targets(
@@ -94,8 +96,10 @@ def choose_deployment(
     one node (that divides the GPUs asked for) that holds the weights and the sequences asked
     for; GPUs as asked, else one replica of TP GPUs. InputError when no degree holds them."""
     inp, out = w.io_tokens()
-    asked = w.concurrency or w.batch
     degrees = [w.tensor_parallel] if w.tensor_parallel else serving_degrees(per_node, w.gpu_count)
+    if w.request_rate is not None:
+        return _choose_for_rate(shape, moe, acc, per_node, link_gb_s, w, targets, degrees)
+    asked = w.concurrency or w.batch
     met: list[tuple[float, InferenceResult, InferenceModel]] = []
     missed: list[tuple[InferenceResult, InferenceModel]] = []
     floors: list[tuple[float, float]] = []
@@ -121,6 +125,55 @@ def choose_deployment(
         return DeploymentChoice(got, model, floor, True)
     got, model = min(missed, key=lambda m: (m[0].itl_ms, m[0].ttft_ms))
     return DeploymentChoice(got, model, floor, False)
+
+
+def _choose_for_rate(
+    shape: Shape,
+    moe: tuple[int, int] | None,
+    acc: Accelerator,
+    per_node: int,
+    link_gb_s: float,
+    w: Work,
+    targets: Targets,
+    degrees: list[int],
+) -> DeploymentChoice:
+    """Load as a request rate: for each degree, the replicas that sustain the rate with every
+    replica within the latency targets (the GPUs asked for at least), the figures at that rate;
+    of those, the fewest GPUs (ties: the lowest ITL). When no degree meets the targets even at
+    one sequence, the degree with the lowest ITL, sized to sustain the rate."""
+    assert w.request_rate is not None and w.concurrency is None  # one load (advisor/request.py)
+    inp, out = w.io_tokens()
+    options: list[tuple[bool, int, float, InferenceResult, InferenceModel, float]] = []
+    floors: list[tuple[float, float]] = []
+    last: InferenceModel | None = None
+    for tp in degrees:
+        one = InferenceModel(
+            shape, Deployment(acc, tp, tp, w.precision, link_gb_s, per_node), inp, out, moe
+        )
+        last = one
+        if one.max_concurrency() < 1:
+            continue
+        floors.append((one.prefill_s(inp) * 1e3, one.itl_s(1) * 1e3))
+        per_replica, _ = one.max_request_rate(targets)
+        met = per_replica > 0
+        if not met:
+            per_replica, _ = one.max_request_rate()
+        replicas = max((w.gpu_count or tp) // tp, math.ceil(w.request_rate / per_replica - 1e-9))
+        dep = Deployment(acc, tp * replicas, tp, w.precision, link_gb_s, per_node)
+        model = InferenceModel(shape, dep, inp, out, moe)
+        got = model.at_rate(w.request_rate, targets)
+        met = met and targets.met(got.ttft_ms, got.itl_ms)
+        options.append((met, tp * replicas, got.itl_ms, got, model, per_replica))
+    if not options:
+        assert last is not None
+        last.at()  # raises: why the largest degree tried holds nothing
+        raise AssertionError("unreachable: a degree that holds the work was skipped")
+    floor = (min(f[0] for f in floors), min(f[1] for f in floors))
+    met_any = any(o[0] for o in options)
+    pool = [o for o in options if o[0]] if met_any else options
+    key = (lambda o: (o[1], o[2])) if met_any else (lambda o: (o[2], o[1]))
+    _, _, _, got, model, per_replica = min(pool, key=key)
+    return DeploymentChoice(got, model, floor, met_any, per_replica)
 
 
 def replicas_for(target_tokens_s: float | None, per_replica_tokens_s: float) -> int:
@@ -153,14 +206,24 @@ def replicas_figure(
     tp: int,
     per_node: int,
     nodes: int,
+    request_rate: tuple[float | None, float | None] = (None, None),
 ) -> Figure:
-    """How many replicas run: those the throughput target needs (or the GPUs asked for), and
-    then every rented GPU serving (a node runs as many replicas of TP GPUs as it holds)."""
-    why = (
-        f"ceil({target_tokens_s:g} tokens/s / {rate:,.0f} per replica) = {wanted}"
-        if target_tokens_s
-        else f"no throughput target: {wanted} replica(s) on the GPUs asked for"
-    )
+    """How many replicas run: those the throughput target or the request rate needs (or the
+    GPUs asked for), and then every rented GPU serving (a node runs as many replicas of TP GPUs
+    as it holds). `request_rate`: (requests/s asked, the most one replica sustains)."""
+    asked_rate, per_replica_rate = request_rate
+    if asked_rate is not None and per_replica_rate:
+        needed = math.ceil(asked_rate / per_replica_rate - 1e-9)
+        why = (
+            f"ceil({asked_rate:g} requests/s / {per_replica_rate:.4g} per replica within the "
+            f"latency targets) = {needed}"
+        )
+        if wanted > needed:
+            why += f"; {wanted} on the GPUs asked for"
+    elif target_tokens_s:
+        why = f"ceil({target_tokens_s:g} tokens/s / {rate:,.0f} per replica) = {wanted}"
+    else:
+        why = f"no throughput target: {wanted} replica(s) on the GPUs asked for"
     if replicas > wanted:
         why += f"; the {nodes} rented node(s) of {per_node} GPUs run {replicas} replicas of TP {tp}"
     return Figure("replicas", replicas, "replicas", why)

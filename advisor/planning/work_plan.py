@@ -19,7 +19,13 @@ from advisor.catalog.queries import Catalog
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError, field_name, flag_name
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration, efficiency
-from advisor.perf.inference import bandwidth_efficiency, moe_of, serving_memory, throughput_figure
+from advisor.perf.inference import (
+    Deployment,
+    bandwidth_efficiency,
+    moe_of,
+    serving_memory,
+    throughput_figure,
+)
 from advisor.perf.sizing import (
     METHODS,
     TRAINING_STATE_BYTES,
@@ -366,9 +372,18 @@ class WorkPlan:
         tp, per_replica = got.tensor_parallel, got.throughput_tokens_s / got.replicas
         wanted = max(got.replicas, replicas_for(w.throughput_tokens_s, per_replica))
         nodes, replicas = inference_nodes(tp, per_node, wanted)
-        per_gpu = model.memory(got.concurrency)[-1].value / tp
-        throughput = throughput_figure(replicas, got.concurrency, got.itl_ms / 1e3)
+        if w.request_rate is not None:
+            if replicas != got.replicas:  # the rented nodes' replicas share the rate
+                model = model.on(
+                    Deployment(acc, tp * replicas, tp, w.precision, link_gb_s, per_node)
+                )
+                got = model.at_rate(w.request_rate, self.targets)
+            # the rate's tokens, served by the replicas it sized
+            throughput = next(f for f in got.figures if f.name == "throughput_tokens_s")
+        else:
+            throughput = throughput_figure(replicas, got.concurrency, got.itl_ms / 1e3)
         capacity = throughput.value
+        per_gpu = model.memory(got.concurrency)[-1].value / tp
         return Fit(
             gpus_needed=tp * replicas,
             nodes=nodes,
@@ -390,7 +405,14 @@ class WorkPlan:
             figures=(
                 *(f for f in got.figures if f.name != "throughput_tokens_s"),
                 replicas_figure(
-                    replicas, wanted, w.throughput_tokens_s, per_replica, tp, per_node, nodes
+                    replicas,
+                    wanted,
+                    w.throughput_tokens_s,
+                    per_replica,
+                    tp,
+                    per_node,
+                    nodes,
+                    (w.request_rate, choice.rate_per_replica),
                 ),
                 throughput,
             ),
@@ -402,7 +424,9 @@ class WorkPlan:
         w = self.w
         tp = w.tensor_parallel or max(serving_degrees(per_node, w.gpu_count))
         inp, out = w.io_tokens()
-        memory = serving_memory(self.shape, w.precision, inp + out, w.concurrency or w.batch or 1)
+        memory = serving_memory(
+            self.shape, w.precision, inp + out, w.concurrency or w.batch or 1, tp
+        )
         return unfit_inference(acc, reason, memory, tp, per_node)
 
     def _bare_inference(self, acc: Accelerator, per_node: int) -> Fit:
