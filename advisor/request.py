@@ -61,7 +61,9 @@ class SizedWork(_Request):
     is sized from (the performance model reads them as its own Work)."""
 
     workload: Annotated[str, Field(min_length=1, description="workload type id")]
-    gpu_count: Annotated[int | None, Field(ge=0, le=4096, description="at least this many")] = None
+    gpu_count: Annotated[
+        int | None, Field(ge=0, le=100_000, description="at least this many")
+    ] = None
     model: Annotated[str | None, Field(min_length=1, description="model preset id")] = None
     # Lower bounds where the figures stop meaning anything: a model of under a million
     # parameters, under one token, a target under a microsecond (5e-324 once divided by zero).
@@ -70,11 +72,23 @@ class SizedWork(_Request):
     ] = None
     tokens: Annotated[float | None, Field(ge=1, le=1e16, description="training tokens")] = None
     zero_stage: Annotated[int, Field(ge=0, le=3, description="ZeRO stage (3 = FSDP)")] = 3
+    global_batch_tokens: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=10**10,
+            description="training: tokens per optimizer step (default by model size: 4M up to "
+            "100B parameters, Llama 2's; 16M above, Llama 3 405B's)",
+        ),
+    ] = None
     seq_len: Annotated[int | None, Field(gt=0, le=10_000_000)] = None
     batch: Annotated[
         int | None, Field(ge=1, le=100_000, description="micro-batch / concurrent sequences")
     ] = None  # None = the workload profile's default
-    recompute: bool = True
+    recompute: Annotated[
+        bool | None,
+        Field(description="training: full activation recomputation; null: as needed"),
+    ] = None
     precision: Annotated[
         Literal["fp32", "bf16", "fp16", "fp8", "fp4", "int8", "int4"], Field(description="weights")
     ] = "bf16"

@@ -1,16 +1,21 @@
-"""Every published training row (tests/data/published.yaml `training`) predicted by the training
-time model (advisor/perf/training.py, through advisor/planning/training_plan.py's layout and plan).
+"""Every published training row (tests/data/published.yaml and published-2.yaml `training`)
+predicted by the training time model (advisor/perf/training.py, through
+advisor/planning/training_plan.py's layout and plan).
 
-Three kinds of rows, each compared on what it publishes:
+Four kinds of rows, each compared on what it publishes:
 - whole-run GPU-hours (model cards): the plan the advisor makes for the row's model and tokens on
-  the row's GPU, at the row's GPU count (when stated, else the plan's own), goodput included;
-- steady-state MFU at scale (Llama 3 Table 4, Megatron-Core): MFU on 6ND at the row's stated
-  layout (context parallelism counted as data parallelism: it splits the batch the same way);
-- NeMo FP8 benchmarks: tokens/s per GPU at the row's layout, on the FP8 dense peak.
+  the row's GPU, at the row's GPU count (when stated, else the plan's own), goodput included,
+  recomputation as the advisor decides it (as needed);
+- steady-state MFU at scale (Llama 3 Table 4, Megatron-Core): MFU on model FLOPs (6ND + causal
+  attention) at the row's stated layout, context parallelism included;
+- NeMo FP8 benchmarks (pretraining, SFT, LoRA): tokens/s per GPU at the row's layout, the linear
+  layers at the FP8 peak, attention at the BF16 one;
+- NeMo long-sequence benchmarks (4k to 1M tokens, context parallel): model TFLOP/s per GPU,
+  NeMo's own count (6ND-style GEMMs + causal attention, nemo/utils/flops_formulas.py).
 
-The constants are the model's own (catalog MFU 0.40 for large_scale_training, goodput, overlap);
-nothing here is fitted per row. What a row does not state is filled from its source's paper, or
-marked estimated below.
+The constants are the model's own (the workload profiles' kernel efficiencies, the FP8 factor,
+goodput, overlap); nothing here is fitted per row. What a row does not state is filled from its
+source's paper, or marked estimated below.
 
     PYTHONPATH=. python benchmarks/bench_calibration.py --training [--record]
 """
@@ -20,20 +25,21 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import yaml
-
 from advisor.catalog.queries import Catalog
-from advisor.perf.sizing import Shape, activation_memory, usable_memory_gb
+from advisor.perf.sizing import Shape
 from advisor.perf.training import (
     DEFAULT_GLOBAL_BATCH_TOKENS,
+    FP8_RELATIVE_EFFICIENCY,
     Cluster,
     Job,
     Layout,
     run_time,
     step_time,
+    training_peaks,
 )
-from advisor.planning.training_plan import full_training_split, plan_training, training_layouts
-from benchmarks.bench_calibration import DATA, Comparison, summary_lines
+from advisor.perf.work import Work
+from advisor.planning.work_plan import WorkPlan
+from benchmarks.bench_calibration import Comparison, rows, summary_lines
 
 MODELS = {
     "Llama 2 7B": "llama-2-7b",
@@ -48,12 +54,14 @@ MODELS = {
     "Llama 2 70B (NeMo recipe)": "llama-2-70b",
     "GPT-3 175B (NeMo recipe)": "gpt-3-175b",
     "GPT-3 (Megatron-Core, 'slightly more than 175 billion parameters')": "gpt-3-175b",
+    "Llama 3 8B": "llama-3.1-8b",
 }
 # Network between nodes, Gbit/s per 8-GPU node. Llama 2 (arXiv:2307.09288 section 2.2.1): RSC
 # InfiniBand and production RoCE "interconnect 200 Gbps end-points" = 1,600 per node. Llama 3
 # (arXiv:2407.21783 section 3.3.1): 400 Gbps per GPU RoCE = 3,200; DGX H100 (Megatron, NeMo rows):
 # 8 x 400 Gbit/s ConnectX-7 = 3,200 (DGX H100 datasheet).
-NETWORK_GBPS = {"a100-80gb-sxm": 1600.0, "h100-sxm": 3200.0}
+# DGX B200: 8 x 400 Gbit/s ConnectX-7 (DGX B200 datasheet) = 3,200.
+NETWORK_GBPS = {"a100-80gb-sxm": 1600.0, "h100-sxm": 3200.0, "b200": 3200.0}
 # Whole-run rows state no GPU count except Llama 3 405B (16K H100s, arXiv:2407.21783 section
 # 3.3): the others run on the plan's own count (the fewest GPUs that hold the model), where
 # GPU-hours do not depend on the count while communication hides under compute.
@@ -78,6 +86,8 @@ def _shape(row: dict[str, Any], cat: Catalog) -> Shape:
     preset = MODELS.get(row["model"])
     if preset is not None:
         return Shape.of(cat.models[preset])
+    if str(row["model"]).startswith("GPT3-"):  # NeMo's GPT3 5B/20B: the advisor's assumed shape
+        return Shape.assumed(float(row["params_b"]))
     found = re.match(r"(\d+) layers, hidden (\d+), (\d+) heads", str(row.get("model_shape", "")))
     if found:  # Megatron-Core benchmark GPTs: the shape the README's table gives
         layers, hidden, heads = (int(g) for g in found.groups())
@@ -87,24 +97,30 @@ def _shape(row: dict[str, Any], cat: Catalog) -> Shape:
 
 
 def _accelerator(row: dict[str, Any]) -> str:
-    return "a100-80gb-sxm" if str(row["hardware"]).startswith("A100") else "h100-sxm"
+    hardware = str(row["hardware"])
+    if hardware.startswith("A100"):
+        return "a100-80gb-sxm"
+    return "b200" if hardware.startswith("B200") else "h100-sxm"
 
 
-def _cluster(row: dict[str, Any], cat: Catalog, precision: str = "bf16") -> Cluster:
+def _precision(row: dict[str, Any]) -> str:
+    return "fp8" if str(row.get("precision")).upper() == "FP8" else "bf16"
+
+
+def _cluster(row: dict[str, Any], cat: Catalog) -> tuple[Cluster, float]:
+    """The row's nodes at its precision, and the efficiency factor of that precision."""
     acc = cat.accelerators[_accelerator(row)]
-    peak = getattr(acc.peak_tflops, precision)
-    return Cluster(peak, 8, acc.interconnect_gb_s, NETWORK_GBPS[acc.id])
+    gemm, attention, factor = training_peaks(acc, _precision(row))
+    return Cluster(gemm, 8, acc.interconnect_gb_s, NETWORK_GBPS[acc.id], attention), factor
 
 
-def _layout(row: dict[str, Any], stage: int) -> tuple[Layout, int]:
-    """The row's layout, and its context-parallel degree: CP splits each sequence over CP ranks
-    that reduce gradients together, which the model runs as data parallelism over sequences
-    CP times shorter (the micro-batches per pipeline are unchanged)."""
+def _layout(row: dict[str, Any], stage: int) -> Layout:
+    """The row's stated layout (DP from the GPU count where the row gives none)."""
     text = str(row.get("parallelism") or STRONG_SCALING_LAYOUT)
     degree = {k: int(v) for k, v in re.findall(r"(TP|PP|CP|DP)(\d+)", text)}
     tp, pp, cp = degree.get("TP", 1), degree.get("PP", 1), degree.get("CP", 1)
     dp = degree.get("DP") or row["gpu_count"] // (tp * pp * cp)
-    return Layout(dp * cp, tp, pp, stage), cp
+    return Layout(dp, tp, pp, stage, cp)
 
 
 def _global_batch(row: dict[str, Any]) -> int:
@@ -113,59 +129,86 @@ def _global_batch(row: dict[str, Any]) -> int:
     return LLAMA3_405B_BATCH_TOKENS
 
 
-def gpu_hours(row: dict[str, Any], cat: Catalog, mfu: float) -> TrainingComparison:
-    """The advisor's plan for the whole run on the row's GPU: layout by memory, then the time
-    of each layout at the GPU count, the cheapest kept (planning/training_plan.py plan_training)."""
-    shape = _shape(row, cat)
+def gpu_hours(row: dict[str, Any], cat: Catalog) -> TrainingComparison:
+    """The advisor's own plan for the whole run (planning/work_plan.py, as `estimate` makes it)
+    on nodes of 8 of the row's GPU over the row's network: layout by memory, recomputation as
+    needed, at the row's GPU count (when stated, else the plan's own), goodput included. The
+    request's default ZeRO stage (3): the cards do not state one. Llama 2 34B (never released)
+    is a bare size, on the advisor's assumed shape."""
+    preset = MODELS.get(row["model"])
     acc = cat.accelerators[_accelerator(row)]
     family = "llama-2" if "Llama 2" in row["model"] else "llama-3.1"
-    seq = CONTEXT[family]
     is_405b = row["id"].startswith("llama31-405b")
-    gpus = row["gpu_count"] or (LLAMA3_405B_GPUS if is_405b else 0)
+    gpus = row["gpu_count"] or (LLAMA3_405B_GPUS if is_405b else None)
     batch = LLAMA3_405B_BATCH_TOKENS if is_405b else DEFAULT_GLOBAL_BATCH_TOKENS
-    job = Job(shape, float(row["tokens"]), seq, 1, True, mfu, int(batch))
-    act = sum(f.value for f in activation_memory(shape, seq, 1, True)) if shape.layers else 0.0
-    # the request's default ZeRO stage (3): the cards do not state one, and the 34B row has no
-    # published shape for tensor parallelism
-    kept, sharded = full_training_split(shape, 3, act)
-    layouts = training_layouts(shape, 3, kept, sharded, act, usable_memory_gb(acc.memory_gb), 8)
-    plan = plan_training(job, _cluster(row, cat), layouts, gpus, None, gpus or None)
-    assert plan is not None and plan[2] is not None
-    return TrainingComparison(row["id"], "gpu_hours", plan[2].gpu_hours, row["gpu_hours"])
+    work = Work(
+        workload="large_scale_training",
+        model=preset,
+        params_b=None if preset else float(row["params_b"]),
+        gpu_count=gpus,
+        tokens=float(row["tokens"]),
+        seq_len=CONTEXT[family],
+        batch=1,
+        global_batch_tokens=batch,
+        max_gpus=gpus,
+    )
+    plan = WorkPlan(cat, work, cat.workloads["large_scale_training"])
+    fit = plan.fit(acc, 8, acc.interconnect_gb_s, NETWORK_GBPS[acc.id])
+    assert fit.gpu_hours is not None, fit.unfit
+    return TrainingComparison(row["id"], "gpu_hours", fit.gpu_hours, row["gpu_hours"])
 
 
-def mfu_at_scale(row: dict[str, Any], cat: Catalog, mfu: float) -> TrainingComparison:
+def mfu_at_scale(row: dict[str, Any], cat: Catalog, eff: float) -> TrainingComparison:
     shape = _shape(row, cat)
-    layout, cp = _layout(row, ZERO_STAGE_AT_SCALE)
-    job = Job(shape, 1e12, int(row["seq_len"]) // cp, 1, False, mfu, _global_batch(row))
-    run = run_time(job, _cluster(row, cat), layout, layout.gpus)
+    layout = _layout(row, ZERO_STAGE_AT_SCALE)
+    job = Job(shape, 1e12, int(row["seq_len"]), 1, False, eff, _global_batch(row))
+    run = run_time(job, _cluster(row, cat)[0], layout, layout.gpus)
     return TrainingComparison(row["id"], "mfu", run.mfu, row["stated_mfu"])
 
 
-def fp8_tokens_per_gpu(row: dict[str, Any], cat: Catalog, mfu: float) -> TrainingComparison:
+def _benchmark_step(row: dict[str, Any], cat: Catalog, eff: float) -> tuple[Job, float, int]:
+    """(job, step seconds, GPUs) of a NeMo benchmark row at its layout and precision: SFT trains
+    every weight, LoRA the adapters (NeMo's recipes: rank 16, the recipes' default, estimated
+    as the advisor's own default)."""
     shape = _shape(row, cat)
-    layout, cp = _layout(row, ZERO_STAGE_AT_SCALE)
-    seq = int(row["seq_len"]) // cp
-    job = Job(shape, 1e12, seq, int(row["micro_batch"]), False, mfu, _global_batch(row))
-    step = step_time(job, _cluster(row, cat, "fp8"), layout)
-    per_gpu = job.sequences_per_step * job.seq_len / step.seconds / layout.gpus
+    layout = _layout(row, ZERO_STAGE_AT_SCALE)
+    cluster, factor = _cluster(row, cat)
+    method = "lora" if row.get("finetune_method") == "LoRA" else "full"
+    micro = int(row.get("micro_batch") or 1)
+    seq = int(row["seq_len"])
+    job = Job(shape, 1e12, seq, micro, False, eff * factor, _global_batch(row), method)
+    return job, step_time(job, cluster, layout).seconds, layout.gpus
+
+
+def tokens_per_gpu(row: dict[str, Any], cat: Catalog, eff: float) -> TrainingComparison:
+    job, seconds, gpus = _benchmark_step(row, cat, eff)
+    per_gpu = job.sequences_per_step * job.seq_len / seconds / gpus
     return TrainingComparison(
         row["id"], "tokens_s_per_gpu", per_gpu, row["stated_tokens_per_sec_per_gpu"]
     )
 
 
+def tflops_per_gpu(row: dict[str, Any], cat: Catalog, eff: float) -> TrainingComparison:
+    job, seconds, gpus = _benchmark_step(row, cat, eff)
+    tokens = job.sequences_per_step * job.seq_len
+    per_gpu = job.model_flops(tokens) / seconds / gpus / 1e12
+    return TrainingComparison(row["id"], "tflops_per_gpu", per_gpu, row["stated_tflops_per_gpu"])
+
+
 def compare_training(row: dict[str, Any], cat: Catalog) -> TrainingComparison:
-    mfu = cat.workloads["large_scale_training"].efficiency
+    profile = "fine_tuning" if row.get("finetune_method") else "large_scale_training"
+    eff = cat.workloads[profile].efficiency
     if row["gpu_hours"] is not None:
-        return gpu_hours(row, cat, mfu)
+        return gpu_hours(row, cat)
     if row["stated_mfu"] is not None:
-        return mfu_at_scale(row, cat, mfu)
-    return fp8_tokens_per_gpu(row, cat, mfu)
+        return mfu_at_scale(row, cat, eff)
+    if row.get("stated_tokens_per_sec_per_gpu") is not None:
+        return tokens_per_gpu(row, cat, eff)
+    return tflops_per_gpu(row, cat, eff)
 
 
 def training_rows() -> list[dict[str, Any]]:
-    rows: list[dict[str, Any]] = yaml.safe_load(DATA.read_text())["training"]
-    return rows
+    return rows("training")
 
 
 def run_training(cat: Catalog) -> list[TrainingComparison]:
@@ -181,8 +224,10 @@ def training_report(cat: Catalog) -> str:
         )
     lines += [
         *summary_lines(comps, ratio_digits=2),
-        f"constants: MFU {cat.workloads['large_scale_training'].efficiency:.2f} (catalog), "
-        "goodput 0.90 over a day (Llama 3), overlap 0.8 (estimated), 2 layers per virtual "
-        "pipeline stage (NeMo recipes)",
+        f"constants: kernel efficiency {cat.workloads['large_scale_training'].efficiency:.2f} "
+        f"(large_scale_training), {cat.workloads['fine_tuning'].efficiency:.2f} (fine_tuning), "
+        f"x {FP8_RELATIVE_EFFICIENCY:g} in FP8 (catalog, perf/training.py), goodput 0.90 over "
+        "a day (Llama 3), overlap 0.8 (estimated), 2 layers per virtual pipeline stage (NeMo "
+        "recipes)",
     ]
     return "\n".join(lines)

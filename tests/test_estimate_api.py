@@ -176,14 +176,16 @@ def test_fine_tuning_memory_time_and_cost(client: TestClient, shipped: Catalog) 
     assert figure(result, "model_states_per_gpu_gb") == pytest.approx(16.06)
     assert result["memory_per_gpu_gb"] == pytest.approx(states_gb + activations_gb)
     assert result["fits"] is True
-    # 6·N·D FLOPs over 8 GPUs at 989.5 dense TFLOP/s x the profile's efficiency (an MFU), plus
-    # the ZeRO-3 traffic that never hides (advisor/perf/training.py): steps of the 4M-token batch
-    # = 4,096 sequences of 1,024, 512 micro-batches per GPU, each gathering the parameters twice
-    # and reduce-scattering once (3 x 512 x N x 2 bytes x 7/8 at 450 GB/s, NVSwitch one way),
-    # under the compute but for 20%
+    # 6·N·D GEMM FLOPs over 8 GPUs at 989.5 dense TFLOP/s x the profile's kernel efficiency,
+    # causal attention's 6 x layers x s x heads x 128 per token at the attention kernels' 0.65,
+    # plus the ZeRO-3 traffic that never hides (advisor/perf/training.py): steps of the 4M-token
+    # batch = 4,096 sequences of 1,024, 512 micro-batches per GPU, each gathering the parameters
+    # twice and reduce-scattering once (3 x 512 x N x 2 bytes x 7/8 at 450 GB/s, NVSwitch one
+    # way), under the compute but for 20%
     efficiency = shipped.workloads["fine_tuning"].efficiency
     assert result["efficiency"] == efficiency
-    compute_s = 6 * params * 4_194_304 / (8 * 989.5e12 * efficiency)
+    attention = 6 * layers * seq * heads * 128 * 4_194_304 / (8 * 989.5e12 * 0.65)
+    compute_s = 6 * params * 4_194_304 / (8 * 989.5e12 * efficiency) + attention
     comm_s = 3 * 512 * params * 2 * 7 / 8 / 450e9
     hours = 2e9 / 4_194_304 * (compute_s + 0.2 * comm_s) / 3600
     assert figure(result, "training_flops") == pytest.approx(6 * params * 2e9)

@@ -68,9 +68,9 @@ def test_fleet_calibration_replaces_the_catalog_efficiency(shipped: Catalog) -> 
     fleet = {"h100-sxm": Calibration(0.5, 12), "a100-80gb-sxm": Calibration(0.5, 2)}
     result = recommend(shipped, w, fleet, min_fleet_reports=5)
     by_acc = {r.accelerator: r.sizing for r in result.recommendations if r.sizing}
-    assert by_acc["h100-sxm"].efficiency == pytest.approx(0.35 * 0.5)
+    assert by_acc["h100-sxm"].efficiency == pytest.approx(0.51 * 0.5)
     assert "fleet-calibrated" in by_acc["h100-sxm"].efficiency_source
-    assert by_acc["a100-80gb-sxm"].efficiency == 0.35  # too few reports
+    assert by_acc["a100-80gb-sxm"].efficiency == 0.51  # too few reports
     assert "only 2 report(s)" in by_acc["a100-80gb-sxm"].efficiency_source
 
 
@@ -113,20 +113,21 @@ def test_estimate_reports_every_figure(shipped: Catalog) -> None:
         "logits_per_gpu_gb",
         "memory_per_gpu_gb",
         "training_flops",
+        "attention_flops",
         "parallel_layout",
         "compute_s_per_step",
         "dp_comm_s_per_step",
         "step_s",
         "mfu",
-        "hfu",
         "hours",
+        "recompute",
     ]
     assert all(f.formula for f in r.figures)
     assert r.fits and r.hours is not None and r.hourly_usd is not None
     assert r.cost_usd == pytest.approx(r.hours * r.hourly_usd)
-    # states + activations with full recomputation (2*s*b*h per layer) + fp32 logits
+    # states + activations without recomputation (34*s*b*h per layer: they fit) + fp32 logits
     assert r.memory_per_gpu_gb == pytest.approx(
-        8.03e9 * 16 / 8 / 1e9 + 2 * 4096 * 4096 * 32 / 1e9 + 4 * 4096 * 128256 / 1e9
+        8.03e9 * 16 / 8 / 1e9 + 34 * 4096 * 4096 * 32 / 1e9 + 4 * 4096 * 128256 / 1e9
     )
 
 
@@ -255,9 +256,9 @@ def test_estimate_cli_json_and_exit_codes() -> None:
     ]
     assert list(body["figures"][0]) == ["name", "value", "unit", "formula"]
     assert body["hours"] == pytest.approx(LLAMA3_8B_P5_HOURS, rel=1e-3)
-    assert body["mfu"] == pytest.approx(0.35 * LLAMA3_8B_P5_SHARE, rel=1e-3)
+    assert body["mfu"] == pytest.approx(LLAMA3_8B_P5_MFU, rel=1e-3)
     assert body["gpu_hours"] == pytest.approx(8 * body["hours"])
-    assert body["hfu"] == pytest.approx(body["mfu"] * 8 / 6)  # full recomputation: 8ND
+    assert body["hfu"] == pytest.approx(body["mfu"])  # no recomputation: HFU is MFU
     assert body["layout"] == {
         "data_parallel": 8,
         "tensor_parallel": 1,
@@ -306,12 +307,19 @@ def test_estimate_cli_json_and_exit_codes() -> None:
 # Llama-3-8B (8.03e9 parameters), 2e9 tokens, fine-tuning on one p5.48xlarge (8 H100 SXM, dense
 # BF16 989.5 TFLOP/s, whitepaper; NVSwitch 900 GB/s both ways), by hand (perf/training.py):
 # a step is the 4M-token batch (1,024 x 4,096: Llama 2), 128 micro-batches of one sequence per
-# GPU; compute 6ND at the 0.35 MFU (recomputation is not counted twice); ZeRO-3 gathers the
-# parameters twice and reduce-scatters the gradients per micro-batch at 450 GB/s: hidden under
-# the compute but for the 20% that never overlaps. 476.8 steps; a 10-hour run has no goodput loss.
-_COMPUTE_S = 6 * 8.03e9 * 4_194_304 / (8 * 989.5e12 * 0.35)
+# GPU; one sequence's activations (34 x 4,096 x 4,096 x 32 layers + 4 x 4,096 x 128,256 fp32
+# logits = 20.4 GB) fit beside 16 x 8.03e9 / 8 GB of states, so no recomputation: the GEMMs' 6ND
+# at fine_tuning's 0.51 kernel efficiency, causal attention's 6 x 32 x 4,096 x 4,096 per token
+# at the attention kernels' 0.65; ZeRO-3 gathers the parameters twice and reduce-scatters the
+# gradients per micro-batch at 450 GB/s: hidden under the compute but for the 20% that never
+# overlaps. 476.8 steps; a 7-hour run has no goodput loss. MFU counts 6ND + attention.
+_GEMM_S = 6 * 8.03e9 * 4_194_304 / (8 * 989.5e12 * 0.51)
+_ATTENTION_FLOPS = 6 * 32 * 4096 * 4096 * 4_194_304
+_COMPUTE_S = _GEMM_S + _ATTENTION_FLOPS / (8 * 989.5e12 * 0.65)
 _COMM_S = 3 * 128 * 8.03e9 * 2 * 7 / 8 / 450e9
-LLAMA3_8B_P5_SHARE = _COMPUTE_S / (_COMPUTE_S + 0.2 * _COMM_S)
+LLAMA3_8B_P5_MFU = (6 * 8.03e9 * 4_194_304 + _ATTENTION_FLOPS) / (
+    8 * 989.5e12 * (_COMPUTE_S + 0.2 * _COMM_S)
+)
 LLAMA3_8B_P5_HOURS = 2e9 / 4_194_304 * (_COMPUTE_S + 0.2 * _COMM_S) / 3600
 
 INFERENCE_KEYS = ["ttft_ms", "itl_ms", "throughput_tokens_s", "concurrency", "tensor_parallel"]

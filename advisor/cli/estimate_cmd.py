@@ -38,7 +38,7 @@ def estimate_cmd(
     zero_stage: opts.ZeroStage = 3,
     seq_len: opts.SeqLen = None,
     batch: opts.Batch = None,
-    recompute: opts.Recompute = True,
+    recompute: opts.Recompute = None,
     precision: opts.Precision = "bf16",
     context_tokens: opts.Context = None,
     throughput_tokens_s: opts.Throughput = None,
@@ -51,6 +51,7 @@ def estimate_cmd(
     max_itl_ms: opts.MaxItlMs = None,
     deadline_days: opts.DeadlineDays = None,
     max_gpus: opts.MaxGpus = None,
+    global_batch_tokens: opts.GlobalBatchTokens = None,
     server: opts.Server = None,
     method: opts.Method = "full",
     lora_rank: opts.LoraRank = 16,
@@ -89,7 +90,7 @@ def estimate_cmd(
             ),
         ),
         **opts.method_fields(method, lora_rank),
-        **opts.deadline_fields(deadline_days, max_gpus),
+        **opts.deadline_fields(deadline_days, max_gpus, global_batch_tokens),
     }
     request = parse_request(EstimateRequest, raw)
     result = estimate(get_catalog(), request, opts.fleet_from_server(server))

@@ -57,7 +57,7 @@ def recommend(
     zero_stage: opts.ZeroStage = 3,
     seq_len: opts.SeqLen = None,
     batch: opts.Batch = None,
-    recompute: opts.Recompute = True,
+    recompute: opts.Recompute = None,
     precision: opts.Precision = "bf16",
     context_tokens: opts.Context = None,
     throughput_tokens_s: opts.Throughput = None,
@@ -70,6 +70,7 @@ def recommend(
     max_itl_ms: opts.MaxItlMs = None,
     deadline_days: opts.DeadlineDays = None,
     max_gpus: opts.MaxGpus = None,
+    global_batch_tokens: opts.GlobalBatchTokens = None,
     server: opts.Server = None,
     method: opts.Method = "full",
     lora_rank: opts.LoraRank = 16,
@@ -114,7 +115,7 @@ def recommend(
             ),
         ),
         **opts.method_fields(method, lora_rank),
-        **opts.deadline_fields(deadline_days, max_gpus),
+        **opts.deadline_fields(deadline_days, max_gpus, global_batch_tokens),
         **opts.spot_fields(checkpoint_interval_h),
     }
     parsed = parse_request(RecommendRequest, request)

@@ -15,7 +15,14 @@ Tokens = Annotated[float | None, typer.Option(help="Training tokens, e.g. 2e9.")
 ZeroStage = Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP).")]
 SeqLen = Annotated[int | None, typer.Option(help="Training sequence length.")]
 Batch = Annotated[int | None, typer.Option(help="Micro-batch (training) / sequences (inference).")]
-Recompute = Annotated[bool, typer.Option(help="Full activation recomputation (training).")]
+Recompute = Annotated[
+    bool | None,
+    typer.Option(
+        "--recompute/--no-recompute",
+        help="Full activation recomputation (training); default: as needed (without it when "
+        "the activations fit, or whichever costs fewer GPU-hours).",
+    ),
+]
 Precision = Annotated[
     str, typer.Option(help="Weights: fp32, bf16, fp16, fp8, fp4 (Blackwell), int8, int4.")
 ]
@@ -62,6 +69,12 @@ DeadlineDays = Annotated[
     typer.Option(help="Training: finish within this many days (picks GPUs and nodes)."),
 ]
 MaxGpus = Annotated[int | None, typer.Option(help="Training: rent at most this many GPUs.")]
+GlobalBatchTokens = Annotated[
+    int | None,
+    typer.Option(
+        help="Training: tokens per optimizer step (default: 4M up to 100B parameters, 16M above)."
+    ),
+]
 
 
 def sizing_fields(
@@ -71,7 +84,7 @@ def sizing_fields(
     zero_stage: int,
     seq_len: int | None,
     batch: int | None,
-    recompute: bool,
+    recompute: bool | None,
     precision: str,
     context_tokens: int | None,
     throughput_tokens_s: float | None,
@@ -132,9 +145,15 @@ def method_fields(method: str, lora_rank: int) -> dict[str, Any]:
     return {"method": method, "lora_rank": lora_rank}
 
 
-def deadline_fields(deadline_days: float | None, max_gpus: int | None) -> dict[str, Any]:
-    """The training plan's limits: a wall-time deadline and a GPU ceiling."""
-    return {"deadline_days": deadline_days, "max_gpus": max_gpus}
+def deadline_fields(
+    deadline_days: float | None, max_gpus: int | None, global_batch_tokens: int | None = None
+) -> dict[str, Any]:
+    """The training plan's limits: a wall-time deadline and a GPU ceiling; and its batch."""
+    return {
+        "deadline_days": deadline_days,
+        "max_gpus": max_gpus,
+        "global_batch_tokens": global_batch_tokens,
+    }
 
 
 CheckpointIntervalH = Annotated[

@@ -168,10 +168,12 @@ def _one_node_by_count(k: StaticCase) -> Finding | None:
 
 
 def _precision_unsupported(k: StaticCase) -> Finding | None:
-    """A served model's precision the GPU has no matrix units for (advisor/perf/precision.py).
-    Training is sized as 16-bit mixed precision at the bf16, else fp16, rate (perf/training.py
-    peak16_tflops), whatever the weights' precision, so this reads inference only."""
-    if not k.w.sized or not k.c.is_gpu or k.p.sizing != "inference":
+    """A served model's precision the GPU has no matrix units for (advisor/perf/precision.py);
+    for training, fp8 on a GPU without FP8 tensor cores (16-bit training runs at the bf16, else
+    fp16, rate: perf/training.py training_peaks)."""
+    if not k.w.sized or not k.c.is_gpu or k.p.sizing == "none":
+        return None
+    if k.p.sizing == "training" and k.w.precision != "fp8":
         return None
     found = k.c.precision_support[k.w.precision]
     return Finding(found.reason, relaxable=False) if isinstance(found, Unsupported) else None

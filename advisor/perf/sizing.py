@@ -122,6 +122,26 @@ class Shape:
     def bare(cls, params_b: float) -> Shape:
         return cls(f"{params_b:g}B parameters", params_b * 1e9, params_b * 1e9)
 
+    @classmethod
+    def assumed(cls, params_b: float) -> Shape:
+        """A dense GPT-style shape for a bare parameter count (assumed_shape), so training can
+        lay out tensor and pipeline parallelism without a preset."""
+        layers, hidden, heads = assumed_shape(params_b)
+        p = params_b * 1e9
+        return cls(
+            f"{params_b:g}B parameters (assumed shape)",
+            p,
+            p,
+            layers,
+            hidden,
+            heads,
+            heads,
+            hidden // heads,
+            vocab=GPT3_VOCAB,
+            intermediate=4 * hidden,
+            gated_mlp=False,
+        )
+
     def need_layers(self, what: str) -> tuple[int, int, int, int, int]:
         if None in (self.layers, self.hidden, self.heads, self.kv_heads, self.head_dim):
             raise InputError(
@@ -131,6 +151,36 @@ class Shape:
             )
         assert self.layers and self.hidden and self.heads and self.kv_heads and self.head_dim
         return self.layers, self.hidden, self.heads, self.kv_heads, self.head_dim
+
+
+# Brown et al. 2020, "Language Models are Few-Shot Learners" (arXiv:2005.14165) Table 2.1: the
+# GPT-3 family, (parameters in billions, layers, d_model, heads).
+GPT3_SHAPES = (
+    (0.125, 12, 768, 12),
+    (0.35, 24, 1024, 16),
+    (0.76, 24, 1536, 16),
+    (1.3, 24, 2048, 24),
+    (2.7, 32, 2560, 32),
+    (6.7, 32, 4096, 32),
+    (13.0, 40, 5140, 40),
+    (175.0, 96, 12288, 96),
+)
+GPT3_VOCAB = 50257  # the GPT-2/3 byte-pair vocabulary (Radford et al. 2019)
+ASSUMED_HEAD_DIM = 128
+
+
+def assumed_shape(params_b: float) -> tuple[int, int, int]:
+    """(layers, hidden, heads) of a dense model of `params_b` billion parameters: the layers of
+    the GPT-3 row nearest in size (on a log scale), the hidden size that makes 12 x layers x
+    hidden^2 (a GPT block's weights: 4h^2 attention + 8h^2 MLP) the parameter count, in heads of
+    128 (a multiple of 8 of them from 8 on). An assumption, stated wherever it is used: a
+    preset (--model) gives the real shape."""
+    _, layers, _, _ = min(GPT3_SHAPES, key=lambda row: abs(math.log(row[0] / params_b)))
+    hidden = math.sqrt(params_b * 1e9 / (12 * layers))
+    heads = max(1, round(hidden / ASSUMED_HEAD_DIM))
+    if heads >= 8:  # a multiple of 8 heads: tensor parallelism up to 8 splits them evenly
+        heads = 8 * round(heads / 8)
+    return layers, heads * ASSUMED_HEAD_DIM, heads
 
 
 # ZeRO (Rajbhandari et al. 2019, section 5): of the 16 bytes per parameter, the bytes each stage
@@ -430,6 +480,29 @@ def training_flops(
         f"adapter params) x D {tokens:.4g} tokens ({method}: {why})"
     )
     return Figure("training_flops", flops, "FLOP", formula)
+
+
+def attention_training_flops(
+    shape: Shape, tokens: float, seq_len: int, recompute: bool = False
+) -> Figure:
+    """Attention's matmul FLOPs of training on `tokens` tokens in sequences of `seq_len`, which
+    6·N·D leaves out (N counts weights; the score and value products have none): per layer and
+    token the forward computes Q·K^T and the weighted sum of V over the preceding tokens, 2 x 2
+    x s x heads x head_dim FLOPs halved by the causal mask (FlashAttention skips the masked
+    blocks, Dao 2023 arXiv:2307.08691 section 3.1), so 2·L·s·d forward, 4·L·s·d backward, and
+    2 more recomputing (Korthikanti et al. 2022 section 5; PaLM, Chowdhery et al. 2022, appendix
+    B counts the same term unmasked). Zero without a model shape (a bare parameter count)."""
+    if shape.layers is None or shape.heads is None or shape.head_dim is None:
+        return Figure("attention_flops", 0.0, "FLOP", "no model shape: attention not counted")
+    k = 8 if recompute else 6
+    width = shape.heads * shape.head_dim
+    flops = k * shape.layers * seq_len * width * tokens
+    why = "causal attention, recomputed forward included" if recompute else "causal attention"
+    formula = (
+        f"{k} x {shape.layers} layers x {seq_len} tokens x {width} (heads x head dim) x D "
+        f"{tokens:.4g} tokens ({why})"
+    )
+    return Figure("attention_flops", flops, "FLOP", formula)
 
 
 def usable_memory_gb(gpu_memory_gb: float) -> float:

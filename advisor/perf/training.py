@@ -3,11 +3,18 @@
 Pure. The time model beside advisor/perf/inference.py; advisor/planning/training_plan.py chooses the
 layout (memory) and GPU count (deadline) and reads the time of each from here.
 
-- Model FLOPs are 6·N·D (sizing.training_flops, recompute=False; Kaplan et al. 2020). The
-  calibrated efficiency is a model-FLOPs utilisation (MFU), as the published figures it is
-  calibrated on are (Llama 3 arXiv:2407.21783 Table 4, Megatron-LM README): time is 6·N·D at that
-  MFU. Full recomputation runs 8·N·D hardware FLOPs (HFU = MFU x 8/6), reported separately,
-  never put in the time a second time (shared/REFERENCE.md section 4).
+- FLOPs: the GEMMs' 6·N·D (sizing.training_flops; 8·N·D with full recomputation, which runs
+  the forward twice) plus attention's score and value matmuls, 6·layers·s·heads·head_dim per
+  token with a causal mask (sizing.attention_training_flops; 8 with recomputation), which
+  dominate at 32k tokens and beyond. Time is the FLOPs a step executes at one efficiency, the
+  share of the dense peak the step's kernels reach (the workload profile's `efficiency`, fleet-
+  calibrated), plus the pipeline bubble and the communication left exposed, each counted once.
+  MFU is reported on model FLOPs (6·N·D + attention, no recomputation; PaLM, Chowdhery et al.
+  2022, appendix B) and HFU on what runs.
+- Precision: bf16, or fp8 where the chip has FP8 tensor cores; in fp8 (Transformer Engine
+  recipes, NeMo's FP8 rows) the linear layers' GEMMs run at the FP8 peak and attention stays in
+  bf16 (Transformer Engine's DotProductAttention runs in BF16 unless FP8 attention is enabled);
+  master weights, gradients and optimizer states keep their 16 bytes per parameter.
 - A step processes the global batch (Llama 2: "All models are trained with a global batch-size
   of 4M tokens", arXiv:2307.09288 / meta-llama/llama-models models/llama2/MODEL_CARD.md).
 - Data-parallel communication per step (ZeRO, Rajbhandari et al. 2019, section 7): DP and ZeRO
@@ -17,7 +24,8 @@ layout (memory) and GPU count (deadline) and reads the time of each from here.
   convention (shared/REFERENCE.md section 4: all-gather/reduce-scatter busbw = algbw x (n-1)/n).
 - Tensor parallelism (Megatron-LM, Narayanan et al. 2021; Korthikanti et al. 2022 with sequence
   parallelism): per layer and token, 4 all-reduce-equivalents of the hidden state (2 forward, 2
-  backward; 6 with full recomputation), inside one node. Pipeline parallelism: bubble (p-1)/(v m)
+  backward; 6 with full recomputation), inside one node, on the critical path (each layer's
+  GEMM waits for its input's all-gather). Pipeline parallelism: bubble (p-1)/(v m)
   of the compute, m micro-batches per step, v virtual stages (Narayanan et al. 2021 2.2).
 - Bandwidth: inside a node the instance's GPU link per direction (link/2; PCIe when 0, the
   inference model's figure); across nodes the instance network per GPU (Gbit/s / 8 / GPUs per
@@ -35,14 +43,26 @@ from advisor.perf.sizing import (
     DEFAULT_LORA_RANK,
     Figure,
     Shape,
+    attention_training_flops,
     lora_adapter_params,
     training_flops,
 )
 from advisor.units import GB
 
 GRAD_BYTES = 2  # 16-bit gradients and parameters on the wire (mixed precision, ZeRO paper)
-# Llama 2 (arXiv:2307.09288 section 2.2; model card): global batch of 4M tokens = 1024 x 4096.
+# Llama 2 (arXiv:2307.09288 section 2.2; model card): global batch of 4M tokens = 1024 x 4096,
+# for every size from 7B to 70B.
 DEFAULT_GLOBAL_BATCH_TOKENS = 1024 * 4096
+# Llama 3 (arXiv:2407.21783 Table 4): the 405B model trained on 16M-token batches at scale.
+LARGE_MODEL_BATCH_TOKENS = 16 * 2**20
+LARGE_MODEL_PARAMS = 100e9  # above this, the Llama 3 405B batch; up to it, Llama 2's
+
+
+def default_global_batch_tokens(params: float) -> int:
+    """The global batch when the request gives none, by model size: Llama 2's 4M tokens up to
+    100B parameters (7B-70B), Llama 3 405B's 16M above (a larger batch keeps thousands of
+    data-parallel ranks busy)."""
+    return LARGE_MODEL_BATCH_TOKENS if params > LARGE_MODEL_PARAMS else DEFAULT_GLOBAL_BATCH_TOKENS
 # Share of a phase's (forward or backward) communication that can run under its compute
 # (bucketed all-reduce during the backward: PyTorch DDP, Li et al. VLDB 2020; FSDP/ZeRO-3
 # prefetch of the next layer's parameters; Megatron-Core's DP/TP overlap). ESTIMATED: the rest
@@ -71,10 +91,15 @@ LAYERS_PER_VIRTUAL_STAGE = 2
 class Cluster:
     """Nodes of `per_node` GPUs of one kind: peak, link inside a node, network between nodes."""
 
-    peak_tflops: float  # dense, per GPU, at the training precision
+    peak_tflops: float  # dense, per GPU, at the training precision (the linear layers' GEMMs)
     per_node: int
     link_gb_s: float  # per-GPU GPU link, both directions (catalog convention); 0: PCIe
     network_gbps: float  # per node, between nodes
+    attention_peak_tflops: float | None = None  # attention's matmuls (bf16); None: peak_tflops
+
+    @property
+    def attention_peak(self) -> float:
+        return self.attention_peak_tflops or self.peak_tflops
 
     def intra_gb_s(self) -> float:
         """Bus bandwidth of a collective inside one node (one direction of the link)."""
@@ -97,40 +122,53 @@ class Cluster:
 
 @dataclass(frozen=True, slots=True)
 class Layout:
-    """How GPUs split the work: data parallel x tensor parallel (inside a node) x pipeline."""
+    """How GPUs split the work: data parallel x tensor parallel (inside a node) x pipeline x
+    context parallel (each sequence's tokens over `cp` ranks, which attend to each other's keys
+    and values: ring attention, Liu et al. 2023; Megatron-Core context parallelism)."""
 
     dp: int
     tp: int = 1
     pp: int = 1
     zero_stage: int = 3
+    cp: int = 1
 
     @property
     def gpus(self) -> int:
-        return self.dp * self.tp * self.pp
+        return self.dp * self.tp * self.pp * self.cp
 
     def words(self) -> str:
-        return f"DP {self.dp} x TP {self.tp} x PP {self.pp}, ZeRO stage {self.zero_stage}"
+        cp = f" x CP {self.cp}" if self.cp > 1 else ""
+        return f"DP {self.dp} x TP {self.tp} x PP {self.pp}{cp}, ZeRO stage {self.zero_stage}"
 
 
 @dataclass(frozen=True, slots=True)
 class Job:
     """What one training run is: the model, tokens, sequence, micro-batch, recomputation, the
-    global batch, and the calibrated MFU it runs at."""
+    global batch, and the efficiency its kernels run at."""
 
     shape: Shape
     tokens: float
     seq_len: int
     micro_batch: int
     recompute: bool
-    mfu: float  # calibrated model-FLOPs utilisation (workload profile / fleet)
+    efficiency: float  # share of the dense peak the kernels reach (workload profile / fleet)
     global_batch_tokens: int = DEFAULT_GLOBAL_BATCH_TOKENS
     method: str = "full"  # full, lora or qlora (sizing.training_flops / training_memory)
     lora_rank: int = DEFAULT_LORA_RANK
 
     def flops(self, tokens: float, recompute: bool = False) -> float:
-        """Model FLOPs (hardware FLOPs with `recompute`) of `tokens` tokens for this method:
-        the one FLOPs rule, sizing.training_flops."""
+        """GEMM FLOPs (the recomputed forward's too with `recompute`) of `tokens` tokens for
+        this method: the one FLOPs rule, sizing.training_flops."""
         return training_flops(self.shape, tokens, recompute, self.method, self.lora_rank).value
+
+    def attention_flops(self, tokens: float, recompute: bool = False) -> float:
+        """Attention's matmul FLOPs of `tokens` tokens in sequences of seq_len (0 without a
+        model shape): sizing.attention_training_flops."""
+        return attention_training_flops(self.shape, tokens, self.seq_len, recompute).value
+
+    def model_flops(self, tokens: float) -> float:
+        """What MFU counts: GEMMs and attention, no recomputation."""
+        return self.flops(tokens) + self.attention_flops(tokens)
 
     @property
     def trainable_params(self) -> float:
@@ -153,10 +191,11 @@ class Job:
 class Step:
     """Seconds of one optimizer step on a layout, by part."""
 
-    compute_s: float  # at the calibrated MFU, with the pipeline bubble
+    compute_s: float  # the executed FLOPs at the kernels' efficiency, with the pipeline bubble
     dp_comm_s: float
     tp_comm_s: float
-    exposed_s: float  # communication not hidden under compute
+    cp_comm_s: float  # context parallel: the other ranks' keys and values, every layer
+    exposed_s: float  # communication not hidden under compute (TP's all of it)
     busy_ranks: int  # data-parallel ranks with a micro-batch (the rest idle)
 
     @property
@@ -175,20 +214,36 @@ def step_time(job: Job, cluster: Cluster, layout: Layout) -> Step:
     """One optimizer step of `job` on `layout` over `cluster`."""
     seqs = job.sequences_per_step
     busy, micro = _ranks(job, layout)
-    flops = job.flops(seqs * job.seq_len)  # model FLOPs: 6ND, or 4ND + 6AD with adapters
-    compute = flops / (busy * layout.tp * layout.pp * cluster.peak_tflops * 1e12 * job.mfu)
-    compute *= 1 + _bubble(job, layout, micro)
+    split = busy * layout.tp * layout.pp * layout.cp
+    tokens = seqs * job.seq_len
+    compute = _compute_s(job, cluster, tokens) / split * (1 + _bubble(job, layout, micro))
     dp = _dp_comm_s(job, cluster, layout, micro)
-    tp = _tp_comm_s(job, cluster, layout, seqs * job.seq_len / busy)
+    tp = _tp_comm_s(job, cluster, layout, tokens / busy / layout.cp)
+    cp = _cp_comm_s(job, cluster, layout, micro)
+    attention_s = _attention_s(job, cluster, tokens) / split
     # The forward is 1/3 of the compute, the backward 2/3 (2ND vs 4ND). What runs under each:
     # ZeRO-3's parameter gather (1 of 3 passes) and ZeRO-1/2's parameter all-gather (1 of 2,
     # overlapped with the next forward) under the forward, gradient reduction under the
-    # backward; TP's forward collectives (2 of 4, or of 6 with recomputation) under the
-    # forward, the rest under the backward (Megatron-Core overlaps DP and TP communication).
-    fwd = dp * DP_FORWARD_SHARE[min(layout.zero_stage, 3)] + tp * 2 / TP_COLLECTIVES[job.recompute]
-    bwd = dp + tp - fwd
-    exposed = _exposed(fwd, compute / 3) + _exposed(bwd, compute * 2 / 3)
-    return Step(compute, dp, tp, exposed, busy)
+    # backward. TP's collectives sit between a layer's GEMMs and run on the critical path.
+    # Context parallelism passes keys and values round the ring while each block's attention
+    # runs, so only attention's compute can cover it.
+    fwd = dp * DP_FORWARD_SHARE[min(layout.zero_stage, 3)]
+    exposed = _exposed(fwd, compute / 3) + _exposed(dp - fwd, compute * 2 / 3) + tp
+    exposed += _exposed(cp, attention_s)
+    return Step(compute, dp, tp, cp, exposed, busy)
+
+
+def _compute_s(job: Job, cluster: Cluster, tokens: float) -> float:
+    """Seconds one GPU takes for `tokens` tokens' executed FLOPs: the GEMMs (and what runs
+    between them) at the training precision's peak and the step's efficiency, attention at the
+    16-bit peak and the fused attention kernels' (ATTENTION_EFFICIENCY)."""
+    gemm = job.flops(tokens, job.recompute) / (cluster.peak_tflops * 1e12 * job.efficiency)
+    return gemm + _attention_s(job, cluster, tokens)
+
+
+def _attention_s(job: Job, cluster: Cluster, tokens: float) -> float:
+    rate = cluster.attention_peak * 1e12 * ATTENTION_EFFICIENCY
+    return job.attention_flops(tokens, job.recompute) / rate
 
 
 def _exposed(comm_s: float, compute_s: float) -> float:
@@ -214,13 +269,34 @@ def _dp_comm_s(job: Job, cluster: Cluster, layout: Layout, micro_batches: int) -
     DP and ZeRO-1/2 reduce accumulated gradients once per step. Only trained parameters have
     gradients (LoRA: the adapters); ZeRO-3 shards and gathers the frozen weights too (counted
     at 16 bits: QLoRA's 4-bit weights move less)."""
-    n = layout.dp
+    n = layout.dp * layout.cp  # context-parallel ranks hold the same weights: they reduce too
     if n == 1:
         return 0.0
     grads, weights = _dp_bytes(job, layout)
     volume = micro_batches * (2 * weights + grads) if weights is not None else 2 * grads
     bw = cluster.ring_gb_s(n, layout.tp * layout.pp)
     return volume * (n - 1) / n / (bw * GB)
+
+
+# Key-value passes of context parallelism per layer and micro-batch: the forward receives the
+# other ranks' K and V once; the backward receives them again and sends their gradients back
+# (Megatron-Core's ring attention), 3 in all.
+CP_KV_PASSES = 3
+
+
+def _cp_comm_s(job: Job, cluster: Cluster, layout: Layout, micro_batches: int) -> float:
+    """Seconds one rank spends receiving the keys and values of the rest of its context-parallel
+    ring: per layer of its pipeline stage and micro-batch, (cp-1)/cp of a sequence's K and V of
+    its TP share of the KV heads in 16 bits, CP_KV_PASSES times, over the ring's bus bandwidth
+    (CP ranks sit next to TP ones)."""
+    n = layout.cp
+    shape = job.shape
+    if n == 1 or shape.layers is None or shape.kv_heads is None or shape.head_dim is None:
+        return 0.0
+    heads = max(1, shape.kv_heads // layout.tp)  # a TP rank's share of the KV heads
+    kv = 2 * job.seq_len * job.micro_batch * heads * shape.head_dim * GRAD_BYTES
+    volume = CP_KV_PASSES * shape.layers / layout.pp * micro_batches * kv * (n - 1) / n
+    return volume / (cluster.ring_gb_s(n, layout.tp) * GB)
 
 
 def _dp_bytes(job: Job, layout: Layout) -> tuple[float, float | None]:
@@ -267,8 +343,9 @@ def run_time(job: Job, cluster: Cluster, layout: Layout, rented_gpus: int) -> Ru
     hours = raw_h / goodput
     model = training_flops(job.shape, job.tokens, False, job.method, job.lora_rank)
     peak = rented_gpus * cluster.peak_tflops * 1e12
-    mfu = model.value / (peak * raw_h * 3600)
-    hfu = mfu * (job.flops(1.0, True) / job.flops(1.0) if job.recompute else 1.0)
+    mfu = job.model_flops(job.tokens) / (peak * raw_h * 3600)
+    executed = job.flops(job.tokens, job.recompute) + job.attention_flops(job.tokens, job.recompute)
+    hfu = mfu * executed / job.model_flops(job.tokens)
     return Run(
         layout,
         rented_gpus,
@@ -283,7 +360,7 @@ def run_time(job: Job, cluster: Cluster, layout: Layout, rented_gpus: int) -> Ru
 
 def _dp_formula(job: Job, cluster: Cluster, layout: Layout, micro: int) -> str:
     """_dp_comm_s's operands, as it uses them."""
-    n = layout.dp
+    n = layout.dp * layout.cp
     if n == 1:
         return "one data-parallel rank: nothing to reduce"
     grads, weights = _dp_bytes(job, layout)
@@ -310,21 +387,47 @@ def _figures(
     raw_h, hours, mfu, hfu = times
     seqs = job.sequences_per_step
     busy, micro = _ranks(job, layout)
-    step_flops = training_flops(job.shape, seqs * job.seq_len, False, job.method, job.lora_rank)
+    tokens = seqs * job.seq_len
+    step_gemm = training_flops(job.shape, tokens, job.recompute, job.method, job.lora_rank)
+    step_attention = attention_training_flops(job.shape, tokens, job.seq_len, job.recompute)
+    attention = attention_training_flops(job.shape, job.tokens, job.seq_len)
     bubble = _bubble(job, layout, micro)
+    attention_part = (
+        f" + {step_attention.value:.4g} attention FLOP [{step_attention.formula}] / "
+        f"({cluster.attention_peak:g} TFLOP/s x {ATTENTION_EFFICIENCY:g} attention kernels)"
+        if step_attention.value
+        else ""
+    )
     out = [
         model,
+        attention,
         Figure("parallel_layout", layout.gpus, "GPUs", layout.words()),
         Figure(
             "compute_s_per_step",
             step.compute_s,
             "s",
-            f"{step_flops.value:.4g} FLOP per step [{step_flops.formula}] / ({busy} x "
-            f"{layout.tp * layout.pp} GPUs x {cluster.peak_tflops:g} TFLOP/s x {job.mfu:.2f} MFU)"
+            f"({step_gemm.value:.4g} GEMM FLOP [{step_gemm.formula}] / ({cluster.peak_tflops:g} "
+            f"TFLOP/s x {job.efficiency:.4g} efficiency){attention_part}) / ({busy} x "
+            f"{layout.tp * layout.pp * layout.cp} GPUs)"
             + (f" x (1 + pipeline bubble {bubble:.3g})" if bubble else ""),
         ),
         Figure("dp_comm_s_per_step", step.dp_comm_s, "s", _dp_formula(job, cluster, layout, micro)),
     ]
+    if step.cp_comm_s:
+        shape = job.shape
+        out.append(
+            Figure(
+                "cp_comm_s_per_step",
+                step.cp_comm_s,
+                "s",
+                f"{CP_KV_PASSES} passes x {shape.layers} layers / PP {layout.pp} x {micro} "
+                f"micro-batches x (2 x {job.seq_len} tokens x {job.micro_batch} x "
+                f"{max(1, (shape.kv_heads or 1) // layout.tp)} KV heads per TP rank x "
+                f"{shape.head_dim} x {GRAD_BYTES} bytes) x "
+                f"({layout.cp}-1)/{layout.cp} / {cluster.ring_gb_s(layout.cp, layout.tp):,.1f} "
+                "GB/s bus bandwidth (keys and values round the context-parallel ring)",
+            )
+        )
     if step.tp_comm_s:
         out.append(
             Figure(
@@ -332,7 +435,7 @@ def _figures(
                 step.tp_comm_s,
                 "s",
                 f"{TP_COLLECTIVES[job.recompute]} all-reduces x layers x hidden x 2 bytes per "
-                f"token, TP {layout.tp}, at {cluster.intra_gb_s():g} GB/s",
+                f"token, TP {layout.tp}, at {cluster.intra_gb_s():g} GB/s (on the critical path)",
             )
         )
     out += [
@@ -341,20 +444,23 @@ def _figures(
             step.seconds,
             "s",
             f"compute {step.compute_s:.3g} + exposed communication {step.exposed_s:.3g} "
-            f"(at least {1 - OVERLAP_FRACTION:.0%} of communication never hides)",
+            f"(at least {1 - OVERLAP_FRACTION:.0%} of data-parallel communication never hides; "
+            "TP's runs on the critical path)",
         ),
         Figure(
             "mfu",
             mfu,
             "fraction",
-            f"{model.value:.4g} model FLOP / ({gpus} GPUs x {cluster.peak_tflops:g} TFLOP/s x "
+            f"({model.value:.4g} + {attention.value:.4g} attention) model FLOP / ({gpus} GPUs x "
+            f"{cluster.peak_tflops:g} TFLOP/s x "
             f"{raw_h * 3600:.4g} s)",
         ),
     ]
     if job.recompute:
-        ratio = job.flops(1.0, True) / job.flops(1.0)
         out.append(
-            Figure("hfu", hfu, "fraction", f"MFU x {ratio:.4g} (the recomputed forward's FLOPs)")
+            Figure(
+                "hfu", hfu, "fraction", f"MFU x {hfu / mfu:.4g} (the recomputed forward's FLOPs)"
+            )
         )
     out.append(
         Figure(
@@ -371,3 +477,31 @@ def _figures(
 def peak16_tflops(acc: Accelerator) -> float | None:
     """Dense 16-bit peak (bf16, else fp16) in TFLOP/s: what training and GPU fitting read."""
     return acc.peak_tflops.bf16 or acc.peak_tflops.fp16
+
+
+TRAINING_PRECISIONS = ("bf16", "fp16", "fp8")
+# The share of the 16-bit peak fused attention kernels reach over forward and backward, which
+# dominate at long context. ESTIMATED from the published kernel figures, not from the rows:
+# FlashAttention-2 reaches 50-73% of the A100's peak (Dao 2023, arXiv:2307.08691, abstract and
+# section 4.1); FlashAttention-3 75% of the H100's in the forward (Shah et al. 2024,
+# arXiv:2407.08608, abstract), its backward less.
+ATTENTION_EFFICIENCY = 0.65
+# The share of the FP8 dense peak an FP8 training step's kernels reach, relative to the share of
+# the 16-bit peak a 16-bit step reaches. ESTIMATED, set by hand as one value from the NeMo FP8
+# pretraining rows (tests/data/published.yaml nemo2407-*, published-2.yaml nemo2407b-*): FP8
+# doubles the tensor-core rate of the linear layers' GEMMs, while the casts, amax bookkeeping
+# and the memory-bound kernels between them do not speed up (Transformer Engine's FP8 recipes run
+# at 1.3-1.5x of BF16 end to end, not 2x).
+FP8_RELATIVE_EFFICIENCY = 0.78
+
+
+def training_peaks(acc: Accelerator, precision: str) -> tuple[float, float, float]:
+    """(GEMM peak, attention peak) in TFLOP/s and the efficiency factor of training in
+    `precision` on `acc`: 16-bit at the bf16 (else fp16) rate; fp8 with the linear layers' GEMMs
+    at the FP8 rate, attention at the 16-bit one (module doc). (0, 0, 1) where the chip has no
+    rate for it."""
+    peak16 = peak16_tflops(acc) or 0.0
+    if precision == "fp8":
+        fp8 = acc.peak_tflops.fp8
+        return (fp8, peak16, FP8_RELATIVE_EFFICIENCY) if fp8 else (0.0, 0.0, 1.0)
+    return peak16, peak16, 1.0

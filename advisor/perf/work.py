@@ -25,9 +25,10 @@ class Work:
     gpu_count: int | None = None  # at least this many
     tokens: float | None = None  # training tokens
     zero_stage: int = 3
+    global_batch_tokens: int | None = None  # training; None: by model size (perf/training.py)
     seq_len: int | None = None
     batch: int | None = None  # micro-batch / concurrent sequences; None: the profile's
-    recompute: bool = True
+    recompute: bool | None = None  # None: as needed (planning/work_plan.py)
     precision: str = "bf16"  # of the served weights
     context_tokens: int | None = None
     throughput_tokens_s: float | None = None

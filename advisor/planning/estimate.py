@@ -110,7 +110,7 @@ def estimate(
     profile = _profile(catalog, req)
     node = _hardware(catalog, req)
     instance, acc, per_node = node.instance, node.acc, node.per_node
-    if profile.sizing == "inference":  # training is sized as 16-bit mixed precision (work_plan)
+    if profile.sizing == "inference" or req.precision == "fp8":  # 16-bit training: bf16/fp16
         require_precision(acc, req.precision)  # refused with the precisions it runs: exit 2
         if req.tensor_parallel is not None:  # a degree that cannot be placed: exit 2
             check_tensor_parallel(

@@ -14,9 +14,9 @@ from advisor.perf.work import TP_DEGREES, Work
 from advisor.planning.fit import Fit
 from advisor.units import GB
 
-# Most GPUs a plan considers without --max-gpus: Llama 3 405B ran on 16,384 H100s
-# (arXiv:2407.21783 section 3.3), the largest published synchronous run in the calibration data.
-MAX_PLAN_GPUS = 16384
+# Most GPUs a plan considers without --max-gpus: the largest clusters built for one synchronous
+# job are of this order (xAI Colossus, 100,000 H100s, 2024; Llama 3 405B ran on 16,384).
+MAX_PLAN_GPUS = 100_000
 PP_DEGREES = (2, 4, 8, 16, 32, 64, 128)
 LONG_PLAN_DAYS = 90  # a plan longer than this is flagged in the reasons
 
@@ -135,7 +135,8 @@ def _node_span(
     lo = math.ceil(max(layout.gpus, wanted, 1) / per)
     useful = MAX_PLAN_GPUS
     if job is not None:
-        useful = min(useful, job.sequences_per_step // job.micro_batch * layout.tp * layout.pp)
+        per_replica = layout.tp * layout.pp * layout.cp
+        useful = min(useful, job.sequences_per_step // job.micro_batch * per_replica)
     hi = max(lo, math.ceil(useful / per))
     if max_gpus is not None:
         hi = min(hi, max_gpus // per)
@@ -149,8 +150,8 @@ def _all_busy(job: Job, cluster: Cluster, layout: Layout, nodes: int) -> bool:
 
 def _at(layout: Layout, cluster: Cluster, nodes: int) -> Layout:
     """`layout` widened over `nodes` nodes: every rented GPU joins data parallelism."""
-    dp = nodes * cluster.per_node // (layout.tp * layout.pp)
-    return Layout(dp, layout.tp, layout.pp, layout.zero_stage)
+    dp = nodes * cluster.per_node // (layout.tp * layout.pp * layout.cp)
+    return Layout(dp, layout.tp, layout.pp, layout.zero_stage, layout.cp)
 
 
 def _search(

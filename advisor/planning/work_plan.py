@@ -11,6 +11,8 @@ The efficiency is the workload profile's (catalog) unless the fleet's probe repo
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 from collections.abc import Mapping
 
@@ -40,7 +42,14 @@ from advisor.perf.sizing import (
     usable_memory_gb,
     zero_split_bytes,
 )
-from advisor.perf.training import Cluster, Job, Layout, peak16_tflops
+from advisor.perf.training import (
+    TRAINING_PRECISIONS,
+    Cluster,
+    Job,
+    Layout,
+    default_global_batch_tokens,
+    training_peaks,
+)
 from advisor.perf.work import DEFAULT_SEQ_LEN, TP_DEGREES, Work
 from advisor.planning.fit import Fit
 from advisor.planning.serving import (
@@ -95,7 +104,10 @@ class WorkPlan:
             self.context_limit: int | None = preset.context_length
         else:
             assert w.params_b is not None
-            self.shape = Shape.bare(w.params_b)
+            # training lays out TP and PP from an assumed dense shape (stated in its figures);
+            # serving keeps the bare size: its KV cache depends on heads no size implies
+            training = profile.sizing == "training"
+            self.shape = (Shape.assumed if training else Shape.bare)(w.params_b)
             self.moe = None
             self.context_limit = None
         self.kind = profile.sizing
@@ -119,6 +131,13 @@ class WorkPlan:
                 field="max_itl_ms",
             )
         self.targets = latency_targets(profile, w.max_ttft_ms, w.max_itl_ms, w.output_tokens)
+        if self.kind == "training" and w.precision not in TRAINING_PRECISIONS:
+            raise InputError(
+                f"{field_name('precision')} {w.precision}: training runs in "
+                f"{', '.join(TRAINING_PRECISIONS)} (mixed precision; QLoRA's 4-bit base is "
+                f"{field_name('method')} qlora)",
+                field="precision",
+            )
         if w.method != "full":
             if self.kind != "training":
                 raise InputError(
@@ -127,11 +146,23 @@ class WorkPlan:
                 )
             lora_adapter_params(self.shape, w.lora_rank)  # refused without the shape: exit 2
         self.seq_len = w.seq_len or min(self.context_limit or DEFAULT_SEQ_LEN, DEFAULT_SEQ_LEN)
-        self.activations_gb = 0.0  # one micro-batch's, and the logits: none without a shape
-        if self.shape.layers is not None:
-            act = activation_memory(self.shape, self.seq_len, self.batch, w.recompute)
-            self.activations_gb = sum(f.value for f in act)
+        self.activations_gb = self._activations(bool(w.recompute))
         self.deadline_h = deadline_hours(w, self.kind)
+
+    def _activations(self, recompute: bool) -> float:
+        """GB of one micro-batch's activations and logits (none without a model shape)."""
+        if self.shape.layers is None:
+            return 0.0
+        act = activation_memory(self.shape, self.seq_len, self.batch, recompute)
+        return sum(f.value for f in act)
+
+    def _variant(self, recompute: bool) -> WorkPlan:
+        """This plan with recomputation decided one way."""
+        other = copy.copy(self)
+        other.w = dataclasses.replace(self.w, recompute=recompute)
+        other.activations_gb = self._activations(recompute)
+        other._cache = {}
+        return other
 
     def efficiency(self, acc: Accelerator) -> tuple[float, str]:
         """The one efficiency rule (advisor.perf.calibration) for this profile on `acc`."""
@@ -155,22 +186,57 @@ class WorkPlan:
         network = self.profile.min_multi_node_network_gbps if network_gbps is None else network_gbps
         key = (acc.id, gpus_per_node, link, network)
         if key not in self._cache:
-            self._cache[key] = (
-                self._training(
-                    acc, Cluster(peak16_tflops(acc) or 0.0, gpus_per_node, link, network)
-                )
-                if self.kind == "training"
-                else self._inference(acc, gpus_per_node, link)
-            )
+            if self.kind == "training":
+                gemm, attention, _ = training_peaks(acc, self.w.precision)
+                cluster = Cluster(gemm, gpus_per_node, link, network, attention)
+                self._cache[key] = self._training(acc, cluster)
+            else:
+                self._cache[key] = self._inference(acc, gpus_per_node, link)
         return self._cache[key]
 
     # -- training ---------------------------------------------------------------------------
     def _training(self, acc: Accelerator, cluster: Cluster) -> Fit:
+        """Recomputation as asked; unasked, as needed: of the plans with and without it that
+        hold the work, the one on fewer GPUs, then the one with fewer GPU-hours (recomputing runs
+        the forward twice but may let fewer GPUs, or a narrower layout, hold the work), then
+        without it."""
+        if self.w.recompute is not None:
+            return self._training_as_asked(acc, cluster)
+        without, with_ = (self._variant(r)._training_as_asked(acc, cluster) for r in (False, True))
+        if without.unfit is None and with_.unfit is None:
+
+            def key(f: Fit) -> tuple[int, float]:
+                return f.rented_gpus, f.gpu_hours or 0.0
+
+            if key(with_) < key(without):
+                fewer = with_.rented_gpus < without.rented_gpus
+                why = (
+                    f"it holds the work on {with_.rented_gpus} GPUs, not {without.rented_gpus}"
+                    if fewer
+                    else "fewer GPU-hours: the narrower layout it allows outweighs the "
+                    "recomputed forward"
+                )
+                chosen = with_
+            else:
+                chosen, why = without, "one micro-batch's activations fit without it"
+        elif without.unfit is None:
+            chosen, why = without, "one micro-batch's activations fit without it"
+        else:
+            chosen, why = with_, "the activations of one micro-batch do not fit without it"
+        on = chosen is with_
+        word = "full activation recomputation" if on else "no activation recomputation"
+        figure = Figure("recompute", float(on), "on/off", f"{word}: {why}")
+        return dataclasses.replace(chosen, figures=(*chosen.figures, figure))
+
+    def _training_as_asked(self, acc: Accelerator, cluster: Cluster) -> Fit:
         """The layout (data parallel, TP inside a node, PP only when needed) and nodes that hold
         the work and, with a deadline, meet it at the lowest node-hours (plan_training); when no
         layout holds it, every figure at one whole node (or the GPUs asked for) and why."""
         w, shape, per_node = self.w, self.shape, cluster.per_node
         eff, source = self.efficiency(acc)
+        factor = training_peaks(acc, w.precision)[2]
+        if factor != 1.0:
+            eff, source = eff * factor, f"{source} x {factor:g} in {w.precision} (FP8 kernels)"
         layouts = self._layouts(w.method, usable_memory_gb(acc.device_memory_gb), per_node)
         wanted = self.profile.default_gpu_count if w.gpu_count is None else w.gpu_count
         if not layouts:
@@ -181,8 +247,9 @@ class WorkPlan:
                 w.tokens,
                 self.seq_len,
                 self.batch,
-                w.recompute,
+                bool(w.recompute),
                 eff,
+                w.global_batch_tokens or default_global_batch_tokens(shape.params),
                 method=w.method,
                 lora_rank=w.lora_rank,
             )
@@ -226,7 +293,25 @@ class WorkPlan:
             deadline_met=self.deadline_h is None
             or (run is not None and run.hours <= self.deadline_h),
             fastest_hours=fastest,
-            figures=(*figures, *(run.figures if run else ())),
+            figures=(*self._shape_figures(), *figures, *(run.figures if run else ())),
+        )
+
+    def _shape_figures(self) -> tuple[Figure, ...]:
+        """The assumed shape of a bare parameter count, as a figure (Shape.assumed)."""
+        if self.w.model is not None or self.shape.layers is None:
+            return ()
+        shape = self.shape
+        assert shape.layers is not None
+        return (
+            Figure(
+                "assumed_layers",
+                float(shape.layers),
+                "layers",
+                f"a dense GPT-style shape assumed for --params-b: {shape.layers} layers x hidden "
+                f"{shape.hidden} ({shape.heads} heads of {shape.head_dim}), the layers of the "
+                "nearest GPT-3 size (Brown et al. 2020, Table 2.1) and the hidden size that "
+                "makes 12 x layers x hidden^2 the parameters; --model gives a real shape",
+            ),
         )
 
     def _unfit_training(
@@ -270,7 +355,7 @@ class WorkPlan:
             ranks=ranks,
             seq_len=self.seq_len if self.shape.layers is not None else None,
             micro_batch=self.batch,
-            recompute=w.recompute,
+            recompute=bool(w.recompute),
             method=method,
             lora_rank=w.lora_rank,
         )
