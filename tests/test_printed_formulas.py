@@ -63,7 +63,7 @@ def test_a_printed_formula_gives_its_value(case: str, name: str) -> None:
 def test_lora_shows_its_own_operands() -> None:
     found = figures(*CASES["LoRA"], *COMMON)
     assert "4 x N" in str(found["compute_s_per_step"]["formula"])
-    assert "adapter gradients" in str(found["dp_comm_s_per_step"]["formula"])
+    assert "the adapter gradients" in str(found["dp_comm_s_per_step"]["formula"])
 
 
 SERVING = {

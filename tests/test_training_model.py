@@ -495,3 +495,55 @@ def test_a_frontier_run_on_16k_gpus_is_planned(shipped: Catalog) -> None:
     assert r.fits and r.hardware.gpus == 16_384 and r.layout is not None
     assert r.layout.data_parallel * r.layout.tensor_parallel * r.layout.pipeline_parallel == 16_384
     assert r.hours is not None and 0.25 <= (r.mfu or 0) <= 0.5
+
+
+# --- mixture of experts: expert parallelism --------------------------------------------------
+
+
+MOE = Shape("moe", 47e9, 13e9, 32, 4096, 32, 8, 128, experts=8, experts_per_token=2)
+
+
+def test_expert_parallel_reduces_each_expert_over_its_own_ranks() -> None:
+    """Mixtral-like (47B total, 13B active, 8 experts, top-2): expert parameters X = (47 - 13) /
+    (1 - 2/8) = 45.3B, dense 1.7B. DP 16 x EP 8 over two p5 nodes, ZeRO-1: the dense gradients
+    ring over 16 ranks (2 x 1.7e9 x 2 bytes), each expert's over 16 / 8 = 2 ranks 8 apart (2 x
+    45.3e9 / 8 x 2 bytes), both across the two nodes at one GPU's share of 3,200 Gbit/s x the
+    ring's GPUs per node."""
+    assert MOE.expert_params == pytest.approx(34e9 / 0.75)
+    job = Job(MOE, 1e9, 4096, 1, False, 0.5)
+    step = step_time(job, P5, Layout(16, 1, 1, 1, 1, 8))
+    experts, dense = 34e9 / 0.75, 47e9 - 34e9 / 0.75
+    per_gpu = 3200 / 8 / 8  # GB/s of the node's network per GPU
+    dense_s = 2 * dense * 2 * 15 / 16 / (min(450, per_gpu * 8) * 1e9)
+    expert_s = 2 * experts / 8 * 2 * 1 / 2 / (per_gpu * 1 * 1e9)
+    assert step.dp_comm_s == pytest.approx(dense_s + expert_s)
+
+
+def test_the_experts_all_to_all_by_hand() -> None:
+    """EP 8 inside one node (stride 1): per MoE layer and micro-batch, 4 all-to-alls of 4,096
+    tokens x top-2 x 4,096 hidden x 2 bytes, 7/8 of it to the node's other GPUs over the link's
+    450 GB/s one way; 32 layers, 1,024 sequences over 8 ranks = 128 micro-batches."""
+    job = Job(MOE, 1e9, 4096, 1, False, 0.5)
+    step = step_time(job, P5, Layout(8, 1, 1, 1, 1, 8))
+    per_call = 4096 * 2 * 4096 * 2
+    assert step.a2a_comm_s == pytest.approx(4 * 32 * 128 * per_call * 7 / 8 / 450e9)
+
+
+def test_deepseek_v3_pretraining_is_planned_with_expert_parallelism(shipped: Catalog) -> None:
+    """DeepSeek-V3 (671B, 37B active, 256 experts) on 14.8T tokens over 2,048 H100s in fp8: the
+    technical report's 2.664M H800 GPU-hours of pre-training (arXiv:2412.19437 Table 1; H800 is
+    an H100 with a slower NVLink). The issue: 67x of it on a bare accelerator, 8.5x on
+    p5.48xlarge, every expert all-gathered over every rank. Now EP splits the experts; what is
+    left is DualPipe's overlap of the all-to-alls (not modelled)."""
+    r = _estimate(
+        shipped,
+        workload="large_scale_training",
+        model="deepseek-v3",
+        tokens=14.8e12,
+        instance_type="p5.48xlarge",
+        gpu_count=2048,
+        precision="fp8",
+    )
+    assert r.layout is not None and r.gpu_hours is not None
+    assert "EP" in next(f for f in r.figures if f.name == "parallel_layout").formula
+    assert 1 / 1.6 <= r.gpu_hours / 2.664e6 <= 1.6

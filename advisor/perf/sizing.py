@@ -142,6 +142,14 @@ class Shape:
             gated_mlp=False,
         )
 
+    @property
+    def expert_params(self) -> float:
+        """Parameters in routed experts (0 for a dense model): total = D + X and active =
+        D + X k/E give X = (total - active) / (1 - k/E)."""
+        if not self.experts or not self.experts_per_token or self.params == self.active_params:
+            return 0.0
+        return (self.params - self.active_params) / (1 - self.experts_per_token / self.experts)
+
     def need_layers(self, what: str) -> tuple[int, int, int, int, int]:
         if None in (self.layers, self.hidden, self.heads, self.kv_heads, self.head_dim):
             raise InputError(

@@ -131,6 +131,7 @@ class Layout:
     pp: int = 1
     zero_stage: int = 3
     cp: int = 1
+    ep: int = 1  # expert parallel: a mixture of experts' experts split over `ep` of the DP ranks
 
     @property
     def gpus(self) -> int:
@@ -138,7 +139,10 @@ class Layout:
 
     def words(self) -> str:
         cp = f" x CP {self.cp}" if self.cp > 1 else ""
-        return f"DP {self.dp} x TP {self.tp} x PP {self.pp}{cp}, ZeRO stage {self.zero_stage}"
+        ep = f" (EP {self.ep})" if self.ep > 1 else ""
+        return (
+            f"DP {self.dp}{ep} x TP {self.tp} x PP {self.pp}{cp}, ZeRO stage {self.zero_stage}"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +199,7 @@ class Step:
     dp_comm_s: float
     tp_comm_s: float
     cp_comm_s: float  # context parallel: the other ranks' keys and values, every layer
+    a2a_comm_s: float  # expert parallel: tokens to their experts and back, every MoE layer
     exposed_s: float  # communication not hidden under compute (TP's all of it)
     busy_ranks: int  # data-parallel ranks with a micro-batch (the rest idle)
 
@@ -220,17 +225,20 @@ def step_time(job: Job, cluster: Cluster, layout: Layout) -> Step:
     dp = _dp_comm_s(job, cluster, layout, micro)
     tp = _tp_comm_s(job, cluster, layout, tokens / busy / layout.cp)
     cp = _cp_comm_s(job, cluster, layout, micro)
+    a2a = _a2a_comm_s(job, cluster, layout, micro)
     attention_s = _attention_s(job, cluster, tokens) / split
     # The forward is 1/3 of the compute, the backward 2/3 (2ND vs 4ND). What runs under each:
     # ZeRO-3's parameter gather (1 of 3 passes) and ZeRO-1/2's parameter all-gather (1 of 2,
     # overlapped with the next forward) under the forward, gradient reduction under the
     # backward. TP's collectives sit between a layer's GEMMs and run on the critical path.
     # Context parallelism passes keys and values round the ring while each block's attention
-    # runs, so only attention's compute can cover it.
+    # runs, so only attention's compute can cover it. The experts' all-to-alls sit between the
+    # router and the experts, on the critical path (Megatron-Core; DeepSeek's DualPipe hides
+    # them, not modelled).
     fwd = dp * DP_FORWARD_SHARE[min(layout.zero_stage, 3)]
-    exposed = _exposed(fwd, compute / 3) + _exposed(dp - fwd, compute * 2 / 3) + tp
+    exposed = _exposed(fwd, compute / 3) + _exposed(dp - fwd, compute * 2 / 3) + tp + a2a
     exposed += _exposed(cp, attention_s)
-    return Step(compute, dp, tp, cp, exposed, busy)
+    return Step(compute, dp, tp, cp, a2a, exposed, busy)
 
 
 def _compute_s(job: Job, cluster: Cluster, tokens: float) -> float:
@@ -269,13 +277,58 @@ def _dp_comm_s(job: Job, cluster: Cluster, layout: Layout, micro_batches: int) -
     DP and ZeRO-1/2 reduce accumulated gradients once per step. Only trained parameters have
     gradients (LoRA: the adapters); ZeRO-3 shards and gathers the frozen weights too (counted
     at 16 bits: QLoRA's 4-bit weights move less)."""
-    n = layout.dp * layout.cp  # context-parallel ranks hold the same weights: they reduce too
-    if n == 1:
-        return 0.0
+    return sum(
+        _ring_s(volume, n, cluster.ring_gb_s(n, stride))
+        for volume, n, stride in _dp_rings(job, layout, micro_batches)
+    )
+
+
+def _ring_s(volume: float, n: int, bus_gb_s: float) -> float:
+    return volume * (n - 1) / n / (bus_gb_s * GB) if n > 1 else 0.0
+
+
+def _dp_rings(job: Job, layout: Layout, micro: int) -> list[tuple[float, int, int]]:
+    """(bytes each rank moves, ring size, stride between its ranks) of the data-parallel rings:
+    the dense weights over every DP (and CP) rank; with expert parallelism, each expert's
+    weights over the DP ranks holding the same experts (DP / EP of them, EP apart). Context-
+    parallel ranks hold the same weights: they reduce too."""
+    n = layout.dp * layout.cp
+    stride = layout.tp * layout.pp
     grads, weights = _dp_bytes(job, layout)
-    volume = micro_batches * (2 * weights + grads) if weights is not None else 2 * grads
-    bw = cluster.ring_gb_s(n, layout.tp * layout.pp)
-    return volume * (n - 1) / n / (bw * GB)
+    experts = job.shape.expert_params if job.method == "full" and layout.ep > 1 else 0.0
+    share = experts / job.shape.params
+    out = []
+    for part, ranks, apart in (
+        (1 - share, n, stride),
+        (share / layout.ep, n // layout.ep, stride * layout.ep),
+    ):
+        if part:
+            g, w = grads * part, None if weights is None else weights * part
+            volume = micro * (2 * w + g) if w is not None else 2 * g
+            out.append((volume, ranks, apart))
+    return out
+
+
+# All-to-alls per MoE layer and micro-batch: the forward dispatches each token to its k experts and
+# combines their outputs; the backward does both again (Megatron-Core's token dispatcher).
+A2A_PER_LAYER = 4
+
+
+def _a2a_comm_s(job: Job, cluster: Cluster, layout: Layout, micro_batches: int) -> float:
+    """Seconds one rank spends in the experts' all-to-alls: per MoE layer of its pipeline stage
+    and micro-batch, A2A_PER_LAYER times its tokens x k x hidden x 2 bytes, of which the share
+    bound for ranks on its own node goes over the GPU link and the rest over its share of the
+    node's network (EP ranks sit next to TP and CP ones)."""
+    shape, ep = job.shape, layout.ep
+    if ep == 1 or not shape.expert_params or shape.hidden is None or shape.layers is None:
+        return 0.0
+    tokens = job.micro_batch * job.seq_len / layout.cp
+    per_call = tokens * (shape.experts_per_token or 1) * shape.hidden * GRAD_BYTES
+    volume = A2A_PER_LAYER * shape.layers / layout.pp * micro_batches * per_call
+    on_node = min(ep, max(1, cluster.per_node // (layout.tp * layout.cp)))
+    local = (on_node - 1) / ep / (cluster.intra_gb_s() * GB)
+    remote = (ep - on_node) / ep / (max(cluster.inter_gb_s(), 1e-9) * GB)
+    return volume * (local + remote)
 
 
 # Key-value passes of context parallelism per layer and micro-batch: the forward receives the
@@ -360,19 +413,22 @@ def run_time(job: Job, cluster: Cluster, layout: Layout, rented_gpus: int) -> Ru
 
 def _dp_formula(job: Job, cluster: Cluster, layout: Layout, micro: int) -> str:
     """_dp_comm_s's operands, as it uses them."""
-    n = layout.dp * layout.cp
-    if n == 1:
+    rings = [r for r in _dp_rings(job, layout, micro) if r[1] > 1]
+    if not rings:
         return "one data-parallel rank: nothing to reduce"
-    grads, weights = _dp_bytes(job, layout)
-    bw = cluster.ring_gb_s(n, layout.tp * layout.pp)
     what = "adapter" if job.method != "full" else "all"
-    volume = (
-        f"{micro} micro-batches x (2 x {weights / GB:.4g} GB weights + {grads / GB:.4g} GB "
-        f"{what} gradients)"
-        if weights is not None
-        else f"2 x {grads / GB:.4g} GB {what} gradients"
+    parts = []
+    for (volume, n, stride), name in zip(rings, ("", " (experts, over EP)"), strict=False):
+        parts.append(
+            f"{volume / GB:.4g} GB{name} x ({n}-1)/{n} / "
+            f"{cluster.ring_gb_s(n, stride):,.1f} GB/s bus bandwidth"
+        )
+    how = (
+        f"{micro} micro-batches x (2 x the weights + the {what} gradients) a rank holds"
+        if layout.zero_stage == 3
+        else f"2 x the {what} gradients a rank holds"
     )
-    return f"{volume} x ({n}-1)/{n} / {bw:,.1f} GB/s bus bandwidth"
+    return " + ".join(parts) + f" [{how}]"
 
 
 def _figures(
@@ -426,6 +482,19 @@ def _figures(
                 f"{shape.head_dim} x {GRAD_BYTES} bytes) x "
                 f"({layout.cp}-1)/{layout.cp} / {cluster.ring_gb_s(layout.cp, layout.tp):,.1f} "
                 "GB/s bus bandwidth (keys and values round the context-parallel ring)",
+            )
+        )
+    if step.a2a_comm_s:
+        shape = job.shape
+        out.append(
+            Figure(
+                "a2a_comm_s_per_step",
+                step.a2a_comm_s,
+                "s",
+                f"{A2A_PER_LAYER} all-to-alls x {shape.layers} layers / PP {layout.pp} x {micro} "
+                f"micro-batches x {job.micro_batch * job.seq_len / layout.cp:.6g} tokens x "
+                f"{shape.experts_per_token} experts x {shape.hidden} hidden x {GRAD_BYTES} bytes "
+                f"over EP {layout.ep} (on the critical path)",
             )
         )
     if step.tp_comm_s:

@@ -18,6 +18,7 @@ from advisor.units import GB
 # job are of this order (xAI Colossus, 100,000 H100s, 2024; Llama 3 405B ran on 16,384).
 MAX_PLAN_GPUS = 100_000
 PP_DEGREES = (2, 4, 8, 16, 32, 64, 128)
+EP_DEGREES = (2, 4, 8, 16, 32, 64, 128, 256)
 LONG_PLAN_DAYS = 90  # a plan longer than this is flagged in the reasons
 
 # (layout, nodes, run or None without a token count, fastest hours reached when the deadline is
@@ -50,29 +51,44 @@ def training_layouts(
     activations_gb: float,
     budget_gb: float,
     per_node: int,
+    expert_parallel: bool = True,
 ) -> list[Layout]:
     """Every layout that holds the work at its fewest data-parallel ranks (dp = that minimum):
     data parallel alone, TP inside one node (a model shape is needed), and, only when no TP
-    degree fits, pipeline stages of the widest TP over nodes. `kept_gb` per GPU is what no
+    degree fits, pipeline stages of the widest TP over nodes; a mixture of experts also with its
+    experts split over EP of the DP ranks (dp a multiple of EP). `kept_gb` per GPU is what no
     data-parallel count removes (activations included), `sharded_gb` what ZeRO shards over the
-    ranks; TP x PP split the states and weights, TP (sequence parallel) the activations."""
+    ranks; TP x PP split the states and weights, EP the experts' share of the kept states, TP
+    (sequence parallel) the activations. `expert_parallel` False (adapters on frozen weights):
+    no EP layouts."""
+    expert_share = shape.expert_params / shape.params if expert_parallel else 0.0
 
-    def ranks(tp: int, pp: int) -> int | None:
-        room = budget_gb - ((kept_gb - activations_gb) / (tp * pp) + activations_gb / tp)
+    def ranks(tp: int, pp: int, ep: int = 1) -> int | None:
+        states = (kept_gb - activations_gb) * (1 - expert_share + expert_share / ep)
+        room = budget_gb - (states / (tp * pp) + activations_gb / tp)
         if room <= 0:
             return None
-        return max(1, math.ceil(sharded_gb / (tp * pp) / room - 1e-9)) if sharded_gb else 1
+        r = max(1, math.ceil(sharded_gb / (tp * pp) / room - 1e-9)) if sharded_gb else 1
+        return math.ceil(r / ep) * ep
 
+    eps = [1]
+    if expert_share and shape.experts:
+        eps += [e for e in EP_DEGREES if e <= shape.experts and shape.experts % e == 0]
     layers = shape.layers
     degrees = [t for t in TP_DEGREES if t <= per_node and per_node % t == 0] if layers else [1]
-    out = [Layout(r, tp, 1, stage) for tp in degrees if (r := ranks(tp, 1)) is not None]
+    out = [
+        Layout(r, tp, 1, stage, 1, ep)
+        for tp in degrees
+        for ep in eps
+        if (r := ranks(tp, 1, ep)) is not None
+    ]
     if out or layers is None:
         return out
     tp = degrees[-1]
     for pp in (p for p in PP_DEGREES if p <= layers):
-        r = ranks(tp, pp)
-        if r is not None:
-            return [Layout(r, tp, pp, stage)]
+        found = [Layout(r, tp, pp, stage, 1, ep) for ep in eps if (r := ranks(tp, pp, ep))]
+        if found:
+            return found
     return []
 
 
@@ -103,8 +119,12 @@ def plan_training(
             options.append((layout, *span))
     if not options:
         return None
-    if job is None or deadline_h is None:  # the narrowest layout that keeps every GPU busy
+    if job is None or deadline_h is None:
+        # of the layouts that keep every GPU busy, the one with the fewest GPU-hours on its
+        # fewest nodes (the narrowest first among equals); without a token count, the narrowest
         busy = [o for o in options if job is None or _all_busy(job, cluster, o[0], o[1])]
+        if job is not None and len(busy) > 1:
+            busy = [min(busy, key=lambda o: _gpu_hours(job, cluster, o[0], o[1]))]
         options = busy[:1] or options
     if job is None:
         layout, lo, _ = options[0]
@@ -143,6 +163,10 @@ def _node_span(
     return (lo, hi) if lo <= hi else None
 
 
+def _gpu_hours(job: Job, cluster: Cluster, layout: Layout, nodes: int) -> float:
+    return run_time(job, cluster, _at(layout, cluster, nodes), nodes * cluster.per_node).gpu_hours
+
+
 def _all_busy(job: Job, cluster: Cluster, layout: Layout, nodes: int) -> bool:
     """Whether every data-parallel rank on `nodes` nodes gets a micro-batch of the global batch."""
     return _at(layout, cluster, nodes).dp * job.micro_batch <= job.sequences_per_step
@@ -151,7 +175,8 @@ def _all_busy(job: Job, cluster: Cluster, layout: Layout, nodes: int) -> bool:
 def _at(layout: Layout, cluster: Cluster, nodes: int) -> Layout:
     """`layout` widened over `nodes` nodes: every rented GPU joins data parallelism."""
     dp = nodes * cluster.per_node // (layout.tp * layout.pp * layout.cp)
-    return Layout(dp, layout.tp, layout.pp, layout.zero_stage, layout.cp)
+    ep = math.gcd(dp, layout.ep)  # the experts split over a divisor of the DP ranks
+    return Layout(dp, layout.tp, layout.pp, layout.zero_stage, layout.cp, ep)
 
 
 def _search(
@@ -189,12 +214,18 @@ def _search(
 _ACTIVATION_FIGURES = frozenset({"activations_per_gpu_gb", "logits_per_gpu_gb"})
 
 
-def split_memory(figures: list[Figure], layout: Layout) -> list[Figure]:
+def split_memory(figures: list[Figure], layout: Layout, expert_share: float = 0.0) -> list[Figure]:
     """Per-GPU memory with tensor (and pipeline) parallelism: states and weights over TP x PP,
     activations and logits over TP (sequence parallel, Korthikanti et al. 2022; 1F1B keeps a
-    full model's worth of layers' activations on the first stage). Unchanged without either."""
-    if layout.tp * layout.pp == 1:
+    full model's worth of layers' activations on the first stage); with expert parallelism, the
+    experts' share (`expert_share` of the parameters) of the states ZeRO keeps whole over EP.
+    Unchanged without any."""
+    ep = layout.ep if expert_share else 1
+    if layout.tp * layout.pp * ep == 1:
         return figures
+    kept, sharded = zero_split_bytes(layout.zero_stage)
+    per_param = kept + sharded / layout.dp
+    ep_factor = (kept * (1 - expert_share + expert_share / ep) + sharded / layout.dp) / per_param
     out = []
     for f in figures[:-1]:  # the last is the total, summed again below
         if f.unit != "GB":
@@ -204,7 +235,14 @@ def split_memory(figures: list[Figure], layout: Layout) -> list[Figure]:
         else:
             split = layout.tp * layout.pp
             why = f"{f.formula} / (TP {layout.tp} x PP {layout.pp})"
-            out.append(Figure(f.name, f.value / split, "GB", why))
+            value = f.value / split
+            if f.name == "model_states_per_gpu_gb" and ep_factor != 1:
+                value *= ep_factor
+                why += (
+                    f" x {ep_factor:.4g} (the experts' {expert_share:.0%} of the {kept:g} bytes "
+                    f"ZeRO stage {layout.zero_stage} keeps, over EP {ep})"
+                )
+            out.append(Figure(f.name, value, "GB", why))
     parts = [f for f in out if f.unit == "GB"]
     total = sum(f.value for f in parts)
     out.append(Figure("memory_per_gpu_gb", total, "GB", " + ".join(f.name for f in parts)))

@@ -269,7 +269,8 @@ class WorkPlan:
             return over_max_gpus(acc, layouts, wanted, per_node, w.max_gpus, eff, source, lighter)
         layout, nodes, run, fastest = plan
         rented = nodes * per_node
-        figures = split_memory(self._memory(w.method, layout.dp), layout)
+        experts = shape.expert_params / shape.params if w.method == "full" else 0.0
+        figures = split_memory(self._memory(w.method, layout.dp), layout, experts)
         trainable = shape.params if w.method == "full" else self._adapters()
         frozen = 0.0 if w.method == "full" else self._frozen(w.method)
         one_node_only = nodes > 1 and self._one_node(cluster.network_gbps)
@@ -343,7 +344,14 @@ class WorkPlan:
     def _layouts(self, method: str, budget_gb: float, per_node: int) -> list[Layout]:
         kept, sharded = self._split(method)
         return training_layouts(
-            self.shape, self.w.zero_stage, kept, sharded, self.activations_gb, budget_gb, per_node
+            self.shape,
+            self.w.zero_stage,
+            kept,
+            sharded,
+            self.activations_gb,
+            budget_gb,
+            per_node,
+            expert_parallel=method == "full",
         )
 
     def _memory(self, method: str, ranks: int) -> list[Figure]:
