@@ -61,9 +61,9 @@ class SizedWork(_Request):
     is sized from (the performance model reads them as its own Work)."""
 
     workload: Annotated[str, Field(min_length=1, description="workload type id")]
-    gpu_count: Annotated[
-        int | None, Field(ge=0, le=100_000, description="at least this many")
-    ] = None
+    gpu_count: Annotated[int | None, Field(ge=0, le=100_000, description="at least this many")] = (
+        None
+    )
     model: Annotated[str | None, Field(min_length=1, description="model preset id")] = None
     # Lower bounds where the figures stop meaning anything: a model of under a million
     # parameters, under one token, a target under a microsecond (5e-324 once divided by zero).

@@ -108,24 +108,33 @@ def test_tp_must_divide_gpus_and_fit_a_node() -> None:
         _model("llama-3.1-8b", gpus=16, tp=16)
 
 
+# Llama 3.1 8B's untied input embedding, 128,256 x 4,096: looked up a row per token, never read
+# whole, so no decode step streams it (Shape.lookup_params).
+EMBED_8B = 128_256 * 4096
+
+
 def test_moe_at_batch_1_reads_only_active_experts() -> None:
     preset = CAT.models["mixtral-8x7b"]
     shape = Shape.of(preset)
+    embedding = 32_000 * 4096  # untied, never read whole
     # batch 1: exactly the active parameters (top-2 of 8 experts)
-    assert weight_bytes_touched(shape, 1.0, 1, (8, 2)) == pytest.approx(shape.active_params)
+    touched = weight_bytes_touched(shape, 1.0, 1, (8, 2))
+    assert touched == pytest.approx(shape.active_params - embedding)
     # a large batch touches every expert: all parameters
-    assert weight_bytes_touched(shape, 1.0, 4096, (8, 2)) == pytest.approx(shape.params)
+    touched = weight_bytes_touched(shape, 1.0, 4096, (8, 2))
+    assert touched == pytest.approx(shape.params - embedding)
     # hand: 8 x (1 - (3/4)^2) = 8 x 7/16 = 3.5 distinct experts for 2 tokens
     assert expected_experts(8, 2, 2) == pytest.approx(3.5)
 
 
 def test_decode_step_by_hand() -> None:
     """Llama-3.1-8B bf16 on one H100 SXM at batch 1, 512 in / 256 out: bandwidth-bound.
-    weights 8.03e9 x 2 B; KV 2 x 32 layers x 8 heads x 128 x 2 B = 131,072 B/token x (512 + 128)
-    tokens; over 3350 GB/s x 0.8; plus 32 layers x 60 us overhead."""
+    weights (8.03e9 less the 0.525e9 of the input embedding) x 2 B; KV 2 x 32 layers x 8 heads x
+    128 x 2 B = 131,072 B/token x (512 + 128) tokens; over 3350 GB/s x 0.8; plus 32 layers x 60 us
+    overhead."""
     m = _model(inp=512, out=256)
     eff_bw = EFFICIENCY[CAT.accelerators["h100-sxm"].generation][1]
-    weights = CAT.models["llama-3.1-8b"].params_b * 1e9 * 2
+    weights = (CAT.models["llama-3.1-8b"].params_b * 1e9 - EMBED_8B) * 2
     kv = 131_072 * (512 + 128)
     expected = (weights + kv) / (3350e9 * eff_bw) + 32 * 60e-6
     assert m.step_s(1) == pytest.approx(expected, rel=1e-9)
@@ -143,11 +152,12 @@ def test_decode_step_adds_the_gemm_and_attention_rooflines_by_hand() -> None:
     """Llama-3.1-8B fp8 on one H100 SXM, 128 in / 128 out, 1024 sequences: the GEMMs are
     compute-bound, attention (reading the KV cache) is bandwidth-bound; they run one after the
     other, so the step is the sum of the two, above the max of the combined totals.
-    GEMM: 2 x 8.03e9 x 1024 FLOPs / (1979e12 x 0.5); attention: KV of 1024 x (128 + 64) tokens
-    x 65,536 B (2 x 32 x 8 x 128 x 1 B fp8) / (3350e9 x 0.8); plus 32 x 60 us."""
+    GEMM: 2 x (8.03e9 - the input embedding) x 1024 FLOPs / (1979e12 x 0.5); attention: KV of
+    1024 x (128 + 64) tokens x 65,536 B (2 x 32 x 8 x 128 x 1 B fp8) / (3350e9 x 0.8); plus 32 x
+    60 us."""
     m = _model(precision="fp8", inp=128, out=128)
     eff_c, eff_bw = EFFICIENCY[CAT.accelerators["h100-sxm"].generation]
-    params = CAT.models["llama-3.1-8b"].params_b * 1e9
+    params = CAT.models["llama-3.1-8b"].params_b * 1e9 - EMBED_8B
     gemm = 2 * params * 1024 / (1979e12 * eff_c)
     assert gemm > params / (3350e9 * eff_bw)  # compute-bound GEMMs at this batch
     kv = 1024 * 192 * 65_536
@@ -164,10 +174,11 @@ def test_itl_packs_the_admitted_prompts_into_one_iteration_by_hand() -> None:
     prompts (2 x 512 = 1024 prompt tokens) per iteration. Llama-3.1-8B bf16, one H100 SXM:
     GEMM over 256 + 1024 tokens is compute-bound; attention = KV read of 256 x (512 + 64) tokens
     x 131,072 B, or the FLOPs 4 x 32 x 4096 x 256 x 576 + 2 x 32 x 4096 x 1024 x 512 if longer;
-    the weights are read and the 32 x 60 us paid once, not once per prompt."""
+    the weights (less the input embedding, only indexed) are read and the 32 x 60 us paid once,
+    not once per prompt."""
     m = _model(inp=512, out=128)
     eff_c, eff_bw = EFFICIENCY[CAT.accelerators["h100-sxm"].generation]
-    params = CAT.models["llama-3.1-8b"].params_b * 1e9
+    params = CAT.models["llama-3.1-8b"].params_b * 1e9 - EMBED_8B
     gemm = max(params * 2 / (3350e9 * eff_bw), 2 * params * 1280 / (989.5e12 * eff_c))
     attention_flops = 4 * 32 * 4096 * 256 * 576 + 2 * 32 * 4096 * 1024 * 512
     attention = max(256 * 576 * 131_072 / (3350e9 * eff_bw), attention_flops / (989.5e12 * eff_c))

@@ -547,3 +547,23 @@ def test_deepseek_v3_pretraining_is_planned_with_expert_parallelism(shipped: Cat
     assert r.layout is not None and r.gpu_hours is not None
     assert "EP" in next(f for f in r.figures if f.name == "parallel_layout").formula
     assert 1 / 1.6 <= r.gpu_hours / 2.664e6 <= 1.6
+
+
+def test_a_million_token_context_is_split_over_context_parallel_ranks(shipped: Catalog) -> None:
+    """Llama 3.1 8B at 1,048,576 tokens a sequence on H100s: even recomputing, one sequence's
+    activations and fp32 logits (2 x s x 4,096 x 32 + 4 x s x 128,256 bytes = 806 GB) exceed what
+    TP 8 and every pipeline depth leave of 72 GB, so the plan splits the sequence over CP ranks
+    (the issue: no context parallelism)."""
+    r = _estimate(
+        shipped,
+        workload="large_scale_training",
+        model="llama-3.1-8b",
+        tokens=1e10,
+        seq_len=1_048_576,
+        instance_type="p5.48xlarge",
+        gpu_count=64,
+    )
+    assert r.fits and r.layout is not None and r.layout.context_parallel > 1
+    activations = next(f for f in r.figures if f.name == "activations_per_gpu_gb")
+    assert f"/ CP {r.layout.context_parallel}" in activations.formula
+    assert r.memory_per_gpu_gb <= 72

@@ -432,6 +432,9 @@ class ModelPreset(Strict):
     # adapter count reads (advisor/perf/sizing.py lora_adapter_params).
     intermediate_size: Annotated[int | None, Field(gt=0, le=10_000_000)] = None
     gated_mlp: bool = True
+    # The output head shares the input embedding table (GPT-2/3); untied (Llama, Mistral, Qwen2.5
+    # 7B+, DeepSeek), a forward pass looks up its tokens' rows and never reads the table whole.
+    tied_embeddings: bool = False
     notes: str | None = None
     source: Annotated[str, Field(min_length=1)]
 

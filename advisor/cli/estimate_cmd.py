@@ -130,10 +130,12 @@ def _summary(r: Estimate) -> list[str]:
         )
     if r.layout is not None and r.mfu is not None:
         lay = r.layout
+        ep = f" (EP {lay.expert_parallel})" if lay.expert_parallel > 1 else ""
+        cp = f" x CP {lay.context_parallel}" if lay.context_parallel > 1 else ""
         lines.append(
-            f"DP {lay.data_parallel} x TP {lay.tensor_parallel} x PP {lay.pipeline_parallel}, "
-            f"ZeRO stage {lay.zero_stage}; MFU {r.mfu:.2f} on model FLOPs"
-            + (f", HFU {r.hfu:.2f}" if r.hfu and r.hfu != r.mfu else "")
+            f"DP {lay.data_parallel}{ep} x TP {lay.tensor_parallel} x PP "
+            f"{lay.pipeline_parallel}{cp}, ZeRO stage {lay.zero_stage}; MFU {r.mfu:.2f} on "
+            "model FLOPs" + (f", HFU {r.hfu:.2f}" if r.hfu and r.hfu != r.mfu else "")
         )
     if r.cost_per_million_tokens_usd is not None and r.tokens_per_s is not None:
         lines.append(

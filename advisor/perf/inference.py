@@ -222,14 +222,15 @@ def weight_bytes_touched(
 ) -> float:
     """Weight bytes one iteration of `batch` tokens reads: all of a dense model; the shared part
     plus the expected distinct experts of an MoE model (expert parameters X from total = D + X,
-    active = D + X k/E)."""
+    active = D + X k/E); never an untied input embedding table, of which a pass reads one row
+    per token (Shape.lookup_params)."""
+    read = shape.params - shape.lookup_params
     if not moe or shape.params == shape.active_params:
-        return shape.params * bytes_per_weight
+        return read * bytes_per_weight
     experts, k = moe
     expert_params = (shape.params - shape.active_params) / (1 - k / experts)
-    dense = shape.params - expert_params
     touched = expert_params * expected_experts(experts, k, batch) / experts
-    return (dense + touched) * bytes_per_weight
+    return (read - expert_params + touched) * bytes_per_weight
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,7 +390,7 @@ class InferenceModel:
         tokens = decode + prompt_tokens
         return Iteration(
             weight_bytes_touched(self.shape, self.bpw, max(1, round(tokens)), self.moe),
-            2 * self.shape.active_params * tokens,
+            2 * (self.shape.active_params - self.shape.lookup_params) * tokens,
             decode * context * self.kv_per_token.value * self.kv_copies,
             self.layers * self.heads * 2 * self.decode_dims * decode * context
             + self.per_head * 2 * prompt_tokens * prompt_len,

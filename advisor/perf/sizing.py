@@ -95,6 +95,15 @@ class Shape:
     gated_mlp: bool = True  # SwiGLU: gate, up and down projections (else up and down)
     experts: int | None = None  # routed experts per MoE layer
     experts_per_token: int | None = None
+    tied_embeddings: bool = False  # the output head is the input embedding table
+
+    @property
+    def lookup_params(self) -> float:
+        """Parameters a forward pass only indexes: an untied input embedding table (vocab x
+        hidden), read a row per token, never whole, and multiplied by nothing."""
+        if self.tied_embeddings or self.vocab is None or self.hidden is None:
+            return 0.0
+        return float(self.vocab * self.hidden)
 
     @classmethod
     def of(cls, preset: ModelPreset) -> Shape:
@@ -116,6 +125,7 @@ class Shape:
             gated_mlp=preset.gated_mlp,
             experts=preset.experts,
             experts_per_token=preset.experts_per_token,
+            tied_embeddings=preset.tied_embeddings,
         )
 
     @classmethod

@@ -63,6 +63,8 @@ def default_global_batch_tokens(params: float) -> int:
     100B parameters (7B-70B), Llama 3 405B's 16M above (a larger batch keeps thousands of
     data-parallel ranks busy)."""
     return LARGE_MODEL_BATCH_TOKENS if params > LARGE_MODEL_PARAMS else DEFAULT_GLOBAL_BATCH_TOKENS
+
+
 # Share of a phase's (forward or backward) communication that can run under its compute
 # (bucketed all-reduce during the backward: PyTorch DDP, Li et al. VLDB 2020; FSDP/ZeRO-3
 # prefetch of the next layer's parameters; Megatron-Core's DP/TP overlap). ESTIMATED: the rest
@@ -140,9 +142,7 @@ class Layout:
     def words(self) -> str:
         cp = f" x CP {self.cp}" if self.cp > 1 else ""
         ep = f" (EP {self.ep})" if self.ep > 1 else ""
-        return (
-            f"DP {self.dp}{ep} x TP {self.tp} x PP {self.pp}{cp}, ZeRO stage {self.zero_stage}"
-        )
+        return f"DP {self.dp}{ep} x TP {self.tp} x PP {self.pp}{cp}, ZeRO stage {self.zero_stage}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,6 +62,8 @@ class ParallelLayout(_Result):
     tensor_parallel: int
     pipeline_parallel: int
     zero_stage: int
+    context_parallel: int = 1  # each sequence's tokens over this many ranks
+    expert_parallel: int = 1  # a mixture of experts' experts over this many of the DP ranks
 
 
 class Estimate(_Result):
@@ -376,6 +378,8 @@ def _layout(layout: Layout | None) -> ParallelLayout | None:
         tensor_parallel=layout.tp,
         pipeline_parallel=layout.pp,
         zero_stage=layout.zero_stage,
+        context_parallel=layout.cp,
+        expert_parallel=layout.ep,
     )
 
 

@@ -19,6 +19,7 @@ from advisor.units import GB
 MAX_PLAN_GPUS = 100_000
 PP_DEGREES = (2, 4, 8, 16, 32, 64, 128)
 EP_DEGREES = (2, 4, 8, 16, 32, 64, 128, 256)
+CP_DEGREES = (2, 4, 8, 16, 32, 64)
 LONG_PLAN_DAYS = 90  # a plan longer than this is flagged in the reasons
 
 # (layout, nodes, run or None without a token count, fastest hours reached when the deadline is
@@ -55,7 +56,8 @@ def training_layouts(
 ) -> list[Layout]:
     """Every layout that holds the work at its fewest data-parallel ranks (dp = that minimum):
     data parallel alone, TP inside one node (a model shape is needed), and, only when no TP
-    degree fits, pipeline stages of the widest TP over nodes; a mixture of experts also with its
+    degree fits, pipeline stages of the widest TP over nodes, and only when no pipeline fits
+    either (a long sequence's activations), context parallelism; a mixture of experts also with its
     experts split over EP of the DP ranks (dp a multiple of EP). `kept_gb` per GPU is what no
     data-parallel count removes (activations included), `sharded_gb` what ZeRO shards over the
     ranks; TP x PP split the states and weights, EP the experts' share of the kept states, TP
@@ -63,12 +65,13 @@ def training_layouts(
     no EP layouts."""
     expert_share = shape.expert_params / shape.params if expert_parallel else 0.0
 
-    def ranks(tp: int, pp: int, ep: int = 1) -> int | None:
+    def ranks(tp: int, pp: int, ep: int = 1, cp: int = 1) -> int | None:
         states = (kept_gb - activations_gb) * (1 - expert_share + expert_share / ep)
-        room = budget_gb - (states / (tp * pp) + activations_gb / tp)
+        room = budget_gb - (states / (tp * pp) + activations_gb / (tp * cp))
         if room <= 0:
             return None
-        r = max(1, math.ceil(sharded_gb / (tp * pp) / room - 1e-9)) if sharded_gb else 1
+        # ZeRO shards over the DP and CP ranks (both hold the same weights)
+        r = max(1, math.ceil(sharded_gb / (tp * pp * cp) / room - 1e-9)) if sharded_gb else 1
         return math.ceil(r / ep) * ep
 
     eps = [1]
@@ -87,6 +90,12 @@ def training_layouts(
     tp = degrees[-1]
     for pp in (p for p in PP_DEGREES if p <= layers):
         found = [Layout(r, tp, pp, stage, 1, ep) for ep in eps if (r := ranks(tp, pp, ep))]
+        if found:
+            return found
+    # a sequence whose activations no TP x PP holds: split its tokens over CP ranks too
+    # (Megatron-Core context parallelism; activations per rank fall with s / CP)
+    for cp in CP_DEGREES:
+        found = [Layout(r, tp, 1, stage, cp, ep) for ep in eps if (r := ranks(tp, 1, ep, cp))]
         if found:
             return found
     return []
@@ -221,17 +230,20 @@ def split_memory(figures: list[Figure], layout: Layout, expert_share: float = 0.
     experts' share (`expert_share` of the parameters) of the states ZeRO keeps whole over EP.
     Unchanged without any."""
     ep = layout.ep if expert_share else 1
-    if layout.tp * layout.pp * ep == 1:
+    if layout.tp * layout.pp * layout.cp * ep == 1:
         return figures
     kept, sharded = zero_split_bytes(layout.zero_stage)
-    per_param = kept + sharded / layout.dp
-    ep_factor = (kept * (1 - expert_share + expert_share / ep) + sharded / layout.dp) / per_param
+    ranks = layout.dp * layout.cp
+    per_param = kept + sharded / ranks
+    ep_factor = (kept * (1 - expert_share + expert_share / ep) + sharded / ranks) / per_param
     out = []
     for f in figures[:-1]:  # the last is the total, summed again below
         if f.unit != "GB":
             out.append(f)
         elif f.name in _ACTIVATION_FIGURES:
-            out.append(Figure(f.name, f.value / layout.tp, "GB", f"{f.formula} / TP {layout.tp}"))
+            split = layout.tp * layout.cp
+            why = f"{f.formula} / TP {layout.tp}" + (f" / CP {layout.cp}" if layout.cp > 1 else "")
+            out.append(Figure(f.name, f.value / split, "GB", why))
         else:
             split = layout.tp * layout.pp
             why = f"{f.formula} / (TP {layout.tp} x PP {layout.pp})"

@@ -270,7 +270,8 @@ class WorkPlan:
         layout, nodes, run, fastest = plan
         rented = nodes * per_node
         experts = shape.expert_params / shape.params if w.method == "full" else 0.0
-        figures = split_memory(self._memory(w.method, layout.dp), layout, experts)
+        ranks = layout.dp * layout.cp  # ZeRO shards over the DP and CP ranks
+        figures = split_memory(self._memory(w.method, ranks), layout, experts)
         trainable = shape.params if w.method == "full" else self._adapters()
         frozen = 0.0 if w.method == "full" else self._frozen(w.method)
         one_node_only = nodes > 1 and self._one_node(cluster.network_gbps)
