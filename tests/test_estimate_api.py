@@ -181,13 +181,13 @@ def test_fine_tuning_memory_time_and_cost(client: TestClient, shipped: Catalog) 
     # causal attention's 6 x layers x s x heads x 128 per token at the attention kernels' 0.65,
     # plus the ZeRO-3 traffic that never hides (advisor/perf/training.py): steps of the 4M-token
     # batch = 4,096 sequences of 1,024, 512 micro-batches per GPU, each gathering the parameters
-    # twice and reduce-scattering once (3 x 512 x N x 2 bytes x 7/8 at 450 GB/s, NVSwitch one
+    # twice and reduce-scattering once (3 x 512 x N x 2 bytes x 7/8 at 370 GB/s, NCCL's on NVSwitch's 450 one
     # way), under the compute but for 20%
     efficiency = shipped.workloads["fine_tuning"].efficiency
     assert result["efficiency"] == efficiency
     attention = 6 * layers * seq * heads * 128 * 4_194_304 / (8 * 989.5e12 * 0.65)
     compute_s = 6 * params * 4_194_304 / (8 * 989.5e12 * efficiency) + attention
-    comm_s = 3 * 512 * params * 2 * 7 / 8 / 450e9
+    comm_s = 3 * 512 * params * 2 * 7 / 8 / 370e9
     hours = 2e9 / 4_194_304 * (compute_s + 0.2 * comm_s) / 3600
     assert figure(result, "training_flops") == pytest.approx(6 * params * 2e9)
     assert result["hours"] == pytest.approx(hours)

@@ -508,7 +508,7 @@ def test_review_and_estimate_give_one_answer_for_the_llama_fine_tune(catalog: Ca
     (Meta's Llama 3 8B model card) and D = 2e9, over 8 H100 SXM GPUs at 989.4 TFLOP/s dense BF16 (NVIDIA H100 Tensor Core GPU Architecture whitepaper, table "H100 SXM5": 1978.9
     with sparsity, 989.4 dense): without recomputation (the activations fit), the GEMMs' 6ND at
     fine_tuning's kernel efficiency 0.51, causal attention at 0.65, plus the ZeRO-3 traffic that
-    never hides: 7.3 h (the hand calculation is tests/test_sized.py's LLAMA3_8B_P5_HOURS)."""
+    never hides: 7.4 h (the hand calculation is tests/test_sized.py's LLAMA3_8B_P5_HOURS)."""
     hand_hours = LLAMA3_8B_P5_HOURS
     review = build_review(ReviewData("empty"), catalog)
     (job,) = [w for w in review.workloads if w.label.startswith("fine-tune llama-3-8b")]
@@ -522,7 +522,7 @@ def test_review_and_estimate_give_one_answer_for_the_llama_fine_tune(catalog: Ca
     assert est.hours is not None and est.cost_usd is not None
     assert (row.hours, row.cost_usd) == (est.hours, est.cost_usd)
     assert row.hours == pytest.approx(hand_hours, rel=1e-3)
-    assert row.hours == pytest.approx(7.3, abs=0.05)
+    assert row.hours == pytest.approx(7.4, abs=0.05)
     assert row.cost_usd == pytest.approx(hand_hours * row.hourly_usd, rel=1e-3)
     assert row.gpus == 8 and row.nodes == 1
 

@@ -309,12 +309,12 @@ def test_estimate_cli_json_and_exit_codes() -> None:
 # logits = 20.4 GB) fit beside 16 x 8.03e9 / 8 GB of states, so no recomputation: the GEMMs' 6ND
 # at fine_tuning's 0.51 kernel efficiency, causal attention's 6 x 32 x 4,096 x 4,096 per token
 # at the attention kernels' 0.65; ZeRO-3 gathers the parameters twice and reduce-scatters the
-# gradients per micro-batch at 450 GB/s: hidden under the compute but for the 20% that never
+# gradients per micro-batch at 370 GB/s (NCCL's bus bandwidth on NVSwitch): hidden under the compute but for the 20% that never
 # overlaps. 476.8 steps; a 7-hour run has no goodput loss. MFU counts 6ND + attention.
 _GEMM_S = 6 * 8.03e9 * 4_194_304 / (8 * 989.5e12 * 0.51)
 _ATTENTION_FLOPS = 6 * 32 * 4096 * 4096 * 4_194_304
 _COMPUTE_S = _GEMM_S + _ATTENTION_FLOPS / (8 * 989.5e12 * 0.65)
-_COMM_S = 3 * 128 * 8.03e9 * 2 * 7 / 8 / 450e9
+_COMM_S = 3 * 128 * 8.03e9 * 2 * 7 / 8 / 370e9
 LLAMA3_8B_P5_MFU = (6 * 8.03e9 * 4_194_304 + _ATTENTION_FLOPS) / (
     8 * 989.5e12 * (_COMPUTE_S + 0.2 * _COMM_S)
 )

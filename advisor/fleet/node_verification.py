@@ -24,7 +24,7 @@ from advisor.fleet.verification import (
     verify,
     worst_verdict,
 )
-from advisor.perf.training import Cluster
+from advisor.perf.inference import one_way_gb_s
 from probes.report import Check, GpuVerdict, PeerLink, RankFailure, Status, Verdict
 from probes.stats import Measurement
 from probes.worker import RankResult
@@ -311,8 +311,8 @@ def _peer_check(m: Measurement, link: PeerLink | None, per_gpu_link_gb_s: float)
 
 
 def _one_way_gb_s(link_gb_s: float) -> float:
-    """One direction of a per-GPU link figure (the catalog states both): the model's rule."""
-    return Cluster(0.0, 1, link_gb_s, 0.0).intra_gb_s()
+    """One direction of a per-GPU link figure (the catalog states both): the datasheet rule."""
+    return one_way_gb_s(link_gb_s)
 
 
 def collective_checks(

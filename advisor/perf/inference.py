@@ -106,6 +106,25 @@ PCIE_ALLREDUCE_LATENCY_S = 42e-6
 # GPUs without a GPU-to-GPU fabric all-reduce over PCIe: Gen4 x16 ~ 25 GB/s per direction
 # (estimated from REFERENCE.md section 1: Gen5 x16 pinned copies at 55 GB/s, Gen4 is half).
 PCIE_ALLREDUCE_GB_S = 25.0
+# The bus bandwidth a large NCCL collective reaches over an NVLink/NVSwitch fabric, as a share of
+# one direction of the link: nccl-tests maintainers, 8 x H100 ring all-reduce about 370 GB/s of
+# the 450 (NVIDIA/nccl-tests issue 212; ../shared/REFERENCE.md section 1); our two H200s reached
+# 335 of 450 at 4 GiB (same section). The 8-GPU figure, the nodes the model plans on.
+NVLINK_BUS_EFFICIENCY = 370 / 450
+
+
+def one_way_gb_s(link_gb_s: float) -> float:
+    """One direction of a per-GPU link figure (the catalog states both ways): the datasheet
+    figure a probe's measurement is verified against; PCIe's when there is no GPU link."""
+    return link_gb_s / 2 if link_gb_s else PCIE_ALLREDUCE_GB_S
+
+
+def link_bus_gb_s(link_gb_s: float) -> float:
+    """The bus bandwidth the model's collectives reach inside a node: the GPU link's one
+    direction at NVLINK_BUS_EFFICIENCY, or the PCIe figure (already an achieved one)."""
+    return link_gb_s / 2 * NVLINK_BUS_EFFICIENCY if link_gb_s else PCIE_ALLREDUCE_GB_S
+
+
 ACTIVATION_BYTES = 2  # activations all-reduced in 16-bit
 # Fixed time per layer per forward pass (kernel launches, norms, sampling, scheduling) that no
 # roofline term covers. ESTIMATED: one value set from the three TensorRT-LLM 0.14 QPS=2 serving
@@ -269,7 +288,7 @@ def _ring(dep: Deployment, shape: Shape) -> Ring:
         return Ring(0, 1, 0, 0.0, 0.0)
     layers, hidden, *_ = shape.need_layers("tensor parallelism")
     if dep.link_gb_s:
-        link, latency = dep.link_gb_s / 2, ALLREDUCE_LATENCY_S  # one direction of the fabric
+        link, latency = link_bus_gb_s(dep.link_gb_s), ALLREDUCE_LATENCY_S
     else:
         link, latency = PCIE_ALLREDUCE_GB_S, PCIE_ALLREDUCE_LATENCY_S * (n - 1) / 7
     return Ring(layers, n, hidden, link, latency)

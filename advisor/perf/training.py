@@ -27,8 +27,9 @@ layout (memory) and GPU count (deadline) and reads the time of each from here.
   backward; 6 with full recomputation), inside one node, on the critical path (each layer's
   GEMM waits for its input's all-gather). Pipeline parallelism: bubble (p-1)/(v m)
   of the compute, m micro-batches per step, v virtual stages (Narayanan et al. 2021 2.2).
-- Bandwidth: inside a node the instance's GPU link per direction (link/2; PCIe when 0, the
-  inference model's figure); across nodes the instance network per GPU (Gbit/s / 8 / GPUs per
+- Bandwidth: inside a node the instance's GPU link per direction at the bus efficiency NCCL
+  reaches (inference.link_bus_gb_s: 370 of 450 GB/s on 8 H100s; PCIe when 0, the inference
+  model's figure); across nodes the instance network per GPU (Gbit/s / 8 / GPUs per
   node) times the ring's GPUs on each node (one NCCL channel per NIC), at most the link.
 """
 
@@ -38,7 +39,7 @@ import math
 from dataclasses import dataclass
 
 from advisor.catalog.models import Accelerator
-from advisor.perf.inference import PCIE_ALLREDUCE_GB_S
+from advisor.perf.inference import link_bus_gb_s
 from advisor.perf.sizing import (
     DEFAULT_LORA_RANK,
     Figure,
@@ -104,8 +105,9 @@ class Cluster:
         return self.attention_peak_tflops or self.peak_tflops
 
     def intra_gb_s(self) -> float:
-        """Bus bandwidth of a collective inside one node (one direction of the link)."""
-        return self.link_gb_s / 2 if self.link_gb_s else PCIE_ALLREDUCE_GB_S
+        """Bus bandwidth of a collective inside one node (inference.link_bus_gb_s: the link's
+        one direction at the bus efficiency NCCL reaches)."""
+        return link_bus_gb_s(self.link_gb_s)
 
     def inter_gb_s(self) -> float:
         """Bus bandwidth per GPU of a collective across nodes: the network shared by the node."""
