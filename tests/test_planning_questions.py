@@ -386,3 +386,18 @@ def test_request_rate_and_concurrency_are_one_question() -> None:
     )  # fmt: skip
     assert p.returncode == 2
     assert "request_rate" in p.stderr and "the load is a rate or a concurrency" in p.stderr
+
+
+def test_a_fine_tune_no_node_holds_names_multi_node_fsdp(shipped: Catalog) -> None:
+    """Llama 3.1 405B full fine-tune: 16 bytes x 405e9 = 6.5 TB of states, beyond any one node
+    (fine_tuning runs on one); across nodes (the scale-out profile, ZeRO-3 over every GPU) it
+    fits, and the alternatives say where (issue 24: multi-node FSDP was never offered)."""
+    w = Workload(workload="fine_tuning", model="llama-3.1-405b", tokens=1e9)
+    result = recommend(shipped, w)
+    assert not result.recommendations
+    (fsdp,) = [a for a in result.alternatives if a.constraint == "workload"]
+    across = recommend(shipped, w.model_copy(update={"workload": "large_scale_training"}))
+    first = across.recommendations[0]
+    assert fsdp.relax_to == "large_scale_training" and fsdp.candidate == first.instance_type
+    assert f"{first.nodes} node(s)" in fsdp.sentence and first.nodes > 1
+    assert "(--workload large_scale_training)" in fsdp.sentence

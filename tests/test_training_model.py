@@ -568,3 +568,15 @@ def test_a_million_token_context_is_split_over_context_parallel_ranks(shipped: C
     activations = next(f for f in r.figures if f.name == "activations_per_gpu_gb")
     assert f"/ CP {r.layout.context_parallel}" in activations.formula
     assert r.memory_per_gpu_gb <= 72
+
+
+def test_pipeline_stages_pass_hidden_states_per_virtual_stage() -> None:
+    """70B-like (80 layers, hidden 8192) at TP 4 x PP 4 over two p5 nodes (16 GPUs): 80 / (4 x 2)
+    = 10 virtual stages; per micro-batch and stage, a 4,096-token sequence's hidden states,
+    4,096 x 8,192 x 2 bytes / TP 4, go forward and their gradients back, across nodes at one
+    GPU's share of 3,200 Gbit/s (50 GB/s). 1,024 sequences over DP 1 = 1,024 micro-batches."""
+    shape = Shape("70b", 70e9, 70e9, 80, 8192, 64, 8, 128)
+    job = Job(shape, 1e9, 4096, 1, False, 0.5)
+    step = step_time(job, P5, Layout(1, 4, 4, 1))
+    message = 4096 * 8192 * 2 / 4
+    assert step.pp_comm_s == pytest.approx(2 * 10 * 1024 * message / 50e9)

@@ -135,6 +135,37 @@ def lower_precision(
     ]
 
 
+# A training workload that runs on one node (fine_tuning) whose job holds on no single node may
+# run across nodes as a multi-node FSDP/ZeRO job: the scale-out training profile.
+SCALE_OUT_TRAINING = "large_scale_training"
+
+
+def across_nodes(
+    w: Workload, p: WorkloadProfile, answer: Callable[[Workload], Result]
+) -> list[Alternative]:
+    """The cheapest option that runs the same sized training job across nodes (multi-node FSDP,
+    the scale-out training profile), as an alternative: one more engine pass, only when nothing
+    fits a one-node training profile."""
+    if not w.sized or p.sizing != "training" or p.scale_out or w.workload == SCALE_OUT_TRAINING:
+        return []
+    again = answer(w.model_copy(update={"workload": SCALE_OUT_TRAINING, "limit": 1}))
+    if not again.recommendations:
+        return []
+    r = again.recommendations[0]
+    where = f"{r.provider} {r.region}, {r.purchase}, ${r.hourly_usd or 0:,.2f}/h"
+    return [
+        Alternative(
+            constraint="workload",
+            relax_to=SCALE_OUT_TRAINING,
+            candidate=r.instance_type or r.accelerator,
+            sentence=(
+                f"train across nodes (multi-node FSDP): {r.nodes} node(s) of "
+                f"{r.instance_type} ({where}) (--workload {SCALE_OUT_TRAINING})"
+            ),
+        )
+    ]
+
+
 def _offer_methods(
     tracker: AlternativeTracker, placement: Placement, price: Price, instance: str, where: str
 ) -> None:

@@ -12,7 +12,7 @@ from operator import attrgetter
 from advisor.catalog import Catalog
 from advisor.catalog.models import FormFactor, Price, Purchase, WorkloadProfile
 from advisor.did_you_mean import unknown
-from advisor.engine.alternatives import lower_precision, nearest_alternatives
+from advisor.engine.alternatives import across_nodes, lower_precision, nearest_alternatives
 from advisor.engine.candidates import (
     CandidateIndex,
     CloudCandidate,
@@ -105,9 +105,12 @@ def recommend(
     else:
         # Only now is it worth finding what single relaxation would help (a second, rare pass).
         alternatives = nearest_alternatives(index, workload, profile, plan)
-        alternatives += lower_precision(
-            workload, profile, lambda w: recommend(catalog, w, fleet, min_fleet_reports)
-        )
+
+        def answer(w: Workload) -> Result:
+            return recommend(catalog, w, fleet, min_fleet_reports)
+
+        alternatives += lower_precision(workload, profile, answer)
+        alternatives += across_nodes(workload, profile, answer)
         explanation = explain_none(rejected, alternatives, profile.id)
     return Result(
         workload=profile.id,

@@ -202,6 +202,7 @@ class Step:
     tp_comm_s: float
     cp_comm_s: float  # context parallel: the other ranks' keys and values, every layer
     a2a_comm_s: float  # expert parallel: tokens to their experts and back, every MoE layer
+    pp_comm_s: float  # pipeline: activations to the next stage, gradients back, per virtual stage
     exposed_s: float  # communication not hidden under compute (TP's all of it)
     busy_ranks: int  # data-parallel ranks with a micro-batch (the rest idle)
 
@@ -228,6 +229,7 @@ def step_time(job: Job, cluster: Cluster, layout: Layout) -> Step:
     tp = _tp_comm_s(job, cluster, layout, tokens / busy / layout.cp)
     cp = _cp_comm_s(job, cluster, layout, micro)
     a2a = _a2a_comm_s(job, cluster, layout, micro)
+    pp = _pp_comm_s(job, cluster, layout, micro)
     attention_s = _attention_s(job, cluster, tokens) / split
     # The forward is 1/3 of the compute, the backward 2/3 (2ND vs 4ND). What runs under each:
     # ZeRO-3's parameter gather (1 of 3 passes) and ZeRO-1/2's parameter all-gather (1 of 2,
@@ -239,8 +241,8 @@ def step_time(job: Job, cluster: Cluster, layout: Layout) -> Step:
     # them, not modelled).
     fwd = dp * DP_FORWARD_SHARE[min(layout.zero_stage, 3)]
     exposed = _exposed(fwd, compute / 3) + _exposed(dp - fwd, compute * 2 / 3) + tp + a2a
-    exposed += _exposed(cp, attention_s)
-    return Step(compute, dp, tp, cp, a2a, exposed, busy)
+    exposed += _exposed(cp, attention_s) + _exposed(pp, compute)
+    return Step(compute, dp, tp, cp, a2a, pp, exposed, busy)
 
 
 def _compute_s(job: Job, cluster: Cluster, tokens: float) -> float:
@@ -262,14 +264,36 @@ def _exposed(comm_s: float, compute_s: float) -> float:
     return max(comm_s - compute_s, (1 - OVERLAP_FRACTION) * comm_s)
 
 
+def _virtual_stages(job: Job, layout: Layout) -> int:
+    return max(1, (job.shape.layers or layout.pp) // (layout.pp * LAYERS_PER_VIRTUAL_STAGE))
+
+
 def _bubble(job: Job, layout: Layout, micro_batches: int) -> float:
     """Pipeline bubble, a share of the compute: (p-1)/(v m) for the interleaved 1F1B schedule
     of v virtual stages per GPU (Narayanan et al. 2021 section 2.2.2)."""
     p = layout.pp
     if p == 1:
         return 0.0
-    v = max(1, (job.shape.layers or p) // (p * LAYERS_PER_VIRTUAL_STAGE))
-    return (p - 1) / (v * micro_batches)
+    return (p - 1) / (_virtual_stages(job, layout) * micro_batches)
+
+
+def _pp_comm_s(job: Job, cluster: Cluster, layout: Layout, micro_batches: int) -> float:
+    """Seconds one rank spends passing activations to the next pipeline stage and gradients
+    back: per micro-batch and virtual stage, 2 x its share of a micro-batch's hidden states
+    (s / CP x b x h x 2 bytes, split over TP by the scatter-gather of Narayanan et al. 2021
+    section 4.1) - interleaving v stages multiplies the traffic by v (section 2.2.2). Over the
+    link while one model replica fits a node, else the rank's share of the network."""
+    p, shape = layout.pp, job.shape
+    if p == 1 or shape.hidden is None:
+        return 0.0
+    message = job.seq_len / layout.cp * job.micro_batch * shape.hidden * GRAD_BYTES / layout.tp
+    volume = 2 * _virtual_stages(job, layout) * micro_batches * message
+    return volume / (_pp_bw(cluster, layout) * GB)
+
+
+def _pp_bw(cluster: Cluster, layout: Layout) -> float:
+    inside = layout.tp * layout.cp * layout.pp <= cluster.per_node
+    return cluster.intra_gb_s() if inside else cluster.inter_gb_s()
 
 
 def _dp_comm_s(job: Job, cluster: Cluster, layout: Layout, micro_batches: int) -> float:
@@ -471,6 +495,18 @@ def _figures(
         ),
         Figure("dp_comm_s_per_step", step.dp_comm_s, "s", _dp_formula(job, cluster, layout, micro)),
     ]
+    if step.pp_comm_s:
+        message = job.seq_len / layout.cp * job.micro_batch * (job.shape.hidden or 0) * 2
+        out.append(
+            Figure(
+                "pp_comm_s_per_step",
+                step.pp_comm_s,
+                "s",
+                f"2 x {_virtual_stages(job, layout)} virtual stages x {micro} micro-batches x "
+                f"{message / layout.tp / GB:.4g} GB of hidden states (s x b x h x 2 bytes / TP "
+                f"{layout.tp}) / {_pp_bw(cluster, layout):,.1f} GB/s (pipeline point-to-point)",
+            )
+        )
     if step.cp_comm_s:
         shape = job.shape
         out.append(
