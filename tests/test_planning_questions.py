@@ -401,3 +401,26 @@ def test_a_fine_tune_no_node_holds_names_multi_node_fsdp(shipped: Catalog) -> No
     assert fsdp.relax_to == "large_scale_training" and fsdp.candidate == first.instance_type
     assert f"{first.nodes} node(s)" in fsdp.sentence and first.nodes > 1
     assert "(--workload large_scale_training)" in fsdp.sentence
+
+
+def test_a_bare_accelerator_without_a_vendor_system_takes_its_largest_instance(
+    shipped: Catalog,
+) -> None:
+    """Trainium has no DGX-like system in catalog/systems.yaml: a bare trainium1 is estimated on
+    the catalog's largest trn1 instance type, trn1n.32xlarge (16 chips, 1,600 Gbit/s EFA), and the
+    notes say so (issue 24: TPU and Trainium had no reference system)."""
+    it = shipped.instance_types["trn1n.32xlarge"]
+    e = estimate(
+        shipped,
+        EstimateRequest(
+            workload="large_scale_training",
+            model="llama-3.1-8b",
+            tokens=1e11,
+            accelerator="trainium1",
+            gpu_count=64,
+        ),
+    )
+    assert e.hardware.gpus_per_node == it.gpu_count == 16 and e.hardware.nodes == 4
+    text = " ".join(e.notes)
+    assert "trn1n.32xlarge (the catalog's largest trainium1 instance type" in text
+    assert f"{it.network_gbps:,.0f} Gbit/s between nodes" in text

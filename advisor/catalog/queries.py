@@ -166,6 +166,13 @@ def stale_prices(
     return sorted(found, key=lambda f: (-f[2], f[0].id, f[1].region, f[1].purchase.value))
 
 
+def reference_instance(catalog: Catalog, accelerator_id: str) -> InstanceType | None:
+    """The catalog's largest instance type of `accelerator_id` (most chips, then the fastest
+    network): what a bare accelerator with no vendor system is estimated on (Trainium, TPU)."""
+    found = [i for i in catalog.instance_types.values() if i.accelerator == accelerator_id]
+    return max(found, key=lambda i: (i.gpu_count, i.network_gbps, i.id), default=None)
+
+
 def reference_system(catalog: Catalog, accelerator_id: str) -> NodeSystem | None:
     """The vendor system built with `accelerator_id` (catalog/systems.yaml), if the catalog
     lists one: what a bare accelerator is estimated on."""

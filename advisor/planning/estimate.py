@@ -14,7 +14,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.catalog import Catalog, get_accelerator, get_instance_type
 from advisor.catalog.models import Accelerator, InstanceType, Price, Purchase, WorkloadProfile
-from advisor.catalog.queries import cheapest_price, reference_system, spot_interruption
+from advisor.catalog.queries import (
+    cheapest_price,
+    reference_instance,
+    reference_system,
+    spot_interruption,
+)
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError, field_name
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
@@ -241,8 +246,19 @@ def _hardware(catalog: Catalog, req: EstimateRequest) -> _Node:
         )
     acc = get_accelerator(catalog, req.accelerator)
     system = reference_system(catalog, acc.id)
-    board = req.gpus_per_node or (system.gpu_count if system else DEFAULT_GPUS_PER_NODE)
+    host = reference_instance(catalog, acc.id) if system is None else None
+    default_board = system.gpu_count if system else host.gpu_count if host else None
+    board = req.gpus_per_node or default_board or DEFAULT_GPUS_PER_NODE
     per_node = min(req.gpu_count, board) if req.gpu_count else board
+    if host is not None and req.gpus_per_node in (None, host.gpu_count):
+        name = (
+            f"the {host.id} (the catalog's largest {acc.id} instance type; no vendor system in "
+            "catalog/systems.yaml)"
+        )
+        if per_node < board:
+            name = f"{per_node} of the {board} chips of {name}"
+        link = host.interconnect_gb_s if per_node > 1 else 0.0
+        return _Node(None, acc, per_node, link, host.network_gbps, name)
     if system is not None and req.gpus_per_node in (None, system.gpu_count):
         network = system.network_gbps or 0.0
         name = f"the {system.name} (the reference system of {acc.id}, catalog/systems.yaml)"
