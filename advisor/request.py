@@ -71,7 +71,15 @@ class SizedWork(_Request):
         float | None, Field(ge=0.001, le=100_000, description="free-form size (billions)")
     ] = None
     tokens: Annotated[float | None, Field(ge=1, le=1e16, description="training tokens")] = None
-    zero_stage: Annotated[int, Field(ge=0, le=3, description="ZeRO stage (3 = FSDP)")] = 3
+    zero_stage: Annotated[
+        int | None,
+        Field(
+            ge=0,
+            le=3,
+            description="ZeRO stage (3 = FSDP); null: the planner picks 1 or 3, whichever holds "
+            "the work on fewer GPUs, then costs fewer GPU-hours",
+        ),
+    ] = None
     global_batch_tokens: Annotated[
         int | None,
         Field(

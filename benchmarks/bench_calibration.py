@@ -7,8 +7,11 @@ Serving rows at a request rate (QPS): the figures the tool reports for `--reques
 (InferenceModel.at_rate: TTFT and ITL at the concurrency Little's law gives); a rate above what
 the model says the deployment completes is compared on throughput at that capacity; saturated
 (QPS=INF) rows are compared on throughput only (their TTFT is queueing, not modelled).
-Rows the model cannot be asked are listed as skipped with the reason (a model or GPU the catalog
-lacks, input/output lengths the source does not state).
+SGLang/vLLM rows at a request rate (ShareGPT): the median TTFT and TPOT against the tool's figures
+at that rate, with ShareGPT's mean lengths (SHAREGPT_MEAN_TOKENS); vLLM 0.6's multi-step
+scheduling inflates its TTFT and ITL, so only its TPOT is compared. Rows the model cannot be
+asked are listed as skipped with the reason (a model or GPU the catalog lacks, input/output
+lengths the source does not state).
 
     PYTHONPATH=. python benchmarks/bench_calibration.py [--record]
     PYTHONPATH=. python benchmarks/bench_calibration.py --training [--record]   (training rows)
@@ -52,6 +55,28 @@ ACCELERATORS = {
 }
 
 
+# ShareGPT as the serving benchmarks sample it, in Llama 3.1 tokens: 229,711 input and 203,068
+# output tokens over 1,000 requests (vllm-project/vllm pull request 18566, `vllm bench serve`
+# on Aeala/ShareGPT_Vicuna_unfiltered with Llama-3.1-8B-Instruct): mean 230 in, 203 out. The
+# SGLang/vLLM rows (published-2.yaml) use ShareGPT with the same tokenizer family and state no
+# lengths; their offline row implies 4,281.51 / 22.03 = 194 output tokens per request, close.
+SHAREGPT_MEAN_TOKENS = (230, 203)
+# The SGLang 0.3 / vLLM 0.6 rows run the Hugging Face checkpoints, BF16 (the rows' notes).
+SHAREGPT_PRECISION = "BF16"
+
+
+def _sharegpt(row: dict[str, Any]) -> bool:
+    return "sharegpt" in str(row["id"])
+
+
+def _filled(row: dict[str, Any]) -> dict[str, Any]:
+    """A ShareGPT row with its mean lengths and precision filled in (the constants above)."""
+    if not _sharegpt(row):
+        return row
+    inp, out = SHAREGPT_MEAN_TOKENS
+    return {**row, "input_tokens": inp, "output_tokens": out, "precision": SHAREGPT_PRECISION}
+
+
 def rows(kind: str) -> list[dict[str, Any]]:
     """The `kind` rows ("inference" or "training") of both calibration files, in file order."""
     out: list[dict[str, Any]] = []
@@ -67,6 +92,7 @@ def model_id(label: str) -> str | None:
 
 def skip_reason(row: dict[str, Any]) -> str | None:
     """Why a row cannot be put to the model, or None."""
+    row = _filled(row)
     if model_id(row["model"]) is None or accelerator_id(row["accelerator"]) is None:
         return "model or GPU not in the catalog"
     if row.get("input_tokens") is None or row.get("output_tokens") is None:
@@ -115,8 +141,16 @@ def _model(row: dict[str, Any], cat: Catalog) -> InferenceModel:
 
 def compare(row: dict[str, Any], cat: Catalog) -> list[Comparison]:
     """The row's comparable figures; raises KeyError when model or GPU is not in the catalog."""
+    row = _filled(row)
     model = _model(row, cat)
     rid, conc = row["id"], str(row["concurrency"])
+    rps = re.search(r"request rate (\d+) req/s", conc)
+    if rps:  # SGLang / vLLM at a Poisson rate: medians against the tool's figures at the rate
+        got = model.at_rate(float(rps.group(1)))
+        tpot = Comparison(rid, "tpot_ms", got.itl_ms, row["tpot_median_ms"])
+        if str(row["id"]).startswith("vllm"):  # multi-step scheduling: TTFT and ITL inflated
+            return [tpot]
+        return [Comparison(rid, "ttft_ms", got.ttft_ms, row["ttft_ms"]), tpot]
     qps = re.search(r"QPS=(\d+)", conc)
     if qps:
         rate = float(qps.group(1))

@@ -133,7 +133,7 @@ def gpu_hours(row: dict[str, Any], cat: Catalog) -> TrainingComparison:
     """The advisor's own plan for the whole run (planning/work_plan.py, as `estimate` makes it)
     on nodes of 8 of the row's GPU over the row's network: layout by memory, recomputation as
     needed, at the row's GPU count (when stated, else the plan's own), goodput included. The
-    request's default ZeRO stage (3): the cards do not state one. Llama 2 34B (never released)
+    planner's ZeRO stage (1 or 3): the cards do not state one. Llama 2 34B (never released)
     is a bare size, on the advisor's assumed shape."""
     preset = MODELS.get(row["model"])
     acc = cat.accelerators[_accelerator(row)]

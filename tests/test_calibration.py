@@ -36,6 +36,13 @@ OUTSIDE = {
     # request (its sibling above), where the model completes 27 req/s of 202/214 tokens.
     "trt014srv-l31-70b-h100-tp4-202x214-qps32": "serving run bound per request (~14-16 req/s "
     "for 70B TP4 whatever the lengths): no sourced per-request cost",
+    # SGLang under a Poisson load of ShareGPT requests, medians: the model knows only the mean
+    # lengths (230 in, 203 out; the rows state no distribution), and at 8 req/s (70B: from 4)
+    # the long prompts of a heavy-tailed mix stall the decode iterations they are packed into,
+    # which mean lengths cannot show: TPOT and TTFT under-predicted by 0.61-0.67.
+    "sgl030-l31-8b-a100-tp1-sharegpt-rps8": "ShareGPT length mix at 8 req/s: mean lengths only",
+    "sgl030-l31-70b-4xh100-tp4-sharegpt-rps4": "ShareGPT length mix: mean lengths only",
+    "sgl030-l31-70b-4xh100-tp4-sharegpt-rps8": "ShareGPT length mix at 8 req/s: mean lengths only",
 }
 # Rows not put to the model, by the reason bench_calibration.skip_reason gives.
 SKIPPED = {
@@ -46,12 +53,6 @@ SKIPPED = {
     "mlperf41-llama2-70b-99.9-1xmi300x-offline": "lengths not stated",
     "mlperf31-gptj-6b-99-1xl4-offline": "not in the catalog",
     "mlperf31-gptj-6b-99-1xl4-server": "not in the catalog",
-    **{
-        f"{engine}-l31-{size}-sharegpt-{load}": "lengths not stated"
-        for engine in ("sgl030", "vllm060")
-        for size in ("8b-a100-tp1", "70b-4xh100-tp4")
-        for load in ("rps4", "rps8", "offline")
-    },
 }
 
 
@@ -77,7 +78,7 @@ def test_row_within_1_5(row: dict[str, object]) -> None:
 
 def test_median_error_at_most_15_percent() -> None:
     comps, skipped = run(CATALOG)
-    assert len(comps) >= 38
+    assert len(comps) >= 50
     assert statistics.median(abs(c.ratio - 1) for c in comps) <= 0.15
     assert sorted(s.split(":")[0] for s in skipped) == sorted(SKIPPED)
 

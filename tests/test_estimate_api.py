@@ -160,7 +160,7 @@ def test_spot_price_is_the_spot_row(client: TestClient, shipped: Catalog) -> Non
 
 
 def test_fine_tuning_memory_time_and_cost(client: TestClient, shipped: Catalog) -> None:
-    body = {**FINE_TUNE, "recompute": False, "seq_len": 1024, "batch": 1}
+    body = {**FINE_TUNE, "recompute": False, "seq_len": 1024, "batch": 1, "zero_stage": 3}
     r = client.post("/v1/estimates", json=body)
     assert r.status_code == 200, r.text
     result = r.json()

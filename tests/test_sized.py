@@ -103,7 +103,11 @@ def test_estimate_reports_every_figure(shipped: Catalog) -> None:
     r = estimate(
         shipped,
         EstimateRequest(
-            workload="fine_tuning", model="llama-3-8b", tokens=2e9, instance_type="p5.48xlarge"
+            workload="fine_tuning",
+            model="llama-3-8b",
+            tokens=2e9,
+            instance_type="p5.48xlarge",
+            zero_stage=3,
         ),
     )
     names = [f.name for f in r.figures]
@@ -169,6 +173,7 @@ def test_an_unfit_estimate_names_activations_and_what_one_gpu_needs(shipped: Cat
             seq_len=131072,
             recompute=False,
             instance_type="p5.48xlarge",
+            zero_stage=3,
         ),
     )
     assert not r.fits
@@ -195,6 +200,7 @@ def test_tensor_parallel_splits_activations_so_no_recompute_fits(shipped: Catalo
             seq_len=16384,
             recompute=False,
             instance_type="p5.48xlarge",
+            zero_stage=3,
         ),
     )
     assert r.fits and r.layout is not None
@@ -259,7 +265,7 @@ def test_estimate_cli_json_and_exit_codes() -> None:
         "data_parallel": 8,
         "tensor_parallel": 1,
         "pipeline_parallel": 1,
-        "zero_stage": 3,
+        "zero_stage": 1,
         "context_parallel": 1,
         "expert_parallel": 1,
     }
@@ -305,16 +311,18 @@ def test_estimate_cli_json_and_exit_codes() -> None:
 # Llama-3-8B (8.03e9 parameters), 2e9 tokens, fine-tuning on one p5.48xlarge (8 H100 SXM, dense
 # BF16 989.5 TFLOP/s, whitepaper; NVSwitch 900 GB/s both ways), by hand (perf/training.py):
 # a step is the 4M-token batch (1,024 x 4,096: Llama 2), 128 micro-batches of one sequence per
-# GPU; one sequence's activations (34 x 4,096 x 4,096 x 32 layers + 4 x 4,096 x 128,256 fp32
-# logits = 20.4 GB) fit beside 16 x 8.03e9 / 8 GB of states, so no recomputation: the GEMMs' 6ND
+# GPU; the planner's ZeRO-1 (2 + 2 + 12/8 = 5.5 bytes a parameter, 44.2 GB) and one sequence's
+# activations (34 x 4,096 x 4,096 x 32 layers + 4 x 4,096 x 128,256 fp32 logits = 20.4 GB) fit
+# the 72 GB usable, so neither ZeRO-3 nor recomputation: the GEMMs' 6ND
 # at fine_tuning's 0.51 kernel efficiency, causal attention's 6 x 32 x 4,096 x 4,096 per token
-# at the attention kernels' 0.65; ZeRO-3 gathers the parameters twice and reduce-scatters the
-# gradients per micro-batch at 370 GB/s (NCCL's bus bandwidth on NVSwitch): hidden under the compute but for the 20% that never
-# overlaps. 476.8 steps; a 7-hour run has no goodput loss. MFU counts 6ND + attention.
+# at the attention kernels' 0.65; ZeRO-1 reduce-scatters the gradients and all-gathers the
+# weights once a step (2 x 8.03e9 x 2 bytes x 7/8) at 370 GB/s (NCCL's bus bandwidth on
+# NVSwitch), hidden under the compute but for the 20% that never overlaps. 476.8 steps; a
+# 7-hour run has no goodput loss. MFU counts 6ND + attention.
 _GEMM_S = 6 * 8.03e9 * 4_194_304 / (8 * 989.5e12 * 0.51)
 _ATTENTION_FLOPS = 6 * 32 * 4096 * 4096 * 4_194_304
 _COMPUTE_S = _GEMM_S + _ATTENTION_FLOPS / (8 * 989.5e12 * 0.65)
-_COMM_S = 3 * 128 * 8.03e9 * 2 * 7 / 8 / 370e9
+_COMM_S = 2 * 8.03e9 * 2 * 7 / 8 / 370e9
 LLAMA3_8B_P5_MFU = (6 * 8.03e9 * 4_194_304 + _ATTENTION_FLOPS) / (
     8 * 989.5e12 * (_COMPUTE_S + 0.2 * _COMM_S)
 )

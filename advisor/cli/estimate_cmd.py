@@ -35,7 +35,7 @@ def estimate_cmd(
     ] = None,
     region: Annotated[str | None, typer.Option(help="Price region.")] = None,
     purchase: opts.Purchase = "on_demand",
-    zero_stage: opts.ZeroStage = 3,
+    zero_stage: opts.ZeroStage = None,
     seq_len: opts.SeqLen = None,
     batch: opts.Batch = None,
     recompute: opts.Recompute = None,

@@ -54,7 +54,7 @@ def recommend(
     model: opts.Model = None,
     params_b: opts.ParamsB = None,
     tokens: opts.Tokens = None,
-    zero_stage: opts.ZeroStage = 3,
+    zero_stage: opts.ZeroStage = None,
     seq_len: opts.SeqLen = None,
     batch: opts.Batch = None,
     recompute: opts.Recompute = None,

@@ -12,7 +12,10 @@ from advisor.perf.calibration import Calibration, calibrations
 Model = Annotated[str | None, typer.Option(help="Model preset id, e.g. llama-3-8b.")]
 ParamsB = Annotated[float | None, typer.Option(help="Free-form model size in billions.")]
 Tokens = Annotated[float | None, typer.Option(help="Training tokens, e.g. 2e9.")]
-ZeroStage = Annotated[int, typer.Option(help="ZeRO stage 0-3 (3 = FSDP).")]
+ZeroStage = Annotated[
+    int | None,
+    typer.Option(help="ZeRO stage 0-3 (3 = FSDP); default: 1 or 3, whichever plans better."),
+]
 SeqLen = Annotated[int | None, typer.Option(help="Training sequence length.")]
 Batch = Annotated[int | None, typer.Option(help="Micro-batch (training) / sequences (inference).")]
 Recompute = Annotated[
@@ -81,7 +84,7 @@ def sizing_fields(
     model: str | None,
     params_b: float | None,
     tokens: float | None,
-    zero_stage: int,
+    zero_stage: int | None,
     seq_len: int | None,
     batch: int | None,
     recompute: bool | None,

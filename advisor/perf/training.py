@@ -413,13 +413,22 @@ class Run:
         return self.hours * self.gpus
 
 
+def _wall_hours(job: Job, step: Step) -> tuple[float, float, float]:
+    """(hours without goodput, the goodput, hours) of `job` at `step` seconds a step."""
+    raw_h = job.steps * step.seconds / 3600
+    goodput = GOODPUT if raw_h > LONG_RUN_H else 1.0
+    return raw_h, goodput, raw_h / goodput
+
+
+def gpu_hours(job: Job, cluster: Cluster, layout: Layout, rented_gpus: int) -> float:
+    """run_time's GPU-hours alone, without its figures: what a layout search compares."""
+    return _wall_hours(job, step_time(job, cluster, layout))[2] * rented_gpus
+
+
 def run_time(job: Job, cluster: Cluster, layout: Layout, rented_gpus: int) -> Run:
     """Wall time of `job` on `layout` (inside `rented_gpus` rented GPUs)."""
     step = step_time(job, cluster, layout)
-    steps = job.steps
-    raw_h = steps * step.seconds / 3600
-    goodput = GOODPUT if raw_h > LONG_RUN_H else 1.0
-    hours = raw_h / goodput
+    raw_h, goodput, hours = _wall_hours(job, step)
     model = training_flops(job.shape, job.tokens, False, job.method, job.lora_rank)
     peak = rented_gpus * cluster.peak_tflops * 1e12
     mfu = job.model_flops(job.tokens) / (peak * raw_h * 3600)

@@ -24,7 +24,7 @@ class Work:
     params_b: float | None = None
     gpu_count: int | None = None  # at least this many
     tokens: float | None = None  # training tokens
-    zero_stage: int = 3
+    zero_stage: int | None = None  # training; None: the planner picks ZeRO-1 or ZeRO-3
     global_batch_tokens: int | None = None  # training; None: by model size (perf/training.py)
     seq_len: int | None = None
     batch: int | None = None  # micro-batch / concurrent sequences; None: the profile's

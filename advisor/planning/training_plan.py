@@ -9,7 +9,7 @@ import math
 from advisor.catalog.models import Accelerator, WorkloadProfile
 from advisor.errors import InputError, field_name
 from advisor.perf.sizing import Figure, Shape, zero_split_bytes
-from advisor.perf.training import Cluster, Job, Layout, Run, run_time
+from advisor.perf.training import Cluster, Job, Layout, Run, gpu_hours, run_time
 from advisor.perf.work import TP_DEGREES, Work
 from advisor.planning.fit import Fit
 from advisor.units import GB
@@ -173,7 +173,7 @@ def _node_span(
 
 
 def _gpu_hours(job: Job, cluster: Cluster, layout: Layout, nodes: int) -> float:
-    return run_time(job, cluster, _at(layout, cluster, nodes), nodes * cluster.per_node).gpu_hours
+    return gpu_hours(job, cluster, _at(layout, cluster, nodes), nodes * cluster.per_node)
 
 
 def _all_busy(job: Job, cluster: Cluster, layout: Layout, nodes: int) -> bool:

@@ -156,13 +156,24 @@ class WorkPlan:
         act = activation_memory(self.shape, self.seq_len, self.batch, recompute)
         return sum(f.value for f in act)
 
-    def _variant(self, recompute: bool) -> WorkPlan:
-        """This plan with recomputation decided one way."""
+    def _variant(self, recompute: bool | None = None, zero_stage: int | None = None) -> WorkPlan:
+        """This plan with recomputation, or the ZeRO stage, decided one way."""
         other = copy.copy(self)
-        other.w = dataclasses.replace(self.w, recompute=recompute)
-        other.activations_gb = self._activations(recompute)
+        changes: dict[str, object] = {}
+        if recompute is not None:
+            changes["recompute"] = recompute
+            other.activations_gb = self._activations(recompute)
+        if zero_stage is not None:
+            changes["zero_stage"] = zero_stage
+        other.w = dataclasses.replace(self.w, **changes)  # type: ignore[arg-type]
         other._cache = {}
         return other
+
+    @property
+    def zero_stage(self) -> int:
+        """The plan's ZeRO stage: as asked, or ZeRO-3 (the least memory) where it is not yet
+        decided (`_training` tries 1 and 3)."""
+        return 3 if self.w.zero_stage is None else self.w.zero_stage
 
     def efficiency(self, acc: Accelerator) -> tuple[float, str]:
         """The one efficiency rule (advisor.perf.calibration) for this profile on `acc`."""
@@ -196,12 +207,28 @@ class WorkPlan:
 
     # -- training ---------------------------------------------------------------------------
     def _training(self, acc: Accelerator, cluster: Cluster) -> Fit:
+        """The ZeRO stage as asked; unasked, of ZeRO-1 (Megatron's distributed optimizer: states
+        sharded, weights and gradients whole, one gradient reduce-scatter and weight all-gather
+        a step) and ZeRO-3 (FSDP: everything sharded, weights gathered every micro-batch) the
+        plan that holds the work on fewer GPUs, then with fewer GPU-hours; ZeRO-3 among equals
+        (it needs the least memory)."""
+        if self.w.zero_stage is not None:
+            return self._training_recompute(acc, cluster)
+        one, three = (self._variant(zero_stage=s)._training_recompute(acc, cluster) for s in (1, 3))
+        if one.unfit is None and (
+            three.unfit is not None
+            or (one.rented_gpus, one.gpu_hours or 0.0) < (three.rented_gpus, three.gpu_hours or 0.0)
+        ):
+            return one
+        return three
+
+    def _training_recompute(self, acc: Accelerator, cluster: Cluster) -> Fit:
         """Recomputation as asked; unasked, as needed: of the plans with and without it that
         hold the work, the one on fewer GPUs, then the one with fewer GPU-hours (recomputing runs
         the forward twice but may let fewer GPUs, or a narrower layout, hold the work), then
         without it."""
         if self.w.recompute is not None:
-            return self._training_as_asked(acc, cluster)
+            return self._training_as_asked(acc, cluster)  # (the ZeRO stage is decided)
         without, with_ = (self._variant(r)._training_as_asked(acc, cluster) for r in (False, True))
         if without.unfit is None and with_.unfit is None:
 
@@ -326,7 +353,7 @@ class WorkPlan:
         rented = nodes * per_node
         widest = max(t for t in TP_DEGREES if t <= per_node and per_node % t == 0)
         tp = widest if self.shape.layers else 1  # the least per GPU inside a node
-        layout = Layout(max(1, rented // tp), tp, 1, self.w.zero_stage)
+        layout = Layout(max(1, rented // tp), tp, 1, self.zero_stage)
         figures = split_memory(self._memory(self.w.method, layout.dp), layout)
         return Fit(
             gpus_needed=rented,
@@ -346,7 +373,7 @@ class WorkPlan:
         kept, sharded = self._split(method)
         return training_layouts(
             self.shape,
-            self.w.zero_stage,
+            self.zero_stage,
             kept,
             sharded,
             self.activations_gb,
@@ -360,7 +387,7 @@ class WorkPlan:
         w = self.w
         return training_memory(
             self.shape,
-            zero_stage=w.zero_stage,
+            zero_stage=self.zero_stage,
             ranks=ranks,
             seq_len=self.seq_len if self.shape.layers is not None else None,
             micro_batch=self.batch,
@@ -374,12 +401,12 @@ class WorkPlan:
 
     def _frozen(self, method: str) -> float:
         """GB of the frozen base weights, one whole copy (sizing.frozen_weights)."""
-        return frozen_weights(self.shape, method, self.w.zero_stage, 1).value
+        return frozen_weights(self.shape, method, self.zero_stage, 1).value
 
     def _split(self, method: str) -> tuple[float, float]:
         """GB per GPU that no data-parallel count removes (activations, unsharded states and
         frozen weights) and GB that ZeRO shards over the ranks (divided by their count)."""
-        stage = self.w.zero_stage
+        stage = self.zero_stage
         if method == "full":
             return full_training_split(self.shape, stage, self.activations_gb)
         adapters = self._adapters()
@@ -404,7 +431,7 @@ class WorkPlan:
     def _unfit(self, acc: Accelerator, per_node: int) -> str:
         """Why no layout holds the work: what no sharding removes, even over the widest TP
         inside a node and the deepest pipeline, is above the GPU's usable memory."""
-        method, stage = self.w.method, self.w.zero_stage
+        method, stage = self.w.method, self.zero_stage
         kept, _ = self._split(method)
         act, layers = self.activations_gb, self.shape.layers
         tp = max(t for t in TP_DEGREES if t <= per_node and per_node % t == 0) if layers else 1
