@@ -369,6 +369,9 @@ class InferenceModel:
         )
         self.bw_bytes_s = tp * dep.acc.memory_bandwidth_gbps * GB * self.eff_bw
         self.ring = _ring(dep, shape)
+        self._e2e: dict[int, float] = {}
+        self._top: int | None = None
+        self.lookup_params = shape.lookup_params
         self.kv_copies = kv_copies(shape, tp)
         self.per_head = self.layers * self.heads * self.head_dim
         # Decode attention per head and context token: a score over the cached key dimension and
@@ -381,8 +384,18 @@ class InferenceModel:
             self.decode_dims = 2 * self.head_dim
 
     def on(self, dep: Deployment) -> InferenceModel:
-        """The same model on another deployment (more replicas, say)."""
-        return InferenceModel(self.shape, dep, self.inp, self.out, self.moe)
+        """The same model on another deployment (more replicas, say); one replica's figures are
+        the same when only the replica count differs, so the searches' memos carry over."""
+        other = InferenceModel(self.shape, dep, self.inp, self.out, self.moe)
+        same = self.dep
+        if (dep.acc, dep.tensor_parallel, dep.precision, dep.link_gb_s) == (
+            same.acc,
+            same.tensor_parallel,
+            same.precision,
+            same.link_gb_s,
+        ):
+            other._e2e, other._top = self._e2e, self._top
+        return other
 
     def max_concurrency(self) -> int:
         """Sequences one replica holds: the largest B whose memory (below) per GPU stays within
@@ -409,7 +422,7 @@ class InferenceModel:
         tokens = decode + prompt_tokens
         return Iteration(
             weight_bytes_touched(self.shape, self.bpw, max(1, round(tokens)), self.moe),
-            2 * (self.shape.active_params - self.shape.lookup_params) * tokens,
+            2 * (self.shape.active_params - self.lookup_params) * tokens,
             decode * context * self.kv_per_token.value * self.kv_copies,
             self.layers * self.heads * 2 * self.decode_dims * decode * context
             + self.per_head * 2 * prompt_tokens * prompt_len,
@@ -448,8 +461,11 @@ class InferenceModel:
 
     def e2e_s(self, batch: int) -> float:
         """A request's time in the system at `batch` in flight: its first token, then O - 1
-        more, one an ITL."""
-        return self.ttft_at_s(batch) + (self.out - 1) * self.itl_s(batch)
+        more, one an ITL (memoised: the rate searches ask the same concurrencies again)."""
+        found = self._e2e.get(batch)
+        if found is None:
+            found = self._e2e[batch] = self.ttft_at_s(batch) + (self.out - 1) * self.itl_s(batch)
+        return found
 
     def _fit_or_raise(self) -> int:
         fit = self.max_concurrency()
@@ -464,7 +480,10 @@ class InferenceModel:
 
     def _capacity(self, fit: int) -> int:
         """The concurrency at which a replica completes the most requests per second, B / E2E(B)
-        (Little's law), up to `fit`: quasi-concave in B, so a ternary search finds it."""
+        (Little's law), up to `fit`: quasi-concave in B, so a ternary search finds it (once per
+        model: `fit` is the model's own)."""
+        if self._top is not None:
+            return self._top
         lo, hi = 1, fit
         while hi - lo > 2:
             a, b = lo + (hi - lo) // 3, hi - (hi - lo) // 3
@@ -472,7 +491,8 @@ class InferenceModel:
                 lo = a + 1
             else:
                 hi = b
-        return max(range(lo, hi + 1), key=lambda b: b / self.e2e_s(b))
+        self._top = max(range(lo, hi + 1), key=lambda b: b / self.e2e_s(b))
+        return self._top
 
     def max_request_rate(self, targets: Targets | None = None) -> tuple[float, int]:
         """(requests/s, concurrency) the most one replica sustains, within `targets` if given:

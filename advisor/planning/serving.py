@@ -159,8 +159,7 @@ def _choose_for_rate(
         if not met:
             per_replica, _ = one.max_request_rate()
         replicas = max((w.gpu_count or tp) // tp, math.ceil(w.request_rate / per_replica - 1e-9))
-        dep = Deployment(acc, tp * replicas, tp, w.precision, link_gb_s, per_node)
-        model = InferenceModel(shape, dep, inp, out, moe)
+        model = one.on(Deployment(acc, tp * replicas, tp, w.precision, link_gb_s, per_node))
         got = model.at_rate(w.request_rate, targets)
         met = met and targets.met(got.ttft_ms, got.itl_ms)
         options.append((met, tp * replicas, got.itl_ms, got, model, per_replica))
