@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from probes.stats import Measurement
-from probes.timestamps import Rfc3339
+from probes.timestamps import ReportTime
 
 SCHEMA_VERSION = 2  # 2: the node report (every GPU, peers, collectives, health, nodes)
 Status = Literal["pass", "warn", "fail", "skip", "error"]
@@ -190,7 +190,7 @@ class ClusterSummary(_Model):
 
 class ProbeReport(_Model):
     schema_version: int = SCHEMA_VERSION
-    created_at: Rfc3339
+    created_at: ReportTime
     mode: Literal["quick", "full"]
     device: int
     verdict: Verdict
@@ -240,7 +240,7 @@ class UtilisationReport(_Model):
 
     schema_version: int = SCHEMA_VERSION
     kind: Literal["utilisation"] = "utilisation"
-    created_at: Rfc3339
+    created_at: ReportTime
     host: str
     instance_type: str | None = None  # catalog id, when the operator says what this machine is
     duration_s: float

@@ -11,7 +11,7 @@ import datetime as dt
 import re
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, WithJsonSchema
 
 _RFC3339 = re.compile(
     r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|[+-]\d{2}:\d{2})", re.ASCII
@@ -40,3 +40,25 @@ def _rfc3339(value: Any) -> dt.datetime:
 
 
 Rfc3339 = Annotated[dt.datetime, BeforeValidator(_rfc3339)]
+
+
+# A report's own time: an RFC 3339 instant in the years 1000 to 8999, so that it is one UTC can
+# hold whatever its offset (0001-01-01T02:00:03+03:00 is year 0 there) and the schema can say so
+# (a pattern on the year; an instant's range is not expressible in JSON Schema). Time filters
+# keep every instant UTC holds.
+REPORT_YEARS = (1000, 8999)
+
+
+def _report_time(value: Any) -> dt.datetime:
+    parsed = _rfc3339(value)
+    low, high = REPORT_YEARS
+    if not low <= parsed.year <= high:
+        raise ValueError(f"give a time in the years {low} to {high}, not {value}")
+    return parsed
+
+
+ReportTime = Annotated[
+    dt.datetime,
+    BeforeValidator(_report_time),
+    WithJsonSchema({"type": "string", "format": "date-time", "pattern": "^[1-8][0-9]{3}-"}),
+]

@@ -249,6 +249,27 @@ def test_report_times_are_rfc3339(client: TestClient) -> None:
         assert [e["field"] for e in problem["errors"]] == ["created_at"], problem
 
 
+@pytest.mark.parametrize(
+    "created_at",
+    [
+        "0001-01-01T02:00:03+03:00",  # year 0 in UTC: found by the contract test's generator
+        "0999-12-31T23:59:59Z",
+        "9000-01-01T00:00:00Z",
+    ],
+)
+def test_report_times_are_in_the_years_the_schema_states(
+    client: TestClient, created_at: str
+) -> None:
+    """A report's created_at is an instant of the years 1000 to 8999, the range the OpenAPI
+    pattern states, so a schema-valid report is always one the server can store in UTC."""
+    report = {**probe_report("h", 0.8), "created_at": created_at}
+    problem = assert_problem(client.post("/v1/probe-reports", json=report, headers=AUTH), 422)
+    assert [e["field"] for e in problem["errors"]] == ["created_at"], problem
+    assert "the years" in problem["detail"]  # 1000 to 8999, or 1 to 9999 in UTC
+    schema = client.get("/openapi.json").json()["components"]["schemas"]["ProbeReport"]
+    assert schema["properties"]["created_at"]["pattern"] == "^[1-8][0-9]{3}-"
+
+
 def test_unhandled_errors_are_problems(tmp_path: Path) -> None:
     app = create_app(settings(tmp_path))
 
