@@ -18,7 +18,7 @@ from advisor.engine.checks import (
 )
 from advisor.engine.explain import AlternativeTracker
 from advisor.engine.placement import Placement, place
-from advisor.engine.result import Alternative, Result
+from advisor.engine.result import Alternative, Recommendation, Result
 from advisor.engine.spot_risk import spot_case
 from advisor.perf.cost import option_hourly_usd
 from advisor.perf.spot import too_risky
@@ -108,31 +108,49 @@ _WHAT_SHRINKS = {
 }
 
 
-def lower_precision(
-    w: Workload, p: WorkloadProfile, answer: Callable[[Workload], Result]
+def _again(
+    w: Workload,
+    answer: Callable[[Workload], Result],
+    field: str,
+    value: str,
+    sentence: Callable[[Recommendation, str], str],
 ) -> list[Alternative]:
-    """The cheapest option that serves the same request a precision lower (FP8, from FP8 FP4;
-    `answer` runs the engine on it), as an alternative: one more engine pass, only when nothing
-    fits."""
-    lower = _LOWER_PRECISION.get(w.precision)
-    if not w.sized or p.sizing != "inference" or lower is None:
-        return []
-    again = answer(w.model_copy(update={"precision": lower, "limit": 1}))
+    """The cheapest option for the same request with `field` set to `value` (`answer` runs the
+    engine on it: one more pass), as an alternative whose sentence `sentence` writes from that
+    option and where it is; none when nothing fits that way either."""
+    again = answer(w.model_copy(update={field: value, "limit": 1}))
     if not again.recommendations:
         return []
     r = again.recommendations[0]
     where = f"{r.provider} {r.region}, {r.purchase}, ${r.hourly_usd or 0:,.2f}/h"
     return [
         Alternative(
-            constraint="precision",
-            relax_to=lower,
+            constraint=field,
+            relax_to=value,
             candidate=r.instance_type or r.accelerator,
-            sentence=(
-                f"serve in {lower} ({_WHAT_SHRINKS[lower]}): "
-                f"{r.instance_type} ({where}) (--precision {lower})"
-            ),
+            sentence=sentence(r, where),
         )
     ]
+
+
+def lower_precision(
+    w: Workload, p: WorkloadProfile, answer: Callable[[Workload], Result]
+) -> list[Alternative]:
+    """The cheapest option that serves the same request a precision lower (FP8, from FP8 FP4),
+    as an alternative, only when nothing fits."""
+    lower = _LOWER_PRECISION.get(w.precision)
+    if not w.sized or p.sizing != "inference" or lower is None:
+        return []
+    return _again(
+        w,
+        answer,
+        "precision",
+        lower,
+        lambda r, where: (
+            f"serve in {lower} ({_WHAT_SHRINKS[lower]}): "
+            f"{r.instance_type} ({where}) (--precision {lower})"
+        ),
+    )
 
 
 # A training workload that runs on one node (fine_tuning) whose job holds on no single node may
@@ -144,26 +162,20 @@ def across_nodes(
     w: Workload, p: WorkloadProfile, answer: Callable[[Workload], Result]
 ) -> list[Alternative]:
     """The cheapest option that runs the same sized training job across nodes (multi-node FSDP,
-    the scale-out training profile), as an alternative: one more engine pass, only when nothing
-    fits a one-node training profile."""
+    the scale-out training profile), as an alternative, only when nothing fits a one-node
+    training profile."""
     if not w.sized or p.sizing != "training" or p.scale_out or w.workload == SCALE_OUT_TRAINING:
         return []
-    again = answer(w.model_copy(update={"workload": SCALE_OUT_TRAINING, "limit": 1}))
-    if not again.recommendations:
-        return []
-    r = again.recommendations[0]
-    where = f"{r.provider} {r.region}, {r.purchase}, ${r.hourly_usd or 0:,.2f}/h"
-    return [
-        Alternative(
-            constraint="workload",
-            relax_to=SCALE_OUT_TRAINING,
-            candidate=r.instance_type or r.accelerator,
-            sentence=(
-                f"train across nodes (multi-node FSDP): {r.nodes} node(s) of "
-                f"{r.instance_type} ({where}) (--workload {SCALE_OUT_TRAINING})"
-            ),
-        )
-    ]
+    return _again(
+        w,
+        answer,
+        "workload",
+        SCALE_OUT_TRAINING,
+        lambda r, where: (
+            f"train across nodes (multi-node FSDP): {r.nodes} node(s) of "
+            f"{r.instance_type} ({where}) (--workload {SCALE_OUT_TRAINING})"
+        ),
+    )
 
 
 def _offer_methods(

@@ -283,12 +283,16 @@ def _pp_comm_s(job: Job, cluster: Cluster, layout: Layout, micro_batches: int) -
     (s / CP x b x h x 2 bytes, split over TP by the scatter-gather of Narayanan et al. 2021
     section 4.1) - interleaving v stages multiplies the traffic by v (section 2.2.2). Over the
     link while one model replica fits a node, else the rank's share of the network."""
-    p, shape = layout.pp, job.shape
-    if p == 1 or shape.hidden is None:
+    if layout.pp == 1 or job.shape.hidden is None:
         return 0.0
-    message = job.seq_len / layout.cp * job.micro_batch * shape.hidden * GRAD_BYTES / layout.tp
-    volume = 2 * _virtual_stages(job, layout) * micro_batches * message
+    volume = 2 * _virtual_stages(job, layout) * micro_batches * _pp_message(job, layout)
     return volume / (_pp_bw(cluster, layout) * GB)
+
+
+def _pp_message(job: Job, layout: Layout) -> float:
+    """Bytes one TP rank passes a stage per micro-batch: its share of the hidden states."""
+    hidden = job.shape.hidden or 0
+    return job.seq_len / layout.cp * job.micro_batch * hidden * GRAD_BYTES / layout.tp
 
 
 def _pp_bw(cluster: Cluster, layout: Layout) -> float:
@@ -372,10 +376,15 @@ def _cp_comm_s(job: Job, cluster: Cluster, layout: Layout, micro_batches: int) -
     shape = job.shape
     if n == 1 or shape.layers is None or shape.kv_heads is None or shape.head_dim is None:
         return 0.0
-    heads = max(1, shape.kv_heads // layout.tp)  # a TP rank's share of the KV heads
-    kv = 2 * job.seq_len * job.micro_batch * heads * shape.head_dim * GRAD_BYTES
+    kv = 2 * job.seq_len * job.micro_batch * _kv_heads_per_rank(job, layout) * shape.head_dim
+    kv *= GRAD_BYTES
     volume = CP_KV_PASSES * shape.layers / layout.pp * micro_batches * kv * (n - 1) / n
     return volume / (cluster.ring_gb_s(n, layout.tp) * GB)
+
+
+def _kv_heads_per_rank(job: Job, layout: Layout) -> int:
+    """A TP rank's share of the KV heads (at least one)."""
+    return max(1, (job.shape.kv_heads or 1) // layout.tp)
 
 
 def _dp_bytes(job: Job, layout: Layout) -> tuple[float, float | None]:
@@ -505,15 +514,15 @@ def _figures(
         Figure("dp_comm_s_per_step", step.dp_comm_s, "s", _dp_formula(job, cluster, layout, micro)),
     ]
     if step.pp_comm_s:
-        message = job.seq_len / layout.cp * job.micro_batch * (job.shape.hidden or 0) * 2
         out.append(
             Figure(
                 "pp_comm_s_per_step",
                 step.pp_comm_s,
                 "s",
                 f"2 x {_virtual_stages(job, layout)} virtual stages x {micro} micro-batches x "
-                f"{message / layout.tp / GB:.4g} GB of hidden states (s x b x h x 2 bytes / TP "
-                f"{layout.tp}) / {_pp_bw(cluster, layout):,.1f} GB/s (pipeline point-to-point)",
+                f"{_pp_message(job, layout) / GB:.4g} GB of hidden states (s x b x h x 2 bytes "
+                f"/ TP {layout.tp}) / {_pp_bw(cluster, layout):,.1f} GB/s (pipeline "
+                "point-to-point)",
             )
         )
     if step.cp_comm_s:
@@ -525,7 +534,7 @@ def _figures(
                 "s",
                 f"{CP_KV_PASSES} passes x {shape.layers} layers / PP {layout.pp} x {micro} "
                 f"micro-batches x (2 x {job.seq_len} tokens x {job.micro_batch} x "
-                f"{max(1, (shape.kv_heads or 1) // layout.tp)} KV heads per TP rank x "
+                f"{_kv_heads_per_rank(job, layout)} KV heads per TP rank x "
                 f"{shape.head_dim} x {GRAD_BYTES} bytes) x "
                 f"({layout.cp}-1)/{layout.cp} / {cluster.ring_gb_s(layout.cp, layout.tp):,.1f} "
                 "GB/s bus bandwidth (keys and values round the context-parallel ring)",

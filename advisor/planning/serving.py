@@ -115,11 +115,7 @@ def choose_deployment(
             met.append((got.throughput_tokens_s / dep.gpus, got, model))
         else:
             missed.append((got, model))
-    if not floors:
-        assert model is not None
-        model.at(asked)  # raises: why the largest degree tried holds nothing
-        raise AssertionError("unreachable: a degree that holds the work was skipped")
-    floor = (min(f[0] for f in floors), min(f[1] for f in floors))
+    floor = _latency_floor(floors, model, asked)
     if met:
         _, got, model = max(met, key=lambda m: m[0])  # ties: the first, the fewest GPUs
         return DeploymentChoice(got, model, floor, True)
@@ -163,16 +159,24 @@ def _choose_for_rate(
         got = model.at_rate(w.request_rate, targets)
         met = met and targets.met(got.ttft_ms, got.itl_ms)
         options.append((met, tp * replicas, got.itl_ms, got, model, per_replica))
-    if not options:
-        assert last is not None
-        last.at()  # raises: why the largest degree tried holds nothing
-        raise AssertionError("unreachable: a degree that holds the work was skipped")
-    floor = (min(f[0] for f in floors), min(f[1] for f in floors))
+    floor = _latency_floor(floors, last, None)
     met_any = any(o[0] for o in options)
     pool = [o for o in options if o[0]] if met_any else options
     key = (lambda o: (o[1], o[2])) if met_any else (lambda o: (o[2], o[1]))
     _, _, _, got, model, per_replica = min(pool, key=key)
     return DeploymentChoice(got, model, floor, met_any, per_replica)
+
+
+def _latency_floor(
+    floors: list[tuple[float, float]], last: InferenceModel | None, asked: int | None
+) -> tuple[float, float]:
+    """The lowest (TTFT, ITL) ms of the degrees that hold the work; when none does, the
+    InputError of the last degree tried (why it holds nothing)."""
+    if not floors:
+        assert last is not None
+        last.at(asked)  # raises: why the largest degree tried holds nothing
+        raise AssertionError("unreachable: a degree that holds the work was skipped")
+    return min(f[0] for f in floors), min(f[1] for f in floors)
 
 
 def replicas_for(target_tokens_s: float | None, per_replica_tokens_s: float) -> int:

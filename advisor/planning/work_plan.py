@@ -159,13 +159,11 @@ class WorkPlan:
     def _variant(self, recompute: bool | None = None, zero_stage: int | None = None) -> WorkPlan:
         """This plan with recomputation, or the ZeRO stage, decided one way."""
         other = copy.copy(self)
-        changes: dict[str, object] = {}
         if recompute is not None:
-            changes["recompute"] = recompute
+            other.w = dataclasses.replace(other.w, recompute=recompute)
             other.activations_gb = self._activations(recompute)
         if zero_stage is not None:
-            changes["zero_stage"] = zero_stage
-        other.w = dataclasses.replace(self.w, **changes)  # type: ignore[arg-type]
+            other.w = dataclasses.replace(other.w, zero_stage=zero_stage)
         other._cache = {}
         return other
 
