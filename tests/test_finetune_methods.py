@@ -182,22 +182,28 @@ def test_training_flops_per_method(shipped: Catalog) -> None:
 
 
 def test_activations_by_hand_70b_at_4k(shipped: Catalog) -> None:
-    """Llama-3-70B (h 8192, 64 heads, 80 layers) at 4,096 tokens, micro-batch 1. Korthikanti et
-    al. 2022 Table 2 gives s*b*h*(34 + 5*a*s/h) per layer; 5*a*s/h = 5*64*4096/8192 = 160, the
-    s x s attention scores FlashAttention never stores: without them 34*s*b*h, 194/34 = 5.7x
-    less (the issue's figure). With sequence parallelism over t = 8: 34/8. Full recomputation:
-    2*s*b*h. The loss's fp32 logits: 4*s*b*vocab = 4*4096*128256 bytes."""
+    """Llama-3-70B (h 8192, MLP width 28,672 gated, 64 heads, 80 layers) at 4,096 tokens,
+    micro-batch 1. Korthikanti et al. 2022 Table 2 gives s*b*h*(34 + 5*a*s/h) per layer for a
+    GeLU MLP of width 4h (its 19 = input 2 + GeLU input 8 + GeLU output 8 + dropout mask 1);
+    a SwiGLU MLP of width f keeps input 2h + mask h + gate and up outputs 4f + the down
+    projection's input 2f = 3 + 6 x 28,672 / 8,192 = 24 per h, so 11 + 4 + 24 = 39*s*b*h. The
+    5*a*s/h = 160 term is the s x s scores FlashAttention never stores. With sequence
+    parallelism over t = 8: 39/8. Full recomputation: 2*s*b*h. The loss's fp32 logits:
+    4*s*b*vocab = 4*4096*128256 bytes."""
     shape = Shape.of(shipped.models["llama-3-70b"])
     s, h, layers = 4096, 8192, 80
     lean = activation_memory(shape, s, 1, recompute=False)
-    assert lean[0].value == pytest.approx(34 * s * h * layers / GB)
-    assert lean[0].value == pytest.approx(91.27, abs=0.01)
-    assert (34 + 5 * 64 * s / h) / 34 == pytest.approx(5.7, abs=0.01)
+    assert lean[0].value == pytest.approx(39 * s * h * layers / GB)
+    assert lean[0].value == pytest.approx(104.69, abs=0.01)
+    assert "SwiGLU" in lean[0].formula and lean[0].formula.startswith("39 x s 4096")
     assert lean[1].name == "logits_per_gpu_gb"
     assert lean[1].value == pytest.approx(4 * s * 128256 / GB)
     parallel = activation_memory(shape, s, 1, recompute=False, tensor_parallel=8)
-    assert parallel[0].value == pytest.approx(34 * s * h * layers / 8 / GB)
+    assert parallel[0].value == pytest.approx(39 * s * h * layers / 8 / GB)
     assert parallel[1].value == pytest.approx(4 * s * 128256 / 8 / GB)
+    # GPT-3's plain MLP of width 4h keeps the paper's 34
+    gpt3 = Shape.of(shipped.models["gpt-3-175b"])
+    assert activation_memory(gpt3, s, 1, recompute=False)[0].formula.startswith("34 x s")
     full = activation_memory(shape, s, 2, recompute=True)
     assert full[0].value == pytest.approx(2 * s * 2 * h * layers / GB)
 

@@ -4,6 +4,7 @@ numbers, SVG and HTML escaping, the page's sections, the CLI end to end, and GET
 from __future__ import annotations
 
 import json
+import math
 import re
 import subprocess
 import sys
@@ -431,7 +432,11 @@ def _hand_hours(
     nodes (a ring with k GPUs per node gets k x 100/8/per-node GB/s = 12.5 GB/s). Each phase
     (forward 1/3, backward 2/3) exposes what its compute does not cover, at least 20%. Over a
     day, the 0.90 goodput of long runs (Llama 3). ZeRO-1 instead reduce-scatters the gradients
-    and all-gathers the weights once a step, 2 x 7e9 x 2 bytes, half under each phase."""
+    and all-gathers the weights once a step, 2 x 7e9 x 2 bytes, half under each phase. Each
+    collective adds NCCL's latency (src/graph/tuning.cc, Simple protocol): 8.4 us + 3.4 us a
+    step over the link (5.7 over PCIe), 14 us a step across nodes; ZeRO-3's 3 per layer and
+    micro-batch are rings of n-1 steps; ZeRO-1's all-reduce per 25 MiB bucket takes the lower of
+    the ring's 2(n-1) steps and the tree's 2 x ((per node - 1) x 4.0 + log2(nodes) x 14) us."""
     k = 8 if recompute else 6
     tokens = 4_194_304
     gemm = k * 7e9 * tokens / (gpus * peak_tflops * 1e12 * eff)
@@ -441,13 +446,47 @@ def _hand_hours(
     if per_node < gpus:
         bw = min(bw, 100 / 8)
     micro = -(-1024 // gpus)
+    on_node = min(per_node, gpus)
+    nodes = gpus // on_node
+    hop = 3.4 if link_gb_s else 5.7
     if zero_stage == 3:
         comm = 3 * micro * 7e9 * 2 * (gpus - 1) / gpus / (bw * 1e9)
+        ring_us = 8.4 + (gpus - nodes) * hop + (nodes - 1) * 14.0
+        comm += 3 * micro * 32 * ring_us * 1e-6
         shares = ((1 / 3, 1 / 3), (2 / 3, 2 / 3))  # (share of comm, share of compute) per phase
     else:
         comm = 2 * 7e9 * 2 * (gpus - 1) / gpus / (bw * 1e9)
+        ring_us = 8.4 + 2 * (gpus - nodes) * hop + 2 * (nodes - 1) * 14.0
+        tree_us = 8.4 + 2 * ((on_node - 1) * 4.0 + math.log2(nodes) * 14.0)
+        comm += math.ceil(7e9 * 2 / (25 * 2**20)) * min(ring_us, tree_us) * 1e-6
         shares = ((1 / 2, 1 / 3), (1 / 2, 2 / 3))
     exposed = sum(max(comm * c - compute * k, 0.2 * comm * c) for c, k in shares)
+    raw = 1e11 / tokens * (compute + exposed) / 3600
+    return raw / 0.9 if raw > 24 else raw
+
+
+def _hand_pipeline_hours(peak_tflops: float, dp: int, pp: int) -> float:
+    """The same 7B run recomputing over DP x PP GPUs of 1-GPU nodes on the 100 Gbit/s network
+    (12.5 GB/s a GPU): compute over dp x pp GPUs x (1 + bubble (pp-1)/(v m)), v = 32 layers //
+    (pp x 2 layers a virtual stage) (the NeMo recipes' median), m = 1,024 / dp micro-batches;
+    2 x v x m hidden states of a sequence (4,096 x 4,096 x 2 bytes) to the next stage and back,
+    exposed beyond the compute but for 20%; ZeRO-1 over the DP ranks: 2 x the 7e9 / pp x 2
+    bytes of gradients a rank holds x (dp-1)/dp, plus one all-reduce per 25 MiB at NCCL's tree
+    latency over dp nodes of one GPU (8.4 + 2 x log2(dp) x 14 us), half under each phase."""
+    tokens = 4_194_304
+    gpus = dp * pp
+    compute = 8 * 7e9 * tokens / (gpus * peak_tflops * 1e12 * 0.4)
+    compute += 8 * 32 * 4096 * 4096 * tokens / (gpus * peak_tflops * 1e12 * 0.65)
+    virtual, micro = 32 // (pp * 2), 1024 // dp
+    compute *= 1 + (pp - 1) / (virtual * micro)
+    pipe = 2 * virtual * micro * 4096 * 4096 * 2 / 12.5e9
+    exposed = max(pipe - compute, 0.2 * pipe)
+    if dp > 1:
+        grads = 7e9 / pp * 2
+        comm = 2 * grads * (dp - 1) / dp / 12.5e9
+        comm += math.ceil(grads / (25 * 2**20)) * (8.4 + 2 * math.log2(dp) * 14) * 1e-6
+        shares = ((1 / 2, 1 / 3), (1 / 2, 2 / 3))
+        exposed += sum(max(comm * c - compute * k, 0.2 * comm * c) for c, k in shares)
     raw = 1e11 / tokens * (compute + exposed) / 3600
     return raw / 0.9 if raw > 24 else raw
 
@@ -461,19 +500,25 @@ def test_job_cost_is_six_n_d_at_the_mfu_with_communication_times_the_nodes_price
     big (72 GB usable) even beside ZeRO-1's 5.5 bytes a parameter (38.5 GB), which moves far
     less than ZeRO-3, so big plans ZeRO-1; not on small (21.6) or old, where ZeRO-1's 4 bytes a
     parameter kept whole (28 GB) do not fit either. Efficiency 0.4, times the fleet's 0.9 on
-    `big` (10 reports). old has no bf16 but an fp16 peak of 65 TFLOP/s."""
+    `big` (10 reports). old has no bf16 but an fp16 peak of 65 TFLOP/s. A pretraining profile
+    scales out, so the planner weighs pipeline stages too: on the 1-GPU types over the 100 Gbit/s
+    network they move hidden states instead of ZeRO-3's weights and cost less, old1 on 16
+    nodes (DP 4 x PP 4, ZeRO-1: the stages hold ZeRO-1's 28 GB over 4) and small1 on 8 (PP 8)."""
     cat = tiny_catalog()
     job = CostedJob("7B x 1e11", "pretrain", 1e11, params_b=7)
     (result,) = workload_costs(cat, [job], {"big": Calibration(0.9, 10)}, "us-east-1")
     flops = 6 * 7e9 * 1e11
     links = {i.id: i.interconnect_gb_s for i in cat.instance_types.values()}
     expected = {  # instance type: (nodes, GPUs, hours, $/h of all nodes)
-        "old1": (9, 9, _hand_hours(65, 0.4, 1, links["old1"], 9, True), 9 * 0.3),
+        "old1": (16, 16, _hand_pipeline_hours(65, 4, 4), 16 * 0.3),
         "small4": (2, 8, _hand_hours(121, 0.4, 4, links["small4"], 8, True), 2 * 3.5),
-        "small1": (8, 8, _hand_hours(121, 0.4, 1, links["small1"], 8, True), 8 * 1.0),
+        "small1": (8, 8, _hand_pipeline_hours(121, 1, 8), 8 * 1.0),
         "big8": (1, 8, _hand_hours(989, 0.36, 8, links["big8"], 8, False, 1), 80),
         "big1": (8, 8, _hand_hours(989, 0.36, 1, links["big1"], 8, False, 1), 8 * 12),
     }
+    # cheaper than ZeRO-3 alone on as many GPUs as it needs (9 of old's, 8 of small's)
+    assert expected["old1"][2] * 16 * 0.3 < _hand_hours(65, 0.4, 1, 0, 9, True) * 9 * 0.3
+    assert expected["small1"][2] < _hand_hours(121, 0.4, 1, 0, 8, True)
     cheapest_first = sorted(expected, key=lambda k: expected[k][2] * expected[k][3])
     assert [c.instance_type for c in result.costs] == cheapest_first
     for c in result.costs:

@@ -283,6 +283,29 @@ def frozen_weights(shape: Shape, method: str, zero_stage: int, ranks: int) -> Fi
     return Figure("frozen_weights_per_gpu_gb", value, "GB", formula)
 
 
+# Korthikanti et al. 2022 section 4.1, bytes per token and hidden unit of one layer in 16-bit:
+# the attention block's 11 and the two layer norms' 4 (its MLP's 19 is built below).
+ATTENTION_AND_NORM_ACTIVATION_BYTES = 11 + 4
+
+
+def activation_bytes_per_hidden(shape: Shape) -> tuple[float, str]:
+    """Bytes a layer keeps per token and hidden unit for the backward, and how the MLP's share is
+    counted. The MLP keeps its input (2h), its dropout mask (h) and, per MLP width f, what its
+    elementwise step and second GEMM need: a plain MLP the GeLU's input and output (4f, the
+    paper's 19h at f = 4h); a gated one (SwiGLU) the gate and up projections' outputs, which the
+    SiLU-times-product backward reads, and the down projection's input (6f). A token routed to
+    k experts keeps k of those."""
+    h = shape.hidden or 1
+    f = shape.intermediate or 4 * h
+    k = shape.experts_per_token or 1
+    per_width = 6 if shape.gated_mlp else 4
+    mlp = 3 + per_width * f * k / h
+    kind = "gated MLP (SwiGLU)" if shape.gated_mlp else "GeLU MLP"
+    experts = f" x {k} experts" if k > 1 else ""
+    how = f"MLP 3 + {per_width} x f {f}{experts} / h {h} = {mlp:.4g}, {kind}"
+    return ATTENTION_AND_NORM_ACTIVATION_BYTES + mlp, how
+
+
 def activation_memory(
     shape: Shape,
     seq_len: int,
@@ -294,8 +317,9 @@ def activation_memory(
 
     Korthikanti et al. 2022 (arXiv:2205.05198) Table 2, 16-bit, per layer: with tensor and
     sequence parallelism over t GPUs s·b·h·(34/t + 5·a·s/(h·t)); 34·s·b·h is the 11 (attention
-    block: QKV input 2, Q and K 4, V 2, output-projection input 2, dropout mask 1) + 19 (MLP)
-    + 4 (two layer norms) of its section 4.1, and 5·a·s²·b the attention scores, softmax and
+    block: QKV input 2, Q and K 4, V 2, output-projection input 2, dropout mask 1) + 19 (GeLU
+    MLP of width 4h; activation_bytes_per_hidden for other widths and SwiGLU) + 4 (two layer
+    norms) of its section 4.1, and 5·a·s²·b the attention scores, softmax and
     dropout. FlashAttention (Dao et al. 2022, arXiv:2205.14135) recomputes the scores in the
     backward pass from O and the per-row softmax statistics (4·a·s·b bytes, under 0.1% of the
     rest, left out), so the 5·a·s/h term is dropped. Full recomputation keeps only each layer's
@@ -307,10 +331,11 @@ def activation_memory(
         act = 2 * s * b * h * layers / GB
         formula = f"2 x s {s} x b {b} x h {h} x {layers} layers (full recomputation)"
     else:
-        act = 34 * s * b * h * layers / t / GB
+        per_token, mlp = activation_bytes_per_hidden(shape)
+        act = per_token * s * b * h * layers / t / GB
         formula = (
-            f"34 x s {s} x b {b} x h {h} x {layers} layers / t {t} (FlashAttention: no s x s "
-            "scores)"
+            f"{per_token:.4g} x s {s} x b {b} x h {h} x {layers} layers / t {t} "
+            f"({mlp}; FlashAttention: no s x s scores)"
         )
     out = [Figure("activations_per_gpu_gb", act, "GB", formula)]
     if shape.vocab:

@@ -21,7 +21,8 @@ layout (memory) and GPU count (deadline) and reads the time of each from here.
   1/2 move 2Ψ (gradient reduce-scatter + parameter all-gather, or one all-reduce); ZeRO 3 / FSDP
   3Ψ (parameter all-gather in the forward and the backward, gradient reduce-scatter), Ψ the
   16-bit bytes of the parameters a rank holds. Ring time = bytes x (n-1)/n / busbw, the nccl-tests
-  convention (shared/REFERENCE.md section 4: all-gather/reduce-scatter busbw = algbw x (n-1)/n).
+  convention (shared/REFERENCE.md section 4: all-gather/reduce-scatter busbw = algbw x (n-1)/n),
+  plus each collective's latency by NCCL's own model (alpha-beta: Ring.latency_s).
 - Tensor parallelism (Megatron-LM, Narayanan et al. 2021; Korthikanti et al. 2022 with sequence
   parallelism): per layer and token, 4 all-reduce-equivalents of the hidden state (2 forward, 2
   backward; 6 with full recomputation), inside one node, on the critical path (each layer's
@@ -301,41 +302,93 @@ def _pp_bw(cluster: Cluster, layout: Layout) -> float:
 
 
 def _dp_comm_s(job: Job, cluster: Cluster, layout: Layout, micro_batches: int) -> float:
-    """Data-parallel bytes of one step over the ring's bus bandwidth. ZeRO-3 / FSDP gathers the
-    parameters for the forward and the backward of every micro-batch and reduce-scatters its
-    gradients (PyTorch FSDP and DeepSpeed ZeRO-3 keep no unsharded copy between them);
-    DP and ZeRO-1/2 reduce accumulated gradients once per step. Only trained parameters have
-    gradients (LoRA: the adapters); ZeRO-3 shards and gathers the frozen weights too (counted
-    at 16 bits: QLoRA's 4-bit weights move less)."""
-    return sum(
-        _ring_s(volume, n, cluster.ring_gb_s(n, stride))
-        for volume, n, stride in _dp_rings(job, layout, micro_batches)
-    )
+    """Data-parallel seconds of one step: each ring's bytes over its bus bandwidth plus its
+    collectives' latency. ZeRO-3 / FSDP gathers the parameters for the forward and the backward
+    of every micro-batch and reduce-scatters its gradients, layer by layer (PyTorch FSDP and
+    DeepSpeed ZeRO-3 keep no unsharded copy between them); DP and ZeRO-1/2 reduce accumulated
+    gradients once per step, bucket by bucket. Only trained parameters have gradients (LoRA: the
+    adapters); ZeRO-3 shards and gathers the frozen weights too (counted at 16 bits: QLoRA's
+    4-bit weights move less)."""
+    return sum(ring.seconds(cluster) for ring in _dp_rings(job, layout, micro_batches))
 
 
-def _ring_s(volume: float, n: int, bus_gb_s: float) -> float:
-    return volume * (n - 1) / n / (bus_gb_s * GB) if n > 1 else 0.0
+# NCCL's latency model for the Simple protocol, which large messages use (src/graph/tuning.cc,
+# NCCL 2.2x: baseLat, hwLat): a collective costs a base latency plus one per step of its
+# algorithm, by the hop the step crosses. Ring: an all-reduce has 2(n-1) steps, an all-gather or
+# reduce-scatter n-1, of which 2(nodes-1) resp. nodes-1 cross the network. Tree (all-reduce
+# only): 2 x ((GPUs per node - 1) NVLink hops + log2(nodes) network hops). NCCL picks the
+# algorithm with the lower time; at these sizes bandwidth is alike, so the lower latency.
+NCCL_BASE_LATENCY_US = 8.4
+NCCL_RING_HOP_US = {"nvlink": 3.4, "pcie": 5.7, "net": 14.0}
+NCCL_TREE_HOP_US = {"nvlink": 4.0, "pcie": 4.0, "net": 14.0}
+# PyTorch DDP's default gradient bucket (torch.nn.parallel.DistributedDataParallel,
+# bucket_cap_mb=25): one all-reduce per 25 MiB of gradients.
+DDP_BUCKET_BYTES = 25 * 2**20
+# ZeRO-3 / FSDP collectives per layer and micro-batch: the parameters' all-gather in the forward
+# and again in the backward, the gradients' reduce-scatter.
+ZERO3_CALLS_PER_LAYER = 3
 
 
-def _dp_rings(job: Job, layout: Layout, micro: int) -> list[tuple[float, int, int]]:
-    """(bytes each rank moves, ring size, stride between its ranks) of the data-parallel rings:
-    the dense weights over every DP (and CP) rank; with expert parallelism, each expert's
-    weights over the DP ranks holding the same experts (DP / EP of them, EP apart). Context-
-    parallel ranks hold the same weights: they reduce too."""
+@dataclass(frozen=True, slots=True)
+class Ring:
+    """One data-parallel ring: the bytes each rank moves per step, its ranks, the stride between
+    them (the TP x PP GPUs of a model replica), and the collectives it takes to move them."""
+
+    volume: float
+    ranks: int
+    stride: int
+    calls: int
+    all_reduce: bool  # DDP / ZeRO-1/2 buckets; else ZeRO-3's all-gathers and reduce-scatters
+
+    def latency_s(self, cluster: Cluster) -> float:
+        """One collective's latency (NCCL's model above): on_node ranks of the ring share a
+        node, the rest are across the network."""
+        n = self.ranks
+        on_node = min(n, max(1, cluster.per_node // self.stride))
+        nodes = math.ceil(n / on_node)
+        hop = "nvlink" if cluster.link_gb_s else "pcie"
+        steps, inter = (2 * (n - 1), 2 * (nodes - 1)) if self.all_reduce else (n - 1, nodes - 1)
+        ring = (steps - inter) * NCCL_RING_HOP_US[hop] + inter * NCCL_RING_HOP_US["net"]
+        if self.all_reduce:
+            tree = 2 * (
+                (on_node - 1) * NCCL_TREE_HOP_US[hop] + math.log2(nodes) * NCCL_TREE_HOP_US["net"]
+            )
+            ring = min(ring, tree)
+        return (NCCL_BASE_LATENCY_US + ring) * 1e-6
+
+    def seconds(self, cluster: Cluster) -> float:
+        n = self.ranks
+        if n == 1:
+            return 0.0
+        bandwidth = self.volume * (n - 1) / n / (cluster.ring_gb_s(n, self.stride) * GB)
+        return bandwidth + self.calls * self.latency_s(cluster)
+
+
+def _dp_rings(job: Job, layout: Layout, micro: int) -> list[Ring]:
+    """The data-parallel rings: the dense weights over every DP (and CP) rank; with expert
+    parallelism, each expert's weights over the DP ranks holding the same experts (DP / EP of
+    them, EP apart). Context-parallel ranks hold the same weights: they reduce too."""
     n = layout.dp * layout.cp
     stride = layout.tp * layout.pp
     grads, weights = _dp_bytes(job, layout)
     experts = job.shape.expert_params if job.method == "full" and layout.ep > 1 else 0.0
     share = experts / job.shape.params
+    layers = math.ceil((job.shape.layers or layout.pp) / layout.pp)
     out = []
     for part, ranks, apart in (
         (1 - share, n, stride),
         (share / layout.ep, n // layout.ep, stride * layout.ep),
     ):
         if part:
-            g, w = grads * part, None if weights is None else weights * part
-            volume = micro * (2 * w + g) if w is not None else 2 * g
-            out.append((volume, ranks, apart))
+            g = grads * part
+            if weights is not None:
+                volume = micro * (2 * weights * part + g)
+                out.append(
+                    Ring(volume, ranks, apart, micro * layers * ZERO3_CALLS_PER_LAYER, False)
+                )
+            else:
+                calls = max(1, math.ceil(g / DDP_BUCKET_BYTES))
+                out.append(Ring(2 * g, ranks, apart, calls, True))
     return out
 
 
@@ -457,22 +510,26 @@ def run_time(job: Job, cluster: Cluster, layout: Layout, rented_gpus: int) -> Ru
 
 def _dp_formula(job: Job, cluster: Cluster, layout: Layout, micro: int) -> str:
     """_dp_comm_s's operands, as it uses them."""
-    rings = [r for r in _dp_rings(job, layout, micro) if r[1] > 1]
+    rings = [r for r in _dp_rings(job, layout, micro) if r.ranks > 1]
     if not rings:
         return "one data-parallel rank: nothing to reduce"
     what = "adapter" if job.method != "full" else "all"
     parts = []
-    for (volume, n, stride), name in zip(rings, ("", " (experts, over EP)"), strict=False):
+    for ring, name in zip(rings, ("", " (experts, over EP)"), strict=False):
+        n = ring.ranks
+        kind = "all-reduces" if ring.all_reduce else "all-gathers/reduce-scatters"
         parts.append(
-            f"{volume / GB:.4g} GB{name} x ({n}-1)/{n} / "
-            f"{cluster.ring_gb_s(n, stride):,.1f} GB/s bus bandwidth"
+            f"{ring.volume / GB:.4g} GB{name} x ({n}-1)/{n} / "
+            f"{cluster.ring_gb_s(n, ring.stride):,.1f} GB/s bus bandwidth + {ring.calls:,} "
+            f"{kind} x {ring.latency_s(cluster):.4g} s latency"
         )
     how = (
-        f"{micro} micro-batches x (2 x the weights + the {what} gradients) a rank holds"
+        f"{micro} micro-batches x (2 x the weights + the {what} gradients) a rank holds, "
+        f"{ZERO3_CALLS_PER_LAYER} collectives per layer"
         if layout.zero_stage == 3
-        else f"2 x the {what} gradients a rank holds"
+        else f"2 x the {what} gradients a rank holds, in {DDP_BUCKET_BYTES // 2**20} MiB buckets"
     )
-    return " + ".join(parts) + f" [{how}]"
+    return " + ".join(parts) + f" [{how}; NCCL latency model]"
 
 
 def _figures(

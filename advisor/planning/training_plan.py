@@ -53,6 +53,7 @@ def training_layouts(
     budget_gb: float,
     per_node: int,
     expert_parallel: bool = True,
+    pipeline_beside: bool = False,
 ) -> list[Layout]:
     """Every layout that holds the work at its fewest data-parallel ranks (dp = that minimum):
     data parallel alone, TP inside one node (a model shape is needed), and, only when no TP
@@ -62,7 +63,10 @@ def training_layouts(
     data-parallel count removes (activations included), `sharded_gb` what ZeRO shards over the
     ranks; TP x PP split the states and weights, EP the experts' share of the kept states, TP
     (sequence parallel) the activations. `expert_parallel` False (adapters on frozen weights):
-    no EP layouts."""
+    no EP layouts. `pipeline_beside` (a scale-out workload): pipeline layouts also beside TP
+    ones that fit, for the plan to weigh (at thousands of GPUs, stages shrink the data-parallel
+    rings whose collectives' latency grows with their ranks: Llama 3 405B and DeepSeek-V3 ran
+    PP16)."""
     expert_share = shape.expert_params / shape.params if expert_parallel else 0.0
 
     def ranks(tp: int, pp: int, ep: int = 1, cp: int = 1) -> int | None:
@@ -85,13 +89,23 @@ def training_layouts(
         for ep in eps
         if (r := ranks(tp, 1, ep)) is not None
     ]
-    if out or layers is None:
+    if layers is None:
         return out
     tp = degrees[-1]
-    for pp in (p for p in PP_DEGREES if p <= layers):
-        found = [Layout(r, tp, pp, stage, 1, ep) for ep in eps if (r := ranks(tp, pp, ep))]
-        if found:
-            return found
+    if out and not pipeline_beside:
+        return out
+    piped = [
+        Layout(r, tp, pp, stage, 1, ep)
+        for pp in PP_DEGREES
+        if pp <= layers
+        for ep in eps
+        if (r := ranks(tp, pp, ep))
+    ]
+    if out:
+        return out + piped
+    if piped:
+        first_pp = piped[0].pp
+        return [lay for lay in piped if lay.pp == first_pp]
     # a sequence whose activations no TP x PP holds: split its tokens over CP ranks too
     # (Megatron-Core context parallelism; activations per rank fall with s / CP)
     for cp in CP_DEGREES:

@@ -378,6 +378,7 @@ class WorkPlan:
             budget_gb,
             per_node,
             expert_parallel=method == "full",
+            pipeline_beside=self.profile.scale_out,
         )
 
     def _memory(self, method: str, ranks: int) -> list[Figure]:
