@@ -235,8 +235,113 @@ class GpuUtilisation(_Model):
     evidence: list[str] = Field(default_factory=list)
 
 
+class JobGpuSample(_Model):
+    """One GPU at one reading while a job ran (`advisor doctor`). None: NVML could not read it on
+    this GPU or driver (GPM needs Hopper or later and a driver that exposes it)."""
+
+    index: int
+    util_gpu_pct: float | None = None  # NVML: share of time any kernel ran
+    sm_active_pct: float | None = None  # GPM SM utilisation: share of SMs busy
+    tensor_active_pct: float | None = None  # GPM any-tensor-core utilisation
+    memory_used_mib: float | None = None  # the whole GPU
+    job_memory_mib: float | None = None  # the job's processes on this GPU
+    job_on_gpu: bool | None = None  # a process of the job held a context on this GPU
+    pcie_tx_mb_s: float | None = None  # GPU to host
+    pcie_rx_mb_s: float | None = None  # host to GPU
+    power_w: float | None = None
+    clock_sm_mhz: int | None = None
+    throttle_reasons: list[str] | None = None
+
+
+class HostSample(_Model):
+    """The job's process tree on the host at one reading (psutil)."""
+
+    processes: int
+    cpu_pct: float  # summed over the tree: 100 is one core busy
+    busiest_process_cpu_pct: float  # the busiest process alone (one Python thread tops at ~100)
+    rss_mib: float
+
+
+class JobSample(_Model):
+    t_s: float  # seconds since the job started
+    host: HostSample | None = None
+    gpus: list[JobGpuSample] = Field(default_factory=list)
+
+
+class SyncSite(_Model):
+    """A line of the user's code where PyTorch made the host wait for the GPU."""
+
+    site: str  # file:line
+    count: int
+    per_s: float
+
+
+class CopySite(_Model):
+    """A line of the user's code that copied host memory to the GPU."""
+
+    site: str
+    count: int
+    bytes: int
+    pageable: int  # of them, from pageable (not pinned) memory
+    blocking: int  # of them, without non_blocking=True
+
+
+class MadeOnHostSite(_Model):
+    """A tensor created on the CPU by a factory (torch.randn, zeros, ...) and then moved."""
+
+    site: str  # where it was created
+    count: int
+    bytes: int
+
+
+class TorchStats(_Model):
+    """What the --torch start-up hook saw inside the job's Python process."""
+
+    torch_version: str | None = None
+    cuda_used: bool  # the process initialised CUDA at all
+    wall_s: float  # from the hook's start to the process's exit
+    syncs: int
+    sync_sites: list[SyncSite] = Field(default_factory=list)  # the busiest first
+    h2d_copies: int
+    h2d_bytes: int
+    h2d_pageable_bytes: int
+    copy_sites: list[CopySite] = Field(default_factory=list)
+    made_on_host: list[MadeOnHostSite] = Field(default_factory=list)
+    hook_s: float  # time spent in the hook's own code (its overhead on the job's thread)
+
+
+class JobFinding(_Model):
+    code: Literal[
+        "never_used_gpu", "host_bound", "sync_bound", "transfer_bound", "made_on_host", "under_used"
+    ]
+    summary: str
+    evidence: list[str]
+    fix: str
+    idle_usd_per_h: float | None = None  # the GPU time left idle, at the instance's price
+    saving_usd_per_h: float | None = None  # under_used: moving to the cheapest option that fits
+    cheaper_option: str | None = None
+
+
+class JobReport(_Model):
+    """`advisor doctor`: a command run under observation and what it did with the GPUs."""
+
+    command: list[str]
+    exit_code: int | None  # None: still running when the report was written (--duration)
+    wall_s: float
+    sampled_s: float
+    interval_s: float
+    samples: list[JobSample] = Field(default_factory=list)
+    torch: TorchStats | None = None
+    unmeasured: list[str] = Field(default_factory=list)  # what could not be read, and why
+    verdict: Literal["healthy", "findings", "unmeasured"]
+    findings: list[JobFinding] = Field(default_factory=list)
+    gpu_hours_lost: float | None = None  # GPU time the findings left idle over the window
+    price_basis: str | None = None  # where the findings' prices come from
+
+
 class UtilisationReport(_Model):
-    """What `advisor monitor` produces and can send to the service."""
+    """What `advisor monitor` produces and can send to the service; `advisor doctor` adds the
+    job it ran (`job`)."""
 
     schema_version: int = SCHEMA_VERSION
     kind: Literal["utilisation"] = "utilisation"
@@ -246,3 +351,4 @@ class UtilisationReport(_Model):
     duration_s: float
     interval_s: float
     gpus: list[GpuUtilisation]
+    job: JobReport | None = None

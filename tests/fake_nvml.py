@@ -17,6 +17,13 @@ from typing import Any
 NVML_CLOCK_SM = 1
 NVML_CLOCK_MEM = 2
 NVML_TEMPERATURE_GPU = 0
+NVML_PCIE_UTIL_TX_BYTES = 0
+NVML_PCIE_UTIL_RX_BYTES = 1
+NVML_GPM_METRIC_SM_UTIL = 2
+NVML_GPM_METRIC_ANY_TENSOR_UTIL = 5
+NVML_GPM_METRIC_PCIE_TX_PER_SEC = 20
+NVML_GPM_METRIC_PCIE_RX_PER_SEC = 21
+NVML_GPM_METRICS_GET_VERSION = 1
 NOT_SUPPORTED = 3
 TIMEOUT = 10
 LIBRARY_NOT_FOUND = 12
@@ -68,6 +75,8 @@ def h200(**overrides: Any) -> dict[str, Any]:
         "nvlinks": None,  # None: no NVLink; else [{"active": bool, "remote": bus id, "errors": {}}]
         "xids": [],  # XID events raised once the probe listens for them
         "events": True,  # whether NVML lets the probe register for XID events
+        "pcie_kb_s": None,  # (tx, rx) of NVML's PCIe throughput counter; None: not supported
+        "gpm": None,  # GPM metric values by metric id; None: GPM not supported
     }
     gpu.update(overrides)
     return gpu
@@ -85,6 +94,14 @@ class FakeNvmlLib:
     NVML_CLOCK_SM: int = NVML_CLOCK_SM
     NVML_CLOCK_MEM: int = NVML_CLOCK_MEM
     NVML_TEMPERATURE_GPU: int = NVML_TEMPERATURE_GPU
+    NVML_PCIE_UTIL_TX_BYTES: int = NVML_PCIE_UTIL_TX_BYTES
+    NVML_PCIE_UTIL_RX_BYTES: int = NVML_PCIE_UTIL_RX_BYTES
+    NVML_GPM_METRIC_SM_UTIL: int = NVML_GPM_METRIC_SM_UTIL
+    NVML_GPM_METRIC_ANY_TENSOR_UTIL: int = NVML_GPM_METRIC_ANY_TENSOR_UTIL
+    NVML_GPM_METRIC_PCIE_TX_PER_SEC: int = NVML_GPM_METRIC_PCIE_TX_PER_SEC
+    NVML_GPM_METRIC_PCIE_RX_PER_SEC: int = NVML_GPM_METRIC_PCIE_RX_PER_SEC
+    NVML_GPM_METRICS_GET_VERSION: int = NVML_GPM_METRICS_GET_VERSION
+    c_nvmlGpmMetricsGet_t: type = field(default_factory=lambda: GpmMetricsGet)
 
     def _check(self, fn: str) -> None:
         if not self.initialised:
@@ -283,3 +300,51 @@ class FakeNvmlLib:
 
     def nvmlEventSetFree(self, event_set: list[int]) -> None:
         self._check("nvmlEventSetFree")
+
+    # -- PCIe throughput and GPM (advisor doctor) --------------------------------------------
+    def nvmlDeviceGetPcieThroughput(self, h: int, counter: int) -> int:
+        return int(self._supported("nvmlDeviceGetPcieThroughput", h, "pcie_kb_s")[counter])
+
+    def nvmlGpmQueryDeviceSupport(self, h: int) -> SimpleNamespace:
+        self._check("nvmlGpmQueryDeviceSupport")
+        return SimpleNamespace(isSupportedDevice=int(self.devices[h]["gpm"] is not None))
+
+    def nvmlGpmSampleAlloc(self) -> SimpleNamespace:
+        self._check("nvmlGpmSampleAlloc")
+        return SimpleNamespace(device=None)
+
+    def nvmlGpmSampleGet(self, h: int, sample: SimpleNamespace) -> SimpleNamespace:
+        self._check("nvmlGpmSampleGet")
+        sample.device = h
+        return sample
+
+    def nvmlGpmSampleFree(self, sample: SimpleNamespace) -> None:
+        self._check("nvmlGpmSampleFree")
+
+    def nvmlGpmMetricsGet(self, request: GpmMetricsGet) -> GpmMetricsGet:
+        """Each metric's value between the two samples: the device's `gpm` entry (a Readings
+        steps once per call, for all metrics alike)."""
+        values = self._get("nvmlGpmMetricsGet", request.sample2.device, "gpm")
+        for m in request.metrics[: request.numMetrics]:
+            m.value = float(values.get(m.metricId, float("nan")))
+            m.nvmlReturn = 0
+        return request
+
+
+@dataclass
+class GpmMetric:
+    metricId: int = 0
+    nvmlReturn: int = 0
+    value: float = 0.0
+
+
+@dataclass
+class GpmMetricsGet:
+    """nvidia-ml-py's c_nvmlGpmMetricsGet_t, as the doctor fills and reads it."""
+
+    version: int = 0
+    numMetrics: int = 0
+    sample1: Any = None
+    sample2: Any = None
+    # NVML_GPM_METRIC_MAX slots, as the real array
+    metrics: list[GpmMetric] = field(default_factory=lambda: [GpmMetric() for _ in range(477)])

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import probes.job_sampler
 import probes.nvml
 from tests import fake_nvml
 from tests.fake_nvml import FakeNvmlLib, h200
@@ -23,7 +24,9 @@ from tests.fake_nvml import FakeNvmlLib, h200
 pynvml: ModuleType = pytest.importorskip("pynvml")  # nvidia-ml-py, in requirements-dev.txt
 
 FAKE_SOURCE = Path(fake_nvml.__file__).read_text()
-PROBE_SOURCE = Path(probes.nvml.__file__).read_text()
+PROBE_SOURCE = (
+    Path(probes.nvml.__file__).read_text() + Path(probes.job_sampler.__file__).read_text()
+)
 FAKE_FUNCTIONS = sorted(n for n in vars(FakeNvmlLib) if n.startswith("nvml"))
 # Names the probe reaches for only when the newer one is missing (older nvidia-ml-py)
 FALLBACKS = {"nvmlDeviceGetCurrentClocksThrottleReasons"}
@@ -58,7 +61,7 @@ def test_signatures_are_compatible(name: str) -> None:
 def test_constants_equal_the_real_ones() -> None:
     fake = FakeNvmlLib()
     names = [n for n in dir(fake) if n.startswith("NVML_")]
-    assert names == ["NVML_CLOCK_MEM", "NVML_CLOCK_SM", "NVML_TEMPERATURE_GPU"]
+    assert {"NVML_CLOCK_SM", "NVML_GPM_METRIC_SM_UTIL", "NVML_PCIE_UTIL_RX_BYTES"} <= set(names)
     for name in names:
         assert getattr(fake, name) == getattr(pynvml, name), name
     # the module's error codes are the NVML_ERROR_* of the same name
@@ -128,6 +131,13 @@ def called_library_functions() -> set[str]:
     names = set(re.findall(r"\blib\.(nvml\w+)", PROBE_SOURCE))
     names |= set(re.findall(r"getattr\(\s*lib,\s*\"(nvml\w+)\"", PROBE_SOURCE))
     return names
+
+
+def test_the_gpm_request_has_the_real_field_names() -> None:
+    request = FakeNvmlLib().c_nvmlGpmMetricsGet_t()
+    assert set(vars(request)) == struct_fields(pynvml.c_nvmlGpmMetricsGet_t)
+    assert set(vars(request.metrics[0])) <= struct_fields(pynvml.c_nvmlGpmMetric_t)
+    assert len(request.metrics) == len(pynvml.c_nvmlGpmMetricsGet_t().metrics)
 
 
 def test_every_function_the_probe_calls_is_real_and_faked() -> None:

@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "recommend": ("advisor.cli.recommend_cmd", "recommend"),
     "probe": ("advisor.cli.probe_cmd", "probe"),
     "monitor": ("advisor.cli.monitor_cmd", "monitor"),
+    "doctor": ("advisor.cli.doctor_cmd", "doctor"),
     "serve": ("advisor.cli.serve_cmd", "serve"),
     "review": ("advisor.cli.review_cmd", "review"),
     "estimate": ("advisor.cli.estimate_cmd", "estimate_cmd"),

@@ -32,7 +32,14 @@ from advisor.review.costs import (
     savings,
     workload_costs,
 )
-from advisor.review.data import GpuRecord, ProbeRecord, ReviewData, gc_paused
+from advisor.review.data import (
+    GpuRecord,
+    JobRecord,
+    ProbeRecord,
+    ReviewData,
+    UsageRecord,
+    gc_paused,
+)
 
 OUTLIER_GAP = 0.03  # below p10 only counts when also this far below the fleet median (noise)
 
@@ -257,6 +264,7 @@ class Review:
     calibration: list[FleetFactor]  # per GPU accelerator of the catalog
     min_fleet_reports: int  # reports an accelerator needs before its fleet median is applied
     workloads: list[WorkloadResult]
+    jobs: list[JobRow] = dataclasses.field(default_factory=list)  # `advisor doctor` runs
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = dataclasses.asdict(self)
@@ -299,4 +307,18 @@ def build_review(
         calibration=fleet_factors(calibration, gpu_accelerators, min_fleet_reports),
         min_fleet_reports=min_fleet_reports,
         workloads=workload_costs(catalog, jobs, calibration, region, min_fleet_reports),
+        jobs=job_rows(data.usage),
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class JobRow:
+    host: str
+    created_at: str | None
+    job: JobRecord
+
+
+def job_rows(usage: Sequence[UsageRecord]) -> list[JobRow]:
+    """Every diagnosed job, the most GPU-hours lost first."""
+    rows = [JobRow(u.host, u.created_at, u.job) for u in usage if u.job is not None]
+    return sorted(rows, key=lambda r: (-(r.job.gpu_hours_lost or 0.0), r.host, r.created_at or ""))

@@ -99,15 +99,24 @@ def latest_usage(records: Iterable[UsageRecord]) -> list[UsageRecord]:
     return [latest[h] for h in sorted(latest)]
 
 
+def instance_offer(
+    catalog: Catalog, instance_type: str | None, offers: Sequence[Offer]
+) -> Offer | None:
+    """The instance type's cheapest on-demand offer (offers come cheapest first), or None."""
+    it = catalog.instance_types.get(instance_type or "")
+    if it is None or not it.gpu_count:
+        return None
+    return next((o for o in offers if o.instance_type == it.id), None)
+
+
 def _current_price(
     catalog: Catalog, record: UsageRecord, acc: Accelerator | None, offers: Sequence[Offer]
 ) -> tuple[Offer | None, str]:
     """The offer the current per-GPU price comes from, and where it comes from in words."""
     it = catalog.instance_types.get(record.instance_type or "")
     if it is not None and it.gpu_count:
-        mine = [o for o in offers if o.instance_type == it.id]
-        if mine:
-            o = mine[0]
+        o = instance_offer(catalog, it.id, offers)
+        if o is not None:
             split = f" / {o.gpu_count} GPUs" if o.gpu_count > 1 else ""
             return (
                 o,
@@ -118,6 +127,14 @@ def _current_price(
             "unknown: no catalog instance type in the report and the GPU is not in the catalog"
         )
     return _cheapest_per_gpu(record, acc, offers)
+
+
+def gpu_price(catalog: Catalog, record: UsageRecord, g: GpuUsage) -> tuple[float | None, str]:
+    """One GPU's hourly price and where it comes from: the report's instance type, else the
+    cheapest per-GPU on-demand price of its accelerator (the review's current price)."""
+    acc = catalog.accelerators.get(g.accelerator or "") or match_by_name(catalog, g.name)
+    offer, basis = _current_price(catalog, record, acc, on_demand_offers(catalog, None))
+    return (offer.per_gpu_usd if offer is not None else None), basis
 
 
 def _cheapest_per_gpu(

@@ -30,7 +30,7 @@ from advisor.errors import AdvisorError, InputError
 from advisor.http_client import HttpClient
 from advisor.store import ReportFilter, Store
 from advisor.store.base import measured_a_gpu, report_fields
-from probes.report import ProbeReport, UtilisationReport
+from probes.report import JobReport, ProbeReport, UtilisationReport
 
 if TYPE_CHECKING:
     import httpx
@@ -129,12 +129,33 @@ class GpuUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class JobFindingRecord:
+    code: str
+    summary: str
+    fix: str
+    idle_usd_per_h: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRecord:
+    """A job `advisor doctor` ran and diagnosed."""
+
+    command: str
+    exit_code: int | None
+    verdict: str
+    sampled_s: float
+    gpu_hours_lost: float | None
+    findings: tuple[JobFindingRecord, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class UsageRecord:
     host: str
     instance_type: str | None
     created_at: str | None
     duration_s: float | None
     gpus: tuple[GpuUsage, ...]
+    job: JobRecord | None = None
 
 
 @dataclass
@@ -221,6 +242,20 @@ def usage_record(report: UtilisationReport) -> UsageRecord:
                 evidence=tuple(g.evidence),
             )
             for g in report.gpus
+        ),
+        job=_job_record(report.job) if report.job is not None else None,
+    )
+
+
+def _job_record(job: JobReport) -> JobRecord:
+    return JobRecord(
+        command=" ".join(job.command),
+        exit_code=job.exit_code,
+        verdict=job.verdict,
+        sampled_s=job.sampled_s,
+        gpu_hours_lost=job.gpu_hours_lost,
+        findings=tuple(
+            JobFindingRecord(f.code, f.summary, f.fix, f.idle_usd_per_h) for f in job.findings
         ),
     )
 

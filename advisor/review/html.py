@@ -28,6 +28,7 @@ from advisor.units import HOURS_PER_MONTH
 
 MAX_OUTLIER_ROWS = 100  # hosts
 MAX_NODE_ROWS = 100  # hosts, those in trouble first
+MAX_JOB_ROWS = 50
 MAX_SAVING_ROWS = 60
 MAX_COST_BARS = 15
 CSP = (
@@ -251,6 +252,8 @@ def _context(r: Review) -> dict[str, Any]:
         "released_total": sum(s.released_monthly_usd or 0.0 for s in r.savings),
         "workloads": [(w, Markup(_workload_chart(w, i))) for i, w in enumerate(r.workloads)],
         "calibration": [f for f in r.calibration if f.accelerator in used],
+        "max_job_rows": MAX_JOB_ROWS,
+        "jobs_lost": sum(row.job.gpu_hours_lost or 0.0 for row in r.jobs),
     }
 
 

@@ -1,0 +1,198 @@
+"""The command `advisor doctor` runs: started as a child with its output untouched, signals
+forwarded, its exit code passed on, never left behind when the doctor dies.
+
+The child runs in its own process group and, when the doctor has the terminal, is given the
+terminal's foreground: Ctrl-C then reaches the job alone, once, as it would without the doctor,
+and the doctor stays to write the report. A SIGINT, SIGTERM or SIGHUP sent to the doctor itself
+is passed to the child's group. On Linux the child also gets SIGTERM if the doctor is killed
+(prctl PR_SET_PDEATHSIG), so a SIGKILLed doctor leaves no orphan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from probes.errors import EnvironmentProblem
+from probes.report import CopySite, MadeOnHostSite, SyncSite, TorchStats
+
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_PR_SET_PDEATHSIG = 1
+
+
+class CommandNotFound(EnvironmentProblem):
+    def __init__(self, command: str) -> None:
+        super().__init__("command_not_found", f"command not found: {command}")
+        self.command = command
+
+
+def resolve(command: list[str]) -> str:
+    """The executable the command names, or CommandNotFound."""
+    if not command:
+        raise CommandNotFound("(none given)")
+    name = command[0]
+    found = name if os.sep in name and os.access(name, os.X_OK) else shutil.which(name)
+    if found is None or os.path.isdir(found):
+        raise CommandNotFound(name)
+    return found
+
+
+def _child_setup() -> None:
+    """In the child, before exec: die with the doctor (Linux), own process group."""
+    os.setpgid(0, 0)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def exit_code(returncode: int) -> int:
+    """A shell's convention: a child killed by signal N exits 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+class Job:
+    """A running child command. Use as a context manager: signals are forwarded while inside."""
+
+    def __init__(self, command: list[str], env: Mapping[str, str] | None = None) -> None:
+        self.command = command
+        executable = resolve(command)
+        self.process = subprocess.Popen(
+            [executable, *command[1:]],
+            env=dict(env) if env is not None else None,
+            preexec_fn=_child_setup,  # noqa: PLW1509 - before any thread starts sampling
+        )
+        self._previous: dict[int, Any] = {}
+        self._tty: int | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def __enter__(self) -> Job:
+        for sig in FORWARDED:
+            with contextlib.suppress(ValueError):  # not the main thread: no handlers
+                self._previous[sig] = signal.signal(sig, self._forward)
+        self._give_terminal()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._take_terminal_back()
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        if self.process.poll() is None:  # the doctor is leaving early: do not leave the job
+            self._signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._signal(signal.SIGKILL)
+                self.process.wait()
+
+    def _forward(self, signum: int, _frame: Any) -> None:
+        self._signal(signum)
+
+    def _signal(self, signum: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signum)
+
+    def _give_terminal(self) -> None:
+        with contextlib.suppress(OSError):
+            fd = sys.stdin.fileno()
+            if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp():
+                os.tcsetpgrp(fd, self.process.pid)
+                self._tty = fd
+
+    def _take_terminal_back(self) -> None:
+        if self._tty is None:
+            return
+        with _ignored(signal.SIGTTOU), contextlib.suppress(OSError):
+            os.tcsetpgrp(self._tty, os.getpgrp())
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The child's exit code (128 + N for signal N), or None if still running after
+        `timeout` seconds."""
+        try:
+            return exit_code(self.process.wait(timeout=timeout))
+        except subprocess.TimeoutExpired:
+            return None
+
+    def tree(self) -> list[Any]:
+        """psutil.Process objects of the child and every descendant (an empty list once gone)."""
+        import psutil  # type: ignore[import-untyped]
+
+        try:
+            root = psutil.Process(self.process.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return []
+
+
+@contextlib.contextmanager
+def _ignored(signum: int) -> Iterator[None]:
+    previous = signal.signal(signum, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signum, previous)
+
+
+def hook_dir() -> str:
+    """The directory of the --torch start-up hook, to put first on the job's PYTHONPATH."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "doctor_hook")
+
+
+def read_torch_stats(directory: str) -> TorchStats | None:
+    """What the start-up hook wrote, one file per Python process of the job, merged: counts
+    summed, sites merged by line, the longest process's wall time. None: no process wrote."""
+    bodies = []
+    for name in sorted(os.listdir(directory)):
+        if name.startswith("torch-") and name.endswith(".json"):
+            with contextlib.suppress(OSError, ValueError), open(os.path.join(directory, name)) as f:
+                bodies.append(TorchStats.model_validate(json.load(f)))
+    if not bodies:
+        return None
+    wall = max(b.wall_s for b in bodies)
+    syncs: dict[str, int] = {}
+    copies: dict[str, list[int]] = {}
+    made: dict[str, list[int]] = {}
+    for b in bodies:
+        for s in b.sync_sites:
+            syncs[s.site] = syncs.get(s.site, 0) + s.count
+        for c in b.copy_sites:
+            e = copies.setdefault(c.site, [0, 0, 0, 0])
+            for i, v in enumerate((c.count, c.bytes, c.pageable, c.blocking)):
+                e[i] += v
+        for m in b.made_on_host:
+            e = made.setdefault(m.site, [0, 0])
+            e[0] += m.count
+            e[1] += m.bytes
+    return TorchStats(
+        torch_version=next((b.torch_version for b in bodies if b.torch_version), None),
+        cuda_used=any(b.cuda_used for b in bodies),
+        wall_s=wall,
+        syncs=sum(b.syncs for b in bodies),
+        sync_sites=[
+            SyncSite(site=s, count=n, per_s=round(n / wall, 2) if wall else 0.0)
+            for s, n in sorted(syncs.items(), key=lambda kv: kv[1], reverse=True)[:10]
+        ],
+        h2d_copies=sum(b.h2d_copies for b in bodies),
+        h2d_bytes=sum(b.h2d_bytes for b in bodies),
+        h2d_pageable_bytes=sum(b.h2d_pageable_bytes for b in bodies),
+        copy_sites=[
+            CopySite(site=s, count=c[0], bytes=c[1], pageable=c[2], blocking=c[3])
+            for s, c in sorted(copies.items(), key=lambda kv: kv[1][1], reverse=True)[:10]
+        ],
+        made_on_host=[
+            MadeOnHostSite(site=s, count=c[0], bytes=c[1])
+            for s, c in sorted(made.items(), key=lambda kv: kv[1][0], reverse=True)[:10]
+        ],
+        hook_s=round(sum(b.hook_s for b in bodies), 4),
+    )
