@@ -32,3 +32,4 @@ for r in $(seq "$ROUNDS"); do
     | sed -n "s/^RESULT /doctor-torch $r /p" >> "$out/overhead.txt"
 done
 cat "$out/overhead.txt"
+cd - >/dev/null && python3 benchmarks/doctor_summary.py "$out" | tee "$out/summary.txt"

@@ -160,39 +160,50 @@ def read_torch_stats(directory: str) -> TorchStats | None:
     if not bodies:
         return None
     wall = max(b.wall_s for b in bodies)
-    syncs: dict[str, int] = {}
-    copies: dict[str, list[int]] = {}
-    made: dict[str, list[int]] = {}
-    for b in bodies:
+    syncs: dict[str, list[float]] = {}
+    copies: dict[str, list[float]] = {}
+    made: dict[str, list[float]] = {}
+    for b in bodies:  # the same line in several processes: counts add, the longest span holds
         for s in b.sync_sites:
-            syncs[s.site] = syncs.get(s.site, 0) + s.count
+            _add(syncs, s.site, (s.count,), s.span_s)
         for c in b.copy_sites:
-            e = copies.setdefault(c.site, [0, 0, 0, 0])
-            for i, v in enumerate((c.count, c.bytes, c.pageable, c.blocking)):
-                e[i] += v
+            _add(copies, c.site, (c.count, c.bytes, c.pageable, c.blocking), c.span_s)
         for m in b.made_on_host:
-            e = made.setdefault(m.site, [0, 0])
-            e[0] += m.count
-            e[1] += m.bytes
+            _add(made, m.site, (m.count, m.bytes), m.span_s)
     return TorchStats(
         torch_version=next((b.torch_version for b in bodies if b.torch_version), None),
         cuda_used=any(b.cuda_used for b in bodies),
         wall_s=wall,
         syncs=sum(b.syncs for b in bodies),
-        sync_sites=[
-            SyncSite(site=s, count=n, per_s=round(n / wall, 2) if wall else 0.0)
-            for s, n in sorted(syncs.items(), key=lambda kv: kv[1], reverse=True)[:10]
-        ],
+        sync_sites=[SyncSite(site=k, count=int(v[0]), span_s=v[-1]) for k, v in _busiest(syncs, 0)],
         h2d_copies=sum(b.h2d_copies for b in bodies),
         h2d_bytes=sum(b.h2d_bytes for b in bodies),
         h2d_pageable_bytes=sum(b.h2d_pageable_bytes for b in bodies),
         copy_sites=[
-            CopySite(site=s, count=c[0], bytes=c[1], pageable=c[2], blocking=c[3])
-            for s, c in sorted(copies.items(), key=lambda kv: kv[1][1], reverse=True)[:10]
+            CopySite(
+                site=k,
+                count=int(v[0]),
+                bytes=int(v[1]),
+                pageable=int(v[2]),
+                blocking=int(v[3]),
+                span_s=v[-1],
+            )
+            for k, v in _busiest(copies, 1)
         ],
         made_on_host=[
-            MadeOnHostSite(site=s, count=c[0], bytes=c[1])
-            for s, c in sorted(made.items(), key=lambda kv: kv[1][0], reverse=True)[:10]
+            MadeOnHostSite(site=k, count=int(v[0]), bytes=int(v[1]), span_s=v[-1])
+            for k, v in _busiest(made, 0)
         ],
         hook_s=round(sum(b.hook_s for b in bodies), 4),
     )
+
+
+def _add(into: dict[str, list[float]], site: str, counts: tuple[int, ...], span_s: float) -> None:
+    entry = into.setdefault(site, [0.0] * len(counts) + [0.0])
+    for i, v in enumerate(counts):
+        entry[i] += v
+    entry[-1] = max(entry[-1], span_s)
+
+
+def _busiest(sites: dict[str, list[float]], key: int) -> list[tuple[str, list[float]]]:
+    return sorted(sites.items(), key=lambda kv: kv[1][key], reverse=True)[:10]

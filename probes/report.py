@@ -268,12 +268,31 @@ class JobSample(_Model):
     gpus: list[JobGpuSample] = Field(default_factory=list)
 
 
+# A steady pattern, not a burst: the six parameter copies of model.to('cuda') in 2 ms are not a
+# rate of 2,778 a second.
+STEADY_MIN_EVENTS = 10
+STEADY_MIN_SPAN_S = 1.0
+
+
+def steady_rate(count: int, span_s: float) -> float:
+    """Events per second between the first and the last of `count`; 0 for a burst (fewer than
+    STEADY_MIN_EVENTS, or within STEADY_MIN_SPAN_S)."""
+    if count < STEADY_MIN_EVENTS or span_s < STEADY_MIN_SPAN_S:
+        return 0.0
+    return (count - 1) / span_s
+
+
 class SyncSite(_Model):
     """A line of the user's code where PyTorch made the host wait for the GPU."""
 
     site: str  # file:line
     count: int
-    per_s: float
+    span_s: float  # from the first to the last at this line
+
+    @property
+    def per_s(self) -> float:
+        """The rate while the line ran (not diluted by the job's start-up or other phases)."""
+        return steady_rate(self.count, self.span_s)
 
 
 class CopySite(_Model):
@@ -284,6 +303,7 @@ class CopySite(_Model):
     bytes: int
     pageable: int  # of them, from pageable (not pinned) memory
     blocking: int  # of them, without non_blocking=True
+    span_s: float
 
 
 class MadeOnHostSite(_Model):
@@ -292,6 +312,7 @@ class MadeOnHostSite(_Model):
     site: str  # where it was created
     count: int
     bytes: int
+    span_s: float
 
 
 class TorchStats(_Model):

@@ -23,7 +23,9 @@ TOKEN = "doctor-review-token"
 def doctor_report(host: str = "gpu-7") -> UtilisationReport:
     """A job sync-bound at train.py:41 (SM 30%): 0.70 GPU-hours lost in its hour, $2.80/h."""
     readings = samples(sm=30, core=100)
-    stats = torch_stats(syncs=250, sync_sites=[SyncSite(site="train.py:41", count=250, per_s=25)])
+    stats = torch_stats(
+        syncs=250, sync_sites=[SyncSite(site="train.py:41", count=251, span_s=10.0)]
+    )
     found = diagnose(readings, stats, TOTAL, WINDOW_S, 4.0)
     return UtilisationReport(
         created_at=dt.datetime(2026, 12, 2, 14, 0, tzinfo=dt.UTC),

@@ -80,9 +80,11 @@ def test_a_busy_gpu_is_healthy() -> None:
 
 
 def test_sync_bound_names_the_line_and_prices_the_idle_share() -> None:
-    """SM 30% and 25 syncs/s at train.py:41: 70% of a $4/h GPU idle = $2.80/h. The core the
+    """SM 30% and 25 syncs/s at train.py:41 (251 in 10 s): 70% of a $4/h GPU idle = $2.80/h. The core the
     waiting thread spins is the sync's doing: no host_bound beside it."""
-    stats = torch_stats(syncs=250, sync_sites=[SyncSite(site="train.py:41", count=250, per_s=25.0)])
+    stats = torch_stats(
+        syncs=250, sync_sites=[SyncSite(site="train.py:41", count=251, span_s=10.0)]
+    )
     d = diagnose(samples(sm=30, core=100), stats, TOTAL, WINDOW_S, PRICE)
     assert codes(d) == ["sync_bound"]
     (f,) = d.findings
@@ -92,14 +94,22 @@ def test_sync_bound_names_the_line_and_prices_the_idle_share() -> None:
 
 
 def test_transfer_bound_from_pageable_blocking_copies() -> None:
-    """250 copies of 268 MB in 10 s, all pageable and blocking: 25 copies/s, 6,711 MB/s."""
+    """251 copies of 268 MB, the first and the last 10 s apart, all pageable and blocking: 25
+    copies/s, 6,711 MB/s."""
     size = 16384 * 8192 * 2
     stats = torch_stats(
         h2d_copies=250,
         h2d_bytes=250 * size,
         h2d_pageable_bytes=250 * size,
         copy_sites=[
-            CopySite(site="loop.py:9", count=250, bytes=250 * size, pageable=250, blocking=250)
+            CopySite(
+                site="loop.py:9",
+                count=251,
+                bytes=251 * size,
+                pageable=251,
+                blocking=251,
+                span_s=10.0,
+            )
         ],
     )
     d = diagnose(samples(sm=35, core=100), stats, TOTAL, WINDOW_S, PRICE)
@@ -114,7 +124,9 @@ def test_pinned_non_blocking_copies_are_not_a_finding() -> None:
         h2d_copies=250,
         h2d_bytes=250 * size,
         copy_sites=[
-            CopySite(site="loop.py:9", count=250, bytes=250 * size, pageable=0, blocking=0)
+            CopySite(
+                site="loop.py:9", count=251, bytes=251 * size, pageable=0, blocking=0, span_s=10.0
+            )
         ],
     )
     assert diagnose(samples(sm=35, core=20), stats, TOTAL, WINDOW_S, PRICE).findings == []
@@ -134,8 +146,10 @@ def test_pcie_traffic_without_the_hook_is_transfer_bound() -> None:
 
 
 def test_tensors_made_on_the_host_and_moved() -> None:
-    """50 tensors in 10 s: 5 a second, above 1."""
-    stats = torch_stats(made_on_host=[MadeOnHostSite(site="gen.py:12", count=50, bytes=50 << 20)])
+    """51 tensors, the first and the last 10 s apart: 5 a second, above 1."""
+    stats = torch_stats(
+        made_on_host=[MadeOnHostSite(site="gen.py:12", count=51, bytes=51 << 20, span_s=10.0)]
+    )
     d = diagnose(samples(sm=85), stats, TOTAL, WINDOW_S, PRICE)
     assert codes(d) == ["made_on_host"]
     assert "device='cuda'" in d.findings[0].fix and "gen.py:12" in d.findings[0].fix

@@ -27,7 +27,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from probes.report import JobFinding, JobGpuSample, JobSample, TorchStats
+from probes.report import (
+    CopySite,
+    JobFinding,
+    JobGpuSample,
+    JobSample,
+    TorchStats,
+    steady_rate,
+)
 
 ACTIVE_LOW_PCT = 50.0
 ONE_CORE_BUSY_PCT = 90.0
@@ -36,6 +43,7 @@ COPIES_PER_S = 10.0  # pageable or blocking host-to-GPU copies
 PCIE_RX_HIGH_MB_S = 1000.0  # without --torch: host-to-GPU traffic that suggests per-step copies
 MADE_ON_HOST_PER_S = 1.0
 MEMORY_LOW_SHARE = 0.25
+STARTED_PCT = 1.0  # a first kernel: the job's steady state starts here
 
 
 @dataclass(frozen=True)
@@ -81,9 +89,7 @@ def gpu_activity(
     for index, readings in sorted(by_gpu.items()):
         seen = [r.job_on_gpu for r in readings if r.job_on_gpu is not None]
         used = any(seen) if seen else None
-        # while the job is on the GPU: before its context exists and after it ends, the GPU
-        # idles for reasons that are not the job's
-        mine = [r for r in readings if r.job_on_gpu] or readings
+        mine = _working(readings)
         sm = _mean([r.sm_active_pct for r in mine])
         source = "SM activity (GPM)"
         if sm is None:
@@ -102,6 +108,18 @@ def gpu_activity(
             )
         )
     return out
+
+
+def _working(readings: list[JobGpuSample]) -> list[JobGpuSample]:
+    """The readings while the job worked on the GPU: from its first kernel (activity above
+    STARTED_PCT) on, while its context was there. Before, the GPU waits on imports, CUDA's
+    start-up and data set-up; after, on the job's exit: not the steady state to judge."""
+    mine = [r for r in readings if r.job_on_gpu] or list(readings)
+    for i, r in enumerate(mine):
+        active = r.sm_active_pct if r.sm_active_pct is not None else r.util_gpu_pct
+        if active is not None and active > STARTED_PCT:
+            return mine[i:]
+    return mine
 
 
 def _busiest_core_pct(samples: Sequence[JobSample]) -> float | None:
@@ -149,8 +167,10 @@ def diagnose(
         findings += _pcie(job_gpus, where, idle_usd)
     core = _busiest_core_pct(samples)
     # a thread waiting on a sync or a pageable copy spins a core too: those, once found, are
-    # the cause, not the host
-    explained = any(f.code in ("sync_bound", "transfer_bound") for f in findings)
+    # the cause, not the host;
+    made = _made_on_host(torch) if torch is not None else []
+    # the CPU's time spent making the tensors is the made_on_host finding's, too
+    explained = bool(made) or any(f.code in ("sync_bound", "transfer_bound") for f in findings)
     if low and not explained and core is not None and core >= ONE_CORE_BUSY_PCT:
         findings.append(
             JobFinding(
@@ -166,9 +186,11 @@ def diagnose(
                 idle_usd_per_h=idle_usd,
             )
         )
-    if torch is not None:
-        findings += _made_on_host(torch)
-    findings += _under_used(job_gpus, untouched, active, per_gpu_usd)
+    # a small, idle job on a big GPU is under-used unless a fix in its code explains the idling
+    # (a host-bound loop of tiny kernels is both)
+    explained_idle = any(f.code in ("sync_bound", "transfer_bound") for f in findings) or made
+    findings += made
+    findings += _under_used(job_gpus, untouched, None if explained_idle else active, per_gpu_usd)
     lost = sum(
         (1 - (a.active_pct or 0) / 100) * hours for a in job_gpus if a.active_pct is not None
     )
@@ -207,7 +229,9 @@ def _never_used(
 
 
 def _sync(torch: TorchStats, where: str, idle_usd: float | None) -> list[JobFinding]:
-    busy = [s for s in torch.sync_sites if s.per_s >= SYNCS_PER_S]
+    # a blocking copy from pageable memory syncs at its own line: the copy's, not a host read
+    copies = {c.site for c in torch.copy_sites}
+    busy = [s for s in torch.sync_sites if s.per_s >= SYNCS_PER_S and s.site not in copies]
     if not busy:
         return []
     return [
@@ -225,18 +249,21 @@ def _sync(torch: TorchStats, where: str, idle_usd: float | None) -> list[JobFind
 
 
 def _transfer(torch: TorchStats, where: str, idle_usd: float | None) -> list[JobFinding]:
-    wall = torch.wall_s or 1.0
-    steady = [c for c in torch.copy_sites if max(c.pageable, c.blocking) / wall >= COPIES_PER_S]
+    def rate(c: CopySite) -> float:
+        return steady_rate(max(c.pageable, c.blocking), c.span_s)
+
+    steady = [c for c in torch.copy_sites if rate(c) >= COPIES_PER_S]
     if not steady:
         return []
     top = steady[0]
-    rate_mb_s = top.bytes / wall / 1e6
+    per_s = steady_rate(top.count, top.span_s)
+    rate_mb_s = per_s * top.bytes / top.count / 1e6
     pageable = f"{top.pageable:,} of {top.count:,} from pageable memory"
     blocking = f"{top.blocking:,} blocking"
     return [
         JobFinding(
             code="transfer_bound",
-            summary=f"transfer-bound: {top.count / wall:,.0f} host-to-GPU copies a second at "
+            summary=f"transfer-bound: {per_s:,.0f} host-to-GPU copies a second at "
             f"{top.site}, {rate_mb_s:,.0f} MB/s",
             evidence=[f"{top.site}: {pageable}, {blocking}", where],
             fix="pin the host memory (DataLoader(pin_memory=True) or tensor.pin_memory()), copy "
@@ -263,8 +290,7 @@ def _pcie(gpus: Sequence[GpuActivity], where: str, idle_usd: float | None) -> li
 
 
 def _made_on_host(torch: TorchStats) -> list[JobFinding]:
-    wall = torch.wall_s or 1.0
-    steady = [m for m in torch.made_on_host if m.count / wall >= MADE_ON_HOST_PER_S]
+    steady = [m for m in torch.made_on_host if steady_rate(m.count, m.span_s) >= MADE_ON_HOST_PER_S]
     if not steady:
         return []
     top = steady[0]

@@ -7,7 +7,7 @@ from common import BATCH, WIDTH, model, run
 
 net = model("cuda")
 opt = torch.optim.SGD(net.parameters(), lr=1e-3)
-SHAPE = (BATCH // 4, WIDTH)
+SHAPE = (BATCH // 8, WIDTH)
 
 
 def step(_i: int) -> None:

@@ -8,11 +8,11 @@ from common import BATCH, WIDTH, model, run
 
 net = model("cuda")
 opt = torch.optim.SGD(net.parameters(), lr=1e-3)
-SHAPE = (BATCH // 4, WIDTH)
+SHAPE = (BATCH // 8, WIDTH)
 
 
 def step(_i: int) -> None:
-    x = torch.randn(SHAPE, dtype=torch.bfloat16).to("cuda")
+    x = torch.randn(SHAPE).to("cuda", torch.bfloat16)
     loss = net(x).float().pow(2).mean()
     loss.backward()
     opt.step()

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 from common import host_batches, model, run
 
+data = host_batches()
 net = model("cuda")
 opt = torch.optim.SGD(net.parameters(), lr=1e-3)
-data = host_batches()
 
 
 def step(i: int) -> None:

@@ -7,9 +7,10 @@ from __future__ import annotations
 import torch
 from common import host_batches, model, run
 
+data = host_batches()
 net = model("cuda")
 opt = torch.optim.SGD(net.parameters(), lr=1e-3)
-data = host_batches().pin_memory()
+data = data.pin_memory()
 copy_stream = torch.cuda.Stream()
 ahead: dict[int, tuple[torch.Tensor, torch.cuda.Event]] = {}
 loss_sum = [torch.zeros((), device="cuda")]  # on the GPU: no sync until it is read

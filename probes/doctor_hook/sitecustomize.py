@@ -35,9 +35,10 @@ class _Counts:
     def __init__(self) -> None:
         self.start = time.perf_counter()
         self.hook_s = 0.0
-        self.syncs: dict[str, int] = {}
-        self.copies: dict[str, list[int]] = {}  # site: [count, bytes, pageable, blocking]
-        self.made: dict[str, list[int]] = {}  # creation site: [count, bytes]
+        self.syncs: dict[str, list[float]] = {}  # site: [count, first, last]
+        # site: [count, bytes, pageable, blocking, first, last]
+        self.copies: dict[str, list[float]] = {}
+        self.made: dict[str, list[float]] = {}  # creation site: [count, bytes, first, last]
         self.made_at: dict[int, tuple[Any, str]] = {}  # id(tensor): (weakref, creation site)
         self.torch: Any = None
         self.torch_dir = ""
@@ -73,7 +74,9 @@ def _on_warning(original: Any) -> Any:
         if SYNC_TEXT in str(message):
             t = time.perf_counter()
             site = _user_site() or f"{filename}:{lineno}"
-            C.syncs[site] = C.syncs.get(site, 0) + 1
+            entry = C.syncs.setdefault(site, [0, t, t])
+            entry[0] += 1
+            entry[2] = t
             C.hook_s += time.perf_counter() - t
             return  # counted, not printed: the job's output stays its own
         original(message, category, filename, lineno, *rest)
@@ -89,16 +92,19 @@ def _record_copy(tensor: Any, device: Any, non_blocking: bool) -> None:
         return
     nbytes = tensor.numel() * tensor.element_size()
     site = _user_site() or "?"
-    entry = C.copies.setdefault(site, [0, 0, 0, 0])
+    now = time.perf_counter()
+    entry = C.copies.setdefault(site, [0, 0, 0, 0, now, now])
     entry[0] += 1
     entry[1] += nbytes
     entry[2] += 0 if tensor.is_pinned() else 1
     entry[3] += 0 if non_blocking else 1
+    entry[5] = now
     made = C.made_at.get(id(tensor))
     if made is not None and made[0]() is tensor:
-        count = C.made.setdefault(made[1], [0, 0])
+        count = C.made.setdefault(made[1], [0, 0, now, now])
         count[0] += 1
         count[1] += nbytes
+        count[3] = now
 
 
 def _wrap_to(original: Any) -> Any:
@@ -185,7 +191,9 @@ def _arm_syncs() -> None:
     does not use it), warn on every synchronising call; the warnings are counted, not shown."""
     if not C.sync_armed and C.torch.cuda.is_initialized():
         C.sync_armed = True
-        C.torch._C._cuda_set_sync_debug_mode(1)  # 1: warn
+        with warnings.catch_warnings():  # "a prototype feature": not the job's to hear
+            warnings.simplefilter("ignore")
+            C.torch._C._cuda_set_sync_debug_mode(1)  # 1: warn
 
 
 class _TorchFinder(importlib.abc.MetaPathFinder):
@@ -218,26 +226,37 @@ def _write() -> None:
         return
     torch = C.torch
     wall = time.perf_counter() - C.start
-    syncs = sum(C.syncs.values())
+
+    def span(first: float, last: float) -> float:
+        return round(last - first, 4)
+
     copies = list(C.copies.values())
     body = {
         "torch_version": getattr(torch, "__version__", None) if torch else None,
         "cuda_used": bool(torch is not None and torch.cuda.is_initialized()),
         "wall_s": round(wall, 3),
-        "syncs": syncs,
+        "syncs": int(sum(v[0] for v in C.syncs.values())),
         "sync_sites": [
-            {"site": s, "count": n, "per_s": round(n / wall, 2) if wall else 0.0}
-            for s, n in _top(C.syncs, lambda kv: kv[1])
+            {"site": s, "count": int(v[0]), "span_s": span(v[1], v[2])}
+            for s, v in _top(C.syncs, lambda kv: kv[1][0])
         ],
-        "h2d_copies": sum(c[0] for c in copies),
-        "h2d_bytes": sum(c[1] for c in copies),
-        "h2d_pageable_bytes": sum(c[1] for c in copies if c[2]),
+        "h2d_copies": int(sum(c[0] for c in copies)),
+        "h2d_bytes": int(sum(c[1] for c in copies)),
+        "h2d_pageable_bytes": int(sum(c[1] for c in copies if c[2])),
         "copy_sites": [
-            {"site": s, "count": c[0], "bytes": c[1], "pageable": c[2], "blocking": c[3]}
+            {
+                "site": s,
+                "count": int(c[0]),
+                "bytes": int(c[1]),
+                "pageable": int(c[2]),
+                "blocking": int(c[3]),
+                "span_s": span(c[4], c[5]),
+            }
             for s, c in _top(C.copies, lambda kv: kv[1][1])
         ],
         "made_on_host": [
-            {"site": s, "count": c[0], "bytes": c[1]} for s, c in _top(C.made, lambda kv: kv[1][0])
+            {"site": s, "count": int(c[0]), "bytes": int(c[1]), "span_s": span(c[2], c[3])}
+            for s, c in _top(C.made, lambda kv: kv[1][0])
         ],
         "hook_s": round(C.hook_s, 4),
     }
