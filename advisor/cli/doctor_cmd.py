@@ -163,7 +163,12 @@ def _run(
                     highlight=False,
                 )
             torch = read_torch_stats(hook_out) if torch_hook and code is not None else None
-            if torch_hook and code is not None and torch is None:
+            if torch_hook and code is None:
+                unmeasured.append(
+                    "--torch: the hook writes its counts when the job exits; this report was "
+                    "written while it still ran (--duration)"
+                )
+            elif torch_hook and torch is None:
                 unmeasured.append(
                     "--torch: no statistics (the job is not a Python process that imported "
                     "torch, or it did not exit normally)"
