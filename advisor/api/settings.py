@@ -67,14 +67,22 @@ class Settings(BaseSettings, CatalogSettings):
     # again for reports that other processes (other replicas on one PostgreSQL) stored; reports
     # this process stores refresh them at once.
     fleet_refresh_s: Annotated[float, Field(gt=0, le=86_400)] = 60.0
-    # uvicorn: an idle keep-alive connection is closed after keep_alive_s; a request whose
-    # headers and body have not fully arrived request_timeout_s after the connection opened (or
-    # the previous response ended) is dropped; connections beyond max_connections are answered
-    # 503 and closed at once (each open connection holds a file descriptor and buffers).
+    # uvicorn (advisor/api/server.py): an idle keep-alive connection is closed after
+    # keep_alive_s; a request whose headers and body have not fully arrived request_timeout_s
+    # after the connection opened (or the previous response ended) is dropped; connections
+    # beyond max_connections + reserved_connections are answered 503 and closed at once (each
+    # open connection holds a file descriptor and buffers).
     keep_alive_s: Annotated[int, Field(ge=1, le=3600)] = 5
     request_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    # A connection that has sent no byte this long after it opened is closed (quietly): 1,200
+    # such sockets once held the whole cap for request_timeout_s. A client on any network sends
+    # its request within milliseconds of connecting.
+    idle_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
     max_connections: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
-    # h11's limit on a request line plus headers (bytes): larger is a 400 before any route.
+    # Accepted beyond max_connections for GET /healthz and /readyz alone (other paths on them
+    # are a 503): liveness and readiness probes still answer while slow clients hold the cap.
+    reserved_connections: Annotated[int, Field(ge=0, le=10_000)] = 20
+    # The request line plus headers (bytes), complete or not: larger is a 400 before any route.
     max_header_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = 16 * 1024
 
     @field_validator("api_tokens", "read_tokens", mode="before")
