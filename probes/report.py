@@ -20,8 +20,18 @@ Action = Literal["monitor", "reset", "drain", "replace"]
 Scope = Literal["gpu", "node", "peer", "collective", "health", "cluster"]
 
 
+# Bounds a report must keep (issue 28: 200 KB host names, 10,000 checks, negative bandwidths
+# and durations were stored). Far above what any real probe writes: a check's detail is a
+# sentence or two, a node of 8 GPUs has about 300 checks, a burn runs for hours.
+MAX_TEXT_CHARS = 4096  # any string of a report
+MAX_HOSTNAME_CHARS = 253  # a DNS name's longest
+MAX_CHECKS = 4096
+MAX_ITEMS = 4096  # any other list of a report
+MAX_DURATION_S = 30 * 86_400.0
+
+
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", str_max_length=MAX_TEXT_CHARS)
 
 
 class ProcessInfo(_Model):
@@ -115,7 +125,7 @@ class PeerLink(_Model):
 
 
 class Inventory(_Model):
-    hostname: str
+    hostname: str = Field(max_length=MAX_HOSTNAME_CHARS)
     python: str
     torch_version: str | None = None
     cuda_runtime_version: str | None = None  # torch.version.cuda
@@ -126,8 +136,10 @@ class Inventory(_Model):
     gpu: GpuInventory | None = None  # the first GPU measured, read before measuring
     under_load: LoadSample | None = None  # the first GPU's, while its measurements ran
     cpu_count: int | None = None
-    gpus: list[GpuInventory] = Field(default_factory=list)  # every GPU measured, by index
-    topology: list[PeerLink] = Field(default_factory=list)  # NVML's view of each GPU pair
+    # every GPU measured, by index
+    gpus: list[GpuInventory] = Field(default_factory=list, max_length=MAX_ITEMS)
+    # NVML's view of each GPU pair
+    topology: list[PeerLink] = Field(default_factory=list, max_length=MAX_ITEMS)
 
 
 class Diagnosis(_Model):
@@ -140,8 +152,9 @@ class Diagnosis(_Model):
 class Check(_Model):
     name: str
     status: Status
-    measured: float | None = None
-    expected: float | None = None
+    # counts, sizes, rates and link speeds: none is negative
+    measured: float | None = Field(None, ge=0)
+    expected: float | None = Field(None, ge=0)
     unit: str | None = None
     detail: str
     scope: Scope | None = None  # None: a single-GPU report's check (schema 1)
@@ -183,8 +196,8 @@ class ClusterSummary(_Model):
 
     nodes: int
     world_size: int
-    hosts: list[NodeSummary]
-    checks: list[Check] = Field(default_factory=list)
+    hosts: list[NodeSummary] = Field(max_length=MAX_ITEMS)
+    checks: list[Check] = Field(default_factory=list, max_length=MAX_CHECKS)
     verdict: Verdict
 
 
@@ -197,16 +210,16 @@ class ProbeReport(_Model):
     accelerator: str | None = None  # matched catalog id
     expected_accelerator: str | None = None  # what --expect asked for
     inventory: Inventory
-    diagnosis: list[Diagnosis] = Field(default_factory=list)
-    measurements: list[Measurement] = Field(default_factory=list)
-    checks: list[Check] = Field(default_factory=list)
-    duration_s: float
-    gpu_verdicts: list[GpuVerdict] = Field(default_factory=list)
+    diagnosis: list[Diagnosis] = Field(default_factory=list, max_length=MAX_ITEMS)
+    measurements: list[Measurement] = Field(default_factory=list, max_length=MAX_ITEMS)
+    checks: list[Check] = Field(default_factory=list, max_length=MAX_CHECKS)
+    duration_s: float = Field(ge=0, le=MAX_DURATION_S)
+    gpu_verdicts: list[GpuVerdict] = Field(default_factory=list, max_length=MAX_ITEMS)
     world_size: int | None = None  # processes of the probe, every node together
     local_ranks: int | None = None  # processes on this node (one per GPU)
     node_rank: int | None = None
     backend: str | None = None  # torch.distributed backend of the collectives: nccl or gloo
-    failed_ranks: list[RankFailure] = Field(default_factory=list)
+    failed_ranks: list[RankFailure] = Field(default_factory=list, max_length=MAX_ITEMS)
     cluster: ClusterSummary | None = None  # on node rank 0 of a several-node probe
 
 

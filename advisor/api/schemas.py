@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from probes.report import ProbeReport
 
@@ -21,6 +21,18 @@ class StoredReportOut(_Out):
     host: str
     accelerator: str | None
     verdict: str
+
+
+class ReportStored(StoredReportOut):
+    """The answer to a probe report upload: what was stored, and whether the server's verdict
+    (the worse of the report's and its checks') replaced the report's own."""
+
+    claimed_verdict: str | None = Field(
+        None,
+        description="The verdict the report gave, when its checks say worse: `verdict` (the"
+        " checks' worst status) is stored and counted instead. null: the report's verdict"
+        " stands.",
+    )
 
 
 class StoredReportFull(StoredReportOut):

@@ -3,6 +3,7 @@ token, when ADVISOR_READ_TOKENS is set: they name hosts and GPUs)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Response
@@ -16,8 +17,15 @@ from advisor.api.deps import (
     stored_before,
 )
 from advisor.api.problems import responses
-from advisor.api.schemas import FleetSummaryOut, ReportPage, StoredReportFull, StoredReportOut
+from advisor.api.schemas import (
+    FleetSummaryOut,
+    ReportPage,
+    ReportStored,
+    StoredReportFull,
+    StoredReportOut,
+)
 from advisor.api.strict_json import StrictJSONRoute
+from advisor.fleet.intake import admit_probe_report
 from advisor.store import ReportFilter, StoredReport
 from probes.report import ProbeReport
 from probes.timestamps import Rfc3339
@@ -40,23 +48,28 @@ def _summary(r: StoredReport) -> StoredReportOut:
     "/probe-reports",
     operation_id="createProbeReport",
     status_code=201,
-    response_model=StoredReportOut,
+    response_model=ReportStored,
     dependencies=[WriteAccess],
-    responses={**stored_before(StoredReportOut), **responses(400, 401, 403, 413, 422, 503)},
+    responses={**stored_before(ReportStored), **responses(400, 401, 403, 413, 422, 503)},
 )
 def create_report(
     report: ProbeReport,
     state: StateDep,
     response: Response,
     idempotency_key: IdempotencyKey = None,
-) -> StoredReportOut:
-    stored, created = state.add_probe_report(report, idempotency_key)
+) -> ReportStored:
+    """The report is checked beyond its schema first (advisor.fleet.intake): created_at within
+    a year before the server's clock and at most 10 minutes after it (a 422 naming it), and the
+    verdict no better than its checks' worst status (the server's verdict is stored, and the
+    answer says what the report claimed)."""
+    admitted = admit_probe_report(report, dt.datetime.now(dt.UTC))
+    stored, created = state.add_probe_report(admitted.report, idempotency_key)
     if created:
         state.metrics.report_stored(stored.verdict)
     else:
         response.status_code = 200
     response.headers["Location"] = f"/v1/probe-reports/{stored.id}"
-    return _summary(stored)
+    return ReportStored(**vars(_summary(stored)), claimed_verdict=admitted.claimed_verdict)
 
 
 @router.get(
