@@ -27,6 +27,7 @@ from schemathesis.core.parameters import ParameterLocation
 from advisor.fleet.intake import server_verdict
 from probes.report import ProbeReport
 from tests.api_server import REPO, LiveServer, live_server
+from tests.reports import RECENT
 
 OPENAPI = REPO / "openapi.yaml"
 TOKEN = "contract-test-token"
@@ -156,7 +157,7 @@ def assert_problem(status: int, content_type: str, body: bytes) -> dict[str, Any
 
 def valid_report(host: str = "contract-host-1", verdict: str = "pass") -> dict[str, Any]:
     return {
-        "created_at": "2026-11-30T12:00:00Z",
+        "created_at": RECENT,
         "mode": "quick",
         "device": 0,
         "verdict": verdict,

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 
 from advisor.api import create_app
 from advisor.api.state import FleetCalibration
-from advisor.perf.calibration import CALIBRATION_CHECK, Calibration, calibrations
+from advisor.perf.calibration import CALIBRATION_CHECK, Calibration, calibration_from
 from advisor.store import Store, open_store
 from advisor.store.base import check_rows
 from probes.report import ProbeReport
@@ -26,8 +26,15 @@ from tests.threads import simultaneously
 
 
 def from_store(store: Store) -> dict[str, Calibration]:
-    """The calibration a whole read gives: the fleet summary's medians (the former way)."""
-    return calibrations([vars(s) for s in store.fleet(check=CALIBRATION_CHECK)])
+    """The calibration a whole read gives: the fleet summary's vote (one per host)."""
+    out = {}
+    for s in store.fleet(check=CALIBRATION_CHECK):
+        vote = s.calibration
+        if s.accelerator and vote is not None:
+            cal = calibration_from(vote.ratio, vote.runs, vote.hosts)
+            if cal is not None:
+                out[s.accelerator] = cal
+    return out
 
 
 Checks = list[tuple[str, float | None, float]]  # (name, measured, expected)

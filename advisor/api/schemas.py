@@ -47,6 +47,26 @@ class ReportPage(_Out):
     next_offset: int | None
 
 
+class IgnoredHostOut(_Out):
+    host: str
+    ratio: float = Field(description="The host's median measured / expected")
+    why: str
+
+
+class FleetCalibrationOut(_Out):
+    """The calibration check's fleet ratio (matmul_bf16, measured / expected): one vote per host
+    (its median), hosts far from the fleet's median left out and named."""
+
+    check: str
+    ratio: float | None = Field(description="The median of the voting hosts' medians")
+    hosts: int = Field(description="Hosts voting")
+    reports: int = Field(description="Their runs with a plausible ratio")
+    min_hosts: int = Field(description="Hosts needed before the ratio calibrates estimates")
+    min_reports: int = Field(description="Runs needed before the ratio calibrates estimates")
+    calibrates: bool
+    ignored_hosts: list[IgnoredHostOut]
+
+
 class FleetSummaryOut(_Out):
     accelerator: str | None
     reports: int
@@ -54,6 +74,7 @@ class FleetSummaryOut(_Out):
     verdicts: dict[str, int]
     checks: dict[str, dict[str, float | int | None]]
     failing_hosts: list[str]
+    calibration: FleetCalibrationOut | None
 
 
 class Health(_Out):

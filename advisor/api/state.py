@@ -20,12 +20,11 @@ from advisor.api.settings import Settings
 from advisor.catalog import Catalog
 from advisor.catalog.loading import load_catalog
 from advisor.errors import AdvisorError
-from advisor.fleet.statistics import PLAUSIBLE_RATIO, ratio_of
+from advisor.fleet.statistics import PLAUSIBLE_RATIO, host_vote, ratio_of
 from advisor.perf.calibration import CALIBRATION_CHECK, Calibration, calibration_from
 from advisor.store import Store, StoredReport, StoreError
 from advisor.store.base import CheckRow, check_rows
 from probes.report import ProbeReport
-from probes.stats import quantile
 
 log = logging.getLogger("advisor.api")
 
@@ -124,7 +123,8 @@ class FleetCalibration:
     def __init__(self, store: Store) -> None:
         self._store = store
         self._lock = threading.Lock()
-        self._ratios: dict[str, list[float]] = {}  # per accelerator, sorted
+        # per accelerator, per host: the host's plausible ratios, sorted (one vote per host)
+        self._ratios: dict[str, dict[str, list[float]]] = {}
         self._counted = -1  # reports the ratios include: -1 before the first whole read
         self.value: dict[str, Calibration] = {}
         self.recomputed = 0  # whole reads of the store (tests, metrics)
@@ -153,7 +153,7 @@ class FleetCalibration:
             stored = self._store.count()
             if stored == self._counted:
                 return False
-            ratios: dict[str, list[float]] = {}
+            ratios: dict[str, dict[str, list[float]]] = {}
             _add_ratios(ratios, self._store.check_rows_named(CALIBRATION_CHECK))
             self._ratios, self._counted = ratios, stored
             self.value = _calibrations(ratios, ratios)
@@ -161,22 +161,29 @@ class FleetCalibration:
             return True
 
 
-def _add_ratios(ratios: dict[str, list[float]], rows: Iterable[CheckRow]) -> set[str]:
-    """Insert the plausible CALIBRATION_CHECK ratios of `rows` in order (advisor.fleet.statistics,
-    the fleet summary's median); returns the accelerators that got one."""
+def _add_ratios(ratios: dict[str, dict[str, list[float]]], rows: Iterable[CheckRow]) -> set[str]:
+    """Insert the plausible CALIBRATION_CHECK ratios of `rows` in order, per accelerator and
+    host (advisor.fleet.statistics, the fleet summary's vote); returns the accelerators that got
+    one."""
     touched = set()
     for row in rows:
         ratio = ratio_of(row.measured, row.expected)
         if row.name != CALIBRATION_CHECK or not row.accelerator or ratio is None:
             continue
         if PLAUSIBLE_RATIO.holds(ratio):
-            bisect.insort(ratios.setdefault(row.accelerator, []), ratio)
+            hosts = ratios.setdefault(row.accelerator, {})
+            bisect.insort(hosts.setdefault(row.host, []), ratio)
             touched.add(row.accelerator)
     return touched
 
 
-def _calibrations(ratios: dict[str, list[float]], which: Iterable[str]) -> dict[str, Calibration]:
-    found = {acc: calibration_from(quantile(ratios[acc], 0.5), len(ratios[acc])) for acc in which}
+def _calibrations(
+    ratios: dict[str, dict[str, list[float]]], which: Iterable[str]
+) -> dict[str, Calibration]:
+    found = {}
+    for acc in which:
+        vote = host_vote(ratios[acc].items())
+        found[acc] = calibration_from(vote.ratio, vote.runs, vote.hosts)
     return {acc: cal for acc, cal in found.items() if cal is not None}
 
 

@@ -8,7 +8,7 @@ measured / expected come from probes.stats.quantile (linear interpolation, numpy
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -42,6 +42,67 @@ PLAUSIBLE_RATIO = PlausibleBand(
 )
 
 
+# A host whose median ratio is this many spreads from the fleet's median is left out of the
+# fleet's ratio: the modified z-score of Iglewicz and Hoaglin, |x - median| / (1.4826 MAD), whose
+# 3.5 they recommend; 1.4826 makes the MAD a standard deviation for normal data.
+OUTLIER_Z = 3.5
+MAD_TO_SIGMA = 1.4826
+# The spread is at least this share of the median: hosts that agree to the digit (a MAD of 0)
+# would otherwise make a host 1% off an outlier. 2% is the run-to-run noise of a matmul probe
+# (benchmarks/results: cv of 1-2%).
+MIN_RELATIVE_SPREAD = 0.02
+# Fewer hosts than this: no median to be far from (one or two votes), every host counts.
+MIN_HOSTS_FOR_OUTLIERS = 3
+
+
+@dataclass(frozen=True)
+class IgnoredHost:
+    host: str
+    ratio: float  # the host's median measured / expected
+    why: str
+
+
+@dataclass(frozen=True)
+class HostVote:
+    """A check's fleet ratio with one vote per host: each host's median ratio, the median of
+    those, leaving out hosts far from it (OUTLIER_Z). Many reports from one host, or a few hosts
+    reporting made-up figures inside the plausible band, no longer move it (issue 28: six reports
+    at 1.49 moved training estimates by 19%)."""
+
+    ratio: float | None  # None without a host
+    hosts: int  # the hosts voting
+    runs: int  # their runs with a plausible ratio
+    ignored: tuple[IgnoredHost, ...] = ()
+
+
+def host_vote(host_ratios: Iterable[tuple[str, Sequence[float]]]) -> HostVote:
+    """The vote over (host, that host's plausible ratios in ascending order)."""
+    medians = [(h, m, len(r)) for h, r in host_ratios if (m := quantile(r, 0.5)) is not None]
+    if not medians:
+        return HostVote(None, 0, 0)
+    center = quantile(sorted(m for _, m, _ in medians), 0.5)
+    assert center is not None  # (medians is not empty)
+    kept, ignored = medians, []
+    if len(medians) >= MIN_HOSTS_FOR_OUTLIERS:
+        mad = quantile(sorted(abs(m - center) for _, m, _ in medians), 0.5) or 0.0
+        spread = max(MAD_TO_SIGMA * mad, MIN_RELATIVE_SPREAD * abs(center))
+        limit = OUTLIER_Z * spread
+        kept = [v for v in medians if abs(v[1] - center) <= limit]
+        ignored = [
+            IgnoredHost(
+                h,
+                m,
+                f"its median {m:.3f} is {abs(m - center) / spread:.1f} spreads from the fleet's"
+                f" {center:.3f} (more than {OUTLIER_Z:g}; spread {spread:.3f}: 1.4826 MAD, at"
+                f" least {MIN_RELATIVE_SPREAD:.0%} of the median)",
+            )
+            for h, m, _ in medians
+            if abs(m - center) > limit
+        ]
+    ratio = quantile(sorted(m for _, m, _ in kept), 0.5)
+    return HostVote(ratio, len(kept), sum(n for _, _, n in kept), tuple(ignored))
+
+
 # One check: (name, status, measured, expected, unit); advisor.review.data.CheckResult is one.
 Check = tuple[str, str, float | None, float | None, str | None]
 # One probe run's checks: (accelerator, host, checks). Plain tuples, not classes: the review
@@ -63,6 +124,7 @@ class CheckStats(Generic[A]):
     p10: float | None
     p90: float | None
     statuses: dict[str, int]  # runs per status, by status name
+    vote: HostVote  # one vote per host (host_vote)
 
 
 @dataclass(frozen=True)
@@ -129,6 +191,9 @@ def fleet_statistics(runs: Iterable[RunChecks[A]]) -> FleetStatistics[A]:
     per_check: dict[tuple[A, str], dict[str, int]] = defaultdict(dict)
     for (acc, name, status), n in statuses.items():
         per_check[(acc, name)][status] = n
+    by_check: dict[tuple[A, str], list[tuple[str, list[float]]]] = defaultdict(list)
+    for (host, acc, name), ratios in host_ratios.items():
+        by_check[(acc, name)].append((host, sorted(ratios)))
     checks_stats = {
         key: _check_stats(
             key,
@@ -136,6 +201,7 @@ def fleet_statistics(runs: Iterable[RunChecks[A]]) -> FleetStatistics[A]:
             ignored.get(key, 0),
             per_check[key],
             units.get(key),
+            host_vote(by_check.get(key, ())),
         )
         for key in sorted(per_check, key=_key_order)
     }
@@ -161,6 +227,7 @@ def _check_stats(
     ignored: int,
     statuses: dict[str, int],
     unit: str | None,
+    vote: HostVote,
 ) -> CheckStats[A]:
     return CheckStats(
         accelerator=key[0],
@@ -173,4 +240,5 @@ def _check_stats(
         p10=quantile(ratios, 0.10),
         p90=quantile(ratios, 0.90),
         statuses=dict(sorted(statuses.items())),
+        vote=vote,
     )

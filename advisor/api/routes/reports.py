@@ -18,7 +18,9 @@ from advisor.api.deps import (
 )
 from advisor.api.problems import responses
 from advisor.api.schemas import (
+    FleetCalibrationOut,
     FleetSummaryOut,
+    IgnoredHostOut,
     ReportPage,
     ReportStored,
     StoredReportFull,
@@ -26,6 +28,13 @@ from advisor.api.schemas import (
 )
 from advisor.api.strict_json import StrictJSONRoute
 from advisor.fleet.intake import admit_probe_report
+from advisor.fleet.statistics import HostVote
+from advisor.perf.calibration import (
+    CALIBRATION_CHECK,
+    MIN_FLEET_HOSTS,
+    calibrates,
+    calibration_from,
+)
 from advisor.store import ReportFilter, StoredReport
 from probes.report import ProbeReport
 from probes.timestamps import Rfc3339
@@ -125,6 +134,26 @@ def get_report(report_id: Annotated[str, ...], store: StoreDep) -> StoredReportF
     responses=responses(401, 403, 422, 503),
 )
 def fleet_summary(
-    store: StoreDep, accelerator: Annotated[str | None, Query(max_length=100)] = None
+    state: StateDep, accelerator: Annotated[str | None, Query(max_length=100)] = None
 ) -> list[FleetSummaryOut]:
-    return [FleetSummaryOut(**vars(s)) for s in store.fleet(accelerator)]
+    min_reports = state.settings.min_fleet_reports
+    return [
+        FleetSummaryOut(**{**vars(s), "calibration": _calibration(s.calibration, min_reports)})
+        for s in state.store.fleet(accelerator)
+    ]
+
+
+def _calibration(vote: HostVote | None, min_reports: int) -> FleetCalibrationOut | None:
+    if vote is None:
+        return None
+    cal = calibration_from(vote.ratio, vote.runs, vote.hosts)
+    return FleetCalibrationOut(
+        check=CALIBRATION_CHECK,
+        ratio=vote.ratio,
+        hosts=vote.hosts,
+        reports=vote.runs,
+        min_hosts=MIN_FLEET_HOSTS,
+        min_reports=min_reports,
+        calibrates=calibrates(cal, min_reports),
+        ignored_hosts=[IgnoredHostOut(**vars(h)) for h in vote.ignored],
+    )
