@@ -454,6 +454,8 @@ def test_docs_need_nothing_from_outside(client: TestClient) -> None:
         ("ADVISOR_MAX_HEADER_BYTES", "10"),
         ("ADVISOR_IDLE_TIMEOUT_S", "0"),
         ("ADVISOR_RESERVED_CONNECTIONS", "-1"),
+        ("ADVISOR_DATABASE_TIMEOUT_S", "0.5"),
+        ("ADVISOR_DATABASE_RETRY_S", "0"),
     ],
 )
 def test_every_service_setting_is_validated_at_start_up(variable: str, value: str) -> None:

@@ -88,7 +88,8 @@ class ComponentStatus(_Out):
 
 class Readiness(_Out):
     status: Literal["ready", "degraded", "unavailable"]
-    database: ComponentStatus
+    database: ComponentStatus  # unavailable: unreachable (the breaker open) or not answering
+    writes: ComponentStatus  # degraded: the last write failed, or the disk is nearly full
     catalog: ComponentStatus
 
 

@@ -63,6 +63,12 @@ class Settings(BaseSettings, CatalogSettings):
     read_tokens: Annotated[tuple[SecretStr, ...], NoDecode] = ()
     max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
     min_fleet_reports: Annotated[int, Field(ge=1)] = MIN_FLEET_REPORTS
+    # PostgreSQL: seconds to make a connection and to wait for a free pooled one (libpq counts
+    # whole seconds, at least 2). A database that is down costs the first request this long.
+    database_timeout_s: Annotated[float, Field(ge=1, le=60)] = 2.0
+    # Once the database is seen unreachable, every request is answered 503 at once (Retry-After)
+    # for this long, then one request tries it again (advisor.store.guard).
+    database_retry_s: Annotated[float, Field(gt=0, le=600)] = 2.0
     # Seconds the fleet's calibration and the review page are reused before the store is read
     # again for reports that other processes (other replicas on one PostgreSQL) stored; reports
     # this process stores refresh them at once.

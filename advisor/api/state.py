@@ -24,6 +24,7 @@ from advisor.fleet.statistics import PLAUSIBLE_RATIO, host_vote, ratio_of
 from advisor.perf.calibration import CALIBRATION_CHECK, Calibration, calibration_from
 from advisor.store import Store, StoredReport, StoreError
 from advisor.store.base import CheckRow, check_rows
+from advisor.store.guard import GuardedStore
 from probes.report import ProbeReport
 
 log = logging.getLogger("advisor.api")
@@ -115,14 +116,19 @@ class FleetCalibration:
     fleet size (benchmarks/bench_ingest.py, against the re-read of the accelerator's every
     stored check that each report did before). The store is read whole only at start and when
     it holds reports this process did not count (others stored them; the service's periodic
-    refresh). Both happen under one lock, and reports are stored inside it (`storing`): a whole
-    read never races a report into being counted twice or not at all. The price: this
-    process's report posts wait while a whole read runs, which only others' reports cause.
+    refresh). Reports are stored inside a gate that whole reads close (`storing`): a whole read
+    never races a report into being counted twice or not at all. The price: this process's
+    report posts wait while a whole read runs, which only others' reports cause.
     """
 
     def __init__(self, store: Store) -> None:
         self._store = store
+        # The in-memory figures' lock: never held across a database call (issue 28: each report
+        # post held it across its write, so with PostgreSQL down posts waited in single file).
         self._lock = threading.Lock()
+        # Report posts share it; a whole read of the store takes it alone, so that no report is
+        # counted twice or missed (stored but not yet counted while the rows are read).
+        self._gate = _Gate()
         # per accelerator, per host: the host's plausible ratios, sorted (one vote per host)
         self._ratios: dict[str, dict[str, list[float]]] = {}
         self._counted = -1  # reports the ratios include: -1 before the first whole read
@@ -132,21 +138,23 @@ class FleetCalibration:
     @contextlib.contextmanager
     def storing(self) -> Iterator[Callable[[Sequence[CheckRow]], None]]:
         """Store one report inside the block, then call what it yields with the report's check
-        rows if it was stored (not if an idempotency key found it stored before)."""
-        with self._lock:
+        rows if it was stored (not if an idempotency key found it stored before). Reports are
+        stored side by side (the gate is shared): only a whole read closes it."""
+        with self._gate.shared():
             yield self._stored
 
     def _stored(self, rows: Sequence[CheckRow]) -> None:
-        self._counted += 1
-        touched = _add_ratios(self._ratios, rows)
-        if touched:
-            self.value = {**self.value, **_calibrations(self._ratios, touched)}
+        with self._lock:  # memory only
+            self._counted += 1
+            touched = _add_ratios(self._ratios, rows)
+            if touched:
+                self.value = {**self.value, **_calibrations(self._ratios, touched)}
 
     def refresh_if_changed(self) -> bool:
         """Read the store whole when it holds a different number of reports than were counted
         (other processes stored some); called at start and by the service's periodic refresh,
         off the event loop."""
-        with self._lock:
+        with self._gate.exclusive():  # no report of this process is being stored meanwhile
             # Counted before the rows are read: a report another process stores in between is
             # read but not counted, so the next refresh reads again (the other order would
             # count it without reading it, for good).
@@ -155,10 +163,51 @@ class FleetCalibration:
                 return False
             ratios: dict[str, dict[str, list[float]]] = {}
             _add_ratios(ratios, self._store.check_rows_named(CALIBRATION_CHECK))
-            self._ratios, self._counted = ratios, stored
-            self.value = _calibrations(ratios, ratios)
-            self.recomputed += 1
+            value = _calibrations(ratios, ratios)
+            with self._lock:
+                self._ratios, self._counted, self.value = ratios, stored, value
+                self.recomputed += 1
             return True
+
+
+class _Gate:
+    """Shared by many, or held by one alone (a readers-writer lock that lets a waiting
+    exclusive holder in first, so that a steady stream of posts cannot starve a refresh)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._sharing = 0
+        self._exclusive = False
+        self._waiting = 0  # exclusive holders waiting
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            while self._exclusive or self._waiting:
+                self._cond.wait()
+            self._sharing += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._sharing -= 1
+                if not self._sharing:
+                    self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting += 1
+            while self._exclusive or self._sharing:
+                self._cond.wait()
+            self._waiting -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
 
 
 def _add_ratios(ratios: dict[str, dict[str, list[float]]], rows: Iterable[CheckRow]) -> set[str]:
@@ -221,7 +270,7 @@ class ReviewCache:
 class AppState:
     settings: Settings
     catalog: CatalogHolder
-    store: Store
+    store: GuardedStore
     metrics: Metrics
     calibration: FleetCalibration
     reviews: ReviewCache

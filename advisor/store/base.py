@@ -20,6 +20,16 @@ class StoreError(AdvisorError):
     """The database failed or cannot be reached (translated from sqlite3 / psycopg errors)."""
 
 
+class StoreUnreachable(StoreError):
+    """The database cannot be reached at all (no connection could be made, or it was lost):
+    unlike a failed statement, every other call would fail the same way, so the service stops
+    calling it for a while (advisor.store.guard). `retry_after_s`: when it is tried again."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 @dataclass(frozen=True)
 class StoredReport:
     id: str
