@@ -5,6 +5,7 @@ reports at x1.49 (inside the 0.05-1.5 plausible band) set every estimate's effic
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from fastapi.testclient import TestClient
 
 from advisor import Catalog
 from advisor.api import create_app
-from advisor.fleet.statistics import host_vote
+from advisor.fleet.statistics import RunningVote, host_vote
 from tests.test_api_hardening import AUTH, settings
 from tests.test_estimate_api import FINE_TUNE, probe_report
 
@@ -83,3 +84,20 @@ def test_reports_from_fewer_than_three_hosts_do_not_calibrate(
     (summary,) = client.get("/v1/fleet/summary").json()
     assert summary["calibration"]["calibrates"] is False
     assert summary["calibration"]["min_hosts"] == 3
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_running_vote_gives_the_whole_votes_floats(seed: int) -> None:
+    rng = random.Random(seed)
+    hosts = [f"h{i}" for i in range(rng.randint(1, 40))]
+    running = RunningVote()
+    runs: dict[str, list[float]] = {}
+    for _ in range(rng.randint(1, 120)):
+        host = rng.choice(hosts)
+        # mostly near 0.8, some far, some repeated exactly (a MAD of 0)
+        ratio = rng.choice([0.8, round(rng.gauss(0.8, 0.03), 3), rng.uniform(0.05, 1.5)])
+        running.add(host, ratio)
+        runs.setdefault(host, []).append(ratio)
+        whole = host_vote((h, sorted(r)) for h, r in runs.items())
+        got = running.vote()
+        assert (got.ratio, got.hosts, got.runs) == (whole.ratio, whole.hosts, whole.runs)

@@ -19,6 +19,7 @@ from advisor.api.metrics import Metrics, MetricsMiddleware
 from advisor.api.routes import catalog, estimate, ops, recommend, reports, review, utilisation
 from advisor.api.settings import Settings
 from advisor.api.state import AppState, CatalogHolder, FleetCalibration, ReviewCache
+from advisor.catalog.loading import catalog_cache_dir
 from advisor.store import Store, StoreError, open_store
 from advisor.store.guard import GuardedStore
 
@@ -28,7 +29,7 @@ log = logging.getLogger("advisor.api")
 def create_app(settings: Settings | None = None, store: Store | None = None) -> FastAPI:
     """Validate settings, load the catalog and open the store now: a bad one fails at start-up."""
     settings = settings or Settings.from_env()
-    holder = CatalogHolder.load(settings)
+    holder = CatalogHolder.load(settings, catalog_cache_dir())
     # the breaker answers at once while the database is down (advisor.store.guard)
     guarded = GuardedStore(
         store or open_store(settings.database_url, settings.database_timeout_s),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import datetime as dt
 import logging
@@ -12,6 +11,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from starlette.concurrency import run_in_threadpool
 
@@ -20,7 +20,7 @@ from advisor.api.settings import Settings
 from advisor.catalog import Catalog
 from advisor.catalog.loading import load_catalog
 from advisor.errors import AdvisorError
-from advisor.fleet.statistics import PLAUSIBLE_RATIO, host_vote, ratio_of
+from advisor.fleet.statistics import PLAUSIBLE_RATIO, RunningVote, ratio_of
 from advisor.perf.calibration import CALIBRATION_CHECK, Calibration, calibration_from
 from advisor.store import Store, StoredReport, StoreError
 from advisor.store.base import CheckRow, check_rows
@@ -39,16 +39,22 @@ class CatalogHolder:
     loaded_at: dt.datetime
     generation: int = 0  # bumped by every successful reload: keys the response cache
     reload_error: str | None = None  # why the last reload failed (on /readyz), None after success
+    # The CLI's cache of validated catalogs (advisor.catalog.loading.catalog_cache_dir): a start
+    # or reload on unchanged files skips parsing and validating the YAML (issue 28: ready took
+    # 2.07 s against a 2 s target without it). None: always load.
+    cache_dir: Path | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def load(cls, settings: Settings) -> CatalogHolder:
-        return cls(settings, _load(settings), dt.datetime.now(dt.UTC))
+    def load(cls, settings: Settings, cache_dir: Path | None = None) -> CatalogHolder:
+        return cls(
+            settings, _load(settings, cache_dir), dt.datetime.now(dt.UTC), cache_dir=cache_dir
+        )
 
     def reload(self) -> bool:
         with self._lock:
             try:
-                catalog = _load(self.settings)
+                catalog = _load(self.settings, self.cache_dir)
             except AdvisorError as exc:
                 self.reload_error = str(exc)
                 log.error(
@@ -68,9 +74,9 @@ class CatalogHolder:
             return True
 
 
-def _load(settings: Settings) -> Catalog:
+def _load(settings: Settings, cache_dir: Path | None) -> Catalog:
     # Every input from the settings, none from the environment a second time.
-    catalog = load_catalog(settings=settings)
+    catalog = load_catalog(settings=settings, cache_dir=cache_dir)
     for warning in catalog.warnings:
         log.warning("catalog: %s", warning)
     return catalog
@@ -129,8 +135,8 @@ class FleetCalibration:
         # Report posts share it; a whole read of the store takes it alone, so that no report is
         # counted twice or missed (stored but not yet counted while the rows are read).
         self._gate = _Gate()
-        # per accelerator, per host: the host's plausible ratios, sorted (one vote per host)
-        self._ratios: dict[str, dict[str, list[float]]] = {}
+        # per accelerator: its plausible ratios by host (one vote per host), kept voting
+        self._ratios: dict[str, RunningVote] = {}
         self._counted = -1  # reports the ratios include: -1 before the first whole read
         self.value: dict[str, Calibration] = {}
         self.recomputed = 0  # whole reads of the store (tests, metrics)
@@ -161,7 +167,7 @@ class FleetCalibration:
             stored = self._store.count()
             if stored == self._counted:
                 return False
-            ratios: dict[str, dict[str, list[float]]] = {}
+            ratios: dict[str, RunningVote] = {}
             _add_ratios(ratios, self._store.check_rows_named(CALIBRATION_CHECK))
             value = _calibrations(ratios, ratios)
             with self._lock:
@@ -210,28 +216,24 @@ class _Gate:
                 self._cond.notify_all()
 
 
-def _add_ratios(ratios: dict[str, dict[str, list[float]]], rows: Iterable[CheckRow]) -> set[str]:
-    """Insert the plausible CALIBRATION_CHECK ratios of `rows` in order, per accelerator and
-    host (advisor.fleet.statistics, the fleet summary's vote); returns the accelerators that got
-    one."""
+def _add_ratios(ratios: dict[str, RunningVote], rows: Iterable[CheckRow]) -> set[str]:
+    """Add the plausible CALIBRATION_CHECK ratios of `rows` to their accelerator's vote
+    (advisor.fleet.statistics, the fleet summary's vote); returns the accelerators that got one."""
     touched = set()
     for row in rows:
         ratio = ratio_of(row.measured, row.expected)
         if row.name != CALIBRATION_CHECK or not row.accelerator or ratio is None:
             continue
         if PLAUSIBLE_RATIO.holds(ratio):
-            hosts = ratios.setdefault(row.accelerator, {})
-            bisect.insort(hosts.setdefault(row.host, []), ratio)
+            ratios.setdefault(row.accelerator, RunningVote()).add(row.host, ratio)
             touched.add(row.accelerator)
     return touched
 
 
-def _calibrations(
-    ratios: dict[str, dict[str, list[float]]], which: Iterable[str]
-) -> dict[str, Calibration]:
+def _calibrations(ratios: dict[str, RunningVote], which: Iterable[str]) -> dict[str, Calibration]:
     found = {}
     for acc in which:
-        vote = host_vote(ratios[acc].items())
+        vote = ratios[acc].vote()
         found[acc] = calibration_from(vote.ratio, vote.runs, vote.hosts)
     return {acc: cal for acc, cal in found.items() if cal is not None}
 

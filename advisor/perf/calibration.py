@@ -83,6 +83,8 @@ def calibrations(fleet: list[dict[str, Any]]) -> dict[str, Calibration]:
     for summary in fleet:
         acc = summary.get("accelerator")
         vote = summary.get("calibration")
+        if vote is not None and not isinstance(vote, dict):  # the store's own summary's vote
+            vote = {"ratio": vote.ratio, "reports": vote.runs, "hosts": vote.hosts}
         if acc and isinstance(vote, dict):  # a service with host votes: its own calibration
             hosts = vote.get("hosts")
             cal = calibration_from(
