@@ -4,7 +4,7 @@ or not readable", never a crash."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,7 +27,8 @@ MAX_TEXT_CHARS = 4096  # any string of a report
 MAX_HOSTNAME_CHARS = 253  # a DNS name's longest
 MAX_CHECKS = 4096
 MAX_ITEMS = 4096  # any other list of a report
-MAX_DURATION_S = 30 * 86_400.0
+MAX_DURATION_S = 30 * 86_400.0  # a probe run, burn included
+MAX_MONITOR_S = 366 * 86_400.0  # a monitoring window
 
 
 class _Model(BaseModel):
@@ -226,26 +227,32 @@ class ProbeReport(_Model):
 Finding = Literal["idle", "over_provisioned", "under_provisioned", "optimized"]
 
 
+Percent = Annotated[float, Field(ge=0, le=100)]
+NonNegative = Annotated[float, Field(ge=0)]
+
+
 class GpuUtilisation(_Model):
     """One GPU over a monitoring window: NVML samples reduced to figures, then classified."""
 
-    index: int
+    index: int = Field(ge=0)
     uuid: str | None = None
     name: str | None = None
     accelerator: str | None = None  # matched catalog id
-    samples: int
-    util_gpu_mean_pct: float | None = None
-    util_gpu_p95_pct: float | None = None
-    util_memory_mean_pct: float | None = None
-    memory_used_max_mib: float | None = None
-    memory_total_mib: float | None = None
-    power_mean_w: float | None = None
-    power_limit_w: float | None = None
-    throttle_reasons: list[str] = Field(default_factory=list)  # union seen, "gpu_idle" left out
-    throttled_fraction: float | None = None  # share of samples with a power/thermal limit active
+    samples: int = Field(ge=0)
+    util_gpu_mean_pct: Percent | None = None
+    util_gpu_p95_pct: Percent | None = None
+    util_memory_mean_pct: Percent | None = None
+    memory_used_max_mib: NonNegative | None = None
+    memory_total_mib: NonNegative | None = None
+    power_mean_w: NonNegative | None = None
+    power_limit_w: NonNegative | None = None
+    # union seen, "gpu_idle" left out
+    throttle_reasons: list[str] = Field(default_factory=list, max_length=MAX_ITEMS)
+    # share of samples with a power/thermal limit active
+    throttled_fraction: float | None = Field(None, ge=0, le=1)
     finding: Finding | None = None  # Compute Optimizer's vocabulary
-    reason_codes: list[str] = Field(default_factory=list)
-    evidence: list[str] = Field(default_factory=list)
+    reason_codes: list[str] = Field(default_factory=list, max_length=MAX_ITEMS)
+    evidence: list[str] = Field(default_factory=list, max_length=MAX_ITEMS)
 
 
 class UtilisationReport(_Model):
@@ -254,8 +261,8 @@ class UtilisationReport(_Model):
     schema_version: int = SCHEMA_VERSION
     kind: Literal["utilisation"] = "utilisation"
     created_at: ReportTime
-    host: str
+    host: str = Field(max_length=MAX_HOSTNAME_CHARS)
     instance_type: str | None = None  # catalog id, when the operator says what this machine is
-    duration_s: float
-    interval_s: float
-    gpus: list[GpuUtilisation]
+    duration_s: float = Field(ge=0, le=MAX_MONITOR_S)
+    interval_s: float = Field(gt=0, le=MAX_MONITOR_S)
+    gpus: list[GpuUtilisation] = Field(max_length=MAX_ITEMS)

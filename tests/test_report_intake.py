@@ -111,3 +111,33 @@ def test_report_times_are_checked_against_the_servers_clock(
 def test_times_inside_the_window_are_stored(client: TestClient, delta: dt.timedelta) -> None:
     r = client.post("/v1/probe-reports", json=report(created_at=at(delta)), headers=AUTH)
     assert r.status_code == 201, r.text
+
+
+def utilisation(**changes: Any) -> dict[str, Any]:
+    gpu = {"index": 0, "samples": 600, "util_gpu_mean_pct": 40.0, "power_mean_w": 300.0}
+    return {
+        "created_at": at(dt.timedelta(hours=-1)),
+        "host": "node-1",
+        "duration_s": 600.0,
+        "interval_s": 1.0,
+        "gpus": [gpu],
+        **changes,
+    }
+
+
+def test_utilisation_reports_are_bounded_too(client: TestClient) -> None:
+    def post(body: dict[str, Any]) -> Any:
+        return client.post("/v1/utilisation-reports", json=body, headers=AUTH)
+
+    assert post(utilisation()).status_code == 201
+    gpu = utilisation()["gpus"][0]
+    assert fields_of(post(utilisation(gpus=[{**gpu, "power_mean_w": -5.0}]))) == [
+        "gpus.0.power_mean_w"
+    ]
+    assert fields_of(post(utilisation(gpus=[{**gpu, "util_gpu_mean_pct": 150.0}]))) == [
+        "gpus.0.util_gpu_mean_pct"
+    ]
+    assert fields_of(post(utilisation(duration_s=-1.0))) == ["duration_s"]
+    assert fields_of(post(utilisation(host="h" * 300))) == ["host"]
+    future = post(utilisation(created_at=at(dt.timedelta(days=30))))
+    assert fields_of(future) == ["created_at"]

@@ -47,7 +47,17 @@ def server_verdict(report: ProbeReport) -> Verdict:
 def admit_probe_report(report: ProbeReport, now: dt.datetime) -> Admitted:
     """The report to store; InputError naming `created_at` when it is from the future or older
     than MAX_REPORT_AGE."""
-    created = report.created_at.astimezone(dt.UTC)
+    check_report_time(report.created_at, now)
+    verdict = server_verdict(report)
+    if verdict == report.verdict:
+        return Admitted(report, None)
+    return Admitted(report.model_copy(update={"verdict": verdict}), report.verdict)
+
+
+def check_report_time(created_at: dt.datetime, now: dt.datetime) -> None:
+    """InputError naming `created_at` (of a probe or a utilisation report) when it is more than
+    MAX_CLOCK_AHEAD ahead of `now` or older than MAX_REPORT_AGE."""
+    created = created_at.astimezone(dt.UTC)
     if created > now + MAX_CLOCK_AHEAD:
         raise InputError(
             f"created_at {created.isoformat()} is {_ago(created - now)} ahead of the server's "
@@ -60,10 +70,6 @@ def admit_probe_report(report: ProbeReport, now: dt.datetime) -> Admitted:
             f"(the server's clock says {now.isoformat()})",
             field="created_at",
         )
-    verdict = server_verdict(report)
-    if verdict == report.verdict:
-        return Admitted(report, None)
-    return Admitted(report.model_copy(update={"verdict": verdict}), report.verdict)
 
 
 def _ago(delta: dt.timedelta) -> str:
