@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -289,3 +290,27 @@ def test_a_body_of_90000_unknown_keys_is_fast_small_and_stalls_nobody(
         assert "an object of 90000 keys: at most 1000" in problem["detail"], problem["detail"]
     assert max(took) < 3.0, took
     assert max(health) < 0.5, health
+
+
+def test_one_client_holds_at_most_its_cap(tmp_path: Path) -> None:
+    env = {"ADVISOR_MAX_CONNECTIONS_PER_CLIENT": "5", "ADVISOR_REQUEST_TIMEOUT_S": "10"}
+    with live_server(tmp_path, TOKEN, env=env) as srv:
+        held = [half_sent(srv) for _ in range(5)]  # requests under way: none is idle
+        try:
+            time.sleep(0.2)
+            with connect(srv) as extra:
+                status, _, body = head_and_body(read_all(extra, 5)[0])
+            assert status.startswith("HTTP/1.1 503"), status
+            assert "more than 5 open connections from this client" in json.loads(body)["detail"]
+            # another client address (loopback has a whole /8) is not held back
+            url = urlsplit(srv.base_url)
+            with socket.create_connection(
+                (url.hostname, url.port), timeout=5, source_address=("127.0.0.2", 0)
+            ) as other:
+                assert request_on(other, "/healthz").startswith(b"HTTP/1.1 200")
+        finally:
+            for sock in held:
+                sock.close()
+        time.sleep(0.2)
+        with connect(srv) as again:  # the count went down as they closed
+            assert request_on(again, "/healthz").startswith(b"HTTP/1.1 200")

@@ -13,7 +13,8 @@ Issue 28 found four more holes, closed here too:
 - 1,200 sockets that sent nothing filled the cap for 29 s, /healthz included. A connection that
   has sent no byte is closed after idle_timeout_s; at the cap, the oldest such connection makes
   room for the new one; and reserved_connections more are accepted beyond the cap for /healthz
-  and /readyz alone (a liveness probe still answers while slow clients hold the cap).
+  and /readyz alone (a liveness probe still answers while slow clients hold the cap); with
+  max_connections_per_client, one client address holds at most that many.
 - A body refused before it was read (413) was then read to its end (100 MB) to keep the
   connection: now the response is followed by a half-close and the rest is discarded for at most
   LINGER_S or LINGER_MAX_BYTES, then the connection is closed (closing at once would reset the
@@ -25,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from http import HTTPStatus
-from typing import Any
+from typing import Any, ClassVar
 
 import h11
 from uvicorn import Config
@@ -65,7 +66,11 @@ class BoundedH11Protocol(H11Protocol):
     max_connections: int = 1000
     reserved_connections: int = 20
     max_header_bytes: int = 16 * 1024
+    max_connections_per_client: int = 0  # 0: no per-client cap
+    # open connections per client address, of this server (a dict per server: bounded_protocol)
+    per_client: ClassVar[dict[str, int]] = {}
 
+    _client_address: str | None = None
     _request_timer: asyncio.TimerHandle | None = None
     _opened_at: float = 0.0
     _fresh = True  # no byte received yet: the short idle deadline applies
@@ -78,6 +83,8 @@ class BoundedH11Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._opened_at = self._idle_since = self.loop.time()
+        if self.max_connections_per_client and not self._within_client_cap(transport):
+            return
         if len(self.connections) > self.max_connections:
             # counted again without the ones already closing (evicted, timed out)
             beyond = self._open_connections() - self.max_connections
@@ -95,7 +102,32 @@ class BoundedH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_request_timer()
+        address = self._client_address
+        if address is not None:
+            left = self.per_client.get(address, 1) - 1
+            if left:
+                self.per_client[address] = left
+            else:
+                self.per_client.pop(address, None)
         super().connection_lost(exc)
+
+    def _within_client_cap(self, transport: asyncio.Transport) -> bool:
+        """Count this connection against its client's address; beyond the cap, the client's own
+        idlest connection makes room, else this one is answered 503 and closed (False)."""
+        peer = transport.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+        self._client_address = address
+        count = self.per_client[address] = self.per_client.get(address, 0) + 1
+        if count <= self.max_connections_per_client:
+            return True
+        if self._evict_oldest_idle(address):
+            return True
+        detail = (
+            f"more than {self.max_connections_per_client} open connections from this client; "
+            "retry shortly"
+        )
+        self._close_with(_raw_problem(503, detail))
+        return False
 
     def data_received(self, data: bytes) -> None:
         if self._lingering:  # the response is sent and the connection is closing: drop the rest
@@ -148,9 +180,10 @@ class BoundedH11Protocol(H11Protocol):
     def _open_connections(self) -> int:
         return sum(1 for c in self.connections if not c.transport.is_closing())
 
-    def _evict_oldest_idle(self) -> bool:
+    def _evict_oldest_idle(self, address: str | None = None) -> bool:
         """Close the connection that has had nothing to do the longest (sent nothing since it
-        opened or since its last response), other than this one; False when there is none."""
+        opened or since its last response), other than this one (`address`: among that
+        client's); False when there is none."""
         idle = [
             c
             for c in self.connections
@@ -158,6 +191,7 @@ class BoundedH11Protocol(H11Protocol):
             and c is not self
             and c._idle_since is not None
             and not c.transport.is_closing()
+            and (address is None or c._client_address == address)
         ]
         if not idle:
             return False
@@ -213,6 +247,8 @@ def bounded_protocol(settings: Settings) -> type[BoundedH11Protocol]:
             "max_connections": settings.max_connections,
             "reserved_connections": settings.reserved_connections,
             "max_header_bytes": settings.max_header_bytes,
+            "max_connections_per_client": settings.max_connections_per_client,
+            "per_client": {},
         },
     )
 

@@ -88,6 +88,9 @@ class Settings(BaseSettings, CatalogSettings):
     # Accepted beyond max_connections for GET /healthz and /readyz alone (other paths on them
     # are a 503): liveness and readiness probes still answer while slow clients hold the cap.
     reserved_connections: Annotated[int, Field(ge=0, le=10_000)] = 20
+    # Open connections one client address may hold (its idlest makes room, else a 503); 0: no
+    # cap. Off by default: behind a proxy or load balancer every client has the proxy's address.
+    max_connections_per_client: Annotated[int, Field(ge=0, le=1_000_000)] = 0
     # The request line plus headers (bytes), complete or not: larger is a 400 before any route.
     max_header_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = 16 * 1024
 
