@@ -4,7 +4,7 @@ or not readable", never a crash."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,8 +20,19 @@ Action = Literal["monitor", "reset", "drain", "replace"]
 Scope = Literal["gpu", "node", "peer", "collective", "health", "cluster"]
 
 
+# Bounds a report must keep (issue 28: 200 KB host names, 10,000 checks, negative bandwidths
+# and durations were stored). Far above what any real probe writes: a check's detail is a
+# sentence or two, a node of 8 GPUs has about 300 checks, a burn runs for hours.
+MAX_TEXT_CHARS = 4096  # any string of a report
+MAX_HOSTNAME_CHARS = 253  # a DNS name's longest
+MAX_CHECKS = 4096
+MAX_ITEMS = 4096  # any other list of a report
+MAX_DURATION_S = 30 * 86_400.0  # a probe run, burn included
+MAX_MONITOR_S = 366 * 86_400.0  # a monitoring window
+
+
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", str_max_length=MAX_TEXT_CHARS)
 
 
 class ProcessInfo(_Model):
@@ -115,7 +126,7 @@ class PeerLink(_Model):
 
 
 class Inventory(_Model):
-    hostname: str
+    hostname: str = Field(max_length=MAX_HOSTNAME_CHARS)
     python: str
     torch_version: str | None = None
     cuda_runtime_version: str | None = None  # torch.version.cuda
@@ -126,8 +137,10 @@ class Inventory(_Model):
     gpu: GpuInventory | None = None  # the first GPU measured, read before measuring
     under_load: LoadSample | None = None  # the first GPU's, while its measurements ran
     cpu_count: int | None = None
-    gpus: list[GpuInventory] = Field(default_factory=list)  # every GPU measured, by index
-    topology: list[PeerLink] = Field(default_factory=list)  # NVML's view of each GPU pair
+    # every GPU measured, by index
+    gpus: list[GpuInventory] = Field(default_factory=list, max_length=MAX_ITEMS)
+    # NVML's view of each GPU pair
+    topology: list[PeerLink] = Field(default_factory=list, max_length=MAX_ITEMS)
 
 
 class Diagnosis(_Model):
@@ -140,8 +153,9 @@ class Diagnosis(_Model):
 class Check(_Model):
     name: str
     status: Status
-    measured: float | None = None
-    expected: float | None = None
+    # counts, sizes, rates and link speeds: none is negative
+    measured: float | None = Field(None, ge=0)
+    expected: float | None = Field(None, ge=0)
     unit: str | None = None
     detail: str
     scope: Scope | None = None  # None: a single-GPU report's check (schema 1)
@@ -183,8 +197,8 @@ class ClusterSummary(_Model):
 
     nodes: int
     world_size: int
-    hosts: list[NodeSummary]
-    checks: list[Check] = Field(default_factory=list)
+    hosts: list[NodeSummary] = Field(max_length=MAX_ITEMS)
+    checks: list[Check] = Field(default_factory=list, max_length=MAX_CHECKS)
     verdict: Verdict
 
 
@@ -197,42 +211,48 @@ class ProbeReport(_Model):
     accelerator: str | None = None  # matched catalog id
     expected_accelerator: str | None = None  # what --expect asked for
     inventory: Inventory
-    diagnosis: list[Diagnosis] = Field(default_factory=list)
-    measurements: list[Measurement] = Field(default_factory=list)
-    checks: list[Check] = Field(default_factory=list)
-    duration_s: float
-    gpu_verdicts: list[GpuVerdict] = Field(default_factory=list)
+    diagnosis: list[Diagnosis] = Field(default_factory=list, max_length=MAX_ITEMS)
+    measurements: list[Measurement] = Field(default_factory=list, max_length=MAX_ITEMS)
+    checks: list[Check] = Field(default_factory=list, max_length=MAX_CHECKS)
+    duration_s: float = Field(ge=0, le=MAX_DURATION_S)
+    gpu_verdicts: list[GpuVerdict] = Field(default_factory=list, max_length=MAX_ITEMS)
     world_size: int | None = None  # processes of the probe, every node together
     local_ranks: int | None = None  # processes on this node (one per GPU)
     node_rank: int | None = None
     backend: str | None = None  # torch.distributed backend of the collectives: nccl or gloo
-    failed_ranks: list[RankFailure] = Field(default_factory=list)
+    failed_ranks: list[RankFailure] = Field(default_factory=list, max_length=MAX_ITEMS)
     cluster: ClusterSummary | None = None  # on node rank 0 of a several-node probe
 
 
 Finding = Literal["idle", "over_provisioned", "under_provisioned", "optimized"]
 
 
+Percent = Annotated[float, Field(ge=0, le=100)]
+NonNegative = Annotated[float, Field(ge=0)]
+
+
 class GpuUtilisation(_Model):
     """One GPU over a monitoring window: NVML samples reduced to figures, then classified."""
 
-    index: int
+    index: int = Field(ge=0)
     uuid: str | None = None
     name: str | None = None
     accelerator: str | None = None  # matched catalog id
-    samples: int
-    util_gpu_mean_pct: float | None = None
-    util_gpu_p95_pct: float | None = None
-    util_memory_mean_pct: float | None = None
-    memory_used_max_mib: float | None = None
-    memory_total_mib: float | None = None
-    power_mean_w: float | None = None
-    power_limit_w: float | None = None
-    throttle_reasons: list[str] = Field(default_factory=list)  # union seen, "gpu_idle" left out
-    throttled_fraction: float | None = None  # share of samples with a power/thermal limit active
+    samples: int = Field(ge=0)
+    util_gpu_mean_pct: Percent | None = None
+    util_gpu_p95_pct: Percent | None = None
+    util_memory_mean_pct: Percent | None = None
+    memory_used_max_mib: NonNegative | None = None
+    memory_total_mib: NonNegative | None = None
+    power_mean_w: NonNegative | None = None
+    power_limit_w: NonNegative | None = None
+    # union seen, "gpu_idle" left out
+    throttle_reasons: list[str] = Field(default_factory=list, max_length=MAX_ITEMS)
+    # share of samples with a power/thermal limit active
+    throttled_fraction: float | None = Field(None, ge=0, le=1)
     finding: Finding | None = None  # Compute Optimizer's vocabulary
-    reason_codes: list[str] = Field(default_factory=list)
-    evidence: list[str] = Field(default_factory=list)
+    reason_codes: list[str] = Field(default_factory=list, max_length=MAX_ITEMS)
+    evidence: list[str] = Field(default_factory=list, max_length=MAX_ITEMS)
 
 
 class JobGpuSample(_Model):
@@ -263,9 +283,9 @@ class HostSample(_Model):
 
 
 class JobSample(_Model):
-    t_s: float  # seconds since the job started
+    t_s: float = Field(ge=0)  # seconds since the job started
     host: HostSample | None = None
-    gpus: list[JobGpuSample] = Field(default_factory=list)
+    gpus: list[JobGpuSample] = Field(default_factory=list, max_length=MAX_ITEMS)
 
 
 # A steady pattern, not a burst: the six parameter copies of model.to('cuda') in 2 ms are not a
@@ -322,12 +342,12 @@ class TorchStats(_Model):
     cuda_used: bool  # the process initialised CUDA at all
     wall_s: float  # from the hook's start to the process's exit
     syncs: int
-    sync_sites: list[SyncSite] = Field(default_factory=list)  # the busiest first
+    sync_sites: list[SyncSite] = Field(default_factory=list, max_length=MAX_ITEMS)  # busiest first
     h2d_copies: int
     h2d_bytes: int
     h2d_pageable_bytes: int
-    copy_sites: list[CopySite] = Field(default_factory=list)
-    made_on_host: list[MadeOnHostSite] = Field(default_factory=list)
+    copy_sites: list[CopySite] = Field(default_factory=list, max_length=MAX_ITEMS)
+    made_on_host: list[MadeOnHostSite] = Field(default_factory=list, max_length=MAX_ITEMS)
     hook_s: float  # time spent in the hook's own code (its overhead on the job's thread)
 
 
@@ -346,16 +366,17 @@ class JobFinding(_Model):
 class JobReport(_Model):
     """`advisor doctor`: a command run under observation and what it did with the GPUs."""
 
-    command: list[str]
+    command: list[str] = Field(max_length=MAX_ITEMS)
     exit_code: int | None  # None: still running when the report was written (--duration)
-    wall_s: float
-    sampled_s: float
-    interval_s: float
-    samples: list[JobSample] = Field(default_factory=list)
+    wall_s: float = Field(ge=0, le=MAX_MONITOR_S)
+    sampled_s: float = Field(ge=0, le=MAX_MONITOR_S)
+    interval_s: float = Field(gt=0, le=MAX_MONITOR_S)
+    samples: list[JobSample] = Field(default_factory=list, max_length=MAX_ITEMS)
     torch: TorchStats | None = None
-    unmeasured: list[str] = Field(default_factory=list)  # what could not be read, and why
+    # what could not be read, and why
+    unmeasured: list[str] = Field(default_factory=list, max_length=MAX_ITEMS)
     verdict: Literal["healthy", "findings", "unmeasured"]
-    findings: list[JobFinding] = Field(default_factory=list)
+    findings: list[JobFinding] = Field(default_factory=list, max_length=MAX_ITEMS)
     gpu_hours_lost: float | None = None  # GPU time the findings left idle over the window
     price_basis: str | None = None  # where the findings' prices come from
 
@@ -367,9 +388,9 @@ class UtilisationReport(_Model):
     schema_version: int = SCHEMA_VERSION
     kind: Literal["utilisation"] = "utilisation"
     created_at: ReportTime
-    host: str
+    host: str = Field(max_length=MAX_HOSTNAME_CHARS)
     instance_type: str | None = None  # catalog id, when the operator says what this machine is
-    duration_s: float
-    interval_s: float
-    gpus: list[GpuUtilisation]
+    duration_s: float = Field(ge=0, le=MAX_MONITOR_S)
+    interval_s: float = Field(gt=0, le=MAX_MONITOR_S)
+    gpus: list[GpuUtilisation] = Field(max_length=MAX_ITEMS)
     job: JobReport | None = None

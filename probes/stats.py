@@ -15,14 +15,17 @@ NOISY_CV = 0.05  # relative spread above which a figure is flagged as noisy
 
 
 class Measurement(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strings bounded as every string of a report is (probes.report.MAX_TEXT_CHARS)
+    model_config = ConfigDict(extra="forbid", str_max_length=4096)
 
     name: str
     unit: str
     value: float | None = Field(description="the reported figure (see statistic); None if failed")
     statistic: Literal["max", "median", "formula"] = "median"
     median: float | None = None
-    samples: list[float] = Field(default_factory=list, description="one rate per timed sample")
+    samples: list[float] = Field(
+        default_factory=list, max_length=100_000, description="one rate per timed sample"
+    )
     min: float | None = None
     max: float | None = None
     iqr: float | None = None  # interquartile range of the samples, same unit

@@ -4,11 +4,16 @@ through the same model the service does."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from probes.report import ProbeReport
 
 CREATED_AT = "2026-12-01T00:00:00Z"
+# A time the service takes for a report it is sent (advisor.fleet.intake: within a year before
+# its clock): yesterday's midnight, the same for every report of one test session (reports
+# posted twice must stay equal).
+RECENT = (dt.datetime.now(dt.UTC) - dt.timedelta(days=1)).strftime("%Y-%m-%dT00:00:00Z")
 
 
 def as_probe_report(body: dict[str, Any]) -> ProbeReport:

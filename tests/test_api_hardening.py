@@ -452,6 +452,11 @@ def test_docs_need_nothing_from_outside(client: TestClient) -> None:
         ("ADVISOR_MAX_CONNECTIONS", "0"),
         ("ADVISOR_FLEET_REFRESH_S", "NaN"),
         ("ADVISOR_MAX_HEADER_BYTES", "10"),
+        ("ADVISOR_IDLE_TIMEOUT_S", "0"),
+        ("ADVISOR_RESERVED_CONNECTIONS", "-1"),
+        ("ADVISOR_DATABASE_TIMEOUT_S", "0.5"),
+        ("ADVISOR_DATABASE_RETRY_S", "0"),
+        ("ADVISOR_MAX_CONNECTIONS_PER_CLIENT", "-1"),
     ],
 )
 def test_every_service_setting_is_validated_at_start_up(variable: str, value: str) -> None:

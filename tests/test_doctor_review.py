@@ -28,7 +28,7 @@ def doctor_report(host: str = "gpu-7") -> UtilisationReport:
     )
     found = diagnose(readings, stats, TOTAL, WINDOW_S, 4.0)
     return UtilisationReport(
-        created_at=dt.datetime(2026, 12, 2, 14, 0, tzinfo=dt.UTC),
+        created_at=dt.datetime.now(dt.UTC),  # the server takes reports of the last 366 days
         host=host,
         duration_s=WINDOW_S,
         interval_s=1.0,

@@ -30,6 +30,7 @@ from advisor import Catalog
 from advisor.api import create_app
 from advisor.api.settings import Settings
 from tests.api_server import REPO, LiveServer, live_server
+from tests.reports import RECENT
 
 TOKEN = "estimate-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -50,7 +51,7 @@ EXPECTED_TFLOPS = 800.0  # any expectation will do: only the ratio counts
 
 def probe_report(host: str, ratio: float) -> dict[str, Any]:
     return {
-        "created_at": "2026-11-30T12:00:00Z",
+        "created_at": RECENT,
         "mode": "quick",
         "device": 0,
         "verdict": "pass",

@@ -26,6 +26,7 @@ from advisor.store.sqlite import SqliteStore
 from tests.api_server import live_server
 from tests.factories import mini_catalog_data, write_catalog
 from tests.memory_store import MemoryStore
+from tests.reports import RECENT
 from tests.test_api import problem
 
 WRITER = "writer-t0ken"
@@ -36,7 +37,7 @@ REPORT = REPO / (
     "probe-quick.json"
 )
 USAGE = {
-    "created_at": "2026-11-30T12:00:00Z",
+    "created_at": RECENT,
     "host": "gpu-host-7",
     "duration_s": 60.0,
     "interval_s": 1.0,

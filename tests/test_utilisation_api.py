@@ -28,6 +28,7 @@ from probes.nvml import Nvml
 from probes.report import UtilisationReport
 from tests.api_server import serve_in_thread
 from tests.memory_store import MemoryStore
+from tests.reports import RECENT
 from tests.test_api import problem
 from tests.test_monitor import busy_and_idle
 from tests.test_store import report as probe_report
@@ -40,7 +41,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 def utilisation(host: str = "gpu-1", finding: str | None = "idle") -> dict[str, Any]:
     body = {
-        "created_at": "2026-12-01T09:30:00Z",
+        "created_at": RECENT,
         "host": host,
         "instance_type": "p5en.48xlarge",
         "duration_s": 600.0,

@@ -19,7 +19,9 @@ from advisor.api.metrics import Metrics, MetricsMiddleware
 from advisor.api.routes import catalog, estimate, ops, recommend, reports, review, utilisation
 from advisor.api.settings import Settings
 from advisor.api.state import AppState, CatalogHolder, FleetCalibration, ReviewCache
+from advisor.catalog.loading import catalog_cache_dir
 from advisor.store import Store, StoreError, open_store
+from advisor.store.guard import GuardedStore
 
 log = logging.getLogger("advisor.api")
 
@@ -27,8 +29,12 @@ log = logging.getLogger("advisor.api")
 def create_app(settings: Settings | None = None, store: Store | None = None) -> FastAPI:
     """Validate settings, load the catalog and open the store now: a bad one fails at start-up."""
     settings = settings or Settings.from_env()
-    holder = CatalogHolder.load(settings)
-    store = store or open_store(settings.database_url)
+    holder = CatalogHolder.load(settings, catalog_cache_dir())
+    # the breaker answers at once while the database is down (advisor.store.guard)
+    guarded = GuardedStore(
+        store or open_store(settings.database_url, settings.database_timeout_s),
+        retry_s=settings.database_retry_s,
+    )
     if not settings.api_tokens:
         log.warning("ADVISOR_API_TOKENS is empty: every write request will be refused")
     if not settings.read_tokens:
@@ -36,10 +42,10 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
             "ADVISOR_READ_TOKENS is empty: stored reports (host names, GPU UUIDs, process "
             "names), the fleet summary and the review are readable without a token"
         )
-    calibration = FleetCalibration(store)
+    calibration = FleetCalibration(guarded)
     calibration.refresh_if_changed()  # read the store whole once now; reports then add to it
     reviews = ReviewCache(max_age_s=settings.fleet_refresh_s)
-    state = AppState(settings, holder, store, Metrics(), calibration, reviews)
+    state = AppState(settings, holder, guarded, Metrics(), calibration, reviews)
     state.metrics.add_gauges(state.gauges)
 
     @contextlib.asynccontextmanager
@@ -54,7 +60,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
             await refresher
         if previous is not None:
             signal.signal(signal.SIGHUP, previous)
-        store.close()
+        guarded.close()
 
     app = FastAPI(
         title="advisor",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,7 +17,7 @@ from starlette.routing import compile_path
 
 from advisor.errors import AdvisorError, InputError, NotFoundError
 from advisor.request import field_sentences
-from advisor.store import StoreError
+from advisor.store import StoreError, StoreUnreachable
 from advisor.validation_errors import explain_errors
 
 PROBLEM = "application/problem+json"
@@ -144,7 +145,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(StoreError)
     async def _store(_: Request, exc: StoreError) -> JSONResponse:
-        return problem(503, "Storage unavailable", str(exc))
+        retry = exc.retry_after_s if isinstance(exc, StoreUnreachable) else None
+        # Retry-After counts whole seconds (RFC 9110): the breaker's wait, rounded up
+        headers = {"Retry-After": str(max(math.ceil(retry), 1))} if retry else None
+        return problem(503, "Storage unavailable", str(exc), headers=headers)
 
     @app.exception_handler(AdvisorError)
     async def _advisor(_: Request, exc: AdvisorError) -> JSONResponse:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from probes.report import ProbeReport
 
@@ -23,6 +23,18 @@ class StoredReportOut(_Out):
     verdict: str
 
 
+class ReportStored(StoredReportOut):
+    """The answer to a probe report upload: what was stored, and whether the server's verdict
+    (the worse of the report's and its checks') replaced the report's own."""
+
+    claimed_verdict: str | None = Field(
+        None,
+        description="The verdict the report gave, when its checks say worse: `verdict` (the"
+        " checks' worst status) is stored and counted instead. null: the report's verdict"
+        " stands.",
+    )
+
+
 class StoredReportFull(StoredReportOut):
     report: ProbeReport
 
@@ -35,6 +47,26 @@ class ReportPage(_Out):
     next_offset: int | None
 
 
+class IgnoredHostOut(_Out):
+    host: str
+    ratio: float = Field(description="The host's median measured / expected")
+    why: str
+
+
+class FleetCalibrationOut(_Out):
+    """The calibration check's fleet ratio (matmul_bf16, measured / expected): one vote per host
+    (its median), hosts far from the fleet's median left out and named."""
+
+    check: str
+    ratio: float | None = Field(description="The median of the voting hosts' medians")
+    hosts: int = Field(description="Hosts voting")
+    reports: int = Field(description="Their runs with a plausible ratio")
+    min_hosts: int = Field(description="Hosts needed before the ratio calibrates estimates")
+    min_reports: int = Field(description="Runs needed before the ratio calibrates estimates")
+    calibrates: bool
+    ignored_hosts: list[IgnoredHostOut]
+
+
 class FleetSummaryOut(_Out):
     accelerator: str | None
     reports: int
@@ -42,6 +74,7 @@ class FleetSummaryOut(_Out):
     verdicts: dict[str, int]
     checks: dict[str, dict[str, float | int | None]]
     failing_hosts: list[str]
+    calibration: FleetCalibrationOut | None
 
 
 class Health(_Out):
@@ -55,7 +88,8 @@ class ComponentStatus(_Out):
 
 class Readiness(_Out):
     status: Literal["ready", "degraded", "unavailable"]
-    database: ComponentStatus
+    database: ComponentStatus  # unavailable: unreachable (the breaker open) or not answering
+    writes: ComponentStatus  # degraded: the last write failed, or the disk is nearly full
     catalog: ComponentStatus
 
 

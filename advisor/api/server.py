@@ -6,13 +6,27 @@ uvicorn's h11 protocol arms no timer on a fresh connection nor while a request i
 connections that never finish a request stay open until the client leaves (20,000 of them used
 up the file descriptors); its own 400 and 503 bodies are text/plain. The subclass below adds the
 request deadline and the connection cap, and words those errors as Problems.
+
+Issue 28 found four more holes, closed here too:
+- h11's size limit counts only a header block still incomplete: a 65,000-byte header (or 3,000
+  headers) arriving in one read passed. The complete request line and headers are measured too.
+- 1,200 sockets that sent nothing filled the cap for 29 s, /healthz included. A connection that
+  has sent no byte is closed after idle_timeout_s; at the cap, the oldest such connection makes
+  room for the new one; and reserved_connections more are accepted beyond the cap for /healthz
+  and /readyz alone (a liveness probe still answers while slow clients hold the cap); with
+  max_connections_per_client, one client address holds at most that many.
+- A body refused before it was read (413) was then read to its end (100 MB) to keep the
+  connection: now the response is followed by a half-close and the rest is discarded for at most
+  LINGER_S or LINGER_MAX_BYTES, then the connection is closed (closing at once would reset the
+  connection and could lose the 413 on the client's side).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from http import HTTPStatus
-from typing import Any
+from typing import Any, ClassVar
 
 import h11
 from uvicorn import Config
@@ -20,6 +34,14 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from advisor.api.problems import problem_json
 from advisor.api.settings import Settings
+
+NextEvent = h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]
+# The paths a connection beyond max_connections (one of reserved_connections) may ask for.
+OPERATIONS_PATHS = frozenset({b"/healthz", b"/readyz"})
+# After a response to a request whose body was not read (413): how long, and how many more bytes,
+# the rest is read and dropped before the connection is closed.
+LINGER_S = 1.0
+LINGER_MAX_BYTES = 1024 * 1024
 
 
 def _raw_problem(status: int, detail: str) -> bytes:
@@ -35,37 +57,162 @@ def _raw_problem(status: int, detail: str) -> bytes:
 
 
 class BoundedH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a request deadline and a connection cap (class attributes,
-    set per server by `bounded_protocol`)."""
+    """uvicorn's h11 protocol with a request deadline, a connection cap with a reserve for the
+    health endpoints, a short deadline for connections that send nothing, and a limit on the
+    complete request head (class attributes, set per server by `bounded_protocol`)."""
 
     request_timeout_s: float = 30.0
+    idle_timeout_s: float = 5.0
     max_connections: int = 1000
+    reserved_connections: int = 20
+    max_header_bytes: int = 16 * 1024
+    max_connections_per_client: int = 0  # 0: no per-client cap
+    # open connections per client address, of this server (a dict per server: bounded_protocol)
+    per_client: ClassVar[dict[str, int]] = {}
 
+    _client_address: str | None = None
     _request_timer: asyncio.TimerHandle | None = None
+    _opened_at: float = 0.0
+    _fresh = True  # no byte received yet: the short idle deadline applies
+    _idle_since: float | None = None  # when it last had nothing to do (None: a request is on)
+    _response_ended: float | None = None
+    _operations_only: bool = False  # one of the reserved connections beyond the cap
+    _lingering: bool = False
+    _discarded = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        if len(self.connections) > self.max_connections:
-            detail = f"more than {self.max_connections} open connections; retry shortly"
-            self._close_with(_raw_problem(503, detail))
+        self._opened_at = self._idle_since = self.loop.time()
+        if self.max_connections_per_client and not self._within_client_cap(transport):
             return
+        if len(self.connections) > self.max_connections:
+            # counted again without the ones already closing (evicted, timed out)
+            beyond = self._open_connections() - self.max_connections
+            if beyond > 0 and self._evict_oldest_idle():
+                beyond -= 1
+            if beyond > self.reserved_connections:
+                total = self.max_connections + self.reserved_connections
+                detail = f"more than {total} open connections; retry shortly"
+                self._close_with(_raw_problem(503, detail))
+                return
+            self._operations_only = beyond > 0
+        checked = self.conn.next_event
+        self.conn.next_event = lambda: self._checked(checked())  # type: ignore[method-assign]
         self._arm_request_timer()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel_request_timer()
+        address = self._client_address
+        if address is not None:
+            left = self.per_client.get(address, 1) - 1
+            if left:
+                self.per_client[address] = left
+            else:
+                self.per_client.pop(address, None)
         super().connection_lost(exc)
 
+    def _within_client_cap(self, transport: asyncio.Transport) -> bool:
+        """Count this connection against its client's address; beyond the cap, the client's own
+        idlest connection makes room, else this one is answered 503 and closed (False)."""
+        peer = transport.get_extra_info("peername")
+        address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
+        self._client_address = address
+        count = self.per_client[address] = self.per_client.get(address, 0) + 1
+        if count <= self.max_connections_per_client:
+            return True
+        if self._evict_oldest_idle(address):
+            return True
+        detail = (
+            f"more than {self.max_connections_per_client} open connections from this client; "
+            "retry shortly"
+        )
+        self._close_with(_raw_problem(503, detail))
+        return False
+
+    def data_received(self, data: bytes) -> None:
+        if self._lingering:  # the response is sent and the connection is closing: drop the rest
+            self._discarded += len(data)
+            if self._discarded > LINGER_MAX_BYTES:
+                self._close_with(b"")
+            return
+        self._idle_since = None
+        if self._fresh:
+            self._fresh = False
+            self._arm_request_timer()  # the rest of the request's deadline, not the idle one
+        super().data_received(data)
+
     def on_response_complete(self) -> None:
+        if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
+            self._linger()  # answered before the body was read (413): never read it to its end
+            return
         super().on_response_complete()
         if not self.transport.is_closing():
+            self._idle_since = self._response_ended = self.loop.time()
             self._arm_request_timer()  # the next request on this connection gets its own deadline
 
     def send_400_response(self, msg: str) -> None:
         self._close_with(_raw_problem(400, msg))
 
+    def _checked(self, event: NextEvent) -> NextEvent:
+        """h11's next event, unless it is a request head beyond the limits: then the connection
+        is answered and closed, and h11 is told to stop (PAUSED)."""
+        if not isinstance(event, h11.Request):
+            return event
+        # as sent: "METHOD TARGET HTTP/1.1\r\n", each "name: value\r\n", and the blank line
+        size = len(event.method) + len(event.target) + 12 + 2
+        size += sum(len(name) + len(value) + 4 for name, value in event.headers)
+        if size > self.max_header_bytes:
+            detail = (
+                f"the request line and headers are {size} bytes: at most "
+                f"{self.max_header_bytes} (ADVISOR_MAX_HEADER_BYTES)"
+            )
+            self._close_with(_raw_problem(400, detail))
+            return h11.PAUSED
+        if self._operations_only and event.target.partition(b"?")[0] not in OPERATIONS_PATHS:
+            detail = (
+                f"more than {self.max_connections} open connections; this one may ask for "
+                "/healthz and /readyz only; retry shortly"
+            )
+            self._close_with(_raw_problem(503, detail))
+            return h11.PAUSED
+        return event
+
+    def _open_connections(self) -> int:
+        return sum(1 for c in self.connections if not c.transport.is_closing())
+
+    def _evict_oldest_idle(self, address: str | None = None) -> bool:
+        """Close the connection that has had nothing to do the longest (sent nothing since it
+        opened or since its last response), other than this one (`address`: among that
+        client's); False when there is none."""
+        idle = [
+            c
+            for c in self.connections
+            if isinstance(c, BoundedH11Protocol)
+            and c is not self
+            and c._idle_since is not None
+            and not c.transport.is_closing()
+            and (address is None or c._client_address == address)
+        ]
+        if not idle:
+            return False
+        min(idle, key=lambda c: c._idle_since or 0.0)._close_with(b"")
+        return True
+
+    def _linger(self) -> None:
+        self._cancel_request_timer()
+        self._lingering = True
+        with contextlib.suppress(OSError, RuntimeError):
+            self.transport.write_eof()  # the response is flushed first, then FIN
+        self._request_timer = self.loop.call_later(LINGER_S, self._close_with, b"")
+
     def _arm_request_timer(self) -> None:
         self._cancel_request_timer()
-        self._request_timer = self.loop.call_later(self.request_timeout_s, self._request_overdue)
+        if self._fresh:  # nothing sent yet: the short deadline
+            delay = min(self.idle_timeout_s, self.request_timeout_s)
+        else:  # the request's deadline counts from when the connection opened or last answered
+            started = self._opened_at if self._response_ended is None else self._response_ended
+            delay = max(started + self.request_timeout_s - self.loop.time(), 0.0)
+        self._request_timer = self.loop.call_later(delay, self._request_overdue)
 
     def _cancel_request_timer(self) -> None:
         if self._request_timer is not None:
@@ -85,7 +232,7 @@ class BoundedH11Protocol(H11Protocol):
 
     def _close_with(self, data: bytes) -> None:
         self._cancel_request_timer()
-        if data:
+        if data and not self._lingering:
             self.transport.write(data)
         self.transport.close()
 
@@ -96,7 +243,12 @@ def bounded_protocol(settings: Settings) -> type[BoundedH11Protocol]:
         (BoundedH11Protocol,),
         {
             "request_timeout_s": settings.request_timeout_s,
+            "idle_timeout_s": settings.idle_timeout_s,
             "max_connections": settings.max_connections,
+            "reserved_connections": settings.reserved_connections,
+            "max_header_bytes": settings.max_header_bytes,
+            "max_connections_per_client": settings.max_connections_per_client,
+            "per_client": {},
         },
     )
 

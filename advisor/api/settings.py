@@ -63,18 +63,35 @@ class Settings(BaseSettings, CatalogSettings):
     read_tokens: Annotated[tuple[SecretStr, ...], NoDecode] = ()
     max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
     min_fleet_reports: Annotated[int, Field(ge=1)] = MIN_FLEET_REPORTS
+    # PostgreSQL: seconds to make a connection and to wait for a free pooled one (libpq counts
+    # whole seconds, at least 2). A database that is down costs the first request this long.
+    database_timeout_s: Annotated[float, Field(ge=1, le=60)] = 2.0
+    # Once the database is seen unreachable, every request is answered 503 at once (Retry-After)
+    # for this long, then one request tries it again (advisor.store.guard).
+    database_retry_s: Annotated[float, Field(gt=0, le=600)] = 2.0
     # Seconds the fleet's calibration and the review page are reused before the store is read
     # again for reports that other processes (other replicas on one PostgreSQL) stored; reports
     # this process stores refresh them at once.
     fleet_refresh_s: Annotated[float, Field(gt=0, le=86_400)] = 60.0
-    # uvicorn: an idle keep-alive connection is closed after keep_alive_s; a request whose
-    # headers and body have not fully arrived request_timeout_s after the connection opened (or
-    # the previous response ended) is dropped; connections beyond max_connections are answered
-    # 503 and closed at once (each open connection holds a file descriptor and buffers).
+    # uvicorn (advisor/api/server.py): an idle keep-alive connection is closed after
+    # keep_alive_s; a request whose headers and body have not fully arrived request_timeout_s
+    # after the connection opened (or the previous response ended) is dropped; connections
+    # beyond max_connections + reserved_connections are answered 503 and closed at once (each
+    # open connection holds a file descriptor and buffers).
     keep_alive_s: Annotated[int, Field(ge=1, le=3600)] = 5
     request_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
+    # A connection that has sent no byte this long after it opened is closed (quietly): 1,200
+    # such sockets once held the whole cap for request_timeout_s. A client on any network sends
+    # its request within milliseconds of connecting.
+    idle_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
     max_connections: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
-    # h11's limit on a request line plus headers (bytes): larger is a 400 before any route.
+    # Accepted beyond max_connections for GET /healthz and /readyz alone (other paths on them
+    # are a 503): liveness and readiness probes still answer while slow clients hold the cap.
+    reserved_connections: Annotated[int, Field(ge=0, le=10_000)] = 20
+    # Open connections one client address may hold (its idlest makes room, else a 503); 0: no
+    # cap. Off by default: behind a proxy or load balancer every client has the proxy's address.
+    max_connections_per_client: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    # The request line plus headers (bytes), complete or not: larger is a 400 before any route.
     max_header_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = 16 * 1024
 
     @field_validator("api_tokens", "read_tokens", mode="before")

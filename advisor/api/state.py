@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import bisect
 import contextlib
 import datetime as dt
 import logging
@@ -12,6 +11,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from starlette.concurrency import run_in_threadpool
 
@@ -20,12 +20,12 @@ from advisor.api.settings import Settings
 from advisor.catalog import Catalog
 from advisor.catalog.loading import load_catalog
 from advisor.errors import AdvisorError
-from advisor.fleet.statistics import PLAUSIBLE_RATIO, ratio_of
+from advisor.fleet.statistics import PLAUSIBLE_RATIO, RunningVote, ratio_of
 from advisor.perf.calibration import CALIBRATION_CHECK, Calibration, calibration_from
 from advisor.store import Store, StoredReport, StoreError
 from advisor.store.base import CheckRow, check_rows
+from advisor.store.guard import GuardedStore
 from probes.report import ProbeReport
-from probes.stats import quantile
 
 log = logging.getLogger("advisor.api")
 
@@ -39,16 +39,22 @@ class CatalogHolder:
     loaded_at: dt.datetime
     generation: int = 0  # bumped by every successful reload: keys the response cache
     reload_error: str | None = None  # why the last reload failed (on /readyz), None after success
+    # The CLI's cache of validated catalogs (advisor.catalog.loading.catalog_cache_dir): a start
+    # or reload on unchanged files skips parsing and validating the YAML (issue 28: ready took
+    # 2.07 s against a 2 s target without it). None: always load.
+    cache_dir: Path | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @classmethod
-    def load(cls, settings: Settings) -> CatalogHolder:
-        return cls(settings, _load(settings), dt.datetime.now(dt.UTC))
+    def load(cls, settings: Settings, cache_dir: Path | None = None) -> CatalogHolder:
+        return cls(
+            settings, _load(settings, cache_dir), dt.datetime.now(dt.UTC), cache_dir=cache_dir
+        )
 
     def reload(self) -> bool:
         with self._lock:
             try:
-                catalog = _load(self.settings)
+                catalog = _load(self.settings, self.cache_dir)
             except AdvisorError as exc:
                 self.reload_error = str(exc)
                 log.error(
@@ -68,9 +74,9 @@ class CatalogHolder:
             return True
 
 
-def _load(settings: Settings) -> Catalog:
+def _load(settings: Settings, cache_dir: Path | None) -> Catalog:
     # Every input from the settings, none from the environment a second time.
-    catalog = load_catalog(settings=settings)
+    catalog = load_catalog(settings=settings, cache_dir=cache_dir)
     for warning in catalog.warnings:
         log.warning("catalog: %s", warning)
     return catalog
@@ -116,15 +122,21 @@ class FleetCalibration:
     fleet size (benchmarks/bench_ingest.py, against the re-read of the accelerator's every
     stored check that each report did before). The store is read whole only at start and when
     it holds reports this process did not count (others stored them; the service's periodic
-    refresh). Both happen under one lock, and reports are stored inside it (`storing`): a whole
-    read never races a report into being counted twice or not at all. The price: this
-    process's report posts wait while a whole read runs, which only others' reports cause.
+    refresh). Reports are stored inside a gate that whole reads close (`storing`): a whole read
+    never races a report into being counted twice or not at all. The price: this process's
+    report posts wait while a whole read runs, which only others' reports cause.
     """
 
     def __init__(self, store: Store) -> None:
         self._store = store
+        # The in-memory figures' lock: never held across a database call (issue 28: each report
+        # post held it across its write, so with PostgreSQL down posts waited in single file).
         self._lock = threading.Lock()
-        self._ratios: dict[str, list[float]] = {}  # per accelerator, sorted
+        # Report posts share it; a whole read of the store takes it alone, so that no report is
+        # counted twice or missed (stored but not yet counted while the rows are read).
+        self._gate = _Gate()
+        # per accelerator: its plausible ratios by host (one vote per host), kept voting
+        self._ratios: dict[str, RunningVote] = {}
         self._counted = -1  # reports the ratios include: -1 before the first whole read
         self.value: dict[str, Calibration] = {}
         self.recomputed = 0  # whole reads of the store (tests, metrics)
@@ -132,51 +144,97 @@ class FleetCalibration:
     @contextlib.contextmanager
     def storing(self) -> Iterator[Callable[[Sequence[CheckRow]], None]]:
         """Store one report inside the block, then call what it yields with the report's check
-        rows if it was stored (not if an idempotency key found it stored before)."""
-        with self._lock:
+        rows if it was stored (not if an idempotency key found it stored before). Reports are
+        stored side by side (the gate is shared): only a whole read closes it."""
+        with self._gate.shared():
             yield self._stored
 
     def _stored(self, rows: Sequence[CheckRow]) -> None:
-        self._counted += 1
-        touched = _add_ratios(self._ratios, rows)
-        if touched:
-            self.value = {**self.value, **_calibrations(self._ratios, touched)}
+        with self._lock:  # memory only
+            self._counted += 1
+            touched = _add_ratios(self._ratios, rows)
+            if touched:
+                self.value = {**self.value, **_calibrations(self._ratios, touched)}
 
     def refresh_if_changed(self) -> bool:
         """Read the store whole when it holds a different number of reports than were counted
         (other processes stored some); called at start and by the service's periodic refresh,
         off the event loop."""
-        with self._lock:
+        with self._gate.exclusive():  # no report of this process is being stored meanwhile
             # Counted before the rows are read: a report another process stores in between is
             # read but not counted, so the next refresh reads again (the other order would
             # count it without reading it, for good).
             stored = self._store.count()
             if stored == self._counted:
                 return False
-            ratios: dict[str, list[float]] = {}
+            ratios: dict[str, RunningVote] = {}
             _add_ratios(ratios, self._store.check_rows_named(CALIBRATION_CHECK))
-            self._ratios, self._counted = ratios, stored
-            self.value = _calibrations(ratios, ratios)
-            self.recomputed += 1
+            value = _calibrations(ratios, ratios)
+            with self._lock:
+                self._ratios, self._counted, self.value = ratios, stored, value
+                self.recomputed += 1
             return True
 
 
-def _add_ratios(ratios: dict[str, list[float]], rows: Iterable[CheckRow]) -> set[str]:
-    """Insert the plausible CALIBRATION_CHECK ratios of `rows` in order (advisor.fleet.statistics,
-    the fleet summary's median); returns the accelerators that got one."""
+class _Gate:
+    """Shared by many, or held by one alone (a readers-writer lock that lets a waiting
+    exclusive holder in first, so that a steady stream of posts cannot starve a refresh)."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._sharing = 0
+        self._exclusive = False
+        self._waiting = 0  # exclusive holders waiting
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[None]:
+        with self._cond:
+            while self._exclusive or self._waiting:
+                self._cond.wait()
+            self._sharing += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._sharing -= 1
+                if not self._sharing:
+                    self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        with self._cond:
+            self._waiting += 1
+            while self._exclusive or self._sharing:
+                self._cond.wait()
+            self._waiting -= 1
+            self._exclusive = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._exclusive = False
+                self._cond.notify_all()
+
+
+def _add_ratios(ratios: dict[str, RunningVote], rows: Iterable[CheckRow]) -> set[str]:
+    """Add the plausible CALIBRATION_CHECK ratios of `rows` to their accelerator's vote
+    (advisor.fleet.statistics, the fleet summary's vote); returns the accelerators that got one."""
     touched = set()
     for row in rows:
         ratio = ratio_of(row.measured, row.expected)
         if row.name != CALIBRATION_CHECK or not row.accelerator or ratio is None:
             continue
         if PLAUSIBLE_RATIO.holds(ratio):
-            bisect.insort(ratios.setdefault(row.accelerator, []), ratio)
+            ratios.setdefault(row.accelerator, RunningVote()).add(row.host, ratio)
             touched.add(row.accelerator)
     return touched
 
 
-def _calibrations(ratios: dict[str, list[float]], which: Iterable[str]) -> dict[str, Calibration]:
-    found = {acc: calibration_from(quantile(ratios[acc], 0.5), len(ratios[acc])) for acc in which}
+def _calibrations(ratios: dict[str, RunningVote], which: Iterable[str]) -> dict[str, Calibration]:
+    found = {}
+    for acc in which:
+        vote = ratios[acc].vote()
+        found[acc] = calibration_from(vote.ratio, vote.runs, vote.hosts)
     return {acc: cal for acc, cal in found.items() if cal is not None}
 
 
@@ -214,7 +272,7 @@ class ReviewCache:
 class AppState:
     settings: Settings
     catalog: CatalogHolder
-    store: Store
+    store: GuardedStore
     metrics: Metrics
     calibration: FleetCalibration
     reviews: ReviewCache

@@ -7,6 +7,14 @@ The body is also validated against the route's model before FastAPI sees it, in 
 it is large: a body that fails answers only its first problems (MAX_FIELD_PROBLEMS) with their
 total, so that a 1 MB body of 90,000 unknown keys costs the event loop nothing (it once held it
 for 13 s).
+
+Before any of that, the body's shape is bounded (`_shape_problem`): at most MAX_JSON_DEPTH
+nested arrays and objects and MAX_OBJECT_KEYS keys in one object, each a 422 naming the limit.
+json.loads recurses in C and raised RecursionError (a 500 with a 10 KB traceback) at about 1,000
+levels; no route's body is deeper than 10 (a probe report's NVLink error counters are 8). And an
+object of the route's model is split into its known and unknown keys first: pydantic validates
+the known ones and the unknown ones are counted and the first few named, so that a body of many
+unknown keys costs a set lookup per key instead of a pydantic error each (twice: strict and lax).
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ from __future__ import annotations
 import gc
 import json
 import math
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from typing import Any
 
 from fastapi import Request, Response
@@ -29,6 +37,12 @@ MAX_INT_DIGITS = 309  # an integer with more digits is beyond every float: no fi
 # Bodies up to this size are parsed and checked on the event loop: that costs tens of
 # microseconds, less than the hop to a worker thread and back; larger ones go to a thread.
 INLINE_MAX_BYTES = 16 * 1024
+# Nested arrays and objects a body may have (the top-level value is depth 1): every route's body
+# is 10 deep at most, and json.loads fails with RecursionError near 1,000.
+MAX_JSON_DEPTH = 32
+# Keys in one JSON object: the widest object a route takes is a model of about 50 fields or a
+# counter map (NVLink errors per link), far below this.
+MAX_OBJECT_KEYS = 1000
 
 
 class NotJson:
@@ -70,9 +84,15 @@ def loads(body: bytes) -> Any:
 
         return checked
 
-    value = json.loads(
-        body, parse_constant=constant, parse_float=number(_float), parse_int=number(_int)
-    )
+    try:
+        value = json.loads(
+            body, parse_constant=constant, parse_float=number(_float), parse_int=number(_int)
+        )
+    except RecursionError:  # nested far deeper than MAX_JSON_DEPTH: the C parser gave up
+        raise CappedValidationError([_depth_error(())], 1) from None
+    shape = _shape_problem(value)
+    if shape is not None:
+        raise CappedValidationError([shape], 1)
     if found:
         errors = [
             {
@@ -85,6 +105,44 @@ def loads(body: bytes) -> Any:
         ]
         raise CappedValidationError(errors[:MAX_FIELD_PROBLEMS], len(errors))
     return value
+
+
+def _depth_error(loc: tuple[int | str, ...]) -> dict[str, Any]:
+    return {
+        "type": "json_depth",
+        "loc": ("body", *loc),
+        "msg": f"nested deeper than {MAX_JSON_DEPTH} arrays and objects (the service's limit)",
+        "input": None,
+    }
+
+
+def _shape_problem(value: Any) -> dict[str, Any] | None:
+    """The first place where `value` is nested deeper than MAX_JSON_DEPTH or an object has more
+    than MAX_OBJECT_KEYS keys, as a validation error; None when neither. Iterative (a stack, no
+    recursion), and it stops at the first object too wide, before looking inside it."""
+    pending: list[tuple[Any, int, tuple[int | str, ...]]] = [(value, 1, ())]
+    while pending:
+        item, depth, loc = pending.pop()
+        if depth > MAX_JSON_DEPTH:
+            return _depth_error(loc)
+        if isinstance(item, dict):
+            if len(item) > MAX_OBJECT_KEYS:
+                return {
+                    "type": "json_object_keys",
+                    "loc": ("body", *loc),
+                    "msg": f"an object of {len(item)} keys: at most {MAX_OBJECT_KEYS} (the "
+                    "service's limit)",
+                    "input": None,
+                }
+            children: Iterable[tuple[int | str, Any]] = item.items()
+        elif isinstance(item, list):
+            children = enumerate(item)
+        else:
+            continue
+        for key, child in children:
+            if isinstance(child, dict | list):
+                pending.append((child, depth + 1, (*loc, key)))
+    return None
 
 
 def _not_json(
@@ -107,20 +165,59 @@ def _is_json(content_type: str | None) -> bool:
     )
 
 
+def _known_fields(model: type[BaseModel]) -> frozenset[str] | None:
+    """The keys `model` takes, when it refuses every other key and names its fields plainly (no
+    aliases); None otherwise (pydantic alone then says what is unknown)."""
+    if model.model_config.get("extra") != "forbid":
+        return None
+    fields = model.model_fields
+    if any(f.alias or f.validation_alias for f in fields.values()):
+        return None
+    return frozenset(fields)
+
+
+def _unknown_key_errors(unknown: list[str], total_before: int) -> list[dict[str, Any]]:
+    """pydantic's extra_forbidden errors for the first unknown keys (those that still fit in
+    MAX_FIELD_PROBLEMS after `total_before` other problems)."""
+    room = max(MAX_FIELD_PROBLEMS - total_before, 0)
+    return [
+        {"type": "extra_forbidden", "loc": ("body", key), "msg": "Extra inputs are not permitted"}
+        for key in unknown[:room]
+    ]
+
+
 def _parse_and_check(body: bytes, model: type[BaseModel] | None) -> Any:
     value = loads(body)
     if model is not None:
-        try:
-            # strict: JSON types as the contract states them (false is not a number, "1.5" is
-            # not a number); FastAPI validates the same value again, in its lax mode, after this
-            model.model_validate_json(json.dumps(value), strict=True)
-        except ValidationError as strict:
-            try:  # a body that lax validation refuses too gets its words (the CLI's)
-                model.model_validate(value)
-            except ValidationError as lax:
-                raise _capped(lax) from None
-            raise _capped(strict) from None
+        known = _known_fields(model)
+        if known is not None and isinstance(value, dict):
+            unknown = [key for key in value if key not in known]
+            if unknown:
+                try:
+                    _validate({k: v for k, v in value.items() if k in known}, model)
+                except CappedValidationError as exc:
+                    errors = list(exc.errors())
+                    raise CappedValidationError(
+                        errors + _unknown_key_errors(unknown, len(errors)),
+                        exc.total + len(unknown),
+                    ) from None
+                raise CappedValidationError(_unknown_key_errors(unknown, 0), len(unknown))
+        _validate(value, model)
     return value
+
+
+def _validate(value: Any, model: type[BaseModel]) -> None:
+    """`value` against `model` in strict mode; CappedValidationError with the first problems."""
+    try:
+        # strict: JSON types as the contract states them (false is not a number, "1.5" is
+        # not a number); FastAPI validates the same value again, in its lax mode, after this
+        model.model_validate_json(json.dumps(value), strict=True)
+    except ValidationError as strict:
+        try:  # a body that lax validation refuses too gets its words (the CLI's)
+            model.model_validate(value)
+        except ValidationError as lax:
+            raise _capped(lax) from None
+        raise _capped(strict) from None
 
 
 def _capped(exc: ValidationError) -> CappedValidationError:

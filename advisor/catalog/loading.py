@@ -85,6 +85,25 @@ def _settings(
     return base.model_copy(update=changes)
 
 
+def catalog_cache_dir(environ: Mapping[str, str] = os.environ) -> Path | None:
+    """Where the validated catalog is cached, for the CLI and `advisor serve` alike:
+    ADVISOR_CACHE_DIR, else $XDG_CACHE_HOME/advisor (an absolute path, as the XDG base-directory
+    spec requires), else ~/.cache/advisor; None when ADVISOR_NO_CACHE is set (other than 0) or
+    there is no home directory to put it in."""
+    if environ.get("ADVISOR_NO_CACHE", "") not in ("", "0"):
+        return None
+    explicit = environ.get("ADVISOR_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    xdg = environ.get("XDG_CACHE_HOME")
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "advisor"
+    try:
+        return Path.home() / ".cache" / "advisor"
+    except RuntimeError:  # no HOME and no password entry
+        return None
+
+
 def load_catalog(
     catalog_dir: str | os.PathLike[str] | None = None,
     *,

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -15,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from advisor.catalog import Catalog
-from advisor.catalog.loading import load_catalog
+from advisor.catalog.loading import catalog_cache_dir, load_catalog
 from advisor.errors import InputError
 from advisor.outputs import write_json
 
@@ -60,24 +58,6 @@ def console() -> Console:
     from rich.console import Console
 
     return Console()
-
-
-def catalog_cache_dir(environ: Mapping[str, str] = os.environ) -> Path | None:
-    """Where the validated catalog is cached: ADVISOR_CACHE_DIR, else $XDG_CACHE_HOME/advisor
-    (an absolute path, as the XDG base-directory spec requires), else ~/.cache/advisor; None
-    when ADVISOR_NO_CACHE is set (other than 0) or there is no home directory to put it in."""
-    if environ.get("ADVISOR_NO_CACHE", "") not in ("", "0"):
-        return None
-    explicit = environ.get("ADVISOR_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = environ.get("XDG_CACHE_HOME")
-    if xdg and Path(xdg).is_absolute():
-        return Path(xdg) / "advisor"
-    try:
-        return Path.home() / ".cache" / "advisor"
-    except RuntimeError:  # no HOME and no password entry
-        return None
 
 
 def get_catalog() -> Catalog:

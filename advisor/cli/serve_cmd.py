@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import socket
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -25,8 +25,6 @@ def serve(
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
 ) -> None:
     """Serve the HTTP API (settings: ADVISOR_DATABASE_URL, ADVISOR_API_TOKENS, ...)."""
-    import uvicorn
-
     from advisor.api import create_app
     from advisor.api.server import uvicorn_config
     from advisor.api.settings import Settings
@@ -42,10 +40,25 @@ def serve(
         app, settings, host=host, port=bound_port, access_log=access_log, log_level=log_level
     )
     shown = f"[{host}]" if ":" in host else host
-    # Always printed (whatever the log level): tests and benchmarks read the port from this line.
-    typer.echo(f"advisor serve: listening on http://{shown}:{bound_port}", err=True)
+    line = f"advisor serve: listening on http://{shown}:{bound_port}"
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is a normal stop, as in uvicorn.run
-        uvicorn.Server(config).run(sockets=[sock])
+        _announcing(config, line).run(sockets=[sock])
+
+
+def _announcing(config: Any, line: str) -> Any:
+    """uvicorn's server that prints `line` once start-up is complete: the lifespan has run and
+    the socket listens. Printed before (issue 28), a client that connected on it was refused.
+    Always printed, whatever the log level: tests and benchmarks read the port from it.
+    (uvicorn is imported here, not at the top: every other command would pay for it.)"""
+    import uvicorn
+
+    class Announcing(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and not self.should_exit:
+                typer.echo(line, err=True)
+
+    return Announcing(config)
 
 
 def listen_socket(host: str, port: int) -> socket.socket:

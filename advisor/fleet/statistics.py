@@ -7,8 +7,10 @@ measured / expected come from probes.stats.quantile (linear interpolation, numpy
 
 from __future__ import annotations
 
+import bisect
+import math
 from collections import defaultdict
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -42,6 +44,148 @@ PLAUSIBLE_RATIO = PlausibleBand(
 )
 
 
+# A host whose median ratio is this many spreads from the fleet's median is left out of the
+# fleet's ratio: the modified z-score of Iglewicz and Hoaglin, |x - median| / (1.4826 MAD), whose
+# 3.5 they recommend; 1.4826 makes the MAD a standard deviation for normal data.
+OUTLIER_Z = 3.5
+MAD_TO_SIGMA = 1.4826
+# The spread is at least this share of the median: hosts that agree to the digit (a MAD of 0)
+# would otherwise make a host 1% off an outlier. 2% is the run-to-run noise of a matmul probe
+# (benchmarks/results: cv of 1-2%).
+MIN_RELATIVE_SPREAD = 0.02
+# Fewer hosts than this: no median to be far from (one or two votes), every host counts.
+MIN_HOSTS_FOR_OUTLIERS = 3
+
+
+@dataclass(frozen=True)
+class IgnoredHost:
+    host: str
+    ratio: float  # the host's median measured / expected
+    why: str
+
+
+@dataclass(frozen=True)
+class HostVote:
+    """A check's fleet ratio with one vote per host: each host's median ratio, the median of
+    those, leaving out hosts far from it (OUTLIER_Z). Many reports from one host, or a few hosts
+    reporting made-up figures inside the plausible band, no longer move it (issue 28: six reports
+    at 1.49 moved training estimates by 19%)."""
+
+    ratio: float | None  # None without a host
+    hosts: int  # the hosts voting
+    runs: int  # their runs with a plausible ratio
+    ignored: tuple[IgnoredHost, ...] = ()
+
+
+def host_vote(host_ratios: Iterable[tuple[str, Sequence[float]]]) -> HostVote:
+    """The vote over (host, that host's plausible ratios in ascending order)."""
+    medians = [(h, m, len(r)) for h, r in host_ratios if (m := quantile(r, 0.5)) is not None]
+    if not medians:
+        return HostVote(None, 0, 0)
+    center = quantile(sorted(m for _, m, _ in medians), 0.5)
+    assert center is not None  # (medians is not empty)
+    kept, ignored = medians, []
+    if len(medians) >= MIN_HOSTS_FOR_OUTLIERS:
+        mad = quantile(sorted(abs(m - center) for _, m, _ in medians), 0.5) or 0.0
+        spread = max(MAD_TO_SIGMA * mad, MIN_RELATIVE_SPREAD * abs(center))
+        limit = OUTLIER_Z * spread
+        # (as bounds on the median, not as |m - center|: the same comparisons as the service's
+        # running vote, advisor.api.state, which finds them by bisection)
+        low, high = center - limit, center + limit
+        kept = [v for v in medians if low <= v[1] <= high]
+        ignored = [
+            IgnoredHost(
+                h,
+                m,
+                f"its median {m:.3f} is {abs(m - center) / spread:.1f} spreads from the fleet's"
+                f" {center:.3f} (more than {OUTLIER_Z:g}; spread {spread:.3f}: 1.4826 MAD, at"
+                f" least {MIN_RELATIVE_SPREAD:.0%} of the median)",
+            )
+            for h, m, _ in medians
+            if not low <= m <= high
+        ]
+    ratio = quantile(sorted(m for _, m, _ in kept), 0.5)
+    return HostVote(ratio, len(kept), sum(n for _, _, n in kept), tuple(ignored))
+
+
+class RunningVote:
+    """host_vote kept up to date one ratio at a time, in O(log hosts) per ratio plus the hosts
+    left out, for the service's in-memory calibration: recomputing host_vote over every host on
+    each report would cost a fleet of 6,400 hosts milliseconds per report. Gives the very floats
+    host_vote gives (the same formulas on the same sorted values)."""
+
+    def __init__(self) -> None:
+        self._ratios: dict[str, list[float]] = {}  # per host, ascending
+        self._medians: list[tuple[float, str]] = []  # (host median, host), ascending
+        self._runs = 0
+
+    def add(self, host: str, ratio: float) -> None:
+        ratios = self._ratios.setdefault(host, [])
+        if ratios:
+            old = (quantile(ratios, 0.5) or 0.0, host)
+            del self._medians[bisect.bisect_left(self._medians, old)]
+        bisect.insort(ratios, ratio)
+        bisect.insort(self._medians, (quantile(ratios, 0.5) or 0.0, host))
+        self._runs += 1
+
+    def vote(self) -> HostVote:
+        """The vote's ratio, hosts and runs (not the hosts left out: see host_vote)."""
+        medians = self._medians
+        n = len(medians)
+        if not n:
+            return HostVote(None, 0, 0)
+        center = _interpolated(lambda i: medians[i][0], n)
+        lo, hi = 0, n
+        if n >= MIN_HOSTS_FOR_OUTLIERS:
+            # the deviations |m - center| as two ascending runs: below the center (read from
+            # the center outwards) and from it upwards; their median by selection
+            split = bisect.bisect_left(medians, center, key=lambda t: t[0])
+
+            def below(i: int) -> float:
+                return center - medians[split - 1 - i][0]
+
+            def above(i: int) -> float:
+                return medians[split + i][0] - center
+
+            def deviation(k: int) -> float:
+                return _kth_of_two(below, split, above, n - split, k)
+
+            mad = _interpolated(deviation, n)
+            spread = max(MAD_TO_SIGMA * mad, MIN_RELATIVE_SPREAD * abs(center))
+            limit = OUTLIER_Z * spread
+            lo = bisect.bisect_left(medians, center - limit, key=lambda t: t[0])
+            hi = bisect.bisect_right(medians, center + limit, key=lambda t: t[0])
+        left_out = (*medians[:lo], *medians[hi:])
+        runs = self._runs - sum(len(self._ratios[h]) for _, h in left_out)
+        ratio = _interpolated(lambda i: medians[lo + i][0], hi - lo) if hi > lo else None
+        return HostVote(ratio, hi - lo, runs)
+
+
+def _interpolated(value: Callable[[int], float], n: int) -> float:
+    """probes.stats.quantile(values, 0.5) of n ascending values given by index."""
+    pos = (n - 1) * 0.5
+    lo = int(pos)
+    hi = min(lo + 1, n - 1)
+    return value(lo) + (value(hi) - value(lo)) * (pos - lo)
+
+
+def _kth_of_two(
+    a: Callable[[int], float], na: int, b: Callable[[int], float], nb: int, k: int
+) -> float:
+    """The k-th smallest (0-based) of two ascending sequences given by index, by bisection on
+    how many of the first k + 1 come from `a`."""
+    lo, hi = max(0, k + 1 - nb), min(k + 1, na)
+    while True:
+        i = (lo + hi) // 2
+        j = k + 1 - i
+        if i > 0 and j < nb and a(i - 1) > b(j):
+            hi = i - 1
+        elif j > 0 and i < na and b(j - 1) > a(i):
+            lo = i + 1
+        else:
+            return max(a(i - 1) if i > 0 else -math.inf, b(j - 1) if j > 0 else -math.inf)
+
+
 # One check: (name, status, measured, expected, unit); advisor.review.data.CheckResult is one.
 Check = tuple[str, str, float | None, float | None, str | None]
 # One probe run's checks: (accelerator, host, checks). Plain tuples, not classes: the review
@@ -63,6 +207,7 @@ class CheckStats(Generic[A]):
     p10: float | None
     p90: float | None
     statuses: dict[str, int]  # runs per status, by status name
+    vote: HostVote  # one vote per host (host_vote)
 
 
 @dataclass(frozen=True)
@@ -129,6 +274,9 @@ def fleet_statistics(runs: Iterable[RunChecks[A]]) -> FleetStatistics[A]:
     per_check: dict[tuple[A, str], dict[str, int]] = defaultdict(dict)
     for (acc, name, status), n in statuses.items():
         per_check[(acc, name)][status] = n
+    by_check: dict[tuple[A, str], list[tuple[str, list[float]]]] = defaultdict(list)
+    for (host, acc, name), ratios in host_ratios.items():
+        by_check[(acc, name)].append((host, sorted(ratios)))
     checks_stats = {
         key: _check_stats(
             key,
@@ -136,6 +284,7 @@ def fleet_statistics(runs: Iterable[RunChecks[A]]) -> FleetStatistics[A]:
             ignored.get(key, 0),
             per_check[key],
             units.get(key),
+            host_vote(by_check.get(key, ())),
         )
         for key in sorted(per_check, key=_key_order)
     }
@@ -161,6 +310,7 @@ def _check_stats(
     ignored: int,
     statuses: dict[str, int],
     unit: str | None,
+    vote: HostVote,
 ) -> CheckStats[A]:
     return CheckStats(
         accelerator=key[0],
@@ -173,4 +323,5 @@ def _check_stats(
         p10=quantile(ratios, 0.10),
         p90=quantile(ratios, 0.90),
         statuses=dict(sorted(statuses.items())),
+        vote=vote,
     )

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 MIN_FLEET_REPORTS = 5  # fewer measured reports than this: the fleet's median is noise
+# Fewer hosts voting than this: one or two machines (or names) would set the whole fleet's
+# efficiency (advisor.fleet.statistics.host_vote: one vote per host).
+MIN_FLEET_HOSTS = 3
 
 
 @dataclass(frozen=True)
@@ -19,6 +22,9 @@ class Calibration:
 
     ratio: float
     reports: int
+    # Hosts voting (one vote each: a host's median); None where not known (a summary from a
+    # service before host votes, a calibration made by hand): the reports rule alone then.
+    hosts: int | None = None
 
 
 @dataclass(frozen=True)
@@ -29,8 +35,10 @@ class Efficiency:
 
 
 def calibrates(cal: Calibration | None, min_reports: int = MIN_FLEET_REPORTS) -> bool:
-    """Whether the fleet's ratio is trusted: enough reports measured it."""
-    return cal is not None and cal.reports >= min_reports
+    """Whether the fleet's ratio is trusted: enough reports measured it, on enough hosts."""
+    if cal is None or cal.reports < min_reports:
+        return False
+    return cal.hosts is None or cal.hosts >= MIN_FLEET_HOSTS
 
 
 def efficiency(
@@ -44,24 +52,29 @@ def efficiency(
         return Efficiency(
             base * cal.ratio,
             f"fleet-calibrated: {base:.2f} x the fleet's median measured/expected matmul_bf16 "
-            f"{cal.ratio:.2f} over {cal.reports} probe reports",
+            f"{cal.ratio:.2f} over {cal.reports} probe reports"
+            + (f" from {cal.hosts} hosts (one vote each)" if cal.hosts is not None else ""),
             True,
         )
     why = f"catalog default for {workload}"
-    if cal is not None:
+    if cal is not None and cal.reports < min_reports:
         why += f" (the fleet has only {cal.reports} report(s), {min_reports} needed)"
+    elif cal is not None:
+        why += f" (the fleet's reports come from {cal.hosts} host(s), {MIN_FLEET_HOSTS} needed)"
     return Efficiency(base, why, False)
 
 
 CALIBRATION_CHECK = "matmul_bf16"  # the probe check whose measured / expected scales efficiency
 
 
-def calibration_from(ratio_median: object, runs: int) -> Calibration | None:
+def calibration_from(
+    ratio_median: object, runs: int, hosts: int | None = None
+) -> Calibration | None:
     """One accelerator's calibration from its CALIBRATION_CHECK statistics over the fleet (the
     store's summary and the review's rows alike); None without a positive median."""
     if isinstance(ratio_median, bool) or not isinstance(ratio_median, int | float):
         return None
-    return Calibration(float(ratio_median), runs) if ratio_median > 0 else None
+    return Calibration(float(ratio_median), runs, hosts) if ratio_median > 0 else None
 
 
 def calibrations(fleet: list[dict[str, Any]]) -> dict[str, Calibration]:
@@ -69,6 +82,17 @@ def calibrations(fleet: list[dict[str, Any]]) -> dict[str, Calibration]:
     out = {}
     for summary in fleet:
         acc = summary.get("accelerator")
+        vote = summary.get("calibration")
+        if vote is not None and not isinstance(vote, dict):  # the store's own summary's vote
+            vote = {"ratio": vote.ratio, "reports": vote.runs, "hosts": vote.hosts}
+        if acc and isinstance(vote, dict):  # a service with host votes: its own calibration
+            hosts = vote.get("hosts")
+            cal = calibration_from(
+                vote.get("ratio"), int(vote.get("reports") or 0), int(hosts or 0)
+            )
+            if cal is not None:
+                out[str(acc)] = cal
+            continue
         stats = (summary.get("checks") or {}).get(CALIBRATION_CHECK) or {}
         # the runs whose ratio the median is of (a service before "ratios": every run)
         measured = stats.get("ratios", stats.get("count"))

@@ -284,7 +284,8 @@ def build_review(
     calibration = {
         acc: cal
         for (acc, name), st in stats.items()
-        if name == CALIBRATION_CHECK and (cal := calibration_from(st.median, st.ratios)) is not None
+        if name == CALIBRATION_CHECK
+        and (cal := calibration_from(st.vote.ratio, st.vote.runs, st.vote.hosts)) is not None
     }
     gpu_accelerators = sorted(
         {it.accelerator for it in catalog.instance_types.values() if it.accelerator}

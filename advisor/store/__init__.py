@@ -8,14 +8,28 @@ parameters.
 
 from __future__ import annotations
 
-from advisor.store.base import ReportFilter, Store, StoredReport, StoreError, summarize_fleet
+from advisor.store.base import (
+    ReportFilter,
+    Store,
+    StoredReport,
+    StoreError,
+    StoreUnreachable,
+    summarize_fleet,
+)
 
 
-def open_store(url: str) -> Store:
+def open_store(url: str, timeout_s: float | None = None) -> Store:
+    """The adapter for `url`; `timeout_s`: PostgreSQL's connect and pool-wait timeout."""
     if url.startswith(("postgresql://", "postgres://")):
-        from advisor.store.postgres import PostgresStore
+        from advisor.store.postgres import CONNECT_TIMEOUT_S, POOL_TIMEOUT_S, PostgresStore
 
-        return PostgresStore(url)
+        if timeout_s is None:
+            return PostgresStore(url)
+        return PostgresStore(
+            url,
+            pool_timeout_s=timeout_s or POOL_TIMEOUT_S,
+            connect_timeout_s=max(int(timeout_s), CONNECT_TIMEOUT_S),
+        )
     if url.startswith("sqlite:///") or url == "sqlite://":
         from advisor.store.sqlite import SqliteStore
 
@@ -26,4 +40,12 @@ def open_store(url: str) -> Store:
     )
 
 
-__all__ = ["ReportFilter", "Store", "StoreError", "StoredReport", "open_store", "summarize_fleet"]
+__all__ = [
+    "ReportFilter",
+    "Store",
+    "StoreError",
+    "StoreUnreachable",
+    "StoredReport",
+    "open_store",
+    "summarize_fleet",
+]

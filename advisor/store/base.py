@@ -11,12 +11,23 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from advisor.errors import AdvisorError
-from advisor.fleet.statistics import CheckStats, fleet_statistics
+from advisor.fleet.statistics import CheckStats, HostVote, fleet_statistics
+from advisor.perf.calibration import CALIBRATION_CHECK
 from probes.report import ProbeReport, UtilisationReport
 
 
 class StoreError(AdvisorError):
     """The database failed or cannot be reached (translated from sqlite3 / psycopg errors)."""
+
+
+class StoreUnreachable(StoreError):
+    """The database cannot be reached at all (no connection could be made, or it was lost):
+    unlike a failed statement, every other call would fail the same way, so the service stops
+    calling it for a while (advisor.store.guard). `retry_after_s`: when it is tried again."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,8 @@ class FleetSummary:
     verdicts: dict[str, int] = field(default_factory=dict)
     checks: dict[str, dict[str, float | int | None]] = field(default_factory=dict)
     failing_hosts: list[str] = field(default_factory=list)
+    # The CALIBRATION_CHECK's vote (one per host, outliers left out and named); None without it
+    calibration: HostVote | None = None
 
 
 class Store(Protocol):
@@ -193,6 +206,7 @@ def summarize_fleet(
             dict(Counter(reports[acc])),
             {st.check: _summary_figures(st) for st in found.for_accelerator(acc)},
             found.failing_hosts(acc),
+            st.vote if (st := found.checks.get((acc, CALIBRATION_CHECK))) is not None else None,
         )
         for acc in sorted(reports, key=lambda a: (a is None, a or ""))
     ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,11 +16,16 @@ from advisor.store.base import (
     StoredReport,
     StoredUtilisation,
     StoreError,
+    StoreUnreachable,
 )
 from probes.report import ProbeReport, UtilisationReport
 
-CONNECT_TIMEOUT_S = 5
-POOL_TIMEOUT_S = 5.0  # how long a request waits for a free connection before a 503
+# Seconds to make a connection (libpq rounds values below 2 up to 2) and to wait for a free
+# pooled one: the service passes ADVISOR_DATABASE_TIMEOUT_S. A database that is down once cost
+# every request 5 s here; the service's circuit breaker (advisor.store.guard) then answers the
+# following ones at once.
+CONNECT_TIMEOUT_S = 2
+POOL_TIMEOUT_S = 2.0
 # Taken by the migration's transaction: servers started together migrate one after another.
 # (A constant of this project's own: pg_advisory_xact_lock keys are per database.)
 MIGRATION_LOCK = "SELECT pg_advisory_xact_lock(1796352013)"
@@ -36,6 +42,7 @@ class PostgresStore:
         *,
         pool_size: int = 8,
         pool_timeout_s: float = POOL_TIMEOUT_S,
+        connect_timeout_s: int = CONNECT_TIMEOUT_S,
         migrate_to: int = q.LATEST,
     ) -> None:
         try:
@@ -48,19 +55,21 @@ class PostgresStore:
             ) from None
         self._psycopg, self._pool_timeout = psycopg, PoolTimeout
         self._size, self._timeout_s = pool_size, pool_timeout_s
+        # connections lent out now: a pool timeout with none lent means none can be made
+        self._lent, self._lent_lock = 0, threading.Lock()
         # The migration runs on a connection of its own, before the pool: a database that
         # cannot be reached fails here, at once and with the driver's reason.
         try:
-            migration = psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S)
+            migration = psycopg.connect(url, connect_timeout=connect_timeout_s)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot connect to PostgreSQL: {_safe(exc)}") from None
+            raise StoreUnreachable(f"cannot connect to PostgreSQL: {_safe(exc)}") from None
         with migration:
             self.schema_version = q.migrate(
                 lambda: self._transaction(migration), _pg, migrate_to, lock=MIGRATION_LOCK
             )
         self._pool = ConnectionPool(
             url,
-            kwargs={"connect_timeout": CONNECT_TIMEOUT_S},
+            kwargs={"connect_timeout": connect_timeout_s},
             min_size=1,
             max_size=pool_size,
             timeout=pool_timeout_s,
@@ -75,20 +84,48 @@ class PostgresStore:
             with conn.transaction(), conn.cursor() as cur:
                 yield cur
         except self._psycopg.Error as exc:
-            raise StoreError(f"PostgreSQL: {_safe(exc)}") from None
+            raise self._translated(exc) from None
 
     @contextlib.contextmanager
     def _tx(self) -> Iterator[Any]:
         """A transaction on a pooled connection; the pool discards a connection left broken."""
         try:
-            with self._pool.connection() as conn, self._transaction(conn) as cur:
+            with self._pool.connection() as conn, self._lent_one(), self._transaction(conn) as cur:
                 yield cur
         except self._pool_timeout:
+            if not self._lent:
+                # no connection is in use, yet none was free in time: none can be made (the
+                # pool retries in the background): the database is down, not busy
+                raise StoreUnreachable(
+                    f"PostgreSQL unreachable: no connection could be made in {self._timeout_s:g} s"
+                ) from None
             raise StoreError(
                 f"PostgreSQL: all {self._size} connections stayed busy for {self._timeout_s:g} s"
             ) from None
         except self._psycopg.Error as exc:  # a connection that could not be made
-            raise StoreError(f"PostgreSQL: {_safe(exc)}") from None
+            raise self._translated(exc) from None
+
+    @contextlib.contextmanager
+    def _lent_one(self) -> Iterator[None]:
+        with self._lent_lock:
+            self._lent += 1
+        try:
+            yield
+        finally:
+            with self._lent_lock:
+                self._lent -= 1
+
+    def _translated(self, exc: Exception) -> StoreError:
+        """A psycopg error as the store's: unreachable when the connection itself failed (no
+        SQLSTATE: raised by libpq on the client's side; class 08: connection exception; 57P0x:
+        the server shutting down or starting), else a failed statement (a full disk, a
+        constraint)."""
+        state = getattr(exc, "sqlstate", None)
+        if isinstance(exc, self._psycopg.OperationalError) and (
+            state is None or state.startswith(("08", "57P"))
+        ):
+            return StoreUnreachable(f"PostgreSQL unreachable: {_safe(exc)}")
+        return StoreError(f"PostgreSQL: {_safe(exc)}")
 
     def add(self, report: ProbeReport, received_at: dt.datetime | None = None) -> StoredReport:
         return q.add(self._tx, _pg, report, received_at, self.schema_version)[0]

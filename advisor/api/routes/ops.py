@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -10,7 +15,8 @@ from advisor.api.deps import StateDep, WriteAccess
 from advisor.api.problems import responses
 from advisor.api.public_text import server_directories, without_paths
 from advisor.api.schemas import ComponentStatus, Health, Readiness, ReloadResult
-from advisor.store import StoreError
+from advisor.api.state import AppState
+from advisor.store import StoreError, StoreUnreachable
 
 router = APIRouter(tags=["operations"])
 
@@ -27,15 +33,13 @@ async def healthz() -> dict[str, str]:
     responses={503: {"model": Readiness, "description": "Not ready"}},
 )
 def readyz(state: StateDep) -> JSONResponse:
-    """Open to load balancers and orchestrators: the details name no server path."""
+    """Open to load balancers and orchestrators: the details name no server path. The database
+    unreachable is 503 "unavailable"; writes failing (the last write failed, or little free space
+    where a SQLite file lies) or the catalog's last reload failing is 200 "degraded", each with
+    its own component: reads and recommendations still work there."""
     directories = server_directories(state.settings)
-    try:
-        state.store.ping()
-        database = ComponentStatus(status="ok", detail="reachable")
-    except StoreError as exc:
-        database = ComponentStatus(
-            status="unavailable", detail=without_paths(str(exc), directories)
-        )
+    database = _database(state)
+    writes = _writes(state)
     holder = state.catalog
     cat = holder.catalog
     loaded = (
@@ -53,9 +57,75 @@ def readyz(state: StateDep) -> JSONResponse:
     if database.status != "ok":
         overall, code = "unavailable", 503
     else:
-        overall, code = ("degraded" if catalog.status != "ok" else "ready"), 200
-    body = Readiness(status=overall, database=database, catalog=catalog)
+        degraded = catalog.status != "ok" or writes.status != "ok"
+        overall, code = ("degraded" if degraded else "ready"), 200
+    body = Readiness(
+        status=overall,
+        database=_public(database, directories),
+        writes=_public(writes, directories),
+        catalog=catalog,
+    )
     return JSONResponse(body.model_dump(), status_code=code)
+
+
+# Less free space than this where the SQLite file lies: writes are about to fail.
+MIN_FREE_BYTES = 64 * 1024 * 1024
+
+
+def _database(state: AppState) -> ComponentStatus:
+    breaker = state.store.breaker()
+    if breaker.open:  # answered at once: the breaker is what every request meets now
+        return ComponentStatus(
+            status="unavailable",
+            detail=f"unreachable: {breaker.detail}; tried again in"
+            f" {breaker.retry_in_s * 1000:.0f} ms",
+        )
+    try:
+        state.store.ping()
+    except StoreUnreachable as exc:
+        return ComponentStatus(status="unavailable", detail=f"unreachable: {exc}")
+    except StoreError as exc:
+        return ComponentStatus(status="unavailable", detail=f"not answering: {exc}")
+    return ComponentStatus(status="ok", detail="reachable")
+
+
+def _writes(state: AppState) -> ComponentStatus:
+    free = _free_bytes(state.store)
+    space = f"; {free / 2**20:,.0f} MiB free" if free is not None else ""
+    last = state.store.last_write
+    if last is not None and not last.ok:
+        ago = time.monotonic() - last.at
+        return ComponentStatus(
+            status="degraded", detail=f"the last write failed {ago:.1f} s ago: {last.detail}{space}"
+        )
+    if free is not None and free < MIN_FREE_BYTES:
+        return ComponentStatus(
+            status="degraded",
+            detail=f"{free / 2**20:,.1f} MiB free where the database lies (less than"
+            f" {MIN_FREE_BYTES // 2**20} MiB): writes are about to fail",
+        )
+    if last is None:
+        return ComponentStatus(status="ok", detail=f"no write since start{space}")
+    ago = time.monotonic() - last.at
+    return ComponentStatus(status="ok", detail=f"the last write succeeded {ago:.1f} s ago{space}")
+
+
+def _free_bytes(store: object) -> int | None:
+    """Free bytes on the file system of a SQLite database file; None for PostgreSQL (its own
+    server's disk: a failing write says so) or a database in memory."""
+    path = getattr(store, "path", None)
+    if not isinstance(path, str) or path == ":memory:":
+        return None
+    try:
+        return shutil.disk_usage(Path(path).resolve().parent).free
+    except OSError:
+        return None
+
+
+def _public(component: ComponentStatus, directories: Mapping[str, str]) -> ComponentStatus:
+    return ComponentStatus(
+        status=component.status, detail=without_paths(component.detail, directories)
+    )
 
 
 @router.get(

@@ -3,6 +3,7 @@ token, when ADVISOR_READ_TOKENS is set: they name hosts and GPUs)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Response
@@ -16,8 +17,24 @@ from advisor.api.deps import (
     stored_before,
 )
 from advisor.api.problems import responses
-from advisor.api.schemas import FleetSummaryOut, ReportPage, StoredReportFull, StoredReportOut
+from advisor.api.schemas import (
+    FleetCalibrationOut,
+    FleetSummaryOut,
+    IgnoredHostOut,
+    ReportPage,
+    ReportStored,
+    StoredReportFull,
+    StoredReportOut,
+)
 from advisor.api.strict_json import StrictJSONRoute
+from advisor.fleet.intake import admit_probe_report
+from advisor.fleet.statistics import HostVote
+from advisor.perf.calibration import (
+    CALIBRATION_CHECK,
+    MIN_FLEET_HOSTS,
+    calibrates,
+    calibration_from,
+)
 from advisor.store import ReportFilter, StoredReport
 from probes.report import ProbeReport
 from probes.timestamps import Rfc3339
@@ -40,23 +57,28 @@ def _summary(r: StoredReport) -> StoredReportOut:
     "/probe-reports",
     operation_id="createProbeReport",
     status_code=201,
-    response_model=StoredReportOut,
+    response_model=ReportStored,
     dependencies=[WriteAccess],
-    responses={**stored_before(StoredReportOut), **responses(400, 401, 403, 413, 422, 503)},
+    responses={**stored_before(ReportStored), **responses(400, 401, 403, 413, 422, 503)},
 )
 def create_report(
     report: ProbeReport,
     state: StateDep,
     response: Response,
     idempotency_key: IdempotencyKey = None,
-) -> StoredReportOut:
-    stored, created = state.add_probe_report(report, idempotency_key)
+) -> ReportStored:
+    """The report is checked beyond its schema first (advisor.fleet.intake): created_at within
+    a year before the server's clock and at most 10 minutes after it (a 422 naming it), and the
+    verdict no better than its checks' worst status (the server's verdict is stored, and the
+    answer says what the report claimed)."""
+    admitted = admit_probe_report(report, dt.datetime.now(dt.UTC))
+    stored, created = state.add_probe_report(admitted.report, idempotency_key)
     if created:
         state.metrics.report_stored(stored.verdict)
     else:
         response.status_code = 200
     response.headers["Location"] = f"/v1/probe-reports/{stored.id}"
-    return _summary(stored)
+    return ReportStored(**vars(_summary(stored)), claimed_verdict=admitted.claimed_verdict)
 
 
 @router.get(
@@ -112,6 +134,26 @@ def get_report(report_id: Annotated[str, ...], store: StoreDep) -> StoredReportF
     responses=responses(401, 403, 422, 503),
 )
 def fleet_summary(
-    store: StoreDep, accelerator: Annotated[str | None, Query(max_length=100)] = None
+    state: StateDep, accelerator: Annotated[str | None, Query(max_length=100)] = None
 ) -> list[FleetSummaryOut]:
-    return [FleetSummaryOut(**vars(s)) for s in store.fleet(accelerator)]
+    min_reports = state.settings.min_fleet_reports
+    return [
+        FleetSummaryOut(**{**vars(s), "calibration": _calibration(s.calibration, min_reports)})
+        for s in state.store.fleet(accelerator)
+    ]
+
+
+def _calibration(vote: HostVote | None, min_reports: int) -> FleetCalibrationOut | None:
+    if vote is None:
+        return None
+    cal = calibration_from(vote.ratio, vote.runs, vote.hosts)
+    return FleetCalibrationOut(
+        check=CALIBRATION_CHECK,
+        ratio=vote.ratio,
+        hosts=vote.hosts,
+        reports=vote.runs,
+        min_hosts=MIN_FLEET_HOSTS,
+        min_reports=min_reports,
+        calibrates=calibrates(cal, min_reports),
+        ignored_hosts=[IgnoredHostOut(**vars(h)) for h in vote.ignored],
+    )

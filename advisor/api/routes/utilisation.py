@@ -19,6 +19,7 @@ from advisor.api.deps import (
 )
 from advisor.api.problems import responses
 from advisor.api.strict_json import StrictJSONRoute
+from advisor.fleet.intake import check_report_time
 from advisor.store.base import StoredUtilisation
 from probes.report import UtilisationReport
 
@@ -84,6 +85,7 @@ def create_utilisation_report(
     response: Response,
     idempotency_key: IdempotencyKey = None,
 ) -> StoredUtilisationOut:
+    check_report_time(report.created_at, dt.datetime.now(dt.UTC))  # as for probe reports
     stored, created = store.add_utilisation_once(report, idempotency_key)
     if created:
         state.report_stored()
