@@ -14,7 +14,15 @@ from advisor.catalog.models import Accelerator, FormFactor, InstanceType, Purcha
 from advisor.catalog.queries import Catalog, from_price, stale_prices
 from advisor.catalog.settings import CatalogSettings
 from advisor.cli.common import console, emit_json, get_catalog, money
-from advisor.cli.tables import Column, print_table
+from advisor.cli.tables import (
+    Column,
+    Format,
+    FormatOpt,
+    WideOpt,
+    output_format,
+    print_table,
+    write_csv,
+)
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError
 
@@ -31,10 +39,12 @@ def accelerators(
         FormFactor | None, typer.Option(help="datacenter, workstation, edge or cpu")
     ] = None,
     json_out: JsonOpt = False,
+    fmt: FormatOpt = None,
 ) -> None:
     """List accelerators (GPUs, edge devices, CPU classes)."""
     found = list_accelerators(get_catalog(), form_factor=form_factor)
-    if json_out:
+    shape = output_format(fmt, json_out)
+    if shape is Format.json:
         emit_json([a.model_dump(mode="json") for a in found])
         return
     columns = [
@@ -62,6 +72,9 @@ def accelerators(
         )
         for a in found
     ]
+    if shape is Format.csv:
+        write_csv([c.header for c in columns], rows)
+        return
     print_table(console(), f"{len(found)} accelerators", columns, rows)
 
 
@@ -73,8 +86,10 @@ def instances(
     min_gpus: Annotated[int | None, typer.Option(min=0)] = None,
     max_hourly_usd: Annotated[float | None, typer.Option(min=0)] = None,
     json_out: JsonOpt = False,
+    fmt: FormatOpt = None,
+    wide: WideOpt = False,
 ) -> None:
-    """List instance types with their prices."""
+    """List instance types with their prices (--wide: every column, the regions by name)."""
     catalog = get_catalog()
     if provider is not None and provider not in catalog.providers:
         raise InputError(unknown("provider", provider, catalog.providers))
@@ -83,24 +98,29 @@ def instances(
     if accelerator is not None and accelerator not in catalog.accelerators:
         raise InputError(unknown("accelerator", accelerator, catalog.accelerators))
     found = list_instance_types(catalog, provider, region, accelerator, min_gpus, max_hourly_usd)
-    if json_out:
+    shape = output_format(fmt, json_out)
+    if shape is Format.json:
         emit_json([i.model_dump(mode="json") for i in found])
         return
+    # (column, shown by default): the default is what tells types apart and what they cost; the
+    # region list (a paragraph per type: 2,816 lines in a pipe) is --wide's, its count is not.
     columns = [
-        Column("id", key=True),
-        Column("provider", drop_rank=4),
-        Column("accelerator", drop_rank=8),
-        Column("GPUs", "right", drop_rank=7),
-        Column("vCPUs", "right", drop_rank=1),
-        Column("RAM GiB", "right", drop_rank=2),
-        Column("link", drop_rank=3),
-        Column("net Gbps", "right", drop_rank=0),
-        Column("from $/h", "right", drop_rank=9),
-        Column("flagged", "right", drop_rank=6),
-        Column("regions", drop_rank=5),
+        (Column("id", key=True), True),
+        (Column("provider", drop_rank=4), True),
+        (Column("accelerator", drop_rank=8), True),
+        (Column("GPUs", "right", drop_rank=7), True),
+        (Column("vCPUs", "right", drop_rank=1), False),
+        (Column("RAM GiB", "right", drop_rank=2), False),
+        (Column("link", drop_rank=3), False),
+        (Column("net Gbps", "right", drop_rank=0), False),
+        (Column("from $/h", "right", drop_rank=9), True),
+        (Column("flagged", "right", drop_rank=6), False),
+        (Column("regions", "right", drop_rank=5), True),
+        (Column("region names", drop_rank=5), False),
     ]
     rows = []
     for i in found:
+        regions = sorted({p.region for p in i.prices})
         rows.append(
             (
                 i.id,
@@ -113,10 +133,20 @@ def instances(
                 f"{i.network_gbps:g}",
                 _from_cell(i),
                 _flagged_cell(i),
-                ", ".join(sorted({p.region for p in i.prices})),
+                str(len(regions)),
+                ", ".join(regions),
             )
         )
-    print_table(console(), f"{len(found)} instance types", columns, rows)
+    if shape is Format.csv:
+        write_csv([c.header for c, _ in columns], rows)
+        return
+    keep = [n for n, (_, default) in enumerate(columns) if wide or default]
+    print_table(
+        console(),
+        f"{len(found)} instance types",
+        [columns[n][0] for n in keep],
+        [[row[n] for n in keep] for row in rows],
+    )
 
 
 @app.command("show")
