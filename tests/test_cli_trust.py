@@ -230,3 +230,57 @@ def test_catalog_instances_fits_and_is_short(columns: str | None) -> None:
     by_id = {r["id"]: r for r in rows}
     for it in catalog.instance_types.values():
         assert int(by_id[it.id]["regions"]) == len({p.region for p in it.prices})
+
+
+def _cheapest_by_hand(accelerator_prefix: str) -> dict[tuple[str, str, int], float]:
+    """Per (accelerator, provider, GPUs) the least sound on-demand price, from the catalog's
+    entries walked here (not through advisor.catalog.queries.gpu_grid)."""
+    out: dict[tuple[str, str, int], float] = {}
+    for it in load_catalog().instance_types.values():
+        if not (it.accelerator or "").startswith(accelerator_prefix):
+            continue
+        for p in it.prices:
+            if p.purchase.value == "on_demand" and p.flag is None:
+                key = (it.accelerator or "", it.provider, it.gpu_count)
+                out[key] = min(out.get(key, float("inf")), p.hourly_usd)
+    return out
+
+
+@pytest.mark.parametrize("columns", WIDTHS, ids=WIDTH_IDS)
+def test_catalog_gpus_is_a_compact_grid(columns: str | None) -> None:
+    """`catalog gpus H100`: one line per accelerator x cloud x GPUs per instance, about a
+    dozen, with the cheapest sound on-demand $/h; p5.48xlarge's us-east-1 on-demand $55.04
+    (catalog/instances/aws.yaml) is the cheapest 8 x H100 SXM on AWS."""
+    p = run("catalog", "gpus", "H100", columns=columns)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert max(len(line) for line in lines) <= int(columns or 80)
+    expected = _cheapest_by_hand("h100")
+    assert 3 <= len(expected) <= 14
+    rows = [line.split() for line in lines if line.split() and line.split()[0].startswith("h100")]
+    assert len(rows) == len(expected)
+    for acc, cloud, gpus, price, *_ in rows:
+        assert float(price.strip("$").replace(",", "")) == pytest.approx(
+            expected[(acc, cloud, int(gpus))], abs=0.005
+        )
+    assert ["h100-sxm", "aws", "8", "$55.04"] in [r[:4] for r in rows]
+    data = as_json("catalog", "gpus", "h100")
+    p5 = next(r for r in data if r["provider"] == "aws" and r["gpu_count"] == 8)
+    assert p5["on_demand"] == {
+        "instance_type": "p5.48xlarge",
+        "region": "us-east-1",
+        "hourly_usd": 55.04,
+    }
+    assert len(p5["regions"]) == len(
+        {p.region for p in load_catalog().instance_types["p5.48xlarge"].prices if p.flag is None}
+    )
+
+
+def test_catalog_gpus_takes_a_family_and_hints_a_typo() -> None:
+    family = as_json("catalog", "gpus", "h20")  # the start of ids: both H200s
+    assert {r["accelerator"] for r in family} == {"h200-sxm", "h200-nvl"} & {
+        i.accelerator for i in load_catalog().instance_types.values()
+    }
+    p = run("catalog", "gpus", "h100-sxn")
+    assert p.returncode == 2
+    assert "did you mean 'h100-sxm'" in p.stderr

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from advisor.cli.common import STATE, err_console
+from advisor.cli.common import STATE, err_console, esc
 from advisor.errors import AdvisorError, InputError, flag_name
 
 # Global options, accepted before or after the command: main() moves them in front of it.
@@ -61,6 +61,14 @@ def build_app(only: str | None = None) -> typer.Typer:
     return cli
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from advisor import __version__
+
+        typer.echo(f"advisor {__version__}")
+        raise typer.Exit(0)
+
+
 def _global(
     catalog: Annotated[
         str | None,
@@ -74,6 +82,16 @@ def _global(
         typer.Option(help="Use --catalog alone instead of extending the shipped catalog."),
     ] = False,
     debug: Annotated[bool, typer.Option(help="Show tracebacks on errors.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            is_eager=True,
+            callback=_print_version,
+            help="Print advisor's version and exit.",
+        ),
+    ] = False,
 ) -> None:
     STATE.catalog_dir = catalog
     STATE.replace = True if replace_catalog else None
@@ -114,19 +132,76 @@ def _command(args: list[str]) -> str | None:
     return None
 
 
+def wants_json(args: list[str]) -> bool:
+    """Whether the command line asks for JSON (--json, -j, --format json): its errors are then
+    JSON too, so that a tool reading the output never has to parse a sentence."""
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg in ("--json", "-j", "--format=json", "-fjson"):
+            return True
+        if arg in ("--format", "-f") and i + 1 < len(args) and args[i + 1] == "json":
+            return True
+    return False
+
+
 def main(argv: list[str] | None = None) -> None:
     args = hoist_globals(sys.argv[1:] if argv is None else argv)
+    as_json = wants_json(args)
     try:
-        build_app(_command(args))(args=args, prog_name="advisor")
+        # standalone_mode=False: usage errors come here, to be worded as every other bad input
+        # (one line, or JSON), not in Click's framed panel
+        code = build_app(_command(args))(args=args, prog_name="advisor", standalone_mode=False)
     except AdvisorError as exc:  # bad input, a bad catalog, a bad setting: all exit 2
-        _fail(exc, 2)
+        _fail(exc, 2, as_json)
+    except typer.TyperException as exc:  # Typer's own Click: unknown option, missing value, ...
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            typer.echo(ctx.get_help())  # a bare `advisor` or `advisor catalog`: its help
+            sys.exit(exc.exit_code)
+        _fail(UsageProblem(exc), exc.exit_code, as_json)
+    except typer.Abort:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
-def _fail(exc: Exception, code: int) -> None:
+class UsageProblem(InputError):
+    """A Click usage error, as advisor words bad input: the option it concerns is its field."""
+
+    def __init__(self, exc: typer.TyperException) -> None:
+        text = exc.format_message()
+        param = getattr(exc, "param", None)
+        flag = None
+        if param is not None and getattr(param, "opts", None):
+            flag = max(param.opts, key=len)
+        elif getattr(exc, "option_name", None):
+            flag = exc.option_name  # type: ignore[attr-defined]
+        super().__init__(text, field=flag)
+        self.flag = flag
+        ctx = getattr(exc, "ctx", None)
+        self.hint = (
+            f"see 'advisor {ctx.command_path.partition(' ')[2]} --help'".replace("  ", " ")
+            if ctx is not None
+            else None
+        )
+
+
+def _fail(exc: Exception, code: int, as_json: bool = False) -> None:
     if STATE.debug:
         traceback.print_exc()
     text = exc.render(flag_name) if isinstance(exc, InputError) else str(exc)
-    err_console().print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
+    if isinstance(exc, UsageProblem) and exc.hint:
+        text = f"{text.rstrip('.')} ({exc.hint})"
+    if as_json:
+        import json
+
+        field = getattr(exc, "field", None)
+        body = {"error": text, "field": field, "exit_code": code}
+        if field is not None and not isinstance(exc, UsageProblem):
+            body["flag"] = flag_name(field)
+        sys.stderr.write(json.dumps(body) + "\n")
+        sys.exit(code)
+    err_console().print(f"[bold red]error:[/] {esc(text)}", highlight=False, soft_wrap=True)
     sys.exit(code)
 
 

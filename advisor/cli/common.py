@@ -48,6 +48,15 @@ class _State:
 STATE = _State()
 
 
+def esc(value: object) -> str:
+    """Text to put inside a Rich markup string: Rich reads `[probe]` in `pip install
+    'advisor[probe]'` as a tag and drops it, so every value printed beside markup goes
+    through here (tests/test_cli_help.py renders the messages through the console)."""
+    from rich.markup import escape
+
+    return escape(str(value))
+
+
 @cache
 def err_console() -> Console:
     from rich.console import Console
@@ -83,7 +92,7 @@ def catalog_cache_dir(environ: Mapping[str, str] = os.environ) -> Path | None:
 def get_catalog() -> Catalog:
     catalog = load_catalog(STATE.catalog_dir, replace=STATE.replace, cache_dir=catalog_cache_dir())
     for warning in catalog.warnings:
-        err_console().print(f"[yellow]warning:[/] {warning}", highlight=False)
+        err_console().print(f"[yellow]warning:[/] {esc(warning)}", highlight=False)
     return catalog
 
 
@@ -102,7 +111,7 @@ def save_report(output: Path, data: Any) -> bool:
         write_json(output, data)
     except OSError as exc:
         err_console().print(  # strerror: the temporary file's name would only confuse
-            f"[bold red]error:[/] cannot write --output {output}: {exc.strerror or exc}",
+            f"[bold red]error:[/] cannot write --output {esc(output)}: {esc(exc.strerror or exc)}",
             highlight=False,
             soft_wrap=True,
         )
@@ -115,21 +124,27 @@ def deliver(sender: ReportSender, data: dict[str, Any], who: str) -> None:
     err = err_console()
     outcome = sender.send(data)
     for report_id in outcome.sent:
-        err.print(f"{who}: report delivered to {sender.endpoint} (id {report_id})", highlight=False)
+        err.print(
+            f"{who}: report delivered to {sender.endpoint} (id {report_id})",
+            highlight=False,
+            markup=False,
+        )
     for reason in outcome.rejected:
         err.print(
-            f"[red]{who}: the service refused a report ({reason}); kept in "
-            f"{sender.spool / 'rejected'}[/]",
+            f"[red]{who}: the service refused a report ({esc(reason)}); kept in "
+            f"{esc(sender.spool / 'rejected')}[/]",
             highlight=False,
         )
     if outcome.spooled is not None:
         err.print(
-            f"[yellow]{who}: could not deliver the report ({outcome.error}); saved to "
-            f"{outcome.spooled}: the next run with --report-to sends it[/]",
+            f"[yellow]{who}: could not deliver the report ({esc(outcome.error)}); saved to "
+            f"{esc(outcome.spooled)}: the next run with --report-to sends it[/]",
             highlight=False,
         )
     elif outcome.pending:
-        err.print(f"{who}: {outcome.pending} older report(s) still wait in {sender.spool}")
+        err.print(
+            f"{who}: {outcome.pending} older report(s) still wait in {sender.spool}", markup=False
+        )
 
 
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}

@@ -26,41 +26,68 @@ from advisor.request import RecommendRequest, parse_request
 
 
 def recommend(
-    workload: Annotated[
-        str,
-        typer.Option(
-            help="large_scale_training, fine_tuning, high_throughput_inference, "
-            "low_latency_inference, edge_inference, batch_processing"
-        ),
-    ],
+    workload: opts.WorkloadOpt,
     memory_gb: Annotated[
-        float | None, typer.Option(help="Accelerator memory the job needs.")
+        float | None,
+        typer.Option(rich_help_panel=opts.CONSTRAINTS, help="Accelerator memory the job needs."),
     ] = None,
-    power_budget_w: Annotated[float | None, typer.Option(help="Power budget in watts.")] = None,
+    power_budget_w: Annotated[
+        float | None, typer.Option(rich_help_panel=opts.CONSTRAINTS, help="Power budget in watts.")
+    ] = None,
     interconnect_gb_s: Annotated[
-        float | None, typer.Option(help="Per-GPU GPU-to-GPU bandwidth needed, GB/s.")
+        float | None,
+        typer.Option(
+            rich_help_panel=opts.CONSTRAINTS, help="Per-GPU GPU-to-GPU bandwidth needed, GB/s."
+        ),
     ] = None,
-    region: Annotated[str | None, typer.Option(help="Cloud region, e.g. us-east-1.")] = None,
-    provider: Annotated[str | None, typer.Option(help="aws, gcp or azure.")] = None,
-    max_hourly_usd: Annotated[float | None, typer.Option(help="Budget in USD per hour.")] = None,
+    region: opts.Region = None,
+    provider: Annotated[
+        str | None,
+        typer.Option(
+            "--provider", "-P", rich_help_panel=opts.CONSTRAINTS, help="aws, gcp or azure."
+        ),
+    ] = None,
+    max_hourly_usd: Annotated[
+        float | None,
+        typer.Option(rich_help_panel=opts.CONSTRAINTS, help="Budget in USD per hour."),
+    ] = None,
     purchase: opts.Purchase = "on_demand",
-    gpu_count: Annotated[int | None, typer.Option(help="At least this many GPUs.")] = None,
-    objective: Annotated[
-        str | None, typer.Option(help="cheapest, performance or price_performance.")
+    gpu_count: Annotated[
+        int | None,
+        typer.Option(
+            "--gpu-count", "-g", rich_help_panel=opts.CONSTRAINTS, help="At least this many GPUs."
+        ),
     ] = None,
-    limit: Annotated[int, typer.Option(help="How many recommendations to show.")] = 10,
+    objective: Annotated[
+        str | None,
+        typer.Option(
+            "--objective",
+            "-o",
+            rich_help_panel=opts.OUTPUT,
+            help=f"{opts.words('objective')} (default: the workload's).",
+        ),
+    ] = None,
+    limit: Annotated[
+        int,
+        typer.Option("--limit", "-n", rich_help_panel=opts.OUTPUT, help="How many to show."),
+    ] = 10,
     each_offering: Annotated[
         bool,
         typer.Option(
             "--each-offering",
+            rich_help_panel=opts.OUTPUT,
             help="List every region and purchase option of a type (default: its best one).",
         ),
     ] = False,
     show_rejected: Annotated[
         bool,
-        typer.Option(help="List every rejected candidate (in --json too; else counted)."),
+        typer.Option(
+            "--show-rejected",
+            rich_help_panel=opts.OUTPUT,
+            help="List every rejected candidate (in --json too; else counted).",
+        ),
     ] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON for tools.")] = False,
+    json_out: opts.JsonOut = False,
     fmt: FormatOpt = None,
     wide: WideOpt = False,
     model: opts.Model = None,
@@ -304,6 +331,8 @@ def _recommendation_table(result: Result, wide: bool) -> None:
         [str(n), _option(r), sort_cells[n - 1], *(f(r) for _, f in cells)]
         for n, r in enumerate(recs, 1)
     ]
+    if not wide:
+        notes = [*notes, "(--wide adds what each option delivers, nodes, $/h, power and score)"]
     title = f"{result.workload}: best by {OBJECTIVE_WORDS[result.objective]}"
     if one_purchase is not None:
         title += f", {one_purchase} prices"

@@ -52,12 +52,14 @@ FormatOpt = Annotated[
     typer.Option(
         "--format",
         "-f",
+        rich_help_panel="Output",
         help="table (default), json (as --json) or csv (every column, one row a line).",
         case_sensitive=False,
     ),
 ]
 WideOpt = Annotated[
-    bool, typer.Option("--wide", "-w", help="Every column (default: the chosen few).")
+    bool,
+    typer.Option("--wide", rich_help_panel="Output", help="Every column (default: a chosen few)."),
 ]
 
 
@@ -119,6 +121,7 @@ def fit_table(
         dropped.append(columns[i].header)
     from rich import box
     from rich.table import Table
+    from rich.text import Text
 
     # Every width is set here, not left to Rich: Rich collapses the widest wrapping column
     # first and below its longest word, which is how "southamerica-west1" came out cut. The
@@ -129,15 +132,15 @@ def fit_table(
         grow = max(0, min(room, widths[i] - given[i]))
         given[i] += grow
         room -= grow
-    table = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table = Table(title=Text(title), box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for i in shown:
         c = columns[i]
         if c.key:
             table.add_column(headers[i], justify=c.justify, no_wrap=True, width=given[i])
         else:
             table.add_column(c.header, justify=c.justify, overflow="fold", width=given[i])
-    for row in rows:
-        table.add_row(*(row[i] for i in shown))
+    for row in rows:  # cells as Text: a `[...]` in a cell is text, not markup
+        table.add_row(*(Text(row[i]) for i in shown))
     return table, dropped
 
 
@@ -157,8 +160,8 @@ def print_table(
     if dropped:
         print_wrapped(
             console,
-            f"(left out at {console.width} columns: {', '.join(dropped)}; --wide or a wider "
-            "terminal shows them, --json has every field)",
+            f"(left out at {console.width} columns: {', '.join(dropped)}; a wider terminal "
+            f"shows them, --json has every field)",
         )
 
 

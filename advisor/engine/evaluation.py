@@ -63,7 +63,7 @@ from advisor.perf.calibration import Calibration
 from advisor.perf.cost import edge_cost_per_year, option_hourly_usd
 from advisor.perf.spot import SpotPlan, too_risky
 from advisor.planning.work_plan import WorkPlan
-from advisor.request import Workload
+from advisor.request import Workload, refuse_idle_fields
 
 __all__ = ["Alternative", "Recommendation", "Rejection", "Result", "SizedFigures", "recommend"]
 
@@ -77,7 +77,7 @@ def recommend(
     """`fleet` maps accelerator ids to the fleet's measured matmul ratio (from stored probe
     reports); with enough reports it replaces the catalog's efficiency when sizing a model."""
     profile = _profile(catalog, workload)
-    _check_request(catalog, workload)
+    _check_request(catalog, workload, profile)
     plan = (
         WorkPlan(catalog, workload.work(), profile, fleet, min_fleet_reports)
         if workload.sized
@@ -495,7 +495,8 @@ def _profile(catalog: Catalog, w: Workload) -> WorkloadProfile:
     return profile
 
 
-def _check_request(catalog: Catalog, w: Workload) -> None:
+def _check_request(catalog: Catalog, w: Workload, p: WorkloadProfile) -> None:
+    refuse_idle_fields(w, w.sized, p.sizing)
     if w.region is not None and w.region not in catalog.regions:
         raise InputError(unknown("region", w.region, catalog.regions))
     if w.provider is not None and w.provider not in catalog.providers:
