@@ -66,7 +66,7 @@ def _print_version(value: bool) -> None:
         from advisor import __version__
 
         typer.echo(f"advisor {__version__}")
-        raise typer.Exit(0)
+        sys.exit(0)
 
 
 def _global(
@@ -147,6 +147,8 @@ def wants_json(args: list[str]) -> bool:
 
 def main(argv: list[str] | None = None) -> None:
     args = hoist_globals(sys.argv[1:] if argv is None else argv)
+    if args in (["--version"], ["-V"]):  # answered without importing a command (0.4 s -> 0.1)
+        _print_version(True)
     as_json = wants_json(args)
     try:
         # standalone_mode=False: usage errors come here, to be worded as every other bad input
