@@ -200,3 +200,40 @@ def test_import_writes_only_where_told(tmp_path: Path) -> None:
     told = run("catalog", "import", "skypilot", str(csv), "--provider", "aws", "-o", str(tmp_path))
     assert told.returncode == 0, told.stderr
     assert (tmp_path / "aws.yaml").exists() and shipped.read_bytes() == before
+
+
+def _offerings(*region: str) -> set[tuple[str, str]]:
+    p = run(
+        "recommend", "-w", "fine_tuning", "--memory-gb", "80", "-p", "any", "--each-offering",
+        "--limit", "1000", "-r", ",".join(region), "-j",
+    )  # fmt: skip
+    assert p.returncode in (0, 1), p.stderr  # 1: nothing there
+    data = json.loads(p.stdout)
+    assert len(data["recommendations"]) == data["feasible_count"]  # every offering listed
+    return {(r["instance_type"], r["region"]) for r in data["recommendations"]}
+
+
+def test_several_regions_are_the_union_of_each() -> None:
+    both = _offerings("us-east-1", "eu-west-1")
+    assert both == _offerings("us-east-1") | _offerings("eu-west-1")
+    assert {region for _, region in both} == {"us-east-1", "eu-west-1"}
+
+
+def test_a_region_prefix_is_every_region_it_starts() -> None:
+    from advisor import load_catalog
+
+    europe = sorted(r for r in load_catalog().regions if r.startswith("europe-"))
+    assert len(europe) > 3
+    got = _offerings("europe-*")
+    assert {region for _, region in got} <= set(europe)
+    union: set[tuple[str, str]] = set()
+    for region in europe:
+        union |= _offerings(region)
+    assert got == union
+
+
+def test_bad_region_specs_are_refused() -> None:
+    one_line_error(run("recommend", "-w", "fine_tuning", "-r", "mars-*"), "'mars-*' matches no")
+    one_line_error(
+        run("recommend", "-w", "fine_tuning", "-r", "us-east-1,marz"), "unknown region 'marz'"
+    )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cache
 
 from advisor.catalog.models import (
     Accelerator,
@@ -22,8 +23,8 @@ from advisor.catalog.models import (
     SpotInterruption,
     WorkloadProfile,
 )
-from advisor.did_you_mean import did_you_mean
-from advisor.errors import NotFoundError
+from advisor.did_you_mean import did_you_mean, unknown
+from advisor.errors import InputError, NotFoundError
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,41 @@ class Catalog:
     @property
     def offering_count(self) -> int:
         return sum(len(it.prices) for it in self.instance_types.values())
+
+
+@cache
+def region_spec(spec: str) -> tuple[frozenset[str], tuple[str, ...]]:
+    """A request's region as (names, prefixes): "us-east-1" one name; "us-east-1,eu-west-1"
+    several; "europe-*" every region whose name starts with "europe-" (spaces ignored)."""
+    items = [item.strip() for item in spec.split(",") if item.strip()]
+    names = frozenset(i for i in items if not i.endswith("*"))
+    prefixes = tuple(i[:-1] for i in items if i.endswith("*"))
+    return names, prefixes
+
+
+def region_matches(spec: str | None, region: str) -> bool:
+    """Whether an offering's region is one the request's region (region_spec) admits; None
+    admits every region. The one test of a region filter: the engine's pools, its checks and
+    their explanations all ask it."""
+    if spec is None:
+        return True
+    names, prefixes = region_spec(spec)
+    return region in names or region.startswith(prefixes)
+
+
+def check_region(spec: str, known: Iterable[str]) -> None:
+    """InputError for a name the catalog lacks or a prefix that matches none, with a hint; an
+    empty list is refused too."""
+    regions = sorted(known)
+    names, prefixes = region_spec(spec)
+    if not names and not prefixes:
+        raise InputError(f"region {spec!r} names no region", field="region")
+    for name in sorted(names - set(regions)):
+        raise InputError(unknown("region", name, regions), field="region")
+    for prefix in prefixes:
+        if not any(r.startswith(prefix) for r in regions):
+            hint = did_you_mean(prefix, regions)
+            raise InputError(f"region {prefix + '*'!r} matches no region{hint}", field="region")
 
 
 def get_accelerator(catalog: Catalog, accelerator_id: str) -> Accelerator:

@@ -11,6 +11,7 @@ from operator import attrgetter
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import FormFactor, Price, Purchase, WorkloadProfile
+from advisor.catalog.queries import check_region
 from advisor.did_you_mean import unknown
 from advisor.engine.alternatives import across_nodes, lower_precision, nearest_alternatives
 from advisor.engine.candidates import (
@@ -497,7 +498,7 @@ def _profile(catalog: Catalog, w: Workload) -> WorkloadProfile:
 
 def _check_request(catalog: Catalog, w: Workload, p: WorkloadProfile) -> None:
     refuse_idle_fields(w, w.sized, p.sizing)
-    if w.region is not None and w.region not in catalog.regions:
-        raise InputError(unknown("region", w.region, catalog.regions))
+    if w.region is not None:
+        check_region(w.region, catalog.regions)
     if w.provider is not None and w.provider not in catalog.providers:
         raise InputError(unknown("provider", w.provider, catalog.providers))
