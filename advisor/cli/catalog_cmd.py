@@ -115,7 +115,7 @@ def instances(
         (Column("link", drop_rank=3), False),
         (Column("net Gbps", "right", drop_rank=0), False),
         (Column("from $/h", "right", drop_rank=9), True),
-        (Column("flagged", "right", drop_rank=6), False),
+        (Column("flagged", "right", drop_rank=6), True),  # doubted prices: a trust signal
         (Column("regions", "right", drop_rank=5), True),
         (Column("region names", drop_rank=5), False),
     ]
