@@ -164,3 +164,31 @@ def test_help_is_grouped_and_cuts_no_option_name(command: str, columns: str) -> 
     assert len(names) > 20
     shown = set(re.findall(r"--[a-z][a-z0-9-]+", p.stdout))
     assert names <= shown, names - shown
+
+
+def test_the_top_level_help_lists_what_each_command_says_of_itself() -> None:
+    """`advisor --help` lists the commands from advisor.cli.SUMMARIES without importing them:
+    each summary is the first paragraph of the command's own help, and the listing reads as the
+    fully built app's (words compared: the built one keeps the docstrings' line breaks)."""
+    from advisor.cli import COMMANDS, SUMMARIES, build_app
+
+    full = build_app()
+    helps = {info.name: info.callback.__doc__ for info in full.registered_commands}
+    helps |= {group.name: group.typer_instance.info.help for group in full.registered_groups}
+    assert set(helps) == set(COMMANDS) == set(SUMMARIES)
+    for name, text in helps.items():
+        first = words(str(text).split("\n\n")[0])
+        assert words(SUMMARIES[name]) == first, name
+
+    def listing(text: str) -> str:
+        return words(text.split("Commands")[1].replace("│", " ").replace("╰", " ").strip("─╮ "))
+
+    lazy = run("--help").stdout
+    built = subprocess.run(
+        [sys.executable, "-c", "from advisor.cli import build_app; build_app()(['--help'])"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "80"},
+        timeout=60,
+    ).stdout
+    assert listing(lazy) == listing(built)

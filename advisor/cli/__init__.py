@@ -35,8 +35,28 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_app(only: str | None = None) -> typer.Typer:
-    """The CLI with every command, or with `only` that one (the others are not imported)."""
+# Each command's line in the top-level --help, as its own module words it (its docstring's first
+# paragraph, or the group's help=): the list is printed without importing seven modules (0.3 s
+# of the 0.48 s `advisor --help` took). tests/test_cli_help.py holds them to the modules' own.
+SUMMARIES: dict[str, str] = {
+    "catalog": "Browse and validate the catalog.",
+    "recommend": "Recommend hardware for a workload; exit 1 when nothing satisfies the "
+    "constraints.",
+    "probe": "Measure every GPU (matmul, transfers, overlap), the peer links, NCCL collectives "
+    "and the health counters, and verify them against the catalog.",
+    "monitor": "Sample GPU utilisation, memory, power and throttling; classify each GPU (idle, "
+    "over_provisioned, under_provisioned, optimized).",
+    "serve": "Serve the HTTP API (settings: ADVISOR_DATABASE_URL, ADVISOR_API_TOKENS, ...).",
+    "review": "Fleet review: inventory, measured vs expected, outliers, savings, cost per "
+    "workload.",
+    "estimate": "Every intermediate figure with its formula: memory per GPU, FLOPs, hours, cost.",
+}
+
+
+def build_app(only: str | None = None, listing: bool = False) -> typer.Typer:
+    """The CLI with every command, or with `only` that one (the others are not imported). With
+    `listing` (no known command on the line: the top-level help, or a misspelt command), each
+    command is registered by name and summary alone, forwarding to main() if it ever runs."""
     cli = typer.Typer(
         name="advisor",
         help="Compute-resource advisor: recommends hardware for a workload and verifies GPU "
@@ -46,6 +66,16 @@ def build_app(only: str | None = None) -> typer.Typer:
         add_completion=False,
     )
     cli.callback()(_global)
+    if listing:
+        # in the order Typer lists the built app's: commands, then groups (a Typer "app")
+        for name in sorted(COMMANDS, key=lambda n: COMMANDS[n][1] == "app"):
+            cli.command(
+                name,
+                help=SUMMARIES[name],
+                add_help_option=False,
+                context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+            )(_forwarder(name))
+        return cli
     for name, (module, attribute) in COMMANDS.items():
         if only is not None and name != only:
             continue
@@ -67,6 +97,13 @@ def _print_version(value: bool) -> None:
 
         typer.echo(f"advisor {__version__}")
         sys.exit(0)
+
+
+def _forwarder(name: str) -> Any:
+    def forward(ctx: typer.Context) -> None:
+        main([name, *ctx.args])  # the command itself, built as `advisor NAME ...` builds it
+
+    return forward
 
 
 def _global(
@@ -153,13 +190,16 @@ def main(argv: list[str] | None = None) -> None:
     try:
         # standalone_mode=False: usage errors come here, to be worded as every other bad input
         # (one line, or JSON), not in Click's framed panel
-        code = build_app(_command(args))(args=args, prog_name="advisor", standalone_mode=False)
+        command = _command(args)
+        app = build_app(command, listing=command is None)
+        code = app(args=args, prog_name="advisor", standalone_mode=False)
     except AdvisorError as exc:  # bad input, a bad catalog, a bad setting: all exit 2
         _fail(exc, 2, as_json)
     except typer.TyperException as exc:  # Typer's own Click: unknown option, missing value, ...
         ctx = getattr(exc, "ctx", None)
         if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
-            typer.echo(ctx.get_help())  # a bare `advisor` or `advisor catalog`: its help
+            # a bare `advisor` or `advisor catalog`: Typer's rich help printed the help while
+            # the error was made (get_help renders it); exit as Click does
             sys.exit(exc.exit_code)
         _fail(UsageProblem(exc), exc.exit_code, as_json)
     except typer.Abort:

@@ -14,14 +14,15 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from advisor.catalog import Catalog
-from advisor.catalog.loading import load_catalog
 from advisor.errors import InputError
 from advisor.outputs import write_json
 
 if TYPE_CHECKING:  # rich is imported when something is printed through it, not for --json
     from rich.console import Console
 
+    # the catalog's models are imported by the commands that load it, not by `advisor --help`
+    # or `--version`, which import this module too
+    from advisor.catalog import Catalog
     from advisor.report_client import ReportSender
 
 # Options shared by the commands that produce a report (probe, monitor).
@@ -90,6 +91,8 @@ def catalog_cache_dir(environ: Mapping[str, str] = os.environ) -> Path | None:
 
 
 def get_catalog() -> Catalog:
+    from advisor.catalog.loading import load_catalog
+
     catalog = load_catalog(STATE.catalog_dir, replace=STATE.replace, cache_dir=catalog_cache_dir())
     for warning in catalog.warnings:
         err_console().print(f"[yellow]warning:[/] {esc(warning)}", highlight=False)
