@@ -237,3 +237,21 @@ def test_bad_region_specs_are_refused() -> None:
     one_line_error(
         run("recommend", "-w", "fine_tuning", "-r", "us-east-1,marz"), "unknown region 'marz'"
     )
+
+
+def test_catalog_instances_takes_the_same_region_specs() -> None:
+    from advisor import load_catalog
+
+    catalog = load_catalog()
+    p = run("catalog", "instances", "-r", "europe-*,eu-west-1", "-j")
+    assert p.returncode == 0, p.stderr
+    listed = json.loads(p.stdout)
+    regions = {price["region"] for it in listed for price in it["prices"]}
+    assert regions and all(r.startswith("europe-") or r == "eu-west-1" for r in regions)
+    expected = {
+        it.id
+        for it in catalog.instance_types.values()
+        if any(p.region.startswith("europe-") or p.region == "eu-west-1" for p in it.prices)
+    }
+    assert {it["id"] for it in listed} == expected
+    one_line_error(run("catalog", "instances", "-r", "mars-*"), "'mars-*' matches no region")

@@ -144,7 +144,7 @@ def list_instance_types(
             continue
         prices = it.prices
         if region is not None:
-            prices = tuple(p for p in prices if p.region == region)
+            prices = tuple(p for p in prices if region_matches(region, p.region))
         if max_hourly_usd is not None:
             prices = tuple(p for p in prices if p.hourly_usd <= max_hourly_usd)
         if (region is not None or max_hourly_usd is not None) and not prices:

@@ -12,7 +12,14 @@ from rich.text import Text
 
 from advisor.catalog import get_entry, list_accelerators, list_instance_types, shipped_catalog_dir
 from advisor.catalog.models import Accelerator, FormFactor, InstanceType, Price, Purchase
-from advisor.catalog.queries import Catalog, GpuOffer, from_price, gpu_grid, stale_prices
+from advisor.catalog.queries import (
+    Catalog,
+    GpuOffer,
+    check_region,
+    from_price,
+    gpu_grid,
+    stale_prices,
+)
 from advisor.catalog.settings import CatalogSettings
 from advisor.cli.common import console, emit_json, get_catalog, money
 from advisor.cli.tables import (
@@ -29,7 +36,7 @@ from advisor.errors import InputError
 
 app = typer.Typer(help="Browse and validate the catalog.", no_args_is_help=True)
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for tools.")]
+JsonOpt = Annotated[bool, typer.Option("--json", "-j", help="Print JSON for tools.")]
 import_app = typer.Typer(help="Import prices from an external dataset.", no_args_is_help=True)
 app.add_typer(import_app, name="import")
 
@@ -82,7 +89,15 @@ def accelerators(
 @app.command("instances")
 def instances(
     provider: Annotated[str | None, typer.Option(help="aws, gcp, azure, ...")] = None,
-    region: Annotated[str | None, typer.Option(help="Only prices in this region.")] = None,
+    region: Annotated[
+        str | None,
+        typer.Option(
+            "--region",
+            "-r",
+            help="Only prices in this region, several (us-east-1,eu-west-1) or a prefix "
+            "(europe-*).",
+        ),
+    ] = None,
     accelerator: Annotated[str | None, typer.Option(help="Accelerator id, e.g. h100-sxm.")] = None,
     min_gpus: Annotated[int | None, typer.Option(min=0)] = None,
     max_hourly_usd: Annotated[float | None, typer.Option(min=0)] = None,
@@ -94,8 +109,8 @@ def instances(
     catalog = get_catalog()
     if provider is not None and provider not in catalog.providers:
         raise InputError(unknown("provider", provider, catalog.providers))
-    if region is not None and region not in catalog.regions:
-        raise InputError(unknown("region", region, catalog.regions))
+    if region is not None:
+        check_region(region, catalog.regions)
     if accelerator is not None and accelerator not in catalog.accelerators:
         raise InputError(unknown("accelerator", accelerator, catalog.accelerators))
     found = list_instance_types(catalog, provider, region, accelerator, min_gpus, max_hourly_usd)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # rich is imported when something is printed through it, not 
     from advisor.report_client import ReportSender
 
 # Options shared by the commands that produce a report (probe, monitor).
-JsonReport = Annotated[bool, typer.Option("--json", help="Print the full report as JSON.")]
+JsonReport = Annotated[bool, typer.Option("--json", "-j", help="Print the full report as JSON.")]
 OutputFile = Annotated[Path | None, typer.Option(help="Also write the full JSON report here.")]
 ReportTo = Annotated[
     str | None, typer.Option(help="Service URL to send the report to (retried, else spooled).")

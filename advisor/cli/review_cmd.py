@@ -38,7 +38,7 @@ def review(
     json_out: Annotated[
         bool,
         typer.Option(
-            "--json", help="Print the review's figures as JSON (HTML only with --output)."
+            "--json", "-j", help="Print the review's figures as JSON (HTML only with --output)."
         ),
     ] = False,
     token: Annotated[
