@@ -255,3 +255,12 @@ def test_catalog_instances_takes_the_same_region_specs() -> None:
     }
     assert {it["id"] for it in listed} == expected
     one_line_error(run("catalog", "instances", "-r", "mars-*"), "'mars-*' matches no region")
+
+
+def test_a_probe_that_cannot_run_says_so_in_json_with_json() -> None:
+    """Exit 3 (cannot run) with --json: the same JSON error object as a bad input's."""
+    p = run("probe", "--expect", "tpu-v6e", "--json")
+    assert p.returncode == 3 and p.stdout == ""
+    body = json.loads(p.stderr)
+    assert body["exit_code"] == 3 and body["field"] == "expect" and body["flag"] == "--expect"
+    assert "cannot measure tpu-v6e" in body["error"]

@@ -48,7 +48,7 @@ def test_error_messages_render_as_text(monkeypatch: pytest.MonkeyPatch, text: st
     """The CLI's one error printer (advisor.cli._fail), through a real Console."""
     buf = io.StringIO()
     console = Console(file=buf, width=200, color_system=None)
-    monkeypatch.setattr(cli, "err_console", lambda: console)
+    monkeypatch.setattr(common, "err_console", lambda: console)
     with pytest.raises(SystemExit) as exit_info:
         cli._fail(InputError(text), 2)
     assert exit_info.value.code == 2

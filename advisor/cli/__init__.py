@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from advisor.cli.common import STATE, err_console, esc
+from advisor.cli.common import STATE, print_error
 from advisor.errors import AdvisorError, InputError, flag_name
 
 # Global options, accepted before or after the command: main() moves them in front of it.
@@ -234,16 +234,7 @@ def _fail(exc: Exception, code: int, as_json: bool = False) -> None:
     text = exc.render(flag_name) if isinstance(exc, InputError) else str(exc)
     if isinstance(exc, UsageProblem) and exc.hint:
         text = f"{text.rstrip('.')} ({exc.hint})"
-    if as_json:
-        import json
-
-        field = getattr(exc, "field", None)
-        body = {"error": text, "field": field, "exit_code": code}
-        if field is not None and not isinstance(exc, UsageProblem):
-            body["flag"] = flag_name(field)
-        sys.stderr.write(json.dumps(body) + "\n")
-        sys.exit(code)
-    err_console().print(f"[bold red]error:[/] {esc(text)}", highlight=False, soft_wrap=True)
+    print_error(text, code, as_json, getattr(exc, "field", None))
     sys.exit(code)
 
 

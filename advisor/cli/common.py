@@ -58,6 +58,20 @@ def esc(value: object) -> str:
     return escape(str(value))
 
 
+def print_error(text: str, code: int, as_json: bool, field: str | None = None) -> None:
+    """The one way a command says it failed, on stderr: `error: TEXT` on one line, or with
+    --json one JSON object {"error", "field", "exit_code"} (and "flag", the field's option)."""
+    if as_json:
+        body: dict[str, Any] = {"error": text, "field": field, "exit_code": code}
+        if field is not None and not field.startswith("-"):
+            from advisor.errors import flag_name
+
+            body["flag"] = flag_name(field)
+        sys.stderr.write(json.dumps(body) + "\n")
+        return
+    err_console().print(f"[bold red]error:[/] {esc(text)}", highlight=False, soft_wrap=True)
+
+
 @cache
 def err_console() -> Console:
     from rich.console import Console

@@ -32,6 +32,7 @@ from advisor.cli.common import (
     esc,
     get_catalog,
     parse_duration,
+    print_error,
     save_report,
 )
 from advisor.errors import InputError
@@ -116,7 +117,7 @@ def probe(
     if expect is not None:
         # a bad id fails now, not after a minute of measuring
         accelerator, instance = resolve_expect(catalog, expect)
-        _refuse_unmeasurable(expect, accelerator)
+        _refuse_unmeasurable(expect, accelerator, json_out)
     if output is not None:
         check_output_path(output)
     names = _measurement_names(only)
@@ -144,7 +145,7 @@ def probe(
         )
         run = _measure(plan, opts)
     report = node_report(run, catalog, expect)
-    _refuse_busy(run)
+    _refuse_busy(run, json_out)
     data = report.model_dump(mode="json")
     written = output is None or save_report(output, data)
     if json_out:
@@ -156,12 +157,12 @@ def probe(
     _leave(_exit_code(run, report, written), run.watchdog_tripped)
 
 
-def _refuse_busy(run: NodeRun) -> None:
+def _refuse_busy(run: NodeRun, as_json: bool = False) -> None:
     """Another probe holds a GPU: said on stderr. Holding every GPU, it refuses the whole run
     (exit 3, no report) so that the two never measure each other; the other GPUs still report."""
     busy = [d.message for r in run.ranks for d in r.diagnosis if d.code == "gpu_busy"]
     for message in busy:
-        err_console().print(f"[bold red]error:[/] {esc(message)}", highlight=False, soft_wrap=True)
+        print_error(message, EXIT_CANNOT_RUN, as_json)
     if busy and len(busy) == len(run.ranks):
         raise typer.Exit(EXIT_CANNOT_RUN)
 
@@ -191,10 +192,10 @@ def unmeasurable_reason(expect: str, acc: Accelerator) -> str | None:
     )
 
 
-def _refuse_unmeasurable(expect: str, acc: Accelerator) -> None:
+def _refuse_unmeasurable(expect: str, acc: Accelerator, as_json: bool = False) -> None:
     reason = unmeasurable_reason(expect, acc)
     if reason is not None:
-        err_console().print(f"[bold red]error:[/] {esc(reason)}", highlight=False, soft_wrap=True)
+        print_error(reason, EXIT_CANNOT_RUN, as_json, "expect")
         raise typer.Exit(EXIT_CANNOT_RUN)
 
 
