@@ -34,6 +34,7 @@ from advisor.cli.common import (
     esc,
     get_catalog,
     parse_duration,
+    print_error,
     save_report,
 )
 from advisor.errors import InputError
@@ -109,11 +110,7 @@ def monitor(
         if not gpus:
             raise EnvironmentProblem("no_gpu", "NVML sees no GPU on this machine")
     except EnvironmentProblem as exc:
-        err.print(
-            f"[bold red]error:[/] cannot monitor: {esc(exc.code)}: {esc(exc)}",
-            highlight=False,
-            soft_wrap=True,
-        )
+        print_error(f"cannot monitor: {exc.code}: {exc}", EXIT_CANNOT_RUN, json_out)
         raise typer.Exit(EXIT_CANNOT_RUN) from None
     finally:
         nvml.shutdown()

@@ -320,7 +320,7 @@ def _recommendation_table(result: Result, wide: bool) -> None:
             cells.append(
                 (
                     Column(f"{sort_header} as priced", "right", drop_rank=1),
-                    lambda r: _fig(before(r)),
+                    lambda r: money(before(r)),
                 )
             )
     # The sort column is not repeated among the others.
@@ -337,10 +337,6 @@ def _recommendation_table(result: Result, wide: bool) -> None:
     if one_purchase is not None:
         title += f", {one_purchase} prices"
     print_table(console(), title, columns, rows, notes)
-
-
-def _fig(value: float | None) -> str:
-    return money(value)
 
 
 def _penalty(r: Recommendation) -> str:
