@@ -5,12 +5,25 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
+FAMILY_SHOWN = 4  # choices of one family named in a hint; the rest are counted
+
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
-    """Return ' (did you mean X?)' for the closest choice, or '' when nothing is close."""
+    """Return ' (did you mean X?)' for the closest choice, or '' when nothing is close.
+
+    The word's own family comes first: choices that begin with it ("h200" -> h200-nvl,
+    h200-sxm; "europe" -> europe-west1, ...), since string similarity alone puts b200 next to
+    h200 and one arbitrary europe-west9 next to "europe"; then the closest by similarity."""
     options = list(choices)
     lowered = {c.lower(): c for c in options}
-    match = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.6)
+    key = word.lower()
+    family = sorted(c for low, c in lowered.items() if low.startswith(key) and low != key)
+    if family:
+        named = ", ".join(repr(c) for c in family[:FAMILY_SHOWN])
+        more = f" and {len(family) - FAMILY_SHOWN} more" if len(family) > FAMILY_SHOWN else ""
+        one = "" if len(family) == 1 else "one of "
+        return f" (did you mean {one}{named}{more}?)"
+    match = difflib.get_close_matches(key, list(lowered), n=1, cutoff=0.6)
     return f" (did you mean {lowered[match[0]]!r}?)" if match else ""
 
 

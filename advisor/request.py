@@ -9,7 +9,7 @@ is answered with a hint from that request's own fields.
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar, get_args
 
 from pydantic import (
     BaseModel,
@@ -22,15 +22,36 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from advisor.catalog.models import Objective, Purchase
-from advisor.errors import InputError
+from advisor.errors import InputError, field_name
 from advisor.perf.work import Work
 from advisor.validation_errors import explain_validation
 
+# The words each choice field takes, for the CLI's help and every error alike (valid_values).
+PURCHASE_WORDS = ("on_demand", "spot", "any")
+Precision = Literal["fp32", "bf16", "fp16", "fp8", "fp4", "int8", "int4"]
+Method = Literal["full", "lora", "qlora"]
+
+
+def valid_values(field: str) -> tuple[str, ...]:
+    """The values a choice field of a request takes, in the order help and errors list them."""
+    if field == "purchase":
+        return PURCHASE_WORDS
+    return get_args({"objective": Objective, "precision": Precision, "method": Method}[field])
+
 
 def _any_purchase(value: object) -> object:
-    return None if value == "any" else value
+    """ "any" is None (either purchase); a word outside PURCHASE_WORDS is refused here, naming
+    all three (the enum alone would name on_demand and spot, never any)."""
+    if value == "any":
+        return None
+    if isinstance(value, str) and value not in PURCHASE_WORDS:
+        expected = ", ".join(f"'{w}'" for w in PURCHASE_WORDS)
+        message = "Input should be one of {expected}"
+        raise PydanticCustomError("enum", message, {"expected": expected})
+    return value
 
 
 # One rule for every caller (CLI, estimate, API): "any" and null both mean either purchase
@@ -53,7 +74,9 @@ def purchase_matches(wanted: Purchase | None, offered: Purchase) -> bool:
 
 
 class _Request(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # allow_inf_nan=False: NaN compares false with every bound, so it would pass as a size
+    # and be named by a bound's hint ("is the unit right?") rather than as not a number
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class SizedWork(_Request):
@@ -97,9 +120,7 @@ class SizedWork(_Request):
         bool | None,
         Field(description="training: full activation recomputation; null: as needed"),
     ] = None
-    precision: Annotated[
-        Literal["fp32", "bf16", "fp16", "fp8", "fp4", "int8", "int4"], Field(description="weights")
-    ] = "bf16"
+    precision: Annotated[Precision, Field(description="weights")] = "bf16"
     context_tokens: Annotated[int | None, Field(gt=0, le=100_000_000)] = None
     throughput_tokens_s: Annotated[float | None, Field(ge=1e-3, le=1e12)] = None
     input_tokens: Annotated[int | None, Field(gt=0, le=10_000_000, description="prompt")] = None
@@ -125,7 +146,7 @@ class SizedWork(_Request):
         float | None, Field(ge=1e-3, le=1e7, description="inter-token latency target")
     ] = None
     method: Annotated[
-        Literal["full", "lora", "qlora"],
+        Method,
         Field(description="training: every weight (full), LoRA adapters, or QLoRA (4-bit base)"),
     ] = "full"
     lora_rank: Annotated[int, Field(ge=1, le=65_536, description="LoRA/QLoRA adapter rank")] = 16
@@ -167,6 +188,54 @@ class SizedWork(_Request):
 
 
 _WORK_FIELDS = tuple(f.name for f in dataclasses.fields(Work))
+
+# Fields that size work from a model: without one they do nothing, and a request that gives
+# them would be answered as if they were not there (the issue's `--tokens` without `--model`).
+FROM_A_MODEL = (
+    "tokens",
+    "zero_stage",
+    "seq_len",
+    "batch",
+    "recompute",
+    "deadline_days",
+    "max_gpus",
+    "global_batch_tokens",
+    "context_tokens",
+    "throughput_tokens_s",
+    "input_tokens",
+    "output_tokens",
+    "concurrency",
+    "request_rate",
+    "tensor_parallel",
+    "max_ttft_ms",
+    "max_itl_ms",
+)
+# ... and of those, the ones only training reads (a serving plan has no tokens to process).
+TRAINING_ONLY = ("tokens", "zero_stage", "deadline_days", "global_batch_tokens")
+
+
+def refuse_idle_fields(w: object, sized: bool, sizing: str) -> None:
+    """InputError (exit 2, HTTP 422) for a field that would do nothing: a sizing field without
+    a model, or a training field on a workload that serves (`sizing` is the profile's)."""
+    if not sized:
+        idle = [name for name in FROM_A_MODEL if getattr(w, name, None) is not None]
+        if idle:
+            names = ", ".join(field_name(n) for n in idle)
+            raise InputError(
+                f"{names} {'sizes' if len(idle) == 1 else 'size'} the work from a model: give "
+                f"{field_name('model')} or "
+                f"{field_name('params_b')}, or drop {'it' if len(idle) == 1 else 'them'}",
+                field=idle[0],
+            )
+    elif sizing == "inference":
+        idle = [name for name in TRAINING_ONLY if getattr(w, name, None) is not None]
+        if idle:
+            names = ", ".join(field_name(n) for n in idle)
+            raise InputError(
+                f"{names}: training only, and this workload serves a model; drop "
+                f"{'it' if len(idle) == 1 else 'them'}",
+                field=idle[0],
+            )
 
 
 def _given(name: str, kind: str) -> dict[str, Any]:
@@ -286,9 +355,12 @@ def parse_request(model: type[M], data: dict[str, Any]) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise InputError(
-            f"invalid request: {field_sentences(explain_validation(exc, model))}"
-        ) from None
+        problems = explain_validation(exc, model)
+        # a top-level field is marked so that the CLI names it --flag and the API its key; the
+        # first one is the error's field (JSON errors carry it)
+        marked = [(field_name(f) if f in model.model_fields else f, m) for f, m in problems]
+        first = next((f for f, _ in problems if f in model.model_fields), None)
+        raise InputError(f"invalid request: {field_sentences(marked)}", field=first) from None
 
 
 def field_sentences(problems: list[tuple[str, str]]) -> str:

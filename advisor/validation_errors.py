@@ -3,6 +3,7 @@ catalog loading, the CLI and the HTTP API all word bad fields with."""
 
 from __future__ import annotations
 
+import math
 import re
 import types
 import typing
@@ -48,6 +49,10 @@ def _sentence(
         expected = re.findall(r"'([^']*)'", str(err.get("ctx", {}).get("expected", "")))
         hint = did_you_mean(str(value), expected) if isinstance(value, str) else ""
         return f"{value!r} is not valid{hint}; valid: {', '.join(expected)}"
+    if kind == "finite_number":
+        nan = isinstance(value, float) and math.isnan(value)
+        what = "not a number" if nan else "not a finite number"
+        return f"{value!r} is {what}: give a number"
     if kind in ("float_parsing", "int_parsing", "float_type", "int_type"):
         msg = f"{err['msg']}, got {value!r}"
         if isinstance(value, str) and re.search(r"\d", value):

@@ -1,22 +1,45 @@
 #!/usr/bin/env bash
 # Sets up .venv (pinned test set-up, torch 2.13.0 CPU from local disk) and runs the whole suite:
-# ruff, mypy, pytest. Extra arguments go to pytest.
+# ruff, mypy, hadolint, pytest. Extra arguments go to pytest. Each step says when it starts, that
+# it is still running (every 15 s), and how long it took.
+#
+# Leaves running: the test PostgreSQL (scripts/start-postgres.sh: port ${ADVISOR_TEST_PG_PORT:-
+# 54329}, data ${ADVISOR_TEST_PG_DATA:-/tmp/advisor-test-pg}), reused by the next run; stop it
+# with `bash scripts/stop-postgres.sh`. Nothing is left running when ADVISOR_TEST_POSTGRES_URL
+# names a server of yours.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/progress.sh
+source scripts/progress.sh
+started_pg=""
+leave_note() {
+  steps_summary
+  if [ -n "$started_pg" ]; then
+    echo "note: left running: the test PostgreSQL at $started_pg (data ${ADVISOR_TEST_PG_DATA:-/tmp/advisor-test-pg}),"
+    echo "      reused by the next run; stop it with: bash scripts/stop-postgres.sh"
+  fi
+}
+trap leave_note EXIT
 if [ ! -x .venv/bin/python ]; then
-  python3 -m venv .venv
+  with_progress "venv" python3 -m venv .venv
 fi
-.venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt -e . \
-  2> >(grep -v "^WARNING: Location" >&2)
-echo "== ruff"; .venv/bin/ruff check advisor probes tests benchmarks
-echo "== ruff format"; .venv/bin/ruff format --check advisor probes tests benchmarks
-echo "== mypy"; .venv/bin/mypy
+install() {
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements-dev.txt -e . \
+    2> >(grep -v "^WARNING: Location" >&2)
+}
+with_progress "pip install" install  # minutes on a fresh machine (torch), seconds after
+with_progress "ruff" .venv/bin/ruff check advisor probes tests benchmarks
+with_progress "ruff format" .venv/bin/ruff format --check advisor probes tests benchmarks
+with_progress "mypy" .venv/bin/mypy
 # PostgreSQL for the store tests (installed from apt when missing); SQLite needs nothing.
 if [ -z "${ADVISOR_TEST_POSTGRES_URL:-}" ]; then
-  ADVISOR_TEST_POSTGRES_URL=$(bash scripts/start-postgres.sh)
+  start_pg() { ADVISOR_TEST_POSTGRES_URL=$(bash scripts/start-postgres.sh); }
+  with_progress "postgresql" start_pg
   export ADVISOR_TEST_POSTGRES_URL
+  started_pg=$ADVISOR_TEST_POSTGRES_URL
 fi
-echo "== hadolint"; .venv/bin/hadolint Dockerfile
+with_progress "hadolint" .venv/bin/hadolint Dockerfile
 # Headless Chromium for the review's browser test (Debian's package; no-op when present).
-bash scripts/install-chromium.sh >/dev/null
-echo "== pytest"; .venv/bin/python -m pytest "$@"
+chromium() { bash scripts/install-chromium.sh >/dev/null; }
+with_progress "chromium" chromium
+with_progress "pytest" .venv/bin/python -m pytest "$@"

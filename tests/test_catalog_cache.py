@@ -21,8 +21,7 @@ import pytest
 import yaml
 
 from advisor.catalog import Catalog, loading
-from advisor.catalog.loading import load_catalog
-from advisor.cli.common import catalog_cache_dir
+from advisor.catalog.loading import catalog_cache_dir, load_catalog
 from advisor.errors import CatalogError
 from tests.factories import TODAY, mini_catalog_data, write_catalog
 from tests.factories import acc as rented_acc

@@ -104,7 +104,7 @@ def test_unsupported_precision_is_refused() -> None:
 def test_tp_must_divide_gpus_and_fit_a_node() -> None:
     with pytest.raises(InputError, match="valid degrees are 1, 2, 4, 8"):
         _model("llama-3.1-8b", gpus=8, tp=3)
-    with pytest.raises(InputError, match="fit one node"):
+    with pytest.raises(InputError, match="the 8 of a node"):
         _model("llama-3.1-8b", gpus=16, tp=16)
 
 

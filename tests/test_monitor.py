@@ -350,12 +350,17 @@ def test_bad_usage_is_exit_2_with_one_line(args: list[str], text: str) -> None:
     ctypes.util.find_library("nvidia-ml") is not None, reason="this machine has NVML"
 )
 def test_no_nvml_is_exit_3_with_a_diagnosis() -> None:
-    p = run("monitor", "--duration", "1s", "--json")
+    p = run("monitor", "--duration", "1s")
     assert p.returncode == 3, (p.stdout, p.stderr)
     line = p.stderr.strip()
     assert line.startswith("error: cannot monitor: nvml_"), line
     assert len(line.splitlines()) == 1 and "Traceback" not in p.stderr
     assert p.stdout == ""
+    # with --json the same error is one JSON object (issue 27: errors as JSON with --json)
+    p = run("monitor", "--duration", "1s", "--json")
+    assert p.returncode == 3 and p.stdout == ""
+    body = json.loads(p.stderr)
+    assert body["exit_code"] == 3 and body["error"].startswith("cannot monitor: nvml_")
 
 
 @pytest.fixture

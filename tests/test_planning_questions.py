@@ -385,7 +385,8 @@ def test_request_rate_and_concurrency_are_one_question() -> None:
         "--accelerator", "h100-sxm", "--request-rate", "10", "--concurrency", "4",
     )  # fmt: skip
     assert p.returncode == 2
-    assert "request_rate" in p.stderr and "the load is a rate or a concurrency" in p.stderr
+    # the CLI names the field by its flag (issue 27)
+    assert "--request-rate" in p.stderr and "the load is a rate or a concurrency" in p.stderr
 
 
 def test_a_fine_tune_no_node_holds_names_multi_node_fsdp(shipped: Catalog) -> None:

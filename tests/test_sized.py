@@ -307,7 +307,8 @@ def test_estimate_cli_json_and_exit_codes() -> None:
         "--accelerator",
         "h100-sxm",
     )
-    assert bad.returncode == 2 and "zero_stage" in bad.stderr and "Traceback" not in bad.stderr
+    # the CLI names the field by its flag (issue 27)
+    assert bad.returncode == 2 and "--zero-stage" in bad.stderr and "Traceback" not in bad.stderr
 
 
 # Llama-3-8B (8.03e9 parameters), 2e9 tokens, fine-tuning on one p5.48xlarge (8 H100 SXM, dense

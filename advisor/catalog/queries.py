@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cache
 
 from advisor.catalog.models import (
     Accelerator,
@@ -22,8 +23,8 @@ from advisor.catalog.models import (
     SpotInterruption,
     WorkloadProfile,
 )
-from advisor.did_you_mean import did_you_mean
-from advisor.errors import NotFoundError
+from advisor.did_you_mean import did_you_mean, unknown
+from advisor.errors import InputError, NotFoundError
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,41 @@ class Catalog:
     @property
     def offering_count(self) -> int:
         return sum(len(it.prices) for it in self.instance_types.values())
+
+
+@cache
+def region_spec(spec: str) -> tuple[frozenset[str], tuple[str, ...]]:
+    """A request's region as (names, prefixes): "us-east-1" one name; "us-east-1,eu-west-1"
+    several; "europe-*" every region whose name starts with "europe-" (spaces ignored)."""
+    items = [item.strip() for item in spec.split(",") if item.strip()]
+    names = frozenset(i for i in items if not i.endswith("*"))
+    prefixes = tuple(i[:-1] for i in items if i.endswith("*"))
+    return names, prefixes
+
+
+def region_matches(spec: str | None, region: str) -> bool:
+    """Whether an offering's region is one the request's region (region_spec) admits; None
+    admits every region. The one test of a region filter: the engine's pools, its checks and
+    their explanations all ask it."""
+    if spec is None:
+        return True
+    names, prefixes = region_spec(spec)
+    return region in names or region.startswith(prefixes)
+
+
+def check_region(spec: str, known: Iterable[str]) -> None:
+    """InputError for a name the catalog lacks or a prefix that matches none, with a hint; an
+    empty list is refused too."""
+    regions = sorted(known)
+    names, prefixes = region_spec(spec)
+    if not names and not prefixes:
+        raise InputError(f"region {spec!r} names no region", field="region")
+    for name in sorted(names - set(regions)):
+        raise InputError(unknown("region", name, regions), field="region")
+    for prefix in prefixes:
+        if not any(r.startswith(prefix) for r in regions):
+            hint = did_you_mean(prefix, regions)
+            raise InputError(f"region {prefix + '*'!r} matches no region{hint}", field="region")
 
 
 def get_accelerator(catalog: Catalog, accelerator_id: str) -> Accelerator:
@@ -108,7 +144,7 @@ def list_instance_types(
             continue
         prices = it.prices
         if region is not None:
-            prices = tuple(p for p in prices if p.region == region)
+            prices = tuple(p for p in prices if region_matches(region, p.region))
         if max_hourly_usd is not None:
             prices = tuple(p for p in prices if p.hourly_usd <= max_hourly_usd)
         if (region is not None or max_hourly_usd is not None) and not prices:
@@ -177,3 +213,71 @@ def reference_system(catalog: Catalog, accelerator_id: str) -> NodeSystem | None
     """The vendor system built with `accelerator_id` (catalog/systems.yaml), if the catalog
     lists one: what a bare accelerator is estimated on."""
     return next((s for s in catalog.systems.values() if s.accelerator == accelerator_id), None)
+
+
+@dataclass(frozen=True)
+class GpuOffer:
+    """One line of the GPU grid: an accelerator on one provider at one GPU count per node, its
+    cheapest sound prices (flagged ones left out, as `recommend` leaves them) and its reach."""
+
+    accelerator: str
+    provider: str
+    gpus: int
+    instance_types: tuple[str, ...]  # every type of that shape, cheapest on-demand first
+    on_demand: Price | None  # the cheapest sound on-demand price of any of them
+    on_demand_type: str | None
+    spot: Price | None
+    spot_type: str | None
+    regions: tuple[str, ...]  # every region with a sound price, sorted
+
+
+def gpu_grid(catalog: Catalog, accelerator: str | None = None) -> list[GpuOffer]:
+    """Accelerator x provider x GPUs per node, cheapest first within an accelerator (the
+    compact view `sky show-gpus` gives). `accelerator` is an id or the start of ids, any case
+    ("H100": h100-nvl, h100-pcie, h100-sxm); NotFoundError with a hint when it names none."""
+    gpus = {a.id: a for a in catalog.accelerators.values() if a.form_factor != FormFactor.cpu}
+    wanted = set(gpus)
+    if accelerator is not None:
+        key = accelerator.lower()
+        wanted = {i for i in gpus if i.lower() == key} or {
+            i for i in gpus if i.lower().startswith(key)
+        }
+        if not wanted:
+            raise NotFoundError(
+                f"no GPU accelerator {accelerator!r} in the catalog{did_you_mean(key, gpus)}"
+            )
+    shapes: dict[tuple[str, str, int], list[InstanceType]] = {}
+    for it in catalog.instance_types.values():
+        if it.accelerator in wanted:
+            shapes.setdefault((it.accelerator, it.provider, it.gpu_count), []).append(it)
+    rows = []
+    for (acc, provider, count), types in shapes.items():
+        sound = [(it, p) for it in types for p in it.prices if p.flag is None]
+        on_demand = _cheapest_of(sound, Purchase.on_demand)
+        spot = _cheapest_of(sound, Purchase.spot)
+        by_price = sorted(types, key=lambda it: (_usd(cheapest_price(it.prices)), it.id))
+        rows.append(
+            GpuOffer(
+                accelerator=acc,
+                provider=provider,
+                gpus=count,
+                instance_types=tuple(it.id for it in by_price),
+                on_demand=on_demand[1] if on_demand else None,
+                on_demand_type=on_demand[0].id if on_demand else None,
+                spot=spot[1] if spot else None,
+                spot_type=spot[0].id if spot else None,
+                regions=tuple(sorted({p.region for _, p in sound})),
+            )
+        )
+    return sorted(rows, key=lambda r: (r.accelerator, r.gpus, _usd(r.on_demand), r.provider))
+
+
+def _cheapest_of(
+    priced: list[tuple[InstanceType, Price]], purchase: Purchase
+) -> tuple[InstanceType, Price] | None:
+    of_kind = [(it, p) for it, p in priced if p.purchase == purchase]
+    return min(of_kind, key=lambda ip: (ip[1].hourly_usd, ip[1].region, ip[0].id), default=None)
+
+
+def _usd(price: Price | None) -> float:
+    return price.hourly_usd if price is not None else float("inf")

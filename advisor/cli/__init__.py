@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from advisor.cli.common import STATE, err_console
+from advisor.cli.common import STATE, print_error
 from advisor.errors import AdvisorError, InputError, flag_name
 
 # Global options, accepted before or after the command: main() moves them in front of it.
@@ -36,8 +36,31 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def build_app(only: str | None = None) -> typer.Typer:
-    """The CLI with every command, or with `only` that one (the others are not imported)."""
+# Each command's line in the top-level --help, as its own module words it (its docstring's first
+# paragraph, or the group's help=): the list is printed without importing seven modules (0.3 s
+# of the 0.48 s `advisor --help` took). tests/test_cli_help.py holds them to the modules' own.
+SUMMARIES: dict[str, str] = {
+    "catalog": "Browse and validate the catalog.",
+    "recommend": "Recommend hardware for a workload; exit 1 when nothing satisfies the "
+    "constraints.",
+    "probe": "Measure every GPU (matmul, transfers, overlap), the peer links, NCCL collectives "
+    "and the health counters, and verify them against the catalog.",
+    "monitor": "Sample GPU utilisation, memory, power and throttling; classify each GPU (idle, "
+    "over_provisioned, under_provisioned, optimized).",
+    "doctor": "Run CMD and diagnose its use of the GPU: never used, host-, sync- or "
+    "transfer-bound, tensors made on the CPU, under-used; each finding with evidence, a fix and "
+    "its price.",
+    "serve": "Serve the HTTP API (settings: ADVISOR_DATABASE_URL, ADVISOR_API_TOKENS, ...).",
+    "review": "Fleet review: inventory, measured vs expected, outliers, savings, cost per "
+    "workload.",
+    "estimate": "Every intermediate figure with its formula: memory per GPU, FLOPs, hours, cost.",
+}
+
+
+def build_app(only: str | None = None, listing: bool = False) -> typer.Typer:
+    """The CLI with every command, or with `only` that one (the others are not imported). With
+    `listing` (no known command on the line: the top-level help, or a misspelt command), each
+    command is registered by name and summary alone, forwarding to main() if it ever runs."""
     cli = typer.Typer(
         name="advisor",
         help="Compute-resource advisor: recommends hardware for a workload and verifies GPU "
@@ -47,6 +70,16 @@ def build_app(only: str | None = None) -> typer.Typer:
         add_completion=False,
     )
     cli.callback()(_global)
+    if listing:
+        # in the order Typer lists the built app's: commands, then groups (a Typer "app")
+        for name in sorted(COMMANDS, key=lambda n: COMMANDS[n][1] == "app"):
+            cli.command(
+                name,
+                help=SUMMARIES[name],
+                add_help_option=False,
+                context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+            )(_forwarder(name))
+        return cli
     for name, (module, attribute) in COMMANDS.items():
         if only is not None and name != only:
             continue
@@ -62,6 +95,21 @@ def build_app(only: str | None = None) -> typer.Typer:
     return cli
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from advisor import __version__
+
+        typer.echo(f"advisor {__version__}")
+        sys.exit(0)
+
+
+def _forwarder(name: str) -> Any:
+    def forward(ctx: typer.Context) -> None:
+        main([name, *ctx.args])  # the command itself, built as `advisor NAME ...` builds it
+
+    return forward
+
+
 def _global(
     catalog: Annotated[
         str | None,
@@ -75,6 +123,16 @@ def _global(
         typer.Option(help="Use --catalog alone instead of extending the shipped catalog."),
     ] = False,
     debug: Annotated[bool, typer.Option(help="Show tracebacks on errors.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            is_eager=True,
+            callback=_print_version,
+            help="Print advisor's version and exit.",
+        ),
+    ] = False,
 ) -> None:
     STATE.catalog_dir = catalog
     STATE.replace = True if replace_catalog else None
@@ -115,19 +173,72 @@ def _command(args: list[str]) -> str | None:
     return None
 
 
+def wants_json(args: list[str]) -> bool:
+    """Whether the command line asks for JSON (--json, -j, --format json): its errors are then
+    JSON too, so that a tool reading the output never has to parse a sentence."""
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg in ("--json", "-j", "--format=json", "-fjson"):
+            return True
+        if arg in ("--format", "-f") and i + 1 < len(args) and args[i + 1] == "json":
+            return True
+    return False
+
+
 def main(argv: list[str] | None = None) -> None:
     args = hoist_globals(sys.argv[1:] if argv is None else argv)
+    if args in (["--version"], ["-V"]):  # answered without importing a command (0.4 s -> 0.1)
+        _print_version(True)
+    as_json = wants_json(args)
     try:
-        build_app(_command(args))(args=args, prog_name="advisor")
+        # standalone_mode=False: usage errors come here, to be worded as every other bad input
+        # (one line, or JSON), not in Click's framed panel
+        command = _command(args)
+        app = build_app(command, listing=command is None)
+        code = app(args=args, prog_name="advisor", standalone_mode=False)
     except AdvisorError as exc:  # bad input, a bad catalog, a bad setting: all exit 2
-        _fail(exc, 2)
+        _fail(exc, 2, as_json)
+    except typer.TyperException as exc:  # Typer's own Click: unknown option, missing value, ...
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+            # a bare `advisor` or `advisor catalog`: Typer's rich help printed the help while
+            # the error was made (get_help renders it); exit as Click does
+            sys.exit(exc.exit_code)
+        _fail(UsageProblem(exc), exc.exit_code, as_json)
+    except typer.Abort:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
-def _fail(exc: Exception, code: int) -> None:
+class UsageProblem(InputError):
+    """A Click usage error, as advisor words bad input: the option it concerns is its field."""
+
+    def __init__(self, exc: typer.TyperException) -> None:
+        text = exc.format_message()
+        param = getattr(exc, "param", None)
+        flag = None
+        if param is not None and getattr(param, "opts", None):
+            flag = max(param.opts, key=len)
+        elif getattr(exc, "option_name", None):
+            flag = exc.option_name  # type: ignore[attr-defined]
+        super().__init__(text, field=flag)
+        self.flag = flag
+        ctx = getattr(exc, "ctx", None)
+        self.hint = (
+            f"see 'advisor {ctx.command_path.partition(' ')[2]} --help'".replace("  ", " ")
+            if ctx is not None
+            else None
+        )
+
+
+def _fail(exc: Exception, code: int, as_json: bool = False) -> None:
     if STATE.debug:
         traceback.print_exc()
     text = exc.render(flag_name) if isinstance(exc, InputError) else str(exc)
-    err_console().print(f"[bold red]error:[/] {text}", highlight=False, soft_wrap=True)
+    if isinstance(exc, UsageProblem) and exc.hint:
+        text = f"{text.rstrip('.')} ({exc.hint})"
+    print_error(text, code, as_json, getattr(exc, "field", None))
     sys.exit(code)
 
 

@@ -8,19 +8,35 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from advisor.catalog import get_entry, list_accelerators, list_instance_types, shipped_catalog_dir
-from advisor.catalog.models import Accelerator, FormFactor, InstanceType, Purchase
-from advisor.catalog.queries import Catalog, from_price, stale_prices
+from advisor.catalog.models import Accelerator, FormFactor, InstanceType, Price, Purchase
+from advisor.catalog.queries import (
+    Catalog,
+    GpuOffer,
+    check_region,
+    from_price,
+    gpu_grid,
+    stale_prices,
+)
 from advisor.catalog.settings import CatalogSettings
 from advisor.cli.common import console, emit_json, get_catalog, money
-from advisor.cli.tables import Column, print_table
+from advisor.cli.tables import (
+    Column,
+    Format,
+    FormatOpt,
+    WideOpt,
+    output_format,
+    print_table,
+    write_csv,
+)
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError
 
 app = typer.Typer(help="Browse and validate the catalog.", no_args_is_help=True)
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON for tools.")]
+JsonOpt = Annotated[bool, typer.Option("--json", "-j", help="Print JSON for tools.")]
 import_app = typer.Typer(help="Import prices from an external dataset.", no_args_is_help=True)
 app.add_typer(import_app, name="import")
 
@@ -31,10 +47,12 @@ def accelerators(
         FormFactor | None, typer.Option(help="datacenter, workstation, edge or cpu")
     ] = None,
     json_out: JsonOpt = False,
+    fmt: FormatOpt = None,
 ) -> None:
     """List accelerators (GPUs, edge devices, CPU classes)."""
     found = list_accelerators(get_catalog(), form_factor=form_factor)
-    if json_out:
+    shape = output_format(fmt, json_out)
+    if shape is Format.json:
         emit_json([a.model_dump(mode="json") for a in found])
         return
     columns = [
@@ -62,45 +80,63 @@ def accelerators(
         )
         for a in found
     ]
+    if shape is Format.csv:
+        write_csv([c.header for c in columns], rows)
+        return
     print_table(console(), f"{len(found)} accelerators", columns, rows)
 
 
 @app.command("instances")
 def instances(
     provider: Annotated[str | None, typer.Option(help="aws, gcp, azure, ...")] = None,
-    region: Annotated[str | None, typer.Option(help="Only prices in this region.")] = None,
+    region: Annotated[
+        str | None,
+        typer.Option(
+            "--region",
+            "-r",
+            help="Only prices in this region, several (us-east-1,eu-west-1) or a prefix "
+            "(europe-*).",
+        ),
+    ] = None,
     accelerator: Annotated[str | None, typer.Option(help="Accelerator id, e.g. h100-sxm.")] = None,
     min_gpus: Annotated[int | None, typer.Option(min=0)] = None,
     max_hourly_usd: Annotated[float | None, typer.Option(min=0)] = None,
     json_out: JsonOpt = False,
+    fmt: FormatOpt = None,
+    wide: WideOpt = False,
 ) -> None:
-    """List instance types with their prices."""
+    """List instance types with their prices (--wide: every column, the regions by name)."""
     catalog = get_catalog()
     if provider is not None and provider not in catalog.providers:
         raise InputError(unknown("provider", provider, catalog.providers))
-    if region is not None and region not in catalog.regions:
-        raise InputError(unknown("region", region, catalog.regions))
+    if region is not None:
+        check_region(region, catalog.regions)
     if accelerator is not None and accelerator not in catalog.accelerators:
         raise InputError(unknown("accelerator", accelerator, catalog.accelerators))
     found = list_instance_types(catalog, provider, region, accelerator, min_gpus, max_hourly_usd)
-    if json_out:
+    shape = output_format(fmt, json_out)
+    if shape is Format.json:
         emit_json([i.model_dump(mode="json") for i in found])
         return
+    # (column, shown by default): the default is what tells types apart and what they cost; the
+    # region list (a paragraph per type: 2,816 lines in a pipe) is --wide's, its count is not.
     columns = [
-        Column("id", key=True),
-        Column("provider", drop_rank=4),
-        Column("accelerator", drop_rank=8),
-        Column("GPUs", "right", drop_rank=7),
-        Column("vCPUs", "right", drop_rank=1),
-        Column("RAM GiB", "right", drop_rank=2),
-        Column("link", drop_rank=3),
-        Column("net Gbps", "right", drop_rank=0),
-        Column("from $/h", "right", drop_rank=9),
-        Column("flagged", "right", drop_rank=6),
-        Column("regions", drop_rank=5),
+        (Column("id", key=True), True),
+        (Column("provider", drop_rank=4), True),
+        (Column("accelerator", drop_rank=8), True),
+        (Column("GPUs", "right", drop_rank=7), True),
+        (Column("vCPUs", "right", drop_rank=1), False),
+        (Column("RAM GiB", "right", drop_rank=2), False),
+        (Column("link", drop_rank=3), False),
+        (Column("net Gbps", "right", drop_rank=0), False),
+        (Column("from $/h", "right", drop_rank=9), True),
+        (Column("flagged", "right", drop_rank=6), True),  # doubted prices: a trust signal
+        (Column("regions", "right", drop_rank=5), True),
+        (Column("region names", drop_rank=5), False),
     ]
     rows = []
     for i in found:
+        regions = sorted({p.region for p in i.prices})
         rows.append(
             (
                 i.id,
@@ -113,10 +149,84 @@ def instances(
                 f"{i.network_gbps:g}",
                 _from_cell(i),
                 _flagged_cell(i),
-                ", ".join(sorted({p.region for p in i.prices})),
+                str(len(regions)),
+                ", ".join(regions),
             )
         )
-    print_table(console(), f"{len(found)} instance types", columns, rows)
+    if shape is Format.csv:
+        write_csv([c.header for c, _ in columns], rows)
+        return
+    keep = [n for n, (_, default) in enumerate(columns) if wide or default]
+    print_table(
+        console(),
+        f"{len(found)} instance types",
+        [columns[n][0] for n in keep],
+        [[row[n] for n in keep] for row in rows],
+    )
+
+
+@app.command("gpus")
+def gpus(
+    accelerator: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[ACCEL]", help="An accelerator id or the start of ids, any case: H100, a100."
+        ),
+    ] = None,
+    json_out: JsonOpt = False,
+    fmt: FormatOpt = None,
+) -> None:
+    """Accelerator x provider x GPUs per node: the cheapest on-demand and spot $/h (flagged
+    prices left out), the type that has it, and how many regions offer the shape."""
+    found = gpu_grid(get_catalog(), accelerator)
+    shape = output_format(fmt, json_out)
+    if shape is Format.json:
+        emit_json([_grid_json(r) for r in found])
+        return
+    columns = [
+        Column("accelerator", key=True),
+        Column("cloud", drop_rank=6),
+        Column("GPUs", "right", drop_rank=7),
+        Column("on-demand $/h", "right", key=True),
+        Column("cheapest at", drop_rank=3),
+        Column("spot $/h", "right", drop_rank=4),
+        Column("regions", "right", drop_rank=5),
+    ]
+    rows = [
+        (
+            r.accelerator,
+            r.provider,
+            str(r.gpus),
+            money(r.on_demand.hourly_usd) if r.on_demand else "-",
+            f"{r.on_demand_type} {r.on_demand.region}" if r.on_demand else "-",
+            money(r.spot.hourly_usd) if r.spot else "-",
+            str(len(r.regions)),
+        )
+        for r in found
+    ]
+    if shape is Format.csv:
+        write_csv([c.header for c in columns], rows)
+        return
+    what = f" matching {accelerator!r}" if accelerator else ""
+    title = f"{len(found)} GPU shapes{what}: accelerator x cloud x GPUs per instance"
+    print_table(console(), title, columns, rows)
+
+
+def _grid_json(r: GpuOffer) -> dict[str, Any]:
+    def price(p: Price | None, it: str | None) -> dict[str, Any] | None:
+        if p is None:
+            return None
+        return {"instance_type": it, "region": p.region, "hourly_usd": p.hourly_usd}
+
+    return {
+        "accelerator": r.accelerator,
+        "provider": r.provider,
+        "gpu_count": r.gpus,
+        "instance_types": list(r.instance_types),
+        "on_demand": price(r.on_demand, r.on_demand_type),
+        "spot": price(r.spot, r.spot_type),
+        "regions": list(r.regions),
+    }
 
 
 @app.command("show")
@@ -128,11 +238,11 @@ def show(entry_id: Annotated[str, typer.Argument(metavar="ID")], json_out: JsonO
         emit_json(data)
         return
     kind = "accelerator" if isinstance(entry, Accelerator) else "instance type"
-    table = Table(title=f"{kind} {entry_id}", show_header=False)
+    table = Table(title=Text(f"{kind} {entry_id}"), show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value")
     for key, value in data.items():
-        table.add_row(key, _cell(key, value))
+        table.add_row(Text(key), Text(_cell(key, value)))
     console().print(table)
 
 
@@ -178,7 +288,13 @@ def import_skypilot(
         str | None, typer.Option(help="aws, gcp or azure (default: from the path)")
     ] = None,
     out: Annotated[
-        Path | None, typer.Option(help="Directory of the instance files (default: shipped)")
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Directory to write <provider>.yaml into (required unless --dry-run, which "
+            "compares with the shipped file).",
+        ),
     ] = None,
     as_of: Annotated[
         str | None, typer.Option(help="Date the prices were published, YYYY-MM-DD (default: today)")
@@ -199,6 +315,14 @@ def import_skypilot(
     """Refresh <provider>.yaml from SkyPilot's catalog CSV; writes only if the result validates."""
     from advisor.cli.catalog_import import guess_provider, run_import, source_label
 
+    if out is None and not dry_run:
+        # the package's own catalog is not a place to write by default: an installed package
+        # would be changed under every other user of it, and a clone's tracked file silently
+        raise InputError(
+            "--out DIR: name the directory to write into (from a clone, to refresh the shipped "
+            "prices: --out catalog/instances); --dry-run compares with the shipped file",
+            field="out",
+        )
     result = run_import(
         source,
         provider or guess_provider(source),
@@ -229,11 +353,11 @@ def _date(text: str | None) -> dt.date:
 def _print_import(data: dict[str, object]) -> None:
     out = console()
     verb = "wrote" if data["written"] else "would write (dry run)"
-    out.print(f"{verb} {data['file']}: {data['prices']} prices", highlight=False)
+    out.print(f"{verb} {data['file']}: {data['prices']} prices", highlight=False, markup=False)
     for key in ("added", "removed", "refreshed"):
         ids = data[key]
         assert isinstance(ids, list)
-        out.print(f"{key} ({len(ids)}): {', '.join(ids) or '-'}", highlight=False)
+        out.print(f"{key} ({len(ids)}): {', '.join(ids) or '-'}", highlight=False, markup=False)
     moved = data["moved_over_10pct"]
     assert isinstance(moved, list)
     out.print(f"prices moved by more than 10% ({len(moved)}):", highlight=False)
@@ -242,12 +366,13 @@ def _print_import(data: dict[str, object]) -> None:
             f"  {m['id']} {m['region']} {m['purchase']}: "
             f"{money(m['old_hourly_usd'])} -> {money(m['new_hourly_usd'])}",
             highlight=False,
+            markup=False,
         )
     unknown = data["unknown_accelerators"]
     assert isinstance(unknown, dict)
     out.print(f"unknown accelerators ({len(unknown)}), not imported:", highlight=False)
     for name, why in sorted(unknown.items()):
-        out.print(f"  {name}: {why}", highlight=False)
+        out.print(f"  {name}: {why}", highlight=False, markup=False)
     out.print(f"validated with the loader ({len(data['warnings'])} warning(s))", highlight=False)  # type: ignore[arg-type]
 
 

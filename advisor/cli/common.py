@@ -12,18 +12,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from advisor.catalog import Catalog
-from advisor.catalog.loading import catalog_cache_dir, load_catalog
 from advisor.errors import InputError
 from advisor.outputs import write_json
 
 if TYPE_CHECKING:  # rich is imported when something is printed through it, not for --json
     from rich.console import Console
 
+    # the catalog's models are imported by the commands that load it, not by `advisor --help`
+    # or `--version`, which import this module too
+    from advisor.catalog import Catalog
     from advisor.report_client import ReportSender
 
 # Options shared by the commands that produce a report (probe, monitor).
-JsonReport = Annotated[bool, typer.Option("--json", help="Print the full report as JSON.")]
+JsonReport = Annotated[bool, typer.Option("--json", "-j", help="Print the full report as JSON.")]
 OutputFile = Annotated[Path | None, typer.Option(help="Also write the full JSON report here.")]
 ReportTo = Annotated[
     str | None, typer.Option(help="Service URL to send the report to (retried, else spooled).")
@@ -46,6 +47,29 @@ class _State:
 STATE = _State()
 
 
+def esc(value: object) -> str:
+    """Text to put inside a Rich markup string: Rich reads `[probe]` in `pip install
+    'advisor[probe]'` as a tag and drops it, so every value printed beside markup goes
+    through here (tests/test_cli_help.py renders the messages through the console)."""
+    from rich.markup import escape
+
+    return escape(str(value))
+
+
+def print_error(text: str, code: int, as_json: bool, field: str | None = None) -> None:
+    """The one way a command says it failed, on stderr: `error: TEXT` on one line, or with
+    --json one JSON object {"error", "field", "exit_code"} (and "flag", the field's option)."""
+    if as_json:
+        body: dict[str, Any] = {"error": text, "field": field, "exit_code": code}
+        if field is not None and not field.startswith("-"):
+            from advisor.errors import flag_name
+
+            body["flag"] = flag_name(field)
+        sys.stderr.write(json.dumps(body) + "\n")
+        return
+    err_console().print(f"[bold red]error:[/] {esc(text)}", highlight=False, soft_wrap=True)
+
+
 @cache
 def err_console() -> Console:
     from rich.console import Console
@@ -61,9 +85,11 @@ def console() -> Console:
 
 
 def get_catalog() -> Catalog:
+    from advisor.catalog.loading import catalog_cache_dir, load_catalog
+
     catalog = load_catalog(STATE.catalog_dir, replace=STATE.replace, cache_dir=catalog_cache_dir())
     for warning in catalog.warnings:
-        err_console().print(f"[yellow]warning:[/] {warning}", highlight=False)
+        err_console().print(f"[yellow]warning:[/] {esc(warning)}", highlight=False)
     return catalog
 
 
@@ -82,7 +108,7 @@ def save_report(output: Path, data: Any) -> bool:
         write_json(output, data)
     except OSError as exc:
         err_console().print(  # strerror: the temporary file's name would only confuse
-            f"[bold red]error:[/] cannot write --output {output}: {exc.strerror or exc}",
+            f"[bold red]error:[/] cannot write --output {esc(output)}: {esc(exc.strerror or exc)}",
             highlight=False,
             soft_wrap=True,
         )
@@ -95,21 +121,27 @@ def deliver(sender: ReportSender, data: dict[str, Any], who: str) -> None:
     err = err_console()
     outcome = sender.send(data)
     for report_id in outcome.sent:
-        err.print(f"{who}: report delivered to {sender.endpoint} (id {report_id})", highlight=False)
+        err.print(
+            f"{who}: report delivered to {sender.endpoint} (id {report_id})",
+            highlight=False,
+            markup=False,
+        )
     for reason in outcome.rejected:
         err.print(
-            f"[red]{who}: the service refused a report ({reason}); kept in "
-            f"{sender.spool / 'rejected'}[/]",
+            f"[red]{who}: the service refused a report ({esc(reason)}); kept in "
+            f"{esc(sender.spool / 'rejected')}[/]",
             highlight=False,
         )
     if outcome.spooled is not None:
         err.print(
-            f"[yellow]{who}: could not deliver the report ({outcome.error}); saved to "
-            f"{outcome.spooled}: the next run with --report-to sends it[/]",
+            f"[yellow]{who}: could not deliver the report ({esc(outcome.error)}); saved to "
+            f"{esc(outcome.spooled)}: the next run with --report-to sends it[/]",
             highlight=False,
         )
     elif outcome.pending:
-        err.print(f"{who}: {outcome.pending} older report(s) still wait in {sender.spool}")
+        err.print(
+            f"{who}: {outcome.pending} older report(s) still wait in {sender.spool}", markup=False
+        )
 
 
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}

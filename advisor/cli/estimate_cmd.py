@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from advisor.cli import sizing_opts as opts
 from advisor.cli.common import console, emit_json, get_catalog, money
@@ -14,26 +15,43 @@ from advisor.request import EstimateRequest, parse_request
 
 
 def estimate_cmd(
-    workload: Annotated[str, typer.Option(help="fine_tuning, large_scale_training, *_inference")],
+    workload: opts.WorkloadOpt,
     model: opts.Model = None,
     params_b: opts.ParamsB = None,
     tokens: opts.Tokens = None,
-    instance_type: Annotated[str | None, typer.Option(help="Priced instance type id.")] = None,
-    accelerator: Annotated[str | None, typer.Option(help="Accelerator id (no price).")] = None,
+    instance_type: Annotated[
+        str | None,
+        typer.Option(
+            "--instance-type", "-i", rich_help_panel=opts.HARDWARE, help="Priced instance type id."
+        ),
+    ] = None,
+    accelerator: Annotated[
+        str | None,
+        typer.Option(
+            "--accelerator", "-a", rich_help_panel=opts.HARDWARE, help="Accelerator id (no price)."
+        ),
+    ] = None,
     gpus_per_node: Annotated[
         int | None,
         typer.Option(
-            help="GPUs per node with --accelerator (default: its reference system's, else 8)."
+            rich_help_panel=opts.HARDWARE,
+            help="GPUs per node with --accelerator (default: its reference system's, else 8).",
         ),
     ] = None,
     gpu_count: Annotated[
         int | None,
         typer.Option(
+            "--gpu-count",
+            "-g",
+            rich_help_panel=opts.HARDWARE,
             help="GPUs of the deployment or job (with --accelerator: on nodes of min(this, the "
-            "GPUs per node)); with --instance-type, whole nodes are rented."
+            "GPUs per node)); with --instance-type, whole nodes are rented.",
         ),
     ] = None,
-    region: Annotated[str | None, typer.Option(help="Price region.")] = None,
+    region: Annotated[
+        str | None,
+        typer.Option("--region", "-r", rich_help_panel=opts.HARDWARE, help="Price region."),
+    ] = None,
     purchase: opts.Purchase = "on_demand",
     zero_stage: opts.ZeroStage = None,
     seq_len: opts.SeqLen = None,
@@ -55,7 +73,7 @@ def estimate_cmd(
     server: opts.Server = None,
     method: opts.Method = "full",
     lora_rank: opts.LoraRank = 16,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON for tools.")] = False,
+    json_out: opts.JsonOut = False,
     include_flagged_prices: opts.IncludeFlaggedPrices = False,
 ) -> None:
     """Every intermediate figure with its formula: memory per GPU, FLOPs, hours, cost."""
@@ -106,11 +124,11 @@ def render(r: Estimate) -> None:
     out = console()
     hw = r.hardware
     where = hw.instance_type or f"{hw.gpus_per_node} x {hw.accelerator} per node"
-    table = Table(title=f"{r.model} ({r.workload}) on {where}")
+    table = Table(title=Text(f"{r.model} ({r.workload}) on {where}"))
     for col in ("figure", "value", "unit", "formula"):
         table.add_column(col, overflow="fold", justify="right" if col == "value" else "left")
     for f in r.figures:
-        table.add_row(f.name, f"{f.value:,.4g}", f.unit, f.formula)
+        table.add_row(Text(f.name), f"{f.value:,.4g}", Text(f.unit), Text(f.formula))
     out.print(table)
     for line in _summary(r):
         out.print(line, highlight=False, markup=False)

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from advisor.catalog import get_instance_type
 from advisor.cli.common import (
@@ -30,8 +31,10 @@ from advisor.cli.common import (
     deliver,
     emit_json,
     err_console,
+    esc,
     get_catalog,
     parse_duration,
+    print_error,
     save_report,
 )
 from advisor.errors import InputError
@@ -101,17 +104,13 @@ def monitor(
                 nvml,
                 duration_s,
                 interval_s,
-                progress=lambda msg: err.print(f"[dim]monitor:[/] {msg}", highlight=False),
+                progress=lambda msg: err.print(f"[dim]monitor:[/] {esc(msg)}", highlight=False),
                 stop=stop,
             )
         if not gpus:
             raise EnvironmentProblem("no_gpu", "NVML sees no GPU on this machine")
     except EnvironmentProblem as exc:
-        err.print(
-            f"[bold red]error:[/] cannot monitor: {exc.code}: {exc}",
-            highlight=False,
-            soft_wrap=True,
-        )
+        print_error(f"cannot monitor: {exc.code}: {exc}", EXIT_CANNOT_RUN, json_out)
         raise typer.Exit(EXIT_CANNOT_RUN) from None
     finally:
         nvml.shutdown()
@@ -178,18 +177,18 @@ def render(report: UtilisationReport) -> None:
             name += f" ({g.accelerator})"
         table.add_row(
             str(g.index),
-            name,
+            Text(name),
             finding,
             _pct(g.util_gpu_mean_pct),
             _pct(g.util_gpu_p95_pct),
             _memory(g.memory_used_max_mib, g.memory_total_mib),
             _power(g.power_mean_w, g.power_limit_w),
-            ", ".join(g.reason_codes) or "-",
+            Text(", ".join(g.reason_codes) or "-"),
         )
     out.print(table)
     for g in report.gpus:
         for sentence in g.evidence:
-            out.print(f"GPU {g.index}: {sentence}", highlight=False)
+            out.print(f"GPU {g.index}: {sentence}", highlight=False, markup=False)
 
 
 def _pct(value: float | None) -> str:

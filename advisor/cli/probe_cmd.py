@@ -16,6 +16,7 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from advisor.catalog.models import Accelerator, Generation
 from advisor.cli.common import (
@@ -28,8 +29,10 @@ from advisor.cli.common import (
     deliver,
     emit_json,
     err_console,
+    esc,
     get_catalog,
     parse_duration,
+    print_error,
     save_report,
 )
 from advisor.errors import InputError
@@ -114,7 +117,7 @@ def probe(
     if expect is not None:
         # a bad id fails now, not after a minute of measuring
         accelerator, instance = resolve_expect(catalog, expect)
-        _refuse_unmeasurable(expect, accelerator)
+        _refuse_unmeasurable(expect, accelerator, json_out)
     if output is not None:
         check_output_path(output)
     names = _measurement_names(only)
@@ -142,7 +145,7 @@ def probe(
         )
         run = _measure(plan, opts)
     report = node_report(run, catalog, expect)
-    _refuse_busy(run)
+    _refuse_busy(run, json_out)
     data = report.model_dump(mode="json")
     written = output is None or save_report(output, data)
     if json_out:
@@ -154,12 +157,12 @@ def probe(
     _leave(_exit_code(run, report, written), run.watchdog_tripped)
 
 
-def _refuse_busy(run: NodeRun) -> None:
+def _refuse_busy(run: NodeRun, as_json: bool = False) -> None:
     """Another probe holds a GPU: said on stderr. Holding every GPU, it refuses the whole run
     (exit 3, no report) so that the two never measure each other; the other GPUs still report."""
     busy = [d.message for r in run.ranks for d in r.diagnosis if d.code == "gpu_busy"]
     for message in busy:
-        err_console().print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+        print_error(message, EXIT_CANNOT_RUN, as_json)
     if busy and len(busy) == len(run.ranks):
         raise typer.Exit(EXIT_CANNOT_RUN)
 
@@ -189,10 +192,10 @@ def unmeasurable_reason(expect: str, acc: Accelerator) -> str | None:
     )
 
 
-def _refuse_unmeasurable(expect: str, acc: Accelerator) -> None:
+def _refuse_unmeasurable(expect: str, acc: Accelerator, as_json: bool = False) -> None:
     reason = unmeasurable_reason(expect, acc)
     if reason is not None:
-        err_console().print(f"[bold red]error:[/] {reason}", highlight=False, soft_wrap=True)
+        print_error(reason, EXIT_CANNOT_RUN, as_json, "expect")
         raise typer.Exit(EXIT_CANNOT_RUN)
 
 
@@ -222,7 +225,7 @@ def _measure(plan: NodePlan, opts: RankOptions) -> NodeRun:
 
     err = err_console()
     return probe_node(
-        plan, opts, progress=lambda msg: err.print(f"[dim]probe:[/] {msg}", highlight=False)
+        plan, opts, progress=lambda msg: err.print(f"[dim]probe:[/] {esc(msg)}", highlight=False)
     )
 
 
@@ -256,37 +259,38 @@ def render(report: ProbeReport) -> None:
     for c in report.checks:
         style = STATUS_STYLE[c.status]
         table.add_row(
-            c.name,
-            _where(c),
+            Text(c.name),
+            Text(_where(c)),
             f"[{style}]{c.status}[/]",
             _num(c.measured),
             _num(c.expected),
-            c.unit or "",
-            c.detail + (f" (action: {c.action})" if c.action and c.status != "pass" else ""),
+            Text(c.unit or ""),
+            Text(c.detail + (f" (action: {c.action})" if c.action and c.status != "pass" else "")),
         )
     out.print(table)
     for d in report.diagnosis:
-        out.print(f"[red]diagnosis[/] {d.code}: {d.message}", highlight=False)
+        out.print(f"[red]diagnosis[/] {esc(d.code)}: {esc(d.message)}", highlight=False)
     if len(report.gpu_verdicts) > 1:
         listed = ", ".join(
             f"GPU {g.gpu} [{STATUS_STYLE[g.verdict]}]{g.verdict}[/]" for g in report.gpu_verdicts
         )
         out.print(f"per GPU: {listed}", highlight=False)
     for f in report.failed_ranks:
-        out.print(f"[red]rank {f.rank}[/] did not finish: {f.detail}", highlight=False)
+        out.print(f"[red]rank {f.rank}[/] did not finish: {esc(f.detail)}", highlight=False)
     if report.cluster is not None:
         hosts = ", ".join(f"{h.host} {h.verdict}" for h in report.cluster.hosts)
-        out.print(f"cluster of {report.cluster.nodes} nodes: {hosts}", highlight=False)
+        line = f"cluster of {report.cluster.nodes} nodes: {hosts}"
+        out.print(line, highlight=False, markup=False)
     versions = (
         f"driver {inv.driver_version or '-'}, CUDA {inv.cuda_driver_version or '-'}, "
         f"torch {inv.torch_version or '-'} (CUDA runtime {inv.cuda_runtime_version or '-'})"
     )
-    out.print(versions, highlight=False)
+    out.print(versions, highlight=False, markup=False)
     style = STATUS_STYLE[report.verdict]
     against = report.expected_accelerator or report.accelerator
     matched = f" against {against}" if against else ""
     out.print(
-        f"verdict{matched}: [{style}]{report.verdict}[/] in {report.duration_s:.1f} s",
+        f"verdict{esc(matched)}: [{style}]{report.verdict}[/] in {report.duration_s:.1f} s",
         highlight=False,
     )
 

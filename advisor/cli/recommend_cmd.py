@@ -9,48 +9,87 @@ import typer
 
 from advisor.cli import sizing_opts as opts
 from advisor.cli.common import console, emit_json, get_catalog, money
-from advisor.cli.tables import Column, print_table
+from advisor.cli.tables import (
+    Column,
+    Format,
+    FormatOpt,
+    WideOpt,
+    output_format,
+    print_table,
+    print_wrapped,
+    write_csv,
+)
 from advisor.engine import Recommendation, Result, SizedFigures
 from advisor.engine import recommend as run_engine
+from advisor.engine.rank import OBJECTIVE_WORDS
 from advisor.request import RecommendRequest, parse_request
 
 
 def recommend(
-    workload: Annotated[
-        str,
-        typer.Option(
-            help="large_scale_training, fine_tuning, high_throughput_inference, "
-            "low_latency_inference, edge_inference, batch_processing"
-        ),
-    ],
+    workload: opts.WorkloadOpt,
     memory_gb: Annotated[
-        float | None, typer.Option(help="Accelerator memory the job needs.")
+        float | None,
+        typer.Option(rich_help_panel=opts.CONSTRAINTS, help="Accelerator memory the job needs."),
     ] = None,
-    power_budget_w: Annotated[float | None, typer.Option(help="Power budget in watts.")] = None,
+    power_budget_w: Annotated[
+        float | None, typer.Option(rich_help_panel=opts.CONSTRAINTS, help="Power budget in watts.")
+    ] = None,
     interconnect_gb_s: Annotated[
-        float | None, typer.Option(help="Per-GPU GPU-to-GPU bandwidth needed, GB/s.")
+        float | None,
+        typer.Option(
+            rich_help_panel=opts.CONSTRAINTS, help="Per-GPU GPU-to-GPU bandwidth needed, GB/s."
+        ),
     ] = None,
-    region: Annotated[str | None, typer.Option(help="Cloud region, e.g. us-east-1.")] = None,
-    provider: Annotated[str | None, typer.Option(help="aws, gcp or azure.")] = None,
-    max_hourly_usd: Annotated[float | None, typer.Option(help="Budget in USD per hour.")] = None,
+    region: opts.Region = None,
+    provider: Annotated[
+        str | None,
+        typer.Option(
+            "--provider", "-P", rich_help_panel=opts.CONSTRAINTS, help="aws, gcp or azure."
+        ),
+    ] = None,
+    max_hourly_usd: Annotated[
+        float | None,
+        typer.Option(rich_help_panel=opts.CONSTRAINTS, help="Budget in USD per hour."),
+    ] = None,
     purchase: opts.Purchase = "on_demand",
-    gpu_count: Annotated[int | None, typer.Option(help="At least this many GPUs.")] = None,
-    objective: Annotated[
-        str | None, typer.Option(help="cheapest, performance or price_performance.")
+    gpu_count: Annotated[
+        int | None,
+        typer.Option(
+            "--gpu-count", "-g", rich_help_panel=opts.CONSTRAINTS, help="At least this many GPUs."
+        ),
     ] = None,
-    limit: Annotated[int, typer.Option(help="How many recommendations to show.")] = 10,
+    objective: Annotated[
+        str | None,
+        typer.Option(
+            "--objective",
+            "-o",
+            rich_help_panel=opts.OUTPUT,
+            help=f"{opts.words('objective')} (default: the workload's).",
+        ),
+    ] = None,
+    limit: Annotated[
+        int,
+        typer.Option("--limit", "-n", rich_help_panel=opts.OUTPUT, help="How many to show."),
+    ] = 10,
     each_offering: Annotated[
         bool,
         typer.Option(
             "--each-offering",
+            rich_help_panel=opts.OUTPUT,
             help="List every region and purchase option of a type (default: its best one).",
         ),
     ] = False,
     show_rejected: Annotated[
         bool,
-        typer.Option(help="List every rejected candidate (in --json too; else counted)."),
+        typer.Option(
+            "--show-rejected",
+            rich_help_panel=opts.OUTPUT,
+            help="List every rejected candidate (in --json too; else counted).",
+        ),
     ] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON for tools.")] = False,
+    json_out: opts.JsonOut = False,
+    fmt: FormatOpt = None,
+    wide: WideOpt = False,
     model: opts.Model = None,
     params_b: opts.ParamsB = None,
     tokens: opts.Tokens = None,
@@ -118,46 +157,65 @@ def recommend(
         **opts.deadline_fields(deadline_days, max_gpus, global_batch_tokens),
         **opts.spot_fields(checkpoint_interval_h),
     }
+    shape = output_format(fmt, json_out)
     parsed = parse_request(RecommendRequest, request)
     fleet = opts.fleet_from_server(server) if parsed.sized else None
     result = run_engine(get_catalog(), parsed, fleet)
-    if json_out:
+    if shape is Format.json:
         emit_json(result.listing(show_rejected).to_dict())
+    elif shape is Format.csv:
+        write_csv(*csv_rows(result))
     else:
-        render(result, show_rejected)
+        render(result, show_rejected, wide)
     if not result.ok:
         raise typer.Exit(1)
 
 
-# The column each objective sorts by: shown whole, never left out.
-SORT_COLUMNS: dict[str, tuple[str, Callable[[Recommendation], str]]] = {
-    "cheapest": ("$/h", lambda r: money(r.hourly_usd)),
+def _money(value: float, digits: int) -> str:
+    return f"${value:,.{digits}f}"
+
+
+# Per objective: the header of the column the rows are sorted by, how its figure is written
+# (with `digits` decimals), and the figure before the soft-preference penalty. The cells show
+# Recommendation.ranked_value, the figure the engine sorted by, so the column reads in order.
+SORT_COLUMNS: dict[
+    str, tuple[str, Callable[[float, int], str], Callable[[Recommendation], float | None]]
+] = {
+    "cheapest": ("$/h", _money, lambda r: r.hourly_usd),
     "cost_to_completion": (
         "to completion",
-        lambda r: money(r.sizing.cost_to_completion_usd if r.sizing else None),
+        _money,
+        lambda r: r.sizing.cost_to_completion_usd if r.sizing else None,
     ),
     "cost_per_million_tokens": (
         "$/M tokens",
-        lambda r: money(r.sizing.cost_per_million_tokens_usd if r.sizing else None),
+        _money,
+        lambda r: r.sizing.cost_per_million_tokens_usd if r.sizing else None,
     ),
-    "time": ("hours", lambda r: _hours(r.sizing.hours if r.sizing else None)),
+    "time": (
+        "hours",
+        lambda v, d: f"{v:,.{d - 1}f}",
+        lambda r: r.sizing.hours if r.sizing else None,
+    ),
 }
+TIE_MARK = "="  # after a ranked figure: equal to the row above's
+PENALTY_MARK = "*"  # after a ranked figure: it includes a soft-preference penalty
 
 
-def render(result: Result, show_rejected: bool, reasons_for: int = 3) -> None:
+def render(result: Result, show_rejected: bool, wide: bool = False, reasons_for: int = 3) -> None:
     out = console()
     if result.recommendations:
-        _recommendation_table(result)
+        _recommendation_table(result, wide)
         for n, r in enumerate(result.recommendations[:reasons_for], 1):
             out.print(f"#{n} {_option(r)}", style="bold", highlight=False, markup=False)
             for reason in r.reasons:
-                out.print(f"  - {reason}", highlight=False, markup=False)
+                print_wrapped(out, reason, "  - ")
             if r.price_flag is not None:
-                out.print(f"  - flagged price: {r.price_flag}", highlight=False, markup=False)
-    out.print(result.explanation, highlight=False, markup=False)
+                print_wrapped(out, f"flagged price: {r.price_flag}", "  - ")
+    print_wrapped(out, result.explanation)
     if not result.recommendations and result.alternatives:
         for alt in result.alternatives:
-            out.print(f"  - {alt.sentence}", highlight=False, markup=False)
+            print_wrapped(out, alt.sentence, "  - ")
     if show_rejected and result.rejected:
         print_table(
             out,
@@ -165,42 +223,145 @@ def render(result: Result, show_rejected: bool, reasons_for: int = 3) -> None:
             [Column("id", key=True), Column("codes", drop_rank=1), Column("reasons", drop_rank=2)],
             [(rej.id, ", ".join(rej.codes), "\n".join(rej.reasons)) for rej in result.rejected],
         )
-    elif result.rejected_count:
+    if result.rejected_count:
         counts = "; ".join(f"{c.words} {c.count}" for c in result.rejected_summary[:4])
-        out.print(
-            f"{result.rejected_count} candidate(s) rejected ({counts}; --show-rejected lists them)",
-            highlight=False,
-            markup=False,
+        listed = "listed above" if show_rejected else "--show-rejected lists them"
+        print_wrapped(
+            out,
+            f"{result.rejected_count} of the {result.rejected_count + result.feasible_types} "
+            f"candidates (instance types and edge devices) rejected, by constraint: {counts} "
+            f"({listed})",
         )
 
 
-def _recommendation_table(result: Result) -> None:
-    """Rows best first; the option id and the column they are sorted by are always whole.
-    Served models add what each option delivers, kept ahead of the generic columns."""
-    sort_header, sort_cell = SORT_COLUMNS.get(result.objective, ("score", _score))
-    cells: list[tuple[Column, Callable[[Recommendation], str]]] = [
-        (Column("where", drop_rank=5, min_width=16), _where),
-        (Column("hardware", drop_rank=4, min_width=10), _hardware),
-        (Column("nodes", "right", drop_rank=1), lambda r: str(r.nodes)),
-        (Column("$/h", "right", drop_rank=3), lambda r: money(r.hourly_usd)),
-        (Column("power W", "right", drop_rank=0), lambda r: f"{r.power_w:g}"),
-        (Column("score", "right", drop_rank=2), _score),
+def ranked_cells(result: Result) -> tuple[str, list[str], list[str]]:
+    """The sort column's header, its cells (the ranked figure, with enough decimals that
+    different figures never read alike; an exact tie marked), and its footnotes."""
+    recs = result.recommendations
+    if result.objective not in SORT_COLUMNS:  # performance objectives: the score is the rank
+        notes = _penalty_notes(result, None)
+        return "score", [_marked(_score(r), r, False) for r in recs], notes
+    header, write, _ = SORT_COLUMNS[result.objective]
+    values = [r.ranked_value for r in recs]
+    for digits in (2, 3, 4):
+        cells = [write(v, digits) for v in values]
+        alike = any(
+            cells[i] == cells[i + 1] and values[i] != values[i + 1] for i in range(len(cells) - 1)
+        )
+        if not alike:
+            break
+    notes = _penalty_notes(result, write, digits)
+    tied = {i for i in range(1, len(values)) if values[i] == values[i - 1]}
+    cells = [_marked(c, recs[i], i in tied) for i, c in enumerate(cells)]
+    if tied:
+        notes.append(
+            f"{TIE_MARK} tied with the row above on {header}; ties are ranked by the lower $/h, "
+            "then the id."
+        )
+    return header, cells, notes
+
+
+def _marked(cell: str, r: Recommendation, tied: bool) -> str:
+    """A ranked figure with its marks: * a penalty is in it, = it ties the row above."""
+    return cell + (PENALTY_MARK if r.penalty_factor != 1 else "") + (TIE_MARK if tied else "")
+
+
+def _penalty_notes(
+    result: Result, write: Callable[[float, int], str] | None, digits: int = 2
+) -> list[str]:
+    """One note per penalised row: the figure as priced and the penalty that ranked it lower."""
+    penalised = [(n, r) for n, r in enumerate(result.recommendations, 1) if r.penalty_factor != 1]
+    if not penalised:
+        return []
+    notes = [
+        f"{PENALTY_MARK} ranked with a soft-preference penalty: the workload prefers what this "
+        "option lacks, so its figure counts that much worse:"
     ]
-    if any(r.sizing and r.sizing.itl_ms is not None for r in result.recommendations):
-        cells = SERVING_COLUMNS + cells
+    _, _, unpenalised = SORT_COLUMNS.get(result.objective, ("", None, lambda r: None))
+    for n, r in penalised:
+        why = "; ".join(x.removeprefix("scored ") for x in r.reasons if x.startswith("scored "))
+        before = unpenalised(r) if write is not None else None
+        figure = (
+            f"{write(before, digits)} as priced x {r.penalty_factor:.2f} = "
+            f"{write(r.ranked_value, digits)}"
+            if write is not None and before is not None
+            else f"score x 1/{r.penalty_factor:.2f}"
+        )
+        notes.append(f"  #{n} {_option(r)}: {figure} ({why})")
+    return notes
+
+
+def _recommendation_table(result: Result, wide: bool) -> None:
+    """Rows best first; the option id and the column they are sorted by are always whole. By
+    default the chosen few (what, on what, where, the ranked figure); --wide adds the rest:
+    what a served model's option delivers, nodes, $/h, power and score."""
+    sort_header, sort_cells, notes = ranked_cells(result)
+    recs = result.recommendations
+    penalised = any(r.penalty_factor != 1 for r in recs)
+    # One purchase option for every row is said once, in the title, not on every row.
+    purchases = {r.purchase for r in recs}
+    one_purchase = purchases.pop() if len(purchases) == 1 else None
+    cells: list[tuple[Column, Callable[[Recommendation], str]]] = [
+        (Column("hardware", drop_rank=4, min_width=10), _hardware),
+        (Column("where", drop_rank=5, min_width=16), lambda r: _where(r, one_purchase is None)),
+    ]
+    if wide:
+        if penalised:
+            cells.append((Column("penalty", "right", drop_rank=6), _penalty))
+        if any(r.sizing and r.sizing.itl_ms is not None for r in recs):
+            cells += SERVING_COLUMNS
+        cells += [
+            (Column("$/h", "right", drop_rank=3), lambda r: money(r.hourly_usd)),
+            (Column("power W", "right", drop_rank=0), lambda r: f"{r.power_w:g}"),
+            (Column("score", "right", drop_rank=2), _score),
+        ]
+        if penalised and result.objective in SORT_COLUMNS:
+            _, _, before = SORT_COLUMNS[result.objective]
+            cells.append(
+                (
+                    Column(f"{sort_header} as priced", "right", drop_rank=1),
+                    lambda r: money(before(r)),
+                )
+            )
     # The sort column is not repeated among the others.
     cells = [(c, f) for c, f in cells if c.header != sort_header]
     columns = [Column("#", key=True), Column("option", key=True)]
     columns += [Column(sort_header, "right", key=True), *(c for c, _ in cells)]
     rows = [
-        [str(n), _option(r), sort_cell(r), *(f(r) for _, f in cells)]
-        for n, r in enumerate(result.recommendations, 1)
+        [str(n), _option(r), sort_cells[n - 1], *(f(r) for _, f in cells)]
+        for n, r in enumerate(recs, 1)
     ]
-    penalised = any(
-        reason.startswith("scored ") for r in result.recommendations for reason in r.reasons
-    )
-    after = " x soft-preference penalties (in the reasons)" if penalised else ""
-    print_table(console(), f"{result.workload}: best by {result.objective}{after}", columns, rows)
+    if not wide:
+        notes = [*notes, "(--wide adds what each option delivers, nodes, $/h, power and score)"]
+    title = f"{result.workload}: best by {OBJECTIVE_WORDS[result.objective]}"
+    if one_purchase is not None:
+        title += f", {one_purchase} prices"
+    print_table(console(), title, columns, rows, notes)
+
+
+def _penalty(r: Recommendation) -> str:
+    return "-" if r.penalty_factor == 1 else f"+{r.penalty_factor - 1:.0%}"
+
+
+def csv_rows(result: Result) -> tuple[list[str], list[list[object]]]:
+    """Every field of each recommendation, one row each (sizing figures flattened)."""
+    headers = [
+        "rank", "option", "accelerator", "gpu_count", "nodes", "provider", "region", "purchase",
+        "hourly_usd", "ranked_value", "penalty_factor", "score", "power_w",
+    ]  # fmt: skip
+    sized = [
+        name for name in SizedFigures.model_fields if any(r.sizing for r in result.recommendations)
+    ]
+    rows: list[list[object]] = []
+    for n, r in enumerate(result.recommendations, 1):
+        row: list[object] = [
+            n, r.instance_type or r.device, r.accelerator, r.gpu_count, r.nodes, r.provider,
+            r.region, r.purchase, r.hourly_usd, r.ranked_value, r.penalty_factor, r.score,
+            r.power_w,
+        ]  # fmt: skip
+        row += [getattr(r.sizing, name) if r.sizing else None for name in sized]
+        rows.append(row)
+    return headers + sized, rows
 
 
 def _serving(r: Recommendation, figure: Callable[[SizedFigures], str]) -> str:
@@ -243,9 +404,16 @@ def _option(r: Recommendation) -> str:
     return f"{r.instance_type} (flagged price)" if r.price_flag else r.instance_type
 
 
-def _where(r: Recommendation) -> str:
-    return f"{r.provider} {r.region} {r.purchase}" if r.provider else "edge device"
+def _where(r: Recommendation, purchase: bool = True) -> str:
+    if not r.provider:
+        return "edge device"
+    return f"{r.provider} {r.region} {r.purchase}" if purchase else f"{r.provider} {r.region}"
 
 
 def _hardware(r: Recommendation) -> str:
-    return f"{r.gpu_count} x {r.accelerator}" if r.gpu_count else r.accelerator
+    """GPUs x accelerator, and the nodes they span: 32 A100s on 4 nodes is not one machine."""
+    if not r.gpu_count:
+        return r.accelerator if r.nodes == 1 else f"{r.accelerator} x {r.nodes} nodes"
+    if r.nodes == 1:
+        return f"{r.gpu_count} x {r.accelerator}"
+    return f"{r.nodes} nodes x {r.gpu_count // r.nodes} x {r.accelerator}"

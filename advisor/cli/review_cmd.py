@@ -38,7 +38,7 @@ def review(
     json_out: Annotated[
         bool,
         typer.Option(
-            "--json", help="Print the review's figures as JSON (HTML only with --output)."
+            "--json", "-j", help="Print the review's figures as JSON (HTML only with --output)."
         ),
     ] = False,
     token: Annotated[
@@ -67,6 +67,7 @@ def review(
             err_console().print(
                 f"wrote {target} as served by {server} ({time.perf_counter() - started:.1f} s)",
                 highlight=False,
+                markup=False,
             )
             return
     data = from_dir(reports) if reports is not None else from_server(str(server), token)
@@ -82,6 +83,7 @@ def review(
         f"{inv.usage_reports:,} utilisation reports, {len(result.outliers):,} outlier rows, "
         f"{len(result.savings):,} GPUs to downsize ({time.perf_counter() - started:.1f} s)",
         highlight=False,
+        markup=False,
         soft_wrap=True,
     )
 

@@ -8,74 +8,174 @@ import typer
 
 from advisor.errors import InputError
 from advisor.perf.calibration import Calibration, calibrations
+from advisor.request import valid_values
 
-Model = Annotated[str | None, typer.Option(help="Model preset id, e.g. llama-3-8b.")]
-ParamsB = Annotated[float | None, typer.Option(help="Free-form model size in billions.")]
-Tokens = Annotated[float | None, typer.Option(help="Training tokens, e.g. 2e9.")]
+# --help groups (Typer's rich_help_panel): 38 options in one list hid what goes with what.
+WORK = "What runs"
+CONSTRAINTS = "Constraints"
+SERVING = "Serving (inference)"
+TRAINING = "Training"
+OUTPUT = "Output"
+
+
+def words(field: str, last: str = "or") -> str:
+    """A choice field's valid values for --help: the same tuple its error lists."""
+    values = valid_values(field)
+    return f"{', '.join(values[:-1])} {last} {values[-1]}"
+
+
+HARDWARE = "Hardware"
+# The shipped workload types (catalog/workloads.yaml; tests/test_cli_help.py holds the two to
+# the same set): --help names them without loading the catalog.
+WorkloadOpt = Annotated[
+    str,
+    typer.Option(
+        "--workload",
+        "-w",
+        rich_help_panel=WORK,
+        help="large_scale_training, fine_tuning, high_throughput_inference, "
+        "low_latency_inference, edge_inference, batch_processing",
+    ),
+]
+Region = Annotated[
+    str | None,
+    typer.Option(
+        "--region",
+        "-r",
+        rich_help_panel=CONSTRAINTS,
+        help="Cloud region, e.g. us-east-1; several comma-separated (us-east-1,eu-west-1); a "
+        "prefix ending in * (europe-*).",
+    ),
+]
+JsonOut = Annotated[
+    bool, typer.Option("--json", "-j", rich_help_panel=OUTPUT, help="Print JSON for tools.")
+]
+Model = Annotated[
+    str | None,
+    typer.Option("--model", "-m", rich_help_panel=WORK, help="Model preset id, e.g. llama-3-8b."),
+]
+ParamsB = Annotated[
+    float | None, typer.Option(rich_help_panel=WORK, help="Free-form model size in billions.")
+]
+Tokens = Annotated[
+    float | None, typer.Option(rich_help_panel=WORK, help="Training tokens, e.g. 2e9.")
+]
 ZeroStage = Annotated[
     int | None,
-    typer.Option(help="ZeRO stage 0-3 (3 = FSDP); default: 1 or 3, whichever plans better."),
+    typer.Option(
+        rich_help_panel=TRAINING,
+        help="ZeRO stage 0-3 (3 = FSDP); default: 1 or 3, whichever plans better.",
+    ),
 ]
-SeqLen = Annotated[int | None, typer.Option(help="Training sequence length.")]
-Batch = Annotated[int | None, typer.Option(help="Micro-batch (training) / sequences (inference).")]
+SeqLen = Annotated[
+    int | None, typer.Option(rich_help_panel=TRAINING, help="Training sequence length.")
+]
+Batch = Annotated[
+    int | None,
+    typer.Option(rich_help_panel=TRAINING, help="Micro-batch (training) / sequences (inference)."),
+]
 Recompute = Annotated[
     bool | None,
     typer.Option(
         "--recompute/--no-recompute",
+        rich_help_panel=TRAINING,
         help="Full activation recomputation (training); default: as needed (without it when "
         "the activations fit, or whichever costs fewer GPU-hours).",
     ),
 ]
 Precision = Annotated[
-    str, typer.Option(help="Weights: fp32, bf16, fp16, fp8, fp4 (Blackwell), int8, int4.")
+    str, typer.Option(rich_help_panel=WORK, help=f"Weights: {words('precision')} (fp4: Blackwell).")
 ]
-Context = Annotated[int | None, typer.Option(help="Context length per sequence (inference).")]
-Throughput = Annotated[float | None, typer.Option(help="Target tokens/s (inference).")]
-InputTokens = Annotated[int | None, typer.Option(help="Prompt tokens (inference).")]
-OutputTokens = Annotated[int | None, typer.Option(help="Output tokens (inference).")]
+Context = Annotated[
+    int | None,
+    typer.Option(rich_help_panel=SERVING, help="Context length per sequence (inference)."),
+]
+Throughput = Annotated[
+    float | None, typer.Option(rich_help_panel=SERVING, help="Target tokens/s (inference).")
+]
+InputTokens = Annotated[
+    int | None, typer.Option(rich_help_panel=SERVING, help="Prompt tokens (inference).")
+]
+OutputTokens = Annotated[
+    int | None, typer.Option(rich_help_panel=SERVING, help="Output tokens (inference).")
+]
 Concurrency = Annotated[
-    int | None, typer.Option(help="Sequences per replica (default: best that fits).")
+    int | None,
+    typer.Option(rich_help_panel=SERVING, help="Sequences per replica (default: best that fits)."),
 ]
 RequestRate = Annotated[
     float | None,
     typer.Option(
+        rich_help_panel=SERVING,
         help="Requests/s arriving (inference): sizes the replicas that sustain it within the "
-        "latency targets; not with --concurrency."
+        "latency targets; not with --concurrency.",
     ),
 ]
-TensorParallel = Annotated[int | None, typer.Option(help="GPUs per replica, inside one node.")]
-MaxTtftMs = Annotated[
-    float | None, typer.Option(help="Time-to-first-token target, ms (inference).")
+TensorParallel = Annotated[
+    int | None, typer.Option(rich_help_panel=SERVING, help="GPUs per replica, inside one node.")
 ]
-MaxItlMs = Annotated[float | None, typer.Option(help="Inter-token latency target, ms (inference).")]
-Purchase = Annotated[str, typer.Option(help="on_demand, spot or any (either).")]
+MaxTtftMs = Annotated[
+    float | None,
+    typer.Option(rich_help_panel=SERVING, help="Time-to-first-token target, ms (inference)."),
+]
+MaxItlMs = Annotated[
+    float | None,
+    typer.Option(rich_help_panel=SERVING, help="Inter-token latency target, ms (inference)."),
+]
+Purchase = Annotated[
+    str,
+    typer.Option(
+        "--purchase",
+        "-p",
+        rich_help_panel=CONSTRAINTS,
+        help=f"{words('purchase')} (either).",
+    ),
+]
 IncludeFlaggedPrices = Annotated[
     bool,
     typer.Option(
         "--include-flagged-prices",
+        rich_help_panel=CONSTRAINTS,
         help="Also use prices the catalog's sanity checks flag (`advisor catalog validate`).",
     ),
 ]
 Server = Annotated[
     str | None,
-    typer.Option(envvar="ADVISOR_SERVER", help="Service URL: calibrate efficiency from its fleet."),
+    typer.Option(
+        rich_help_panel=OUTPUT,
+        envvar="ADVISOR_SERVER",
+        help="Service URL: calibrate efficiency from its fleet.",
+    ),
 ]
 
 Method = Annotated[
-    str, typer.Option(help="Training: full, lora or qlora (frozen 4-bit base + adapters).")
+    str,
+    typer.Option(
+        rich_help_panel=WORK,
+        help=f"Training: {words('method')} (qlora: frozen 4-bit base + adapters).",
+    ),
 ]
-LoraRank = Annotated[int, typer.Option(help="LoRA/QLoRA adapter rank (--method lora/qlora).")]
+LoraRank = Annotated[
+    int, typer.Option(rich_help_panel=WORK, help="LoRA/QLoRA adapter rank (--method lora/qlora).")
+]
 
 
 DeadlineDays = Annotated[
     float | None,
-    typer.Option(help="Training: finish within this many days (picks GPUs and nodes)."),
+    typer.Option(
+        rich_help_panel=TRAINING,
+        help="Training: finish within this many days (picks GPUs and nodes).",
+    ),
 ]
-MaxGpus = Annotated[int | None, typer.Option(help="Training: rent at most this many GPUs.")]
+MaxGpus = Annotated[
+    int | None,
+    typer.Option(rich_help_panel=TRAINING, help="Training: rent at most this many GPUs."),
+]
 GlobalBatchTokens = Annotated[
     int | None,
     typer.Option(
-        help="Training: tokens per optimizer step (default: 4M up to 100B parameters, 16M above)."
+        rich_help_panel=TRAINING,
+        help="Training: tokens per optimizer step (default: 4M up to 100B parameters, 16M above).",
     ),
 ]
 
@@ -161,7 +261,10 @@ def deadline_fields(
 
 CheckpointIntervalH = Annotated[
     float | None,
-    typer.Option(help="Spot training: hours between checkpoints (default: the workload's)."),
+    typer.Option(
+        rich_help_panel=TRAINING,
+        help="Spot training: hours between checkpoints (default: the workload's).",
+    ),
 ]
 
 

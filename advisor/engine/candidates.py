@@ -23,7 +23,7 @@ from advisor.catalog.models import (
     SpotInterruption,
 )
 from advisor.catalog.power import NodePower, instance_power
-from advisor.catalog.queries import spot_interruption
+from advisor.catalog.queries import region_matches, spot_interruption
 from advisor.engine.result import Rejection
 from advisor.perf.precision import (
     REQUEST_PRECISIONS,
@@ -152,7 +152,7 @@ class CloudCandidate:
                 tuple(
                     o
                     for o in self.offers
-                    if (region is None or o[0] == region) and (purchase is None or o[1] is purchase)
+                    if region_matches(region, o[0]) and (purchase is None or o[1] is purchase)
                 )
             )
             self._pools[key] = found

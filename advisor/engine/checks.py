@@ -17,6 +17,7 @@ from advisor.catalog.models import (
     SpotPolicy,
     WorkloadProfile,
 )
+from advisor.catalog.queries import region_matches
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate, Offer
 from advisor.engine.constraints import Constraint, Finding, Violation, violations
 from advisor.engine.placement import PLACEMENT_READS, Placement
@@ -435,7 +436,7 @@ def request_free_violations(
 
 def _region_not_offered(k: OfferCase) -> Finding | None:
     region = k.w.region
-    if region is None or k.price.region == region:
+    if region_matches(region, k.price.region):
         return None
     return Finding(f"not offered in {region}", k.price.region)
 
@@ -590,7 +591,7 @@ def offer_faults(offer: Offer, w: Workload, nodes: int, risky: bool, skip_flagge
     o_region, o_purchase, hourly, price, _ = offer
     budget = w.max_hourly_usd
     return (
-        (w.region is not None and o_region != w.region)
+        (not region_matches(w.region, o_region))
         | (w.purchase is not None and o_purchase is not w.purchase) << 1
         | (budget is not None and option_hourly_usd(hourly, nodes) > budget) << 2
         | (risky and o_purchase is Purchase.spot) << 3

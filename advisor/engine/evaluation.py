@@ -11,6 +11,7 @@ from operator import attrgetter
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import FormFactor, Price, Purchase, WorkloadProfile
+from advisor.catalog.queries import check_region
 from advisor.did_you_mean import unknown
 from advisor.engine.alternatives import across_nodes, lower_precision, nearest_alternatives
 from advisor.engine.candidates import (
@@ -42,7 +43,9 @@ from advisor.engine.rank import (
     Valuation,
     edge_hit,
     objective_value,
+    penalty,
     rank,
+    ranked_figure,
     reasons,
     sized_figures,
     valuation,
@@ -61,7 +64,7 @@ from advisor.perf.calibration import Calibration
 from advisor.perf.cost import edge_cost_per_year, option_hourly_usd
 from advisor.perf.spot import SpotPlan, too_risky
 from advisor.planning.work_plan import WorkPlan
-from advisor.request import Workload
+from advisor.request import Workload, refuse_idle_fields
 
 __all__ = ["Alternative", "Recommendation", "Rejection", "Result", "SizedFigures", "recommend"]
 
@@ -75,7 +78,7 @@ def recommend(
     """`fleet` maps accelerator ids to the fleet's measured matmul ratio (from stored probe
     reports); with enough reports it replaces the catalog's efficiency when sizing a model."""
     profile = _profile(catalog, workload)
-    _check_request(catalog, workload)
+    _check_request(catalog, workload, profile)
     plan = (
         WorkPlan(catalog, workload.work(), profile, fleet, min_fleet_reports)
         if workload.sized
@@ -85,22 +88,29 @@ def recommend(
     index = candidate_index(catalog, GROUP_SIGNATURE)
     hits: list[Hit] = []
     rejected: list[Rejection] = list(_mismatches(catalog, index, profile))
-    feasible = _evaluate_cloud(index, workload, profile, plan, objective, hits, rejected)
+    feasible, types = _evaluate_cloud(index, workload, profile, plan, objective, hits, rejected)
     if FormFactor.edge in profile.form_factors:
         before = len(hits)
-        _evaluate_edge(index, workload, profile, objective, hits, rejected)
+        types += _evaluate_edge(index, workload, profile, objective, hits, rejected)
         feasible += len(hits) - before
 
     ranked = rank(hits, objective, workload.limit)
     recommendations = tuple(
-        _recommendation(h, score, reasons(h, workload, profile, objective, i + 1))
+        _recommendation(
+            h, score, reasons(h, workload, profile, objective, i + 1), objective, profile
+        )
         for i, (h, score) in enumerate(ranked)
     )
     rejected.sort(key=lambda r: r.id)  # ids are unique
     if recommendations:
         alternatives: list[Alternative] = []
         explanation = explain_chosen(
-            feasible, len(recommendations), OBJECTIVE_WORDS[objective], profile.id
+            feasible,
+            types,
+            len(recommendations),
+            OBJECTIVE_WORDS[objective],
+            profile.id,
+            workload.each_offering,
         )
     else:
         # Only now is it worth finding what single relaxation would help (a second, rare pass).
@@ -122,6 +132,7 @@ def recommend(
         alternatives=tuple(alternatives),
         explanation=explanation,
         feasible_count=feasible,
+        feasible_types=types,
     )
 
 
@@ -157,10 +168,11 @@ def _evaluate_cloud(
     objective: str,
     hits: list[Hit],
     rejected: list[Rejection],
-) -> int:
+) -> tuple[int, int]:
     """Adds the options worth ranking to `hits` and the rejected ones to `rejected`; returns
-    how many priced offerings are feasible."""
-    feasible = 0
+    how many priced offerings are feasible and how many instance types they belong to (a
+    listing shows one row a type: the counts must say which they count)."""
+    feasible = types = 0
     bound = Bound(w.limit)
     registry = applicable(STATIC, w, p)
     # Groups that pass every request-free check are checked by the other entries alone.
@@ -185,11 +197,17 @@ def _evaluate_cloud(
         spot_free = placement.fit is None or placement.fit.hours is None or p.spot is None
         if spot_free and valuation.rises and not w.each_offering:
             pool = index.group_pool(i, w.region, w.purchase)
-            feasible += _evaluate_group(group, pool, placement, w, valuation, bound, hits, rejected)
+            offers, members = _evaluate_group(
+                group, pool, placement, w, valuation, bound, hits, rejected
+            )
+            feasible += offers
+            types += members
             continue
         for c in group:
-            feasible += _evaluate_offers(c, placement, w, p, valuation, bound, hits, rejected)
-    return feasible
+            offers = _evaluate_offers(c, placement, w, p, valuation, bound, hits, rejected)
+            feasible += offers
+            types += offers > 0
+    return feasible, types
 
 
 # Valuations kept per catalog: the shipped catalog's groups, workload types and objectives over
@@ -234,13 +252,13 @@ def _evaluate_group(
     bound: Bound,
     hits: list[Hit],
     rejected: list[Rejection],
-) -> int:
+) -> tuple[int, int]:
     """The hot path for the common case, a whole group at once: one best offering per option,
     valued the higher the more it costs (`valuation.rises`), and no spot plan (none is costed, so
     no spot offering is too risky). Members come ordered by their cheapest offering: those with
     one within the budget are a prefix, and the first whose value passes the bound ends the
     ranking (every later one costs as much or more). Returns the number of feasible offerings,
-    one bisection of the group's merged pool."""
+    one bisection of the group's merged pool, and of members with one."""
     nodes = placement.nodes
     budget = None if w.max_hourly_usd is None else w.max_hourly_usd / nodes
     skip_flagged = not w.include_flagged_prices
@@ -259,7 +277,7 @@ def _evaluate_group(
         c = group[member]
         closest = _closest_offer(c, w, nodes, False, skip_flagged)
         rejected.append(_rejection(c.instance.id, offering_violations(closest, nodes, w)))
-    return feasible
+    return feasible, fits
 
 
 def _evaluate_edge(
@@ -269,9 +287,9 @@ def _evaluate_edge(
     objective: str,
     hits: list[Hit],
     rejected: list[Rejection],
-) -> None:
+) -> int:
     """Each device in each power mode; a device is rejected only if no mode fits, with the
-    reasons of the mode that misses least."""
+    reasons of the mode that misses least. Returns the number of devices that fit."""
     misses: dict[str, list[list[Violation]]] = {}
     fits: set[str] = set()
     for e in index.edge:
@@ -283,6 +301,7 @@ def _evaluate_edge(
             fits.add(e.device.id)
     for device_id in sorted(misses.keys() - fits):
         rejected.append(_rejection(device_id, min(misses[device_id], key=len)))
+    return len(fits)
 
 
 def _evaluate_offers(
@@ -414,7 +433,10 @@ def _rejection(entry_id: str, violations: list[Violation]) -> Rejection:
     return Rejection(id=entry_id, codes=codes, reasons=sentences)
 
 
-def _recommendation(h: Hit, score: float, why: list[str]) -> Recommendation:
+def _recommendation(
+    h: Hit, score: float, why: list[str], objective: str, p: WorkloadProfile
+) -> Recommendation:
+    ranked = ranked_figure(objective, h.value)
     if h.edge is not None:
         e = h.edge
         return Recommendation(
@@ -430,6 +452,7 @@ def _recommendation(h: Hit, score: float, why: list[str]) -> Recommendation:
             power_w=e.power_w,
             power_mode=e.mode,
             score=score,
+            ranked_value=ranked,
             reasons=tuple(why),
             cost_per_year_usd=round(edge_cost_per_year(e.device, e.power_w).total_usd_per_year, 2),
         )
@@ -448,6 +471,8 @@ def _recommendation(h: Hit, score: float, why: list[str]) -> Recommendation:
         power_w=c.per_node_power_w * s.nodes,
         power_mode=None,
         score=score,
+        ranked_value=ranked,
+        penalty_factor=round(penalty(c, p), 6),
         reasons=tuple(why),
         sizing=sized_figures(s.fit, h.hourly_usd, h.spot) if s.fit is not None else None,
         price_flag=price.flag,
@@ -471,8 +496,9 @@ def _profile(catalog: Catalog, w: Workload) -> WorkloadProfile:
     return profile
 
 
-def _check_request(catalog: Catalog, w: Workload) -> None:
-    if w.region is not None and w.region not in catalog.regions:
-        raise InputError(unknown("region", w.region, catalog.regions))
+def _check_request(catalog: Catalog, w: Workload, p: WorkloadProfile) -> None:
+    refuse_idle_fields(w, w.sized, p.sizing)
+    if w.region is not None:
+        check_region(w.region, catalog.regions)
     if w.provider is not None and w.provider not in catalog.providers:
         raise InputError(unknown("provider", w.provider, catalog.providers))

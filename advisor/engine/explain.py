@@ -60,7 +60,18 @@ def explain_none(rejected: list[Rejection], alternatives: list[Alternative], wor
     return text
 
 
-def explain_chosen(count: int, shown: int, objective_words: str, workload: str) -> str:
+def explain_chosen(
+    offerings: int,
+    types: int,
+    shown: int,
+    objective_words: str,
+    workload: str,
+    each_offering: bool = False,
+) -> str:
+    """What was shown out of what: rows are instance types at their best offering (or, with
+    each_offering, offerings), so both counts are named and the rows counted in their unit."""
+    rows = "offering(s)" if each_offering else "type(s), each at its best offering"
     return (
-        f"{count} feasible option(s) for {workload}; showing the best {shown} by {objective_words}."
+        f"{types} instance type(s) feasible for {workload} ({offerings} priced offering(s): "
+        f"type x region x purchase); showing the best {shown} {rows}, by {objective_words}."
     )

@@ -99,6 +99,12 @@ def objective_value(
     return -(perf / cost) / factor if cost else 0.0
 
 
+def ranked_figure(objective: str, value: float) -> float:
+    """The figure an option is ranked by, in the objective's own unit and sign: a Hit's value
+    is negated for the objectives where higher is better, so one ascending sort serves all."""
+    return value if objective in COST_LIKE else -value
+
+
 def objective_affine(
     objective: str, perf: float, factor: float, fit: Fit | None
 ) -> tuple[float, float] | None:

@@ -53,6 +53,16 @@ class Recommendation(_Out):
     power_w: float
     power_mode: str | None
     score: float = Field(description="1.0 = the best candidate under the objective")
+    ranked_value: float = Field(
+        description="the figure the options are sorted by: the objective's figure (hourly or "
+        "yearly $, $ to completion, hours, $ per million tokens, TFLOP/s, TFLOP/s per $/h) "
+        "with the soft-preference penalty applied"
+    )
+    penalty_factor: float = Field(
+        1.0,
+        description="the soft-preference penalty in ranked_value: 1.0 = none, 1.1 = ranked 10% "
+        "worse (its reason names the preference)",
+    )
     reasons: tuple[str, ...]
     sizing: SizedFigures | None = None
     cost_per_year_usd: float | None = Field(
@@ -119,7 +129,11 @@ class Result(_Out):
     workload: str
     objective: str
     explanation: str = Field(description="what was chosen and why, or why nothing fits")
-    feasible_count: int
+    feasible_count: int = Field(description="feasible priced offerings (type x region x purchase)")
+    feasible_types: int = Field(
+        description="feasible instance types (and edge devices): the rows a listing without "
+        "each_offering can show"
+    )
     recommendations: tuple[Recommendation, ...]
     rejected_count: int = Field(description="candidates ruled out, every one counted")
     rejected_summary: tuple[RejectedCount, ...] = Field(

@@ -196,14 +196,29 @@ class InferenceResult:
 
 
 def check_tensor_parallel(gpus: int, tp: int, gpus_per_node: int) -> None:
-    """TP must divide the GPUs and stay inside one node; else InputError (exit 2) with options."""
-    valid = [d for d in range(1, min(gpus, gpus_per_node) + 1) if gpus % d == 0]
-    if tp < 1 or gpus % tp or tp > gpus_per_node:
+    """TP must divide the GPUs and the GPUs of a node (a node of 8 running replicas of TP 3
+    leaves 2 GPUs idle, paid for); else InputError (exit 2) with the valid degrees."""
+    fits = min(gpus, gpus_per_node)
+    valid = [d for d in range(1, fits + 1) if gpus % d == 0 and gpus_per_node % d == 0]
+    if tp < 1 or gpus % tp or gpus_per_node % tp or tp > gpus_per_node:
         raise InputError(
-            f"tensor-parallel degree {tp} must divide {gpus} GPUs and fit one node of "
-            f"{gpus_per_node}: valid degrees are {', '.join(map(str, valid))}",
+            f"tensor-parallel degree {tp} must divide {gpus} GPUs and the {gpus_per_node} of a "
+            f"node: valid degrees are {', '.join(map(str, valid))}",
             field="tensor_parallel",
         )
+
+
+def check_heads(tp: int, heads: int | None, model: str) -> None:
+    """Tensor parallelism splits the attention heads evenly over the ranks (Megatron-LM; vLLM
+    refuses a degree that does not divide them): InputError (exit 2) naming the degrees that do."""
+    if heads is None or heads % tp == 0:
+        return
+    valid = [d for d in range(1, min(heads, 64) + 1) if heads % d == 0]  # 64: the request's cap
+    raise InputError(
+        f"{field_name('tensor_parallel')} {tp} must divide {model}'s {heads} attention heads: "
+        f"valid degrees are {', '.join(map(str, valid))}",
+        field="tensor_parallel",
+    )
 
 
 def _compute(dep: Deployment) -> ComputePrecision:

@@ -39,7 +39,7 @@ from advisor.planning.fit import Fit
 from advisor.planning.serving import BARE_INFERENCE
 from advisor.planning.training_plan import network_below_floor
 from advisor.planning.work_plan import WorkPlan
-from advisor.request import EstimateRequest, purchase_matches
+from advisor.request import EstimateRequest, purchase_matches, refuse_idle_fields
 
 
 def _absent_when_none(value: object) -> bool:
@@ -119,11 +119,13 @@ def estimate(
     instance, acc, per_node = node.instance, node.acc, node.per_node
     if profile.sizing == "inference" or req.precision == "fp8":  # 16-bit training: bf16/fp16
         require_precision(acc, req.precision)  # refused with the precisions it runs: exit 2
-        if req.tensor_parallel is not None:  # a degree that cannot be placed: exit 2
-            check_tensor_parallel(
-                req.gpu_count or req.tensor_parallel, req.tensor_parallel, per_node
-            )
-    plan = WorkPlan(catalog, req.work(), profile, fleet, min_fleet_reports)
+    refuse_idle_fields(req, req.sized, profile.sizing)
+    plan = WorkPlan(catalog, req.work(), profile, fleet, min_fleet_reports)  # TP vs the heads
+    if profile.sizing == "inference" and req.tensor_parallel is not None:
+        # a degree that cannot be placed: exit 2. An instance type rents whole nodes, so its
+        # GPUs are at least a node's
+        whole = per_node if instance is not None else req.tensor_parallel
+        check_tensor_parallel(req.gpu_count or whole, req.tensor_parallel, per_node)
     fit = plan.fit(acc, per_node, node.link_gb_s, node.network_gbps)
     price = _price(instance, req) if instance is not None else None
     # an unfit estimate keeps every figure (fits false, and why), its price at the count shown

@@ -79,8 +79,9 @@ def latency_targets(
 
 
 def serving_degrees(per_node: int, gpu_count: int | None) -> list[int]:
-    """Tensor-parallel degrees a replica may take: inside one node, dividing the GPUs asked for."""
-    return [d for d in TP_DEGREES if d <= per_node and (gpu_count or d) % d == 0]
+    """Tensor-parallel degrees a replica may take: dividing a node's GPUs (none left idle: the
+    rule check_tensor_parallel holds an asked-for degree to) and the GPUs asked for."""
+    return [d for d in TP_DEGREES if per_node % d == 0 and (gpu_count or d) % d == 0]
 
 
 def choose_deployment(

@@ -24,6 +24,7 @@ from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration, efficiency
 from advisor.perf.inference import (
     Deployment,
     bandwidth_efficiency,
+    check_heads,
     moe_of,
     serving_memory,
     throughput_figure,
@@ -123,6 +124,8 @@ class WorkPlan:
             )
         if self.kind == "inference" and self.shape.layers is None:
             refuse_serving_fields(w)
+        if self.kind == "inference" and w.tensor_parallel is not None:
+            check_heads(w.tensor_parallel, self.shape.heads, w.model or "the model")
         self._cache: dict[tuple[str, int, float, float], Fit] = {}
         if w.output_tokens == 1 and w.max_itl_ms is not None:
             raise InputError(
