@@ -15,8 +15,9 @@ installed: it is written in C and leaves the server most of the second core. Wit
 asyncio+httpx generator in this process is used instead (it costs far more CPU per request, so
 its numbers understate the server). The output says which one ran.
 
-Targets (issue 13): recommendations with every body distinct (the engine runs each time) at
->= 50% of /healthz throughput with p99 <= 50 ms; the cached mix is measured beside them.
+Targets: recommendations with every body distinct (the engine runs each time) at >= 50% of
+/healthz throughput (issue 13; issue 28 item 6 asks >= 40%, both judged) with p99 <= 50 ms and
+RSS <= 150 MB; the cached mix is measured beside them.
 
 Run:  .venv/bin/python benchmarks/bench_service.py [--record] [--duration 10] [--loadgen auto] [--pin]
 Exit status 1 when a target is not met (the numbers are printed and recorded either way).
@@ -75,7 +76,8 @@ RECOMMEND_BODIES = tuple(
 TARGET_READY_S = 2.0
 TARGET_RSS_MB = 150.0
 TARGET_P99_MS = 50.0
-TARGET_RATIO = 0.5
+TARGET_RATIO = 0.5  # issue 13
+TARGET_RATIO_28 = 0.4  # issue 28 item 6, once rejections are summarised by default
 
 
 @dataclass(frozen=True)
@@ -154,21 +156,24 @@ class Result:
     server_cpu_ms: float = float("nan")  # server CPU time per request
     other_cpu_pct: float = float("nan")  # CPU used by processes other than server and generator
     rss_max_mb: float = 0.0
+    cache: dict[str, int] = field(default_factory=dict)  # response cache hits/misses in the run
 
     @property
     def rps(self) -> float:
         return self.requests / self.duration_s if self.duration_s else 0.0
 
 
-def what_the_ratio_leaves(health: Result, distinct: Result, cached: Result) -> str:
+def what_the_ratio_leaves(
+    health: Result, distinct: Result, cached: Result, target: float = TARGET_RATIO
+) -> str:
     """The server CPU the throughput target allows a distinct recommendation, and how much of it
     the engine may take: a cached answer costs everything but the engine (the body parsed and
     validated, the key, the same size of answer written), so the engine's share is the rest."""
-    allowed_ms = health.server_cpu_ms / TARGET_RATIO
+    allowed_ms = health.server_cpu_ms / target
     budget_ms = allowed_ms - cached.server_cpu_ms
     engine_ms = distinct.server_cpu_ms - cached.server_cpu_ms
     return (
-        f"the {TARGET_RATIO:.0%} target allows {allowed_ms:.3f} ms of server CPU per distinct"
+        f"the {target:.0%} target allows {allowed_ms:.3f} ms of server CPU per distinct"
         f" recommendation; a cached one costs {cached.server_cpu_ms:.3f} ms without the engine,"
         f" which leaves the engine {budget_ms:.3f} ms; it takes {engine_ms:.3f} ms"
         f" ({cached.rps / health.rps:.0%} of /healthz is the ceiling with a free engine)"
@@ -275,6 +280,20 @@ def machine_busy_seconds() -> float:
     return (sum(ticks[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+CACHE_GAUGE = re.compile(r"^advisor_recommendation_cache_(hits|misses) (\S+)$", re.M)
+
+
+def cache_counts(port: int) -> dict[str, int]:
+    """The response cache's hits and misses so far, from /metrics."""
+    conn = http.client.HTTPConnection(HOST, port, timeout=5)
+    try:
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+    finally:
+        conn.close()
+    return {name: int(float(value)) for name, value in CACHE_GAUGE.findall(text)}
+
+
 def torch_mappings(pid: int) -> list[str]:
     with open(f"/proc/{pid}/maps") as f:
         paths = {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
@@ -328,15 +347,19 @@ if #bodies > 0 then wrk.headers["Content-Type"] = "application/json" end
 %(auth)s
 local fresh_key = %(fresh_key)s
 local nonce = tostring({}):sub(8)  -- differs between runs and threads
-local turn, sent = 0, 0
+-- Thread t of n sends bodies start+t, start+t+n, ...: no two threads and no two runs (the
+-- caller moves start past what the last run sent) send the same body close together, so with
+-- more bodies than the service's response cache holds, none is answered from it.
+local start, stride = %(start)d, %(threads)d
+local turn, sent = nil, 0
 function request()
   if fresh_key then
     sent = sent + 1
     wrk.headers["Idempotency-Key"] = string.format("bench-%%s-%%s-%%d", nonce, tid or 0, sent)
   end
   if #bodies == 0 then return wrk.format() end
-  turn = turn %% #bodies + 1
-  return wrk.format(nil, nil, nil, bodies[turn])
+  if turn == nil then turn = start + (tid or 1) - 1 else turn = turn + stride end
+  return wrk.format(nil, nil, nil, bodies[turn %% #bodies + 1])
 end
 local threads = {}
 function setup(thread)
@@ -359,7 +382,7 @@ end
 """
 
 
-def lua_script(ep: Endpoint, tmp: Path) -> Path:
+def lua_script(ep: Endpoint, tmp: Path, threads: int, start: int) -> Path:
     names = []
     for i, body in enumerate(ep.bodies):
         bf = tmp / f"body-{abs(hash(ep.label))}-{i}.json"
@@ -376,6 +399,8 @@ def lua_script(ep: Endpoint, tmp: Path) -> Path:
             "method": json.dumps(ep.method),
             "auth": auth,
             "fresh_key": fresh_key,
+            "start": start,
+            "threads": threads,
         }
     )
     return script
@@ -386,10 +411,25 @@ def children_cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
+# Per endpoint, the body the next run starts at. Before, every run and every wrk thread started
+# at the first body: the two threads sent the same bodies side by side and the measured run
+# repeated the warm-up's, so the "distinct" row was answered from the response cache for more
+# than half its requests (1,349 of 2,355 under cProfile).
+NEXT_BODY: dict[str, int] = {}
+
+
+def _take_bodies(ep: Endpoint, used: int) -> int:
+    """Where a run of `ep` starts; the next one starts `used` bodies later."""
+    start = NEXT_BODY.get(ep.label, 0)
+    NEXT_BODY[ep.label] = (start + used) % max(1, len(ep.bodies))
+    return start
+
+
 def run_wrk(
     wrk: str, ep: Endpoint, port: int, tmp: Path, seconds: float, conns: int, threads: int
 ) -> tuple[Result, str]:
-    script = lua_script(ep, tmp)
+    start = NEXT_BODY.get(ep.label, 0)
+    script = lua_script(ep, tmp, threads, start)
     cmd = [*PINNED["loadgen"], wrk, f"-t{threads}", f"-c{conns}", f"-d{max(1, round(seconds))}s"]
     cmd += ["--timeout", "5s"]
     cmd += ["--latency", "-s", str(script), f"http://{HOST}:{port}{ep.path}"]
@@ -402,6 +442,8 @@ def run_wrk(
     if proc.returncode != 0 or line is None:
         raise RuntimeError(f"wrk failed ({proc.returncode}): {proc.stdout}\n{proc.stderr}")
     v = {k: int(x) for k, x in re.findall(r"(\w+)=(\d+)", line)}
+    # The busiest thread's bodies reach at most threads x requests past the start.
+    _take_bodies(ep, threads * v["requests"])
     detail = {k: v[k] for k in ("non2xx", "connect", "read", "write", "timeout") if v[k]}
     res = Result(
         ep,
@@ -457,6 +499,7 @@ async def _python_load(ep: Endpoint, port: int, seconds: float, conns: int) -> R
         t0 = time.perf_counter()
         deadline = t0 + seconds
 
+        first = NEXT_BODY.get(ep.label, 0)
         sent = 0
 
         async def worker() -> None:
@@ -464,7 +507,7 @@ async def _python_load(ep: Endpoint, port: int, seconds: float, conns: int) -> R
             while time.perf_counter() < deadline:
                 start = time.perf_counter()
                 try:
-                    body = ep.bodies[sent % len(ep.bodies)] if ep.bodies else None
+                    body = ep.bodies[(first + sent) % len(ep.bodies)] if ep.bodies else None
                     sent += 1
                     fresh = {"Idempotency-Key": f"bench-{uuid.uuid4()}"} if ep.fresh_key else {}
                     r = await client.request(
@@ -485,6 +528,7 @@ async def _python_load(ep: Endpoint, port: int, seconds: float, conns: int) -> R
 
         await asyncio.gather(*(worker() for _ in range(conns)))
         elapsed = time.perf_counter() - t0
+        _take_bodies(ep, sent)
     latencies.sort()
 
     def pct(q: float) -> float:
@@ -649,6 +693,7 @@ def main() -> int:
                     warm, _ = run_python(ep, port, args.warmup, args.connections)
                 warm_ok[ep.label] = warm.ok
                 sampler.reset()
+                cache0 = cache_counts(port)
                 c0, m0, t0 = cpu_seconds(pid), machine_busy_seconds(), time.perf_counter()
                 if wrk:
                     res, _ = run_wrk(
@@ -663,6 +708,7 @@ def main() -> int:
                 busy_pct = 100 * (machine_busy_seconds() - m0) / wall
                 res.other_cpu_pct = max(0.0, busy_pct - res.server_cpu_pct - res.loadgen_cpu_pct)
                 res.rss_max_mb = sampler.window
+                res.cache = {k: v - cache0.get(k, 0) for k, v in cache_counts(port).items()}
                 results.append(res)
                 torch_maps += torch_mappings(pid)
                 if wrk and ep.label in (DISTINCT_LABEL, THREAD_LABEL):  # in the same conditions
@@ -683,6 +729,12 @@ def main() -> int:
             f"{r.requests:>9} {r.server_cpu_pct:>7.0f}% {r.server_cpu_ms:>7.3f} {r.loadgen_cpu_pct:>7.0f}%"
             f" {r.other_cpu_pct:>5.0f}% {r.rss_max_mb:>6.1f}MB"
         )
+    for r in results:
+        if r.endpoint.path == "/v1/recommendations":
+            say(
+                f"  response cache during {r.endpoint.label!r}: {r.cache.get('hits', 0)} hits,"
+                f" {r.cache.get('misses', 0)} misses (sized questions bypass it)"
+            )
     for r in results:
         if r.error_detail:
             say(f"  errors on {r.endpoint.label}: {r.error_detail}")
@@ -753,9 +805,19 @@ def main() -> int:
             ratio >= TARGET_RATIO,
         ),
         (
+            f"distinct recommendations >= {TARGET_RATIO_28:.0%} of /healthz req/s",
+            f"{recs.rps:.0f} / {health.rps:.0f} req/s = {ratio:.0%}",
+            ratio >= TARGET_RATIO_28,
+        ),
+        (
             f"distinct recommendations p99 <= {TARGET_P99_MS:g} ms",
             f"{recs.p99_ms:.2f} ms",
             recs.p99_ms <= TARGET_P99_MS,
+        ),
+        (
+            "distinct recommendations: none from the cache",
+            f"{recs.cache.get('hits', 0)} hits",
+            recs.cache.get("hits", 0) == 0,
         ),
         ("zero errors (all endpoints)", f"{total_errors} errors", total_errors == 0),
         (
@@ -775,7 +837,8 @@ def main() -> int:
         say(f"  {'MET    ' if met else 'NOT MET'}  {name:<46} {value}")
     all_met = all(m for *_, m in checks)
     say(f"overall: {'all targets MET' if all_met else 'some targets NOT MET'}")
-    say(what_the_ratio_leaves(health, recs, by[CACHED_LABEL]))
+    for target in (TARGET_RATIO, TARGET_RATIO_28):
+        say(what_the_ratio_leaves(health, recs, by[CACHED_LABEL], target))
 
     if args.record:
         RESULTS.mkdir(exist_ok=True)

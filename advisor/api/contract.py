@@ -77,6 +77,22 @@ def state_catalog(spec: dict[str, Any], catalog: Catalog) -> None:
                     _enum(param["schema"], ids[takes])
 
 
+# The scheme of the reads that name hosts (advisor.api.deps._read_bearer).
+READ_SCHEME = "ReadToken"
+
+
+def optional_read_token(spec: dict[str, Any]) -> None:
+    """The reads guarded by READ_SCHEME need a token only when ADVISOR_READ_TOKENS is set: their
+    security says so, in place, with the empty requirement beside the token (OpenAPI's "or no
+    credentials"). Stated as required, a client of an open deployment (read tokens unset) would
+    be told to send a token it has none of, and schemathesis would call the open read a hole."""
+    for item in spec.get("paths", {}).values():
+        for operation in item.values():
+            security = operation.get("security")
+            if security and {READ_SCHEME: []} in security and {} not in security:
+                security.append({})
+
+
 def _given(name: str, kind: str) -> dict[str, Any]:
     return {"required": [name], "properties": {name: {"type": kind}}}
 
@@ -101,6 +117,7 @@ def install(app: FastAPI, holder: CatalogHolder) -> None:
             app.openapi_schema = None  # the generic document, built again
             spec = copy.deepcopy(build())
             state_catalog(spec, holder.catalog)
+            optional_read_token(spec)
             built.clear()
             built[generation] = spec
         app.openapi_schema = built[generation]
