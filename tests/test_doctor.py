@@ -47,6 +47,17 @@ def test_the_job_runs_with_its_output_untouched_and_nothing_measured_is_exit_3()
     assert "not measured: GPU: nvml_library_missing" in p.stdout
 
 
+def test_without_nvml_the_host_side_is_still_sampled(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    job = "import time\nend = time.time() + 1.2\nwhile time.time() < end: pass"
+    p = doctor("--interval", "0.2s", "--output", str(out), "--", *py(job))
+    assert p.returncode == 3
+    samples = json.loads(out.read_text())["job"]["samples"]
+    hosts = [s["host"] for s in samples[1:] if s["host"] is not None]
+    assert len(hosts) >= 3 and all(s["gpus"] == [] for s in samples)
+    assert max(h["busiest_process_cpu_pct"] for h in hosts) > 50  # the busy loop, on one core
+
+
 def test_a_failing_job_passes_its_exit_code_on_and_the_report_is_still_written(
     tmp_path: Path,
 ) -> None:

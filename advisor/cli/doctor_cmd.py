@@ -147,15 +147,15 @@ def _run(
         started = time.monotonic()
         with Job(command, env) as job:
             sampler = JobSampler(nvml, job.tree, interval_s)
-            if nvml is not None:
-                sampler.start()
-                err.print(
-                    f"[dim]doctor:[/] running {escape(' '.join(command))}; sampling "
-                    f"{len(sampler.memory_total_mib)} GPU(s) every {interval_s:g} s",
-                    highlight=False,
-                )
+            sampler.start()  # without NVML, the job's processes on the host alone
+            err.print(
+                f"[dim]doctor:[/] running {escape(' '.join(command))}; sampling "
+                f"{len(sampler.memory_total_mib)} GPU(s) and the job's processes every "
+                f"{interval_s:g} s",
+                highlight=False,
+            )
             code = job.wait(window_s)
-            sampled_s = sampler.stop() if nvml is not None else time.monotonic() - started
+            sampled_s = sampler.stop()
             if code is None:
                 err.print(
                     f"[dim]doctor:[/] {window_s:g} s diagnosed; the report follows while the "
