@@ -145,6 +145,8 @@ class FakeNvmlLib:
     def _get(self, fn: str, handle: int, key: str) -> Any:
         self._check(fn)
         value = self.devices[handle][key]
+        if callable(value):  # computed at the query (e.g. the processes of a running child)
+            value = value()
         if isinstance(value, Readings):
             value = value.next(fn)
             if isinstance(value, NVMLError):  # this reading failed (e.g. NOT_SUPPORTED)

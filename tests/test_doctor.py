@@ -256,3 +256,36 @@ def test_the_torch_hook_counts_nothing_on_a_cpu_job_and_never_starts_cuda(tmp_pa
     assert (torch_stats["syncs"], torch_stats["h2d_copies"]) == (0, 0)
     assert torch_stats["torch_version"].startswith("2.")
     assert 0 <= torch_stats["hook_s"] < 0.5
+
+
+def test_a_small_job_on_the_gpu_is_under_used_with_a_cheaper_option(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The job's process (the child's pid, listed by the fake NVML) holds 2 GiB of an H200's
+    141 with SM activity 10%: under_used, 90% of p5en.48xlarge's per-GPU price idle, and the
+    review's cheapest catalog option that holds 2 GiB and 10% of an H200's compute, with the
+    saving per GPU-hour."""
+    import psutil  # type: ignore[import-untyped]
+
+    def children() -> list[dict[str, int]]:
+        return [{"pid": c.pid, "used": 2 << 30} for c in psutil.Process().children()]
+
+    lib = FakeNvmlLib(devices=[h200(processes=children, util=(100, 5), gpm={2: 10.0, 5: 2.0})])
+    job = py("import time; time.sleep(1.5)")
+    result = _invoke(
+        monkeypatch, lib, "--json", "--interval", "0.2s", "--instance-type", "p5en.48xlarge",
+        "--", *job,
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output  # type: ignore[attr-defined]
+    body = json.loads(result.output[result.output.index("{") :])  # type: ignore[attr-defined]
+    (finding,) = body["job"]["findings"]
+    assert finding["code"] == "under_used"
+    assert "2.0 GiB and 10%" in finding["summary"]
+    basis = body["job"]["price_basis"]
+    assert basis.startswith("instance type p5en.48xlarge: $")
+    per_gpu = float(basis.split("$")[1].split("/h")[0].replace(",", "")) / 8
+    assert finding["idle_usd_per_h"] == pytest.approx(per_gpu * 0.9, abs=0.01)
+    assert finding["cheaper_option"] is not None
+    cheaper = float(finding["cheaper_option"].rsplit("$", 1)[1].split("/h")[0].replace(",", ""))
+    assert finding["saving_usd_per_h"] == pytest.approx(per_gpu - cheaper, abs=0.01)
+    assert 0 < cheaper < per_gpu
