@@ -148,7 +148,11 @@ def session() -> Iterator[requests.Session]:
 
 @pytest.fixture(scope="module")
 def client(server: LiveServer) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=server.base_url, timeout=30) as c:
+    # A kept-alive connection is dropped after 1 s idle, well before the server closes an idle
+    # one (ADVISOR_IDLE_TIMEOUT_S, 5 s): with httpx's default 5 s the two raced, and a request
+    # sent on a connection the server was closing got no answer.
+    limits = httpx.Limits(keepalive_expiry=1.0)
+    with httpx.Client(base_url=server.base_url, timeout=30, limits=limits) as c:
         yield c
 
 
