@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from probes.monitor import LIMIT_REASONS, percentile
+from probes.monitor import GpuSeries
 from probes.nvml import Nvml, _text
 from probes.report import GpuUtilisation, HostSample, JobGpuSample, JobSample
 
@@ -38,11 +38,10 @@ class _Gpu:
     index: int
     handle: Any
     gpm: bool
+    series: GpuSeries  # the monitor's figures (util, memory, power, throttling) of the window
     previous: Any = None  # the last GPM sample, the start of the next interval
-    name: str | None = None
-    uuid: str | None = None
     memory_total_mib: float | None = None
-    power_limit_w: float | None = None
+    power_limit_mw: int | None = None  # read once: the doctor changes no setting
 
 
 @dataclass
@@ -85,31 +84,7 @@ class JobSampler:
     def summaries(self) -> list[GpuUtilisation]:
         """Each GPU's readings reduced to the monitor's figures (advisor.fleet.utilisation
         classifies them, and the review prices them, as for `advisor monitor`)."""
-        out = []
-        for g in self._gpus:
-            mine = [r for s in self.samples for r in s.gpus if r.index == g.index]
-            util = [r.util_gpu_pct for r in mine if r.util_gpu_pct is not None]
-            mem = [r.memory_used_mib for r in mine if r.memory_used_mib is not None]
-            power = [r.power_w for r in mine if r.power_w is not None]
-            throttles = [set(r.throttle_reasons) for r in mine if r.throttle_reasons is not None]
-            limited = sum(bool(t & LIMIT_REASONS) for t in throttles)
-            out.append(
-                GpuUtilisation(
-                    index=g.index,
-                    uuid=g.uuid,
-                    name=g.name,
-                    samples=len(mine),
-                    util_gpu_mean_pct=round(sum(util) / len(util), 2) if util else None,
-                    util_gpu_p95_pct=percentile(util, 0.95),
-                    memory_used_max_mib=max(mem, default=None),
-                    memory_total_mib=g.memory_total_mib,
-                    power_mean_w=round(sum(power) / len(power), 2) if power else None,
-                    power_limit_w=g.power_limit_w,
-                    throttle_reasons=sorted(set().union(*throttles) - {"gpu_idle"}),
-                    throttled_fraction=round(limited / len(throttles), 4) if throttles else None,
-                )
-            )
-        return out
+        return [g.series.result() for g in self._gpus]
 
     def _note(self, what: str) -> None:
         if what not in self.unmeasured:
@@ -128,17 +103,17 @@ class JobSampler:
                     f"GPU {i}: SM and tensor activity (GPM) not supported by this GPU or driver"
                 )
             mem = soft(lib.nvmlDeviceGetMemoryInfo, handle)
-            limit = soft(lib.nvmlDeviceGetEnforcedPowerLimit, handle)
+            name = _text(soft(lib.nvmlDeviceGetName, handle))
+            series = GpuSeries(i, handle, _text(soft(lib.nvmlDeviceGetUUID, handle)), name)
             self._gpus.append(
                 _Gpu(
                     i,
                     handle,
                     gpm,
+                    series,
                     self._gpm_sample(handle) if gpm else None,
-                    _text(soft(lib.nvmlDeviceGetName, handle)),
-                    _text(soft(lib.nvmlDeviceGetUUID, handle)),
                     mem.total / _MIB if mem is not None else None,
-                    limit / 1000.0 if limit is not None else None,
+                    soft(lib.nvmlDeviceGetEnforcedPowerLimit, handle),
                 )
             )
 
@@ -203,6 +178,8 @@ class JobSampler:
             on_gpu = bool(mine)
             used = [getattr(p, "usedGpuMemory", None) for p in mine]
             job_mib = sum(u for u in used if isinstance(u, int) and u >= 0) / _MIB
+        reasons = self.nvml._throttle(h)
+        gpu.series.add(util, mem, power, gpu.power_limit_mw, reasons)
         metrics = self._gpm(gpu)
         if metrics.get("pcie_tx_mb_s") is None:
             metrics.update(self._pcie_counters(h))
@@ -214,7 +191,7 @@ class JobSampler:
             job_on_gpu=on_gpu,
             power_w=power / 1000.0 if power is not None else None,
             clock_sm_mhz=soft(lib.nvmlDeviceGetClockInfo, h, lib.NVML_CLOCK_SM),
-            throttle_reasons=self.nvml._throttle(h),
+            throttle_reasons=reasons,
             **metrics,
         )
 

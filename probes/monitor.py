@@ -75,7 +75,7 @@ class _Stat:
 
 
 @dataclass
-class _Series:
+class GpuSeries:
     """The readings of one GPU over the window."""
 
     index: int
@@ -95,22 +95,30 @@ class _Series:
 
     def read(self, nvml: Nvml) -> None:
         lib, soft, h = nvml.lib, nvml.soft, self.handle
+        self.add(
+            soft(lib.nvmlDeviceGetUtilizationRates, h),
+            soft(lib.nvmlDeviceGetMemoryInfo, h),
+            soft(lib.nvmlDeviceGetPowerUsage, h),
+            soft(lib.nvmlDeviceGetEnforcedPowerLimit, h),
+            nvml._throttle(h),
+        )
+
+    def add(
+        self, util: Any, mem: Any, draw_mw: int | None, limit_mw: int | None, reasons: Any
+    ) -> None:
+        """One reading, as NVML returned it (None: not readable): `advisor doctor` reads the
+        same queries for its own samples and adds them here."""
         self.samples += 1
-        util = soft(lib.nvmlDeviceGetUtilizationRates, h)
         if util is not None:
             self.util_gpu.append(float(util.gpu))
             self.util_memory.add(float(util.memory))
-        mem = soft(lib.nvmlDeviceGetMemoryInfo, h)
         if mem is not None:
             self.memory_used_mib.add(mem.used / _MIB)
             self.memory_total_mib.add(mem.total / _MIB)
-        draw = soft(lib.nvmlDeviceGetPowerUsage, h)
-        if draw is not None:
-            self.power_w.add(draw / 1000.0)
-        limit = soft(lib.nvmlDeviceGetEnforcedPowerLimit, h)
-        if limit is not None:
-            self.power_limit_w.add(limit / 1000.0)
-        reasons = nvml._throttle(h)
+        if draw_mw is not None:
+            self.power_w.add(draw_mw / 1000.0)
+        if limit_mw is not None:
+            self.power_limit_w.add(limit_mw / 1000.0)
         if reasons is not None:
             self.throttle_readings += 1
             active = set(reasons) - {"gpu_idle"}  # not a limit: the GPU simply had no work
@@ -159,7 +167,7 @@ def sample(
         h = nvml.handle(i)
         index = soft(lib.nvmlDeviceGetIndex, h)
         name, uuid = soft(lib.nvmlDeviceGetName, h), soft(lib.nvmlDeviceGetUUID, h)
-        series.append(_Series(i if index is None else index, h, _text(uuid), _text(name)))
+        series.append(GpuSeries(i if index is None else index, h, _text(uuid), _text(name)))
     if not series:
         return []
     say = progress or (lambda _msg: None)

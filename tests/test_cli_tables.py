@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ def run(*args: str, columns: str | None = "80") -> subprocess.CompletedProcess[s
     )
 
 
-def _json(*args: str) -> object:
+def _json(*args: str) -> Any:
     p = run(*args, "--json", columns="200")
     assert p.returncode in (0, 1), p.stderr
     return json.loads(p.stdout)

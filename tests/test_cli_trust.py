@@ -5,40 +5,19 @@ from __future__ import annotations
 
 import csv
 import io
-import json
-import os
 import re
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
 from advisor import load_catalog
+from tests.test_cli_tables import _json as as_json
+from tests.test_cli_tables import run
 
 WIDTHS = ["60", "80", "120", None]  # None: a pipe with no COLUMNS (Rich's 80)
 WIDTH_IDS = ["60", "80", "120", "pipe"]
 FINE_TUNING = ["--workload", "fine_tuning", "--model", "llama-3-8b", "--tokens", "2e9"]
 LOW_LATENCY = ["--workload", "low_latency_inference", "--model", "llama-3.1-8b"]
-
-
-def run(*args: str, columns: str | None = "80") -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
-    if columns is not None:
-        env["COLUMNS"] = columns
-    return subprocess.run(
-        [sys.executable, "-m", "advisor", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
-
-
-def as_json(*args: str) -> Any:
-    p = run(*args, "--json", columns="200")
-    assert p.returncode in (0, 1), p.stderr
-    return json.loads(p.stdout)
 
 
 def table_rows(stdout: str) -> dict[int, list[str]]:

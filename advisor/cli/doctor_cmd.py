@@ -47,7 +47,7 @@ from advisor.fleet.utilisation import classify_report
 from advisor.outputs import check_output_path
 from advisor.report_client import ReportSender
 from advisor.review.costs import gpu_price, savings
-from advisor.review.data import usage_record
+from advisor.review.data import UsageRecord, usage_record
 from probes.errors import EnvironmentProblem
 from probes.job import CommandNotFound, Job, hook_dir, read_torch_stats, resolve
 from probes.job_sampler import JobSampler
@@ -243,9 +243,10 @@ def _report(
         ),
         catalog,
     )
-    per_gpu, basis = _per_gpu_usd(catalog, base)
+    record = usage_record(base)  # the review's view of this report: its prices and savings
+    per_gpu, basis = gpu_price(catalog, record, record.gpus[0]) if record.gpus else (None, None)
     found = diagnose(sampler.samples, torch, sampler.memory_total_mib, sampled_s, per_gpu)
-    findings = _priced_options(catalog, base, found)
+    findings = _priced_options(catalog, record, found)
     job = JobReport(
         command=command,
         exit_code=code,
@@ -263,20 +264,10 @@ def _report(
     return base.model_copy(update={"job": job})
 
 
-def _per_gpu_usd(catalog: Catalog, report: UtilisationReport) -> tuple[float | None, str | None]:
-    """The hourly price of one of the machine's GPUs and its basis (advisor.review.costs)."""
-    record = usage_record(report)
-    if not record.gpus:
-        return None, None
-    return gpu_price(catalog, record, record.gpus[0])
-
-
-def _priced_options(
-    catalog: Catalog, report: UtilisationReport, found: Diagnosis
-) -> list[JobFinding]:
+def _priced_options(catalog: Catalog, record: UsageRecord, found: Diagnosis) -> list[JobFinding]:
     """An under_used finding names the cheapest catalog option that holds the job, with the
     saving (the review's savings rule, over this report)."""
-    options = [s for s in savings(catalog, [usage_record(report)], None) if s.suggestion]
+    options = [s for s in savings(catalog, [record], None) if s.suggestion]
     out = []
     for finding in found.findings:
         f = finding

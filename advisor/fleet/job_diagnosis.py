@@ -29,6 +29,7 @@ from typing import Literal
 
 from probes.report import (
     CopySite,
+    HostSample,
     JobFinding,
     JobGpuSample,
     JobSample,
@@ -122,10 +123,13 @@ def _working(readings: list[JobGpuSample]) -> list[JobGpuSample]:
     return mine
 
 
-def _busiest_core_pct(samples: Sequence[JobSample]) -> float | None:
+def _host_readings(samples: Sequence[JobSample]) -> list[HostSample]:
     # psutil's first reading of a process is 0 (no earlier one to compare): skip the first
-    hosts = [s.host for s in samples[1:] if s.host is not None]
-    return _mean([h.busiest_process_cpu_pct for h in hosts])
+    return [s.host for s in samples[1:] if s.host is not None]
+
+
+def _busiest_core_pct(samples: Sequence[JobSample]) -> float | None:
+    return _mean([h.busiest_process_cpu_pct for h in _host_readings(samples)])
 
 
 def _money(per_gpu_usd: float | None, gpus: float) -> float | None:
@@ -211,8 +215,7 @@ def _never_used(
     torch: TorchStats | None,
     per_gpu_usd: float | None,
 ) -> JobFinding:
-    hosts = [s.host for s in samples[1:] if s.host is not None]
-    cpu = _mean([h.cpu_pct for h in hosts])
+    cpu = _mean([h.cpu_pct for h in _host_readings(samples)])
     evidence = [f"no process of the job held a context on any of the {len(activity)} GPU(s)"]
     if cpu is not None:
         evidence.append(f"the job's processes used {cpu:.0f}% of a CPU core on average")

@@ -48,14 +48,18 @@ class _Counts:
 C = _Counts()
 
 
+def _ours(filename: str) -> bool:
+    """A frame of torch's or of this hook's: not the job's own code."""
+    return filename.startswith(C.torch_dir) or filename == HERE
+
+
 def _user_site(depth: int = 1) -> str | None:
     """file:line of the innermost frame of the job's own code (not torch's, not this hook's)."""
     frame = sys._getframe(depth)
     while frame is not None:
         name = frame.f_code.co_filename
         if not (
-            name.startswith(C.torch_dir)
-            or name == HERE
+            _ours(name)
             or name.startswith("<frozen")
             or name.endswith(("warnings.py", "contextlib.py"))
         ):
@@ -65,8 +69,7 @@ def _user_site(depth: int = 1) -> str | None:
 
 
 def _caller_is_user(depth: int = 2) -> bool:
-    name = sys._getframe(depth).f_code.co_filename
-    return not (name.startswith(C.torch_dir) or name == HERE)
+    return not _ours(sys._getframe(depth).f_code.co_filename)
 
 
 def _on_warning(original: Any) -> Any:
