@@ -255,14 +255,24 @@ def test_mla_decode_attention_counts_the_absorbed_latent_dimensions() -> None:
 # --- load as a request rate ----------------------------------------------------------------------
 
 
-def test_a_request_rate_holds_littles_law_at_the_least_concurrency() -> None:
-    # Llama 3.1 8B on one H100, 467 in / 256 out (the TensorRT-LLM serving rows' shape)
+def test_the_simulated_batch_holds_littles_law() -> None:
+    """Sequences decoding = rate x the time each spends decoding (Little's law, L = lambda W),
+    for the simulated replica at several rates."""
     m = _model("llama-3.1-8b", "h100-sxm", inp=467, out=256)
     for rate in (0.5, 2.0, 8.0, 20.0):
-        b = m.concurrency_at_rate(rate)
-        assert b is not None
-        assert rate * m.e2e_s(b) <= b  # the requests in the system fit B sequences
-        assert b == 1 or rate * m.e2e_s(b - 1) > b - 1  # and no fewer would
+        load = m.under_load(rate)
+        decoding_s = load.e2e.mean_s - load.ttft.mean_s
+        assert load.mean_batch == pytest.approx(rate * decoding_s, rel=0.1)
+
+
+def test_ttft_grows_with_the_rate_and_p99_is_above_p50() -> None:
+    m = _model("llama-3.1-8b", "h100-sxm", inp=467, out=256)
+    most, _ = m.max_request_rate()
+    loads = [m.under_load(most * rho) for rho in (0.1, 0.5, 0.9, 0.99)]
+    p50 = [load.ttft.p50_s for load in loads]
+    assert p50 == sorted(p50) and p50[-1] > 3 * p50[0]
+    assert all(load.ttft.p99_s >= load.ttft.p50_s for load in loads)
+    assert p50[0] >= m.prefill_s(467)  # never below the idle prefill
 
 
 def test_ttft_at_light_load_is_the_prefill_plus_half_an_iteration() -> None:
@@ -288,12 +298,15 @@ def test_a_rate_above_capacity_is_refused_with_the_most_sustained() -> None:
 
 
 def test_the_rate_within_targets_is_below_the_capacity() -> None:
-    from advisor.perf.inference import Targets
+    from advisor.perf.inference import SEARCH_REQUESTS, Targets
 
     m = _model("llama-3.1-8b", "h100-sxm", inp=467, out=256)
     most, _ = m.max_request_rate()
-    within, b = m.max_request_rate(Targets(max_ttft_ms=100, max_itl_ms=15))
-    assert 0 < within < most
-    assert m.ttft_at_s(b) * 1e3 <= 100 and m.itl_s(b) * 1e3 <= 15
-    assert m.itl_s(b + 1) * 1e3 > 15 or m.ttft_at_s(b + 1) * 1e3 > 100
+    p50 = Targets(max_ttft_ms=100, max_itl_ms=15)
+    within, b = m.max_request_rate(p50)
+    assert 0 < within < most and b >= 1
+    held = m.under_load(within, SEARCH_REQUESTS, p50)
+    assert not held.saturated and held.ttft.p50_s * 1e3 <= 100 and held.tpot.p50_s * 1e3 <= 15
+    p99 = Targets(max_ttft_ms=100, max_itl_ms=15, percentile=99)
+    assert m.max_request_rate(p99)[0] <= within  # the tail is held to it too: no more
     assert m.max_request_rate(Targets(max_itl_ms=1)) == (0.0, 0)  # unreachable target

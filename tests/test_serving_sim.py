@@ -159,3 +159,16 @@ def test_decode_tokens_take_their_share_of_the_budget_first() -> None:
     r = simulate(linear_step, sched, trace, warmup_fraction=0.0)
     assert r.ttft.p99_s == pytest.approx(0.047)
     assert r.e2e.p99_s == pytest.approx(0.052 + 2 * 0.011 - 0.005)
+
+
+def test_a_warm_start_begins_with_sequences_decoding() -> None:
+    """Two warm sequences of 100 + 3 with 1 and 2 tokens left; A (100, 3) arrives at 0.
+    it 1: 2 decodes + A's prompt: 0.01 + 0.002 + 0.01 = 0.022 (A's first token; the first warm
+    one leaves). it 2: 2 decodes: 0.012 (0.034). it 3: A alone: 0.011 (0.045), A done."""
+    sched = Scheduler(kv_capacity_tokens=1000, max_sequences=8, max_batched_tokens=1000)
+    trace = [Request(0.0, 100, 3)]
+    r = simulate(linear_step, sched, trace, warmup_fraction=0.0, warm_batch=2)
+    assert r.ttft.p50_s == pytest.approx(0.022)
+    assert r.e2e.p50_s == pytest.approx(0.045)
+    # every gap: the two warm ones wait out the prefill iteration too
+    assert r.itl.mean_s == pytest.approx((2 * 0.022 + 2 * 0.012 + 0.011) / 5)
