@@ -421,6 +421,9 @@ class ModelPreset(Strict):
     experts_per_token: Annotated[int | None, Field(gt=0, le=10_000)] = None  # routing top-k
     # Sliding-window attention: each layer keeps K/V of at most this many recent tokens.
     sliding_window: Annotated[int | None, Field(gt=0, le=100_000_000)] = None
+    # Hybrid attention (gpt-oss alternates windowed and full layers): how many layers keep the
+    # window; None with a window: all of them.
+    sliding_window_layers: Annotated[int | None, Field(ge=0, le=1000)] = None
     # "gqa": K and V of kv_heads x head_dim per layer (multi-head attention is kv_heads = heads).
     # "mla": multi-head latent attention (DeepSeek-V2/V3) caches one compressed latent of
     # kv_lora_rank plus a shared decoupled RoPE key of qk_rope_head_dim per layer and token.
@@ -452,6 +455,10 @@ class ModelPreset(Strict):
             )
         if self.experts is not None and self.active_params_b is None:
             raise ValueError("a mixture-of-experts model needs active_params_b")
+        if (self.sliding_window_layers or 0) > self.layers:
+            raise ValueError(
+                f"sliding_window_layers {self.sliding_window_layers} exceeds layers {self.layers}"
+            )
         if self.sliding_window is not None and self.sliding_window > self.context_length:
             raise ValueError(
                 f"sliding_window {self.sliding_window} exceeds context_length {self.context_length}"
