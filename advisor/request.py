@@ -321,6 +321,17 @@ class SizedWork(_Request):
             )
         return rate
 
+    @field_validator("max_itl_ms")
+    @classmethod
+    def _itl_needs_two_tokens(cls, itl: float | None, info: ValidationInfo) -> float | None:
+        if itl is not None and info.data.get("output_tokens") == 1:
+            raise PydanticCustomError(
+                "one_output_token",
+                f"one output token has no inter-token latency; drop it or raise "
+                f"{field_name('output_tokens')}",
+            )
+        return itl
+
 
 _WORK_FIELDS = tuple(f.name for f in dataclasses.fields(Work))
 

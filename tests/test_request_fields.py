@@ -176,3 +176,19 @@ def test_the_field_groups_are_read_from_the_declarations() -> None:
             assert mark is not None and mark.panel == SERVING, name
         if name in TRAINING_ONLY and name != "tokens":
             assert mark is not None and mark.panel == TRAINING, name
+
+
+@pytest.mark.parametrize("model", [RecommendRequest, EstimateRequest])
+def test_a_cross_field_rule_lives_in_the_model_and_names_its_field(model: Any) -> None:
+    """One output token has no inter-token latency: refused by the model, before any plan,
+    named --max-itl-ms by the CLI and max_itl_ms by the API."""
+    fields = {"workload": "low_latency_inference", "model": "llama-3-8b", "output_tokens": 1}
+    assert parse_request(model, {**fields, "max_itl_ms": None}).output_tokens == 1
+    with pytest.raises(InputError) as err:
+        parse_request(model, {**fields, "max_itl_ms": 20})
+    assert err.value.field == "max_itl_ms"
+    assert err.value.render(flag_name).startswith(
+        "invalid request: --max-itl-ms: one output token has no inter-token latency; drop it "
+        "or raise --output-tokens"
+    )
+    assert "raise output_tokens" in str(err.value)

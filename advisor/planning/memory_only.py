@@ -13,7 +13,7 @@ from advisor.perf.inference import bandwidth_efficiency
 from advisor.perf.sizing import inference_memory, min_gpus_for
 from advisor.perf.work import Work
 from advisor.planning.fit import Fit
-from advisor.planning.plan import ModelOf, Plan, refuse_long_context, refuse_serving_extras
+from advisor.planning.plan import ModelOf, Plan, refuse_for_serving
 from advisor.planning.serving import (
     inference_nodes,
     next_pow2,
@@ -35,10 +35,9 @@ class MemoryOnly(Plan):
         fleet: Mapping[str, Calibration] | None = None,
         min_fleet_reports: int = MIN_FLEET_REPORTS,
     ) -> None:
-        refuse_long_context(w, model)
         refuse_serving_fields(w)
+        refuse_for_serving(w, profile, model)
         super().__init__(w, profile, model, fleet, min_fleet_reports)
-        refuse_serving_extras(w, profile)
 
     def _place(self, acc: Accelerator, per_node: int, link_gb_s: float, network: float) -> Fit:
         memory = inference_memory(self.shape, precision=self.w.precision)

@@ -62,12 +62,6 @@ class Plan:
         self.fleet = fleet or {}
         self.min_fleet_reports = min_fleet_reports
         self._cache: dict[tuple[str, int, float, float], Fit] = {}
-        if w.output_tokens == 1 and w.max_itl_ms is not None:
-            raise InputError(
-                f"{field_name('max_itl_ms')}: one output token has no inter-token latency; drop "
-                f"it or raise {field_name('output_tokens')}",
-                field="max_itl_ms",
-            )
         self.targets: Targets = latency_targets(
             profile, w.max_ttft_ms, w.max_itl_ms, w.output_tokens
         )
@@ -101,19 +95,15 @@ class Plan:
         raise NotImplementedError
 
 
-def refuse_long_context(w: Work, model: ModelOf) -> None:
-    """A served context beyond what the preset allows: exit 2."""
+def refuse_for_serving(w: Work, profile: WorkloadProfile, model: ModelOf) -> None:
+    """What a served model's plan refuses (exit 2): a context beyond what the preset allows, a
+    training method, and a deadline (the time of tokens to process)."""
     limit = model.context_limit
     if limit and (w.context_tokens or 0) > limit:
         raise InputError(
             f"context of {w.context_tokens} tokens is beyond {w.model}'s {limit}",
             field="context_tokens",
         )
-
-
-def refuse_serving_extras(w: Work, profile: WorkloadProfile) -> None:
-    """What a served model's plan refuses of a training request: a training method, and a
-    deadline (the time of tokens to process)."""
     if w.method != "full":
         raise InputError(
             f"{field_name('method')} {w.method} is a training method: {profile.id} serves",

@@ -42,8 +42,10 @@ def plan_for(
         )
     if profile.sizing == "training":
         model = ModelOf.of(catalog, w, Shape.assumed)
-        training = TrainingRun if w.method == "full" else FineTune
-        return training(w, profile, model, fleet, min_fleet_reports)
+        if w.method == "full":
+            return TrainingRun(w, profile, model, fleet, min_fleet_reports)
+        return FineTune(w, profile, model, fleet, min_fleet_reports)
     model = ModelOf.of(catalog, w, Shape.bare)
-    serving = ServingDeployment if model.shape.layers is not None else MemoryOnly
-    return serving(w, profile, model, fleet, min_fleet_reports)
+    if model.shape.layers is None:
+        return MemoryOnly(w, profile, model, fleet, min_fleet_reports)
+    return ServingDeployment(w, profile, model, fleet, min_fleet_reports)

@@ -21,7 +21,7 @@ from advisor.perf.inference import (
 )
 from advisor.perf.work import Work
 from advisor.planning.fit import Fit
-from advisor.planning.plan import ModelOf, Plan, refuse_long_context, refuse_serving_extras
+from advisor.planning.plan import ModelOf, Plan, refuse_for_serving
 from advisor.planning.serving import (
     choose_deployment,
     inference_nodes,
@@ -43,11 +43,10 @@ class ServingDeployment(Plan):
         fleet: Mapping[str, Calibration] | None = None,
         min_fleet_reports: int = MIN_FLEET_REPORTS,
     ) -> None:
-        refuse_long_context(w, model)
+        refuse_for_serving(w, profile, model)
         if w.tensor_parallel is not None:
             check_heads(w.tensor_parallel, model.shape.heads, w.model or "the model")
         super().__init__(w, profile, model, fleet, min_fleet_reports)
-        refuse_serving_extras(w, profile)
 
     def _place(self, acc: Accelerator, per_node: int, link_gb_s: float, network: float) -> Fit:
         """The deployment chosen on nodes of `per_node` x `acc` (nodes do not talk: a replica
