@@ -34,13 +34,21 @@ from advisor.validation_errors import explain_validation
 PURCHASE_WORDS = ("on_demand", "spot", "any")
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "fp4", "int8", "int4"]
 Method = Literal["full", "lora", "qlora"]
+KvPrecision = Literal["bf16", "fp16", "fp8"]
+PERCENTILES = (50, 90, 99)  # what the serving simulation reports (perf/serving_sim.py)
 
 
 def valid_values(field: str) -> tuple[str, ...]:
     """The values a choice field of a request takes, in the order help and errors list them."""
     if field == "purchase":
         return PURCHASE_WORDS
-    return get_args({"objective": Objective, "precision": Precision, "method": Method}[field])
+    kinds = {
+        "objective": Objective,
+        "precision": Precision,
+        "method": Method,
+        "kv_precision": KvPrecision,
+    }
+    return get_args(kinds[field])
 
 
 def choice_words(field: str, last: str = "or") -> str:
@@ -281,6 +289,42 @@ class SizedWork(_Request):
         Cli("Inter-token latency target, ms (inference).", SERVING),
         SizesWork("serving"),
     ] = None
+    percentile: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=99,
+            description="inference under a request rate: the latency targets hold for this "
+            "percentile of requests (50, 90 or 99); null: 50",
+        ),
+        Cli(
+            "Latency targets held at this percentile of requests: 50, 90 or 99 (with "
+            "--request-rate; default 50).",
+            SERVING,
+        ),
+        SizesWork("serving"),
+    ] = None
+    kv_precision: Annotated[
+        KvPrecision | None,
+        Field(description="the KV cache's format; null: fp8 with fp8/fp4 weights, else bf16"),
+        Cli(
+            f"KV cache format: {choice_words('kv_precision')} (default: fp8 with fp8/fp4 "
+            "weights, else bf16).",
+            SERVING,
+        ),
+        SizesWork("serving"),
+    ] = None
+    prefix_cache_hit_rate: Annotated[
+        float | None,
+        Field(
+            ge=0,
+            lt=1,
+            description="inference: the share of prompt tokens found in the prefix cache "
+            "(their prefill is skipped)",
+        ),
+        Cli("Share of prompt tokens served from the prefix cache, 0 to 1 (inference).", SERVING),
+        SizesWork("serving"),
+    ] = None
     method: Annotated[
         Method,
         Field(description="training: every weight (full), LoRA adapters, or QLoRA (4-bit base)"),
@@ -320,6 +364,15 @@ class SizedWork(_Request):
                 "from Little's law)"
             )
         return rate
+
+    @field_validator("percentile")
+    @classmethod
+    def _a_reported_percentile(cls, p: int | None) -> int | None:
+        if p is not None and p not in PERCENTILES:
+            raise PydanticCustomError(
+                "percentile", f"one of {', '.join(map(str, PERCENTILES))}, not {p}"
+            )
+        return p
 
     @field_validator("max_itl_ms")
     @classmethod

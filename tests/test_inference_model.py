@@ -310,3 +310,50 @@ def test_the_rate_within_targets_is_below_the_capacity() -> None:
     p99 = Targets(max_ttft_ms=100, max_itl_ms=15, percentile=99)
     assert m.max_request_rate(p99)[0] <= within  # the tail is held to it too: no more
     assert m.max_request_rate(Targets(max_itl_ms=1)) == (0.0, 0)  # unreachable target
+
+
+def test_an_fp8_kv_cache_with_bf16_weights_doubles_the_sequences() -> None:
+    """KV bytes per token halve (2 -> 1 byte a value): the memory left after the weights holds
+    twice the sequences (to within one)."""
+    from dataclasses import replace
+
+    m = _model("llama-3.1-8b", "h100-sxm", inp=1000, out=1000)
+    fp8 = InferenceModel(m.shape, replace(m.dep, kv_precision="fp8"), 1000, 1000)
+    assert fp8.kv_precision == "fp8" and m.kv_precision == "bf16"
+    assert fp8.kv_per_token.value == pytest.approx(m.kv_per_token.value / 2)
+    assert abs(fp8.max_concurrency() - 2 * m.max_concurrency()) <= 1
+    assert fp8.memory(1)[-1].value < m.memory(1)[-1].value
+
+
+def test_a_prefix_cache_hit_skips_that_share_of_the_prefill() -> None:
+    """Half the prompt cached: the prefill iteration computes the GEMMs of 500 tokens, not 1000
+    (the weights are read once either way)."""
+    from dataclasses import replace
+
+    m = _model("llama-3.1-8b", "h100-sxm", inp=1000, out=100)
+    half = InferenceModel(m.shape, replace(m.dep, prefix_cache_hit_rate=0.5), 1000, 100)
+    assert half.iteration(0, 1000, 1000).gemm_flops == pytest.approx(
+        m.iteration(0, 1000, 1000).gemm_flops / 2
+    )
+    assert half.prefill_s(1000) < m.prefill_s(1000)
+    assert half.max_concurrency() == m.max_concurrency()  # the KV is still held
+
+
+def test_a_target_met_at_p50_but_not_p99_says_so() -> None:
+    """At 90% of capacity the p99 TTFT is well above the p50 (bench_load's sweep): a TTFT target
+    between the two is met at p50, missed at p99, and the goodput figure says which."""
+    from advisor.perf.inference import Targets
+
+    m = _model("llama-3.1-8b", "h100-sxm", inp=467, out=256)
+    most, _ = m.max_request_rate()
+    load = m.under_load(most * 0.9)
+    between = (load.ttft.p50_s + load.ttft.p99_s) / 2 * 1e3
+    p50, p99 = Targets(max_ttft_ms=between), Targets(max_ttft_ms=between, percentile=99)
+    assert p50.met_under(load) and not p99.met_under(load)
+    try:
+        got = m.at_rate(most * 0.9, p99)
+    except InputError:
+        pytest.fail("a rate below capacity is answered")
+    goodput = next(f for f in got.figures if f.name == "goodput_requests_s")
+    assert "hold at p50 but not at p99" in goodput.formula
+    assert got.ttft_ms == pytest.approx(load.ttft.p99_s * 1e3)

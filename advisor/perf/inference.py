@@ -173,16 +173,23 @@ def kv_precision_of(precision: str) -> str:
 
 
 def serving_memory(
-    shape: Shape, precision: str, context_tokens: int, batch: int, tensor_parallel: int
+    shape: Shape,
+    precision: str,
+    context_tokens: int,
+    batch: int,
+    tensor_parallel: int,
+    kv_precision: str | None = None,
 ) -> list[Figure]:
     """Memory of one replica of `tensor_parallel` GPUs (sizing.inference_memory) serving `batch`
-    sequences of `context_tokens` with weights in `precision`; the last figure is the total."""
+    sequences of `context_tokens` with weights in `precision` and the KV cache in
+    `kv_precision` (by default the weights' rule, kv_precision_of); the last figure is the
+    total."""
     return inference_memory(
         shape,
         precision=precision,
         context_tokens=context_tokens,
         batch=batch,
-        kv_precision=kv_precision_of(precision),
+        kv_precision=kv_precision or kv_precision_of(precision),
         tensor_parallel=tensor_parallel,
     )
 
@@ -197,6 +204,10 @@ class Deployment:
     precision: str
     link_gb_s: float  # per-GPU GPU-to-GPU link (both directions), 0 when none (PCIe)
     gpus_per_node: int = 8
+    kv_precision: str | None = None  # the KV cache's format; None: kv_precision_of(precision)
+    # The share of each prompt's tokens found in the prefix cache (a shared system prompt, a
+    # conversation's history): their prefill is skipped, their KV still held (not shared here).
+    prefix_cache_hit_rate: float = 0.0
 
     @property
     def replicas(self) -> int:
@@ -412,7 +423,8 @@ class InferenceModel:
         self.eff_c = compute_efficiency(dep.acc, self.cp.precision)
         self.eff_bw = _efficiency(dep.acc)[1]
         self.bpw = BYTES_PER_WEIGHT[dep.precision]
-        self.kv_precision = kv_precision_of(dep.precision)
+        self.kv_precision = dep.kv_precision or kv_precision_of(dep.precision)
+        self.prefill_share = 1.0 - dep.prefix_cache_hit_rate
         self.kv_per_token = kv_cache_bytes_per_token(
             shape, self.kv_precision, input_tokens + output_tokens
         )
@@ -470,7 +482,12 @@ class InferenceModel:
         """The one inference memory rule (serving_memory) for `batch` sequences of I + O tokens
         with this model's KV precision; the last figure is the replica's total."""
         return serving_memory(
-            self.shape, self.dep.precision, self.inp + self.out, batch, self.dep.tensor_parallel
+            self.shape,
+            self.dep.precision,
+            self.inp + self.out,
+            batch,
+            self.dep.tensor_parallel,
+            self.kv_precision,
         )
 
     def iteration(self, decode: int, prompt_tokens: float, prompt_len: int) -> Iteration:
@@ -479,6 +496,7 @@ class InferenceModel:
         operands of the GEMM roofline, the attention roofline, the all-reduces and the per-layer
         time (module doc)."""
         context = self.inp + self.out / 2  # mean context over a sequence's decode
+        prompt_tokens *= self.prefill_share  # a prefix-cache hit is not computed again
         tokens = decode + prompt_tokens
         return Iteration(
             weight_bytes_touched(self.shape, self.bpw, max(1, round(tokens)), self.moe),
@@ -631,6 +649,8 @@ class InferenceModel:
             dep.tensor_parallel,
             dep.precision,
             dep.link_gb_s,
+            self.kv_precision,
+            dep.prefix_cache_hit_rate,
             self.inp,
             self.out,
         )

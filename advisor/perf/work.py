@@ -44,6 +44,9 @@ class Work:
     deadline_days: float | None = None
     max_gpus: int | None = None
     checkpoint_interval_h: float | None = None
+    percentile: int | None = None  # serving targets held at this percentile; None: p50
+    kv_precision: str | None = None  # None: follows the weights (perf/inference.kv_precision_of)
+    prefix_cache_hit_rate: float | None = None  # share of prompt tokens served from the cache
 
     def io_tokens(self) -> tuple[int, int]:
         """Input and output tokens: as asked; else a context split with at most the default

@@ -63,7 +63,7 @@ class Plan:
         self.min_fleet_reports = min_fleet_reports
         self._cache: dict[tuple[str, int, float, float], Fit] = {}
         self.targets: Targets = latency_targets(
-            profile, w.max_ttft_ms, w.max_itl_ms, w.output_tokens
+            profile, w.max_ttft_ms, w.max_itl_ms, w.output_tokens, w.percentile
         )
 
     def efficiency(self, acc: Accelerator) -> tuple[float, str]:
