@@ -25,7 +25,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from advisor.catalog.models import Objective, Purchase
+from advisor.catalog.hf_config import ConfigError, preset_from_config
+from advisor.catalog.models import ModelPreset, Objective, Purchase
 from advisor.errors import InputError, field_name
 from advisor.perf.work import Work
 from advisor.validation_errors import explain_validation
@@ -76,6 +77,7 @@ class Cli:
     help: str
     panel: str
     short: str | None = None
+    json_file: bool = False  # the option names a JSON file; the field holds its content
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +158,29 @@ class SizedWork(_Request):
         float | None,
         Field(ge=0.001, le=100_000, description="free-form size (billions)"),
         Cli("Free-form model size in billions.", WORK),
+    ] = None
+    active_params_b: Annotated[
+        float | None,
+        Field(
+            ge=0.001,
+            le=100_000,
+            description="with params_b: a mixture of experts' parameters per token (billions)",
+        ),
+        Cli("With --params-b: a mixture of experts' active parameters per token, billions.", WORK),
+    ] = None
+    hf_config: Annotated[
+        dict[str, Any] | None,
+        Field(
+            description="a Hugging Face config.json's content: the model's architecture "
+            "(instead of model or params_b)",
+            json_schema_extra={"maxProperties": 1000},
+        ),
+        Cli(
+            "A Hugging Face config.json: the model's architecture (dense, GQA, MLA, MoE), "
+            "instead of --model or --params-b.",
+            WORK,
+            json_file=True,
+        ),
     ] = None
     tokens: Annotated[
         float | None,
@@ -343,17 +368,51 @@ class SizedWork(_Request):
 
     @property
     def sized(self) -> bool:
-        return self.model is not None or self.params_b is not None
+        return self.model is not None or self.params_b is not None or self.hf_config is not None
 
     def work(self) -> Work:
-        """The sizing fields as the performance model's own description of the work."""
-        return Work(**{name: getattr(self, name) for name in _WORK_FIELDS})
+        """The sizing fields as the performance model's own description of the work; a model
+        given as a config.json is its preset, named as its `_name_or_path` says."""
+        fields = {name: getattr(self, name) for name in _WORK_FIELDS if name != "preset"}
+        preset = self.config_preset()
+        if preset is not None:
+            fields["model"] = preset.id
+        return Work(**fields, preset=preset)
 
     @model_validator(mode="after")
     def _one_model(self) -> SizedWork:
-        if self.model is not None and self.params_b is not None:
-            raise ValueError("give either model or params_b, not both")
+        given = [n for n in ("model", "params_b", "hf_config") if getattr(self, n) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give one of model, params_b or hf_config, not {' and '.join(given)}")
         return self
+
+    @field_validator("active_params_b")
+    @classmethod
+    def _active_of_a_size(cls, active: float | None, info: ValidationInfo) -> float | None:
+        size = info.data.get("params_b")
+        if active is not None and (size is None or active > size):
+            raise PydanticCustomError(
+                "active_params", "goes with params_b and is at most it (billions per token)"
+            )
+        return active
+
+    @field_validator("hf_config")
+    @classmethod
+    def _a_readable_config(cls, cfg: dict[str, Any] | None) -> dict[str, Any] | None:
+        if cfg is not None:
+            _config_preset(cfg)  # a bad config is refused here, naming its key
+        return cfg
+
+    def model_label(self, size_words: str = "") -> str:
+        """The model as a sentence names it: its preset id, its config's name, or its size."""
+        preset = self.config_preset()
+        if self.model is not None or preset is not None:
+            return self.model or (preset.name if preset else "")
+        return f"{self.params_b:g}B{size_words}"
+
+    def config_preset(self) -> ModelPreset | None:
+        """The preset `hf_config` describes (None without one)."""
+        return None if self.hf_config is None else _config_preset(self.hf_config)
 
     @field_validator("request_rate")
     @classmethod
@@ -387,6 +446,22 @@ class SizedWork(_Request):
 
 
 _WORK_FIELDS = tuple(f.name for f in dataclasses.fields(Work))
+
+
+def _config_preset(cfg: dict[str, Any]) -> ModelPreset:
+    """The preset a config.json describes, named as its `_name_or_path` says; a bad config is a
+    validation error naming its key."""
+    name = str(cfg.get("_name_or_path") or "model-config").rsplit("/", 1)[-1]
+    try:
+        return preset_from_config(cfg, _preset_id(name), name, "hf_config")
+    except ConfigError as e:
+        raise PydanticCustomError("hf_config", f"config.json {e.field}: {e}") from None
+
+
+def _preset_id(name: str) -> str:
+    """A catalog-shaped id for a config's model name (lower case, letters, digits, . _ -)."""
+    cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in name.lower()).strip("-._")
+    return cleaned[:80] or "model-config"
 
 
 def _sizing_fields(job: str | None = None) -> tuple[str, ...]:
