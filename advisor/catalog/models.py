@@ -344,6 +344,12 @@ class LatencyTargets(Strict):
     max_itl_ms: Pos | None = None
     basis: Annotated[str, Field(min_length=1, max_length=80)]  # what they are, in a few words
     source: Annotated[str, Field(min_length=1)]
+    # The percentile of requests the default targets hold for (MLPerf's limits are p99).
+    percentile: Literal[50, 90, 99] = 50
+    # The load a request that states none is sized for (requests/s), and why: serving sized for
+    # the user's latency at a stated load, never for saturation unless asked.
+    request_rate: Pos | None = None
+    load_basis: Annotated[str | None, Field(min_length=1, max_length=200)] = None
 
 
 class WorkloadProfile(Strict):

@@ -5,6 +5,7 @@ figures of a deployment that does not fit."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -62,11 +63,24 @@ def latency_targets(
     """The latency targets asked for, each falling back to the workload profile's default. One
     output token is a time-to-first-token question: it has no inter-token latency to bound."""
     default = profile.latency_targets
+    held_at = percentile or 50
     if default is not None:
+        if percentile is None and (max_ttft_ms is None or max_itl_ms is None):
+            held_at = default.percentile  # a default target holds at its own percentile
         max_ttft_ms = default.max_ttft_ms if max_ttft_ms is None else max_ttft_ms
         max_itl_ms = default.max_itl_ms if max_itl_ms is None else max_itl_ms
     itl = None if output_tokens == 1 else max_itl_ms
-    return Targets(max_ttft_ms, itl, percentile or 50)
+    return Targets(max_ttft_ms, itl, held_at)
+
+
+def with_default_load(w: Work, profile: WorkloadProfile) -> Work:
+    """The work with its profile's default load when it states none (no rate, concurrency or
+    throughput target): interactive serving sized for its latency at a stated load."""
+    default = profile.latency_targets
+    stated = (w.request_rate, w.concurrency, w.throughput_tokens_s, w.batch)
+    if default is None or default.request_rate is None or any(x is not None for x in stated):
+        return w
+    return dataclasses.replace(w, request_rate=default.request_rate)
 
 
 def _deployment(
