@@ -4,6 +4,10 @@ and the HTTP bodies state them; and turning outside input into these validated m
 Both requests are built from shared field groups so that each accepts exactly the fields its
 endpoint uses (an estimate has no budget, no power limit, no result limit), and an unknown field
 is answered with a hint from that request's own fields.
+
+A field is declared once, here: its type, bounds and description (the HTTP body and the OpenAPI
+schema), its Cli mark (the command-line option: advisor/cli/sizing_opts.py derives it), its
+SizesWork mark (the groups the idle-field rules read) and the cross-field rules (validators).
 """
 
 from __future__ import annotations
@@ -325,10 +329,11 @@ class SizedWork(_Request):
     @classmethod
     def _itl_needs_two_tokens(cls, itl: float | None, info: ValidationInfo) -> float | None:
         if itl is not None and info.data.get("output_tokens") == 1:
+            # named as the model's other rules name fields: a pydantic message reaches the API's
+            # problem as it is (no field marks rendered there)
             raise PydanticCustomError(
                 "one_output_token",
-                f"one output token has no inter-token latency; drop it or raise "
-                f"{field_name('output_tokens')}",
+                "one output token has no inter-token latency; drop it or raise output_tokens",
             )
         return itl
 

@@ -25,7 +25,7 @@ LONG_PLAN_DAYS = 90  # a plan longer than this is flagged in the reasons
 
 # (layout, nodes, run or None without a token count, fastest hours reached when the deadline is
 # missed, else None)
-Plan = tuple[Layout, int, Run | None, float | None]
+LayoutChoice = tuple[Layout, int, Run | None, float | None]
 
 
 def deadline_hours(w: Work) -> float | None:
@@ -149,7 +149,7 @@ def plan_training(
     wanted_gpus: int,
     deadline_h: float | None,
     max_gpus: int | None,
-) -> Plan | None:
+) -> LayoutChoice | None:
     """The layout and node count. Without a deadline: the narrowest layout that holds the work
     (data parallel alone when it fits; TP, then PP, only when needed) and keeps every GPU
     asked for busy (else the lowest node-hours of all), on its fewest nodes. With
