@@ -109,9 +109,24 @@ def probe(
     report_to: ReportTo = None,
     token: Token = None,
     spool_dir: SpoolDir = None,
+    ops: Annotated[
+        bool,
+        typer.Option(
+            "--ops",
+            help="Measure the operator table (GEMM, attention, memory-bound operators, launch "
+            "costs, collectives) the performance model reads; --output writes it.",
+        ),
+    ] = False,
 ) -> None:
     """Measure every GPU (matmul, transfers, overlap), the peer links, NCCL collectives and the
     health counters, and verify them against the catalog."""
+    if ops:
+        from advisor.cli.probe_ops import run_ops
+
+        if output is not None:
+            check_output_path(output)
+        run_ops(full, device, nccl, output, json_out)
+        return
     catalog = get_catalog()
     instance = None
     if expect is not None:
