@@ -54,7 +54,7 @@ def held_back_errors(
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16", "fp8"])
 def test_held_back_gemm_shapes_within_10_percent(table: OpsTable, precision: str) -> None:
-    points = {
+    points: dict[tuple[float, ...], float] = {
         (float(g.m), float(g.n), float(g.k)): g.median_us
         for g in table.gemm
         if g.precision == precision and g.groups == 1
@@ -66,7 +66,9 @@ def test_held_back_gemm_shapes_within_10_percent(table: OpsTable, precision: str
 
 
 def test_held_back_prefill_attention_within_10_percent(table: OpsTable) -> None:
-    points = {(float(a.tokens), float(a.head_dim)): a.median_us for a in table.attention_prefill}
+    points: dict[tuple[float, ...], float] = {
+        (float(a.tokens), float(a.head_dim)): a.median_us for a in table.attention_prefill
+    }
     errors = held_back_errors(points, ("tokens", "head dim"), (2.0, 1.0))
     assert statistics.median(errors) < 0.10
 
@@ -98,7 +100,8 @@ def test_beyond_the_grid_is_scaled_and_said(table: OpsTable) -> None:
 
 
 def test_a_missing_row_shrinks_the_grid_to_what_is_complete() -> None:
-    points = {(1.0, 1.0): 1.0, (1.0, 2.0): 2.0, (2.0, 1.0): 2.0}  # (2, 2) was skipped
+    points: dict[tuple[float, ...], float] = {(1.0, 1.0): 1.0, (1.0, 2.0): 2.0, (2.0, 1.0): 2.0}
+    # (2, 2) was skipped
     grid = LogGrid.build(("a", "b"), points, (1.0, 1.0))
     assert grid is not None
     assert grid.axes in (((1.0,), (1.0, 2.0)), ((1.0, 2.0), (1.0,)))

@@ -11,6 +11,7 @@ import pytest
 from pydantic import ValidationError
 
 from probes import ops
+from probes.device import TorchDevice
 from probes.ops_run import measure_collectives, measure_table
 from probes.ops_table import OpsTable, dumps
 
@@ -60,14 +61,19 @@ def test_file_round_trips_one_row_a_line(tiny: OpsTable, tmp_path: Path) -> None
 
 
 def test_unsupported_precision_is_noted_not_measured() -> None:
-    dev = ops.TorchDevice(torch, None)
+    dev = TorchDevice(torch, None)
     assert ops.supported(dev, "fp8") is not None
     assert ops.supported(dev, "bf16") is None
 
 
 def test_rotation_exceeds_the_cache() -> None:
-    made = []
-    nxt = ops.rotating(lambda: made.append(1) or len(made), ops.ROTATE_BYTES / 4)
+    made: list[int] = []
+
+    def make() -> int:
+        made.append(1)
+        return len(made)
+
+    nxt = ops.rotating(make, ops.ROTATE_BYTES / 4)
     assert len(made) == 4
     assert [nxt() for _ in range(5)] == [2, 3, 4, 1, 2]
 
