@@ -1,5 +1,5 @@
-"""Every published inference row (tests/data/published.yaml and published-2.yaml, copies of
-../shared/calibration/) predicted by advisor/perf/inference.py.
+"""Every published inference row (tests/data/published.yaml, published-2.yaml and published-3.yaml,
+the team's calibration files) predicted by advisor/perf/inference.py.
 
 Prints predicted vs published with the ratio, then the median error and the worst row.
 Offline max-throughput rows: throughput at the highest-throughput concurrency that fits.
@@ -36,7 +36,7 @@ from advisor.perf.sizing import Shape
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "tests" / "data"
 DATA = DATA_DIR / "published.yaml"
-DATA_FILES = (DATA, DATA_DIR / "published-2.yaml")
+DATA_FILES = (DATA, DATA_DIR / "published-2.yaml", DATA_DIR / "published-3.yaml")
 MODELS = {
     "Llama-3.1-8B": "llama-3.1-8b",
     "Llama-3.1-70B": "llama-3.1-70b",
@@ -183,7 +183,15 @@ def run(cat: Catalog) -> tuple[list[Comparison], list[str]]:
         if reason:
             skipped.append(f"{row['id']}: {reason}")
             continue
-        out.extend(compare(row, cat))
+        try:
+            found = compare(row, cat)
+        except KeyError as exc:  # a field the comparison needs that the source does not state
+            skipped.append(f"{row['id']}: {exc.args[0]} not stated by the source")
+            continue
+        unstated = [c.metric for c in found if c.published is None]
+        if unstated:
+            skipped.append(f"{row['id']}: published {', '.join(unstated)} not stated")
+        out.extend(c for c in found if c.published is not None)
     return out, skipped
 
 

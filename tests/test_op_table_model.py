@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from advisor.catalog.loading import load_catalog
+from advisor.catalog.ops import model_tables
 from advisor.perf.inference import Deployment, InferenceModel
 from advisor.perf.op_model import TableIteration
 from advisor.perf.op_table import LogGrid, OperatorTable
@@ -105,6 +106,17 @@ def test_a_missing_row_shrinks_the_grid_to_what_is_complete() -> None:
     grid = LogGrid.build(("a", "b"), points, (1.0, 1.0))
     assert grid is not None
     assert grid.axes in (((1.0,), (1.0, 2.0)), ((1.0, 2.0), (1.0,)))
+
+
+@pytest.fixture(autouse=True)
+def tables_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model reads the shipped tables only with ADVISOR_OPERATOR_TABLES=on (off by default)."""
+    monkeypatch.setenv("ADVISOR_OPERATOR_TABLES", "on")
+
+
+def test_tables_are_off_unless_enabled() -> None:
+    assert model_tables({}) == {}
+    assert list(model_tables({"ADVISOR_OPERATOR_TABLES": "on"})) == ["h200-sxm"]
 
 
 def _model(acc_id: str) -> InferenceModel:

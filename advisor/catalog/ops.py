@@ -57,6 +57,19 @@ def _tables_in(dirs: tuple[Path, ...]) -> dict[str, OpsTable]:
     return chosen
 
 
+def tables_enabled(environ: Mapping[str, str] = os.environ) -> bool:
+    """Whether the performance model reads the tables: ADVISOR_OPERATOR_TABLES=on. Off by default
+    while the table-driven model is not yet at least as close to the published measurements as
+    the calibrated roofline (benchmarks/bench_calibration.py, both recorded side by side)."""
+    return environ.get(ENABLE_VARIABLE, "off").strip().lower() in ("on", "1", "true", "yes")
+
+
+ENABLE_VARIABLE = "ADVISOR_OPERATOR_TABLES"
+
+
 def model_tables(environ: Mapping[str, str] = os.environ) -> dict[str, OpsTable]:
-    """Per accelerator id, the table the performance model reads (read once per directory set)."""
+    """Per accelerator id, the table the performance model reads (read once per directory set);
+    empty unless tables_enabled."""
+    if not tables_enabled(environ):
+        return {}
     return _tables_in(tuple(CatalogSettings.from_env(environ).directories()))
