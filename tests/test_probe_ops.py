@@ -89,3 +89,24 @@ def test_collectives_over_two_gloo_ranks() -> None:
         factor = 1.0 if r.op == "all_reduce" else 0.5  # 2(n-1)/n and (n-1)/n at n = 2
         algbw = r.bytes / (r.median_us * 1e-6) / 1e9
         assert r.busbw_gb_s == pytest.approx(algbw * factor, rel=1e-6)
+
+
+def test_cli_probe_ops_writes_the_table_and_catalog_ops_lists_it(tmp_path: Path) -> None:
+    from tests.test_cli import run
+
+    out = tmp_path / "ops.json"
+    p = run("probe", "--ops", "--output", str(out), env={"CUDA_VISIBLE_DEVICES": ""})
+    assert p.returncode == 0, p.stderr
+    assert "probe: ops gemm fp32" in p.stderr  # progress on stderr
+    assert "operator table (tiny)" in p.stdout
+    table = OpsTable.model_validate_json(out.read_text())
+    assert table.mode == "tiny" and table.gemm
+    listed = run("catalog", "ops", "--json")
+    assert listed.returncode == 0, listed.stderr
+    (h200,) = [t for t in json.loads(listed.stdout) if t["accelerator"] == "h200-sxm"]
+    assert h200["rows"]["gemm"] == 1644 and h200["precisions"] == ["bf16", "fp16", "fp8"]
+    assert h200["used"] is False  # off unless ADVISOR_OPERATOR_TABLES=on
+    on = run("catalog", "ops", "h200-sxm", "--json", env={"ADVISOR_OPERATOR_TABLES": "on"})
+    assert json.loads(on.stdout)[0]["used"] is True
+    bad = run("catalog", "ops", "h200")
+    assert bad.returncode == 2 and "h200-sxm" in bad.stderr
