@@ -221,7 +221,7 @@ def run_training(cat: Catalog, skipped: list[str] | None = None) -> list[Trainin
         except KeyError as exc:
             if skipped is not None:
                 skipped.append(f"{row['id']}: {exc.args[0]} not stated by the source")
-        except TypeError:  # a field the comparison needs is null in the source
+        except (TypeError, ZeroDivisionError):  # a needed field null or zero in the source
             if skipped is not None:
                 skipped.append(f"{row['id']}: a field the comparison needs is not stated")
     return out
