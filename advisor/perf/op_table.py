@@ -120,16 +120,7 @@ class OperatorTable:
 
     @classmethod
     def of(cls, table: OpsTable) -> OperatorTable:
-        out = cls(table)
-        for precision in sorted({g.precision for g in table.gemm}):
-            points: dict[Point, float] = {
-                (float(g.m), float(g.n), float(g.k)): g.median_us
-                for g in table.gemm
-                if g.precision == precision and g.groups == 1
-            }
-            grid = LogGrid.build(("M", "N", "K"), points, (1.0, 1.0, 1.0))
-            if grid is not None:
-                out.gemm[precision] = grid
+        out = cls(table, gemm=_gemm_grids(table), memory=_memory_grids(table))
         if table.attention_prefill:
             out.prefill_heads = table.attention_prefill[0].heads
             out.prefill = LogGrid.build(
@@ -157,18 +148,6 @@ class OperatorTable:
                 },
                 (1.0, 1.0),
             )
-        for op in sorted({r.op for r in table.memory_ops}):
-            grid = LogGrid.build(
-                ("tokens", "width"),
-                {
-                    (float(r.tokens), float(r.width)): r.median_us
-                    for r in table.memory_ops
-                    if r.op == op
-                },
-                (1.0, 1.0),
-            )
-            if grid is not None:
-                out.memory[op] = grid
         return out
 
     @property
@@ -203,3 +182,31 @@ class OperatorTable:
     def memory_time(self, op: str, tokens: float, width: float) -> Timed | None:
         grid = self.memory.get(op)
         return grid((max(1.0, tokens), width)) if grid is not None else None
+
+
+def _gemm_grids(table: OpsTable) -> dict[str, LogGrid]:
+    """One (M, N, K) grid per precision, of the plain (not grouped) GEMM rows."""
+    grids: dict[str, LogGrid] = {}
+    for precision in sorted({g.precision for g in table.gemm}):
+        points: dict[Point, float] = {
+            (float(g.m), float(g.n), float(g.k)): g.median_us
+            for g in table.gemm
+            if g.precision == precision and g.groups == 1
+        }
+        grid = LogGrid.build(("M", "N", "K"), points, (1.0, 1.0, 1.0))
+        if grid is not None:
+            grids[precision] = grid
+    return grids
+
+
+def _memory_grids(table: OpsTable) -> dict[str, LogGrid]:
+    """One (tokens, width) grid per memory-bound operator."""
+    grids: dict[str, LogGrid] = {}
+    for op in sorted({r.op for r in table.memory_ops}):
+        points: dict[Point, float] = {
+            (float(r.tokens), float(r.width)): r.median_us for r in table.memory_ops if r.op == op
+        }
+        grid = LogGrid.build(("tokens", "width"), points, (1.0, 1.0))
+        if grid is not None:
+            grids[op] = grid
+    return grids
