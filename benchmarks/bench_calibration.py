@@ -153,6 +153,8 @@ def _compare(row: dict[str, Any], cat: Catalog) -> list[Comparison]:
     row = _filled(row)
     model = _model(row, cat)
     rid, conc = row["id"], str(row["concurrency"])
+    if isinstance(row["concurrency"], int):  # a closed loop of N users (NIM's AIPerf sweeps)
+        return _at_concurrency(row, model)
     rps = re.search(r"request rate (\d+) req/s", conc)
     if rps:  # SGLang / vLLM at a Poisson rate: medians against the tool's figures at the rate
         got = model.at_rate(float(rps.group(1)))
@@ -182,6 +184,21 @@ def _compare(row: dict[str, Any], cat: Catalog) -> list[Comparison]:
     return [
         Comparison(rid, "throughput_tokens_s", got.throughput_tokens_s, row["throughput_tokens_s"])
     ]
+
+
+def _at_concurrency(row: dict[str, Any], model: InferenceModel) -> list[Comparison]:
+    """A row measured at N requests in flight: ITL and output throughput at N per replica (at
+    most the sequences that fit: the engine queues the rest); TTFT only at N = 1 (above, a
+    closed loop's TTFT includes the wait for a slot, not modelled)."""
+    rid, n = row["id"], int(row["concurrency"])
+    got = model.at(min(max(1, n // model.dep.replicas), model.max_concurrency()))
+    out = [
+        Comparison(rid, "itl_ms", got.itl_ms, row["itl_ms"]),
+        Comparison(rid, "throughput_tokens_s", got.throughput_tokens_s, row["throughput_tokens_s"]),
+    ]
+    if n == 1:
+        out.insert(0, Comparison(rid, "ttft_ms", got.ttft_ms, row["ttft_ms"]))
+    return out
 
 
 def run(cat: Catalog) -> tuple[list[Comparison], list[str]]:
