@@ -87,8 +87,8 @@ PLANS: dict[str, OpsPlan] = {
             for n, k in ((2048, 7168), (7168, 2048))
         ),
         prefill_tokens=_pow2(7, 15),
-        decode_batch=(1, 4, 16, 64, 256),
-        decode_context=(128, 512, 2048, 8192, 32768),
+        decode_batch=_pow2(0, 8),
+        decode_context=_pow2(7, 15),
         head_dims=(64, 128),
         heads=32,
         kv_heads=8,

@@ -46,11 +46,22 @@ class LogGrid:
     def build(
         cls, names: tuple[str, ...], points: Mapping[Point, float], slopes: tuple[float, ...]
     ) -> LogGrid | None:
-        """The largest full grid inside `points`: axis values kept only where every combination
-        was measured (a shape skipped for memory drops its row or column). None when empty."""
+        """A full grid inside `points`: while a combination is missing (a shape skipped for
+        memory), the incomplete axis value holding the fewest measured points is dropped (its
+        row or column). None when nothing is left."""
         axes = [sorted({p[i] for p in points}) for i in range(len(names))]
-        for i in range(len(axes)):
-            axes[i] = [v for v in axes[i] if _complete(points, axes, i, v)]
+        while all(axes) and not _full(points, axes):
+            # drop the incomplete axis value that holds the fewest measured points
+            i, v = min(
+                (
+                    (i, v)
+                    for i, a in enumerate(axes)
+                    for v in a
+                    if not _complete(points, axes, i, v)
+                ),
+                key=lambda iv: sum(1 for p in points if p[iv[0]] == iv[1]),
+            )
+            axes[i].remove(v)
         if any(not a for a in axes):
             return None
         return cls(names, tuple(tuple(a) for a in axes), points, slopes)
@@ -74,6 +85,10 @@ class LogGrid:
             if w:
                 log_t += w * math.log(self.values[value])
         return Timed(math.exp(log_t) * scale * 1e-6, tuple(beyond))
+
+
+def _full(points: Mapping[Point, float], axes: list[list[float]]) -> bool:
+    return all(c in points for c in _product(axes))
 
 
 def _complete(points: Mapping[Point, float], axes: list[list[float]], i: int, v: float) -> bool:
