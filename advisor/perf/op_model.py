@@ -24,12 +24,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from advisor.perf.op_table import OperatorTable, Timed
 from advisor.perf.sizing import Shape
-from probes.ops_table import OpsTable
 
-TablesProvider = Callable[[], Mapping[str, OpsTable]]
+if TYPE_CHECKING:  # the table's schema is imported with the tables, when a command uses them
+    from probes.ops_table import OpsTable
+
+TablesProvider = Callable[[], "Mapping[str, OpsTable]"]
 
 
 def _shipped_tables() -> Mapping[str, OpsTable]:

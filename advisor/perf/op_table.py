@@ -18,8 +18,10 @@ import bisect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from probes.ops_table import OpsTable
+if TYPE_CHECKING:  # annotations only: the schema is imported by whoever loads a table
+    from probes.ops_table import OpsTable
 
 Point = tuple[float, ...]
 
