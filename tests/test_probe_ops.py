@@ -110,3 +110,11 @@ def test_cli_probe_ops_writes_the_table_and_catalog_ops_lists_it(tmp_path: Path)
     assert json.loads(on.stdout)[0]["used"] is True
     bad = run("catalog", "ops", "h200")
     assert bad.returncode == 2 and "h200-sxm" in bad.stderr
+
+
+def test_cli_probe_ops_refuses_the_verification_probes_options() -> None:
+    from tests.test_cli import run
+
+    p = run("probe", "--ops", "--nodes", "2", "--report-to", "http://127.0.0.1:9")
+    assert p.returncode == 2
+    assert "drop --nodes, --report-to" in p.stderr
