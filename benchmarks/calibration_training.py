@@ -211,12 +211,25 @@ def training_rows() -> list[dict[str, Any]]:
     return rows("training")
 
 
-def run_training(cat: Catalog) -> list[TrainingComparison]:
-    return [compare_training(row, cat) for row in training_rows()]
+def run_training(cat: Catalog, skipped: list[str] | None = None) -> list[TrainingComparison]:
+    """Every training row's comparison; a row lacking a field its comparison needs (a sequence
+    length the source does not state) is listed in `skipped` with the field."""
+    out = []
+    for row in training_rows():
+        try:
+            out.append(compare_training(row, cat))
+        except KeyError as exc:
+            if skipped is not None:
+                skipped.append(f"{row['id']}: {exc.args[0]} not stated by the source")
+        except (TypeError, ZeroDivisionError):  # a needed field null or zero in the source
+            if skipped is not None:
+                skipped.append(f"{row['id']}: a field the comparison needs is not stated")
+    return out
 
 
 def training_report(cat: Catalog) -> str:
-    comps = run_training(cat)
+    skipped: list[str] = []
+    comps = run_training(cat, skipped)
     lines = [f"{'row':42} {'metric':18} {'predicted':>12} {'published':>12} {'ratio':>6}"]
     for c in comps:
         lines.append(
@@ -229,5 +242,6 @@ def training_report(cat: Catalog) -> str:
         f"x {FP8_RELATIVE_EFFICIENCY:g} in FP8 (catalog, perf/training.py), goodput 0.90 over "
         "a day (Llama 3), overlap 0.8 (estimated), 2 layers per virtual pipeline stage (NeMo "
         "recipes)",
+        *(f"skipped: {s}" for s in skipped),
     ]
     return "\n".join(lines)

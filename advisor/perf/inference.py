@@ -58,6 +58,7 @@ from typing import NamedTuple
 
 from advisor.catalog.models import Accelerator, Generation
 from advisor.errors import InputError, field_name
+from advisor.perf.op_model import OpModel, TableIteration
 from advisor.perf.precision import ComputePrecision, compute_precision
 from advisor.perf.sizing import (
     BYTES_PER_WEIGHT,
@@ -399,6 +400,18 @@ class InferenceModel:
             self.decode_dims = shape.mla_kv_dim + shape.mla_latent
         else:
             self.decode_dims = 2 * self.head_dim
+        # Where the accelerator has a measured operator table, each operator's time comes from it
+        # (advisor/perf/op_model.py); else the roofline below. `speed_source` says which.
+        built = OpModel.build(dep.acc.id, shape, tp, dep.precision, moe)
+        self.op_model = built if isinstance(built, OpModel) else None
+        self.kv_token_bytes = self.kv_per_token.value * self.kv_copies / tp / self.layers
+        self.speed_source = (
+            built.ops.source
+            if isinstance(built, OpModel)
+            else "roofline: datasheet peaks x the estimated efficiencies of "
+            f"advisor/perf/inference.py EFFICIENCY ({dep.acc.generation.value})"
+            + (f"; the operator table is not used: {built}" if isinstance(built, str) else "")
+        )
 
     def on(self, dep: Deployment) -> InferenceModel:
         """The same model on another deployment (more replicas, say); one replica's figures are
@@ -430,13 +443,26 @@ class InferenceModel:
             self.shape, self.dep.precision, self.inp + self.out, batch, self.dep.tensor_parallel
         )
 
-    def iteration(self, decode: int, prompt_tokens: float, prompt_len: int) -> Iteration:
+    def iteration(
+        self, decode: int, prompt_tokens: float, prompt_len: int
+    ) -> Iteration | TableIteration:
         """One forward pass over `decode` decode tokens (each attending to the mean context
         I + O / 2) and `prompt_tokens` prompt tokens of prompts of `prompt_len` tokens: the
         operands of the GEMM roofline, the attention roofline, the all-reduces and the per-layer
         time (module doc)."""
         context = self.inp + self.out / 2  # mean context over a sequence's decode
         tokens = decode + prompt_tokens
+        if self.op_model is not None:
+            moe = self.moe
+            return self.op_model.iteration(
+                decode,
+                prompt_tokens,
+                prompt_len,
+                context,
+                self.kv_token_bytes,
+                (self.ring.seconds(tokens), self.ring.formula(tokens)),
+                (lambda b: expected_experts(moe[0], moe[1], b)) if moe else (lambda b: 1.0),
+            )
         return Iteration(
             weight_bytes_touched(self.shape, self.bpw, max(1, round(tokens)), self.moe),
             2 * (self.shape.active_params - self.lookup_params) * tokens,
@@ -665,14 +691,18 @@ class InferenceModel:
             f"TP {tp} x {self.cp.peak_tflops:g} TFLOP/s {self.cp.precision} x {self.eff_c:g} "
             f"= {self.peak_flops:.6g} FLOP/s"
         )
+        speeds = (  # a table's iteration names its source in its own formula
+            "speeds as stated"
+            if self.op_model is not None
+            else f"{bandwidth}; {peak}; {self.speed_source}"
+        )
         figures = (
             *self.memory(batch),
             Figure(
                 "prefill_s",
                 ttft,
                 "s",
-                f"{prefill.formula()} [one iteration over the {self.inp}-token prompt; "
-                f"{bandwidth}; {peak}]",
+                f"{prefill.formula()} [one iteration over the {self.inp}-token prompt; {speeds}]",
             ),
             Figure(
                 "decode_step_s",
