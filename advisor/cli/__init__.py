@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("advisor.cli.serve_cmd", "serve"),
     "review": ("advisor.cli.review_cmd", "review"),
     "estimate": ("advisor.cli.estimate_cmd", "estimate_cmd"),
+    "deploy": ("advisor.cli.deploy_cmd", "app"),
 }
 
 
@@ -54,6 +55,7 @@ SUMMARIES: dict[str, str] = {
     "review": "Fleet review: inventory, measured vs expected, outliers, savings, cost per "
     "workload.",
     "estimate": "Every intermediate figure with its formula: memory per GPU, FLOPs, hours, cost.",
+    "deploy": "Render Kubernetes manifests or Slurm scripts that run advisor probe.",
 }
 
 

@@ -18,6 +18,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from advisor.catalog import Catalog
 from advisor.catalog.models import Accelerator, Generation
 from advisor.cli.common import (
     JsonReport,
@@ -35,6 +36,8 @@ from advisor.cli.common import (
     print_error,
     save_report,
 )
+from advisor.cli.probe_health import HealthOptions, act, check_once, print_once
+from advisor.cli.probe_health import serve_metrics as serve_metrics_loop
 from advisor.errors import InputError
 from advisor.fleet.node_report import node_report
 from advisor.fleet.verification import resolve_expect
@@ -109,15 +112,66 @@ def probe(
     report_to: ReportTo = None,
     token: Token = None,
     spool_dir: SpoolDir = None,
+    health_check: Annotated[
+        bool,
+        typer.Option(
+            help="Level-1 node check within 60 s (Prolog, NPD plugin): exit 0 healthy, "
+            "1 a problem, 3 not known."
+        ),
+    ] = False,
+    npd: Annotated[
+        bool, typer.Option(help="With --health-check: one line for node-problem-detector.")
+    ] = False,
+    drain: Annotated[
+        bool, typer.Option(help="With --health-check: drain this Slurm node on a problem.")
+    ] = False,
+    node_condition: Annotated[
+        str | None,
+        typer.Option(help="With --health-check: set this Kubernetes node's condition."),
+    ] = None,
+    kube_api: Annotated[
+        str | None,
+        typer.Option(help="Kubernetes API URL for --node-condition (default: in-cluster)."),
+    ] = None,
+    textfile: Annotated[
+        Path | None,
+        typer.Option(help="With --health-check: Prometheus textfile-collector output (.prom)."),
+    ] = None,
+    serve_metrics: Annotated[
+        int | None,
+        typer.Option(
+            min=0, max=65535, help="Health-check every --interval and serve /metrics on this port."
+        ),
+    ] = None,
+    metrics_address: Annotated[
+        str, typer.Option(help="Address --serve-metrics listens on.")
+    ] = "0.0.0.0",
+    interval: Annotated[str, typer.Option(help="Time between checks of --serve-metrics.")] = "5m",
 ) -> None:
     """Measure every GPU (matmul, transfers, overlap), the peer links, NCCL collectives and the
     health counters, and verify them against the catalog."""
     catalog = get_catalog()
     instance = None
+    accelerator = None
     if expect is not None:
         # a bad id fails now, not after a minute of measuring
         accelerator, instance = resolve_expect(catalog, expect)
         _refuse_unmeasurable(expect, accelerator, json_out)
+    if health_check or serve_metrics is not None:
+        health = HealthOptions(
+            expect=expect,
+            gpus_expected=accelerator is not None and accelerator.form_factor.value != "cpu",
+            as_json=json_out,
+            npd=npd,
+            drain=drain,
+            node_condition=node_condition,
+            kube_host=kube_api,
+            textfile=textfile,
+            sender=_sender(report_to, token, spool_dir),
+        )
+        _health(catalog, health, device, serve_metrics, metrics_address, interval)
+    if npd or drain or node_condition or textfile:
+        raise InputError("--npd, --drain, --node-condition and --textfile need --health-check")
     if output is not None:
         check_output_path(output)
     names = _measurement_names(only)
@@ -155,6 +209,24 @@ def probe(
     if sender is not None:
         deliver(sender, data, "probe")
     _leave(_exit_code(run, report, written), run.watchdog_tripped)
+
+
+def _health(
+    catalog: Catalog,
+    opts: HealthOptions,
+    device: int | None,
+    port: int | None,
+    address: str,
+    interval: str,
+) -> NoReturn:
+    plan = _plan(device, 1, None)
+    if port is not None:
+        serve_metrics_loop(
+            catalog, plan, opts, port, address, parse_duration(interval, "--interval")
+        )
+    report, verdict = check_once(catalog, plan, opts)
+    print_once(report, verdict, opts)
+    raise typer.Exit(act(report, verdict, opts))
 
 
 def _refuse_busy(run: NodeRun, as_json: bool = False) -> None:
