@@ -12,7 +12,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.table import Table
@@ -36,8 +36,6 @@ from advisor.cli.common import (
     print_error,
     save_report,
 )
-from advisor.cli.probe_health import HealthOptions, act, check_once, print_once
-from advisor.cli.probe_health import serve_metrics as serve_metrics_loop
 from advisor.errors import InputError
 from advisor.fleet.node_report import node_report
 from advisor.fleet.verification import resolve_expect
@@ -48,6 +46,9 @@ from probes.node import NodePlan, NodeRun, UsageProblem
 from probes.probe import CPU_STEPS, GPU_STEPS
 from probes.report import Check, ProbeReport
 from probes.worker import RankOptions
+
+if TYPE_CHECKING:
+    from advisor.cli import probe_health
 
 STATUS_STYLE = {
     "pass": "green",
@@ -158,6 +159,8 @@ def probe(
         accelerator, instance = resolve_expect(catalog, expect)
         _refuse_unmeasurable(expect, accelerator, json_out)
     if health_check or serve_metrics is not None:
+        from advisor.cli.probe_health import HealthOptions  # prometheus_client: only here
+
         health = HealthOptions(
             expect=expect,
             gpus_expected=accelerator is not None and accelerator.form_factor.value != "cpu",
@@ -213,20 +216,21 @@ def probe(
 
 def _health(
     catalog: Catalog,
-    opts: HealthOptions,
+    opts: probe_health.HealthOptions,
     device: int | None,
     port: int | None,
     address: str,
     interval: str,
 ) -> NoReturn:
+    from advisor.cli import probe_health
+
     plan = _plan(device, 1, None)
     if port is not None:
-        serve_metrics_loop(
-            catalog, plan, opts, port, address, parse_duration(interval, "--interval")
-        )
-    report, verdict = check_once(catalog, plan, opts)
-    print_once(report, verdict, opts)
-    raise typer.Exit(act(report, verdict, opts))
+        every = parse_duration(interval, "--interval")
+        probe_health.serve_metrics(catalog, plan, opts, port, address, every)
+    report, verdict = probe_health.check_once(catalog, plan, opts)
+    probe_health.print_once(report, verdict, opts)
+    raise typer.Exit(probe_health.act(report, verdict, opts))
 
 
 def _refuse_busy(run: NodeRun, as_json: bool = False) -> None:
