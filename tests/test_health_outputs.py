@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from advisor.deploy.actions import ActionFailed, kubernetes_api, set_node_condition
 from advisor.deploy.verdicts import health_registry, node_condition, node_health
-from probes.report import Check, Diagnosis, GpuVerdict, Inventory, ProbeReport
+from probes.report import Check, Diagnosis, GpuVerdict, Inventory, ProbeReport, Status
 
 REPO = Path(__file__).resolve().parents[1]
 NOW = dt.datetime(2026, 12, 2, 20, 0, tzinfo=dt.UTC)
@@ -48,10 +48,10 @@ def report(checks: list[Check], diagnosis: list[Diagnosis] | None = None) -> Pro
     )
 
 
-def matmul(gpu: int, measured: float, status: str = "pass") -> Check:
+def matmul(gpu: int, measured: float, status: Status = "pass") -> Check:
     return Check(
         name="matmul_bf16",
-        status=status,  # type: ignore[arg-type]
+        status=status,
         measured=measured,
         expected=800.0,
         unit="TFLOP/s",
@@ -96,8 +96,13 @@ def test_prometheus_text_parses_with_the_values_of_the_report() -> None:
     assert (
         samples[("advisor_gpu_healthy", (("gpu", "0"), ("host", "node-7"), ("uuid", "GPU-0")))] == 1
     )
-    check = (("check", "matmul_bf16"), ("gpu", "1"), ("host", "node-7"), ("peer", ""))
-    check += (("unit", "TFLOP/s"),)
+    check = (
+        ("check", "matmul_bf16"),
+        ("gpu", "1"),
+        ("host", "node-7"),
+        ("peer", ""),
+        ("unit", "TFLOP/s"),
+    )
     assert samples[("advisor_check_measured", check)] == 401.0
     assert samples[("advisor_check_expected", check)] == 800.0
     assert samples[("advisor_check_ratio", check)] == pytest.approx(401 / 800)
@@ -201,8 +206,16 @@ def test_the_textfile_from_the_cli(tmp_path: Path) -> None:
     """The CLI's --health-check on this machine (no GPU) writes a parseable textfile."""
     out = tmp_path / "advisor.prom"
     done = subprocess.run(
-        [sys.executable, "-m", "advisor", "probe", "--health-check", "--npd"]
-        + ["--textfile", str(out)],
+        [
+            sys.executable,
+            "-m",
+            "advisor",
+            "probe",
+            "--health-check",
+            "--npd",
+            "--textfile",
+            str(out),
+        ],
         capture_output=True,
         text=True,
         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "CUDA_VISIBLE_DEVICES": ""},
@@ -216,8 +229,19 @@ def test_the_textfile_from_the_cli(tmp_path: Path) -> None:
 
 def test_serve_metrics_exposes_the_last_check() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "advisor", "probe", "--health-check", "--serve-metrics", "0"]
-        + ["--metrics-address", "127.0.0.1", "--interval", "1s"],
+        [
+            sys.executable,
+            "-m",
+            "advisor",
+            "probe",
+            "--health-check",
+            "--serve-metrics",
+            "0",
+            "--metrics-address",
+            "127.0.0.1",
+            "--interval",
+            "1s",
+        ],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,

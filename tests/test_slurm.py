@@ -87,8 +87,19 @@ def test_the_rendered_sbatch_runs_two_tasks_through_torchrun(
 ) -> None:
     script = tmp_path / "probe.sbatch"
     rendered = subprocess.run(
-        [sys.executable, "-m", "advisor", "deploy", "slurm", "--nodes", "2"]
-        + ["--launcher", ADVISOR, "--output", str(script)],
+        [
+            sys.executable,
+            "-m",
+            "advisor",
+            "deploy",
+            "slurm",
+            "--nodes",
+            "2",
+            "--launcher",
+            ADVISOR,
+            "--output",
+            str(script),
+        ],
         capture_output=True,
         text=True,
         env=slurm_env,
@@ -127,9 +138,20 @@ def test_the_health_check_drains_its_node_with_the_reason(slurm_env: dict[str, s
     """An 8-GPU instance type expected and no GPU visible: a problem; --drain drains n1."""
     try:
         done = subprocess.run(
-            ["srun", "-w", "n1", "-N1", "-n1"]
-            + ADVISOR.split()
-            + ["probe", "--health-check", "--expect", "p5.48xlarge", "--drain", "--npd"],
+            [
+                "srun",
+                "-w",
+                "n1",
+                "-N1",
+                "-n1",
+                *ADVISOR.split(),
+                "probe",
+                "--health-check",
+                "--expect",
+                "p5.48xlarge",
+                "--drain",
+                "--npd",
+            ],
             capture_output=True,
             text=True,
             env=slurm_env,

@@ -43,6 +43,7 @@ from advisor.outputs import check_output_path
 from advisor.report_client import ReportSender
 from probes.collectives import parse_size
 from probes.node import NodePlan, NodeRun, UsageProblem
+from probes.pairing import DEFAULT_ROUNDS
 from probes.probe import CPU_STEPS, GPU_STEPS
 from probes.report import Check, ProbeReport
 from probes.worker import RankOptions
@@ -92,8 +93,14 @@ def probe(
         typer.Option(help="HOST:PORT of the rendezvous with --nodes (default: MASTER_ADDR)."),
     ] = None,
     pairwise: Annotated[
-        bool, typer.Option(help="With --nodes: all-reduce between every node pair.")
+        bool,
+        typer.Option(
+            help="With --nodes: rounds of disjoint node pairs, then the slow nodes and groups."
+        ),
     ] = False,
+    pairwise_rounds: Annotated[
+        int, typer.Option(min=1, help="Screening rounds of --pairwise (N/2 pairs each).")
+    ] = DEFAULT_ROUNDS,
     nccl: Annotated[
         bool, typer.Option("--nccl/--no-nccl", help="Measure NCCL collectives between GPUs.")
     ] = True,
@@ -194,6 +201,7 @@ def probe(
             gpus=plan.gpus,
             nccl=nccl,
             pairwise=pairwise,
+            pairwise_rounds=pairwise_rounds,
             only=frozenset(names) if names is not None else None,
             extra_sizes=extra,
             lock_wait_s=lock_wait_s,
