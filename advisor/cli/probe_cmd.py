@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -19,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from advisor.catalog import Catalog
-from advisor.catalog.models import Accelerator, Generation
+from advisor.catalog.models import Accelerator, Generation, InstanceType
 from advisor.cli.common import (
     JsonReport,
     OutputFile,
@@ -155,6 +156,12 @@ def probe(
         str, typer.Option(help="Address --serve-metrics listens on.")
     ] = "0.0.0.0",
     interval: Annotated[str, typer.Option(help="Time between checks of --serve-metrics.")] = "5m",
+    show_expected: Annotated[
+        bool,
+        typer.Option(
+            help="Print what --expect INSTANCE should measure (the plan's figures), then exit."
+        ),
+    ] = False,
 ) -> None:
     """Measure every GPU (matmul, transfers, overlap), the peer links, NCCL collectives and the
     health counters, and verify them against the catalog."""
@@ -165,6 +172,8 @@ def probe(
         # a bad id fails now, not after a minute of measuring
         accelerator, instance = resolve_expect(catalog, expect)
         _refuse_unmeasurable(expect, accelerator, json_out)
+    if show_expected:
+        _show_expected(catalog, instance, json_out)
     if health_check or serve_metrics is not None:
         from advisor.cli.probe_health import HealthOptions  # prometheus_client: only here
 
@@ -220,6 +229,35 @@ def probe(
     if sender is not None:
         deliver(sender, data, "probe")
     _leave(_exit_code(run, report, written), run.watchdog_tripped)
+
+
+def _show_expected(catalog: Catalog, instance: InstanceType | None, as_json: bool) -> NoReturn:
+    from advisor.fleet.expectations import plan_expectations
+
+    if instance is None:
+        raise InputError("--show-expected needs --expect INSTANCE_TYPE (a catalog instance type)")
+    rows = plan_expectations(catalog, instance)
+    if as_json:
+        emit_json({"instance_type": instance.id, "expected": [asdict(r) for r in rows]})
+        raise typer.Exit(0)
+    table = Table(title=f"what a {instance.id} node should measure")
+    for col in ("check", "planned", "unit", "published", "source"):
+        table.add_column(
+            col, overflow="fold", justify="right" if col in ("planned", "published") else "left"
+        )
+    for r in rows:
+        pub = r.published
+        table.add_row(
+            r.check,
+            _num(r.planned),
+            r.unit,
+            "-"
+            if pub is None
+            else f"{_num(pub.value)} ({_num(r.planned / pub.value * 100 if r.planned else None)}%)",
+            Text(r.source + (f"; published: {pub.source}" if pub else "")),
+        )
+    console().print(table)
+    raise typer.Exit(0)
 
 
 def _health(
