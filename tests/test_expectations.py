@@ -77,8 +77,16 @@ def test_the_plan_against_our_two_h200s(
 
 def test_show_expected_prints_the_plan_as_json() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "advisor", "probe", "--expect", "p5en.48xlarge"]
-        + ["--show-expected", "--json"],
+        [
+            sys.executable,
+            "-m",
+            "advisor",
+            "probe",
+            "--expect",
+            "p5en.48xlarge",
+            "--show-expected",
+            "--json",
+        ],
         capture_output=True,
         text=True,
         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
