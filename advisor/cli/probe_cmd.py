@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
@@ -175,21 +175,12 @@ def probe(
     if show_expected:
         _show_expected(catalog, instance, json_out)
     if health_check or serve_metrics is not None:
-        from advisor.cli.probe_health import HealthOptions  # prometheus_client: only here
-
-        health = HealthOptions(
-            expect=expect,
-            gpus_expected=accelerator is not None and accelerator.form_factor.value != "cpu",
-            as_json=json_out,
-            npd=npd,
-            drain=drain,
-            node_condition=node_condition,
-            kube_host=kube_api,
-            textfile=textfile,
-            sender=_sender(report_to, token, spool_dir),
+        health = _health_options(
+            expect, accelerator, json_out, npd, drain, node_condition, kube_api, textfile
         )
+        health = replace(health, sender=_sender(report_to, token, spool_dir))
         _health(catalog, health, device, serve_metrics, metrics_address, interval)
-    if npd or drain or node_condition or textfile:
+    if any((npd, drain, node_condition, textfile)):
         raise InputError("--npd, --drain, --node-condition and --textfile need --health-check")
     if output is not None:
         check_output_path(output)
@@ -229,6 +220,30 @@ def probe(
     if sender is not None:
         deliver(sender, data, "probe")
     _leave(_exit_code(run, report, written), run.watchdog_tripped)
+
+
+def _health_options(
+    expect: str | None,
+    accelerator: Accelerator | None,
+    as_json: bool,
+    npd: bool,
+    drain: bool,
+    node_condition: str | None,
+    kube_api: str | None,
+    textfile: Path | None,
+) -> probe_health.HealthOptions:
+    from advisor.cli.probe_health import HealthOptions  # prometheus_client: only here
+
+    return HealthOptions(
+        expect=expect,
+        gpus_expected=accelerator is not None and accelerator.form_factor.value != "cpu",
+        as_json=as_json,
+        npd=npd,
+        drain=drain,
+        node_condition=node_condition,
+        kube_host=kube_api,
+        textfile=textfile,
+    )
 
 
 def _show_expected(catalog: Catalog, instance: InstanceType | None, as_json: bool) -> NoReturn:
