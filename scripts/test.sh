@@ -12,8 +12,12 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/progress.sh
 source scripts/progress.sh
 started_pg=""
+started_slurm=""
 leave_note() {
   steps_summary
+  if [ -n "$started_slurm" ]; then
+    bash scripts/stop-slurm.sh
+  fi
   if [ -n "$started_pg" ]; then
     echo "note: left running: the test PostgreSQL at $started_pg (data ${ADVISOR_TEST_PG_DATA:-/tmp/advisor-test-pg}),"
     echo "      reused by the next run; stop it with: bash scripts/stop-postgres.sh"
@@ -39,6 +43,14 @@ if [ -z "${ADVISOR_TEST_POSTGRES_URL:-}" ]; then
   started_pg=$ADVISOR_TEST_POSTGRES_URL
 fi
 with_progress "hadolint" .venv/bin/hadolint Dockerfile
+# A one-host Slurm cluster of two nodes for tests/test_slurm.py (slurm-wlm from apt when missing;
+# stopped when the run ends). Where it cannot start, the Slurm test fails under CI=true.
+if [ -z "${ADVISOR_TEST_SLURM_CONF:-}" ]; then
+  start_slurm() { ADVISOR_TEST_SLURM_CONF=$(bash scripts/start-slurm.sh); }
+  with_progress "slurm" start_slurm
+  export ADVISOR_TEST_SLURM_CONF
+  [ -n "$ADVISOR_TEST_SLURM_CONF" ] && started_slurm=yes
+fi
 # Headless Chromium for the review's browser test (Debian's package; no-op when present).
 chromium() { bash scripts/install-chromium.sh >/dev/null; }
 with_progress "chromium" chromium

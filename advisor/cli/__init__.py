@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "review": ("advisor.cli.review_cmd", "review"),
     "estimate": ("advisor.cli.estimate_cmd", "estimate_cmd"),
     "calibrate": ("advisor.cli.calibrate_cmd", "app"),
+    "deploy": ("advisor.cli.deploy_cmd", "app"),
 }
 
 
@@ -56,6 +57,7 @@ SUMMARIES: dict[str, str] = {
     "workload.",
     "estimate": "Every intermediate figure with its formula: memory per GPU, FLOPs, hours, cost.",
     "calibrate": "Compare measured serving runs with the model.",
+    "deploy": "Render Kubernetes manifests or Slurm scripts that run advisor probe.",
 }
 
 
