@@ -74,7 +74,8 @@ class Generation(StrEnum):
     hopper = "hopper"  # NVIDIA H100, H200
     blackwell = "blackwell"  # NVIDIA B200, GB200
     cdna2 = "cdna2"  # AMD MI250
-    cdna3 = "cdna3"  # AMD MI300X
+    cdna3 = "cdna3"  # AMD MI300X, MI325X
+    cdna4 = "cdna4"  # AMD MI350X, MI355X
     tpu = "tpu"  # Google Cloud TPU
     trainium = "trainium"  # AWS Trainium / Inferentia
     edge_npu = "edge_npu"  # fixed-function int8 edge accelerators (Coral Edge TPU, Hailo)
@@ -253,6 +254,9 @@ class InstanceType(Strict):
     # per-GPU GPU-to-GPU bandwidth inside the instance
     interconnect_gb_s: Annotated[float, Field(ge=0, le=10_000)] = 0
     network_gbps: Annotated[float, Field(ge=0, le=100_000)]  # scale-out network between instances
+    # GPUs one NVLink domain spans where it reaches beyond the instance (a GB200/GB300 NVL72 tray
+    # of 4 GPUs sits in a 72-GPU NVLink rack); None: the domain is the instance's own GPUs.
+    nvlink_domain_gpus: Annotated[int | None, Field(ge=2, le=576)] = None
     # What the provider states as total GPU memory; cross-checked against gpu_count x accelerator.
     gpu_memory_total_gb: NonNeg | None = None
     prices: tuple[Price, ...] = ()
@@ -277,6 +281,8 @@ class InstanceType(Strict):
             raise ValueError("a CPU-only instance type needs `cpu` (a catalog CPU class id)")
         if self.gpu_count <= 1 and self.interconnect_gb_s:
             raise ValueError("interconnect_gb_s must be 0 with fewer than two GPUs")
+        if self.nvlink_domain_gpus is not None and self.nvlink_domain_gpus <= self.gpu_count:
+            raise ValueError("nvlink_domain_gpus is for a domain larger than the instance's GPUs")
         return self
 
 

@@ -373,6 +373,11 @@ def _print_import(data: dict[str, object]) -> None:
     out.print(f"unknown accelerators ({len(unknown)}), not imported:", highlight=False)
     for name, why in sorted(unknown.items()):
         out.print(f"  {name}: {why}", highlight=False, markup=False)
+    incomplete = data["incomplete"]
+    assert isinstance(incomplete, dict)
+    out.print(f"no whole price, not offered ({len(incomplete)}):", highlight=False)
+    for type_id, why in sorted(incomplete.items()):
+        out.print(f"  {type_id}: {why}", highlight=False, markup=False)
     out.print(f"validated with the loader ({len(data['warnings'])} warning(s))", highlight=False)  # type: ignore[arg-type]
 
 
