@@ -97,7 +97,7 @@ def test_no_recommendation_exits_1_and_explains() -> None:
             "unknown region 'mars-1'",
         ),
         (["recommend", "--workload", "fine_tuning", "--objective", "fastest"], "valid: cheapest"),
-        (["recommend", "--workload", "fine_tuning", "--purchase", "reserved"], "purchase"),
+        (["recommend", "--workload", "fine_tuning", "--purchase", "yearly"], "purchase"),
         (["catalog", "show", "h100-sxn"], "did you mean 'h100-sxm'"),
         (["catalog", "instances", "--provider", "amazon"], "valid: aws"),
     ],

@@ -32,8 +32,14 @@ class FormFactor(StrEnum):
 
 
 class Purchase(StrEnum):
+    """How a price is bought (advisor/catalog/purchase.py says what each commits to)."""
+
     on_demand = "on_demand"
     spot = "spot"
+    reserved_1y = "reserved_1y"  # a 1-year reservation / commitment, owed every hour of the term
+    reserved_3y = "reserved_3y"  # the same for 3 years
+    capacity_block = "capacity_block"  # AWS EC2 Capacity Blocks for ML: a fixed window, up front
+    reserved = "reserved"  # requests only: either reserved term (a price states its term)
 
 
 class GpuLink(StrEnum):
@@ -228,6 +234,13 @@ class Price(Strict):
     # Why the price sanity checks (advisor/catalog/cross_checks.py price_flags) doubt this price;
     # set by the loader after the checks, never read from a catalog file.
     flag: str | None = None
+
+    @field_validator("purchase")
+    @classmethod
+    def _purchase_has_a_term(cls, value: Purchase) -> Purchase:
+        if value is Purchase.reserved:
+            raise ValueError("a reserved price states its term: reserved_1y or reserved_3y")
+        return value
 
     def age_days(self, today: dt.date) -> int:
         """Days since `as_of`: the one staleness measure (loader warning, `catalog stale`)."""

@@ -417,7 +417,11 @@ def stale(json_out: JsonOpt = False) -> None:
     print_table(console(), f"{len(found)} price(s) older than {days} days", columns, rows)
 
 
-PURCHASE_WORDS = {Purchase.on_demand: "on-demand", Purchase.spot: "spot"}
+PURCHASE_WORDS = {
+    Purchase.on_demand: "on-demand",
+    Purchase.spot: "spot",
+    Purchase.capacity_block: "capacity block",
+}
 
 
 def _from_cell(it: InstanceType) -> str:
@@ -426,7 +430,8 @@ def _from_cell(it: InstanceType) -> str:
     if price is None:
         return "-"
     mark = " (flagged)" if price.flag else ""
-    return f"{money(price.hourly_usd)} {PURCHASE_WORDS[price.purchase]}{mark}"
+    words = PURCHASE_WORDS.get(price.purchase, price.purchase.value)
+    return f"{money(price.hourly_usd)} {words}{mark}"
 
 
 def _flagged_cell(it: InstanceType) -> str:
