@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from collections import defaultdict
-from pathlib import Path
 from statistics import median
 
 import pytest
@@ -115,7 +113,7 @@ def test_no_shipped_gcp_price_is_built_from_a_zero_vm_row() -> None:
 
 
 def _price_ages(today: dt.date) -> dict[str, int]:
-    ages: dict[str, int] = defaultdict(int)
+    ages: dict[str, int] = {}
     for it in load_catalog().instance_types.values():
         for p in it.prices:
             ages[f"{it.id} {p.region} {p.purchase}"] = p.age_days(today)
@@ -143,9 +141,5 @@ def test_each_price_carries_its_own_date_and_source() -> None:
             assert p.as_of <= dt.date.today() and p.source, (it.id, p.region)
 
 
-def _path_exists(path: Path) -> bool:
-    return path.is_file()
-
-
 def test_the_snapshots_the_tests_read_are_shipped() -> None:
-    assert _path_exists(GCP_SNAPSHOT) and _path_exists(OCI_SNAPSHOT)
+    assert GCP_SNAPSHOT.is_file() and OCI_SNAPSHOT.is_file()
