@@ -29,13 +29,22 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from advisor.catalog import purchase
 from advisor.catalog.models import Objective, Purchase
 from advisor.errors import InputError, field_name
 from advisor.perf.work import Work
 from advisor.validation_errors import explain_validation
 
 # The words each choice field takes, for the CLI's help and every error alike (valid_values).
-PURCHASE_WORDS = ("on_demand", "spot", "any")
+PURCHASE_WORDS = (
+    "on_demand",
+    "spot",
+    "reserved",
+    "reserved_1y",
+    "reserved_3y",
+    "capacity_block",
+    "any",
+)
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "fp4", "int8", "int4"]
 Method = Literal["full", "lora", "qlora"]
 
@@ -84,8 +93,8 @@ class SizesWork:
 
 
 def _any_purchase(value: object) -> object:
-    """ "any" is None (either purchase); a word outside PURCHASE_WORDS is refused here, naming
-    all three (the enum alone would name on_demand and spot, never any)."""
+    """ "any" is None (on demand or spot); a word outside PURCHASE_WORDS is refused here, naming
+    every word (the enum alone would never name any)."""
     if value == "any":
         return None
     if isinstance(value, str) and value not in PURCHASE_WORDS:
@@ -102,16 +111,18 @@ PurchaseOption = Annotated[
     BeforeValidator(_any_purchase),
     WithJsonSchema(
         {
-            "anyOf": [{"enum": ["on_demand", "spot", "any"], "type": "string"}, {"type": "null"}],
-            "description": "on_demand (default), spot, or any (either; null means the same)",
+            "anyOf": [{"enum": list(PURCHASE_WORDS), "type": "string"}, {"type": "null"}],
+            "description": "on_demand (default), spot, reserved (1 or 3 years), reserved_1y, "
+            "reserved_3y, capacity_block (AWS), or any (on demand or spot; null means the same)",
         }
     ),
 ]
 
 
 def purchase_matches(wanted: Purchase | None, offered: Purchase) -> bool:
-    """Whether an offering's purchase option satisfies the request's (None = any)."""
-    return wanted is None or offered == wanted
+    """Whether an offering's purchase option satisfies the request's (None = any: on demand or
+    spot; reserved = either term): advisor/catalog/purchase.py matches, the one rule."""
+    return purchase.matches(wanted, offered)
 
 
 class _Request(BaseModel):

@@ -221,7 +221,8 @@ def test_classic_training_gets_an_nvlink_node(shipped: Catalog) -> None:
         shipped, Workload(workload="large_scale_training", memory_gb=80, interconnect_gb_s=900)
     )
     for r in result.recommendations:
-        assert r.accelerator in {"h100-sxm", "h200-sxm", "b200"}  # NVLink 4/5 SXM parts
+        # NVLink 4/5 SXM parts and the MI355X's Infinity Fabric (7 x 153.6 = 1,075 GB/s)
+        assert r.accelerator in {"h100-sxm", "h200-sxm", "b200", "b300", "gb200", "gb300", "mi355x"}
         assert shipped.instance_types[r.instance_type or ""].interconnect_gb_s >= 900
 
 

@@ -103,7 +103,7 @@ def test_unknown_field_hints_come_from_that_request(
 BAD_BODIES = [
     {"workload": "fine_tuning", "memory_gb": "80GB"},
     {"workload": "fine_tuning", "power_budget_w": -5},
-    {"workload": "fine_tuning", "purchase": "reserved"},
+    {"workload": "fine_tuning", "purchase": "yearly"},
     {"workload": "fine_tuning", "memry_gb": 80},
     {"memory_gb": 80},
 ]

@@ -373,6 +373,11 @@ def _print_import(data: dict[str, object]) -> None:
     out.print(f"unknown accelerators ({len(unknown)}), not imported:", highlight=False)
     for name, why in sorted(unknown.items()):
         out.print(f"  {name}: {why}", highlight=False, markup=False)
+    incomplete = data["incomplete"]
+    assert isinstance(incomplete, dict)
+    out.print(f"no whole price, not offered ({len(incomplete)}):", highlight=False)
+    for type_id, why in sorted(incomplete.items()):
+        out.print(f"  {type_id}: {why}", highlight=False, markup=False)
     out.print(f"validated with the loader ({len(data['warnings'])} warning(s))", highlight=False)  # type: ignore[arg-type]
 
 
@@ -412,7 +417,11 @@ def stale(json_out: JsonOpt = False) -> None:
     print_table(console(), f"{len(found)} price(s) older than {days} days", columns, rows)
 
 
-PURCHASE_WORDS = {Purchase.on_demand: "on-demand", Purchase.spot: "spot"}
+PURCHASE_WORDS = {
+    Purchase.on_demand: "on-demand",
+    Purchase.spot: "spot",
+    Purchase.capacity_block: "capacity block",
+}
 
 
 def _from_cell(it: InstanceType) -> str:
@@ -421,7 +430,8 @@ def _from_cell(it: InstanceType) -> str:
     if price is None:
         return "-"
     mark = " (flagged)" if price.flag else ""
-    return f"{money(price.hourly_usd)} {PURCHASE_WORDS[price.purchase]}{mark}"
+    words = PURCHASE_WORDS.get(price.purchase, price.purchase.value)
+    return f"{money(price.hourly_usd)} {words}{mark}"
 
 
 def _flagged_cell(it: InstanceType) -> str:

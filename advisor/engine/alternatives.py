@@ -104,7 +104,8 @@ def _offers_worth_explaining(
 _LOWER_PRECISION = {"bf16": "fp8", "fp16": "fp8", "fp8": "fp4"}
 _WHAT_SHRINKS = {
     "fp8": "weights and KV cache in 8 bits, on fp8 matrix units",
-    "fp4": "NVFP4 weights, 4.5 bits each, KV cache in fp8, on Blackwell fp4 tensor cores",
+    "fp4": "4-bit weights (NVFP4 on Blackwell, MXFP4 on CDNA 4; sized at NVFP4's 4.5 bits), "
+    "KV cache in fp8, on fp4 tensor/matrix cores",
 }
 
 

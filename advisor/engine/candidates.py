@@ -13,6 +13,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from advisor.catalog import Catalog
+from advisor.catalog import purchase as purchase_option
 from advisor.catalog.models import (
     PRECISIONS,
     Accelerator,
@@ -152,7 +153,7 @@ class CloudCandidate:
                 tuple(
                     o
                     for o in self.offers
-                    if region_matches(region, o[0]) and (purchase is None or o[1] is purchase)
+                    if region_matches(region, o[0]) and purchase_option.matches(purchase, o[1])
                 )
             )
             self._pools[key] = found

@@ -170,11 +170,14 @@ def _one_node_by_count(k: StaticCase) -> Finding | None:
 
 def _precision_unsupported(k: StaticCase) -> Finding | None:
     """A served model's precision the GPU has no matrix units for (advisor/perf/precision.py);
-    for training, fp8 on a GPU without FP8 tensor cores (16-bit training runs at the bf16, else
-    fp16, rate: perf/training.py training_peaks)."""
+    for training, fp8 on a GPU without FP8 tensor cores, and a full-weight bf16 job on one
+    without bf16 (T4, V100: fp16 mixed precision is another recipe, with loss scaling, that the
+    request did not ask for). LoRA/QLoRA in 16 bits run at the bf16, else fp16, rate
+    (perf/training.py training_peaks): adapters train in fp16 on such parts as a rule."""
     if not k.w.sized or not k.c.is_gpu or k.p.sizing == "none":
         return None
-    if k.p.sizing == "training" and k.w.precision != "fp8":
+    full_bf16 = k.w.precision == "bf16" and k.w.method == "full"
+    if k.p.sizing == "training" and k.w.precision != "fp8" and not full_bf16:
         return None
     found = k.c.precision_support[k.w.precision]
     return Finding(found.reason, relaxable=False) if isinstance(found, Unsupported) else None
@@ -332,7 +335,7 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         "the precision",
         _precision_unsupported,
         ("is_gpu", "hardware.peak_tflops", "hardware.name", "hardware.generation"),
-        applies=lambda w, p: w.sized and p.sizing == "inference",
+        applies=lambda w, p: w.sized and p.sizing != "none",
     ),
     Constraint(
         "TTFT_TARGET_MISSED", "max_ttft_ms", "the TTFT target", _ttft_missed, applies=_sized

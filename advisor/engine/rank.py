@@ -6,7 +6,8 @@ import heapq
 import math
 from typing import NamedTuple
 
-from advisor.catalog.models import PORTING, FormFactor, Price, WorkloadProfile
+from advisor.catalog import purchase as purchase_option
+from advisor.catalog.models import PORTING, FormFactor, Price, Purchase, WorkloadProfile
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate
 from advisor.engine.placement import Placement
 from advisor.engine.result import SizedFigures
@@ -220,11 +221,7 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
             f"spans {s.nodes} nodes over {it.network_gbps:g} Gbit/s; {p.id} scales out "
             f"(needs >= {p.min_multi_node_network_gbps:g} Gbit/s between nodes)"
         )
-    reserve = capacity_note(s.nodes, it.id, it.gpu_count)
-    if reserve is not None:
-        out.append(reserve)
-    if s.fit is not None:
-        out += _sizing_reasons(s.fit, h.hourly_usd, w, p, h.spot)
+    out += _plan_reasons(h, w, p)
     if h.spot is not None:
         out.append(plan_sentence(c, h.spot))
     if w.interconnect_gb_s:
@@ -429,3 +426,34 @@ def _targets_words(w: Workload, p: WorkloadProfile) -> str:
     if p.latency_targets and (w.max_ttft_ms is None or w.max_itl_ms is None):
         source = f"; defaults: {p.latency_targets.basis}"
     return f": meets {' and '.join(parts)}{source}"
+
+
+def _plan_reasons(h: Hit, w: Workload, p: WorkloadProfile) -> list[str]:
+    """Capacity to reserve (never on a spot plan), the sizing, and how the run is bought."""
+    c, price, s = h.cloud, h.price, h.placement
+    assert c is not None and price is not None
+    it = c.instance
+    out = []
+    reserve = capacity_note(s.nodes, it.id, it.gpu_count)
+    if reserve is not None and price.purchase is not Purchase.spot:  # spot is not reserved
+        out.append(reserve)
+    if s.fit is not None:
+        out += _sizing_reasons(s.fit, h.hourly_usd, w, p, h.spot)
+        bought = _purchase_reason(s.fit.hours, s.nodes, it.prices, price)
+        if bought is not None:
+            out.append(bought)
+    return out
+
+
+def _purchase_reason(
+    hours: float | None, nodes: int, prices: tuple[Price, ...], price: Price
+) -> str | None:
+    """For a run of known length off spot: which purchase option of the offering (same region,
+    unflagged) buys it cheapest, and why (advisor/catalog/purchase.py choose)."""
+    if hours is None or price.purchase is Purchase.spot:
+        return None
+    same = [q for q in prices if q.region == price.region and q.flag is None]
+    if len({q.purchase for q in same}) < 2:  # one way to buy it: nothing to weigh
+        return None
+    choice = purchase_option.choose(hours, nodes, same, priced=price.purchase)
+    return None if choice is None else choice.sentence
