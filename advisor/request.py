@@ -68,11 +68,6 @@ PurchaseOption = Annotated[
 ]
 
 
-def purchase_matches(wanted: Purchase | None, offered: Purchase) -> bool:
-    """Whether an offering's purchase option satisfies the request's (None = any)."""
-    return wanted is None or offered == wanted
-
-
 class _Request(BaseModel):
     # allow_inf_nan=False: NaN compares false with every bound, so it would pass as a size
     # and be named by a bound's hint ("is the unit right?") rather than as not a number

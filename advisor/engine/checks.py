@@ -17,7 +17,7 @@ from advisor.catalog.models import (
     SpotPolicy,
     WorkloadProfile,
 )
-from advisor.catalog.queries import region_matches
+from advisor.catalog.queries import price_usable, purchase_matches, region_matches
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate, Offer
 from advisor.engine.constraints import Constraint, Finding, Violation, violations
 from advisor.engine.placement import PLACEMENT_READS, Placement
@@ -28,7 +28,7 @@ from advisor.perf.sizing import usable_memory_gb
 from advisor.perf.spot import SpotPlan, too_risky
 from advisor.planning.serving import latency_targets
 from advisor.planning.training_plan import network_below_floor
-from advisor.request import Workload, purchase_matches
+from advisor.request import Workload
 
 
 class StaticCase(NamedTuple):
@@ -475,10 +475,9 @@ def _spot_too_risky(k: OfferCase) -> Finding | None:
 
 def _price_flagged(k: OfferCase) -> Finding | None:
     """A price the catalog's sanity checks doubt (advisor/catalog/cross_checks.py price_flags)."""
-    flag = k.price.flag
-    if flag is None or k.w.include_flagged_prices:
+    if price_usable(k.price, k.w.include_flagged_prices):
         return None
-    return Finding(f"its price is flagged: {flag}")
+    return Finding(f"its price is flagged: {k.price.flag}")
 
 
 OFFERING: tuple[Constraint[OfferCase], ...] = (
@@ -592,8 +591,8 @@ def offer_faults(offer: Offer, w: Workload, nodes: int, risky: bool, skip_flagge
     budget = w.max_hourly_usd
     return (
         (not region_matches(w.region, o_region))
-        | (w.purchase is not None and o_purchase is not w.purchase) << 1
+        | (not purchase_matches(w.purchase, o_purchase)) << 1
         | (budget is not None and option_hourly_usd(hourly, nodes) > budget) << 2
         | (risky and o_purchase is Purchase.spot) << 3
-        | (skip_flagged and price.flag is not None) << 4
+        | (not price_usable(price, not skip_flagged)) << 4
     )

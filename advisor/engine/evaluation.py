@@ -11,7 +11,7 @@ from operator import attrgetter
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import FormFactor, Price, Purchase, WorkloadProfile
-from advisor.catalog.queries import check_region
+from advisor.catalog.queries import check_region, price_usable
 from advisor.did_you_mean import unknown
 from advisor.engine.alternatives import across_nodes, lower_precision, nearest_alternatives
 from advisor.engine.candidates import (
@@ -372,7 +372,7 @@ def _valued_offers(
     objective, perf, factor, affine, _ = valuation
     for _, o_purchase, hourly, price, sort_id in offers:
         on_spot = o_purchase is Purchase.spot
-        if (risky and on_spot) or (skip_flagged and price.flag is not None):
+        if (risky and on_spot) or not price_usable(price, not skip_flagged):
             continue
         cost = option_hourly_usd(hourly, placement.nodes)
         plan = spot_plan if on_spot else None
