@@ -9,9 +9,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from advisor.catalog.capability import mismatch_sentence, runs
 from advisor.catalog.models import (
-    Accelerator,
-    FormFactor,
     Price,
     Purchase,
     SpotPolicy,
@@ -51,29 +50,6 @@ class EdgeCase(NamedTuple):
     e: EdgeCandidate
     w: Workload
     p: WorkloadProfile
-
-
-JOB_WORDS = {
-    "train": "train",
-    "fine_tune": "fine-tune",
-    "serve": "serve",
-    "batch": "run batch work",
-}
-
-
-def runs(hw: Accelerator, p: WorkloadProfile) -> bool:
-    """Whether the workload runs on this hardware at all: its kind (form factor) and the job it
-    asks of an accelerator (catalog `jobs`: Inferentia serves, it does not train)."""
-    return hw.form_factor in p.form_factors and p.job in hw.jobs
-
-
-def mismatch_sentence(hw: Accelerator, p: WorkloadProfile) -> str:
-    if hw.form_factor in p.form_factors:
-        can = " or ".join(JOB_WORDS[j] for j in hw.jobs if j != "batch")
-        return f"{hw.name} does not {JOB_WORDS[p.job]} ({p.id}): it is built to {can} only"
-    kinds = ", ".join(p.form_factors)  # StrEnums: their values
-    what = "an edge device" if hw.form_factor == FormFactor.edge else f"{hw.form_factor} hardware"
-    return f"{hw.name} is {what}; {p.id} runs on: {kinds}"
 
 
 # --- instance-type checks -------------------------------------------------------------------

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from operator import attrgetter
 
 from advisor.catalog import Catalog
+from advisor.catalog.capability import mismatch_sentence, runs
 from advisor.catalog.models import FormFactor, Price, Purchase, WorkloadProfile
 from advisor.catalog.queries import check_region, price_usable
 from advisor.did_you_mean import unknown
@@ -26,11 +27,9 @@ from advisor.engine.checks import (
     GROUP_SIGNATURE,
     STATIC,
     edge_violations,
-    mismatch_sentence,
     offer_faults,
     offering_violations,
     request_free_violations,
-    runs,
     static_violations,
 )
 from advisor.engine.constraints import Violation, applicable

@@ -13,6 +13,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.catalog import Catalog, get_accelerator, get_instance_type
+from advisor.catalog.capability import cannot_run
 from advisor.catalog.models import Accelerator, InstanceType, Price, Purchase, WorkloadProfile
 from advisor.catalog.queries import (
     offering_price,
@@ -278,9 +279,12 @@ def _hardware(catalog: Catalog, req: EstimateRequest) -> _Node:
 
 
 def _notes(fit: Fit, profile: WorkloadProfile, node: _Node) -> list[str]:
-    """Why the hardware cannot run the work: memory, a one-node profile on several nodes, a
-    fabric too slow between nodes (or none known)."""
-    notes = [fit.unfit] if fit.unfit else []
+    """Why the hardware cannot run the work: a job the chip is not built for (the rule
+    `recommend` rejects it by), memory, a one-node profile on several nodes, a fabric too slow
+    between nodes (or none known)."""
+    mismatch = cannot_run(node.acc, profile)
+    notes = [mismatch] if mismatch else []
+    notes += [fit.unfit] if fit.unfit else []
     if fit.spans_nodes and not profile.scale_out:
         notes.append(f"needs {fit.nodes} nodes and {profile.id} runs on one node")
     elif fit.spans_nodes and network_below_floor(profile, node.network_gbps):
