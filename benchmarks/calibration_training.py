@@ -39,7 +39,7 @@ from advisor.perf.training import (
 )
 from advisor.perf.work import Work
 from advisor.planning.work_plan import WorkPlan
-from benchmarks.bench_calibration import Comparison, rows, summary_lines
+from benchmarks.calibration_rows import Comparison, rows, summary_lines
 
 MODELS = {
     "Llama 2 7B": "llama-2-7b",
@@ -78,7 +78,7 @@ STRONG_SCALING_LAYOUT = "TP8 PP6"
 ZERO_STAGE_AT_SCALE = 1
 
 
-# A training row's comparison has the inference rows' shape (bench_calibration.Comparison).
+# A training row's comparison has the inference rows' shape (calibration_rows.Comparison).
 TrainingComparison = Comparison
 
 

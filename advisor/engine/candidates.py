@@ -10,7 +10,6 @@ import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import TYPE_CHECKING
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import (
@@ -24,6 +23,7 @@ from advisor.catalog.models import (
 )
 from advisor.catalog.power import NodePower, instance_power
 from advisor.catalog.queries import price_matches, price_usable, spot_interruption
+from advisor.engine.objective import Valuation
 from advisor.engine.result import Rejection
 from advisor.perf.precision import (
     REQUEST_PRECISIONS,
@@ -33,9 +33,6 @@ from advisor.perf.precision import (
     key_peak,
 )
 from advisor.units import GB, GIB
-
-if TYPE_CHECKING:
-    from advisor.engine.rank import Valuation  # rank.py imports this module
 
 GIB_PER_GB = GB / GIB  # instance RAM is stated in GiB, requirements in GB
 

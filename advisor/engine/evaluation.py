@@ -34,17 +34,19 @@ from advisor.engine.checks import (
 )
 from advisor.engine.constraints import Violation, applicable
 from advisor.engine.explain import explain_chosen, explain_none
+from advisor.engine.objective import (
+    OBJECTIVE_WORDS,
+    Valuation,
+    objective_value,
+    ranked_figure,
+)
 from advisor.engine.placement import Placement, place
 from advisor.engine.rank import (
-    OBJECTIVE_WORDS,
     Bound,
     Hit,
-    Valuation,
     edge_hit,
-    objective_value,
     penalty,
     rank,
-    ranked_figure,
     reasons,
     sized_figures,
     valuation,
