@@ -120,53 +120,74 @@ def network_checks(
 
 def pairwise_checks(world: Sequence[RankResult], hosts: dict[int, str]) -> list[Check]:
     """Each node pair against the median pair; a node in every slow pair is the slow node."""
+    pairs = _node_pairs(world)
+    if not pairs:
+        return []
+    values = {k: m.value for k, m in pairs.items() if m.value is not None}
+    median = statistics.median(values.values()) if values else None
+    slow = [k for k, v in values.items() if median and v / median < OUTLIER_FAIL_AT]
+    slow += [k for k, m in pairs.items() if m.value is None]
+    checks = [
+        _pair_check(pair, m, hosts, median, pair in slow) for pair, m in sorted(pairs.items())
+    ]
+    return checks + _slow_node(slow, hosts)
+
+
+def _node_pairs(world: Sequence[RankResult]) -> dict[tuple[int, int], Measurement]:
+    """Each node pair's all-reduce measurement, the lowest rank's where several carry one."""
     pairs: dict[tuple[int, int], Measurement] = {}
     for r in sorted(world, key=lambda r: r.rank):
         for m in r.pairwise:
             nodes = m.params.get("nodes")
             if isinstance(nodes, list) and len(nodes) == 2:
                 pairs.setdefault((int(nodes[0]), int(nodes[1])), m)
-    values = {k: m.value for k, m in pairs.items() if m.value is not None}
-    if not pairs:
-        return []
-    median = statistics.median(values.values()) if values else None
-    slow = [k for k, v in values.items() if median and v / median < OUTLIER_FAIL_AT]
-    slow += [k for k, m in pairs.items() if m.value is None]
-    checks = []
-    for (a, b), m in sorted(pairs.items()):
-        where = f"nodes {a} ({hosts.get(a, '?')}) and {b} ({hosts.get(b, '?')})"
-        if m.value is None:
-            status: Status = "error"
-            detail = f"{where}: {m.error}"
-        else:
-            ratio = m.value / median if median else 1.0
-            status = "fail" if (a, b) in slow else "pass"
-            detail = f"{where}: {m.value:,.1f} GB/s busbw = {ratio:.0%} of the median pair"
-        checks.append(
-            Check(
-                name="pairwise_all_reduce",
-                status=status,
-                measured=m.value,
-                expected=median,
-                unit="GB/s",
-                detail=detail,
-                scope="cluster",
-            )
-        )
+    return pairs
+
+
+def _pair_check(
+    pair: tuple[int, int],
+    m: Measurement,
+    hosts: dict[int, str],
+    median: float | None,
+    slow: bool,
+) -> Check:
+    a, b = pair
+    where = f"nodes {a} ({hosts.get(a, '?')}) and {b} ({hosts.get(b, '?')})"
+    if m.value is None:
+        status: Status = "error"
+        detail = f"{where}: {m.error}"
+    else:
+        ratio = m.value / median if median else 1.0
+        status = "fail" if slow else "pass"
+        detail = f"{where}: {m.value:,.1f} GB/s busbw = {ratio:.0%} of the median pair"
+    return Check(
+        name="pairwise_all_reduce",
+        status=status,
+        measured=m.value,
+        expected=median,
+        unit="GB/s",
+        detail=detail,
+        scope="cluster",
+    )
+
+
+def _slow_node(slow: list[tuple[int, int]], hosts: dict[int, str]) -> list[Check]:
+    """A node in every slow pair (of three nodes or more): the slow node, to drain."""
     counts = Counter(n for pair in slow for n in pair)
-    if counts and len(hosts) > 2:
-        worst, times = counts.most_common(1)[0]
-        in_pairs = len(hosts) - 1
-        if times == in_pairs:
-            checks.append(
-                Check(
-                    name="slow_node",
-                    status="fail",
-                    scope="cluster",
-                    host=hosts.get(worst),
-                    action="drain",
-                    detail=f"node {worst} ({hosts.get(worst, '?')}) is in every slow pair "
-                    f"({times} of {in_pairs}): the slow node",
-                )
-            )
-    return checks
+    if not counts or len(hosts) <= 2:
+        return []
+    worst, times = counts.most_common(1)[0]
+    in_pairs = len(hosts) - 1
+    if times != in_pairs:
+        return []
+    return [
+        Check(
+            name="slow_node",
+            status="fail",
+            scope="cluster",
+            host=hosts.get(worst),
+            action="drain",
+            detail=f"node {worst} ({hosts.get(worst, '?')}) is in every slow pair "
+            f"({times} of {in_pairs}): the slow node",
+        )
+    ]
