@@ -1,4 +1,4 @@
-"""Issue 28's findings replayed against a live `advisor serve` (SQLite, default limits but a
+"""Service abuse findings replayed against a live `advisor serve` (SQLite, default limits but a
 4 MiB body limit), and, with ADVISOR_TEST_POSTGRES_URL set, a PostgreSQL outage (a TCP proxy that
 stops answering, tests/tcp_proxy.py) under eight concurrent report posts. Prints one line each.
 

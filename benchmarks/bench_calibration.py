@@ -1,5 +1,5 @@
-"""Every published inference row (tests/data/published.yaml and published-2.yaml, copies of
-../shared/calibration/) predicted by advisor/perf/inference.py.
+"""Every published inference row (tests/data/published.yaml and published-2.yaml; sources in
+docs/reference-figures.md) predicted by advisor/perf/inference.py.
 
 Prints predicted vs published with the ratio, then the median error and the worst row.
 Offline max-throughput rows: throughput at the highest-throughput concurrency that fits.

@@ -1,5 +1,5 @@
-"""What the catalog cache saves a command (issue 11: "cache the validated catalog keyed by the
-files' hashes").
+"""What the catalog cache saves a command (the validated catalog cached, keyed by
+the files' hashes).
 
 Times `advisor recommend --workload fine_tuning --memory-gb 80 --json` (interpreter start
 included) with a warm cache and with ADVISOR_NO_CACHE=1, alternating in one run so that both

@@ -1,4 +1,4 @@
-"""What storing one probe report costs the service as the fleet grows (issue 13, bounded work).
+"""What storing one probe report costs the service as the fleet grows (bounded work).
 
 For each fleet size, a fresh SQLite store (WAL, synchronous=FULL, as served) is filled with that
 many reports of one accelerator; then, in one process and one run:

@@ -16,7 +16,7 @@ asyncio+httpx generator in this process is used instead (it costs far more CPU p
 its numbers understate the server). The output says which one ran.
 
 Targets: recommendations with every body distinct (the engine runs each time) at >= 50% of
-/healthz throughput (issue 13; issue 28 item 6 asks >= 40%, both judged) with p99 <= 50 ms and
+/healthz throughput (and >= 40%, the later target, both judged) with p99 <= 50 ms and
 RSS <= 150 MB; the cached mix is measured beside them.
 
 Run:  .venv/bin/python benchmarks/bench_service.py [--record] [--duration 10] [--loadgen auto] [--pin]
@@ -76,8 +76,8 @@ RECOMMEND_BODIES = tuple(
 TARGET_READY_S = 2.0
 TARGET_RSS_MB = 150.0
 TARGET_P99_MS = 50.0
-TARGET_RATIO = 0.5  # issue 13
-TARGET_RATIO_28 = 0.4  # issue 28 item 6, once rejections are summarised by default
+TARGET_RATIO = 0.5  # the first target
+TARGET_RATIO_28 = 0.4  # the later target, once rejections are summarised by default
 
 
 @dataclass(frozen=True)
@@ -87,14 +87,14 @@ class Endpoint:
     path: str
     bodies: tuple[bytes, ...] = ()  # rotated, one per request
     auth: bool = False
-    # A fresh Idempotency-Key per request: the service stores a report posted again only once
-    # (issue 13), and each request here is meant to be a new report.
+    # A fresh Idempotency-Key per request: the service stores a report posted again only once,
+    # and each request here is meant to be a new report.
     fresh_key: bool = False
 
 
 # 4,000 different questions in turn, the same kinds as the mix above with different figures:
 # more than the service's 512-entry response cache holds, so every request runs the engine. The
-# targets are measured on these (issue 13); the cached mix is the row beside them.
+# targets are measured on these; the cached mix is the row beside them.
 def _distinct_bodies(count: int) -> tuple[bytes, ...]:
     kinds = [json.loads(body) for body in RECOMMEND_BODIES]
     varied = {"edge_inference": "power_budget_w", "batch_processing": "max_hourly_usd"}

@@ -1,4 +1,4 @@
-"""Seconds from `advisor serve --port 0` spawned to its first /healthz 200 (issue 28: ready in
+"""Seconds from `advisor serve --port 0` spawned to its first /healthz 200 (target: ready in
 at most 1 s warm, 2 s cold), cold (an empty catalog cache) and warm (the cache that start
 wrote), three of each; medians. The listening line is read first: it comes once start-up is
 complete.

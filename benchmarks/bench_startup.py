@@ -1,6 +1,6 @@
 """Start-up time of the command line, side by side with a bare import of its libraries.
 
-Issue 27's target: `advisor recommend --workload high_throughput_inference --memory-gb 20 --json`
+The target: `advisor recommend --workload high_throughput_inference --memory-gb 20 --json`
 within 0.5 s wall and within 2x a bare `import pydantic, typer, rich, yaml` (the floor any
 typer + pydantic CLI pays), `advisor --help` likewise. The commands are run interleaved (one of
 each per round, the order rotated each round) so that a slow stretch of this shared machine

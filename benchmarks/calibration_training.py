@@ -38,7 +38,7 @@ from advisor.perf.training import (
     training_peaks,
 )
 from advisor.perf.work import Work
-from advisor.planning.work_plan import WorkPlan
+from advisor.planning.plans import plan_for
 from benchmarks.calibration_rows import Comparison, rows, summary_lines
 
 MODELS = {
@@ -130,7 +130,7 @@ def _global_batch(row: dict[str, Any]) -> int:
 
 
 def gpu_hours(row: dict[str, Any], cat: Catalog) -> TrainingComparison:
-    """The advisor's own plan for the whole run (planning/work_plan.py, as `estimate` makes it)
+    """The advisor's own plan for the whole run (planning/plans.py, as `estimate` makes it)
     on nodes of 8 of the row's GPU over the row's network: layout by memory, recomputation as
     needed, at the row's GPU count (when stated, else the plan's own), goodput included. The
     planner's ZeRO stage (1 or 3): the cards do not state one. Llama 2 34B (never released)
@@ -152,7 +152,7 @@ def gpu_hours(row: dict[str, Any], cat: Catalog) -> TrainingComparison:
         global_batch_tokens=batch,
         max_gpus=gpus,
     )
-    plan = WorkPlan(cat, work, cat.workloads["large_scale_training"])
+    plan = plan_for(cat, work, cat.workloads["large_scale_training"])
     fit = plan.fit(acc, 8, acc.interconnect_gb_s, NETWORK_GBPS[acc.id])
     assert fit.gpu_hours is not None, fit.unfit
     return TrainingComparison(row["id"], "gpu_hours", fit.gpu_hours, row["gpu_hours"])

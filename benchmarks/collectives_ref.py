@@ -1,4 +1,4 @@
-"""Plain references for the node probe's collectives and peer copies (issue 29's fidelity run).
+"""Plain references for the node probe's collectives and peer copies (the node fidelity run).
 
     torchrun --standalone --nproc-per-node N benchmarks/collectives_ref.py OUT.json [SIZES...]
 

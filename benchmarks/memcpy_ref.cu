@@ -1,4 +1,4 @@
-// Plain CUDA C reference for the probe's transfer figures (REFERENCE.md §5 method):
+// Plain CUDA C reference for the probe's transfer figures (docs/reference-figures.md section 4 method):
 // cudaMemcpyAsync timed with events, warm-up first, median of N samples.
 // Build: nvcc -O2 -o memcpy_ref benchmarks/memcpy_ref.cu ; run: ./memcpy_ref [MiB] [samples]
 // Prints one line per figure: name GB/s (1e9 bytes/s; d2d counts read + write).

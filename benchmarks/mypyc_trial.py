@@ -1,4 +1,4 @@
-"""How much compiling the engine with mypyc would buy (issue 13, item 7): the committed tree
+"""How much compiling the engine with mypyc would buy: the committed tree
 against the same tree with the engine's hot modules compiled, measured interleaved by
 compare_trees.py. Usage:
     python benchmarks/mypyc_trial.py [--rounds 5] [--record NAME]

@@ -1,4 +1,4 @@
-"""The node probe's collectives and peer copies beside plain references (issue 29, item 2).
+"""The node probe's collectives and peer copies beside plain references.
 
     python3 benchmarks/node_fidelity.py OUTDIR
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 29 on the `nvidia-h200-x2` machine (two H200s joined by NVLink), from the repository root:
+# The node probe on the `nvidia-h200-x2` machine (two H200s joined by NVLink), from the repository root:
 #   bash benchmarks/node_probe_2gpu.sh OUTDIR
 # 1. the node report of both GPUs (P2P matrix, NVML topology, collectives, health);
 # 2. fidelity of the collectives and peer copies against plain loops (benchmarks/node_fidelity.py);

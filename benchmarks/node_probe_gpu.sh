@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The node probe on the one-H200 machine (issue 22): the node report of one GPU (per-GPU checks,
+# The node probe on the one-H200 machine: the node report of one GPU (per-GPU checks,
 # NVML topology and health from a real driver, NCCL initialised and a one-rank collective, in the
 # probe's own process and under torchrun), --expect of an 8-GPU type failing on the count, a
 # competing process named, --burn 60s, and the quick tier's wall time beside the single-GPU probe's

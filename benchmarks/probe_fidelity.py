@@ -1,4 +1,4 @@
-"""Probe fidelity and speed on a GPU machine (issue 3), in one run, beside independent references.
+"""Probe fidelity and speed on a GPU machine, in one run, beside independent references.
 
     python3 benchmarks/probe_fidelity.py OUTDIR
 

@@ -1,4 +1,4 @@
-"""Where a live `advisor serve` spends its time on distinct recommendation bodies (issue 28 item 6).
+"""Where a live `advisor serve` spends its time on distinct recommendation bodies.
 
 Starts `python -m cProfile -m advisor serve` on a fresh SQLite store, loads it with wrk and the
 service benchmark's distinct bodies (benchmarks/bench_service.py DISTINCT_LABEL: every request

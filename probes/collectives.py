@@ -1,9 +1,10 @@
 """Collective bus bandwidth through torch.distributed (NCCL on GPUs, gloo on CPUs).
 
-nccl-tests conventions (REFERENCE.md section 4): the message size is the whole buffer (all-gather's
-output, reduce-scatter's input); algbw = size / time; busbw = algbw x 2(n-1)/n for all-reduce and
-x (n-1)/n for all-gather and reduce-scatter. Every rank of the group calls the same operations in
-the same order; the time of a sample is the slowest rank's, agreed through the coordination group.
+nccl-tests conventions (docs/reference-figures.md section 3): the message size is the whole buffer
+(all-gather's output, reduce-scatter's input); algbw = size / time; busbw = algbw x 2(n-1)/n for
+all-reduce and x (n-1)/n for all-gather and reduce-scatter. Every rank of the group calls the same
+operations in the same order; the time of a sample is the slowest rank's, agreed through the
+coordination group.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 Buffers are freed when a measurement returns; the runner then empties the allocator cache.
 
 Conventions: TFLOP/s = 2·n³ per matmul / seconds / 1e12; GB/s = 1e9 bytes per second; a D2D copy
-counts bytes read plus bytes written (2 x the buffer), as nvbandwidth and REFERENCE.md do.
+counts bytes read plus bytes written (2 x the buffer), as nvbandwidth does
+(docs/reference-figures.md).
 """
 
 from __future__ import annotations

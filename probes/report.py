@@ -20,9 +20,9 @@ Action = Literal["monitor", "reset", "drain", "replace"]
 Scope = Literal["gpu", "node", "peer", "collective", "health", "cluster"]
 
 
-# Bounds a report must keep (issue 28: 200 KB host names, 10,000 checks, negative bandwidths
-# and durations were stored). Far above what any real probe writes: a check's detail is a
-# sentence or two, a node of 8 GPUs has about 300 checks, a burn runs for hours.
+# Bounds a report must keep (without them, 200 KB host names, 10,000 checks, negative
+# bandwidths and durations would be stored). Far above what any real probe writes: a check's
+# detail is a sentence or two, a node of 8 GPUs has about 300 checks, a burn runs for hours.
 MAX_TEXT_CHARS = 4096  # any string of a report
 MAX_HOSTNAME_CHARS = 253  # a DNS name's longest
 MAX_CHECKS = 4096

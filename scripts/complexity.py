@@ -19,8 +19,6 @@ LIMIT = 20  # the top of grade C
 
 # path -> function names (Class.method for methods) allowed above C for now
 EXEMPT: dict[str, set[str]] = {
-    "advisor/planning/work_plan.py": {"WorkPlan.__init__", "WorkPlan._training_as_asked"},
-    "advisor/planning/training_plan.py": {"training_layouts"},
     "advisor/fleet/job_diagnosis.py": {"diagnose"},
     "probes/job.py": {"read_torch_stats"},
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up .venv (pinned test set-up, torch 2.13.0 CPU from local disk) and runs the whole suite:
-# ruff, mypy, complexity (radon), hadolint, pytest. Extra arguments go to pytest. Each step says when it starts, that
-# it is still running (every 15 s), and how long it took.
+# ruff, mypy, complexity (radon), hadolint, pytest. Extra arguments go to pytest. Each step says
+# when it starts, that it is still running (every 15 s), and how long it took.
 #
 # Leaves running: the test PostgreSQL (scripts/start-postgres.sh: port ${ADVISOR_TEST_PG_PORT:-
 # 54329}, data ${ADVISOR_TEST_PG_DATA:-/tmp/advisor-test-pg}), reused by the next run; stop it

@@ -52,7 +52,7 @@ class NVMLError(Exception):
 
 
 def h200(**overrides: Any) -> dict[str, Any]:
-    """A healthy H200 as our test machine reports it (REFERENCE.md section 1)."""
+    """A healthy H200 as our test machine reports it (docs/reference-figures.md section 1)."""
     gpu: dict[str, Any] = {
         "name": "NVIDIA H200",
         "uuid": "GPU-00000000-fake-h200",

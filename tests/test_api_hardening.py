@@ -1,4 +1,4 @@
-"""Issue 13 findings against the app in-process: bounded metrics labels, the calibration and the
+"""Hardening of the app, in-process: bounded metrics labels, the calibration and the
 review off the read path, strict JSON in and out, time filters as RFC 3339 instants, extreme but
 valid inputs, and a fleet calibration that bad reports cannot poison."""
 

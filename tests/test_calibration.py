@@ -1,5 +1,5 @@
 """Every published inference row predicted within x1.5 (tests/data/published.yaml and
-published-2.yaml, copied from ../shared/calibration/). Rows outside the bound are xfail with the
+published-2.yaml; sources in docs/reference-figures.md). Rows outside the bound are xfail with the
 reason; rows the model cannot be asked are skipped, each with its reason."""
 
 from __future__ import annotations

@@ -88,7 +88,7 @@ def test_no_recommendation_exits_1_and_explains() -> None:
     ("args", "needle"),
     [
         (["recommend", "--workload", "edge_inferenc"], "did you mean 'edge_inference'"),
-        # the CLI names the field by its flag (issue 27: errors in the words of the interface)
+        # the CLI names the field by its flag (errors in the words of the interface)
         (["recommend", "--workload", "fine_tuning", "--memory-gb", "-5"], "--memory-gb:"),
         (
             ["recommend", "--workload", "fine_tuning", "--region", "mars-1"],

@@ -1,4 +1,4 @@
-"""Issue 27: validation the README promises (tensor-parallel degrees, flags that do nothing,
+"""Validation the documentation promises (tensor-parallel degrees, flags that do nothing,
 NaN, "did you mean" within a family) and the conventions people expect (--version, short
 flags, JSON errors, imports that write where they are told)."""
 

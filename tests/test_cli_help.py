@@ -1,4 +1,4 @@
-"""Issue 27: help that is true. Messages are text, not Rich markup (a `[probe]` stays); every
+"""Help that is true. Messages are text, not Rich markup (a `[probe]` stays); every
 choice flag names the same valid values in --help and in its error; --help in groups, with no
 option name cut at 60 or 80 columns."""
 

@@ -1,4 +1,4 @@
-"""Issue 27: the figure a table sorts by is the figure it shows, counts say what they count, and
+"""The figure a table sorts by is the figure it shows, counts say what they count, and
 no width cuts an id, a region or the sort column (60, 80 and 120 columns, and a pipe)."""
 
 from __future__ import annotations

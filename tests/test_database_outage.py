@@ -1,4 +1,4 @@
-"""Issue 28, item 4: fail fast and say why when the database fails. With PostgreSQL down, writes
+"""Fail fast and say why when the database fails. Without that, with PostgreSQL down, writes
 waited 16 s at the median and /readyz and reads 5 s each (the pool's wait, and every report post
 holding the calibration lock across its write), and /readyz said "all 8 connections stayed
 busy"; on a full disk /readyz said ready while writes failed."""

@@ -203,8 +203,8 @@ class RendezvousStore(SlowStore):
 
 
 def test_report_posts_do_not_wait_for_each_others_writes(tmp_path: Path) -> None:
-    """Issue 28: each post held the calibration lock across its write, so with the database
-    slow or down posts went in single file (16 s at the median with PostgreSQL down)."""
+    """A post does not hold the calibration lock across its write: with the database slow or
+    down, posts would go in single file (16 s at the median with PostgreSQL down)."""
     meeting = RendezvousStore(open_store(f"sqlite:///{tmp_path}/h.db"), writers=4)
     app = create_app(settings(tmp_path), store=meeting)
     keys = itertools.count()

@@ -1,4 +1,4 @@
-"""Issue 28, item 3: the fleet's calibration counts one vote per host (the host's median), needs
+"""The fleet's calibration counts one vote per host (the host's median), needs
 several hosts, and leaves out hosts far from the fleet's median (MAD); /v1/fleet/summary says
 which hosts were left out and why. Before, every report was a vote: one host posting many
 reports at x1.49 (inside the 0.05-1.5 plausible band) set every estimate's efficiency."""

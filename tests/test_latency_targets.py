@@ -179,7 +179,7 @@ def test_tensor_parallel_reads_the_instance_types_link(tmp_path: Path) -> None:
     # decode token plus the 1000-token prompt packed over 1000 output tokens (the defaults), so
     # 2 tokens x 8192 hidden x 2 bytes, ring factor 2(n-1)/n, at 25 GB/s over PCIe with 42 us
     # per call (nccl-tests on 8 PCIe GPUs) vs NCCL's 370 GB/s bus bandwidth on NVSwitch's 900/2
-    # one way (nccl-tests issue 212) with 8 us.
+    # one way (NVIDIA/nccl-tests#212) with 8 us.
     ring_bytes = 2 * 7 / 8 * 2 * 8192 * 2
     pcie_s = 160 * (ring_bytes / 25e9 + 42e-6)
     nvswitch_s = 160 * (ring_bytes / 370e9 + 8e-6)

@@ -355,7 +355,7 @@ def test_no_nvml_is_exit_3_with_a_diagnosis() -> None:
     assert line.startswith("error: cannot monitor: nvml_"), line
     assert len(line.splitlines()) == 1 and "Traceback" not in p.stderr
     assert p.stdout == ""
-    # with --json the same error is one JSON object (issue 27: errors as JSON with --json)
+    # with --json the same error is one JSON object
     p = run("monitor", "--duration", "1s", "--json")
     assert p.returncode == 3 and p.stdout == ""
     body = json.loads(p.stderr)

@@ -1,4 +1,4 @@
-"""Issue 11 hardware: new accelerators against their datasheets, the instance-or-reason load check,
+"""Newer hardware: accelerators against their datasheets, the instance-or-reason load check,
 Trainium recommended, the probe refusing what it cannot measure, edge cost per year, host memory,
 node facts."""
 

@@ -21,7 +21,7 @@ from advisor.api.settings import Settings
 from advisor.catalog.models import Price
 from advisor.perf.spot import SpotPlan, too_risky
 from advisor.planning.estimate import Estimate, estimate
-from advisor.request import EstimateRequest
+from advisor.request import EstimateRequest, parse_request
 from tests.test_cli import run
 
 
@@ -79,8 +79,8 @@ def test_one_output_token_is_a_ttft_question(shipped: Catalog) -> None:
     )
     e = estimate(shipped, EstimateRequest.model_validate(body))
     assert e.fits and e.ttft_ms is not None and e.ttft_ms < 450
-    with pytest.raises(InputError) as refused:
-        estimate(shipped, EstimateRequest.model_validate({**body, "max_itl_ms": 20}))
+    with pytest.raises(InputError) as refused:  # a rule of the request model: before any plan
+        parse_request(EstimateRequest, {**body, "max_itl_ms": 20})
     assert refused.value.field == "max_itl_ms"
 
 
@@ -88,7 +88,7 @@ def test_a_bare_h100_stands_on_the_dgx_h100(shipped: Catalog) -> None:
     """Llama 3.1 70B on 15T tokens over 4,096 bare H100s: the DGX H100's 3,200 Gbit/s between
     nodes (catalog/systems.yaml), as p5.48xlarge has, not a guessed floor. Meta's model card
     states 7.0M H100 GPU-hours for the model (llama-models MODEL_CARD.md, in
-    ../shared/calibration/published.yaml row llama31-70b-train)."""
+    tests/data/published.yaml row llama31-70b-train)."""
     body = dict(
         workload="large_scale_training", model="llama-3.1-70b", tokens=15e12, gpu_count=4096
     )
@@ -385,14 +385,14 @@ def test_request_rate_and_concurrency_are_one_question() -> None:
         "--accelerator", "h100-sxm", "--request-rate", "10", "--concurrency", "4",
     )  # fmt: skip
     assert p.returncode == 2
-    # the CLI names the field by its flag (issue 27)
+    # the CLI names the field by its flag
     assert "--request-rate" in p.stderr and "the load is a rate or a concurrency" in p.stderr
 
 
 def test_a_fine_tune_no_node_holds_names_multi_node_fsdp(shipped: Catalog) -> None:
     """Llama 3.1 405B full fine-tune: 16 bytes x 405e9 = 6.5 TB of states, beyond any one node
     (fine_tuning runs on one); across nodes (the scale-out profile, ZeRO-3 over every GPU) it
-    fits, and the alternatives say where (issue 24: multi-node FSDP was never offered)."""
+    fits, and the alternatives say where (multi-node FSDP is offered)."""
     w = Workload(workload="fine_tuning", model="llama-3.1-405b", tokens=1e9)
     result = recommend(shipped, w)
     assert not result.recommendations
@@ -409,7 +409,7 @@ def test_a_bare_accelerator_without_a_vendor_system_takes_its_largest_instance(
 ) -> None:
     """Trainium has no DGX-like system in catalog/systems.yaml: a bare trainium1 is estimated on
     the catalog's largest trn1 instance type, trn1n.32xlarge (16 chips, 1,600 Gbit/s EFA), and the
-    notes say so (issue 24: TPU and Trainium had no reference system)."""
+    notes say so (TPU and Trainium have a reference system)."""
     it = shipped.instance_types["trn1n.32xlarge"]
     e = estimate(
         shipped,

@@ -1,6 +1,6 @@
-"""Issue 28, item 3: the server checks what it stores. A report whose checks all fail but whose
-verdict said pass was stored and counted as passing; 200 KB host names, 10,000 checks, negative
-bandwidths and durations and far-future times were stored."""
+"""The server checks what it stores: a report whose checks all fail but whose verdict says pass
+is not counted as passing; 200 KB host names, 10,000 checks, negative bandwidths and durations
+and far-future times are refused."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 27: the test command shows progress while it works and says what it leaves running."""
+"""The test command shows progress while it works and says what it leaves running."""
 
 from __future__ import annotations
 

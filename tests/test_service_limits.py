@@ -1,4 +1,4 @@
-"""`advisor serve` under abuse (issue 13): connections that never finish a request, too many
+"""`advisor serve` under abuse: connections that never finish a request, too many
 connections, malformed HTTP, and one huge invalid body must neither hold resources for ever nor
 stall other clients; every error the HTTP layer itself sends is application/problem+json."""
 
@@ -73,8 +73,8 @@ def test_a_connection_that_sends_nothing_is_closed_after_the_idle_timeout(
     with connect(server) as sock:
         data, waited = read_all(sock)
     assert data == b""
-    # ADVISOR_IDLE_TIMEOUT_S, not the request's 1.5 s (issue 28: 1,200 such sockets held the
-    # cap for the whole request timeout)
+    # ADVISOR_IDLE_TIMEOUT_S, not the request's 1.5 s (else 1,200 such sockets would hold
+    # the cap for the whole request timeout)
     assert IDLE_TIMEOUT_S - 0.1 < waited < REQUEST_TIMEOUT_S - 0.5, waited
 
 
@@ -164,8 +164,8 @@ def test_the_reserve_beyond_the_cap_answers_health_alone_then_503(server: LiveSe
 def test_silent_connections_beyond_the_cap_make_room_for_health_checks(
     server: LiveServer,
 ) -> None:
-    # twice the cap and its reserve of sockets that send nothing (issue 28: 1,200 of them made
-    # every client, /healthz included, a 503 for 29 s)
+    # twice the cap and its reserve of sockets that send nothing (unanswered, 1,200 of them would
+    # make every client, /healthz included, a 503 for 29 s)
     silent = [connect(server) for _ in range(2 * (MAX_CONNECTIONS + RESERVED))]
     try:
         time.sleep(0.2)
@@ -280,7 +280,7 @@ def test_a_body_of_90000_unknown_keys_is_fast_small_and_stalls_nobody(
         assert r.headers["content-type"] == "application/problem+json"
         assert len(r.content) < 16 * 1024, len(r.content)
         problem = r.json()
-        # refused by its shape before any validation (issue 28): one problem naming the limit
+        # refused by its shape before any validation: one problem naming the limit
         assert [e["field"] for e in problem["errors"]] == ["(entry)"], problem
         assert "an object of 90000 keys: at most 1000" in problem["detail"], problem["detail"]
     # nobody stalled: /healthz answered throughout (benchmarks/attack_service.py times both)

@@ -1,6 +1,6 @@
-"""Issue 28, item 5: start-up. "listening on" was printed before start-up completed (a client
-that connected on it was refused), and the service parsed and validated the YAML catalog on
-every start instead of using the validated catalog the CLI caches."""
+"""Start-up: "listening on" is printed once start-up is complete (a client that connects on it
+is served), and the service uses the validated catalog the CLI caches instead of parsing and
+validating the YAML catalog on every start."""
 
 from __future__ import annotations
 

@@ -249,7 +249,7 @@ def test_estimate_cli_json_and_exit_codes() -> None:
     )
     assert ok.returncode == 0, ok.stderr
     body = json.loads(ok.stdout)
-    # the contract: these keys, in this order (issue 10 added the last four, training only)
+    # the contract: these keys, in this order (the last four for training only)
     assert list(body) == [*TRAINING_KEYS, "gpu_hours", "mfu", "hfu", "layout"]
     assert list(body["hardware"]) == [
         "instance_type",
@@ -307,7 +307,7 @@ def test_estimate_cli_json_and_exit_codes() -> None:
         "--accelerator",
         "h100-sxm",
     )
-    # the CLI names the field by its flag (issue 27)
+    # the CLI names the field by its flag
     assert bad.returncode == 2 and "--zero-stage" in bad.stderr and "Traceback" not in bad.stderr
 
 

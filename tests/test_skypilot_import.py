@@ -62,7 +62,7 @@ def _price(entry: dict[str, Any], region: str, purchase: str) -> float:
 def test_aws_spot_is_the_zone_median_not_the_minimum() -> None:
     entries, _ = _import("aws", AWS_CSV, _shipped("aws", "p4d.24xlarge"))
     p4d = next(e for e in entries if e["id"] == "p4d.24xlarge")
-    # us-east-1 zones az1 2.4655 (the single-zone outlier of issue 11), az2 8.1915, az4 8.1203,
+    # us-east-1 zones az1 2.4655 (a single-zone outlier), az2 8.1915, az4 8.1203,
     # az6 7.8799: median = (7.8799 + 8.1203) / 2 = 8.0001; the minimum would be 2.4655.
     assert _price(p4d, "us-east-1", "spot") == pytest.approx(8.0001)
     # us-west-2: 7.9992, 8.2259, 9.7315 -> 8.2259

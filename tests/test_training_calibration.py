@@ -1,5 +1,5 @@
 """Every published training row predicted within x1.5 (tests/data/published.yaml and
-published-2.yaml `training`, copied from ../shared/calibration/) by the training time model:
+published-2.yaml `training`; docs/reference-figures.md) by the training time model:
 whole-run GPU-hours, steady-state MFU at scale, FP8 tokens/s per GPU (pretraining, SFT, LoRA),
 model TFLOP/s per GPU at long context. Rows outside the bound are strict xfail with the
 reason."""

@@ -17,7 +17,7 @@ from advisor import Catalog, InputError, Workload, recommend
 from advisor.perf.sizing import Shape
 from advisor.perf.training import Cluster, Job, Layout, run_time, step_time
 from advisor.planning.estimate import estimate
-from advisor.planning.work_plan import WorkPlan
+from advisor.planning.plans import Plan, plan_for
 from advisor.request import EstimateRequest
 from tests.test_cli import run as cli
 
@@ -29,9 +29,9 @@ def _job(shape: Shape, tokens: float = 1e11, recompute: bool = True) -> Job:
     return Job(shape, tokens, 4096, 1, recompute, 0.40)
 
 
-def _plan(shipped: Catalog, **fields: object) -> WorkPlan:
+def _plan(shipped: Catalog, **fields: object) -> Plan:
     w = Workload(workload="large_scale_training", **fields)  # type: ignore[arg-type]
-    return WorkPlan(shipped, w.work(), shipped.workloads["large_scale_training"])
+    return plan_for(shipped, w.work(), shipped.workloads["large_scale_training"])
 
 
 @settings(max_examples=40, deadline=None)
@@ -86,7 +86,7 @@ def test_compute_bound_step_by_hand() -> None:
     compute per step = (8 x 8.03e9 x 4,194,304 / 0.40 + 8 x 32 x 4,096 x 4,096 x 4,194,304 /
     0.65) / (8 x 989.5e12) = 88.6 s; the gradient reduce-scatter and parameter all-gather move
     2 x 8.03e9 x 2 bytes x 7/8 over 370 GB/s (NCCL's bus bandwidth on the 450 one way of 900: nccl-tests
-    issue 212) = 0.076 s, plus the latency of ceil(16.06e9 / 25 MiB) = 613 bucket all-reduces, each
+    #212) = 0.076 s, plus the latency of ceil(16.06e9 / 25 MiB) = 613 bucket all-reduces, each
     NCCL's ring in one node: 8.4 us + 2 x 7 steps x 3.4 us = 56 us (its tree: 8.4 + 2 x 7 x 4.0 =
     64.4 us) = 0.034 s; half under each phase, far under the compute: only the 20% that never
     overlaps is exposed."""
@@ -130,7 +130,7 @@ def test_zero3_gathers_per_micro_batch() -> None:
 
 
 def test_slow_network_is_slower_at_512_gpus(shipped: Catalog) -> None:
-    """Issue 10: a3-highgpu-8g (GPUDirect-TCPX, 1,000 Gbit/s per node, about 100 per GPU) and
+    """a3-highgpu-8g (GPUDirect-TCPX, 1,000 Gbit/s per node, about 100 per GPU) and
     p5.48xlarge (3,200 per node) both hold 8 H100s; at 512 GPUs the slower network is slower:
     ZeRO-3 moves 3 x 2 micro-batches x 141 GB per step at 125 vs 400 GB/s."""
     times = {}
@@ -229,7 +229,7 @@ def test_deadline_needs_tokens_and_training(shipped: Catalog) -> None:
 def test_long_plans_are_flagged_and_every_training_option_states_its_wall_time(
     shipped: Catalog,
 ) -> None:
-    """Issue 10: 70B on 1T tokens on the default 8 GPUs took 1.9 years with no warning."""
+    """70B on 1T tokens on the default 8 GPUs (1.9 years) comes with a warning."""
     result = recommend(
         shipped, Workload(workload="large_scale_training", model="llama-3.1-70b", tokens=1e12)
     )

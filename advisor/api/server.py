@@ -7,7 +7,7 @@ connections that never finish a request stay open until the client leaves (20,00
 up the file descriptors); its own 400 and 503 bodies are text/plain. The subclass below adds the
 request deadline and the connection cap, and words those errors as Problems.
 
-Issue 28 found four more holes, closed here too:
+Four more holes are closed here too:
 - h11's size limit counts only a header block still incomplete: a 65,000-byte header (or 3,000
   headers) arriving in one read passed. The complete request line and headers are measured too.
 - 1,200 sockets that sent nothing filled the cap for 29 s, /healthz included. A connection that

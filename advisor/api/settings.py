@@ -80,9 +80,9 @@ class Settings(BaseSettings, CatalogSettings):
     # open connection holds a file descriptor and buffers).
     keep_alive_s: Annotated[int, Field(ge=1, le=3600)] = 5
     request_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 30.0
-    # A connection that has sent no byte this long after it opened is closed (quietly): 1,200
-    # such sockets once held the whole cap for request_timeout_s. A client on any network sends
-    # its request within milliseconds of connecting.
+    # A connection that has sent no byte this long after it opened is closed (quietly):
+    # otherwise 1,200 such sockets would hold the whole cap for request_timeout_s. A client on any
+    # network sends its request within milliseconds of connecting.
     idle_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
     max_connections: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
     # Accepted beyond max_connections for GET /healthz and /readyz alone (other paths on them

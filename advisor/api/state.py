@@ -40,8 +40,8 @@ class CatalogHolder:
     generation: int = 0  # bumped by every successful reload: keys the response cache
     reload_error: str | None = None  # why the last reload failed (on /readyz), None after success
     # The CLI's cache of validated catalogs (advisor.catalog.loading.catalog_cache_dir): a start
-    # or reload on unchanged files skips parsing and validating the YAML (issue 28: ready took
-    # 2.07 s against a 2 s target without it). None: always load.
+    # or reload on unchanged files skips parsing and validating the YAML (without it, ready took
+    # 2.07 s against a 2 s target). None: always load.
     cache_dir: Path | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -129,8 +129,8 @@ class FleetCalibration:
 
     def __init__(self, store: Store) -> None:
         self._store = store
-        # The in-memory figures' lock: never held across a database call (issue 28: each report
-        # post held it across its write, so with PostgreSQL down posts waited in single file).
+        # The in-memory figures' lock: never held across a database call: held across a
+        # report's write, posts would wait in single file while PostgreSQL is down.
         self._lock = threading.Lock()
         # Report posts share it; a whole read of the store takes it alone, so that no report is
         # counted twice or missed (stored but not yet counted while the rows are read).
@@ -241,7 +241,7 @@ def _calibrations(ratios: dict[str, RunningVote], which: Iterable[str]) -> dict[
 class ReviewCache:
     """Review pages per (store generation, catalog generation, region), built one at a time:
     concurrent callers wait for the build in progress and share its page (32 concurrent builds
-    once took 83 s and 2.4 GB). Pages older than `max_age_s` are rebuilt, for reports that other
+    would take 83 s and 2.4 GB). Pages older than `max_age_s` are rebuilt, for reports that other
     processes stored."""
 
     def __init__(self, max_age_s: float, size: int = 8) -> None:

@@ -5,8 +5,8 @@ them is JSON, and a stored NaN came back as null. Here they are a 422 that names
 
 The body is also validated against the route's model before FastAPI sees it, in a thread when
 it is large: a body that fails answers only its first problems (MAX_FIELD_PROBLEMS) with their
-total, so that a 1 MB body of 90,000 unknown keys costs the event loop nothing (it once held it
-for 13 s).
+total, so that a 1 MB body of 90,000 unknown keys costs the event loop nothing (validated there, it
+would hold the loop for 13 s).
 
 Before any of that, the body's shape is bounded (`_shape_problem`): at most MAX_JSON_DEPTH
 nested arrays and objects and MAX_OBJECT_KEYS keys in one object, each a 422 naming the limit.

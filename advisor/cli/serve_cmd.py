@@ -47,7 +47,7 @@ def serve(
 
 def _announcing(config: Any, line: str) -> Any:
     """uvicorn's server that prints `line` once start-up is complete: the lifespan has run and
-    the socket listens. Printed before (issue 28), a client that connected on it was refused.
+    the socket listens. Printed earlier, a client that connected on it would be refused.
     Always printed, whatever the log level: tests and benchmarks read the port from it.
     (uvicorn is imported here, not at the top: every other command would pay for it.)"""
     import uvicorn

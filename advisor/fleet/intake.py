@@ -2,8 +2,8 @@
 against the report's own checks, and the report's time against the server's clock. Pure: the
 time is an argument.
 
-A client's verdict was stored and counted as it came (issue 28: a report whose checks all fail
-but whose verdict says pass counted as passing). The server's verdict is the worse of the two:
+A client's verdict is not taken as it comes (a report whose checks all fail but whose verdict
+says pass would count as passing). The server's verdict is the worse of the two:
 the checks' worst status (advisor.fleet.verification.worst_verdict, what the probe itself
 computes) or the report's own verdict, which may rightly be worse than its checks (error when no
 GPU was reached or ranks did not finish, a cluster's failure on a node whose own checks pass).

@@ -35,10 +35,10 @@ from probes.worker import RankResult
 OUTLIER_WARN_AT, OUTLIER_FAIL_AT = 0.95, 0.90
 OUTLIER_UNITS = {"TFLOP/s", "GB/s"}  # higher is better; latencies and ratios are left out
 # One-direction NVLink copy against the link's one-direction rate: 392 of 450 GB/s measured
-# between two H200s (NV18; shared/REFERENCE.md section 1).
+# between two H200s (NV18; docs/reference-figures.md section 1).
 P2P_EFFICIENCY = 392 / 450
 # Across nodes, nccl-tests' maintainers see about 24 GB/s busbw per 200 Gbit/s NIC
-# (nccl-tests#212; shared/REFERENCE.md section 1): 0.96 of the NIC's rate.
+# (NVIDIA/nccl-tests#212; docs/reference-figures.md section 2): 0.96 of the NIC's rate.
 NETWORK_EFFICIENCY = 24 / 25
 _ORDER: tuple[Status, ...] = ("pass", "skip", "warn", "error", "fail")
 

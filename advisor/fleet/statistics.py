@@ -68,8 +68,8 @@ class IgnoredHost:
 class HostVote:
     """A check's fleet ratio with one vote per host: each host's median ratio, the median of
     those, leaving out hosts far from it (OUTLIER_Z). Many reports from one host, or a few hosts
-    reporting made-up figures inside the plausible band, no longer move it (issue 28: six reports
-    at 1.49 moved training estimates by 19%)."""
+    reporting made-up figures inside the plausible band, do not move it (counted
+    one vote per report, six reports at 1.49 moved training estimates by 19%)."""
 
     ratio: float | None  # None without a host
     hosts: int  # the hosts voting

@@ -46,7 +46,7 @@ Calibration constants: 2 per accelerator generation (compute efficiency, bandwid
 in EFFICIENCY below, plus 4 shared ones (all-reduce latency over a GPU fabric and over PCIe,
 PCIe fallback bandwidth, a per-layer overhead per forward pass; the PCIe latency is a measured
 nccl-tests figure, not calibrated). The efficiencies were set from the published TensorRT-LLM
-rows in tests/data/published.yaml (a copy of ../shared/calibration/published.yaml) as one value per
+rows in tests/data/published.yaml (sources: docs/reference-figures.md section 5) as one value per
 generation by hand, never per row; benchmarks/bench_calibration.py prints every row's ratio.
 """
 
@@ -75,7 +75,7 @@ from advisor.units import GB, TERA
 # at max load implies ~47-49% of dense FP8 peak as model FLOPs; FP16 on A100 ~60-68%); memory
 # bandwidth efficiency 0.8 is the usual STREAM-like fraction of HBM/GDDR peak reached by large
 # reads (NVIDIA's own H100 decode guidance quotes ~80%; our H200 D2D measurement in
-# ../shared/REFERENCE.md section 1 reached 4,198/4,800 = 0.87). Other generations: estimated at
+# docs/reference-figures.md section 1 reached 4,198/4,800 = 0.87). Other generations: estimated at
 # the Hopper figures, uncalibrated.
 EFFICIENCY: dict[Generation, tuple[float, float]] = {
     Generation.hopper: (0.50, 0.80),
@@ -104,12 +104,14 @@ ALLREDUCE_LATENCY_S = 8e-6  # estimated: NCCL small-message all-reduce latency i
 # ESTIMATED for the L40S (same Ada generation and PCIe Gen4 x16, but not the same host).
 PCIE_ALLREDUCE_LATENCY_S = 42e-6
 # GPUs without a GPU-to-GPU fabric all-reduce over PCIe: Gen4 x16 ~ 25 GB/s per direction
-# (estimated from REFERENCE.md section 1: Gen5 x16 pinned copies at 55 GB/s, Gen4 is half).
+# (estimated from docs/reference-figures.md section 1: Gen5 x16 pinned copies at 55 GB/s, Gen4
+# is half).
 PCIE_ALLREDUCE_GB_S = 25.0
 # The bus bandwidth a large NCCL collective reaches over an NVLink/NVSwitch fabric, as a share of
 # one direction of the link: nccl-tests maintainers, 8 x H100 ring all-reduce about 370 GB/s of
-# the 450 (NVIDIA/nccl-tests issue 212; ../shared/REFERENCE.md section 1); our two H200s reached
-# 335 of 450 at 4 GiB (same section). The 8-GPU figure, the nodes the model plans on.
+# the 450 (github.com/NVIDIA/nccl-tests/issues/212; docs/reference-figures.md section 2); our
+# two H200s reached 335 of 450 at 4 GiB (section 1). The 8-GPU figure, the nodes the model plans
+# on.
 NVLINK_BUS_EFFICIENCY = 370 / 450
 
 

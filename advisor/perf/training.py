@@ -21,8 +21,8 @@ layout (memory) and GPU count (deadline) and reads the time of each from here.
   1/2 move 2Ψ (gradient reduce-scatter + parameter all-gather, or one all-reduce); ZeRO 3 / FSDP
   3Ψ (parameter all-gather in the forward and the backward, gradient reduce-scatter), Ψ the
   16-bit bytes of the parameters a rank holds. Ring time = bytes x (n-1)/n / busbw, the nccl-tests
-  convention (shared/REFERENCE.md section 4: all-gather/reduce-scatter busbw = algbw x (n-1)/n),
-  plus each collective's latency by NCCL's own model (alpha-beta: Ring.latency_s).
+  convention (docs/reference-figures.md section 3: all-gather/reduce-scatter busbw =
+  algbw x (n-1)/n), plus each collective's latency by NCCL's own model (alpha-beta: Ring.latency_s).
 - Tensor parallelism (Megatron-LM, Narayanan et al. 2021; Korthikanti et al. 2022 with sequence
   parallelism): per layer and token, 4 all-reduce-equivalents of the hidden state (2 forward, 2
   backward; 6 with full recomputation), inside one node, on the critical path (each layer's
