@@ -567,8 +567,9 @@ def offer_faults(offer: Offer, w: Workload, nodes: int, risky: bool, skip_flagge
     budget = w.max_hourly_usd
     return (
         (not region_matches(w.region, o_region))
-        | (not purchase_matches(w.purchase, o_purchase)) << 1
+        # purchase_matches and price_usable inline: this runs on every offering
+        | (w.purchase is not None and o_purchase is not w.purchase) << 1
         | (budget is not None and option_hourly_usd(hourly, nodes) > budget) << 2
         | (risky and o_purchase is Purchase.spot) << 3
-        | (not price_usable(price, not skip_flagged)) << 4
+        | (skip_flagged and price.flag is not None) << 4
     )

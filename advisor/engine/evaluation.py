@@ -12,7 +12,7 @@ from operator import attrgetter
 from advisor.catalog import Catalog
 from advisor.catalog.capability import mismatch_sentence, runs
 from advisor.catalog.models import FormFactor, Price, Purchase, WorkloadProfile
-from advisor.catalog.queries import check_region, price_usable
+from advisor.catalog.queries import check_region
 from advisor.did_you_mean import unknown
 from advisor.engine.alternatives import across_nodes, lower_precision, nearest_alternatives
 from advisor.engine.candidates import (
@@ -373,7 +373,8 @@ def _valued_offers(
     objective, perf, factor, affine, _ = valuation
     for _, o_purchase, hourly, price, sort_id in offers:
         on_spot = o_purchase is Purchase.spot
-        if (risky and on_spot) or not price_usable(price, not skip_flagged):
+        # price_usable inline: the per-offering hot loop
+        if (risky and on_spot) or (skip_flagged and price.flag is not None):
             continue
         cost = option_hourly_usd(hourly, placement.nodes)
         plan = spot_plan if on_spot else None
