@@ -29,7 +29,6 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from advisor.catalog import purchase
 from advisor.catalog.models import Objective, Purchase
 from advisor.errors import InputError, field_name
 from advisor.perf.work import Work
@@ -117,12 +116,6 @@ PurchaseOption = Annotated[
         }
     ),
 ]
-
-
-def purchase_matches(wanted: Purchase | None, offered: Purchase) -> bool:
-    """Whether an offering's purchase option satisfies the request's (None = any: on demand or
-    spot; reserved = either term): advisor/catalog/purchase.py matches, the one rule."""
-    return purchase.matches(wanted, offered)
 
 
 class _Request(BaseModel):

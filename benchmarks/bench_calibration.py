@@ -22,25 +22,20 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import statistics
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from advisor.catalog.loading import load_catalog
 from advisor.catalog.queries import Catalog
 from advisor.perf.inference import Deployment, InferenceModel, moe_of
 from advisor.perf.sizing import Shape
+from benchmarks import calibration_rows
+from benchmarks.calibration_rows import Comparison, rows, summary_lines
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "tests" / "data"
-DATA = DATA_DIR / "published.yaml"
-DATA_FILES: tuple[Path, ...] = (DATA, DATA_DIR / "published-2.yaml")
 # published-3.yaml's rows are summarised per file (--per-file) but not yet held to x1.5 by the
 # tests: many state per-user throughput or no tensor-parallel degree, which `compare` skips.
-ALL_FILES = (*DATA_FILES, DATA_DIR / "published-3.yaml")
+ALL_FILES = (*calibration_rows.DATA_FILES, calibration_rows.DATA_DIR / "published-3.yaml")
 MODELS = {
     "Llama-3.1-8B": "llama-3.1-8b",
     "Llama-3.1-70B": "llama-3.1-70b",
@@ -81,14 +76,6 @@ def _filled(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "input_tokens": inp, "output_tokens": out, "precision": SHAREGPT_PRECISION}
 
 
-def rows(kind: str) -> list[dict[str, Any]]:
-    """The `kind` rows ("inference" or "training") of both calibration files, in file order."""
-    out: list[dict[str, Any]] = []
-    for path in DATA_FILES:
-        out.extend(yaml.safe_load(path.read_text()).get(kind, []))
-    return out
-
-
 def model_id(label: str) -> str | None:
     """The catalog preset a row's model label names ("Llama-3.1-8B-Instruct" -> llama-3.1-8b)."""
     return next((v for k, v in MODELS.items() if label.startswith(k)), None)
@@ -106,18 +93,6 @@ def skip_reason(row: dict[str, Any]) -> str | None:
     if row.get("throughput_tokens_s") is None and row.get("ttft_ms") is None:
         return "no throughput or latency figure published"
     return None
-
-
-@dataclass(frozen=True)
-class Comparison:
-    row_id: str
-    metric: str
-    predicted: float
-    published: float
-
-    @property
-    def ratio(self) -> float:
-        return self.predicted / self.published
 
 
 def accelerator_id(label: str) -> str | None:
@@ -229,37 +204,20 @@ def report(cat: Catalog) -> str:
     return "\n".join(lines)
 
 
-def summary_lines(comps: list[Comparison], ratio_digits: int) -> list[str]:
-    """The one summary of a calibration table (inference and training rows): how many are
-    within x1.5, the median error, and the worst row."""
-    errors = [abs(c.ratio - 1) for c in comps]
-    worst = max(comps, key=lambda c: max(c.ratio, 1 / c.ratio))
-    return [
-        f"rows compared: {len(comps)}; within x1.5: "
-        f"{sum(1 for c in comps if 1 / 1.5 <= c.ratio <= 1.5)}",
-        f"median error: {statistics.median(errors):.1%}",
-        f"worst: {worst.row_id} {worst.metric} ratio {worst.ratio:.{ratio_digits}f}",
-    ]
-
-
 def per_file(cat: Catalog) -> str:
     """Each calibration file's own summary, inference and training rows apart: the check that no
     file's median error got worse (a change can help one file and hurt another)."""
-    import benchmarks.bench_calibration as module  # the training rows read this module's files
     from benchmarks.calibration_training import training_report
 
-    here = sys.modules[__name__]
-    files, lines = module.DATA_FILES, []
+    files, lines = calibration_rows.DATA_FILES, []
     try:
         for path in ALL_FILES:
-            setattr(here, "DATA_FILES", (path,))  # noqa: B010 - this module run as a script
-            module.DATA_FILES = (path,)
+            calibration_rows.DATA_FILES = (path,)  # the rows rows() reads
             for kind, text in (("inference", report(cat)), ("training", training_report(cat))):
                 summary = [ln for ln in text.splitlines() if ln.startswith(("rows", "median"))]
                 lines.append(f"{path.name} {kind}: " + "; ".join(summary))
     finally:
-        setattr(here, "DATA_FILES", files)  # noqa: B010
-        module.DATA_FILES = files
+        calibration_rows.DATA_FILES = files
     return "\n".join(lines)
 
 

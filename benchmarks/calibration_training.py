@@ -39,7 +39,7 @@ from advisor.perf.training import (
 )
 from advisor.perf.work import Work
 from advisor.planning.plans import plan_for
-from benchmarks.bench_calibration import Comparison, rows, summary_lines
+from benchmarks.calibration_rows import Comparison, rows, summary_lines
 
 MODELS = {
     "Llama 2 7B": "llama-2-7b",
@@ -78,7 +78,7 @@ STRONG_SCALING_LAYOUT = "TP8 PP6"
 ZERO_STAGE_AT_SCALE = 1
 
 
-# A training row's comparison has the inference rows' shape (bench_calibration.Comparison).
+# A training row's comparison has the inference rows' shape (calibration_rows.Comparison).
 TrainingComparison = Comparison
 
 
@@ -130,7 +130,7 @@ def _global_batch(row: dict[str, Any]) -> int:
 
 
 def gpu_hours(row: dict[str, Any], cat: Catalog) -> TrainingComparison:
-    """The advisor's own plan for the whole run (planning/work_plan.py, as `estimate` makes it)
+    """The advisor's own plan for the whole run (planning/plans.py, as `estimate` makes it)
     on nodes of 8 of the row's GPU over the row's network: layout by memory, recomputation as
     needed, at the row's GPU count (when stated, else the plan's own), goodput included. The
     planner's ZeRO stage (1 or 3): the cards do not state one. Llama 2 34B (never released)

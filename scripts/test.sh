@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up .venv (pinned test set-up, torch 2.13.0 CPU from local disk) and runs the whole suite:
-# ruff, mypy, hadolint, pytest. Extra arguments go to pytest. Each step says when it starts, that
-# it is still running (every 15 s), and how long it took.
+# ruff, mypy, complexity (radon), hadolint, pytest. Extra arguments go to pytest. Each step says
+# when it starts, that it is still running (every 15 s), and how long it took.
 #
 # Leaves running: the test PostgreSQL (scripts/start-postgres.sh: port ${ADVISOR_TEST_PG_PORT:-
 # 54329}, data ${ADVISOR_TEST_PG_DATA:-/tmp/advisor-test-pg}), reused by the next run; stop it
@@ -35,6 +35,8 @@ with_progress "pip install" install  # minutes on a fresh machine (torch), secon
 with_progress "ruff" .venv/bin/ruff check advisor probes tests benchmarks
 with_progress "ruff format" .venv/bin/ruff format --check advisor probes tests benchmarks
 with_progress "mypy" .venv/bin/mypy
+# no function above radon grade C in advisor/ and probes/ (the exempt ones: scripts/complexity.py)
+with_progress "complexity" .venv/bin/python scripts/complexity.py
 # PostgreSQL for the store tests (installed from apt when missing); SQLite needs nothing.
 if [ -z "${ADVISOR_TEST_POSTGRES_URL:-}" ]; then
   start_pg() { ADVISOR_TEST_POSTGRES_URL=$(bash scripts/start-postgres.sh); }

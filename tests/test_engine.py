@@ -291,7 +291,7 @@ def test_the_hot_loops_affine_objective_matches_objective_value(
 ) -> None:
     """The engine values on-demand offerings as a x cost + b (worked out once per option): the
     same numbers objective_value gives for every cost, with and without a sized fit."""
-    from advisor.engine.rank import objective_affine, objective_value
+    from advisor.engine.objective import objective_affine, objective_value
     from advisor.planning.fit import Fit
 
     fit = (

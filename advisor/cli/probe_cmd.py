@@ -420,6 +420,25 @@ def _leave(code: int, watchdog_tripped: bool) -> NoReturn:
 
 def render(report: ProbeReport) -> None:
     out = console()
+    out.print(_checks_table(report))
+    for line in _after_table(report):
+        out.print(line, highlight=False)
+    inv = report.inventory
+    versions = (
+        f"driver {inv.driver_version or '-'}, CUDA {inv.cuda_driver_version or '-'}, "
+        f"torch {inv.torch_version or '-'} (CUDA runtime {inv.cuda_runtime_version or '-'})"
+    )
+    out.print(versions, highlight=False, markup=False)
+    style = STATUS_STYLE[report.verdict]
+    against = report.expected_accelerator or report.accelerator
+    matched = f" against {against}" if against else ""
+    out.print(
+        f"verdict{esc(matched)}: [{style}]{report.verdict}[/] in {report.duration_s:.1f} s",
+        highlight=False,
+    )
+
+
+def _checks_table(report: ProbeReport) -> Table:
     inv, gpu = report.inventory, report.inventory.gpu
     title = f"advisor probe ({report.mode}) on {inv.hostname}"
     if gpu is not None:
@@ -441,32 +460,25 @@ def render(report: ProbeReport) -> None:
             Text(c.unit or ""),
             Text(c.detail + (f" (action: {c.action})" if c.action and c.status != "pass" else "")),
         )
-    out.print(table)
-    for d in report.diagnosis:
-        out.print(f"[red]diagnosis[/] {esc(d.code)}: {esc(d.message)}", highlight=False)
+    return table
+
+
+def _after_table(report: ProbeReport) -> list[str | Text]:
+    """The lines under the table: diagnoses, per-GPU verdicts, failed ranks, the cluster."""
+    lines: list[str | Text] = [
+        f"[red]diagnosis[/] {esc(d.code)}: {esc(d.message)}" for d in report.diagnosis
+    ]
     if len(report.gpu_verdicts) > 1:
         listed = ", ".join(
             f"GPU {g.gpu} [{STATUS_STYLE[g.verdict]}]{g.verdict}[/]" for g in report.gpu_verdicts
         )
-        out.print(f"per GPU: {listed}", highlight=False)
-    for f in report.failed_ranks:
-        out.print(f"[red]rank {f.rank}[/] did not finish: {esc(f.detail)}", highlight=False)
+        lines.append(f"per GPU: {listed}")
+    lines += [f"[red]rank {f.rank}[/] did not finish: {esc(f.detail)}" for f in report.failed_ranks]
     if report.cluster is not None:
         hosts = ", ".join(f"{h.host} {h.verdict}" for h in report.cluster.hosts)
-        line = f"cluster of {report.cluster.nodes} nodes: {hosts}"
-        out.print(line, highlight=False, markup=False)
-    versions = (
-        f"driver {inv.driver_version or '-'}, CUDA {inv.cuda_driver_version or '-'}, "
-        f"torch {inv.torch_version or '-'} (CUDA runtime {inv.cuda_runtime_version or '-'})"
-    )
-    out.print(versions, highlight=False, markup=False)
-    style = STATUS_STYLE[report.verdict]
-    against = report.expected_accelerator or report.accelerator
-    matched = f" against {against}" if against else ""
-    out.print(
-        f"verdict{esc(matched)}: [{style}]{report.verdict}[/] in {report.duration_s:.1f} s",
-        highlight=False,
-    )
+        # plain text (markup=False before): host names are printed as they are
+        lines.append(Text(f"cluster of {report.cluster.nodes} nodes: {hosts}"))
+    return lines
 
 
 def _where(c: Check) -> str:

@@ -26,6 +26,7 @@ from advisor.fleet.verification import (
     worst_verdict,
 )
 from advisor.perf.inference import one_way_gb_s
+from advisor.units import GB, MIB
 from probes.report import Check, GpuVerdict, PeerLink, RankFailure, Status, Verdict
 from probes.stats import Measurement
 from probes.worker import RankResult
@@ -207,7 +208,7 @@ def _memory_check(
     ]
     if acc is None or not totals or not acc.memory_gb:
         return []
-    smallest_gb = min(totals) * (1 << 20) / 1e9
+    smallest_gb = min(totals) * MIB / GB
     ratio = smallest_gb / acc.memory_gb
     status: Status = "pass" if ratio >= PASS_AT else "fail"
     return [

@@ -69,7 +69,7 @@ from advisor.perf.sizing import (
     kv_copies,
     usable_memory_gb,
 )
-from advisor.units import GB
+from advisor.units import GB, TERA
 
 # (compute efficiency, memory-bandwidth efficiency) per generation. ESTIMATED: set by hand from
 # the TensorRT-LLM 0.17 perf-overview rows (tests/data/published.yaml: Llama-3.1-8B FP8 on H100
@@ -376,12 +376,12 @@ class InferenceModel:
             shape, self.kv_precision, input_tokens + output_tokens
         )
         tp = dep.tensor_parallel
-        self.peak_flops = tp * self.cp.peak_tflops * 1e12 * self.eff_c
+        self.peak_flops = tp * self.cp.peak_tflops * TERA * self.eff_c
         # Attention's matmuls run in the KV cache's format (FP4 engines keep an FP8 cache and FP8
         # attention kernels), at that precision's rate where the chip has one.
         kv_peak = dep.acc.peak_tflops.get(self.kv_precision)
         self.attention_peak_flops = (
-            tp * kv_peak * 1e12 * compute_efficiency(dep.acc, self.kv_precision)
+            tp * kv_peak * TERA * compute_efficiency(dep.acc, self.kv_precision)
             if kv_peak
             else self.peak_flops
         )

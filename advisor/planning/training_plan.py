@@ -13,7 +13,7 @@ from advisor.perf.sizing import Figure, Shape, zero_split_bytes
 from advisor.perf.training import Cluster, Job, Layout, Run, gpu_hours, run_time
 from advisor.perf.work import TP_DEGREES, Work
 from advisor.planning.fit import Fit
-from advisor.units import GB
+from advisor.units import GB, HOURS_PER_DAY
 
 # Most GPUs a plan considers without --max-gpus: the largest clusters built for one synchronous
 # job are of this order (xAI Colossus, 100,000 H100s, 2024; Llama 3 405B ran on 16,384).
@@ -38,7 +38,7 @@ def deadline_hours(w: Work) -> float | None:
             "the tokens' time",
             field="tokens",
         )
-    return w.deadline_days * 24
+    return w.deadline_days * HOURS_PER_DAY
 
 
 def training_layouts(
