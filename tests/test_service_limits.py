@@ -144,8 +144,10 @@ def test_the_reserve_beyond_the_cap_answers_health_alone_then_503(server: LiveSe
         assert status.startswith("HTTP/1.1 503"), status
         assert headers["content-type"] == "application/problem+json"
         assert "/healthz and /readyz only" in json.loads(body)["detail"]
-        for _ in range(RESERVED):  # the reserve taken too (all within the request timeout)
-            held.append(half_sent(server))
+        for _ in range(RESERVED):  # the reserve taken too, by health requests half-sent
+            sock = connect(server)
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            held.append(sock)
             time.sleep(0.05)  # its bytes arrive before the next one connects
         time.sleep(0.1)
         with connect(server) as extra:
@@ -314,3 +316,31 @@ def test_one_client_holds_at_most_its_cap(tmp_path: Path) -> None:
         time.sleep(0.2)
         with connect(srv) as again:  # the count went down as they closed
             assert request_on(again, "/healthz").startswith(b"HTTP/1.1 200")
+
+
+def test_the_reserve_refuses_other_requests_from_their_first_bytes(server: LiveServer) -> None:
+    held = [half_sent(server) for _ in range(MAX_CONNECTIONS)]
+    try:
+        time.sleep(0.1)
+        with connect(server) as other:
+            other.sendall(b"POST /v1/pro")  # never a health request: refused before its head
+            status, _, body = head_and_body(read_all(other, 5)[0])
+        assert status.startswith("HTTP/1.1 503"), status
+        assert "/healthz and /readyz only" in json.loads(body)["detail"]
+    finally:
+        for sock in held:
+            sock.close()
+
+
+def test_the_reserve_serves_one_health_request_per_connection(server: LiveServer) -> None:
+    held = [half_sent(server) for _ in range(MAX_CONNECTIONS)]
+    try:
+        time.sleep(0.1)
+        with connect(server) as health:  # two requests at once: a kept-alive one answers both
+            health.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" * 2)
+            data, _ = read_all(health, 5)
+        assert data.startswith(b"HTTP/1.1 200"), data
+        assert data.count(b"HTTP/1.1 200") == 1, data
+    finally:
+        for sock in held:
+            sock.close()

@@ -74,8 +74,9 @@ class Settings(BaseSettings, CatalogSettings):
     # this process stores refresh them at once.
     fleet_refresh_s: Annotated[float, Field(gt=0, le=86_400)] = 60.0
     # uvicorn (advisor/api/server.py): an idle keep-alive connection is closed after
-    # keep_alive_s; a request whose headers and body have not fully arrived request_timeout_s
-    # after the connection opened (or the previous response ended) is dropped; connections
+    # keep_alive_s; a request whose head has not fully arrived header_timeout_s after its first
+    # byte, or whose body has not body_timeout_s after its head, or either not request_timeout_s
+    # after its first byte, is answered 408 and dropped; connections
     # beyond max_connections + reserved_connections are answered 503 and closed at once (each
     # open connection holds a file descriptor and buffers).
     keep_alive_s: Annotated[int, Field(ge=1, le=3600)] = 5
@@ -84,13 +85,20 @@ class Settings(BaseSettings, CatalogSettings):
     # such sockets once held the whole cap for request_timeout_s. A client on any network sends
     # its request within milliseconds of connecting.
     idle_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
+    # 1,100 sockets that each sent one byte once held the cap for the whole request timeout: a
+    # request line and headers come in one packet from any client, a 1 MiB body in well under
+    # 15 s on any link the fleet uses.
+    header_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
+    body_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 15.0
     max_connections: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
     # Accepted beyond max_connections for GET /healthz and /readyz alone (other paths on them
     # are a 503): liveness and readiness probes still answer while slow clients hold the cap.
     reserved_connections: Annotated[int, Field(ge=0, le=10_000)] = 20
-    # Open connections one client address may hold (its idlest makes room, else a 503); 0: no
-    # cap. Off by default: behind a proxy or load balancer every client has the proxy's address.
-    max_connections_per_client: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    # Open connections one client may hold (its idlest makes room, else a 503): an IPv4
+    # address, or an IPv6 /64 (one host owns a whole /64). On by default (slow clients from one
+    # address cannot fill the cap); behind a proxy or load balancer every client has the proxy's
+    # address: raise it there, or 0 for no cap.
+    max_connections_per_client: Annotated[int, Field(ge=0, le=1_000_000)] = 64
     # The request line plus headers (bytes), complete or not: larger is a 400 before any route.
     max_header_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = 16 * 1024
 
