@@ -463,3 +463,20 @@ def test_every_service_setting_is_validated_at_start_up(variable: str, value: st
     with pytest.raises(InputError, match=variable):
         Settings.from_env({variable: value})
     assert variable in ENV.values()
+
+
+def test_a_failed_reload_names_no_server_path(tmp_path: Path) -> None:
+    user = write_catalog(tmp_path / "secret-dir" / "cat", mini_catalog_data())
+    s = Settings(
+        database_url=f"sqlite:///{tmp_path}/l.db",
+        catalog_dir=str(user),
+        catalog_mode="replace",
+        api_tokens=(TOKEN,),  # type: ignore[arg-type]
+    )
+    with TestClient(create_app(s)) as c:
+        (user / "catalog.yaml").write_text("accelerators: [{id: broken}]\n")
+        answer = c.post("/v1/catalog/reload", headers=AUTH).json()
+    assert answer["reloaded"] is False
+    assert "reload failed" in answer["detail"]
+    assert "secret-dir" not in answer["detail"], answer["detail"]
+    assert "ADVISOR_CATALOG" in answer["detail"] or "catalog.yaml" in answer["detail"]

@@ -113,3 +113,14 @@ def test_content_length_with_transfer_encoding_is_refused_and_closed(server: Liv
 def test_clients_are_counted_per_ipv4_address_and_ipv6_64(a: str, b: str, same: bool) -> None:
     assert (client_key(a) == client_key(b)) is same
     assert client_key("2001:db8:1:2::1") == "2001:db8:1:2::/64"
+
+
+def test_an_anonymous_upload_is_refused_before_its_body_arrives(server: LiveServer) -> None:
+    with connect(server) as sock:  # the body never comes: waiting for it would be a 408
+        sock.sendall(
+            b"POST /v1/probe-reports HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100000\r\n\r\n"
+        )
+        status, _, body = head_and_body(read_all(sock, 10)[0])
+    assert status.startswith("HTTP/1.1 401"), status
+    assert json.loads(body)["status"] == 401

@@ -8,6 +8,8 @@ it is large: a body that fails answers only its first problems (MAX_FIELD_PROBLE
 total, so that a 1 MB body of 90,000 unknown keys costs the event loop nothing (it once held it
 for 13 s).
 
+Before the body is read at all, a guarded route checks its token (advisor.api.deps.early_guard).
+
 Before any of that, the body's shape is bounded (`_shape_problem`): at most MAX_JSON_DEPTH
 nested arrays and objects and MAX_OBJECT_KEYS keys in one object, each a 422 naming the limit.
 json.loads recurses in C and raised RecursionError (a 500 with a 10 KB traceback) at about 1,000
@@ -31,6 +33,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
+from advisor.api.deps import early_guard
 from advisor.api.problems import MAX_FIELD_PROBLEMS, CappedValidationError
 
 MAX_INT_DIGITS = 309  # an integer with more digits is beyond every float: no field takes it
@@ -243,7 +246,11 @@ class StrictJSONRoute(APIRoute):
             else None
         )
 
+        guard = early_guard(self)
+
         async def strict(request: Request) -> Response:
+            if guard is not None:  # 401/403 before a byte of the body is read
+                await guard(request)
             if self.body_field is not None and _is_json(request.headers.get("content-type")):
                 try:
                     body = await request.body()
