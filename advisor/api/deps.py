@@ -86,7 +86,14 @@ async def require_read_token(
         _authorise(credentials, (*settings.read_tokens, *settings.api_tokens))
 
 
+async def presented_token(credentials: Annotated[Credentials, Depends(_bearer)]) -> str:
+    """The bearer token of a request that passed require_token (which hosts it may report for:
+    advisor.fleet.hosts.token_may_report)."""
+    return credentials.credentials if credentials is not None else ""
+
+
 WriteAccess = Depends(require_token)
+PresentedToken = Annotated[str, Depends(presented_token)]
 ReadAccess = Depends(require_read_token)
 
 Guard = Callable[[Request], Awaitable[None]]

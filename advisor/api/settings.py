@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -59,6 +59,10 @@ class Settings(BaseSettings, CatalogSettings):
     database_url: Annotated[str, Field(min_length=1)] = "sqlite:///advisor.db"
     # Comma-separated in the environment; never printed (SecretStr hides them in reprs).
     api_tokens: Annotated[tuple[SecretStr, ...], NoDecode] = ()
+    # A write token bound to the hosts it may report for: JSON {"<token>": ["gpu-*.dc1", ...]}
+    # (shell globs over normalised host names, advisor.fleet.hosts); a token not named here
+    # reports for any host. Secret like the tokens (never printed).
+    token_hosts: Annotated[dict[str, tuple[str, ...]], Field(repr=False)] = {}
     # Guard the reads that name hosts, GPUs and processes; empty: those reads are open.
     read_tokens: Annotated[tuple[SecretStr, ...], NoDecode] = ()
     max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
@@ -108,6 +112,16 @@ class Settings(BaseSettings, CatalogSettings):
         if isinstance(value, str):
             return tuple(t.strip() for t in value.split(",") if t.strip())
         return value
+
+    @model_validator(mode="after")
+    def _bound_tokens_exist(self) -> Settings:
+        known = {t.get_secret_value() for t in self.api_tokens}
+        unknown = sum(1 for token in self.token_hosts if token not in known)
+        if unknown:
+            raise ValueError(
+                f"token_hosts binds {unknown} token(s) that ADVISOR_API_TOKENS does not list"
+            )
+        return self
 
     @classmethod
     def settings_customise_sources(
