@@ -25,8 +25,8 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     db = tmp_path_factory.mktemp("auth") / "a.db"
     settings = Settings(
         database_url=f"sqlite:///{db}",
-        api_tokens=(WRITE,),  # type: ignore[arg-type]
-        read_tokens=(READ,),  # type: ignore[arg-type]
+        api_tokens=(WRITE,),
+        read_tokens=(READ,),
     )
     with TestClient(create_app(settings)) as c:
         yield c
@@ -34,7 +34,7 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
 
 def guarded(client: TestClient) -> list[tuple[str, str]]:
     """(method, path) of every route with a token check, ids filled in."""
-    out = []
+    out: list[tuple[str, str]] = []
     pending = list(client.app.routes)  # type: ignore[attr-defined]
     while pending:
         route = pending.pop()
@@ -43,7 +43,7 @@ def guarded(client: TestClient) -> list[tuple[str, str]]:
             pending.extend(included.routes)
         elif isinstance(route, APIRoute) and early_guard(route) is not None:
             path = route.path.replace("{report_id}", "r1")
-            out.extend((method, path) for method in sorted(route.methods))
+            out.extend((method, path) for method in sorted(route.methods or ()))
     return out
 
 

@@ -61,7 +61,7 @@ def test_bound_tokens_report_for_their_hosts_alone() -> None:
 def client(tmp_path: Path) -> Iterator[TestClient]:
     settings = Settings(
         database_url=f"sqlite:///{tmp_path}/h.db",
-        api_tokens=(FLEET, BOUND),  # type: ignore[arg-type]
+        api_tokens=(FLEET, BOUND),
         token_hosts={BOUND: ("gpu-*",)},
     )
     with TestClient(create_app(settings)) as c:
@@ -72,7 +72,7 @@ def post(client: TestClient, host: str, token: str, minutes_ago: int = 1) -> int
     body = probe_report(host, 0.95)
     body["created_at"] = (dt.datetime.now(dt.UTC) - dt.timedelta(minutes=minutes_ago)).isoformat()
     r = client.post("/v1/probe-reports", json=body, headers={"Authorization": f"Bearer {token}"})
-    return r.status_code
+    return int(r.status_code)
 
 
 def test_six_spellings_are_stored_as_one_host(client: TestClient) -> None:
