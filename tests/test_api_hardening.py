@@ -17,6 +17,7 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import ValidationError
 
 import advisor.api.routes.review as review_route
 from advisor import Catalog, load_catalog
@@ -480,3 +481,52 @@ def test_a_failed_reload_names_no_server_path(tmp_path: Path) -> None:
     assert "reload failed" in answer["detail"]
     assert "secret-dir" not in answer["detail"], answer["detail"]
     assert "ADVISOR_CATALOG" in answer["detail"] or "catalog.yaml" in answer["detail"]
+
+
+@pytest.mark.parametrize(
+    ("number", "stored"),
+    [(2**63 - 1, True), (2**63, False), (-(2**63), True), (-(2**63) - 1, False), (10**308, False)],
+)
+def test_integers_are_bounded_to_64_bits(client: TestClient, number: int, stored: bool) -> None:
+    sent = probe_report(f"int-host-{number % 97}", 0.95)
+    sent["device"] = "DEVICE"
+    body = json.dumps(sent).replace('"DEVICE"', str(number))
+    r = client.post(
+        "/v1/probe-reports", content=body, headers={**AUTH, "content-type": "application/json"}
+    )
+    if stored:
+        assert r.status_code == 201, r.text
+    else:
+        problem = assert_problem(r, 422)
+        assert [e["field"] for e in problem["errors"]] == ["device"], problem
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("gpu_hours_lost", -1.0),
+        ("gpu_hours_lost", 1e300),
+        ("idle_usd_per_h", -5_000_000.0),
+        ("saving_usd_per_h", 1e300),
+    ],
+)
+def test_money_and_hours_are_finite_and_not_negative(field: str, value: float) -> None:
+    from probes.report import JobFinding, JobReport
+
+    finding = {"code": "host_bound", "summary": "s", "evidence": [], "fix": "f"}
+    job = {
+        "command": ["x"],
+        "exit_code": 0,
+        "wall_s": 1.0,
+        "sampled_s": 1.0,
+        "interval_s": 1.0,
+        "verdict": "findings",
+        "findings": [finding],
+    }
+    if field == "gpu_hours_lost":
+        job[field] = value
+    else:
+        finding[field] = value
+    with pytest.raises(ValidationError, match=field):
+        JobReport.model_validate(job)
+    JobFinding.model_validate({**finding, field: 1.5} if field != "gpu_hours_lost" else finding)
