@@ -22,10 +22,11 @@ from pydantic import ValidationError
 import advisor.api.routes.review as review_route
 from advisor import Catalog, load_catalog
 from advisor.api import create_app
+from advisor.api.problems import STORE_RETRY_AFTER_S
 from advisor.api.settings import ENV, Settings
 from advisor.errors import InputError
 from advisor.fleet.statistics import PLAUSIBLE_RATIO
-from advisor.store import Store, open_store
+from advisor.store import Store, StoreError, open_store
 from tests.api_server import REPO
 from tests.factories import mini_catalog_data, write_catalog
 from tests.test_estimate_api import FINE_TUNE, RATIOS, probe_report
@@ -530,3 +531,50 @@ def test_money_and_hours_are_finite_and_not_negative(field: str, value: float) -
     with pytest.raises(ValidationError, match=field):
         JobReport.model_validate(job)
     JobFinding.model_validate({**finding, field: 1.5} if field != "gpu_hours_lost" else finding)
+
+
+class FullDiskStore(CountingStore):
+    """A real store whose writes fail as SQLite's do on a full disk (the store's own error)."""
+
+    def add_once(self, *_: Any) -> Any:
+        raise StoreError("could not store the report: database or disk is full")
+
+
+def test_a_storage_failure_says_when_to_retry(tmp_path: Path) -> None:
+    store = FullDiskStore(open_store(f"sqlite:///{tmp_path}/full.db"))
+    with TestClient(create_app(settings(tmp_path), store=store)) as c:  # type: ignore[arg-type]
+        r = c.post("/v1/probe-reports", json=probe_report("full-host", 0.95), headers=AUTH)
+    assert_problem(r, 503)
+    assert r.headers["Retry-After"] == str(STORE_RETRY_AFTER_S)
+
+
+def test_the_contract_document_has_its_own_metrics_label(client: TestClient) -> None:
+    assert client.get("/openapi.json").status_code == 200
+    labels = {
+        sample.labels.get("route")
+        for family in text_string_to_metric_families(client.get("/metrics").text)
+        for sample in family.samples
+    }
+    assert "/openapi.json" in labels
+    assert "(unmatched)" not in labels
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "location"),
+    [
+        ("GET", "/v1/accelerators/?provider=aws", "/v1/accelerators?provider=aws"),
+        ("GET", "/v1/accelerators/h100-sxm/", "/v1/accelerators/h100-sxm"),
+        ("POST", "/v1/recommendations/", "/v1/recommendations"),
+    ],
+)
+def test_a_trailing_slash_redirects_without_the_host_header(
+    client: TestClient, method: str, path: str, location: str
+) -> None:
+    r = client.request(method, path, headers={"Host": "evil.example"}, follow_redirects=False)
+    assert r.status_code == 307, r.text
+    assert r.headers["location"] == location
+
+
+@pytest.mark.parametrize("path", ["//evil.example/", "/no/such/", "/v1/probe-reports/x/y/"])
+def test_a_trailing_slash_outside_the_contract_is_a_404(client: TestClient, path: str) -> None:
+    assert_problem(client.get(path, follow_redirects=False), 404)
