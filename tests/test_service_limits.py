@@ -33,6 +33,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
         "ADVISOR_MAX_CONNECTIONS": str(MAX_CONNECTIONS),
         "ADVISOR_RESERVED_CONNECTIONS": str(RESERVED),
         "ADVISOR_KEEP_ALIVE_S": "1",
+        "ADVISOR_STALLED_REQUEST_S": "60",  # the half-sent requests below hold the cap
     }
     with live_server(tmp_path_factory.mktemp("limits"), TOKEN, MAX_BODY_BYTES, env=env) as srv:
         yield srv
@@ -344,3 +345,26 @@ def test_the_reserve_serves_one_health_request_per_connection(server: LiveServer
     finally:
         for sock in held:
             sock.close()
+
+
+def test_at_the_cap_a_stalled_request_makes_room(tmp_path: Path) -> None:
+    env = {
+        "ADVISOR_MAX_CONNECTIONS": "10",
+        "ADVISOR_RESERVED_CONNECTIONS": "0",
+        "ADVISOR_STALLED_REQUEST_S": "0.3",
+        "ADVISOR_HEADER_TIMEOUT_S": "60",
+        "ADVISOR_REQUEST_TIMEOUT_S": "60",
+    }
+    with live_server(tmp_path, TOKEN, env=env) as srv:
+        held = [half_sent(srv) for _ in range(10)]  # the whole cap, each silent since
+        try:
+            time.sleep(0.8)
+            with connect(srv) as new:  # no idle connection: the longest silent one goes
+                answer = request_on(new, "/v1/accelerators")
+            assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+            status, _, body = head_and_body(read_all(held[0], 5)[0])
+            assert status.startswith("HTTP/1.1 408"), status
+            assert "stalled" in json.loads(body)["detail"]
+        finally:
+            for sock in held:
+                sock.close()

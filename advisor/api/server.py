@@ -19,6 +19,20 @@ Issue 28 found four more holes, closed here too:
   connection: now the response is followed by a half-close and the rest is discarded for at most
   LINGER_S or LINGER_MAX_BYTES, then the connection is closed (closing at once would reset the
   connection and could lose the 413 on the client's side).
+
+Then 1,100 sockets that each sent one byte (or a partial body, or one byte after a finished
+keep-alive request) held the cap for the whole request timeout, the health reserve included:
+- a request's head must be complete header_timeout_s after its first byte, and its body
+  body_timeout_s after its head (seconds; request_timeout_s stays the overall bound);
+- at the cap, a request silent for stalled_request_s (a second) makes room for a new
+  connection when no idle one can, so slow clients repeating every few seconds cannot hold it;
+- one client holds at most max_connections_per_client connections, on by default; an IPv6
+  client is counted per /64 (one host is given a whole /64 and picks any address in it);
+- a reserved connection serves one health request: its first bytes must begin
+  "GET /healthz" or "GET /readyz" (or HEAD), else it is closed at once, and it is closed after
+  its answer (no keep-alive on the reserve);
+- a request with both Content-Length and Transfer-Encoding is refused and the connection closed
+  (RFC 9112, section 6.3: a smuggling attempt or a broken client).
 """
 
 from __future__ import annotations
@@ -94,6 +108,7 @@ class BoundedH11Protocol(H11Protocol):
     idle_timeout_s: float = 5.0
     header_timeout_s: float = 5.0
     body_timeout_s: float = 15.0
+    stalled_request_s: float = 1.0
     max_connections: int = 1000
     reserved_connections: int = 20
     max_header_bytes: int = 16 * 1024
@@ -105,6 +120,7 @@ class BoundedH11Protocol(H11Protocol):
     _request_timer: asyncio.TimerHandle | None = None
     _idle_since: float | None = None  # when it last had nothing to do (None: a request is on)
     _request_started: float = 0.0  # the first byte of the request under way
+    _last_byte_at: float = 0.0
     _operations_only: bool = False  # one of the reserved connections beyond the cap
     _operations_prefix = b""  # its first bytes, until they are known to begin a health request
     _lingering: bool = False
@@ -118,7 +134,7 @@ class BoundedH11Protocol(H11Protocol):
         if len(self.connections) > self.max_connections:
             # counted again without the ones already closing (evicted, timed out)
             beyond = self._open_connections() - self.max_connections
-            if beyond > 0 and self._evict_oldest_idle():
+            if beyond > 0 and (self._evict_oldest_idle() or self._evict_stalled()):
                 beyond -= 1
             if beyond > self.reserved_connections:
                 total = self.max_connections + self.reserved_connections
@@ -165,6 +181,7 @@ class BoundedH11Protocol(H11Protocol):
             if self._discarded > LINGER_MAX_BYTES:
                 self._close_with(b"")
             return
+        self._last_byte_at = self.loop.time()
         if self._idle_since is not None:  # the first byte of a request: its head's deadline
             self._idle_since = None
             self._request_started = self.loop.time()
@@ -253,6 +270,29 @@ class BoundedH11Protocol(H11Protocol):
         min(idle, key=lambda c: c._idle_since or 0.0)._close_with(b"")
         return True
 
+    def _evict_stalled(self) -> bool:
+        """Close the connection whose request (head or body) has been silent the longest, when
+        that is more than stalled_request_s: at the cap, a client that sent part of a request
+        and then nothing for a second is a slow client, and a new one gets its place. False
+        when there is none."""
+        now = self.loop.time()
+        stalled = [
+            c
+            for c in self.connections
+            if isinstance(c, BoundedH11Protocol)
+            and c is not self
+            and c._idle_since is None
+            and c.conn.their_state in (h11.IDLE, h11.SEND_BODY)
+            and not c.transport.is_closing()
+            and now - c._last_byte_at > self.stalled_request_s
+        ]
+        if not stalled:
+            return False
+        victim = min(stalled, key=lambda c: c._last_byte_at)
+        detail = "the request stalled while the server was at its connection cap"
+        victim._close_with(_raw_problem(408, detail))
+        return True
+
     def _linger(self) -> None:
         self._cancel_request_timer()
         self._lingering = True
@@ -312,6 +352,7 @@ def bounded_protocol(settings: Settings) -> type[BoundedH11Protocol]:
             "idle_timeout_s": settings.idle_timeout_s,
             "header_timeout_s": settings.header_timeout_s,
             "body_timeout_s": settings.body_timeout_s,
+            "stalled_request_s": settings.stalled_request_s,
             "max_connections": settings.max_connections,
             "reserved_connections": settings.reserved_connections,
             "max_header_bytes": settings.max_header_bytes,

@@ -94,6 +94,9 @@ class Settings(BaseSettings, CatalogSettings):
     # 15 s on any link the fleet uses.
     header_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
     body_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 15.0
+    # At max_connections, a request (head or body) silent this long is closed (408) to make
+    # room for a new connection when no idle connection can.
+    stalled_request_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
     max_connections: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
     # Accepted beyond max_connections for GET /healthz and /readyz alone (other paths on them
     # are a 503): liveness and readiness probes still answer while slow clients hold the cap.
