@@ -149,7 +149,7 @@ def main() -> int:
             service(srv.base_url)
     # the second round (benchmarks/attack_findings.py), on default limits
     with tempfile.TemporaryDirectory() as tmp, live_server(Path(tmp), "t") as srv:
-        replay(srv.base_url, "t")
+        replay(srv.base_url, "t", srv.pid)
     if "--findings-only" in sys.argv:
         return 0
     pg_url = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
