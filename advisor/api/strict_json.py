@@ -8,8 +8,6 @@ it is large: a body that fails answers only its first problems (MAX_FIELD_PROBLE
 total, so that a 1 MB body of 90,000 unknown keys costs the event loop nothing (it once held it
 for 13 s).
 
-Before the body is read at all, a guarded route checks its token (advisor.api.deps.early_guard).
-
 Before any of that, the body's shape is bounded (`_shape_problem`): at most MAX_JSON_DEPTH
 nested arrays and objects and MAX_OBJECT_KEYS keys in one object, each a 422 naming the limit.
 json.loads recurses in C and raised RecursionError (a 500 with a 10 KB traceback) at about 1,000
@@ -17,6 +15,9 @@ levels; no route's body is deeper than 10 (a probe report's NVLink error counter
 object of the route's model is split into its known and unknown keys first: pydantic validates
 the known ones and the unknown ones are counted and the first few named, so that a body of many
 unknown keys costs a set lookup per key instead of a pydantic error each (twice: strict and lax).
+
+And before the body is read at all, a guarded route checks its token (early_guard): an
+anonymous client gets its 401 or 403 without costing a parse.
 """
 
 from __future__ import annotations
