@@ -514,8 +514,8 @@ def test_integers_are_bounded_to_64_bits(client: TestClient, number: int, stored
 def test_money_and_hours_are_finite_and_not_negative(field: str, value: float) -> None:
     from probes.report import JobFinding, JobReport
 
-    finding = {"code": "host_bound", "summary": "s", "evidence": [], "fix": "f"}
-    job = {
+    finding: dict[str, Any] = {"code": "host_bound", "summary": "s", "evidence": [], "fix": "f"}
+    job: dict[str, Any] = {
         "command": ["x"],
         "exit_code": 0,
         "wall_s": 1.0,
