@@ -245,7 +245,24 @@ def document(app: FastAPI) -> None:
                 for code, response in operation.get("responses", {}).items():
                     if str(code).startswith(("4", "5")) and _is_problem(response):
                         response["content"] = {PROBLEM: {"schema": PROBLEM_REF}}
+        _bound_integers(spec)
         app.openapi_schema = spec
         return spec
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _bound_integers(node: Any) -> None:
+    """Every integer in the contract within 64 bits, as advisor.api.strict_json enforces."""
+    from advisor.api.strict_json import INT64_MAX, INT64_MIN
+
+    pending = [node]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            if item.get("type") == "integer":
+                item["minimum"] = max(item.get("minimum", INT64_MIN), INT64_MIN)
+                item["maximum"] = min(item.get("maximum", INT64_MAX), INT64_MAX)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
