@@ -4,6 +4,10 @@ and the HTTP bodies state them; and turning outside input into these validated m
 Both requests are built from shared field groups so that each accepts exactly the fields its
 endpoint uses (an estimate has no budget, no power limit, no result limit), and an unknown field
 is answered with a hint from that request's own fields.
+
+A field is declared once, here: its type, bounds and description (the HTTP body and the OpenAPI
+schema), its Cli mark (the command-line option: advisor/cli/sizing_opts.py derives it), its
+SizesWork mark (the groups the idle-field rules read) and the cross-field rules (validators).
 """
 
 from __future__ import annotations
@@ -32,7 +36,15 @@ from advisor.perf.work import Work
 from advisor.validation_errors import explain_validation
 
 # The words each choice field takes, for the CLI's help and every error alike (valid_values).
-PURCHASE_WORDS = ("on_demand", "spot", "any")
+PURCHASE_WORDS = (
+    "on_demand",
+    "spot",
+    "reserved",
+    "reserved_1y",
+    "reserved_3y",
+    "capacity_block",
+    "any",
+)
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "fp4", "int8", "int4"]
 Method = Literal["full", "lora", "qlora"]
 KvPrecision = Literal["bf16", "fp16", "fp8"]
@@ -90,8 +102,8 @@ class SizesWork:
 
 
 def _any_purchase(value: object) -> object:
-    """ "any" is None (either purchase); a word outside PURCHASE_WORDS is refused here, naming
-    all three (the enum alone would name on_demand and spot, never any)."""
+    """ "any" is None (on demand or spot); a word outside PURCHASE_WORDS is refused here, naming
+    every word (the enum alone would never name any)."""
     if value == "any":
         return None
     if isinstance(value, str) and value not in PURCHASE_WORDS:
@@ -108,16 +120,12 @@ PurchaseOption = Annotated[
     BeforeValidator(_any_purchase),
     WithJsonSchema(
         {
-            "anyOf": [{"enum": ["on_demand", "spot", "any"], "type": "string"}, {"type": "null"}],
-            "description": "on_demand (default), spot, or any (either; null means the same)",
+            "anyOf": [{"enum": list(PURCHASE_WORDS), "type": "string"}, {"type": "null"}],
+            "description": "on_demand (default), spot, reserved (1 or 3 years), reserved_1y, "
+            "reserved_3y, capacity_block (AWS), or any (on demand or spot; null means the same)",
         }
     ),
 ]
-
-
-def purchase_matches(wanted: Purchase | None, offered: Purchase) -> bool:
-    """Whether an offering's purchase option satisfies the request's (None = any)."""
-    return wanted is None or offered == wanted
 
 
 class _Request(BaseModel):
@@ -437,10 +445,11 @@ class SizedWork(_Request):
     @classmethod
     def _itl_needs_two_tokens(cls, itl: float | None, info: ValidationInfo) -> float | None:
         if itl is not None and info.data.get("output_tokens") == 1:
+            # named as the model's other rules name fields: a pydantic message reaches the API's
+            # problem as it is (no field marks rendered there)
             raise PydanticCustomError(
                 "one_output_token",
-                f"one output token has no inter-token latency; drop it or raise "
-                f"{field_name('output_tokens')}",
+                "one output token has no inter-token latency; drop it or raise output_tokens",
             )
         return itl
 

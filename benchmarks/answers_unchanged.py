@@ -31,6 +31,9 @@ EXTRA = [
     "advisor recommend --workload large_scale_training --model llama-3.1-70b --tokens 1e11"
     " --deadline-days 30",
     "advisor recommend --workload fine_tuning --model llama-3-8b --tokens 2e9 --purchase spot",
+    # a fine-tune on a serving-only chip: refused by estimate as recommend refuses it
+    "advisor estimate --workload fine_tuning --model llama-3-8b --tokens 2e9"
+    " --instance-type inf2.48xlarge",
 ]
 
 

@@ -2,7 +2,8 @@
 4 MiB body limit), and, with ADVISOR_TEST_POSTGRES_URL set, a PostgreSQL outage (a TCP proxy that
 stops answering, tests/tcp_proxy.py) under eight concurrent report posts. Prints one line each.
 
-Run:  PYTHONPATH=. .venv/bin/python benchmarks/attack_service.py
+Run:  PYTHONPATH=. .venv/bin/python benchmarks/attack_service.py [--findings-only]
+(--findings-only: the second round alone, benchmarks/attack_findings.py)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.attack_findings import replay
 from tests.api_server import live_server
 from tests.tcp_proxy import TcpProxy
 from tests.test_estimate_api import probe_report
@@ -142,8 +144,14 @@ def outage(pg_url: str) -> None:
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory() as tmp, live_server(Path(tmp), "t", 4 * 2**20) as srv:
-        service(srv.base_url)
+    if "--findings-only" not in sys.argv:
+        with tempfile.TemporaryDirectory() as tmp, live_server(Path(tmp), "t", 4 * 2**20) as srv:
+            service(srv.base_url)
+    # the second round (benchmarks/attack_findings.py), on default limits
+    with tempfile.TemporaryDirectory() as tmp, live_server(Path(tmp), "t") as srv:
+        replay(srv.base_url, "t", srv.pid)
+    if "--findings-only" in sys.argv:
+        return 0
     pg_url = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
     if pg_url:
         outage(pg_url)

@@ -1,5 +1,5 @@
-"""Every published inference row (tests/data/published.yaml and published-2.yaml; sources in
-docs/reference-figures.md) predicted by advisor/perf/inference.py.
+"""Every published inference row (tests/data/published.yaml and published-2.yaml; published-3.yaml
+with --per-file; sources in docs/reference-figures.md) predicted by advisor/perf/inference.py.
 
 Prints predicted vs published with the ratio, then the median error and the worst row.
 Offline max-throughput rows: throughput at the highest-throughput concurrency that fits.
@@ -15,28 +15,27 @@ lengths the source does not state).
 
     PYTHONPATH=. python benchmarks/bench_calibration.py [--record]
     PYTHONPATH=. python benchmarks/bench_calibration.py --training [--record]   (training rows)
+    PYTHONPATH=. python benchmarks/bench_calibration.py --per-file   (each file's summary)
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-import statistics
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from advisor.catalog.loading import load_catalog
 from advisor.catalog.queries import Catalog
 from advisor.perf.inference import Deployment, InferenceModel, moe_of
 from advisor.perf.sizing import Shape
+from benchmarks import calibration_rows
+from benchmarks.calibration_rows import Comparison, rows, summary_lines
 
-DATA_DIR = Path(__file__).resolve().parent.parent / "tests" / "data"
-DATA = DATA_DIR / "published.yaml"
-DATA_FILES = (DATA, DATA_DIR / "published-2.yaml")
+# published-3.yaml's rows are summarised per file (--per-file) but not yet held to x1.5 by the
+# tests: many state per-user throughput or no tensor-parallel degree, which `compare` skips.
+ALL_FILES = (*calibration_rows.DATA_FILES, calibration_rows.DATA_DIR / "published-3.yaml")
 MODELS = {
     "Llama-3.1-8B": "llama-3.1-8b",
     "Llama-3.1-70B": "llama-3.1-70b",
@@ -77,14 +76,6 @@ def _filled(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "input_tokens": inp, "output_tokens": out, "precision": SHAREGPT_PRECISION}
 
 
-def rows(kind: str) -> list[dict[str, Any]]:
-    """The `kind` rows ("inference" or "training") of both calibration files, in file order."""
-    out: list[dict[str, Any]] = []
-    for path in DATA_FILES:
-        out.extend(yaml.safe_load(path.read_text()).get(kind, []))
-    return out
-
-
 def model_id(label: str) -> str | None:
     """The catalog preset a row's model label names ("Llama-3.1-8B-Instruct" -> llama-3.1-8b)."""
     return next((v for k, v in MODELS.items() if label.startswith(k)), None)
@@ -102,18 +93,6 @@ def skip_reason(row: dict[str, Any]) -> str | None:
     if row.get("throughput_tokens_s") is None and row.get("ttft_ms") is None:
         return "no throughput or latency figure published"
     return None
-
-
-@dataclass(frozen=True)
-class Comparison:
-    row_id: str
-    metric: str
-    predicted: float
-    published: float
-
-    @property
-    def ratio(self) -> float:
-        return self.predicted / self.published
 
 
 def accelerator_id(label: str) -> str | None:
@@ -140,10 +119,17 @@ def _model(row: dict[str, Any], cat: Catalog) -> InferenceModel:
 
 
 def compare(row: dict[str, Any], cat: Catalog) -> list[Comparison]:
-    """The row's comparable figures; raises KeyError when model or GPU is not in the catalog."""
+    """The row's comparable figures (those the source states); raises KeyError when model or
+    GPU is not in the catalog, or a field the comparison needs is missing."""
+    return [c for c in _compare(row, cat) if c.published is not None]
+
+
+def _compare(row: dict[str, Any], cat: Catalog) -> list[Comparison]:
     row = _filled(row)
     model = _model(row, cat)
     rid, conc = row["id"], str(row["concurrency"])
+    if isinstance(row["concurrency"], int):  # a closed loop of N users (NIM's AIPerf sweeps)
+        return _at_concurrency(row, model)
     rps = re.search(r"request rate (\d+) req/s", conc)
     if rps:  # SGLang / vLLM at a Poisson rate: medians against the tool's figures at the rate
         got = model.at_rate(float(rps.group(1)))
@@ -175,6 +161,21 @@ def compare(row: dict[str, Any], cat: Catalog) -> list[Comparison]:
     ]
 
 
+def _at_concurrency(row: dict[str, Any], model: InferenceModel) -> list[Comparison]:
+    """A row measured at N requests in flight: ITL and output throughput at N per replica (at
+    most the sequences that fit: the engine queues the rest); TTFT only at N = 1 (above, a
+    closed loop's TTFT includes the wait for a slot, not modelled)."""
+    rid, n = row["id"], int(row["concurrency"])
+    got = model.at(min(max(1, n // model.dep.replicas), model.max_concurrency()))
+    out = [
+        Comparison(rid, "itl_ms", got.itl_ms, row["itl_ms"]),
+        Comparison(rid, "throughput_tokens_s", got.throughput_tokens_s, row["throughput_tokens_s"]),
+    ]
+    if n == 1:
+        out.insert(0, Comparison(rid, "ttft_ms", got.ttft_ms, row["ttft_ms"]))
+    return out
+
+
 def run(cat: Catalog) -> tuple[list[Comparison], list[str]]:
     out: list[Comparison] = []
     skipped: list[str] = []
@@ -183,7 +184,12 @@ def run(cat: Catalog) -> tuple[list[Comparison], list[str]]:
         if reason:
             skipped.append(f"{row['id']}: {reason}")
             continue
-        out.extend(compare(row, cat))
+        try:
+            found = compare(row, cat)
+        except (KeyError, TypeError) as exc:  # a field the comparison needs is not stated
+            skipped.append(f"{row['id']}: a field the comparison needs is not stated ({exc})")
+            continue
+        out.extend(found)
     return out, skipped
 
 
@@ -198,20 +204,27 @@ def report(cat: Catalog) -> str:
     return "\n".join(lines)
 
 
-def summary_lines(comps: list[Comparison], ratio_digits: int) -> list[str]:
-    """The one summary of a calibration table (inference and training rows): how many are
-    within x1.5, the median error, and the worst row."""
-    errors = [abs(c.ratio - 1) for c in comps]
-    worst = max(comps, key=lambda c: max(c.ratio, 1 / c.ratio))
-    return [
-        f"rows compared: {len(comps)}; within x1.5: "
-        f"{sum(1 for c in comps if 1 / 1.5 <= c.ratio <= 1.5)}",
-        f"median error: {statistics.median(errors):.1%}",
-        f"worst: {worst.row_id} {worst.metric} ratio {worst.ratio:.{ratio_digits}f}",
-    ]
+def per_file(cat: Catalog) -> str:
+    """Each calibration file's own summary, inference and training rows apart: the check that no
+    file's median error got worse (a change can help one file and hurt another)."""
+    from benchmarks.calibration_training import training_report
+
+    files, lines = calibration_rows.DATA_FILES, []
+    try:
+        for path in ALL_FILES:
+            calibration_rows.DATA_FILES = (path,)  # the rows rows() reads
+            for kind, text in (("inference", report(cat)), ("training", training_report(cat))):
+                summary = [ln for ln in text.splitlines() if ln.startswith(("rows", "median"))]
+                lines.append(f"{path.name} {kind}: " + "; ".join(summary))
+    finally:
+        calibration_rows.DATA_FILES = files
+    return "\n".join(lines)
 
 
 def main() -> None:
+    if "--per-file" in sys.argv:
+        print(per_file(load_catalog()))
+        return
     if "--training" in sys.argv:  # the training rows (benchmarks/calibration_training.py)
         from benchmarks.calibration_training import training_report
 

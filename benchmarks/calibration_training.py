@@ -39,7 +39,7 @@ from advisor.perf.training import (
 )
 from advisor.perf.work import Work
 from advisor.planning.plans import plan_for
-from benchmarks.bench_calibration import Comparison, rows, summary_lines
+from benchmarks.calibration_rows import Comparison, rows, summary_lines
 
 MODELS = {
     "Llama 2 7B": "llama-2-7b",
@@ -78,7 +78,7 @@ STRONG_SCALING_LAYOUT = "TP8 PP6"
 ZERO_STAGE_AT_SCALE = 1
 
 
-# A training row's comparison has the inference rows' shape (bench_calibration.Comparison).
+# A training row's comparison has the inference rows' shape (calibration_rows.Comparison).
 TrainingComparison = Comparison
 
 
@@ -130,7 +130,7 @@ def _global_batch(row: dict[str, Any]) -> int:
 
 
 def gpu_hours(row: dict[str, Any], cat: Catalog) -> TrainingComparison:
-    """The advisor's own plan for the whole run (planning/work_plan.py, as `estimate` makes it)
+    """The advisor's own plan for the whole run (planning/plans.py, as `estimate` makes it)
     on nodes of 8 of the row's GPU over the row's network: layout by memory, recomputation as
     needed, at the row's GPU count (when stated, else the plan's own), goodput included. The
     planner's ZeRO stage (1 or 3): the cards do not state one. Llama 2 34B (never released)
@@ -211,12 +211,25 @@ def training_rows() -> list[dict[str, Any]]:
     return rows("training")
 
 
-def run_training(cat: Catalog) -> list[TrainingComparison]:
-    return [compare_training(row, cat) for row in training_rows()]
+def run_training(cat: Catalog, skipped: list[str] | None = None) -> list[TrainingComparison]:
+    """Every training row's comparison; a row lacking a field its comparison needs (a sequence
+    length the source does not state) is listed in `skipped` with the field."""
+    out = []
+    for row in training_rows():
+        try:
+            out.append(compare_training(row, cat))
+        except KeyError as exc:
+            if skipped is not None:
+                skipped.append(f"{row['id']}: {exc.args[0]} not stated by the source")
+        except (TypeError, ZeroDivisionError):  # a needed field null or zero in the source
+            if skipped is not None:
+                skipped.append(f"{row['id']}: a field the comparison needs is not stated")
+    return out
 
 
 def training_report(cat: Catalog) -> str:
-    comps = run_training(cat)
+    skipped: list[str] = []
+    comps = run_training(cat, skipped)
     lines = [f"{'row':42} {'metric':18} {'predicted':>12} {'published':>12} {'ratio':>6}"]
     for c in comps:
         lines.append(
@@ -229,5 +242,6 @@ def training_report(cat: Catalog) -> str:
         f"x {FP8_RELATIVE_EFFICIENCY:g} in FP8 (catalog, perf/training.py), goodput 0.90 over "
         "a day (Llama 3), overlap 0.8 (estimated), 2 layers per virtual pipeline stage (NeMo "
         "recipes)",
+        *(f"skipped: {s}" for s in skipped),
     ]
     return "\n".join(lines)

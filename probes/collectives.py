@@ -2,9 +2,9 @@
 
 nccl-tests conventions (docs/reference-figures.md section 3): the message size is the whole buffer
 (all-gather's output, reduce-scatter's input); algbw = size / time; busbw = algbw x 2(n-1)/n for
-all-reduce and x (n-1)/n for all-gather and reduce-scatter. Every rank of the group calls the same
-operations in the same order; the time of a sample is the slowest rank's, agreed through the
-coordination group.
+all-reduce and x (n-1)/n for all-gather, reduce-scatter and all-to-all. Every rank of the group
+calls the same operations in the same order; the time of a sample is the slowest rank's, agreed
+through the coordination group.
 """
 
 from __future__ import annotations
@@ -103,6 +103,9 @@ class Collectives:
             return lambda: gather(whole, part, group=group)
         if op == "reduce_scatter":
             return lambda: scatter(part, whole, group=group)
+        if op == "all_to_all":  # every rank sends 1/n of its buffer to each (MoE dispatch)
+            received = torch.empty_like(whole)
+            return lambda: dist.all_to_all_single(received, whole, group=group)
         raise ValueError(f"unknown collective {op!r}")
 
     def _time(self, fn: Any, inner: int, repeats: int) -> list[float]:

@@ -168,7 +168,7 @@ def torchrun_command(plan: NodePlan, opts: RankOptions, python: str) -> list[str
     if not opts.nccl:
         cmd += ["--no-nccl"]
     if opts.pairwise:
-        cmd += ["--pairwise"]
+        cmd += ["--pairwise", "--pairwise-rounds", str(opts.pairwise_rounds)]
     if opts.only is not None:
         cmd += ["--only", ",".join(sorted(opts.only))]
     if opts.burn_s:

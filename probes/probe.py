@@ -108,24 +108,12 @@ def run_probe(
     run = ProbeRun(dt.datetime.now(dt.UTC), mode, device, env.inventory, env.diagnosis)
     plan = PLANS[mode]
     limit = watchdog_s if watchdog_s is not None else plan.watchdog_s
-    steps = gpu_steps(env, device, plan) if env.gpu_usable else cpu_steps(env)
-    steps = [s for s in steps if only is None or s[0] in only]
-    if burn_s and env.gpu_usable:  # after the others: its heat would slow them
-        dev = TorchDevice(env.torch, device)
-        steps.append(("burn_bf16", "TFLOP/s", partial(burn, dev, burn_s, nvml, env.nvml_handle)))
+    steps = _steps(env, device, plan, only, burn_s, nvml)
     sampler = LoadSampler(nvml, env.nvml_handle) if env.nvml_handle is not None else None
     guard = lock(gpu_key(env, device)) if lock and env.gpu_usable else contextlib.nullcontext()
     try:
         with guard, sampler or contextlib.nullcontext():
-            for i, (name, unit, step) in enumerate(steps, 1):
-                if run.watchdog_tripped:
-                    run.measurements.append(failed(name, unit, "not run: an earlier step hung"))
-                    continue
-                say(f"[{i}/{len(steps)}] measuring {name}")
-                step_limit = limit + (burn_s or 0) if name == "burn_bf16" else limit
-                run.measurements.append(_run_step(name, unit, step, step_limit, run))
-                if not run.watchdog_tripped:  # syncing a hung device would hang the probe too
-                    _release(env, device)
+            _measure(run, steps, limit, burn_s, say, (env, device))
     finally:
         if not keep_nvml:
             nvml.shutdown()
@@ -136,6 +124,45 @@ def run_probe(
 
 
 Step = tuple[str, str, Callable[[], Measurement]]
+
+
+def _steps(
+    env: Environment,
+    device: int,
+    plan: Plan,
+    only: set[str] | None,
+    burn_s: float | None,
+    nvml: Nvml,
+) -> list[Step]:
+    """The measurements to run: the GPU's (or the CPU's), those named in `only`, and the burn
+    last (its heat would slow the others)."""
+    steps = gpu_steps(env, device, plan) if env.gpu_usable else cpu_steps(env)
+    steps = [s for s in steps if only is None or s[0] in only]
+    if burn_s and env.gpu_usable:
+        dev = TorchDevice(env.torch, device)
+        steps.append(("burn_bf16", "TFLOP/s", partial(burn, dev, burn_s, nvml, env.nvml_handle)))
+    return steps
+
+
+def _measure(
+    run: ProbeRun,
+    steps: list[Step],
+    limit: float,
+    burn_s: float | None,
+    say: Progress,
+    where: tuple[Environment, int],
+) -> None:
+    """Each step under the watchdog, in order; once one hangs, the rest are listed as not run."""
+    env, device = where
+    for i, (name, unit, step) in enumerate(steps, 1):
+        if run.watchdog_tripped:
+            run.measurements.append(failed(name, unit, "not run: an earlier step hung"))
+            continue
+        say(f"[{i}/{len(steps)}] measuring {name}")
+        step_limit = limit + (burn_s or 0) if name == "burn_bf16" else limit
+        run.measurements.append(_run_step(name, unit, step, step_limit, run))
+        if not run.watchdog_tripped:  # syncing a hung device would hang the probe too
+            _release(env, device)
 
 
 def gpu_steps(env: Environment, device: int, plan: Plan) -> list[Step]:

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from probes import collectives
 from probes.coordination import Group, RankPlace, SubGroup
+from probes.pairing import DEFAULT_ROUNDS, PairwisePlan
 from probes.stats import Measurement, failed
 
 MiB = 1 << 20
@@ -41,6 +42,7 @@ class Wanted:
     nccl: bool
     pairwise: bool
     extra_sizes: tuple[int, ...] = ()
+    pairwise_rounds: int = DEFAULT_ROUNDS
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ def run_collectives(
             _one(bench, world, group.coord, place.world_size, "cluster", "all_reduce", size)
         )
     if wanted.pairwise:
-        out.pairwise = _pairwise(place, group, bench, say)
+        out.pairwise = _pairwise(place, group, bench, say, out.cluster, wanted.pairwise_rounds)
     return out
 
 
@@ -102,26 +104,54 @@ def _one(
 
 
 def _pairwise(
-    place: RankPlace, group: Group, bench: Bench, say: Callable[[str], None]
+    place: RankPlace,
+    group: Group,
+    bench: Bench,
+    say: Callable[[str], None],
+    cluster: list[Measurement],
+    rounds: int,
 ) -> list[Measurement]:
-    """Each pair of nodes alone, one pair at a time: the slow node is in every slow pair."""
-    found = []
+    """The nodes' network in rounds of disjoint groups measured at once (probes/pairing.py):
+    screening pairs, suspects against cleared nodes, bisection of a slow cluster. Every rank
+    runs the same plan: each round's figures are shared before the next is chosen."""
     local = place.local_world_size
     size = min(PAIRWISE_BYTES, max(bench.sizes))
     name = f"pairwise_all_reduce_{collectives.size_label(size)}"
-    for a in range(place.nodes):
-        for b in range(a + 1, place.nodes):
-            ranks = [n * local + i for n in (a, b) for i in range(local)]
-            pair = group.new(ranks, bench.backend)  # every rank creates every group
+    label = f"all_reduce_{collectives.size_label(size)}"
+    whole = next((m.value for m in cluster if m.name == label), None)
+    # rank 0's figure for every rank: the plans must not differ on whether to bisect
+    (shared,) = _shared(group, [(whole or 0.0) if place.rank == 0 else 0.0])
+    plan = PairwisePlan(place.nodes, rounds, cluster_busbw=shared or None)
+    found = []
+    while (step := plan.next_round()) is not None:
+        phase, groups = step
+        values = [0.0] * len(groups)
+        mine = None
+        for i, nodes in enumerate(groups):
+            ranks = [n * local + j for n in nodes for j in range(local)]
+            sub = group.new(ranks, bench.backend)  # every rank creates every group, in order
             coord = group.new_coord(ranks)
             if place.rank in ranks:
-                say(f"all_reduce between nodes {a} and {b}")
-                m = _one(bench, pair, coord, len(ranks), "pair", "all_reduce", size)
-                m.name = name
-                m.params["nodes"] = [a, b]
-                found.append(m)
-            group.barrier(f"the pair after nodes {a},{b}")
+                mine = (i, nodes, sub, coord, ranks)
+        if mine is not None:
+            i, nodes, sub, coord, ranks = mine
+            say(f"{phase} round {plan.rounds_run + 1}: all_reduce between nodes {list(nodes)}")
+            m = _one(bench, sub, coord, len(ranks), "pair", "all_reduce", size)
+            m.name = name
+            m.params.update(nodes=list(nodes), phase=phase, round=plan.rounds_run)
+            found.append(m)
+            if place.rank == ranks[0]:  # the group's first rank speaks for it
+                values[i] = m.value if m.value is not None else -1.0
+        plan.record(phase, groups, _shared(group, values))
     return found
+
+
+def _shared(group: Group, values: list[float]) -> list[float | None]:
+    """Each group's figure, known to every rank (-1: the test failed)."""
+    torch = group.torch
+    tensor = torch.tensor(values, dtype=torch.float64)
+    group.dist.all_reduce(tensor, group=group.coord)
+    return [None if v < 0 else float(v) for v in tensor.tolist()]
 
 
 def _agree_bench(wanted: Wanted, group: Group, gpu: int | None, out: CollectiveRun) -> Bench | None:

@@ -29,6 +29,13 @@ MAX_CHECKS = 4096
 MAX_ITEMS = 4096  # any other list of a report
 MAX_DURATION_S = 30 * 86_400.0  # a probe run, burn included
 MAX_MONITOR_S = 366 * 86_400.0  # a monitoring window
+# Money and GPU time a job report states: finite, never negative, and bounded ("inf GPU-hours
+# lost" and a saving of $-5,000,000 were stored and printed). 4,096 GPUs at $100 an hour are
+# $409,600 an hour; the hours are every GPU a report may list, idle over the longest window.
+MAX_USD_PER_H = 10_000_000.0
+MAX_GPU_HOURS = MAX_ITEMS * MAX_MONITOR_S / 3600
+UsdPerHour = Annotated[float, Field(ge=0, le=MAX_USD_PER_H, allow_inf_nan=False)]
+GpuHours = Annotated[float, Field(ge=0, le=MAX_GPU_HOURS, allow_inf_nan=False)]
 
 
 class _Model(BaseModel):
@@ -358,8 +365,8 @@ class JobFinding(_Model):
     summary: str
     evidence: list[str]
     fix: str
-    idle_usd_per_h: float | None = None  # the GPU time left idle, at the instance's price
-    saving_usd_per_h: float | None = None  # under_used: moving to the cheapest option that fits
+    idle_usd_per_h: UsdPerHour | None = None  # the GPU time left idle, at the instance's price
+    saving_usd_per_h: UsdPerHour | None = None  # under_used: the cheapest option that fits
     cheaper_option: str | None = None
 
 
@@ -377,7 +384,7 @@ class JobReport(_Model):
     unmeasured: list[str] = Field(default_factory=list, max_length=MAX_ITEMS)
     verdict: Literal["healthy", "findings", "unmeasured"]
     findings: list[JobFinding] = Field(default_factory=list, max_length=MAX_ITEMS)
-    gpu_hours_lost: float | None = None  # GPU time the findings left idle over the window
+    gpu_hours_lost: GpuHours | None = None  # GPU time the findings left idle over the window
     price_basis: str | None = None  # where the findings' prices come from
 
 

@@ -31,6 +31,7 @@ from probes.environment import import_torch, nvml_handle
 from probes.errors import EnvironmentProblem, LockBusy
 from probes.health import XidListener, pcie_replays, read_health
 from probes.nvml import Nvml
+from probes.pairing import DEFAULT_ROUNDS
 from probes.rank_collectives import Wanted, run_collectives
 from probes.report import Diagnosis, Inventory, PeerLink
 from probes.stats import Measurement
@@ -86,6 +87,7 @@ class RankOptions:
     gpus: tuple[int, ...] = ()  # CUDA index per local rank; () = local rank itself
     nccl: bool = True
     pairwise: bool = False
+    pairwise_rounds: int = DEFAULT_ROUNDS
     only: frozenset[str] | None = None
     extra_sizes: tuple[int, ...] = ()
     lock_wait_s: float = 60.0
@@ -176,7 +178,7 @@ def _after_measuring(
         if hung:
             result.errors.append(f"collectives not run: the GPU of rank(s) {hung} hung")
             return
-        wanted = Wanted(opts.mode, opts.nccl, opts.pairwise, opts.extra_sizes)
+        wanted = Wanted(opts.mode, opts.nccl, opts.pairwise, opts.extra_sizes, opts.pairwise_rounds)
         done = run_collectives(wanted, place, group, run.device if run.gpu_measured else None, say)
         result.backend = done.backend
         result.collectives, result.cluster_collectives = done.node, done.cluster
@@ -340,6 +342,7 @@ def _parse(argv: list[str]) -> RankOptions:
     p.add_argument("--gpus", default="")
     p.add_argument("--no-nccl", action="store_true")
     p.add_argument("--pairwise", action="store_true")
+    p.add_argument("--pairwise-rounds", type=int, default=DEFAULT_ROUNDS)
     p.add_argument("--only", default=None)
     p.add_argument("--extra-size", type=int, action="append", default=[])
     p.add_argument("--lock-wait-s", type=float, default=60.0)
@@ -352,6 +355,7 @@ def _parse(argv: list[str]) -> RankOptions:
         gpus=tuple(int(g) for g in a.gpus.split(",") if g),
         nccl=not a.no_nccl,
         pairwise=a.pairwise,
+        pairwise_rounds=a.pairwise_rounds,
         only=frozenset(a.only.split(",")) if a.only else None,
         extra_sizes=tuple(a.extra_size),
         lock_wait_s=a.lock_wait_s,

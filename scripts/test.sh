@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up .venv (pinned test set-up, torch 2.13.0 CPU from local disk) and runs the whole suite:
-# ruff, mypy, hadolint, pytest. Extra arguments go to pytest. Each step says when it starts, that
-# it is still running (every 15 s), and how long it took.
+# ruff, mypy, complexity (radon), hadolint, pytest. Extra arguments go to pytest. Each step says
+# when it starts, that it is still running (every 15 s), and how long it took.
 #
 # Leaves running: the test PostgreSQL (scripts/start-postgres.sh: port ${ADVISOR_TEST_PG_PORT:-
 # 54329}, data ${ADVISOR_TEST_PG_DATA:-/tmp/advisor-test-pg}), reused by the next run; stop it
@@ -12,8 +12,12 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/progress.sh
 source scripts/progress.sh
 started_pg=""
+started_slurm=""
 leave_note() {
   steps_summary
+  if [ -n "$started_slurm" ]; then
+    bash scripts/stop-slurm.sh
+  fi
   if [ -n "$started_pg" ]; then
     echo "note: left running: the test PostgreSQL at $started_pg (data ${ADVISOR_TEST_PG_DATA:-/tmp/advisor-test-pg}),"
     echo "      reused by the next run; stop it with: bash scripts/stop-postgres.sh"
@@ -31,6 +35,8 @@ with_progress "pip install" install  # minutes on a fresh machine (torch), secon
 with_progress "ruff" .venv/bin/ruff check advisor probes tests benchmarks
 with_progress "ruff format" .venv/bin/ruff format --check advisor probes tests benchmarks
 with_progress "mypy" .venv/bin/mypy
+# no function above radon grade C in advisor/ and probes/ (the exempt ones: scripts/complexity.py)
+with_progress "complexity" .venv/bin/python scripts/complexity.py
 # PostgreSQL for the store tests (installed from apt when missing); SQLite needs nothing.
 if [ -z "${ADVISOR_TEST_POSTGRES_URL:-}" ]; then
   start_pg() { ADVISOR_TEST_POSTGRES_URL=$(bash scripts/start-postgres.sh); }
@@ -39,6 +45,14 @@ if [ -z "${ADVISOR_TEST_POSTGRES_URL:-}" ]; then
   started_pg=$ADVISOR_TEST_POSTGRES_URL
 fi
 with_progress "hadolint" .venv/bin/hadolint Dockerfile
+# A one-host Slurm cluster of two nodes for tests/test_slurm.py (slurm-wlm from apt when missing;
+# stopped when the run ends). Where it cannot start, the Slurm test fails under CI=true.
+if [ -z "${ADVISOR_TEST_SLURM_CONF:-}" ]; then
+  start_slurm() { ADVISOR_TEST_SLURM_CONF=$(bash scripts/start-slurm.sh); }
+  with_progress "slurm" start_slurm
+  export ADVISOR_TEST_SLURM_CONF
+  [ -n "$ADVISOR_TEST_SLURM_CONF" ] && started_slurm=yes
+fi
 # Headless Chromium for the review's browser test (Debian's package; no-op when present).
 chromium() { bash scripts/install-chromium.sh >/dev/null; }
 with_progress "chromium" chromium

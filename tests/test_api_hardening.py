@@ -17,14 +17,16 @@ import pytest
 import yaml
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
+from pydantic import ValidationError
 
 import advisor.api.routes.review as review_route
 from advisor import Catalog, load_catalog
 from advisor.api import create_app
+from advisor.api.problems import STORE_RETRY_AFTER_S
 from advisor.api.settings import ENV, Settings
 from advisor.errors import InputError
 from advisor.fleet.statistics import PLAUSIBLE_RATIO
-from advisor.store import Store, open_store
+from advisor.store import Store, StoreError, open_store
 from tests.api_server import REPO
 from tests.factories import mini_catalog_data, write_catalog
 from tests.test_estimate_api import FINE_TUNE, RATIOS, probe_report
@@ -162,9 +164,9 @@ def test_non_json_numbers_are_422_naming_the_field(client: TestClient, token: st
     )
     problem = assert_problem(r, 422)
     assert [e["field"] for e in problem["errors"]] == ["max_hourly_usd"], problem
-    report = json.dumps(probe_report("nan-host", 0.8)).replace(
-        '"measured": 640.0', f'"measured": {token}'
-    )
+    sent = probe_report("nan-host", 0.8)
+    sent["checks"][0]["measured"] = "MEASURED"
+    report = json.dumps(sent).replace('"MEASURED"', token)
     assert token in report
     r = client.post(
         "/v1/probe-reports", content=report, headers={**AUTH, "content-type": "application/json"}
@@ -463,3 +465,116 @@ def test_every_service_setting_is_validated_at_start_up(variable: str, value: st
     with pytest.raises(InputError, match=variable):
         Settings.from_env({variable: value})
     assert variable in ENV.values()
+
+
+def test_a_failed_reload_names_no_server_path(tmp_path: Path) -> None:
+    user = write_catalog(tmp_path / "secret-dir" / "cat", mini_catalog_data())
+    s = Settings(
+        database_url=f"sqlite:///{tmp_path}/l.db",
+        catalog_dir=str(user),
+        catalog_mode="replace",
+        api_tokens=(TOKEN,),  # type: ignore[arg-type]
+    )
+    with TestClient(create_app(s)) as c:
+        (user / "catalog.yaml").write_text("accelerators: [{id: broken}]\n")
+        answer = c.post("/v1/catalog/reload", headers=AUTH).json()
+    assert answer["reloaded"] is False
+    assert "reload failed" in answer["detail"]
+    assert "secret-dir" not in answer["detail"], answer["detail"]
+    assert "ADVISOR_CATALOG" in answer["detail"] or "catalog.yaml" in answer["detail"]
+
+
+@pytest.mark.parametrize(
+    ("number", "stored"),
+    [(2**63 - 1, True), (2**63, False), (-(2**63), True), (-(2**63) - 1, False), (10**308, False)],
+)
+def test_integers_are_bounded_to_64_bits(client: TestClient, number: int, stored: bool) -> None:
+    sent = probe_report(f"int-host-{number % 97}", 0.95)
+    sent["device"] = "DEVICE"
+    body = json.dumps(sent).replace('"DEVICE"', str(number))
+    r = client.post(
+        "/v1/probe-reports", content=body, headers={**AUTH, "content-type": "application/json"}
+    )
+    if stored:
+        assert r.status_code == 201, r.text
+    else:
+        problem = assert_problem(r, 422)
+        assert [e["field"] for e in problem["errors"]] == ["device"], problem
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("gpu_hours_lost", -1.0),
+        ("gpu_hours_lost", 1e300),
+        ("idle_usd_per_h", -5_000_000.0),
+        ("saving_usd_per_h", 1e300),
+    ],
+)
+def test_money_and_hours_are_finite_and_not_negative(field: str, value: float) -> None:
+    from probes.report import JobFinding, JobReport
+
+    finding: dict[str, Any] = {"code": "host_bound", "summary": "s", "evidence": [], "fix": "f"}
+    job: dict[str, Any] = {
+        "command": ["x"],
+        "exit_code": 0,
+        "wall_s": 1.0,
+        "sampled_s": 1.0,
+        "interval_s": 1.0,
+        "verdict": "findings",
+        "findings": [finding],
+    }
+    if field == "gpu_hours_lost":
+        job[field] = value
+    else:
+        finding[field] = value
+    with pytest.raises(ValidationError, match=field):
+        JobReport.model_validate(job)
+    JobFinding.model_validate({**finding, field: 1.5} if field != "gpu_hours_lost" else finding)
+
+
+class FullDiskStore(CountingStore):
+    """A real store whose writes fail as SQLite's do on a full disk (the store's own error)."""
+
+    def add_once(self, *_: Any) -> Any:
+        raise StoreError("could not store the report: database or disk is full")
+
+
+def test_a_storage_failure_says_when_to_retry(tmp_path: Path) -> None:
+    store = FullDiskStore(open_store(f"sqlite:///{tmp_path}/full.db"))
+    with TestClient(create_app(settings(tmp_path), store=store)) as c:  # type: ignore[arg-type]
+        r = c.post("/v1/probe-reports", json=probe_report("full-host", 0.95), headers=AUTH)
+    assert_problem(r, 503)
+    assert r.headers["Retry-After"] == str(STORE_RETRY_AFTER_S)
+
+
+def test_the_contract_document_has_its_own_metrics_label(client: TestClient) -> None:
+    assert client.get("/openapi.json").status_code == 200
+    labels = {
+        sample.labels.get("route")
+        for family in text_string_to_metric_families(client.get("/metrics").text)
+        for sample in family.samples
+    }
+    assert "/openapi.json" in labels
+    assert "(unmatched)" not in labels
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "location"),
+    [
+        ("GET", "/v1/accelerators/?provider=aws", "/v1/accelerators?provider=aws"),
+        ("GET", "/v1/accelerators/h100-sxm/", "/v1/accelerators/h100-sxm"),
+        ("POST", "/v1/recommendations/", "/v1/recommendations"),
+    ],
+)
+def test_a_trailing_slash_redirects_without_the_host_header(
+    client: TestClient, method: str, path: str, location: str
+) -> None:
+    r = client.request(method, path, headers={"Host": "evil.example"}, follow_redirects=False)
+    assert r.status_code == 307, r.text
+    assert r.headers["location"] == location
+
+
+@pytest.mark.parametrize("path", ["//evil.example/", "/no/such/", "/v1/probe-reports/x/y/"])
+def test_a_trailing_slash_outside_the_contract_is_a_404(client: TestClient, path: str) -> None:
+    assert_problem(client.get(path, follow_redirects=False), 404)

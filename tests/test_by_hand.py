@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from advisor.engine.rank import objective_value
+from advisor.engine.objective import objective_value
 from advisor.perf.training import Layout, _bubble
 from advisor.planning import training_plan
 

@@ -53,8 +53,10 @@ def test_recommend_json_contract() -> None:
         assert key in rec
     # Of today's GPUs only Hopper SXM (H100 80 GB, H200 141 GB: 900 GB/s NVLink 4 each) and
     # Blackwell B200 (180 GB, 1,800 GB/s NVLink 5), per NVIDIA's datasheets, meet both 80 GB and
-    # 900 GB/s; MI300X's 896 GB/s falls short.
-    assert {r["accelerator"] for r in data["recommendations"]} <= {"h100-sxm", "h200-sxm", "b200"}
+    # 900 GB/s; MI300X's 896 GB/s falls short; B300, GB200/GB300 (NVLink 5) and MI355X (Infinity
+    # Fabric 7 x 153.6 = 1,075 GB/s) meet them.
+    meet = {"h100-sxm", "h200-sxm", "b200", "b300", "gb200", "gb300", "mi355x"}
+    assert {r["accelerator"] for r in data["recommendations"]} <= meet
     # large_scale_training ranks by price: cheapest first, scores falling
     hourly = [r["hourly_usd"] for r in data["recommendations"]]
     assert hourly == sorted(hourly)
@@ -95,7 +97,7 @@ def test_no_recommendation_exits_1_and_explains() -> None:
             "unknown region 'mars-1'",
         ),
         (["recommend", "--workload", "fine_tuning", "--objective", "fastest"], "valid: cheapest"),
-        (["recommend", "--workload", "fine_tuning", "--purchase", "reserved"], "purchase"),
+        (["recommend", "--workload", "fine_tuning", "--purchase", "yearly"], "purchase"),
         (["catalog", "show", "h100-sxn"], "did you mean 'h100-sxm'"),
         (["catalog", "instances", "--provider", "amazon"], "valid: aws"),
     ],

@@ -14,6 +14,7 @@ import pytest
 
 from advisor import Catalog, recommend
 from advisor.catalog.models import SpotPolicy
+from advisor.catalog.queries import purchase_matches
 from advisor.engine import alternatives as alternatives_module
 from advisor.engine.candidates import CloudCandidate, candidate_index
 from advisor.engine.checks import (
@@ -31,7 +32,7 @@ from advisor.engine.constraints import RELAXATIONS, Direction
 from advisor.engine.placement import PLACEMENT_READS, place
 from advisor.perf.spot import SpotPlan
 from advisor.planning.plans import plan_for
-from advisor.request import RecommendRequest, purchase_matches
+from advisor.request import RecommendRequest
 from tests.factories import load_mini
 from tests.factories import price as price_entry
 

@@ -221,7 +221,8 @@ def test_classic_training_gets_an_nvlink_node(shipped: Catalog) -> None:
         shipped, Workload(workload="large_scale_training", memory_gb=80, interconnect_gb_s=900)
     )
     for r in result.recommendations:
-        assert r.accelerator in {"h100-sxm", "h200-sxm", "b200"}  # NVLink 4/5 SXM parts
+        # NVLink 4/5 SXM parts and the MI355X's Infinity Fabric (7 x 153.6 = 1,075 GB/s)
+        assert r.accelerator in {"h100-sxm", "h200-sxm", "b200", "b300", "gb200", "gb300", "mi355x"}
         assert shipped.instance_types[r.instance_type or ""].interconnect_gb_s >= 900
 
 
@@ -290,7 +291,7 @@ def test_the_hot_loops_affine_objective_matches_objective_value(
 ) -> None:
     """The engine values on-demand offerings as a x cost + b (worked out once per option): the
     same numbers objective_value gives for every cost, with and without a sized fit."""
-    from advisor.engine.rank import objective_affine, objective_value
+    from advisor.engine.objective import objective_affine, objective_value
     from advisor.planning.fit import Fit
 
     fit = (

@@ -94,13 +94,12 @@ def test_sampler_takes_its_time_and_stops_early_on_request() -> None:
     lib = busy_and_idle()
     started = time.monotonic()
     sample(Nvml(lib), 0.25, 0.05)
-    assert time.monotonic() - started >= 0.24  # readings at the end of each interval
+    # a lower bound only (load makes it longer, never shorter): readings at each interval's end
+    assert time.monotonic() - started >= 0.24
     stop = threading.Event()
     threading.Timer(0.15, stop.set).start()
-    started = time.monotonic()
     (gpu, _) = sample(Nvml(busy_and_idle()), 30, 0.05, stop=stop)
-    assert time.monotonic() - started < 5
-    assert 1 <= gpu.samples < 30 / 0.05
+    assert 1 <= gpu.samples < 30 / 0.05  # stopped early: fewer readings than the window holds
 
 
 def test_unsupported_and_failing_readings_are_left_out() -> None:
@@ -383,7 +382,7 @@ def test_cli_json_report_on_a_fake_machine(fake_machine: FakeNvmlLib, tmp_path: 
     assert r.exit_code == 0, r.output
     report = UtilisationReport.model_validate_json(r.stdout)
     assert report.instance_type == "p5en.48xlarge" and report.interval_s == 0.1
-    assert 0.5 < report.duration_s < 5
+    assert report.duration_s > 0.5  # the window was sampled (a lower bound: load only adds)
     busy, idle = report.gpus
     assert busy.accelerator == idle.accelerator == "h200-sxm"
     assert (busy.finding, busy.reason_codes) == ("optimized", [])
@@ -415,12 +414,11 @@ def _interrupt_once_handled(before: Any) -> None:
 def test_cli_ctrl_c_ends_the_window_with_a_report(fake_machine: FakeNvmlLib) -> None:
     before = signal.getsignal(signal.SIGINT)
     threading.Thread(target=_interrupt_once_handled, args=(before,), daemon=True).start()
-    started = time.monotonic()
     r = invoke("monitor", "--duration", "1m", "--interval", "0.1s", "--json")
     assert r.exit_code == 0, r.output
-    assert time.monotonic() - started < 10
     report = UtilisationReport.model_validate_json(r.stdout)
-    assert report.duration_s < 10 and 1 <= report.gpus[0].samples < 600
+    # stopped early: fewer readings than the minute's 600
+    assert report.duration_s < 60 and 1 <= report.gpus[0].samples < 600
     assert "monitor: stopped after" in r.stderr
     assert signal.getsignal(signal.SIGINT) is before  # handler restored
 

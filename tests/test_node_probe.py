@@ -124,9 +124,7 @@ def test_three_cpu_ranks_measure_collectives_together(tmp_path: Path) -> None:
 
 
 def test_a_rank_that_dies_is_named_and_the_others_report(tmp_path: Path) -> None:
-    started = time.monotonic()
     run = run_cpu_ranks(tmp_path, 2, fault="1:die", timeout_s=10)
-    assert time.monotonic() - started < 60
     (dead,) = [f for f in run.failures if f.rank == 1]
     assert dead.phase == "measured" and dead.exit_code == -9, dead
     assert "exit code -9" in dead.detail
@@ -135,9 +133,7 @@ def test_a_rank_that_dies_is_named_and_the_others_report(tmp_path: Path) -> None
 
 
 def test_a_rank_that_hangs_is_stopped_at_the_deadline_and_named(tmp_path: Path) -> None:
-    started = time.monotonic()
     run = run_cpu_ranks(tmp_path, 2, fault="1:hang", timeout_s=3, deadline_s=25)
-    assert time.monotonic() - started < 45
     (hung,) = [f for f in run.failures if f.rank == 1]
     assert "time limit" in hung.detail
     (alive,) = run.ranks
@@ -148,9 +144,8 @@ def test_a_rank_that_hangs_is_stopped_at_the_deadline_and_named(tmp_path: Path) 
 def test_ranks_that_disagree_on_gpus_run_no_collectives_and_say_why(tmp_path: Path) -> None:
     """Rank 0 counts as having a GPU, rank 1 has none: NCCL between them is impossible, and a
     rank that went ahead alone would wait for the other until the timeout."""
-    started = time.monotonic()
     run = run_cpu_ranks(tmp_path, 2, fault="0:gpu", timeout_s=60)
-    assert time.monotonic() - started < 50  # no rank waited out the 60 s timeout
+    # no rank waited out the 60 s timeout: that would be a failure naming the time limit
     assert run.failures == [] and {r.phase for r in run.ranks} == {"done"}
     for r in run.ranks:
         assert r.collectives == []

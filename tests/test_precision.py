@@ -198,8 +198,19 @@ def test_estimate_api_refuses_unsupported_precision(tmp_path: Path) -> None:
 
 
 def test_training_is_sized_as_16_bit_mixed_precision_not_refused(shipped: Catalog) -> None:
-    # Training sizing computes at the bf16, else fp16, rate (T4: fp16 65 TFLOP/s) whatever the
-    # weights' precision, so the precision constraint reads inference work only.
-    request = Workload(workload="fine_tuning", model="llama-2-7b", precision="bf16")
-    result = recommend(shipped, request)
+    # Adapter training computes at the bf16, else fp16, rate (T4: fp16 65 TFLOP/s): LoRA is not
+    # refused for the precision. A full-weight bf16 job is refused exactly on the GPUs without a
+    # bf16 rate (the request asked for bf16, not fp16 mixed precision with loss scaling).
+    lora = Workload(workload="fine_tuning", model="llama-2-7b", precision="bf16", method="lora")
+    result = recommend(shipped, lora)
     assert all("PRECISION_UNSUPPORTED" not in r.codes for r in result.rejected)
+    full = recommend(shipped, lora.model_copy(update={"method": "full", "show_rejected": True}))
+    refused = {r.id for r in full.rejected if "PRECISION_UNSUPPORTED" in r.codes}
+    no_bf16 = {
+        it.id
+        for it in shipped.instance_types.values()
+        if it.accelerator
+        and shipped.accelerators[it.accelerator].form_factor.value == "datacenter"
+        and shipped.accelerators[it.accelerator].peak_tflops.bf16 is None
+    }
+    assert refused and refused <= no_bf16

@@ -208,9 +208,7 @@ def test_a_hung_step_trips_the_watchdog_and_later_steps_do_not_run(
         return canned("cpu_memcpy", "GB/s")
 
     monkeypatch.setattr(measure, "d2d", memcpy)
-    started = time.perf_counter()
     run = run_probe(nvml=no_nvml(), environ={}, watchdog_s=0.2)
-    assert time.perf_counter() - started < 5
     assert run.watchdog_tripped is True
     hung, skipped = run.measurements
     assert hung.name == "cpu_matmul_fp32" and hung.value is None

@@ -32,7 +32,7 @@ def at(delta: dt.timedelta) -> str:
 
 
 def report(**changes: Any) -> dict[str, Any]:
-    return {**probe_report("node-1", 0.8), "created_at": at(dt.timedelta(hours=-1)), **changes}
+    return {**probe_report("node-1", 0.95), "created_at": at(dt.timedelta(hours=-1)), **changes}
 
 
 def fields_of(r: Any) -> list[str]:
@@ -74,7 +74,7 @@ def test_bounds_are_422s_naming_the_field(client: TestClient) -> None:
     assert fields_of(client.post("/v1/probe-reports", json=body, headers=AUTH)) == [
         "inventory.hostname"
     ]
-    many = report(checks=[{**report()["checks"][0], "name": f"c{i}"} for i in range(10_000)])
+    many = report(checks=[{"name": f"c{i}", "status": "pass", "detail": ""} for i in range(10_000)])
     assert fields_of(client.post("/v1/probe-reports", json=many, headers=AUTH)) == ["checks"]
     negative = report()
     negative["checks"] = [{**negative["checks"][0], "measured": -400.0}]
@@ -141,3 +141,67 @@ def test_utilisation_reports_are_bounded_too(client: TestClient) -> None:
     assert fields_of(post(utilisation(host="h" * 300))) == ["host"]
     future = post(utilisation(created_at=at(dt.timedelta(days=30))))
     assert fields_of(future) == ["created_at"]
+
+
+def test_every_verdict_in_the_report_counts(client: TestClient) -> None:
+    # passing checks, but a GPU, a node and the cluster failed and a rank never finished
+    body = report()
+    body["gpu_verdicts"] = [{"gpu": 0, "verdict": "pass"}, {"gpu": 1, "verdict": "fail"}]
+    r = client.post("/v1/probe-reports", json=body, headers=AUTH)
+    assert (r.json()["verdict"], r.json()["claimed_verdict"]) == ("fail", "pass")
+    body = report(created_at=at(dt.timedelta(minutes=-2)))
+    body["failed_ranks"] = [{"rank": 3, "detail": "killed"}]
+    r = client.post("/v1/probe-reports", json=body, headers=AUTH)
+    assert (r.json()["verdict"], r.json()["claimed_verdict"]) == ("error", "pass")
+    body = report(created_at=at(dt.timedelta(minutes=-3)))
+    body["cluster"] = {
+        "nodes": 2,
+        "world_size": 16,
+        "hosts": [
+            {"host": "node-1", "node_rank": 0, "gpus": 8, "verdict": "pass"},
+            {"host": "node-2", "node_rank": 1, "gpus": 8, "verdict": "warn"},
+        ],
+        "verdict": "pass",
+    }
+    r = client.post("/v1/probe-reports", json=body, headers=AUTH)
+    assert (r.json()["verdict"], r.json()["claimed_verdict"]) == ("warn", "pass")
+
+
+@pytest.mark.parametrize(("ratio", "status"), [(0.01, "fail"), (0.8, "warn"), (0.95, "pass")])
+def test_a_check_is_graded_from_measured_over_expected(
+    client: TestClient, ratio: float, status: str
+) -> None:
+    body = report()
+    body["checks"][0]["measured"] = ratio * body["checks"][0]["expected"]  # claims "pass"
+    r = client.post("/v1/probe-reports", json=body, headers=AUTH)
+    assert r.status_code == 201, r.text
+    (check,) = client.get(r.headers["Location"]).json()["report"]["checks"]
+    assert check["status"] == status  # bands of advisor.fleet.grading: 0.90 and 0.75
+    assert r.json()["verdict"] == status
+
+
+def test_a_report_counts_for_the_hardware_it_measured(client: TestClient) -> None:
+    # an H200 run told --expect mi300x: its checks were graded against the MI300X's 915 TFLOP/s
+    body = report(accelerator="h200-sxm", expected_accelerator="mi300x")
+    body["inventory"]["gpu"] = {"name": "NVIDIA H200"}
+    body["checks"][0].update(measured=703.0, expected=915.18, status="warn")
+    r = client.post("/v1/probe-reports", json=body, headers=AUTH)
+    assert r.status_code == 201, r.text
+    assert r.json()["accelerator"] == "h200-sxm"
+    (check,) = client.get(r.headers["Location"]).json()["report"]["checks"]
+    # against the catalog's H200 expectation, 781.0 TFLOP/s: 703 / 781 = 0.90, a pass; the
+    # status never gets better than the report's own (warn)
+    assert check["expected"] == 781.0
+    assert check["status"] == "warn"
+    (summary,) = client.get("/v1/fleet/summary").json()
+    assert summary["accelerator"] == "h200-sxm"
+    ratio = summary["checks"]["matmul_bf16"]["ratio_median"]
+    assert ratio == pytest.approx(703.0 / 781.0)
+
+
+def test_a_gpu_the_catalog_does_not_know_counts_for_no_accelerator(client: TestClient) -> None:
+    body = report(accelerator="h100-sxm")
+    body["inventory"]["gpu"] = {"name": "Made-up GPU 9000"}
+    r = client.post("/v1/probe-reports", json=body, headers=AUTH)
+    assert r.status_code == 201, r.text
+    assert r.json()["accelerator"] is None

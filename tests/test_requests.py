@@ -103,7 +103,7 @@ def test_unknown_field_hints_come_from_that_request(
 BAD_BODIES = [
     {"workload": "fine_tuning", "memory_gb": "80GB"},
     {"workload": "fine_tuning", "power_budget_w": -5},
-    {"workload": "fine_tuning", "purchase": "reserved"},
+    {"workload": "fine_tuning", "purchase": "yearly"},
     {"workload": "fine_tuning", "memry_gb": 80},
     {"memory_gb": 80},
 ]
@@ -210,3 +210,21 @@ def test_cli_purchase_any_means_either_in_recommend_and_estimate(catalog_dir: Pa
     est = _cli(catalog_dir, "estimate", "--workload", "fine_tuning", "--params-b", "1",
                "--tokens", "1e9", "--instance-type", "big8", "--purchase", "any", "--json")  # fmt: skip
     assert est["hourly_usd"] == BIG8_SPOT_USD
+
+
+@pytest.mark.parametrize("path", ["/v1/estimates", "/v1/recommendations"])
+def test_a_cross_field_rule_of_the_model_names_its_field_in_http(
+    client: TestClient, path: str
+) -> None:
+    """One output token has no inter-token latency: the model's rule, the same field the CLI
+    names --max-itl-ms, here by its JSON key."""
+    body: dict[str, Any] = {"workload": "fine_tuning", "params_b": 1, "output_tokens": 1}
+    body |= (
+        {"max_itl_ms": 20, "instance_type": "big8"} if "estimates" in path else {"max_itl_ms": 20}
+    )
+    assert _errors(client.post(path, json=body)) == [
+        (
+            "max_itl_ms",
+            "one output token has no inter-token latency; drop it or raise output_tokens, got 20",
+        )
+    ]

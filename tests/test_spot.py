@@ -196,3 +196,16 @@ def test_estimate_on_spot_states_the_same_plan_as_recommend(shipped: Catalog) ->
     )
     assert not risky.fits
     assert "allows a multi-node spot plan at most 10 interruptions" in risky.notes[0]
+
+
+def test_the_chance_of_at_least_one_interruption() -> None:
+    """Poisson arrivals: P(at least one) = 1 - exp(-expected). 4 nodes at 0.001/node-h for
+    100 h, checkpoint 1 h, restart 0.5 h: rate 0.004/h, loss 1 h a time, wall 100 / 0.996 =
+    100.4016 h, expected 0.401606, chance 1 - exp(-0.401606) = 1 - 0.670320 x 0.998395 = 0.330756."""
+    from advisor.perf.spot import spot_plan as plan_of
+
+    plan = plan_of(100, 4, 0.001, 1.0, 0.5)
+    assert plan.interruptions == pytest.approx(0.401606, rel=1e-5)
+    assert plan.chance_of_any == pytest.approx(0.330756, rel=1e-5)
+    figure = next(f for f in plan.figures if f.name == "chance_of_any_interruption")
+    assert figure.value == pytest.approx(plan.chance_of_any)

@@ -71,6 +71,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
         docs_url=None,  # Swagger UI and ReDoc load from a CDN: advisor.api.docs serves /docs
         redoc_url=None,
         dependencies=[Depends(known_query_only)],
+        redirect_slashes=False,  # advisor.api.problems redirects without the Host header
     )
     app.state.advisor = state
     problems.install(app)

@@ -98,6 +98,18 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            route: Any = scope.get("route")
-            template = getattr(route, "path", None) or UNMATCHED
-            self.metrics.observe(scope["method"], template, status, time.perf_counter() - start)
+            self.metrics.observe(
+                scope["method"], _template(scope), status, time.perf_counter() - start
+            )
+
+
+def _template(scope: Scope) -> str:
+    """The matched route's template; a plain Starlette route (/openapi.json, which sets no
+    "route") by its path when it has no parameters; else UNMATCHED."""
+    route: Any = scope.get("route")
+    template = getattr(route, "path", None)
+    if template:
+        return str(template)
+    if scope.get("endpoint") is not None and not scope.get("path_params"):
+        return str(scope["path"])
+    return UNMATCHED

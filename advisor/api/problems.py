@@ -6,10 +6,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -26,6 +26,9 @@ PROBLEM = "application/problem+json"
 # 6 MB.
 MAX_FIELD_PROBLEMS = 20
 MAX_TEXT = 200  # characters of one field name or message
+# Retry-After of a storage failure other than an unreachable database (a full disk, a locked
+# file): seconds, long enough for an operator to be paged, short enough not to lose reports.
+STORE_RETRY_AFTER_S = 60
 
 
 class CappedValidationError(RequestValidationError):
@@ -120,7 +123,7 @@ def install(app: FastAPI) -> None:
         return problem(422, "Invalid request", detail, errors)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         title = {
             400: "Bad Request",
             401: "Unauthorized",
@@ -129,6 +132,8 @@ def install(app: FastAPI) -> None:
             405: "Method Not Allowed",
             413: "Content Too Large",
         }.get(exc.status_code, "Error")
+        if exc.status_code == 404 and (redirect := _without_slash(request)) is not None:
+            return redirect
         headers = dict(exc.headers) if exc.headers else {}
         if exc.status_code == 405 and (allowed := allowed_methods(request)) is not None:
             headers["Allow"] = ", ".join(allowed)  # Starlette names the first route's only
@@ -147,9 +152,10 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StoreError)
     async def _store(_: Request, exc: StoreError) -> JSONResponse:
         retry = exc.retry_after_s if isinstance(exc, StoreUnreachable) else None
-        # Retry-After counts whole seconds (RFC 9110): the breaker's wait, rounded up
-        headers = {"Retry-After": str(max(math.ceil(retry), 1))} if retry else None
-        return problem(503, "Storage unavailable", str(exc), headers=headers)
+        # Retry-After counts whole seconds (RFC 9110): the breaker's wait, rounded up; any other
+        # storage failure (a full disk) needs an operator: clients come back a minute later
+        wait = max(math.ceil(retry), 1) if retry else STORE_RETRY_AFTER_S
+        return problem(503, "Storage unavailable", str(exc), headers={"Retry-After": str(wait)})
 
     @app.exception_handler(AdvisorError)
     async def _advisor(_: Request, exc: AdvisorError) -> JSONResponse:
@@ -161,12 +167,31 @@ def install(app: FastAPI) -> None:
         return problem(500, "Internal error", "the server failed on this request; see its log")
 
 
+def _without_slash(request: Request) -> Response | None:
+    """A 307 to the path without its trailing slash, when the contract has that path and
+    method; its Location is the path alone (Starlette's own redirect built it from the client's
+    Host header)."""
+    path = request.url.path
+    if len(path) <= 1 or not path.endswith("/"):
+        return None
+    methods = methods_at(request.app, path.rstrip("/"))
+    if not methods or request.method not in methods:
+        return None
+    query = request.url.query
+    return RedirectResponse(path.rstrip("/") + (f"?{query}" if query else ""), 307)
+
+
 def allowed_methods(request: Request) -> list[str] | None:
     """Every method the contract lists at this path (GET and POST where both exist), and HEAD
     with GET (Starlette answers it); None for a path outside the contract."""
-    for template, item in request.app.openapi()["paths"].items():
+    return methods_at(request.app, request.url.path)
+
+
+def methods_at(app: FastAPI, path: str) -> list[str] | None:
+    """allowed_methods of `path`."""
+    for template, item in app.openapi()["paths"].items():
         regex, _, _ = compile_path(template)
-        if regex.match(request.url.path):
+        if regex.match(path):
             methods = {m.upper() for m in item}
             return sorted(methods | ({"HEAD"} if "GET" in methods else set()))
     return None
@@ -221,7 +246,24 @@ def document(app: FastAPI) -> None:
                 for code, response in operation.get("responses", {}).items():
                     if str(code).startswith(("4", "5")) and _is_problem(response):
                         response["content"] = {PROBLEM: {"schema": PROBLEM_REF}}
+        _bound_integers(spec)
         app.openapi_schema = spec
         return spec
 
     app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _bound_integers(node: Any) -> None:
+    """Every integer in the contract within 64 bits, as advisor.api.strict_json enforces."""
+    from advisor.api.strict_json import INT64_MAX, INT64_MIN
+
+    pending = [node]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            if item.get("type") == "integer":
+                item["minimum"] = max(item.get("minimum", INT64_MIN), INT64_MIN)
+                item["maximum"] = min(item.get("maximum", INT64_MAX), INT64_MAX)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)

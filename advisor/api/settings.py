@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from typing import Annotated, Any
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -59,6 +59,10 @@ class Settings(BaseSettings, CatalogSettings):
     database_url: Annotated[str, Field(min_length=1)] = "sqlite:///advisor.db"
     # Comma-separated in the environment; never printed (SecretStr hides them in reprs).
     api_tokens: Annotated[tuple[SecretStr, ...], NoDecode] = ()
+    # A write token bound to the hosts it may report for: JSON {"<token>": ["gpu-*.dc1", ...]}
+    # (shell globs over normalised host names, advisor.fleet.hosts); a token not named here
+    # reports for any host. Secret like the tokens (never printed).
+    token_hosts: Annotated[dict[str, tuple[str, ...]], Field(repr=False)] = {}
     # Guard the reads that name hosts, GPUs and processes; empty: those reads are open.
     read_tokens: Annotated[tuple[SecretStr, ...], NoDecode] = ()
     max_body_bytes: Annotated[int, Field(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
@@ -74,8 +78,9 @@ class Settings(BaseSettings, CatalogSettings):
     # this process stores refresh them at once.
     fleet_refresh_s: Annotated[float, Field(gt=0, le=86_400)] = 60.0
     # uvicorn (advisor/api/server.py): an idle keep-alive connection is closed after
-    # keep_alive_s; a request whose headers and body have not fully arrived request_timeout_s
-    # after the connection opened (or the previous response ended) is dropped; connections
+    # keep_alive_s; a request whose head has not fully arrived header_timeout_s after its first
+    # byte, or whose body has not body_timeout_s after its head, or either not request_timeout_s
+    # after its first byte, is answered 408 and dropped; connections
     # beyond max_connections + reserved_connections are answered 503 and closed at once (each
     # open connection holds a file descriptor and buffers).
     keep_alive_s: Annotated[int, Field(ge=1, le=3600)] = 5
@@ -84,13 +89,23 @@ class Settings(BaseSettings, CatalogSettings):
     # otherwise 1,200 such sockets would hold the whole cap for request_timeout_s. A client on any
     # network sends its request within milliseconds of connecting.
     idle_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
+    # 1,100 sockets that each sent one byte once held the cap for the whole request timeout: a
+    # request line and headers come in one packet from any client, a 1 MiB body in well under
+    # 15 s on any link the fleet uses.
+    header_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 5.0
+    body_timeout_s: Annotated[float, Field(gt=0, le=3600)] = 15.0
+    # At max_connections, a request (head or body) silent this long is closed (408) to make
+    # room for a new connection when no idle connection can.
+    stalled_request_s: Annotated[float, Field(gt=0, le=3600)] = 1.0
     max_connections: Annotated[int, Field(ge=1, le=1_000_000)] = 1000
     # Accepted beyond max_connections for GET /healthz and /readyz alone (other paths on them
     # are a 503): liveness and readiness probes still answer while slow clients hold the cap.
     reserved_connections: Annotated[int, Field(ge=0, le=10_000)] = 20
-    # Open connections one client address may hold (its idlest makes room, else a 503); 0: no
-    # cap. Off by default: behind a proxy or load balancer every client has the proxy's address.
-    max_connections_per_client: Annotated[int, Field(ge=0, le=1_000_000)] = 0
+    # Open connections one client may hold (its idlest makes room, else a 503): an IPv4
+    # address, or an IPv6 /64 (one host owns a whole /64). On by default (slow clients from one
+    # address cannot fill the cap); behind a proxy or load balancer every client has the proxy's
+    # address: raise it there, or 0 for no cap.
+    max_connections_per_client: Annotated[int, Field(ge=0, le=1_000_000)] = 64
     # The request line plus headers (bytes), complete or not: larger is a 400 before any route.
     max_header_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = 16 * 1024
 
@@ -100,6 +115,16 @@ class Settings(BaseSettings, CatalogSettings):
         if isinstance(value, str):
             return tuple(t.strip() for t in value.split(",") if t.strip())
         return value
+
+    @model_validator(mode="after")
+    def _bound_tokens_exist(self) -> Settings:
+        known = {t.get_secret_value() for t in self.api_tokens}
+        unknown = sum(1 for token in self.token_hosts if token not in known)
+        if unknown:
+            raise ValueError(
+                f"token_hosts binds {unknown} token(s) that ADVISOR_API_TOKENS does not list"
+            )
+        return self
 
     @classmethod
     def settings_customise_sources(

@@ -15,6 +15,9 @@ levels; no route's body is deeper than 10 (a probe report's NVLink error counter
 object of the route's model is split into its known and unknown keys first: pydantic validates
 the known ones and the unknown ones are counted and the first few named, so that a body of many
 unknown keys costs a set lookup per key instead of a pydantic error each (twice: strict and lax).
+
+And before the body is read at all, a guarded route checks its token (early_guard): an
+anonymous client gets its 401 or 403 without costing a parse.
 """
 
 from __future__ import annotations
@@ -31,9 +34,14 @@ from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
+from advisor.api.deps import early_guard
 from advisor.api.problems import MAX_FIELD_PROBLEMS, CappedValidationError
 
-MAX_INT_DIGITS = 309  # an integer with more digits is beyond every float: no field takes it
+# Integers a body may hold: 64-bit signed, what every store column and client language takes
+# (integers of 309 digits were accepted in several fields). A float field takes any finite
+# number written with a fraction or an exponent.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+MAX_INT_DIGITS = 19  # digits of INT64_MAX: a longer token is out of range without parsing it
 # Bodies up to this size are parsed and checked on the event loop: that costs tens of
 # microseconds, less than the hop to a worker thread and back; larger ones go to a thread.
 INLINE_MAX_BYTES = 16 * 1024
@@ -58,12 +66,18 @@ def _float(token: str) -> float | int | NotJson:
         return NotJson(token)
     # JSON has one number type: 7171.0 is the integer 7171 (JSON Schema says so too), and a
     # float field takes an int alike
-    return int(value) if value.is_integer() else value
+    # a float field takes an int alike; beyond 64 bits it stays a float (no integer field
+    # takes it)
+    whole = value.is_integer() and INT64_MIN <= value <= INT64_MAX
+    return int(value) if whole else value
 
 
 def _int(token: str) -> int | NotJson:
     digits = len(token) - token.startswith("-")
-    return int(token) if digits <= MAX_INT_DIGITS else NotJson(f"{token[:20]}... ({digits} digits)")
+    if digits > MAX_INT_DIGITS:
+        return NotJson(f"{token[:20]}... ({digits} digits)")
+    value = int(token)
+    return value if INT64_MIN <= value <= INT64_MAX else NotJson(token)
 
 
 def loads(body: bytes) -> Any:
@@ -98,7 +112,8 @@ def loads(body: bytes) -> Any:
             {
                 "type": "finite_number",
                 "loc": ("body", *loc),
-                "msg": f"{bad.token} is not a JSON number (finite, within the float range)",
+                "msg": f"{bad.token} is not a number the service takes (finite, within the "
+                "float range; an integer within 64 bits)",
                 "input": bad.token,
             }
             for loc, bad in _not_json(value, ())
@@ -243,7 +258,11 @@ class StrictJSONRoute(APIRoute):
             else None
         )
 
+        guard = early_guard(self)
+
         async def strict(request: Request) -> Response:
+            if guard is not None:  # 401/403 before a byte of the body is read
+                await guard(request)
             if self.body_field is not None and _is_json(request.headers.get("content-type")):
                 try:
                     body = await request.body()

@@ -24,6 +24,7 @@ from advisor.catalog.models import (
     PriceSanity,
     Purchase,
 )
+from advisor.catalog.queries import per_gpu_hour_usd
 from advisor.did_you_mean import did_you_mean
 from advisor.errors import CatalogIssue
 
@@ -369,7 +370,7 @@ def _gpu_hour_flags(
         for index, p in enumerate(it.prices):
             if p.purchase == Purchase.on_demand:
                 key = f"{it.accelerator} ({size_class(it)})"
-                per_gpu[key].append((it.id, index, p, p.hourly_usd / it.gpu_count))
+                per_gpu[key].append((it.id, index, p, per_gpu_hour_usd(p.hourly_usd, it.gpu_count)))
     for accelerator, rows in per_gpu.items():
         own: dict[str, list[float]] = defaultdict(list)  # per instance type: its GPU-hour prices
         for r in rows:

@@ -32,8 +32,14 @@ class FormFactor(StrEnum):
 
 
 class Purchase(StrEnum):
+    """How a price is bought (advisor/catalog/purchase.py says what each commits to)."""
+
     on_demand = "on_demand"
     spot = "spot"
+    reserved_1y = "reserved_1y"  # a 1-year reservation / commitment, owed every hour of the term
+    reserved_3y = "reserved_3y"  # the same for 3 years
+    capacity_block = "capacity_block"  # AWS EC2 Capacity Blocks for ML: a fixed window, up front
+    reserved = "reserved"  # requests only: either reserved term (a price states its term)
 
 
 class GpuLink(StrEnum):
@@ -74,7 +80,8 @@ class Generation(StrEnum):
     hopper = "hopper"  # NVIDIA H100, H200
     blackwell = "blackwell"  # NVIDIA B200, GB200
     cdna2 = "cdna2"  # AMD MI250
-    cdna3 = "cdna3"  # AMD MI300X
+    cdna3 = "cdna3"  # AMD MI300X, MI325X
+    cdna4 = "cdna4"  # AMD MI350X, MI355X
     tpu = "tpu"  # Google Cloud TPU
     trainium = "trainium"  # AWS Trainium / Inferentia
     edge_npu = "edge_npu"  # fixed-function int8 edge accelerators (Coral Edge TPU, Hailo)
@@ -228,6 +235,13 @@ class Price(Strict):
     # set by the loader after the checks, never read from a catalog file.
     flag: str | None = None
 
+    @field_validator("purchase")
+    @classmethod
+    def _purchase_has_a_term(cls, value: Purchase) -> Purchase:
+        if value is Purchase.reserved:
+            raise ValueError("a reserved price states its term: reserved_1y or reserved_3y")
+        return value
+
     def age_days(self, today: dt.date) -> int:
         """Days since `as_of`: the one staleness measure (loader warning, `catalog stale`)."""
         return (today - self.as_of).days
@@ -253,6 +267,9 @@ class InstanceType(Strict):
     # per-GPU GPU-to-GPU bandwidth inside the instance
     interconnect_gb_s: Annotated[float, Field(ge=0, le=10_000)] = 0
     network_gbps: Annotated[float, Field(ge=0, le=100_000)]  # scale-out network between instances
+    # GPUs one NVLink domain spans where it reaches beyond the instance (a GB200/GB300 NVL72 tray
+    # of 4 GPUs sits in a 72-GPU NVLink rack); None: the domain is the instance's own GPUs.
+    nvlink_domain_gpus: Annotated[int | None, Field(ge=2, le=576)] = None
     # What the provider states as total GPU memory; cross-checked against gpu_count x accelerator.
     gpu_memory_total_gb: NonNeg | None = None
     prices: tuple[Price, ...] = ()
@@ -277,6 +294,8 @@ class InstanceType(Strict):
             raise ValueError("a CPU-only instance type needs `cpu` (a catalog CPU class id)")
         if self.gpu_count <= 1 and self.interconnect_gb_s:
             raise ValueError("interconnect_gb_s must be 0 with fewer than two GPUs")
+        if self.nvlink_domain_gpus is not None and self.nvlink_domain_gpus <= self.gpu_count:
+            raise ValueError("nvlink_domain_gpus is for a domain larger than the instance's GPUs")
         return self
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 
+from advisor.catalog import purchase
 from advisor.catalog.models import (
     Accelerator,
     FormFactor,
@@ -153,21 +154,62 @@ def list_instance_types(
     return sorted(result, key=lambda i: (i.provider, i.id))
 
 
+def purchase_matches(wanted: Purchase | None, offered: Purchase) -> bool:
+    """Whether an offering's purchase option satisfies the request's (None = any: on demand or
+    spot; reserved = either term): advisor/catalog/purchase.py's rule."""
+    return purchase.matches(wanted, offered)
+
+
+def price_matches(price: Price, purchase: Purchase | None, region: str | None) -> bool:
+    """Whether a price is one of an offering under a purchase option (None: any) in a region
+    (a region spec as region_matches reads it; None: any): the one filter `recommend`'s pools,
+    `estimate` and the review select prices by."""
+    return purchase_matches(purchase, price.purchase) and region_matches(region, price.region)
+
+
+def price_usable(price: Price, include_flagged: bool) -> bool:
+    """Whether a price may be quoted: one the sanity checks do not doubt (Price.flag is None),
+    or any when flagged prices are asked for."""
+    return include_flagged or price.flag is None
+
+
 def cheapest_price(prices: Iterable[Price], include_flagged: bool = False) -> Price | None:
     """The cheapest of these prices (the region's name breaks ties); a price the sanity checks
     flag (Price.flag) only when asked for, or when every one of them is flagged."""
     given = list(prices)
-    trusted = [p for p in given if p.flag is None or include_flagged]
+    trusted = [p for p in given if price_usable(p, include_flagged)]
     return min(trusted or given, key=lambda p: (p.hourly_usd, p.region), default=None)
+
+
+def offering_price(
+    prices: Iterable[Price],
+    purchase: Purchase | None = None,
+    region: str | None = None,
+    include_flagged: bool = False,
+) -> Price | None:
+    """An offering's price under a purchase option (None: any) in a region (None: any): the
+    cheapest matching price (price_matches), a flagged one only when asked for or when every
+    match is flagged (cheapest_price); None when none matches. `estimate`, the review's current
+    and suggested prices, the GPU grid and `catalog show`'s "from" price all read it."""
+    return cheapest_price(
+        (p for p in prices if price_matches(p, purchase, region)), include_flagged
+    )
 
 
 def from_price(prices: Iterable[Price]) -> Price | None:
     """The price an instance type is quoted "from": its cheapest on-demand price, else its
     cheapest spot price; never the cheaper of the two mixed."""
     given = list(prices)
-    return cheapest_price(p for p in given if p.purchase == Purchase.on_demand) or cheapest_price(
-        p for p in given if p.purchase == Purchase.spot
-    )
+    return offering_price(given, Purchase.on_demand) or offering_price(given, Purchase.spot)
+
+
+def per_gpu_hour_usd(hourly_usd: float, gpu_count: int) -> float:
+    """A price per GPU-hour: an instance's hourly price shared by its GPUs (ValueError for a
+    CPU-only type, which has none). The review's current price, its cheapest per-GPU option, the
+    price sanity checks' GPU-hour peers and the doctor's cost of idle GPUs read it."""
+    if gpu_count < 1:
+        raise ValueError(f"a per-GPU price needs GPUs; this instance type has {gpu_count}")
+    return hourly_usd / gpu_count
 
 
 def spot_interruption(
@@ -235,48 +277,58 @@ def gpu_grid(catalog: Catalog, accelerator: str | None = None) -> list[GpuOffer]
     """Accelerator x provider x GPUs per node, cheapest first within an accelerator (the
     compact view `sky show-gpus` gives). `accelerator` is an id or the start of ids, any case
     ("H100": h100-nvl, h100-pcie, h100-sxm); NotFoundError with a hint when it names none."""
-    gpus = {a.id: a for a in catalog.accelerators.values() if a.form_factor != FormFactor.cpu}
-    wanted = set(gpus)
-    if accelerator is not None:
-        key = accelerator.lower()
-        wanted = {i for i in gpus if i.lower() == key} or {
-            i for i in gpus if i.lower().startswith(key)
-        }
-        if not wanted:
-            raise NotFoundError(
-                f"no GPU accelerator {accelerator!r} in the catalog{did_you_mean(key, gpus)}"
-            )
+    wanted = _grid_accelerators(catalog, accelerator)
     shapes: dict[tuple[str, str, int], list[InstanceType]] = {}
     for it in catalog.instance_types.values():
         if it.accelerator in wanted:
             shapes.setdefault((it.accelerator, it.provider, it.gpu_count), []).append(it)
-    rows = []
-    for (acc, provider, count), types in shapes.items():
-        sound = [(it, p) for it in types for p in it.prices if p.flag is None]
-        on_demand = _cheapest_of(sound, Purchase.on_demand)
-        spot = _cheapest_of(sound, Purchase.spot)
-        by_price = sorted(types, key=lambda it: (_usd(cheapest_price(it.prices)), it.id))
-        rows.append(
-            GpuOffer(
-                accelerator=acc,
-                provider=provider,
-                gpus=count,
-                instance_types=tuple(it.id for it in by_price),
-                on_demand=on_demand[1] if on_demand else None,
-                on_demand_type=on_demand[0].id if on_demand else None,
-                spot=spot[1] if spot else None,
-                spot_type=spot[0].id if spot else None,
-                regions=tuple(sorted({p.region for _, p in sound})),
-            )
-        )
+    rows = [
+        _grid_row(acc, provider, count, types) for (acc, provider, count), types in shapes.items()
+    ]
     return sorted(rows, key=lambda r: (r.accelerator, r.gpus, _usd(r.on_demand), r.provider))
 
 
+def _grid_accelerators(catalog: Catalog, accelerator: str | None) -> set[str]:
+    """The GPU accelerator ids `accelerator` names (an id, else the start of ids, any case)."""
+    gpus = {a.id for a in catalog.accelerators.values() if a.form_factor != FormFactor.cpu}
+    if accelerator is None:
+        return gpus
+    key = accelerator.lower()
+    wanted = {i for i in gpus if i.lower() == key} or {i for i in gpus if i.lower().startswith(key)}
+    if not wanted:
+        raise NotFoundError(
+            f"no GPU accelerator {accelerator!r} in the catalog{did_you_mean(key, gpus)}"
+        )
+    return wanted
+
+
+def _grid_row(acc: str, provider: str, count: int, types: list[InstanceType]) -> GpuOffer:
+    """One shape's line: its types' sound prices only (flagged ones left out, no fallback)."""
+    sound = {it.id: [p for p in it.prices if price_usable(p, False)] for it in types}
+    on_demand = _cheapest_of(types, sound, Purchase.on_demand)
+    spot = _cheapest_of(types, sound, Purchase.spot)
+    by_price = sorted(types, key=lambda it: (_usd(cheapest_price(it.prices)), it.id))
+    return GpuOffer(
+        accelerator=acc,
+        provider=provider,
+        gpus=count,
+        instance_types=tuple(it.id for it in by_price),
+        on_demand=on_demand[1] if on_demand else None,
+        on_demand_type=on_demand[0].id if on_demand else None,
+        spot=spot[1] if spot else None,
+        spot_type=spot[0].id if spot else None,
+        regions=tuple(sorted({p.region for prices in sound.values() for p in prices})),
+    )
+
+
 def _cheapest_of(
-    priced: list[tuple[InstanceType, Price]], purchase: Purchase
+    types: list[InstanceType], sound: dict[str, list[Price]], purchase: Purchase
 ) -> tuple[InstanceType, Price] | None:
-    of_kind = [(it, p) for it, p in priced if p.purchase == purchase]
-    return min(of_kind, key=lambda ip: (ip[1].hourly_usd, ip[1].region, ip[0].id), default=None)
+    """The cheapest sound price of `purchase` among the types, with its type (region, then the
+    type's id, break ties)."""
+    found = [(it, offering_price(sound[it.id], purchase)) for it in types]
+    priced = [(it, p) for it, p in found if p is not None]
+    return min(priced, key=lambda ip: (ip[1].hourly_usd, ip[1].region, ip[0].id), default=None)
 
 
 def _usd(price: Price | None) -> float:

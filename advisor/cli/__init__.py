@@ -33,6 +33,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("advisor.cli.serve_cmd", "serve"),
     "review": ("advisor.cli.review_cmd", "review"),
     "estimate": ("advisor.cli.estimate_cmd", "estimate_cmd"),
+    "calibrate": ("advisor.cli.calibrate_cmd", "app"),
+    "deploy": ("advisor.cli.deploy_cmd", "app"),
 }
 
 
@@ -54,6 +56,8 @@ SUMMARIES: dict[str, str] = {
     "review": "Fleet review: inventory, measured vs expected, outliers, savings, cost per "
     "workload.",
     "estimate": "Every intermediate figure with its formula: memory per GPU, FLOPs, hours, cost.",
+    "calibrate": "Compare measured serving runs with the model.",
+    "deploy": "Render Kubernetes manifests or Slurm scripts that run advisor probe.",
 }
 
 

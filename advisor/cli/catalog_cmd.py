@@ -373,6 +373,11 @@ def _print_import(data: dict[str, object]) -> None:
     out.print(f"unknown accelerators ({len(unknown)}), not imported:", highlight=False)
     for name, why in sorted(unknown.items()):
         out.print(f"  {name}: {why}", highlight=False, markup=False)
+    incomplete = data["incomplete"]
+    assert isinstance(incomplete, dict)
+    out.print(f"no whole price, not offered ({len(incomplete)}):", highlight=False)
+    for type_id, why in sorted(incomplete.items()):
+        out.print(f"  {type_id}: {why}", highlight=False, markup=False)
     out.print(f"validated with the loader ({len(data['warnings'])} warning(s))", highlight=False)  # type: ignore[arg-type]
 
 
@@ -412,7 +417,11 @@ def stale(json_out: JsonOpt = False) -> None:
     print_table(console(), f"{len(found)} price(s) older than {days} days", columns, rows)
 
 
-PURCHASE_WORDS = {Purchase.on_demand: "on-demand", Purchase.spot: "spot"}
+PURCHASE_WORDS = {
+    Purchase.on_demand: "on-demand",
+    Purchase.spot: "spot",
+    Purchase.capacity_block: "capacity block",
+}
 
 
 def _from_cell(it: InstanceType) -> str:
@@ -421,7 +430,8 @@ def _from_cell(it: InstanceType) -> str:
     if price is None:
         return "-"
     mark = " (flagged)" if price.flag else ""
-    return f"{money(price.hourly_usd)} {PURCHASE_WORDS[price.purchase]}{mark}"
+    words = PURCHASE_WORDS.get(price.purchase, price.purchase.value)
+    return f"{money(price.hourly_usd)} {words}{mark}"
 
 
 def _flagged_cell(it: InstanceType) -> str:
@@ -464,3 +474,63 @@ def _cell(key: str, value: object) -> str:
 
 def _num(value: float | None) -> str:
     return "-" if value is None else f"{value:g}"
+
+
+@app.command("ops")
+def ops_tables(
+    accelerator: Annotated[
+        str | None, typer.Argument(metavar="[ACCEL]", help="Only this accelerator's tables.")
+    ] = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """List the measured operator tables (`advisor probe --ops`) and what each one covers."""
+    from advisor.catalog.ops import load_tables, model_tables
+
+    catalog = get_catalog()
+    if accelerator is not None and accelerator not in catalog.accelerators:
+        raise InputError(unknown("accelerator", accelerator, list(catalog.accelerators)))
+    dirs = CatalogSettings.from_env().directories()
+    used = {(t.accelerator, t.measured_at) for t in model_tables().values()}
+    found = [
+        (path, t)
+        for path, t in load_tables(dirs)
+        if accelerator is None or t.accelerator == accelerator
+    ]
+    rows = [_ops_summary(path, t, (t.accelerator, t.measured_at) in used) for path, t in found]
+    if json_out:
+        emit_json(rows)
+        return
+    table = Table(title="operator tables")
+    for col in ("accelerator", "mode", "measured", "stack", "rows", "used by the model", "file"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        counts = ", ".join(f"{n} {k}" for k, n in r["rows"].items() if n)
+        table.add_row(
+            Text(r["accelerator"] or "-"),
+            r["mode"],
+            r["measured_at"][:10],
+            Text(f"torch {r['torch']}, CUDA {r['cuda'] or '-'}, driver {r['driver'] or '-'}"),
+            Text(counts),
+            "yes" if r["used"] else "no",
+            Text(r["file"]),
+        )
+    console().print(table)
+    if not rows:
+        console().print("no operator table" + (f" for {accelerator}" if accelerator else ""))
+
+
+def _ops_summary(path: Path, t: Any, used: bool) -> dict[str, Any]:
+    sections = ("gemm", "attention_prefill", "attention_decode", "memory_ops", "launch")
+    return {
+        "accelerator": t.accelerator,
+        "device_name": t.stack.device_name,
+        "mode": t.mode,
+        "measured_at": t.measured_at.isoformat(),
+        "torch": t.stack.torch,
+        "cuda": t.stack.cuda,
+        "driver": t.stack.driver,
+        "precisions": sorted({g.precision for g in t.gemm}),
+        "rows": {s: len(getattr(t, s)) for s in (*sections, "collectives")},
+        "used": used,
+        "file": path.name,
+    }

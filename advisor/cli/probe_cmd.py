@@ -11,14 +11,16 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from advisor.catalog.models import Accelerator, Generation
+from advisor.catalog import Catalog
+from advisor.catalog.models import Accelerator, Generation, InstanceType
 from advisor.cli.common import (
     JsonReport,
     OutputFile,
@@ -42,9 +44,13 @@ from advisor.outputs import check_output_path
 from advisor.report_client import ReportSender
 from probes.collectives import parse_size
 from probes.node import NodePlan, NodeRun, UsageProblem
+from probes.pairing import DEFAULT_ROUNDS
 from probes.probe import CPU_STEPS, GPU_STEPS
 from probes.report import Check, ProbeReport
 from probes.worker import RankOptions
+
+if TYPE_CHECKING:
+    from advisor.cli import probe_health
 
 STATUS_STYLE = {
     "pass": "green",
@@ -88,8 +94,14 @@ def probe(
         typer.Option(help="HOST:PORT of the rendezvous with --nodes (default: MASTER_ADDR)."),
     ] = None,
     pairwise: Annotated[
-        bool, typer.Option(help="With --nodes: all-reduce between every node pair.")
+        bool,
+        typer.Option(
+            help="With --nodes: rounds of disjoint node pairs, then the slow nodes and groups."
+        ),
     ] = False,
+    pairwise_rounds: Annotated[
+        int, typer.Option(min=1, help="Screening rounds of --pairwise (N/2 pairs each).")
+    ] = DEFAULT_ROUNDS,
     nccl: Annotated[
         bool, typer.Option("--nccl/--no-nccl", help="Measure NCCL collectives between GPUs.")
     ] = True,
@@ -109,15 +121,88 @@ def probe(
     report_to: ReportTo = None,
     token: Token = None,
     spool_dir: SpoolDir = None,
+    ops: Annotated[
+        bool,
+        typer.Option(
+            "--ops",
+            help="Measure the operator table (GEMM, attention, memory-bound operators, launch "
+            "costs, collectives) the performance model reads; --output writes it.",
+        ),
+    ] = False,
+    health_check: Annotated[
+        bool,
+        typer.Option(
+            help="Level-1 node check within 60 s (Prolog, NPD plugin): exit 0 healthy, "
+            "1 a problem, 3 not known."
+        ),
+    ] = False,
+    npd: Annotated[
+        bool, typer.Option(help="With --health-check: one line for node-problem-detector.")
+    ] = False,
+    drain: Annotated[
+        bool, typer.Option(help="With --health-check: drain this Slurm node on a problem.")
+    ] = False,
+    node_condition: Annotated[
+        str | None,
+        typer.Option(help="With --health-check: set this Kubernetes node's condition."),
+    ] = None,
+    kube_api: Annotated[
+        str | None,
+        typer.Option(help="Kubernetes API URL for --node-condition (default: in-cluster)."),
+    ] = None,
+    textfile: Annotated[
+        Path | None,
+        typer.Option(help="With --health-check: Prometheus textfile-collector output (.prom)."),
+    ] = None,
+    serve_metrics: Annotated[
+        int | None,
+        typer.Option(
+            min=0, max=65535, help="Health-check every --interval and serve /metrics on this port."
+        ),
+    ] = None,
+    metrics_address: Annotated[
+        str, typer.Option(help="Address --serve-metrics listens on.")
+    ] = "0.0.0.0",
+    interval: Annotated[str, typer.Option(help="Time between checks of --serve-metrics.")] = "5m",
+    show_expected: Annotated[
+        bool,
+        typer.Option(
+            help="Print what --expect INSTANCE should measure (the plan's figures), then exit."
+        ),
+    ] = False,
 ) -> None:
     """Measure every GPU (matmul, transfers, overlap), the peer links, NCCL collectives and the
     health counters, and verify them against the catalog."""
+    if ops:
+        _refuse_with_ops(
+            expect=expect,
+            nodes=nodes > 1,
+            pairwise=pairwise,
+            burn=burn,
+            only=only,
+            report_to=report_to,
+            health_check=health_check,
+            serve_metrics=serve_metrics is not None,
+        )
+        _ops(full, device, nccl, output, json_out)
+        return
     catalog = get_catalog()
     instance = None
+    accelerator = None
     if expect is not None:
         # a bad id fails now, not after a minute of measuring
         accelerator, instance = resolve_expect(catalog, expect)
         _refuse_unmeasurable(expect, accelerator, json_out)
+    if show_expected:
+        _show_expected(catalog, instance, json_out)
+    if health_check or serve_metrics is not None:
+        health = _health_options(
+            expect, accelerator, json_out, npd, drain, node_condition, kube_api, textfile
+        )
+        health = replace(health, sender=_sender(report_to, token, spool_dir))
+        _health(catalog, health, device, serve_metrics, metrics_address, interval)
+    if any((npd, drain, node_condition, textfile)):
+        raise InputError("--npd, --drain, --node-condition and --textfile need --health-check")
     if output is not None:
         check_output_path(output)
     names = _measurement_names(only)
@@ -137,6 +222,7 @@ def probe(
             gpus=plan.gpus,
             nccl=nccl,
             pairwise=pairwise,
+            pairwise_rounds=pairwise_rounds,
             only=frozenset(names) if names is not None else None,
             extra_sizes=extra,
             lock_wait_s=lock_wait_s,
@@ -155,6 +241,94 @@ def probe(
     if sender is not None:
         deliver(sender, data, "probe")
     _leave(_exit_code(run, report, written), run.watchdog_tripped)
+
+
+def _ops(full: bool, device: int | None, nccl: bool, output: Path | None, as_json: bool) -> None:
+    from advisor.cli.probe_ops import run_ops
+
+    if output is not None:
+        check_output_path(output)
+    run_ops(full, device, nccl, output, as_json)
+
+
+def _refuse_with_ops(**given: object) -> None:
+    """Options of the verification probe that --ops does not take (its table goes to --output;
+    posting tables to the service is not built yet): bad usage, exit 2, naming them."""
+    used = sorted(f"--{name.replace('_', '-')}" for name, value in given.items() if value)
+    if used:
+        raise InputError(f"--ops measures the operator table alone: drop {', '.join(used)}")
+
+
+def _health_options(
+    expect: str | None,
+    accelerator: Accelerator | None,
+    as_json: bool,
+    npd: bool,
+    drain: bool,
+    node_condition: str | None,
+    kube_api: str | None,
+    textfile: Path | None,
+) -> probe_health.HealthOptions:
+    from advisor.cli.probe_health import HealthOptions  # prometheus_client: only here
+
+    return HealthOptions(
+        expect=expect,
+        gpus_expected=accelerator is not None and accelerator.form_factor.value != "cpu",
+        as_json=as_json,
+        npd=npd,
+        drain=drain,
+        node_condition=node_condition,
+        kube_host=kube_api,
+        textfile=textfile,
+    )
+
+
+def _show_expected(catalog: Catalog, instance: InstanceType | None, as_json: bool) -> NoReturn:
+    from advisor.fleet.expectations import plan_expectations
+
+    if instance is None:
+        raise InputError("--show-expected needs --expect INSTANCE_TYPE (a catalog instance type)")
+    rows = plan_expectations(catalog, instance)
+    if as_json:
+        emit_json({"instance_type": instance.id, "expected": [asdict(r) for r in rows]})
+        raise typer.Exit(0)
+    table = Table(title=f"what a {instance.id} node should measure")
+    for col in ("check", "planned", "unit", "published", "source"):
+        table.add_column(
+            col, overflow="fold", justify="right" if col in ("planned", "published") else "left"
+        )
+    for r in rows:
+        pub = r.published
+        table.add_row(
+            r.check,
+            _num(r.planned),
+            r.unit,
+            "-"
+            if pub is None
+            else f"{_num(pub.value)} ({_num(r.planned / pub.value * 100 if r.planned else None)}%)",
+            Text(r.source + (f"; published: {pub.source}" if pub else "")),
+        )
+    console().print(table)
+    raise typer.Exit(0)
+
+
+def _health(
+    catalog: Catalog,
+    opts: probe_health.HealthOptions,
+    device: int | None,
+    port: int | None,
+    address: str,
+    interval: str,
+) -> NoReturn:
+    from advisor.cli import probe_health
+
+    plan = _plan(device, 1, None)
+    if port is not None:
+        every = parse_duration(interval, "--interval")
+        probe_health.serve_metrics(catalog, plan, opts, port, address, every)
+    report, verdict = probe_health.check_once(catalog, plan, opts)
+    probe_health.print_once(report, verdict, opts)
+    raise typer.Exit(probe_health.act(report, verdict, opts))
 
 
 def _refuse_busy(run: NodeRun, as_json: bool = False) -> None:
@@ -246,6 +420,25 @@ def _leave(code: int, watchdog_tripped: bool) -> NoReturn:
 
 def render(report: ProbeReport) -> None:
     out = console()
+    out.print(_checks_table(report))
+    for line in _after_table(report):
+        out.print(line, highlight=False)
+    inv = report.inventory
+    versions = (
+        f"driver {inv.driver_version or '-'}, CUDA {inv.cuda_driver_version or '-'}, "
+        f"torch {inv.torch_version or '-'} (CUDA runtime {inv.cuda_runtime_version or '-'})"
+    )
+    out.print(versions, highlight=False, markup=False)
+    style = STATUS_STYLE[report.verdict]
+    against = report.expected_accelerator or report.accelerator
+    matched = f" against {against}" if against else ""
+    out.print(
+        f"verdict{esc(matched)}: [{style}]{report.verdict}[/] in {report.duration_s:.1f} s",
+        highlight=False,
+    )
+
+
+def _checks_table(report: ProbeReport) -> Table:
     inv, gpu = report.inventory, report.inventory.gpu
     title = f"advisor probe ({report.mode}) on {inv.hostname}"
     if gpu is not None:
@@ -267,32 +460,25 @@ def render(report: ProbeReport) -> None:
             Text(c.unit or ""),
             Text(c.detail + (f" (action: {c.action})" if c.action and c.status != "pass" else "")),
         )
-    out.print(table)
-    for d in report.diagnosis:
-        out.print(f"[red]diagnosis[/] {esc(d.code)}: {esc(d.message)}", highlight=False)
+    return table
+
+
+def _after_table(report: ProbeReport) -> list[str | Text]:
+    """The lines under the table: diagnoses, per-GPU verdicts, failed ranks, the cluster."""
+    lines: list[str | Text] = [
+        f"[red]diagnosis[/] {esc(d.code)}: {esc(d.message)}" for d in report.diagnosis
+    ]
     if len(report.gpu_verdicts) > 1:
         listed = ", ".join(
             f"GPU {g.gpu} [{STATUS_STYLE[g.verdict]}]{g.verdict}[/]" for g in report.gpu_verdicts
         )
-        out.print(f"per GPU: {listed}", highlight=False)
-    for f in report.failed_ranks:
-        out.print(f"[red]rank {f.rank}[/] did not finish: {esc(f.detail)}", highlight=False)
+        lines.append(f"per GPU: {listed}")
+    lines += [f"[red]rank {f.rank}[/] did not finish: {esc(f.detail)}" for f in report.failed_ranks]
     if report.cluster is not None:
         hosts = ", ".join(f"{h.host} {h.verdict}" for h in report.cluster.hosts)
-        line = f"cluster of {report.cluster.nodes} nodes: {hosts}"
-        out.print(line, highlight=False, markup=False)
-    versions = (
-        f"driver {inv.driver_version or '-'}, CUDA {inv.cuda_driver_version or '-'}, "
-        f"torch {inv.torch_version or '-'} (CUDA runtime {inv.cuda_runtime_version or '-'})"
-    )
-    out.print(versions, highlight=False, markup=False)
-    style = STATUS_STYLE[report.verdict]
-    against = report.expected_accelerator or report.accelerator
-    matched = f" against {against}" if against else ""
-    out.print(
-        f"verdict{esc(matched)}: [{style}]{report.verdict}[/] in {report.duration_s:.1f} s",
-        highlight=False,
-    )
+        # plain text (markup=False before): host names are printed as they are
+        lines.append(Text(f"cluster of {report.cluster.nodes} nodes: {hosts}"))
+    return lines
 
 
 def _where(c: Check) -> str:

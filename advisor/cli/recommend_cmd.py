@@ -21,7 +21,7 @@ from advisor.cli.tables import (
 )
 from advisor.engine import Recommendation, Result, SizedFigures
 from advisor.engine import recommend as run_engine
-from advisor.engine.rank import OBJECTIVE_WORDS
+from advisor.engine.objective import OBJECTIVE_WORDS
 from advisor.request import RecommendRequest, parse_request
 
 

@@ -16,6 +16,7 @@ from advisor.engine.checks import (
     offering_violations,
     static_violations,
 )
+from advisor.engine.constraints import Violation
 from advisor.engine.explain import AlternativeTracker
 from advisor.engine.placement import Placement, place
 from advisor.engine.result import Alternative, Recommendation, Result
@@ -34,39 +35,7 @@ def nearest_alternatives(
     for latency targets, the lowest figure any option blocked by latency alone reaches."""
     tracker = AlternativeTracker()
     for c in index.cloud:
-        placement = place(c, w, p, plan)
-        static = static_violations(c, placement, w, p)
-        latency_only = bool(static) and all(v.code in LATENCY_CODES for v in static)
-        if len(static) > 1 and not latency_only:
-            continue
-        spot = spot_case(c, placement, w, p)
-        risky = spot is not None and too_risky(spot[1], spot[2])
-        for price in _offers_worth_explaining(c, bool(static), placement.nodes, w, risky):
-            violations = static + offering_violations(price, placement.nodes, w, spot)
-            where = f"{c.instance.provider} {price.region}, {price.purchase}"
-            if latency_only and len(violations) == len(static):
-                hourly = option_hourly_usd(price.hourly_usd, placement.nodes)
-                label = f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
-                _offer_latency(tracker, placement, hourly, label)
-                continue
-            v = violations[0] if len(violations) == 1 else None
-            if v is None or v.constraint is None:
-                continue
-            if v.constraint == "method":
-                _offer_methods(tracker, placement, price, c.instance.id, where)
-                continue
-            if v.code == "GPU_LIMIT_EXCEEDED" and placement.fit and placement.fit.lighter_methods:
-                # a lighter method within the limit is another way there than more GPUs
-                _offer_methods(tracker, placement, price, c.instance.id, where)
-            # Relaxing memory or GPU count to one node's worth means paying for one node.
-            one_node = v.code in ("MEMORY_INSUFFICIENT", "GPU_COUNT_TOO_HIGH")
-            nodes = 1 if one_node else placement.nodes
-            if v.code == "GPU_LIMIT_EXCEEDED" and isinstance(v.relax_to, int):
-                nodes = v.relax_to // c.instance.gpu_count  # the whole nodes the limit allows
-            hourly = option_hourly_usd(price.hourly_usd, nodes)
-            tracker.offer(
-                v.constraint, v.relax_to, hourly, f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
-            )
+        _cloud_alternatives(tracker, c, w, p, plan)
     for e in index.edge:
         violations = edge_violations(e, w, p)
         if len(violations) == 1 and violations[0].constraint:
@@ -74,6 +43,58 @@ def nearest_alternatives(
             label = f"{e.device.name} ({e.mode} mode)" if e.mode else e.device.name
             tracker.offer(v.constraint or "", v.relax_to, 0.0, label)
     return [a for a in tracker.alternatives() if not _latency_met_anyway(a, w, p)]
+
+
+def _cloud_alternatives(
+    tracker: AlternativeTracker,
+    c: CloudCandidate,
+    w: Workload,
+    p: WorkloadProfile,
+    plan: Plan | None,
+) -> None:
+    """One instance type's offerings that one relaxation (or latency alone) would admit."""
+    placement = place(c, w, p, plan)
+    static = static_violations(c, placement, w, p)
+    latency_only = bool(static) and all(v.code in LATENCY_CODES for v in static)
+    if len(static) > 1 and not latency_only:
+        return
+    spot = spot_case(c, placement, w, p)
+    risky = spot is not None and too_risky(spot[1], spot[2])
+    for price in _offers_worth_explaining(c, bool(static), placement.nodes, w, risky):
+        violations = static + offering_violations(price, placement.nodes, w, spot)
+        where = f"{c.instance.provider} {price.region}, {price.purchase}"
+        if latency_only and len(violations) == len(static):
+            hourly = option_hourly_usd(price.hourly_usd, placement.nodes)
+            label = f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
+            _offer_latency(tracker, placement, hourly, label)
+        elif len(violations) == 1 and violations[0].constraint is not None:
+            _offer_relaxation(tracker, c, placement, price, violations[0], where)
+
+
+def _offer_relaxation(
+    tracker: AlternativeTracker,
+    c: CloudCandidate,
+    placement: Placement,
+    price: Price,
+    v: Violation,
+    where: str,
+) -> None:
+    """The one constraint an offering fails, relaxed: a lighter method, or the constraint's
+    relaxation at the price of the nodes it then rents."""
+    assert v.constraint is not None
+    if v.constraint == "method":
+        _offer_methods(tracker, placement, price, c.instance.id, where)
+        return
+    if v.code == "GPU_LIMIT_EXCEEDED" and placement.fit and placement.fit.lighter_methods:
+        # a lighter method within the limit is another way there than more GPUs
+        _offer_methods(tracker, placement, price, c.instance.id, where)
+    # Relaxing memory or GPU count to one node's worth means paying for one node.
+    one_node = v.code in ("MEMORY_INSUFFICIENT", "GPU_COUNT_TOO_HIGH")
+    nodes = 1 if one_node else placement.nodes
+    if v.code == "GPU_LIMIT_EXCEEDED" and isinstance(v.relax_to, int):
+        nodes = v.relax_to // c.instance.gpu_count  # the whole nodes the limit allows
+    hourly = option_hourly_usd(price.hourly_usd, nodes)
+    tracker.offer(v.constraint, v.relax_to, hourly, f"{c.instance.id} ({where}, ${hourly:,.2f}/h)")
 
 
 def _offers_worth_explaining(
@@ -104,7 +125,8 @@ def _offers_worth_explaining(
 _LOWER_PRECISION = {"bf16": "fp8", "fp16": "fp8", "fp8": "fp4"}
 _WHAT_SHRINKS = {
     "fp8": "weights and KV cache in 8 bits, on fp8 matrix units",
-    "fp4": "NVFP4 weights, 4.5 bits each, KV cache in fp8, on Blackwell fp4 tensor cores",
+    "fp4": "4-bit weights (NVFP4 on Blackwell, MXFP4 on CDNA 4; sized at NVFP4's 4.5 bits), "
+    "KV cache in fp8, on fp4 tensor/matrix cores",
 }
 
 

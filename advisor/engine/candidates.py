@@ -10,7 +10,6 @@ import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import TYPE_CHECKING
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import (
@@ -23,7 +22,8 @@ from advisor.catalog.models import (
     SpotInterruption,
 )
 from advisor.catalog.power import NodePower, instance_power
-from advisor.catalog.queries import region_matches, spot_interruption
+from advisor.catalog.queries import price_matches, price_usable, spot_interruption
+from advisor.engine.objective import Valuation
 from advisor.engine.result import Rejection
 from advisor.perf.precision import (
     REQUEST_PRECISIONS,
@@ -32,11 +32,9 @@ from advisor.perf.precision import (
     compute_precision,
     key_peak,
 )
+from advisor.units import GB, GIB
 
-if TYPE_CHECKING:
-    from advisor.engine.rank import Valuation  # rank.py imports this module
-
-GIB_PER_GB = 1e9 / 2**30  # instance RAM is stated in GiB, requirements in GB
+GIB_PER_GB = GB / GIB  # instance RAM is stated in GiB, requirements in GB
 
 
 Offer = tuple[str, Purchase, float, Price, str]  # region, purchase, hourly_usd, price, sort id
@@ -60,7 +58,7 @@ class OfferPool:
             return (0, *accumulate(int(k) for k in keep))
 
         spot = [o[1] is Purchase.spot for o in offers]
-        flagged = [o[3].flag is not None for o in offers]
+        flagged = [not price_usable(o[3], False) for o in offers]
         counts = (
             running([True] * len(offers)),
             running([not f for f in flagged]),
@@ -98,7 +96,7 @@ class GroupPool:
         for no_flagged in (False, True):
             ranked: list[tuple[tuple[float, str], int, Offer | None]] = []
             for member, pool in enumerate(pools):
-                kept = [o for o in pool.offers if not (no_flagged and o[3].flag is not None)]
+                kept = [o for o in pool.offers if price_usable(o[3], not no_flagged)]
                 # (price, sort id) of the cheapest kept offering; none kept: last
                 key = (kept[0][2], kept[0][4]) if kept else (math.inf, "")
                 ranked.append((key, member, kept[0] if kept else None))
@@ -149,11 +147,7 @@ class CloudCandidate:
         found = self._pools.get(key)
         if found is None:
             found = OfferPool.of(
-                tuple(
-                    o
-                    for o in self.offers
-                    if region_matches(region, o[0]) and (purchase is None or o[1] is purchase)
-                )
+                tuple(o for o in self.offers if price_matches(o[3], purchase, region))
             )
             self._pools[key] = found
         return found

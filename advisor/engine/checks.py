@@ -9,15 +9,14 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+from advisor.catalog.capability import mismatch_sentence, runs
 from advisor.catalog.models import (
-    Accelerator,
-    FormFactor,
     Price,
     Purchase,
     SpotPolicy,
     WorkloadProfile,
 )
-from advisor.catalog.queries import region_matches
+from advisor.catalog.queries import price_usable, purchase_matches, region_matches
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate, Offer
 from advisor.engine.constraints import Constraint, Finding, Violation, violations
 from advisor.engine.placement import PLACEMENT_READS, Placement
@@ -28,7 +27,7 @@ from advisor.perf.sizing import usable_memory_gb
 from advisor.perf.spot import SpotPlan, too_risky
 from advisor.planning.serving import latency_targets
 from advisor.planning.training_plan import network_below_floor
-from advisor.request import Workload, purchase_matches
+from advisor.request import Workload
 
 
 class StaticCase(NamedTuple):
@@ -51,29 +50,6 @@ class EdgeCase(NamedTuple):
     e: EdgeCandidate
     w: Workload
     p: WorkloadProfile
-
-
-JOB_WORDS = {
-    "train": "train",
-    "fine_tune": "fine-tune",
-    "serve": "serve",
-    "batch": "run batch work",
-}
-
-
-def runs(hw: Accelerator, p: WorkloadProfile) -> bool:
-    """Whether the workload runs on this hardware at all: its kind (form factor) and the job it
-    asks of an accelerator (catalog `jobs`: Inferentia serves, it does not train)."""
-    return hw.form_factor in p.form_factors and p.job in hw.jobs
-
-
-def mismatch_sentence(hw: Accelerator, p: WorkloadProfile) -> str:
-    if hw.form_factor in p.form_factors:
-        can = " or ".join(JOB_WORDS[j] for j in hw.jobs if j != "batch")
-        return f"{hw.name} does not {JOB_WORDS[p.job]} ({p.id}): it is built to {can} only"
-    kinds = ", ".join(p.form_factors)  # StrEnums: their values
-    what = "an edge device" if hw.form_factor == FormFactor.edge else f"{hw.form_factor} hardware"
-    return f"{hw.name} is {what}; {p.id} runs on: {kinds}"
 
 
 # --- instance-type checks -------------------------------------------------------------------
@@ -170,11 +146,14 @@ def _one_node_by_count(k: StaticCase) -> Finding | None:
 
 def _precision_unsupported(k: StaticCase) -> Finding | None:
     """A served model's precision the GPU has no matrix units for (advisor/perf/precision.py);
-    for training, fp8 on a GPU without FP8 tensor cores (16-bit training runs at the bf16, else
-    fp16, rate: perf/training.py training_peaks)."""
+    for training, fp8 on a GPU without FP8 tensor cores, and a full-weight bf16 job on one
+    without bf16 (T4, V100: fp16 mixed precision is another recipe, with loss scaling, that the
+    request did not ask for). LoRA/QLoRA in 16 bits run at the bf16, else fp16, rate
+    (perf/training.py training_peaks): adapters train in fp16 on such parts as a rule."""
     if not k.w.sized or not k.c.is_gpu or k.p.sizing == "none":
         return None
-    if k.p.sizing == "training" and k.w.precision != "fp8":
+    full_bf16 = k.w.precision == "bf16" and k.w.method == "full"
+    if k.p.sizing == "training" and k.w.precision != "fp8" and not full_bf16:
         return None
     found = k.c.precision_support[k.w.precision]
     return Finding(found.reason, relaxable=False) if isinstance(found, Unsupported) else None
@@ -332,7 +311,7 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         "the precision",
         _precision_unsupported,
         ("is_gpu", "hardware.peak_tflops", "hardware.name", "hardware.generation"),
-        applies=lambda w, p: w.sized and p.sizing == "inference",
+        applies=lambda w, p: w.sized and p.sizing != "none",
     ),
     Constraint(
         "TTFT_TARGET_MISSED", "max_ttft_ms", "the TTFT target", _ttft_missed, applies=_sized
@@ -475,10 +454,9 @@ def _spot_too_risky(k: OfferCase) -> Finding | None:
 
 def _price_flagged(k: OfferCase) -> Finding | None:
     """A price the catalog's sanity checks doubt (advisor/catalog/cross_checks.py price_flags)."""
-    flag = k.price.flag
-    if flag is None or k.w.include_flagged_prices:
+    if price_usable(k.price, k.w.include_flagged_prices):
         return None
-    return Finding(f"its price is flagged: {flag}")
+    return Finding(f"its price is flagged: {k.price.flag}")
 
 
 OFFERING: tuple[Constraint[OfferCase], ...] = (
@@ -592,6 +570,7 @@ def offer_faults(offer: Offer, w: Workload, nodes: int, risky: bool, skip_flagge
     budget = w.max_hourly_usd
     return (
         (not region_matches(w.region, o_region))
+        # purchase_matches and price_usable inline: this runs on every offering
         | (w.purchase is not None and o_purchase is not w.purchase) << 1
         | (budget is not None and option_hourly_usd(hourly, nodes) > budget) << 2
         | (risky and o_purchase is Purchase.spot) << 3

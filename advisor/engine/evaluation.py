@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from operator import attrgetter
 
 from advisor.catalog import Catalog
+from advisor.catalog.capability import mismatch_sentence, runs
 from advisor.catalog.models import FormFactor, Price, Purchase, WorkloadProfile
 from advisor.catalog.queries import check_region
 from advisor.did_you_mean import unknown
@@ -26,26 +27,26 @@ from advisor.engine.checks import (
     GROUP_SIGNATURE,
     STATIC,
     edge_violations,
-    mismatch_sentence,
     offer_faults,
     offering_violations,
     request_free_violations,
-    runs,
     static_violations,
 )
 from advisor.engine.constraints import Violation, applicable
 from advisor.engine.explain import explain_chosen, explain_none
+from advisor.engine.objective import (
+    OBJECTIVE_WORDS,
+    Valuation,
+    objective_value,
+    ranked_figure,
+)
 from advisor.engine.placement import Placement, place
 from advisor.engine.rank import (
-    OBJECTIVE_WORDS,
     Bound,
     Hit,
-    Valuation,
     edge_hit,
-    objective_value,
     penalty,
     rank,
-    ranked_figure,
     reasons,
     sized_figures,
     valuation,
@@ -372,6 +373,7 @@ def _valued_offers(
     objective, perf, factor, affine, _ = valuation
     for _, o_purchase, hourly, price, sort_id in offers:
         on_spot = o_purchase is Purchase.spot
+        # price_usable inline: the per-offering hot loop
         if (risky and on_spot) or (skip_flagged and price.flag is not None):
             continue
         cost = option_hourly_usd(hourly, placement.nodes)

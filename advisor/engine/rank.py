@@ -6,8 +6,17 @@ import heapq
 import math
 from typing import NamedTuple
 
-from advisor.catalog.models import PORTING, FormFactor, Price, WorkloadProfile
+from advisor.catalog import purchase as purchase_option
+from advisor.catalog.models import PORTING, FormFactor, Price, Purchase, WorkloadProfile
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate
+from advisor.engine.objective import (
+    COST_LIKE,
+    OBJECTIVE_WORDS,
+    Valuation,
+    objective_affine,
+    objective_value,
+    rises_with_cost,
+)
 from advisor.engine.placement import Placement
 from advisor.engine.result import SizedFigures
 from advisor.engine.spot_risk import plan_sentence
@@ -23,15 +32,6 @@ from advisor.planning.fit import Fit
 from advisor.planning.serving import BARE_INFERENCE, latency_targets
 from advisor.planning.training_plan import LONG_PLAN_DAYS
 from advisor.request import Workload
-
-OBJECTIVE_WORDS = {
-    "cheapest": "lowest hourly price",
-    "performance": "highest peak throughput",
-    "price_performance": "most throughput per dollar",
-    "cost_to_completion": "lowest cost to completion",
-    "time": "shortest time to completion",
-    "cost_per_million_tokens": "lowest cost per million tokens",
-}
 
 
 class Hit(NamedTuple):
@@ -67,81 +67,6 @@ def penalty(c: CloudCandidate, p: WorkloadProfile) -> float:
 def _link_not_preferred(c: CloudCandidate, p: WorkloadProfile) -> bool:
     multi_gpu = c.is_gpu and c.instance.gpu_count > 1
     return bool(p.prefer_gpu_link) and multi_gpu and c.instance.gpu_link not in p.prefer_gpu_link
-
-
-COST_LIKE = {"cheapest", "cost_to_completion", "time", "cost_per_million_tokens"}
-
-
-def objective_value(
-    objective: str,
-    cost: float,
-    perf: float,
-    factor: float,
-    fit: Fit | None = None,
-    hours: float | None = None,
-) -> float:
-    """Lower is better for every objective, so one sort serves them all. `hours` replaces the
-    fit's training time where interruptions add to it (a spot plan's total)."""
-    if objective == "cheapest":
-        return cost * factor
-    if objective in ("cost_to_completion", "time"):
-        if fit is None or fit.hours is None:
-            return cost * factor  # nothing to complete: fall back to the hourly price
-        done = fit.hours if hours is None else hours
-        if objective == "time":
-            return done * factor
-        return (cost_to_completion_usd(cost, done) or 0.0) * factor
-    if objective == "cost_per_million_tokens":
-        per_million = cost_per_million_tokens_usd(cost, fit.served_tokens_per_s if fit else None)
-        return (cost if per_million is None else per_million) * factor
-    if objective == "performance":
-        return -perf / factor
-    return -(perf / cost) / factor if cost else 0.0
-
-
-def ranked_figure(objective: str, value: float) -> float:
-    """The figure an option is ranked by, in the objective's own unit and sign: a Hit's value
-    is negated for the objectives where higher is better, so one ascending sort serves all."""
-    return value if objective in COST_LIKE else -value
-
-
-def objective_affine(
-    objective: str, perf: float, factor: float, fit: Fit | None
-) -> tuple[float, float] | None:
-    """(a, b) with objective_value(cost) = a x cost + b for one option's on-demand offerings,
-    worked out once per option for the engine's hot loop; None where the value is not affine in
-    the cost (price_performance). tests/test_engine.py holds it to objective_value."""
-    if objective == "price_performance":
-        return None
-    at_zero = objective_value(objective, 0.0, perf, factor, fit)
-    return objective_value(objective, 1.0, perf, factor, fit) - at_zero, at_zero
-
-
-def rises_with_cost(objective: str, perf: float, factor: float) -> bool:
-    """Whether an option's value (objective_value, no spot plan) never falls as its price
-    rises, so that its cheapest offering is its best: the cost-like objectives with a positive
-    penalty factor, performance (the price does not enter), and price_performance,
-    -(perf / cost) / factor, for a non-negative peak."""
-    return factor > 0 and (objective != "price_performance" or perf >= 0)
-
-
-class Valuation(NamedTuple):
-    """How one option's offerings are valued: the objective, the dense peak rented, the
-    soft-preference penalty, (a, b) with value = a x cost + b where that holds with a >= 0 (None
-    otherwise), and whether the value never falls as the price rises (then an option's
-    cheapest offering is its best and offerings can be valued cheapest first)."""
-
-    objective: str
-    perf: float
-    factor: float
-    affine: tuple[float, float] | None
-    rises: bool
-
-    def value(self, cost: float, fit: Fit | None) -> float:
-        """An offering's value without a spot plan (rank.py objective_value)."""
-        if self.affine is not None:
-            return cost * self.affine[0] + self.affine[1]
-        return objective_value(self.objective, cost, self.perf, self.factor, fit)
 
 
 def valuation(
@@ -220,11 +145,7 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
             f"spans {s.nodes} nodes over {it.network_gbps:g} Gbit/s; {p.id} scales out "
             f"(needs >= {p.min_multi_node_network_gbps:g} Gbit/s between nodes)"
         )
-    reserve = capacity_note(s.nodes, it.id, it.gpu_count)
-    if reserve is not None:
-        out.append(reserve)
-    if s.fit is not None:
-        out += _sizing_reasons(s.fit, h.hourly_usd, w, p, h.spot)
+    out += _plan_reasons(h, w, p)
     if h.spot is not None:
         out.append(plan_sentence(c, h.spot))
     if w.interconnect_gb_s:
@@ -434,3 +355,34 @@ def _targets_words(w: Workload, p: WorkloadProfile) -> str:
         source += f"; load {load}"
     held = f" at p{targets.percentile}" if w.request_rate is not None or load else ""
     return f": meets {' and '.join(parts)}{held}{source}"
+
+
+def _plan_reasons(h: Hit, w: Workload, p: WorkloadProfile) -> list[str]:
+    """Capacity to reserve (never on a spot plan), the sizing, and how the run is bought."""
+    c, price, s = h.cloud, h.price, h.placement
+    assert c is not None and price is not None
+    it = c.instance
+    out = []
+    reserve = capacity_note(s.nodes, it.id, it.gpu_count)
+    if reserve is not None and price.purchase is not Purchase.spot:  # spot is not reserved
+        out.append(reserve)
+    if s.fit is not None:
+        out += _sizing_reasons(s.fit, h.hourly_usd, w, p, h.spot)
+        bought = _purchase_reason(s.fit.hours, s.nodes, it.prices, price)
+        if bought is not None:
+            out.append(bought)
+    return out
+
+
+def _purchase_reason(
+    hours: float | None, nodes: int, prices: tuple[Price, ...], price: Price
+) -> str | None:
+    """For a run of known length off spot: which purchase option of the offering (same region,
+    unflagged) buys it cheapest, and why (advisor/catalog/purchase.py choose)."""
+    if hours is None or price.purchase is Purchase.spot:
+        return None
+    same = [q for q in prices if q.region == price.region and q.flag is None]
+    if len({q.purchase for q in same}) < 2:  # one way to buy it: nothing to weigh
+        return None
+    choice = purchase_option.choose(hours, nodes, same, priced=price.purchase)
+    return None if choice is None else choice.sentence

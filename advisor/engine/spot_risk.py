@@ -56,7 +56,8 @@ def risk_sentence(c: CloudCandidate, plan: SpotPlan, policy: SpotPolicy) -> str:
 def plan_sentence(c: CloudCandidate, plan: SpotPlan) -> str:
     """What interruptions add to an accepted spot plan, for its reasons."""
     return (
-        f"spot: {plan.interruptions:.2g} expected interruption(s) ({spot_words(c, plan)}) add "
+        f"spot: {plan.interruptions:.2g} expected interruption(s), a {plan.chance_of_any:.0%} "
+        f"chance of at least one ({spot_words(c, plan)}); they add "
         f"{plan.added_hours:,.1f} h of lost work and restarts (checkpoint every "
         f"{plan.checkpoint_h:g} h, restart {plan.restart_h:g} h): {plan.total_hours:,.1f} h "
         "in all"

@@ -5,15 +5,14 @@ verdict, the all-reduce across nodes against the instance type's network, and th
 
 from __future__ import annotations
 
-import statistics
-from collections import Counter
 from collections.abc import Sequence
 
 from advisor.catalog import Catalog
 from advisor.fleet.grading import grade
-from advisor.fleet.node_verification import NETWORK_EFFICIENCY, OUTLIER_FAIL_AT, verify_node
+from advisor.fleet.node_verification import NETWORK_EFFICIENCY, verify_node
 from advisor.fleet.verification import resolve_expect, worst_verdict
 from advisor.perf.training import Cluster
+from probes.pairing import PairwisePlan, Test
 from probes.report import Check, ClusterSummary, NodeSummary, Status
 from probes.stats import Measurement
 from probes.worker import RankResult
@@ -119,54 +118,74 @@ def network_checks(
 
 
 def pairwise_checks(world: Sequence[RankResult], hosts: dict[int, str]) -> list[Check]:
-    """Each node pair against the median pair; a node in every slow pair is the slow node."""
-    pairs: dict[tuple[int, int], Measurement] = {}
-    for r in sorted(world, key=lambda r: r.rank):
-        for m in r.pairwise:
-            nodes = m.params.get("nodes")
-            if isinstance(nodes, list) and len(nodes) == 2:
-                pairs.setdefault((int(nodes[0]), int(nodes[1])), m)
-    values = {k: m.value for k, m in pairs.items() if m.value is not None}
-    if not pairs:
+    """Each --pairwise test against the median screening pair, then what the plan found: the
+    slow nodes (slow with partners fast elsewhere) and the slow groups of the bisection."""
+    plan = replayed_plan(world, len(hosts))
+    if plan is None:
         return []
-    median = statistics.median(values.values()) if values else None
-    slow = [k for k, v in values.items() if median and v / median < OUTLIER_FAIL_AT]
-    slow += [k for k, m in pairs.items() if m.value is None]
+    base = plan.baseline()
     checks = []
-    for (a, b), m in sorted(pairs.items()):
-        where = f"nodes {a} ({hosts.get(a, '?')}) and {b} ({hosts.get(b, '?')})"
-        if m.value is None:
+    for t in plan.tests:
+        where = ", ".join(f"{n} ({hosts.get(n, '?')})" for n in t.nodes)
+        if t.value is None:
             status: Status = "error"
-            detail = f"{where}: {m.error}"
+            detail = f"nodes {where}: the test failed"
         else:
-            ratio = m.value / median if median else 1.0
-            status = "fail" if (a, b) in slow else "pass"
-            detail = f"{where}: {m.value:,.1f} GB/s busbw = {ratio:.0%} of the median pair"
+            ratio = t.value / base if base else 1.0
+            status = "fail" if plan.slow(t) else "pass"
+            detail = f"nodes {where}: {t.value:,.1f} GB/s busbw = {ratio:.0%} of the median pair"
         checks.append(
             Check(
-                name="pairwise_all_reduce",
+                name="pairwise_all_reduce" if t.phase != "bisect" else "group_all_reduce",
                 status=status,
-                measured=m.value,
-                expected=median,
+                measured=t.value,
+                expected=base,
                 unit="GB/s",
-                detail=detail,
+                detail=f"{detail} ({t.phase}, round {t.round + 1})",
                 scope="cluster",
             )
         )
-    counts = Counter(n for pair in slow for n in pair)
-    if counts and len(hosts) > 2:
-        worst, times = counts.most_common(1)[0]
-        in_pairs = len(hosts) - 1
-        if times == in_pairs:
-            checks.append(
-                Check(
-                    name="slow_node",
-                    status="fail",
-                    scope="cluster",
-                    host=hosts.get(worst),
-                    action="drain",
-                    detail=f"node {worst} ({hosts.get(worst, '?')}) is in every slow pair "
-                    f"({times} of {in_pairs}): the slow node",
-                )
+    for n in plan.slow_nodes():
+        tests = [t for t in plan.tests if n in t.nodes]
+        slow = sum(plan.slow(t) for t in tests)
+        checks.append(
+            Check(
+                name="slow_node",
+                status="fail",
+                scope="cluster",
+                host=hosts.get(n),
+                action="drain",
+                detail=f"node {n} ({hosts.get(n, '?')}) is slow in {slow} of {len(tests)} tests, "
+                "with partners that are fast elsewhere: the slow node",
             )
+        )
+    for g in plan.slow_groups():
+        checks.append(
+            Check(
+                name="slow_group",
+                status="fail",
+                scope="cluster",
+                action="monitor",
+                detail=f"nodes {list(g)} together are slower than the median pair while each "
+                "part is not: the network between them (a switch, a rail) is the suspect",
+            )
+        )
     return checks
+
+
+def replayed_plan(world: Sequence[RankResult], nodes: int) -> PairwisePlan | None:
+    """The --pairwise plan as the ranks ran it, from their measurements (each test once)."""
+    seen: dict[tuple[str, int, tuple[int, ...]], Test] = {}
+    for r in sorted(world, key=lambda r: r.rank):
+        for m in r.pairwise:
+            group = m.params.get("nodes")
+            if not isinstance(group, list) or len(group) < 2:
+                continue
+            phase = m.params.get("phase", "screen")
+            key = (str(phase), int(m.params.get("round", 0)), tuple(int(n) for n in group))
+            seen.setdefault(key, Test(key[2], phase, key[1], m.value))
+    if not seen:
+        return None
+    plan = PairwisePlan(nodes)
+    plan.tests = sorted(seen.values(), key=lambda t: (t.round, t.nodes))
+    return plan

@@ -190,6 +190,19 @@ def _expected(
     return None, ""
 
 
+def catalog_expectation(catalog: Catalog, accelerator: str, check: str) -> float | None:
+    """What the catalog expects of `check` (matmul_<precision> in TFLOP/s, d2d in GB/s) on
+    `accelerator`, as the probe computes it; None where the catalog does not know."""
+    acc = catalog.accelerators.get(accelerator)
+    if acc is None:
+        return None
+    if check.startswith("matmul_"):
+        return _matmul_expected(check.removeprefix("matmul_"), acc, catalog)[0]
+    if check == "d2d":
+        return _d2d_expected(acc, catalog)[0]
+    return None
+
+
 def _matmul_expected(
     precision: str, acc: Accelerator | None, catalog: Catalog
 ) -> tuple[float | None, str]:

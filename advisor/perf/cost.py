@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from advisor.catalog.models import Accelerator
 from advisor.perf.spot import SpotPlan
-from advisor.units import HOURS_PER_MONTH, HOURS_PER_YEAR, SECONDS_PER_HOUR
+from advisor.units import HOURS_PER_MONTH, HOURS_PER_YEAR, MILLION, SECONDS_PER_HOUR
 
 
 def option_hourly_usd(node_hourly_usd: float, nodes: int) -> float:
@@ -42,7 +42,7 @@ def cost_per_million_tokens_usd(
     capacity); None without a price or a rate."""
     if hourly_usd is None or not tokens_per_s:
         return None
-    return hourly_usd / (tokens_per_s * SECONDS_PER_HOUR) * 1e6
+    return hourly_usd / (tokens_per_s * SECONDS_PER_HOUR) * MILLION
 
 
 def per_month_usd(hourly_usd: float) -> float:

@@ -58,6 +58,7 @@ from typing import NamedTuple
 
 from advisor.catalog.models import Accelerator, Generation
 from advisor.errors import InputError, field_name
+from advisor.perf.op_model import OpModel, TableIteration
 from advisor.perf.precision import ComputePrecision, compute_precision
 from advisor.perf.serving_sim import (
     Distribution,
@@ -75,7 +76,7 @@ from advisor.perf.sizing import (
     kv_copies,
     usable_memory_gb,
 )
-from advisor.units import GB
+from advisor.units import GB, TERA
 
 # (compute efficiency, memory-bandwidth efficiency) per generation. ESTIMATED: set by hand from
 # the TensorRT-LLM 0.17 perf-overview rows (tests/data/published.yaml: Llama-3.1-8B FP8 on H100
@@ -429,12 +430,12 @@ class InferenceModel:
             shape, self.kv_precision, input_tokens + output_tokens
         )
         tp = dep.tensor_parallel
-        self.peak_flops = tp * self.cp.peak_tflops * 1e12 * self.eff_c
+        self.peak_flops = tp * self.cp.peak_tflops * TERA * self.eff_c
         # Attention's matmuls run in the KV cache's format (FP4 engines keep an FP8 cache and FP8
         # attention kernels), at that precision's rate where the chip has one.
         kv_peak = dep.acc.peak_tflops.get(self.kv_precision)
         self.attention_peak_flops = (
-            tp * kv_peak * 1e12 * compute_efficiency(dep.acc, self.kv_precision)
+            tp * kv_peak * TERA * compute_efficiency(dep.acc, self.kv_precision)
             if kv_peak
             else self.peak_flops
         )
@@ -454,6 +455,18 @@ class InferenceModel:
             self.decode_dims = shape.mla_kv_dim + shape.mla_latent
         else:
             self.decode_dims = 2 * self.head_dim
+        # Where the accelerator has a measured operator table, each operator's time comes from it
+        # (advisor/perf/op_model.py); else the roofline below. `speed_source` says which.
+        built = OpModel.build(dep.acc.id, shape, tp, dep.precision, moe)
+        self.op_model = built if isinstance(built, OpModel) else None
+        self.kv_token_bytes = self.kv_per_token.value * self.kv_copies / tp / self.layers
+        self.speed_source = (
+            built.ops.source
+            if isinstance(built, OpModel)
+            else "roofline: datasheet peaks x the estimated efficiencies of "
+            f"advisor/perf/inference.py EFFICIENCY ({dep.acc.generation.value})"
+            + (f"; the operator table is not used: {built}" if isinstance(built, str) else "")
+        )
 
     def on(self, dep: Deployment) -> InferenceModel:
         """The same model on another deployment (more replicas, say); one replica's figures are
@@ -490,7 +503,9 @@ class InferenceModel:
             self.kv_precision,
         )
 
-    def iteration(self, decode: int, prompt_tokens: float, prompt_len: int) -> Iteration:
+    def iteration(
+        self, decode: int, prompt_tokens: float, prompt_len: int
+    ) -> Iteration | TableIteration:
         """One forward pass over `decode` decode tokens (each attending to the mean context
         I + O / 2) and `prompt_tokens` prompt tokens of prompts of `prompt_len` tokens: the
         operands of the GEMM roofline, the attention roofline, the all-reduces and the per-layer
@@ -498,6 +513,17 @@ class InferenceModel:
         context = self.inp + self.out / 2  # mean context over a sequence's decode
         prompt_tokens *= self.prefill_share  # a prefix-cache hit is not computed again
         tokens = decode + prompt_tokens
+        if self.op_model is not None:
+            moe = self.moe
+            return self.op_model.iteration(
+                decode,
+                prompt_tokens,
+                prompt_len,
+                context,
+                self.kv_token_bytes,
+                (self.ring.seconds(tokens), self.ring.formula(tokens)),
+                (lambda b: expected_experts(moe[0], moe[1], b)) if moe else (lambda b: 1.0),
+            )
         return Iteration(
             weight_bytes_touched(self.shape, self.bpw, max(1, round(tokens)), self.moe),
             2 * (self.shape.active_params - self.lookup_params) * tokens,
@@ -796,14 +822,18 @@ class InferenceModel:
             f"TP {tp} x {self.cp.peak_tflops:g} TFLOP/s {self.cp.precision} x {self.eff_c:g} "
             f"= {self.peak_flops:.6g} FLOP/s"
         )
+        speeds = (  # a table's iteration names its source in its own formula
+            "speeds as stated"
+            if self.op_model is not None
+            else f"{bandwidth}; {peak}; {self.speed_source}"
+        )
         figures = (
             *self.memory(batch),
             Figure(
                 "prefill_s",
                 ttft,
                 "s",
-                f"{prefill.formula()} [one iteration over the {self.inp}-token prompt; "
-                f"{bandwidth}; {peak}]",
+                f"{prefill.formula()} [one iteration over the {self.inp}-token prompt; {speeds}]",
             ),
             Figure(
                 "decode_step_s",

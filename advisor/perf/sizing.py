@@ -28,7 +28,7 @@ from pydantic.dataclasses import dataclass as pydantic_dataclass
 
 from advisor.catalog.models import ModelPreset
 from advisor.errors import InputError, field_name
-from advisor.units import GB
+from advisor.units import BILLION, GB
 
 # The one memory-headroom rule: of each GPU's memory, this fraction holds the work (weights, KV
 # cache, training states, activations); the rest is the CUDA context, workspace and allocator
@@ -108,10 +108,10 @@ class Shape:
 
     @classmethod
     def of(cls, preset: ModelPreset) -> Shape:
-        active = (preset.active_params_b or preset.params_b) * 1e9
+        active = (preset.active_params_b or preset.params_b) * BILLION
         return cls(
             preset.id,
-            preset.params_b * 1e9,
+            preset.params_b * BILLION,
             active,
             preset.layers,
             preset.hidden_size,
@@ -132,14 +132,14 @@ class Shape:
 
     @classmethod
     def bare(cls, params_b: float) -> Shape:
-        return cls(f"{params_b:g}B parameters", params_b * 1e9, params_b * 1e9)
+        return cls(f"{params_b:g}B parameters", params_b * BILLION, params_b * BILLION)
 
     @classmethod
     def assumed(cls, params_b: float) -> Shape:
         """A dense GPT-style shape for a bare parameter count (assumed_shape), so training can
         lay out tensor and pipeline parallelism without a preset."""
         layers, hidden, heads = assumed_shape(params_b)
-        p = params_b * 1e9
+        p = params_b * BILLION
         return cls(
             f"{params_b:g}B parameters (assumed shape)",
             p,
@@ -196,7 +196,7 @@ def assumed_shape(params_b: float) -> tuple[int, int, int]:
     128 (a multiple of 8 of them from 8 on). An assumption, stated wherever it is used: a
     preset (--model) gives the real shape."""
     _, layers, _, _ = min(GPT3_SHAPES, key=lambda row: abs(math.log(row[0] / params_b)))
-    hidden = math.sqrt(params_b * 1e9 / (12 * layers))
+    hidden = math.sqrt(params_b * BILLION / (12 * layers))
     heads = max(1, round(hidden / ASSUMED_HEAD_DIM))
     if heads >= 8:  # a multiple of 8 heads: tensor parallelism up to 8 splits them evenly
         heads = 8 * round(heads / 8)

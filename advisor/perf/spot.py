@@ -38,6 +38,12 @@ class SpotPlan:
         return self.hours + self.added_hours
 
     @property
+    def chance_of_any(self) -> float:
+        """Chance of at least one interruption over the run: interruptions arrive as a Poisson
+        process, so P(none) = exp(-expected count)."""
+        return 1.0 - math.exp(-self.interruptions) if math.isfinite(self.interruptions) else 1.0
+
+    @property
     def added_fraction(self) -> float:
         return self.added_hours / self.hours if self.hours else 0.0
 
@@ -90,6 +96,12 @@ def spot_plan(
             f"{job_rate:.3g}/h x {total:,.1f} h",
         ),
         Figure("spot_added_hours", added, "h", f"{total:,.1f} h - {hours:,.1f} h"),
+        Figure(
+            "chance_of_any_interruption",
+            1.0 - math.exp(-interruptions) if math.isfinite(interruptions) else 1.0,
+            "",
+            f"1 - exp(-{interruptions:.3g}) (Poisson arrivals)",
+        ),
     )
     return SpotPlan(
         hours, nodes, rate_per_node_h, checkpoint_h, restart_h, interruptions, added, figures

@@ -49,7 +49,7 @@ from advisor.perf.sizing import (
     lora_adapter_params,
     training_flops,
 )
-from advisor.units import GB
+from advisor.units import GB, SECONDS_PER_HOUR, TERA
 
 GRAD_BYTES = 2  # 16-bit gradients and parameters on the wire (mixed precision, ZeRO paper)
 # Llama 2 (arXiv:2307.09288 section 2.2; model card): global batch of 4M tokens = 1024 x 4096,
@@ -250,12 +250,12 @@ def _compute_s(job: Job, cluster: Cluster, tokens: float) -> float:
     """Seconds one GPU takes for `tokens` tokens' executed FLOPs: the GEMMs (and what runs
     between them) at the training precision's peak and the step's efficiency, attention at the
     16-bit peak and the fused attention kernels' (ATTENTION_EFFICIENCY)."""
-    gemm = job.flops(tokens, job.recompute) / (cluster.peak_tflops * 1e12 * job.efficiency)
+    gemm = job.flops(tokens, job.recompute) / (cluster.peak_tflops * TERA * job.efficiency)
     return gemm + _attention_s(job, cluster, tokens)
 
 
 def _attention_s(job: Job, cluster: Cluster, tokens: float) -> float:
-    rate = cluster.attention_peak * 1e12 * ATTENTION_EFFICIENCY
+    rate = cluster.attention_peak * TERA * ATTENTION_EFFICIENCY
     return job.attention_flops(tokens, job.recompute) / rate
 
 
@@ -477,7 +477,7 @@ class Run:
 
 def _wall_hours(job: Job, step: Step) -> tuple[float, float, float]:
     """(hours without goodput, the goodput, hours) of `job` at `step` seconds a step."""
-    raw_h = job.steps * step.seconds / 3600
+    raw_h = job.steps * step.seconds / SECONDS_PER_HOUR
     goodput = GOODPUT if raw_h > LONG_RUN_H else 1.0
     return raw_h, goodput, raw_h / goodput
 
@@ -492,8 +492,8 @@ def run_time(job: Job, cluster: Cluster, layout: Layout, rented_gpus: int) -> Ru
     step = step_time(job, cluster, layout)
     raw_h, goodput, hours = _wall_hours(job, step)
     model = training_flops(job.shape, job.tokens, False, job.method, job.lora_rank)
-    peak = rented_gpus * cluster.peak_tflops * 1e12
-    mfu = job.model_flops(job.tokens) / (peak * raw_h * 3600)
+    peak = rented_gpus * cluster.peak_tflops * TERA
+    mfu = job.model_flops(job.tokens) / (peak * raw_h * SECONDS_PER_HOUR)
     executed = job.flops(job.tokens, job.recompute) + job.attention_flops(job.tokens, job.recompute)
     hfu = mfu * executed / job.model_flops(job.tokens)
     return Run(
@@ -635,7 +635,7 @@ def _figures(
             "fraction",
             f"({model.value:.4g} + {attention.value:.4g} attention) model FLOP / ({gpus} GPUs x "
             f"{cluster.peak_tflops:g} TFLOP/s x "
-            f"{raw_h * 3600:.4g} s)",
+            f"{raw_h * SECONDS_PER_HOUR:.4g} s)",
         ),
     ]
     if job.recompute:

@@ -13,9 +13,10 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from advisor.catalog import Catalog, get_accelerator, get_instance_type
+from advisor.catalog.capability import cannot_run
 from advisor.catalog.models import Accelerator, InstanceType, Price, Purchase, WorkloadProfile
 from advisor.catalog.queries import (
-    cheapest_price,
+    offering_price,
     reference_instance,
     reference_system,
     spot_interruption,
@@ -39,7 +40,7 @@ from advisor.planning.fit import Fit
 from advisor.planning.plans import plan_for
 from advisor.planning.serving import BARE_INFERENCE
 from advisor.planning.training_plan import network_below_floor
-from advisor.request import EstimateRequest, purchase_matches, refuse_idle_fields
+from advisor.request import EstimateRequest, refuse_idle_fields
 
 
 def _absent_when_none(value: object) -> bool:
@@ -278,9 +279,12 @@ def _hardware(catalog: Catalog, req: EstimateRequest) -> _Node:
 
 
 def _notes(fit: Fit, profile: WorkloadProfile, node: _Node) -> list[str]:
-    """Why the hardware cannot run the work: memory, a one-node profile on several nodes, a
-    fabric too slow between nodes (or none known)."""
-    notes = [fit.unfit] if fit.unfit else []
+    """Why the hardware cannot run the work: a job the chip is not built for (the rule
+    `recommend` rejects it by), memory, a one-node profile on several nodes, a fabric too slow
+    between nodes (or none known)."""
+    mismatch = cannot_run(node.acc, profile)
+    notes = [mismatch] if mismatch else []
+    notes += [fit.unfit] if fit.unfit else []
     if fit.spans_nodes and not profile.scale_out:
         notes.append(f"needs {fit.nodes} nodes and {profile.id} runs on one node")
     elif fit.spans_nodes and network_below_floor(profile, node.network_gbps):
@@ -414,22 +418,17 @@ def _deadline_notes(fit: Fit, deadline_days: float | None) -> list[str]:
 def _price(instance: InstanceType, req: EstimateRequest) -> Price | None:
     """The cheapest price of the request's purchase option (None: either), in its region when
     given: the same reading of `purchase` as `recommend`'s."""
-    prices = [
-        p
-        for p in instance.prices
-        if purchase_matches(req.purchase, p.purchase)
-        and (req.region is None or p.region == req.region)
-    ]
-    if not prices:
+    # A flagged price (advisor/catalog/cross_checks.py price_flags) is used only when the request
+    # includes flagged prices or no other matches; the notes say so (_price_notes).
+    price = offering_price(instance.prices, req.purchase, req.region, req.include_flagged_prices)
+    if price is None:
         what = req.purchase.value if req.purchase is not None else "any"
         where = f" in {req.region}" if req.region else ""
         raise InputError(
             f"{instance.id} has no {what} price{where} in the catalog",
             field="region" if req.region else "purchase",
         )
-    # A flagged price (advisor/catalog/cross_checks.py price_flags) is used only when the request
-    # includes flagged prices or no other matches; the notes say so (_price_notes).
-    return cheapest_price(prices, req.include_flagged_prices)
+    return price
 
 
 def _price_notes(price: Price | None) -> list[str]:

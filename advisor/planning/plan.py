@@ -7,6 +7,7 @@ far (one per kind of node). Each job's plan is a module of its own: a serving de
 from __future__ import annotations
 
 import dataclasses
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -48,7 +49,7 @@ class ModelOf:
         return cls(shape)
 
 
-class Plan:
+class Plan(ABC):
     """One sized workload under its profile; `fit` places it on a kind of GPU node (cached per
     accelerator, GPUs per node, link and network), through the job's own `_place`."""
 
@@ -95,8 +96,9 @@ class Plan:
             self._cache[key] = self._place(acc, gpus_per_node, link, network)
         return self._cache[key]
 
+    @abstractmethod
     def _place(self, acc: Accelerator, per_node: int, link_gb_s: float, network: float) -> Fit:
-        raise NotImplementedError
+        """The work on nodes of `per_node` x `acc`, their GPUs' link and their network."""
 
 
 def refuse_for_serving(w: Work, profile: WorkloadProfile, model: ModelOf) -> None:

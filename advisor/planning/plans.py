@@ -47,7 +47,8 @@ def plan_for(
             return TrainingRun(w, profile, model, fleet, min_fleet_reports)
         return FineTune(w, profile, model, fleet, min_fleet_reports)
     model = ModelOf.of(catalog, w, Shape.bare)
-    w = with_default_load(w, profile)
     if model.shape.layers is None:
         return MemoryOnly(w, profile, model, fleet, min_fleet_reports)
-    return ServingDeployment(w, profile, model, fleet, min_fleet_reports)
+    return ServingDeployment(
+        with_default_load(w, profile), profile, model, fleet, min_fleet_reports
+    )

@@ -13,7 +13,7 @@ from advisor.perf.sizing import Figure, Shape, zero_split_bytes
 from advisor.perf.training import Cluster, Job, Layout, Run, gpu_hours, run_time
 from advisor.perf.work import TP_DEGREES, Work
 from advisor.planning.fit import Fit
-from advisor.units import GB
+from advisor.units import GB, HOURS_PER_DAY
 
 # Most GPUs a plan considers without --max-gpus: the largest clusters built for one synchronous
 # job are of this order (xAI Colossus, 100,000 H100s, 2024; Llama 3 405B ran on 16,384).
@@ -25,7 +25,7 @@ LONG_PLAN_DAYS = 90  # a plan longer than this is flagged in the reasons
 
 # (layout, nodes, run or None without a token count, fastest hours reached when the deadline is
 # missed, else None)
-Plan = tuple[Layout, int, Run | None, float | None]
+LayoutChoice = tuple[Layout, int, Run | None, float | None]
 
 
 def deadline_hours(w: Work) -> float | None:
@@ -38,7 +38,7 @@ def deadline_hours(w: Work) -> float | None:
             "the tokens' time",
             field="tokens",
         )
-    return w.deadline_days * 24
+    return w.deadline_days * HOURS_PER_DAY
 
 
 def training_layouts(
@@ -149,7 +149,7 @@ def plan_training(
     wanted_gpus: int,
     deadline_h: float | None,
     max_gpus: int | None,
-) -> Plan | None:
+) -> LayoutChoice | None:
     """The layout and node count. Without a deadline: the narrowest layout that holds the work
     (data parallel alone when it fits; TP, then PP, only when needed) and keeps every GPU
     asked for busy (else the lowest node-hours of all), on its fewest nodes. With

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import Accelerator, Purchase
+from advisor.catalog.queries import offering_price, per_gpu_hour_usd, price_matches, price_usable
 from advisor.fleet.verification import match_by_name
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration, calibrates
 from advisor.perf.cost import per_month_usd
@@ -24,7 +25,7 @@ from advisor.perf.training import peak16_tflops
 from advisor.planning.estimate import Estimate, estimate
 from advisor.request import EstimateRequest
 from advisor.review.data import GpuUsage, UsageRecord
-from advisor.units import GB, MIB
+from advisor.units import BILLION, GB, MIB
 
 GB_PER_MIB = MIB / GB
 SAVING_FINDINGS = ("idle", "over_provisioned")
@@ -45,7 +46,7 @@ class Offer:
 
     @property
     def per_gpu_usd(self) -> float:
-        return self.hourly_usd / self.gpu_count
+        return per_gpu_hour_usd(self.hourly_usd, self.gpu_count)
 
 
 def on_demand_offers(catalog: Catalog, region: str | None) -> list[Offer]:
@@ -56,8 +57,7 @@ def on_demand_offers(catalog: Catalog, region: str | None) -> list[Offer]:
         if it.accelerator is None or it.accelerator not in catalog.accelerators:
             continue
         for p in it.prices:
-            wanted = p.purchase == Purchase.on_demand and p.flag is None
-            if wanted and (region is None or p.region == region):
+            if price_matches(p, Purchase.on_demand, region) and price_usable(p, False):
                 out.append(Offer(it.id, it.accelerator, it.gpu_count, p.region, p.hourly_usd))
     out.sort(key=lambda o: (o.hourly_usd, o.instance_type, o.region))
     return out
@@ -99,23 +99,33 @@ def latest_usage(records: Iterable[UsageRecord]) -> list[UsageRecord]:
     return [latest[h] for h in sorted(latest)]
 
 
-def instance_offer(
-    catalog: Catalog, instance_type: str | None, offers: Sequence[Offer]
-) -> Offer | None:
-    """The instance type's cheapest on-demand offer (offers come cheapest first), or None."""
+def instance_offer(catalog: Catalog, instance_type: str | None, region: str | None) -> Offer | None:
+    """The instance type's on-demand offer (catalog.queries.offering_price of its sound prices)
+    in `region`, else in any region; None for an unknown or CPU-only type or no such price."""
     it = catalog.instance_types.get(instance_type or "")
-    if it is None or not it.gpu_count:
+    if it is None or it.accelerator not in catalog.accelerators or not it.gpu_count:
         return None
-    return next((o for o in offers if o.instance_type == it.id), None)
+    assert it.accelerator is not None  # a catalog accelerator's id
+    sound = [p for p in it.prices if price_usable(p, False)]
+    price = (region is not None and offering_price(sound, Purchase.on_demand, region)) or (
+        offering_price(sound, Purchase.on_demand)
+    )
+    if not price:
+        return None
+    return Offer(it.id, it.accelerator, it.gpu_count, price.region, price.hourly_usd)
 
 
 def _current_price(
-    catalog: Catalog, record: UsageRecord, acc: Accelerator | None, offers: Sequence[Offer]
+    catalog: Catalog,
+    record: UsageRecord,
+    acc: Accelerator | None,
+    offers: Sequence[Offer],
+    region: str | None,
 ) -> tuple[Offer | None, str]:
     """The offer the current per-GPU price comes from, and where it comes from in words."""
     it = catalog.instance_types.get(record.instance_type or "")
     if it is not None and it.gpu_count:
-        o = instance_offer(catalog, it.id, offers)
+        o = instance_offer(catalog, it.id, region)
         if o is not None:
             split = f" / {o.gpu_count} GPUs" if o.gpu_count > 1 else ""
             return (
@@ -133,7 +143,7 @@ def gpu_price(catalog: Catalog, record: UsageRecord, g: GpuUsage) -> tuple[float
     """One GPU's hourly price and where it comes from: the report's instance type, else the
     cheapest per-GPU on-demand price of its accelerator (the review's current price)."""
     acc = catalog.accelerators.get(g.accelerator or "") or match_by_name(catalog, g.name)
-    offer, basis = _current_price(catalog, record, acc, on_demand_offers(catalog, None))
+    offer, basis = _current_price(catalog, record, acc, on_demand_offers(catalog, None), None)
     return (offer.per_gpu_usd if offer is not None else None), basis
 
 
@@ -234,7 +244,7 @@ def _saving(
     region: str | None,
 ) -> Saving:
     acc = catalog.accelerators.get(g.accelerator or "") or match_by_name(catalog, g.name)
-    basis_offer, basis = _current_price(catalog, record, acc, offers)
+    basis_offer, basis = _current_price(catalog, record, acc, offers, region)
     current = basis_offer.per_gpu_usd if basis_offer else None
     # Suggestions come from the review's region, else from the region the current price is in.
     where = region or (basis_offer.region if basis_offer else None)
@@ -464,7 +474,7 @@ def _cost(est: Estimate, tokens: float) -> WorkloadCost | str:
         hourly_usd=est.hourly_usd,
         hours=hours.value,
         cost_usd=est.cost_usd,
-        usd_per_billion_tokens=est.cost_usd / (tokens / 1e9),
+        usd_per_billion_tokens=est.cost_usd / (tokens / BILLION),
         efficiency=est.efficiency,
         efficiency_source=est.efficiency_source,
         formula=f"{hours.formula} x ${est.hourly_usd:,.2f}/h{per_node}",

@@ -169,9 +169,10 @@ def measured_a_gpu(report: ProbeReport) -> bool:
 
 
 def report_fields(report: ProbeReport) -> tuple[str, str | None, str]:
-    """(host, accelerator, verdict) of a probe report. The accelerator is what the checks were
-    verified against (--expect's, else the matched one); None for a run that reached no GPU."""
-    accelerator = report.expected_accelerator or report.accelerator
+    """(host, accelerator, verdict) of a probe report. The accelerator is the one it measured
+    (the inventory's match), never the one --expect named: an H200 run told to expect an MI300X
+    once became an MI300X calibration ratio. None for a run that reached no GPU."""
+    accelerator = report.accelerator
     if not measured_a_gpu(report):
         accelerator = None
     return report.inventory.hostname, accelerator, report.verdict

@@ -4,6 +4,7 @@ PYTHONPATH, so every rank torchrun starts imports this. ADVISOR_TEST_FAULT=RANK:
 
 - `hang`: the rank's per-GPU measurement never returns (its watchdog is long);
 - `die`: the rank kills itself (SIGKILL) as its collectives start (its measurements written);
+- `slow`: every collective of the rank waits 50 ms first (a node behind a slow link);
 - `gpu`: the rank's run counts as having measured a GPU (its diagnosis is dropped), so that the
   ranks disagree on whether there are GPUs, as a node with one unusable GPU does.
 
@@ -35,6 +36,23 @@ if _spec and os.environ.get("RANK") == _spec.split(":")[0]:
             os.kill(os.getpid(), signal.SIGKILL)
 
         probes.worker.run_collectives = _die  # type: ignore[assignment]
+    elif kind == "slow":
+        import time
+
+        import probes.collectives
+
+        original_op = probes.collectives.Collectives._op
+
+        def _slow_op(self: object, op: str, nbytes: int) -> object:
+            fn = original_op(self, op, nbytes)  # type: ignore[arg-type]
+
+            def late() -> object:
+                time.sleep(0.05)
+                return fn()
+
+            return late
+
+        probes.collectives.Collectives._op = _slow_op  # type: ignore[method-assign]
     elif kind == "gpu":
         original_measure = probes.worker._measure_gpu
 

@@ -147,9 +147,11 @@ def metrics(state: StateDep) -> Response:
 )
 def reload_catalog(state: StateDep) -> ReloadResult:
     ok = state.catalog.reload()
+    # the loader's message names files by their server paths: the log has them, not the answer
+    reason = without_paths(state.catalog.reload_error or "", server_directories(state.settings))
     detail = (
         "catalog reloaded"
         if ok
-        else f"reload failed, still serving the last good catalog: {state.catalog.reload_error}"
+        else f"reload failed, still serving the last good catalog: {reason}"
     )
     return ReloadResult(reloaded=ok, detail=detail)

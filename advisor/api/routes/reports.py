@@ -10,6 +10,7 @@ from fastapi import APIRouter, HTTPException, Query, Response
 
 from advisor.api.deps import (
     IdempotencyKey,
+    PresentedToken,
     ReadAccess,
     StateDep,
     StoreDep,
@@ -27,6 +28,7 @@ from advisor.api.schemas import (
     StoredReportOut,
 )
 from advisor.api.strict_json import StrictJSONRoute
+from advisor.fleet.hosts import token_may_report
 from advisor.fleet.intake import admit_probe_report
 from advisor.fleet.statistics import HostVote
 from advisor.perf.calibration import (
@@ -65,13 +67,19 @@ def create_report(
     report: ProbeReport,
     state: StateDep,
     response: Response,
+    token: PresentedToken,
     idempotency_key: IdempotencyKey = None,
 ) -> ReportStored:
     """The report is checked beyond its schema first (advisor.fleet.intake): created_at within
-    a year before the server's clock and at most 10 minutes after it (a 422 naming it), and the
-    verdict no better than its checks' worst status (the server's verdict is stored, and the
-    answer says what the report claimed)."""
-    admitted = admit_probe_report(report, dt.datetime.now(dt.UTC))
+    a year before the server's clock and at most 10 minutes after it (a 422 naming it); the
+    host name normalised (an ambiguous one is a 422) and one the token may report for (else a
+    403, ADVISOR_TOKEN_HOSTS); the accelerator the one its inventory names; checks graded again
+    from measured / expected; the verdict the worst of every verdict and check in it (the
+    server's verdict is stored, and the answer says what the report claimed)."""
+    admitted = admit_probe_report(report, dt.datetime.now(dt.UTC), state.catalog.catalog)
+    host = admitted.report.inventory.hostname
+    if not token_may_report(host, token, state.settings.token_hosts):
+        raise HTTPException(403, f"this token may not report for host {host!r}")
     stored, created = state.add_probe_report(admitted.report, idempotency_key)
     if created:
         state.metrics.report_stored(stored.verdict)

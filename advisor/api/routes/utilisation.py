@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict
 
 from advisor.api.deps import (
     IdempotencyKey,
+    PresentedToken,
     ReadAccess,
     StateDep,
     StoreDep,
@@ -19,6 +20,7 @@ from advisor.api.deps import (
 )
 from advisor.api.problems import responses
 from advisor.api.strict_json import StrictJSONRoute
+from advisor.fleet.hosts import normalise_host, token_may_report
 from advisor.fleet.intake import check_report_time
 from advisor.store.base import StoredUtilisation
 from probes.report import UtilisationReport
@@ -83,9 +85,14 @@ def create_utilisation_report(
     store: StoreDep,
     state: StateDep,
     response: Response,
+    token: PresentedToken,
     idempotency_key: IdempotencyKey = None,
 ) -> StoredUtilisationOut:
     check_report_time(report.created_at, dt.datetime.now(dt.UTC))  # as for probe reports
+    host = normalise_host(report.host, "host")  # one spelling per host (advisor.fleet.hosts)
+    if not token_may_report(host, token, state.settings.token_hosts):
+        raise HTTPException(403, f"this token may not report for host {host!r}")
+    report = report.model_copy(update={"host": host})
     stored, created = store.add_utilisation_once(report, idempotency_key)
     if created:
         state.report_stored()

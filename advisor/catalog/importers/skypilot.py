@@ -34,6 +34,8 @@ from advisor.errors import InputError
 #   catalogs/v8/aws/vms.csv   (commit 00148f2af3672e2229b4f7bf8157d5a3f36e3c35)
 #   catalogs/v8/gcp/vms.csv   (commit 006059e0f18acb1341e22a27751e9f80df6ba92f)
 #   catalogs/v6/azure/vms.csv (commit 098741e70562f65d7af1cceb81e33b284f742604)
+#   catalogs/v8/oci/vms.csv   (commit 0588751183820cf2dab5c8a89447e8aac9f73fd5; one price per
+#                             shape worldwide, SpotPrice empty for bare-metal GPU shapes)
 LAYOUTS: dict[str, tuple[str, ...]] = {
     "aws": (
         "InstanceType",
@@ -71,6 +73,18 @@ LAYOUTS: dict[str, tuple[str, ...]] = {
         "SpotPrice",
         "Region",
         "Generation",
+    ),
+    "oci": (
+        "InstanceType",
+        "AcceleratorName",
+        "AcceleratorCount",
+        "vCPUs",
+        "MemoryGiB",
+        "GpuInfo",
+        "Price",
+        "SpotPrice",
+        "Region",
+        "AvailabilityZone",
     ),
 }
 OPTIONAL_COLUMNS = frozenset({"Arch", "Generation", "GpuInfo"})
@@ -110,6 +124,8 @@ class SourceType:
     vcpus: int
     memory_gib: float
     quotes: list[Quote] = field(default_factory=list)
+    # Why the source has no whole price for it (a component row priced 0), else None.
+    incomplete: str | None = None
 
 
 @dataclass
@@ -123,6 +139,8 @@ class Summary:
     moved: list[tuple[str, str, str, float, float]] = field(default_factory=list)
     # SkyPilot name -> why it was not imported (not in the table's ids, id missing in catalog)
     unknown_accelerators: dict[str, str] = field(default_factory=dict)
+    # id -> why the source gives it no whole price (kept in the file with no prices)
+    incomplete: dict[str, str] = field(default_factory=dict)
     prices: int = 0
 
     def as_dict(self) -> dict[str, Any]:
@@ -137,6 +155,7 @@ class Summary:
                 for i, r, p, o, n in self.moved
             ],
             "unknown_accelerators": self.unknown_accelerators,
+            "incomplete": self.incomplete,
             "prices": self.prices,
         }
 
@@ -377,13 +396,16 @@ def _gcp_vm_type(
         g = gpu_rows.get((gpu, count, vm.region, vm.zone))
         if g is None:
             continue  # no GPU price in that zone: the machine cannot be priced there
-        by_region[vm.region].append((vm.zone, _add(vm.price, g.price), _add(vm.spot, g.spot)))
+        by_region[vm.region].append((vm.zone, _whole(vm.price, g.price), _whole(vm.spot, g.spot)))
     parts = f"VM row {vm_id} + GPU row {gpu} x{count}" if gpu else ""
     quotes = [q for r, zones in sorted(by_region.items()) for q in _quotes(r, zones, parts)]
-    if not quotes:
-        return None
     first = group[0]
-    return SourceType(type_id, gpu, count, int(first.vcpus or 0), first.memory_gib or 0.0, quotes)
+    priced = SourceType(type_id, gpu, count, int(first.vcpus or 0), first.memory_gib or 0.0, quotes)
+    if gpu and not quotes:
+        # Every zone lacked one component (the dataset's a4-highgpu-8g VM rows are 0.0: the GPU
+        # rows alone are not what the machine costs). Kept unpriced and reported, never offered.
+        priced.incomplete = f"VM row {vm_id} priced 0 (or GPU row {gpu} x{count} missing)"
+    return priced if quotes or priced.incomplete else None
 
 
 def tpu_slice(type_id: str) -> tuple[str, int] | None:
@@ -405,8 +427,10 @@ def _tpu_type(type_id: str, chips: int, rows: list[Row]) -> SourceType | None:
     return SourceType(type_id, type_id, chips, 0, 0.0, quotes) if quotes else None
 
 
-def _add(a: float | None, b: float | None) -> float | None:
-    return None if a is None or b is None else a + b
+def _whole(vm: float | None, gpus: float | None) -> float | None:
+    """A machine's price from its VM and GPU components; None when either is missing or priced
+    0 (a component alone is never what the machine costs, so it is never an offering)."""
+    return vm + gpus if vm and gpus else None
 
 
 # --- merging into the catalog's instance types -----------------------------------------------
@@ -462,12 +486,17 @@ def merge(
         if priced is None:
             summary.removed.append(type_id)
             continue
+        if priced.incomplete:
+            summary.incomplete[type_id] = priced.incomplete
         refreshed = _refresh(entry, priced, as_of, source)
         summary.moved += _moves(type_id, entry.get("prices") or [], refreshed["prices"])
         summary.refreshed.append(type_id)
         entries.append(refreshed)
     for type_id in sorted(set(found) - seen):
         if not type_id.startswith(scope or ("",)):
+            continue
+        if found[type_id].incomplete:
+            summary.incomplete[type_id] = str(found[type_id].incomplete)
             continue
         new = _new_entry(provider, found[type_id], known_accelerators, as_of, source, summary)
         if new is not None:

@@ -32,6 +32,14 @@ ACCELERATORS: dict[str, str] = {
     "T4": "t4",
     "B200": "b200",  # catalog id added by the hardware helper; reported until it exists
     "MI300X": "mi300x",
+    # 2026 hardware (AWS p6-b300: B300 SXM, https://aws.amazon.com/ec2/instance-types/p6/; OCI
+    # BM.GPU.GB200.4 / GB300.4 / B300.8 / MI355X.8, https://docs.oracle.com/iaas/Content/Compute/
+    # References/computeshapes.htm: one GPU of a GB200 / GB300 superchip, B300, MI355X)
+    "B300": "b300",
+    "GB200": "gb200",
+    "GB300": "gb300",
+    "MI325X": "mi325x",
+    "MI355X": "mi355x",
     # AWS Neuron chips (AWS Neuron documentation: trn1 = Trainium, trn2 = Trainium2, inf2 =
     # Inferentia2; the AcceleratorCount of their rows is the chip count)
     "Trainium": "trainium1",
@@ -64,7 +72,7 @@ NOT_IN_CATALOG: frozenset[str] = frozenset(
         "Radeon Pro V520",
         "Gaudi HL-205",
         "Inferentia",
-        "B300",  # AWS p6-b300 (catalogs/v8/aws/vms.csv); no catalog accelerator yet
+        "RTXPRO6000",  # OCI BM.GPU.RTXPRO.8; no catalog accelerator yet
         "A100-40GB-PCIE",
         "H100-80GB-PCIE",
         "MI25",
@@ -131,6 +139,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "p5e.",
         "p5en.",
         "p6-b200.",
+        "p6-b300.",
         "g4dn.",
         "g5.",
         "g6.",
@@ -142,6 +151,17 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     ),
     "gcp": ("a2-highgpu-", "a2-ultragpu-", "a2-megagpu-", "a3-", "a4-", "g2-standard-"),
     "azure": ("Standard_NC", "Standard_ND", "Standard_NV"),
+    # OCI bare-metal GPU shapes of the hardware the catalog has (catalogs/v8/oci/vms.csv)
+    "oci": (
+        "BM.GPU.B200.",
+        "BM.GPU.B300.",
+        "BM.GPU.GB200.",
+        "BM.GPU.GB300.",
+        "BM.GPU.H100.",
+        "BM.GPU.H200.",
+        "BM.GPU.MI300X.",
+        "BM.GPU.MI355X.",
+    ),
 }
 
 # AWS availability-zone ids of the region proper (use1-az6); Local/Wavelength Zones

@@ -1,0 +1,130 @@
+"""Purchase options as they are sold, and which one a plan of a given length is priced on.
+
+A price row says how it is bought (`Price.purchase`): on demand and spot by the hour with no
+commitment; reserved for 1 or 3 years (AWS Reserved Instances / Savings Plans, GCP committed use
+discounts, Azure reservations: the hourly rate is owed for every hour of the term, used or not);
+AWS EC2 Capacity Blocks for ML (a block of instances reserved for a fixed window, paid up front).
+
+Capacity Block durations (AWS EC2 User Guide, "Capacity Blocks for ML", read 2026-12-02,
+https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html): 1 to 14 days in
+1-day steps, or a multiple of 7 days up to 182 days; up to 64 instances per block and 256 across
+blocks; start up to 8 weeks ahead; not modifiable or cancellable.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from advisor.catalog.models import Price, Purchase
+
+# What a request for "any" purchase option means: bought by the hour, no commitment.
+PAY_AS_YOU_GO = frozenset({Purchase.on_demand, Purchase.spot})
+RESERVED = frozenset({Purchase.reserved_1y, Purchase.reserved_3y})
+TERM_HOURS = {Purchase.reserved_1y: 365 * 24.0, Purchase.reserved_3y: 3 * 365 * 24.0}
+BLOCK_DAILY_MAX_DAYS = 14
+BLOCK_MAX_DAYS = 182
+BLOCK_WEEK_DAYS = 7
+BLOCK_MAX_INSTANCES = 64  # per Capacity Block
+BLOCK_MAX_INSTANCES_TOTAL = 256  # across Capacity Blocks of one account
+
+
+def matches(wanted: Purchase | None, offered: Purchase) -> bool:
+    """Whether an offering bought as `offered` answers a request for `wanted` (None = any: on
+    demand or spot; `reserved` = either term)."""
+    if wanted is None:
+        return offered in PAY_AS_YOU_GO
+    if wanted is Purchase.reserved:
+        return offered in RESERVED
+    return offered is wanted
+
+
+def block_days(hours: float) -> int | None:
+    """The shortest Capacity Block that covers `hours`, in days; None beyond 182 days."""
+    days = max(1, math.ceil(hours / 24 - 1e-9))
+    if days <= BLOCK_DAILY_MAX_DAYS:
+        return days
+    weeks = math.ceil(days / BLOCK_WEEK_DAYS) * BLOCK_WEEK_DAYS
+    return weeks if weeks <= BLOCK_MAX_DAYS else None
+
+
+def billed_hours(purchase: Purchase, hours: float) -> float | None:
+    """Hours paid for a run of `hours` bought as `purchase`; None when it cannot be bought so
+    (a Capacity Block longer than 182 days)."""
+    if purchase in TERM_HOURS:
+        return max(hours, TERM_HOURS[purchase])
+    if purchase is Purchase.capacity_block:
+        days = block_days(hours)
+        return None if days is None else days * 24.0
+    return hours
+
+
+@dataclass(frozen=True)
+class PricedOption:
+    price: Price
+    billed_h: float
+    cost_usd: float  # per instance, over the run
+
+
+@dataclass(frozen=True)
+class PurchaseChoice:
+    chosen: PricedOption
+    others: tuple[PricedOption, ...]  # the other options for the same offering, cheapest first
+    sentence: str
+
+
+def choose(
+    hours: float, nodes: int, prices: Iterable[Price], priced: Purchase | None = None
+) -> PurchaseChoice | None:
+    """The cheapest way to buy `nodes` instances for a run of `hours` among one offering's
+    prices (one region; spot left out: it is a different plan, not a way to pay for this one).
+    `priced`: the option the plan is ranked on, which the sentence weighs against the cheapest.
+    None when no price can buy it."""
+    options = []
+    for price in prices:
+        if price.purchase is Purchase.spot:
+            continue
+        billed = billed_hours(price.purchase, hours)
+        if billed is None:
+            continue
+        options.append(PricedOption(price, billed, billed * price.hourly_usd))
+    if not options:
+        return None
+    options.sort(key=lambda o: (o.cost_usd, o.price.purchase.value))
+    best, *rest = options
+    run = f"{hours / 24:,.1f} days on {nodes} instance(s)"
+    ranked = next((o for o in options if o.price.purchase is priced), None)
+    if ranked is not None and ranked is not best:
+        sentence = (
+            f"{priced} is not the cheapest way to buy {run}: {_words(best, nodes)} "
+            f"(--purchase {best.price.purchase.value}), against {_words(ranked, nodes)}"
+        )
+    else:
+        sentence = _sentence(run, nodes, best, rest)
+    return PurchaseChoice(best, tuple(rest), sentence)
+
+
+def _words(option: PricedOption, nodes: int) -> str:
+    p = option.price
+    total = option.cost_usd * nodes
+    if p.purchase in TERM_HOURS:
+        years = round(TERM_HOURS[p.purchase] / 8760)
+        return (
+            f"{p.purchase.value} ${p.hourly_usd:,.2f}/h owed for the whole {years}-year term: "
+            f"${total:,.0f}"
+        )
+    if p.purchase is Purchase.capacity_block:
+        days = option.billed_h / 24
+        return f"capacity block of {days:g} days at ${p.hourly_usd:,.2f}/h: ${total:,.0f}"
+    return f"{p.purchase.value} ${p.hourly_usd:,.2f}/h for {option.billed_h:,.0f} h: ${total:,.0f}"
+
+
+def _sentence(run: str, nodes: int, best: PricedOption, rest: list[PricedOption]) -> str:
+    if not rest:
+        return f"priced {best.price.purchase.value}: the only way this offering is sold ({run})"
+    against = "; ".join(_words(o, nodes) for o in rest)
+    return (
+        f"priced {best.price.purchase.value} because it is the cheapest way to buy {run}: "
+        f"{_words(best, nodes)}, against {against}"
+    )

