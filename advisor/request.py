@@ -29,7 +29,8 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from advisor.catalog.models import Objective, Purchase
+from advisor.catalog.hf_config import ConfigError, preset_from_config
+from advisor.catalog.models import ModelPreset, Objective, Purchase
 from advisor.errors import InputError, field_name
 from advisor.perf.work import Work
 from advisor.validation_errors import explain_validation
@@ -46,13 +47,21 @@ PURCHASE_WORDS = (
 )
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "fp4", "int8", "int4"]
 Method = Literal["full", "lora", "qlora"]
+KvPrecision = Literal["bf16", "fp16", "fp8"]
+PERCENTILES = (50, 90, 99)  # what the serving simulation reports (perf/serving_sim.py)
 
 
 def valid_values(field: str) -> tuple[str, ...]:
     """The values a choice field of a request takes, in the order help and errors list them."""
     if field == "purchase":
         return PURCHASE_WORDS
-    return get_args({"objective": Objective, "precision": Precision, "method": Method}[field])
+    kinds = {
+        "objective": Objective,
+        "precision": Precision,
+        "method": Method,
+        "kv_precision": KvPrecision,
+    }
+    return get_args(kinds[field])
 
 
 def choice_words(field: str, last: str = "or") -> str:
@@ -80,6 +89,7 @@ class Cli:
     help: str
     panel: str
     short: str | None = None
+    json_file: bool = False  # the option names a JSON file; the field holds its content
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +166,29 @@ class SizedWork(_Request):
         float | None,
         Field(ge=0.001, le=100_000, description="free-form size (billions)"),
         Cli("Free-form model size in billions.", WORK),
+    ] = None
+    active_params_b: Annotated[
+        float | None,
+        Field(
+            ge=0.001,
+            le=100_000,
+            description="with params_b: a mixture of experts' parameters per token (billions)",
+        ),
+        Cli("With --params-b: a mixture of experts' active parameters per token, billions.", WORK),
+    ] = None
+    hf_config: Annotated[
+        dict[str, Any] | None,
+        Field(
+            description="a Hugging Face config.json's content: the model's architecture "
+            "(instead of model or params_b)",
+            json_schema_extra={"maxProperties": 1000},
+        ),
+        Cli(
+            "A Hugging Face config.json: the model's architecture (dense, GQA, MLA, MoE), "
+            "instead of --model or --params-b.",
+            WORK,
+            json_file=True,
+        ),
     ] = None
     tokens: Annotated[
         float | None,
@@ -289,6 +322,42 @@ class SizedWork(_Request):
         Cli("Inter-token latency target, ms (inference).", SERVING),
         SizesWork("serving"),
     ] = None
+    percentile: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=99,
+            description="inference under a request rate: the latency targets hold for this "
+            "percentile of requests (50, 90 or 99); null: 50",
+        ),
+        Cli(
+            "Latency targets held at this percentile of requests: 50, 90 or 99 (with "
+            "--request-rate; default 50).",
+            SERVING,
+        ),
+        SizesWork("serving"),
+    ] = None
+    kv_precision: Annotated[
+        KvPrecision | None,
+        Field(description="the KV cache's format; null: fp8 with fp8/fp4 weights, else bf16"),
+        Cli(
+            f"KV cache format: {choice_words('kv_precision')} (default: fp8 with fp8/fp4 "
+            "weights, else bf16).",
+            SERVING,
+        ),
+        SizesWork("serving"),
+    ] = None
+    prefix_cache_hit_rate: Annotated[
+        float | None,
+        Field(
+            ge=0,
+            lt=1,
+            description="inference: the share of prompt tokens found in the prefix cache "
+            "(their prefill is skipped)",
+        ),
+        Cli("Share of prompt tokens served from the prefix cache, 0 to 1 (inference).", SERVING),
+        SizesWork("serving"),
+    ] = None
     method: Annotated[
         Method,
         Field(description="training: every weight (full), LoRA adapters, or QLoRA (4-bit base)"),
@@ -307,17 +376,51 @@ class SizedWork(_Request):
 
     @property
     def sized(self) -> bool:
-        return self.model is not None or self.params_b is not None
+        return self.model is not None or self.params_b is not None or self.hf_config is not None
 
     def work(self) -> Work:
-        """The sizing fields as the performance model's own description of the work."""
-        return Work(**{name: getattr(self, name) for name in _WORK_FIELDS})
+        """The sizing fields as the performance model's own description of the work; a model
+        given as a config.json is its preset, named as its `_name_or_path` says."""
+        fields = {name: getattr(self, name) for name in _WORK_FIELDS if name != "preset"}
+        preset = self.config_preset()
+        if preset is not None:
+            fields["model"] = preset.id
+        return Work(**fields, preset=preset)
 
     @model_validator(mode="after")
     def _one_model(self) -> SizedWork:
-        if self.model is not None and self.params_b is not None:
-            raise ValueError("give either model or params_b, not both")
+        given = [n for n in ("model", "params_b", "hf_config") if getattr(self, n) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give one of model, params_b or hf_config, not {' and '.join(given)}")
         return self
+
+    @field_validator("active_params_b")
+    @classmethod
+    def _active_of_a_size(cls, active: float | None, info: ValidationInfo) -> float | None:
+        size = info.data.get("params_b")
+        if active is not None and (size is None or active > size):
+            raise PydanticCustomError(
+                "active_params", "goes with params_b and is at most it (billions per token)"
+            )
+        return active
+
+    @field_validator("hf_config")
+    @classmethod
+    def _a_readable_config(cls, cfg: dict[str, Any] | None) -> dict[str, Any] | None:
+        if cfg is not None:
+            _config_preset(cfg)  # a bad config is refused here, naming its key
+        return cfg
+
+    def model_label(self, size_words: str = "") -> str:
+        """The model as a sentence names it: its preset id, its config's name, or its size."""
+        preset = self.config_preset()
+        if self.model is not None or preset is not None:
+            return self.model or (preset.name if preset else "")
+        return f"{self.params_b:g}B{size_words}"
+
+    def config_preset(self) -> ModelPreset | None:
+        """The preset `hf_config` describes (None without one)."""
+        return None if self.hf_config is None else _config_preset(self.hf_config)
 
     @field_validator("request_rate")
     @classmethod
@@ -328,6 +431,15 @@ class SizedWork(_Request):
                 "from Little's law)"
             )
         return rate
+
+    @field_validator("percentile")
+    @classmethod
+    def _a_reported_percentile(cls, p: int | None) -> int | None:
+        if p is not None and p not in PERCENTILES:
+            raise PydanticCustomError(
+                "percentile", f"one of {', '.join(map(str, PERCENTILES))}, not {p}"
+            )
+        return p
 
     @field_validator("max_itl_ms")
     @classmethod
@@ -343,6 +455,22 @@ class SizedWork(_Request):
 
 
 _WORK_FIELDS = tuple(f.name for f in dataclasses.fields(Work))
+
+
+def _config_preset(cfg: dict[str, Any]) -> ModelPreset:
+    """The preset a config.json describes, named as its `_name_or_path` says; a bad config is a
+    validation error naming its key."""
+    name = str(cfg.get("_name_or_path") or "model-config").rsplit("/", 1)[-1]
+    try:
+        return preset_from_config(cfg, _preset_id(name), name, "hf_config")
+    except ConfigError as e:
+        raise PydanticCustomError("hf_config", f"config.json {e.field}: {e}") from None
+
+
+def _preset_id(name: str) -> str:
+    """A catalog-shaped id for a config's model name (lower case, letters, digits, . _ -)."""
+    cleaned = "".join(c if c.isalnum() or c in "._-" else "-" for c in name.lower()).strip("-._")
+    return cleaned[:80] or "model-config"
 
 
 def _sizing_fields(job: str | None = None) -> tuple[str, ...]:

@@ -40,8 +40,6 @@ OUTSIDE = {
     # lengths (230 in, 203 out; the rows state no distribution), and at 8 req/s (70B: from 4)
     # the long prompts of a heavy-tailed mix stall the decode iterations they are packed into,
     # which mean lengths cannot show: TPOT and TTFT under-predicted by 0.61-0.67.
-    "sgl030-l31-8b-a100-tp1-sharegpt-rps8": "ShareGPT length mix at 8 req/s: mean lengths only",
-    "sgl030-l31-70b-4xh100-tp4-sharegpt-rps4": "ShareGPT length mix: mean lengths only",
     "sgl030-l31-70b-4xh100-tp4-sharegpt-rps8": "ShareGPT length mix at 8 req/s: mean lengths only",
 }
 # Rows not put to the model, by the reason bench_calibration.skip_reason gives.

@@ -156,6 +156,7 @@ def test_inference_memory_and_price(client: TestClient, shipped: Catalog) -> Non
 def test_spot_price_is_the_spot_row(client: TestClient, shipped: Catalog) -> None:
     body = {"workload": "low_latency_inference", "model": "llama-2-7b"}
     body |= {"instance_type": "g5.xlarge", "region": "us-east-1", "purchase": "spot"}
+    body |= {"concurrency": 1}  # one replica: one instance's price
     result = client.post("/v1/estimates", json=body).json()
     rows = {
         (p.region, p.purchase.value): p.hourly_usd

@@ -255,14 +255,24 @@ def test_mla_decode_attention_counts_the_absorbed_latent_dimensions() -> None:
 # --- load as a request rate ----------------------------------------------------------------------
 
 
-def test_a_request_rate_holds_littles_law_at_the_least_concurrency() -> None:
-    # Llama 3.1 8B on one H100, 467 in / 256 out (the TensorRT-LLM serving rows' shape)
+def test_the_simulated_batch_holds_littles_law() -> None:
+    """Sequences decoding = rate x the time each spends decoding (Little's law, L = lambda W),
+    for the simulated replica at several rates."""
     m = _model("llama-3.1-8b", "h100-sxm", inp=467, out=256)
     for rate in (0.5, 2.0, 8.0, 20.0):
-        b = m.concurrency_at_rate(rate)
-        assert b is not None
-        assert rate * m.e2e_s(b) <= b  # the requests in the system fit B sequences
-        assert b == 1 or rate * m.e2e_s(b - 1) > b - 1  # and no fewer would
+        load = m.under_load(rate)
+        decoding_s = load.e2e.mean_s - load.ttft.mean_s
+        assert load.mean_batch == pytest.approx(rate * decoding_s, rel=0.1)
+
+
+def test_ttft_grows_with_the_rate_and_p99_is_above_p50() -> None:
+    m = _model("llama-3.1-8b", "h100-sxm", inp=467, out=256)
+    most, _ = m.max_request_rate()
+    loads = [m.under_load(most * rho) for rho in (0.1, 0.5, 0.9, 0.99)]
+    p50 = [load.ttft.p50_s for load in loads]
+    assert p50 == sorted(p50) and p50[-1] > 3 * p50[0]
+    assert all(load.ttft.p99_s >= load.ttft.p50_s for load in loads)
+    assert p50[0] >= m.prefill_s(467)  # never below the idle prefill
 
 
 def test_ttft_at_light_load_is_the_prefill_plus_half_an_iteration() -> None:
@@ -288,12 +298,62 @@ def test_a_rate_above_capacity_is_refused_with_the_most_sustained() -> None:
 
 
 def test_the_rate_within_targets_is_below_the_capacity() -> None:
+    from advisor.perf.inference import SEARCH_REQUESTS, Targets
+
+    m = _model("llama-3.1-8b", "h100-sxm", inp=467, out=256)
+    most, _ = m.max_request_rate()
+    p50 = Targets(max_ttft_ms=100, max_itl_ms=15)
+    within, b = m.max_request_rate(p50)
+    assert 0 < within < most and b >= 1
+    held = m.under_load(within, SEARCH_REQUESTS, p50)
+    assert not held.saturated and held.ttft.p50_s * 1e3 <= 100 and held.tpot.p50_s * 1e3 <= 15
+    p99 = Targets(max_ttft_ms=100, max_itl_ms=15, percentile=99)
+    assert m.max_request_rate(p99)[0] <= within  # the tail is held to it too: no more
+    assert m.max_request_rate(Targets(max_itl_ms=1)) == (0.0, 0)  # unreachable target
+
+
+def test_an_fp8_kv_cache_with_bf16_weights_doubles_the_sequences() -> None:
+    """KV bytes per token halve (2 -> 1 byte a value): the memory left after the weights holds
+    twice the sequences (to within one)."""
+    from dataclasses import replace
+
+    m = _model("llama-3.1-8b", "h100-sxm", inp=1000, out=1000)
+    fp8 = InferenceModel(m.shape, replace(m.dep, kv_precision="fp8"), 1000, 1000)
+    assert fp8.kv_precision == "fp8" and m.kv_precision == "bf16"
+    assert fp8.kv_per_token.value == pytest.approx(m.kv_per_token.value / 2)
+    assert abs(fp8.max_concurrency() - 2 * m.max_concurrency()) <= 1
+    assert fp8.memory(1)[-1].value < m.memory(1)[-1].value
+
+
+def test_a_prefix_cache_hit_skips_that_share_of_the_prefill() -> None:
+    """Half the prompt cached: the prefill iteration computes the GEMMs of 500 tokens, not 1000
+    (the weights are read once either way)."""
+    from dataclasses import replace
+
+    m = _model("llama-3.1-8b", "h100-sxm", inp=1000, out=100)
+    half = InferenceModel(m.shape, replace(m.dep, prefix_cache_hit_rate=0.5), 1000, 100)
+    assert half.iteration(0, 1000, 1000).gemm_flops == pytest.approx(
+        m.iteration(0, 1000, 1000).gemm_flops / 2
+    )
+    assert half.prefill_s(1000) < m.prefill_s(1000)
+    assert half.max_concurrency() == m.max_concurrency()  # the KV is still held
+
+
+def test_a_target_met_at_p50_but_not_p99_says_so() -> None:
+    """At 90% of capacity the p99 TTFT is well above the p50 (bench_load's sweep): a TTFT target
+    between the two is met at p50, missed at p99, and the goodput figure says which."""
     from advisor.perf.inference import Targets
 
     m = _model("llama-3.1-8b", "h100-sxm", inp=467, out=256)
     most, _ = m.max_request_rate()
-    within, b = m.max_request_rate(Targets(max_ttft_ms=100, max_itl_ms=15))
-    assert 0 < within < most
-    assert m.ttft_at_s(b) * 1e3 <= 100 and m.itl_s(b) * 1e3 <= 15
-    assert m.itl_s(b + 1) * 1e3 > 15 or m.ttft_at_s(b + 1) * 1e3 > 100
-    assert m.max_request_rate(Targets(max_itl_ms=1)) == (0.0, 0)  # unreachable target
+    load = m.under_load(most * 0.9)
+    between = (load.ttft.p50_s + load.ttft.p99_s) / 2 * 1e3
+    p50, p99 = Targets(max_ttft_ms=between), Targets(max_ttft_ms=between, percentile=99)
+    assert p50.met_under(load) and not p99.met_under(load)
+    try:
+        got = m.at_rate(most * 0.9, p99)
+    except InputError:
+        pytest.fail("a rate below capacity is answered")
+    goodput = next(f for f in got.figures if f.name == "goodput_requests_s")
+    assert "hold at p50 but not at p99" in goodput.formula
+    assert got.ttft_ms == pytest.approx(load.ttft.p99_s * 1e3)

@@ -66,7 +66,15 @@ def state_catalog(spec: dict[str, Any], catalog: Catalog) -> None:
     recommend.setdefault("allOf", []).append(
         {
             "if": {"required": ["workload"], "properties": {"workload": {"enum": unsized}}},
-            "then": {"not": {"anyOf": [_given("model", "string"), _given("params_b", "number")]}},
+            "then": {
+                "not": {
+                    "anyOf": [
+                        _given("model", "string"),
+                        _given("params_b", "number"),
+                        _given("hf_config", "object"),
+                    ]
+                }
+            },
         }
     )
     for path, item in spec.get("paths", {}).items():

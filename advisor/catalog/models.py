@@ -363,6 +363,12 @@ class LatencyTargets(Strict):
     max_itl_ms: Pos | None = None
     basis: Annotated[str, Field(min_length=1, max_length=80)]  # what they are, in a few words
     source: Annotated[str, Field(min_length=1)]
+    # The percentile of requests the default targets hold for (MLPerf's limits are p99).
+    percentile: Literal[50, 90, 99] = 50
+    # The load a request that states none is sized for (requests/s), and why: serving sized for
+    # the user's latency at a stated load, never for saturation unless asked.
+    request_rate: Pos | None = None
+    load_basis: Annotated[str | None, Field(min_length=1, max_length=200)] = None
 
 
 class WorkloadProfile(Strict):
@@ -440,6 +446,9 @@ class ModelPreset(Strict):
     experts_per_token: Annotated[int | None, Field(gt=0, le=10_000)] = None  # routing top-k
     # Sliding-window attention: each layer keeps K/V of at most this many recent tokens.
     sliding_window: Annotated[int | None, Field(gt=0, le=100_000_000)] = None
+    # Hybrid attention (gpt-oss alternates windowed and full layers): how many layers keep the
+    # window; None with a window: all of them.
+    sliding_window_layers: Annotated[int | None, Field(ge=0, le=1000)] = None
     # "gqa": K and V of kv_heads x head_dim per layer (multi-head attention is kv_heads = heads).
     # "mla": multi-head latent attention (DeepSeek-V2/V3) caches one compressed latent of
     # kv_lora_rank plus a shared decoupled RoPE key of qk_rope_head_dim per layer and token.
@@ -471,6 +480,10 @@ class ModelPreset(Strict):
             )
         if self.experts is not None and self.active_params_b is None:
             raise ValueError("a mixture-of-experts model needs active_params_b")
+        if (self.sliding_window_layers or 0) > self.layers:
+            raise ValueError(
+                f"sliding_window_layers {self.sliding_window_layers} exceeds layers {self.layers}"
+            )
         if self.sliding_window is not None and self.sliding_window > self.context_length:
             raise ValueError(
                 f"sliding_window {self.sliding_window} exceeds context_length {self.context_length}"

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import enum
 import inspect
+import json
 import types
 from collections.abc import Callable
+from pathlib import Path
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import typer
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from advisor.errors import InputError, flag_name
+from advisor.errors import InputError, field_name, flag_name
 from advisor.perf.calibration import Calibration, calibrations
 from advisor.request import OUTPUT, PANELS, Cli
 
@@ -55,6 +57,8 @@ def _option(name: str, info: FieldInfo, mark: Cli) -> inspect.Parameter:
     """The Typer option of one request field: --name-with-dashes (the one rule errors name a
     field by, errors.flag_name), the short flag, help and panel of its Cli mark, its default."""
     kind, optional = _cli_type(info.annotation)
+    if mark.json_file:  # the option names a file; run() reads it into the field
+        kind, optional = str, True
     flag = flag_name(name)
     if kind is bool and optional:  # unset means "as needed": both words are offered
         flag = f"{flag}/--no-{flag[2:]}"
@@ -68,6 +72,20 @@ def _option(name: str, info: FieldInfo, mark: Cli) -> inspect.Parameter:
     return inspect.Parameter(
         name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
     )
+
+
+def read_json_file(field: str, path: str) -> Any:
+    """A JSON file's content for a request field; InputError (exit 2) naming the field when it
+    cannot be read or parsed."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{field_name(field)}: cannot read {path}: {e}", field=field) from None
+    except json.JSONDecodeError as e:
+        raise InputError(
+            f"{field_name(field)}: {path} is not JSON (line {e.lineno}, column {e.colno}: {e.msg})",
+            field=field,
+        ) from None
 
 
 def _panel(p: inspect.Parameter) -> int:
@@ -93,6 +111,7 @@ def request_options(model: type[BaseModel]) -> Callable[[Callable[..., None]], C
             if (mark := cli_mark(info)) is not None
         ]
         names = {p.name for p in fields}
+        files = {n for n, i in model.model_fields.items() if (m := cli_mark(i)) and m.json_file}
         if names & {p.name for p in own}:
             raise TypeError(f"{command.__name__}: an option is also a field of {model.__name__}")
         ordered = sorted(
@@ -101,6 +120,13 @@ def request_options(model: type[BaseModel]) -> Callable[[Callable[..., None]], C
 
         def run(**given: Any) -> None:
             request = {name: given.pop(name) for name in names}
+            for name in files:
+                if request[name] is not None:
+                    path = Path(request[name])
+                    request[name] = content = read_json_file(name, request[name])
+                    if isinstance(content, dict):  # named by its folder (a checkpoint) or file
+                        named = path.resolve().parent.name if path.stem == "config" else path.stem
+                        content.setdefault("_name_or_path", named)
             command(**{FIELDS: request}, **given)
 
         run.__name__, run.__doc__ = command.__name__, command.__doc__

@@ -103,7 +103,7 @@ def _spread(k: StaticCase) -> str:
     """What makes the work span nodes, for the sentence."""
     s, w = k.s, k.w
     if s.fit is not None:
-        return f"{s.fit.memory_total_gb:,.0f} GB ({w.model or f'{w.params_b:g}B'})"
+        return f"{s.fit.memory_total_gb:,.0f} GB ({w.model_label()})"
     return f"{w.memory_gb:g} GB" if w.memory_gb else f"{s.gpus} GPUs"
 
 

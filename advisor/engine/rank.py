@@ -336,7 +336,7 @@ def _tp_words(fit: Fit) -> str:
 
 def _targets_words(w: Workload, p: WorkloadProfile) -> str:
     """Which latency targets the option meets, and where a default target came from."""
-    targets = latency_targets(p, w.max_ttft_ms, w.max_itl_ms, w.output_tokens)
+    targets = latency_targets(p, w.max_ttft_ms, w.max_itl_ms, w.output_tokens, w.percentile)
     parts = []
     for name, value, asked in (
         ("TTFT", targets.max_ttft_ms, w.max_ttft_ms),
@@ -349,7 +349,12 @@ def _targets_words(w: Workload, p: WorkloadProfile) -> str:
     source = ""
     if p.latency_targets and (w.max_ttft_ms is None or w.max_itl_ms is None):
         source = f"; defaults: {p.latency_targets.basis}"
-    return f": meets {' and '.join(parts)}{source}"
+    load = p.latency_targets.load_basis if p.latency_targets else None
+    stated = (w.request_rate, w.concurrency, w.throughput_tokens_s, w.batch)
+    if load and all(x is None for x in stated):
+        source += f"; load {load}"
+    held = f" at p{targets.percentile}" if w.request_rate is not None or load else ""
+    return f": meets {' and '.join(parts)}{held}{source}"
 
 
 def _plan_reasons(h: Hit, w: Workload, p: WorkloadProfile) -> list[str]:

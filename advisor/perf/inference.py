@@ -60,6 +60,13 @@ from advisor.catalog.models import Accelerator, Generation
 from advisor.errors import InputError, field_name
 from advisor.perf.op_model import OpModel, TableIteration
 from advisor.perf.precision import ComputePrecision, compute_precision
+from advisor.perf.serving_sim import (
+    Distribution,
+    LoadResult,
+    Scheduler,
+    poisson_arrivals,
+    simulate,
+)
 from advisor.perf.sizing import (
     BYTES_PER_WEIGHT,
     Figure,
@@ -116,6 +123,30 @@ PCIE_ALLREDUCE_GB_S = 25.0
 NVLINK_BUS_EFFICIENCY = 370 / 450
 
 
+# Under a request rate the serving simulation (perf/serving_sim.py) runs each replica with vLLM
+# V1's default scheduler limits for its OpenAI-compatible server (vllm/engine/arg_utils.py,
+# EngineArgs defaults by usage context, v0.10): a chunked-prefill budget of 8,192 tokens per
+# iteration and at most 1,024 sequences on GPUs of 70 GiB or more, 2,048 and 256 below.
+LARGE_GPU_GB = 70 * 1.073741824  # 70 GiB in GB
+SCHEDULER_LARGE = (8192, 1024)  # (max_num_batched_tokens, max_num_seqs)
+SCHEDULER_SMALL = (2048, 256)
+# Requests simulated for a reported figure and for each step of a rate search; the first tenth
+# is the warm-up. Seeded: the same question gets the same answer.
+LOAD_REQUESTS = 600
+SEARCH_REQUESTS = 200
+LOAD_SEED = 0
+RATE_SEARCH_STEPS = 4  # bisections below the analytic rate: within 1/16 of it
+_LOADS: dict[tuple[object, ...], LoadResult] = {}  # simulations by model and load, bounded
+_LOADS_MAX = 4096
+
+
+def scheduler_for(fit: int, tokens_per_sequence: int, device_memory_gb: float) -> Scheduler:
+    """A replica's scheduler: the KV cache of `fit` sequences of `tokens_per_sequence` tokens
+    (the memory model's bound) and vLLM's default budget and sequence cap for the GPU."""
+    budget, seqs = SCHEDULER_LARGE if device_memory_gb >= LARGE_GPU_GB else SCHEDULER_SMALL
+    return Scheduler(fit * tokens_per_sequence, min(fit, seqs), budget)
+
+
 def one_way_gb_s(link_gb_s: float) -> float:
     """One direction of a per-GPU link figure (the catalog states both ways): the datasheet
     figure a probe's measurement is verified against; PCIe's when there is no GPU link."""
@@ -143,16 +174,23 @@ def kv_precision_of(precision: str) -> str:
 
 
 def serving_memory(
-    shape: Shape, precision: str, context_tokens: int, batch: int, tensor_parallel: int
+    shape: Shape,
+    precision: str,
+    context_tokens: int,
+    batch: int,
+    tensor_parallel: int,
+    kv_precision: str | None = None,
 ) -> list[Figure]:
     """Memory of one replica of `tensor_parallel` GPUs (sizing.inference_memory) serving `batch`
-    sequences of `context_tokens` with weights in `precision`; the last figure is the total."""
+    sequences of `context_tokens` with weights in `precision` and the KV cache in
+    `kv_precision` (by default the weights' rule, kv_precision_of); the last figure is the
+    total."""
     return inference_memory(
         shape,
         precision=precision,
         context_tokens=context_tokens,
         batch=batch,
-        kv_precision=kv_precision_of(precision),
+        kv_precision=kv_precision or kv_precision_of(precision),
         tensor_parallel=tensor_parallel,
     )
 
@@ -167,6 +205,10 @@ class Deployment:
     precision: str
     link_gb_s: float  # per-GPU GPU-to-GPU link (both directions), 0 when none (PCIe)
     gpus_per_node: int = 8
+    kv_precision: str | None = None  # the KV cache's format; None: kv_precision_of(precision)
+    # The share of each prompt's tokens found in the prefix cache (a shared system prompt, a
+    # conversation's history): their prefill is skipped, their KV still held (not shared here).
+    prefix_cache_hit_rate: float = 0.0
 
     @property
     def replicas(self) -> int:
@@ -179,11 +221,22 @@ class Targets:
 
     max_ttft_ms: float | None = None
     max_itl_ms: float | None = None
+    percentile: int = 50  # under a request rate: the share of requests held to the targets
 
     def met(self, ttft_ms: float, itl_ms: float) -> bool:
         return (self.max_ttft_ms is None or ttft_ms <= self.max_ttft_ms) and (
             self.max_itl_ms is None or itl_ms <= self.max_itl_ms
         )
+
+    @property
+    def any(self) -> bool:
+        return self.max_ttft_ms is not None or self.max_itl_ms is not None
+
+    def met_under(self, load: LoadResult, percentile: int | None = None) -> bool:
+        """The targets at a percentile of simulated requests: TTFT and the mean token gap of a
+        request (TPOT), each at that percentile (the targets' own by default)."""
+        p = self.percentile if percentile is None else percentile
+        return self.met(load.ttft.at(p) * 1e3, load.tpot.at(p) * 1e3)
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,7 +424,8 @@ class InferenceModel:
         self.eff_c = compute_efficiency(dep.acc, self.cp.precision)
         self.eff_bw = _efficiency(dep.acc)[1]
         self.bpw = BYTES_PER_WEIGHT[dep.precision]
-        self.kv_precision = kv_precision_of(dep.precision)
+        self.kv_precision = dep.kv_precision or kv_precision_of(dep.precision)
+        self.prefill_share = 1.0 - dep.prefix_cache_hit_rate
         self.kv_per_token = kv_cache_bytes_per_token(
             shape, self.kv_precision, input_tokens + output_tokens
         )
@@ -389,6 +443,7 @@ class InferenceModel:
         self.ring = _ring(dep, shape)
         self._e2e: dict[int, float] = {}
         self._top: int | None = None
+        self._steps: dict[tuple[int, int], float] = {}
         self.lookup_params = shape.lookup_params
         self.kv_copies = kv_copies(shape, tp)
         self.per_head = self.layers * self.heads * self.head_dim
@@ -440,7 +495,12 @@ class InferenceModel:
         """The one inference memory rule (serving_memory) for `batch` sequences of I + O tokens
         with this model's KV precision; the last figure is the replica's total."""
         return serving_memory(
-            self.shape, self.dep.precision, self.inp + self.out, batch, self.dep.tensor_parallel
+            self.shape,
+            self.dep.precision,
+            self.inp + self.out,
+            batch,
+            self.dep.tensor_parallel,
+            self.kv_precision,
         )
 
     def iteration(
@@ -451,6 +511,7 @@ class InferenceModel:
         operands of the GEMM roofline, the attention roofline, the all-reduces and the per-layer
         time (module doc)."""
         context = self.inp + self.out / 2  # mean context over a sequence's decode
+        prompt_tokens *= self.prefill_share  # a prefix-cache hit is not computed again
         tokens = decode + prompt_tokens
         if self.op_model is not None:
             moe = self.moe
@@ -537,13 +598,12 @@ class InferenceModel:
         self._top = max(range(lo, hi + 1), key=lambda b: b / self.e2e_s(b))
         return self._top
 
-    def max_request_rate(self, targets: Targets | None = None) -> tuple[float, int]:
-        """(requests/s, concurrency) the most one replica sustains, within `targets` if given:
-        the largest concurrency up to the capacity point whose TTFT and ITL meet them (both grow
-        with concurrency, so a bisection finds it), at its Little's-law rate B / E2E(B).
-        (0.0, 0) when even one sequence misses a target."""
+    def _analytic_rate(self, targets: Targets | None) -> tuple[float, int]:
+        """(requests/s, concurrency) by Little's law alone: the largest concurrency up to the
+        capacity point whose steady TTFT and ITL meet `targets` (both grow with concurrency, so a
+        bisection finds it), at its rate B / E2E(B). No queueing: an upper bound."""
         top = self._capacity(self._fit_or_raise())
-        if targets is not None and (targets.max_ttft_ms or targets.max_itl_ms):
+        if targets is not None and targets.any:
 
             def meets(b: int) -> bool:
                 return targets.met(self.ttft_at_s(b) * 1e3, self.itl_s(b) * 1e3)
@@ -557,10 +617,35 @@ class InferenceModel:
             top = lo
         return top / self.e2e_s(top), top
 
+    def max_request_rate(self, targets: Targets | None = None) -> tuple[float, int]:
+        """(requests/s, concurrency) the most one replica sustains. Without targets, the rate it
+        completes at its capacity point (Little's law; above it requests queue without bound).
+        With targets, the highest Poisson rate whose simulated requests meet them at the targets'
+        percentile without queueing without bound: the Little's-law rate within the targets is
+        an upper bound (it ignores queueing), so it is tried first and, when it misses, bisected
+        below (RATE_SEARCH_STEPS). (0.0, 0) when even one sequence misses a target."""
+        rate, batch = self._analytic_rate(targets)
+        if targets is None or not targets.any or rate == 0.0:
+            return rate, batch
+
+        def held(r: float) -> LoadResult | None:
+            load = self.under_load(r, SEARCH_REQUESTS, targets)
+            return None if load.saturated or not targets.met_under(load) else load
+
+        found = held(rate)
+        if found is not None:
+            return rate, max(1, round(found.mean_batch))
+        lo, hi, best = 0.0, rate, None
+        for _ in range(RATE_SEARCH_STEPS):
+            mid = (lo + hi) / 2
+            load = held(mid)
+            lo, hi, best = (mid, hi, load) if load is not None else (lo, mid, best)
+        return (lo, max(1, round(best.mean_batch))) if best is not None else (0.0, 0)
+
     def concurrency_at_rate(self, rate_per_replica: float) -> int | None:
-        """The sequences in flight at a steady arrival rate: the least B with rate x E2E(B) <= B
-        (Little's law; the first crossing, below the capacity point). None: the rate is above
-        what the replica completes, so requests queue without bound."""
+        """The sequences in flight at a steady arrival rate by Little's law alone: the least B
+        with rate x E2E(B) <= B (the first crossing, below the capacity point); the simulation
+        starts from it. None: the rate is above what the replica completes."""
         top = self._capacity(self._fit_or_raise())
         if rate_per_replica * self.e2e_s(top) > top:
             return None
@@ -570,59 +655,105 @@ class InferenceModel:
             lo, hi = (lo, mid) if rate_per_replica * self.e2e_s(mid) <= mid else (mid + 1, hi)
         return lo
 
-    def at_rate(self, rate: float, targets: Targets | None = None) -> InferenceResult:
-        """Figures at `rate` requests/s spread over the deployment's replicas: the concurrency
-        Little's law gives, TTFT and ITL there, the output tokens served (rate x O), and the
-        most the replicas sustain within `targets`. InputError when the rate is above what the
-        replicas complete (requests would queue without bound), naming the most they do."""
-        per_replica = rate / self.dep.replicas
-        batch = self.concurrency_at_rate(per_replica)
-        most, at = self.max_request_rate()
-        if batch is None:
-            raise InputError(
-                f"{field_name('request_rate')} {rate:g}/s is above the "
-                f"{most * self.dep.replicas:.3g} requests/s {self.dep.replicas} replica(s) "
-                f"complete (at {at} sequences each): "
-                "requests would queue without bound; raise the GPUs or lower the rate",
-                field="request_rate",
+    def _step_s(self, decode: int, prompt_tokens: int) -> float:
+        """One iteration's time for the simulation, memoised (its runs repeat compositions)."""
+        key = (decode, prompt_tokens)
+        found = self._steps.get(key)
+        if found is None:
+            found = self._steps[key] = self.iteration_s(decode, prompt_tokens, self.inp)
+        return found
+
+    def _load_key(self) -> tuple[object, ...]:
+        acc, dep = self.dep.acc, self.dep
+        return (
+            self.shape,
+            self.moe,
+            acc.id,
+            acc.memory_bandwidth_gbps,
+            acc.device_memory_gb,
+            acc.peak_tflops,
+            dep.tensor_parallel,
+            dep.precision,
+            dep.link_gb_s,
+            self.kv_precision,
+            dep.prefix_cache_hit_rate,
+            self.inp,
+            self.out,
+        )
+
+    def under_load(
+        self, rate_per_replica: float, requests: int = LOAD_REQUESTS, targets: Targets | None = None
+    ) -> LoadResult:
+        """One replica under Poisson arrivals at `rate_per_replica` (seeded): the simulation of
+        perf/serving_sim.py with this model's iteration time, KV bound and vLLM's scheduler
+        limits. Memoised across models of the same replica (the engine asks again per type)."""
+        ttft_ms = targets.max_ttft_ms if targets is not None else None
+        itl_ms = targets.max_itl_ms if targets is not None else None
+        key = (*self._load_key(), round(rate_per_replica, 12), requests, ttft_ms, itl_ms)
+        found = _LOADS.get(key)
+        if found is None:
+            if len(_LOADS) >= _LOADS_MAX:
+                _LOADS.clear()
+            sched = scheduler_for(
+                self._fit_or_raise(), self.inp + self.out, self.dep.acc.device_memory_gb
             )
-        base = self._result(batch, self.max_concurrency())
-        ttft, itl = self.ttft_at_s(batch), self.itl_s(batch)
-        served = rate * self.out
+            trace = poisson_arrivals(rate_per_replica, requests, self.inp, self.out, LOAD_SEED)
+            steady = self.concurrency_at_rate(rate_per_replica)
+            found = _LOADS[key] = simulate(
+                self._step_s,
+                sched,
+                trace,
+                warm_batch=self._fit_or_raise() if steady is None else steady,
+                max_ttft_s=math.inf if ttft_ms is None else ttft_ms / 1e3,
+                max_itl_s=math.inf if itl_ms is None else itl_ms / 1e3,
+            )
+        return found
+
+    def _unbounded(self, rate: float, most: float, at: int) -> InputError:
         n = self.dep.replicas
+        return InputError(
+            f"{field_name('request_rate')} {rate:g}/s is above the {most * n:.3g} requests/s "
+            f"{n} replica(s) complete (at {at} sequences each): requests would queue without "
+            "bound; raise the GPUs or lower the rate",
+            field="request_rate",
+        )
+
+    def at_rate(self, rate: float, targets: Targets | None = None) -> InferenceResult:
+        """Figures at `rate` requests/s spread over the deployment's replicas, from the
+        simulation of one replica under Poisson arrivals: TTFT and the mean token gap (TPOT,
+        reported as the ITL) at the targets' percentile (p50 without targets), p50 / p90 / p99
+        of each, the mean batch, the output tokens served and the most the replicas sustain
+        within `targets`. InputError when the rate is above what the replicas complete
+        (requests would queue without bound), naming the most they do."""
+        n = self.dep.replicas
+        per_replica = rate / n
+        most, at = self.max_request_rate()
+        if per_replica > most:
+            raise self._unbounded(rate, most, at)
+        load = self.under_load(per_replica, LOAD_REQUESTS, targets)
+        if load.saturated:
+            raise self._unbounded(rate, most, at)
+        pct = targets.percentile if targets is not None else 50
+        ttft, itl = load.ttft.at(pct), load.tpot.at(pct)
+        batch = max(1, round(load.mean_batch))
+        base = self._result(batch, self.max_concurrency())
+        within = most
         capacity = (
             f"{n} replica(s) x {at} sequences / E2E {self.e2e_s(at):.6g} s: the most they "
             "complete; above it requests queue without bound"
         )
-        within, within_at = most, at
-        if targets is not None and (targets.max_ttft_ms or targets.max_itl_ms):
-            within, within_at = self.max_request_rate(targets)
+        if targets is not None and targets.any:
+            within, _ = self.max_request_rate(targets)
             capacity = (
-                f"{n} replica(s) x {within_at} sequences / E2E "
-                f"{self.e2e_s(within_at) if within_at else math.inf:.6g} s, the most within "
-                f"TTFT {targets.max_ttft_ms or math.inf:g} ms and ITL "
-                f"{targets.max_itl_ms or math.inf:g} ms; "
-                f"{most * n:.4g} requests/s is the most they complete at all ({at} sequences "
-                "each), above which requests queue without bound"
+                f"the highest Poisson rate whose simulated requests meet TTFT "
+                f"{targets.max_ttft_ms or math.inf:g} ms and ITL {targets.max_itl_ms or math.inf:g}"
+                f" ms at p{pct}, x {n} replica(s); {most * n:.4g} requests/s is the most they "
+                f"complete at all ({at} sequences each), above which requests queue without bound"
             )
+        served = rate * self.out
         figures = (
             *(f for f in base.figures if f.name != "throughput_tokens_s"),
-            Figure(
-                "concurrency",
-                batch,
-                "sequences",
-                f"least B with {per_replica:.6g} requests/s per replica x E2E(B) <= B (Little's "
-                f"law): E2E({batch}) = TTFT {ttft:.6g} s + ({self.out} - 1) x ITL {itl:.6g} s",
-            ),
-            Figure(
-                "ttft_at_rate_s",
-                ttft,
-                "s",
-                f"ITL {itl:.6g} s / 2 (the wait for the next iteration) + one iteration of "
-                f"{batch} decode tokens and the {self.inp}-token prompt"
-                if batch
-                else "the prefill of an idle replica",
-            ),
+            *_load_figures(load, per_replica, pct, targets),
             Figure("max_request_rate", within * n, "requests/s", capacity),
             Figure(
                 "throughput_tokens_s",
@@ -736,3 +867,56 @@ def throughput_figure(replicas: int, concurrency: int, itl_s: float) -> Figure:
 
 def moe_of(experts: int | None, per_token: int | None) -> tuple[int, int] | None:
     return (experts, per_token) if experts and per_token else None
+
+
+def _load_figures(
+    load: LoadResult, per_replica: float, pct: int, targets: Targets | None
+) -> tuple[Figure, ...]:
+    """The simulated load's figures: the mean batch, each latency's percentiles, and, with
+    targets, the goodput and whether the targets hold at p50 but not at the asked percentile."""
+    how = (
+        f"{load.requests} simulated requests after a warm-up, Poisson at {per_replica:.6g}/s per "
+        f"replica (seed {LOAD_SEED}; perf/serving_sim.py)"
+    )
+
+    def spread(d: Distribution) -> str:
+        return (
+            f"p50 {d.p50_s:.6g} s, p90 {d.p90_s:.6g} s, p99 {d.p99_s:.6g} s, mean {d.mean_s:.6g} s"
+        )
+
+    out = [
+        Figure(
+            "concurrency",
+            max(1, round(load.mean_batch)),
+            "sequences",
+            f"mean decode batch {load.mean_batch:.4g} over the run; {how}",
+        ),
+        Figure(
+            "ttft_at_rate_s",
+            load.ttft.at(pct),
+            "s",
+            f"p{pct} time to first token, queueing included: {spread(load.ttft)}",
+        ),
+    ]
+    for name, dist, what in (
+        ("ttft_p99_s", load.ttft, "time to first token"),
+        ("itl_p99_s", load.itl, "gap between consecutive tokens (every token)"),
+        ("tpot_p99_s", load.tpot, "a request's mean token gap"),
+        ("e2e_p99_s", load.e2e, "a request's time in the system"),
+    ):
+        out.append(Figure(name, dist.p99_s, "s", f"p99 {what}: {spread(dist)}"))
+    if targets is not None and targets.any:
+        held = targets.met_under(load)
+        note = ""
+        if targets.met_under(load, 50) and not held:
+            note = f"; the targets hold at p50 but not at p{pct}"
+        out.append(
+            Figure(
+                "goodput_requests_s",
+                load.goodput_rate,
+                "requests/s",
+                f"requests per second per replica meeting TTFT and ITL within the targets; "
+                f"{'met' if held else 'missed'} at p{pct}{note}; {how}",
+            )
+        )
+    return tuple(out)

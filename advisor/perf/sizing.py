@@ -96,6 +96,7 @@ class Shape:
     experts: int | None = None  # routed experts per MoE layer
     experts_per_token: int | None = None
     tied_embeddings: bool = False  # the output head is the input embedding table
+    sliding_layers: int | None = None  # layers that keep the window (None: all of them)
 
     @property
     def lookup_params(self) -> float:
@@ -126,6 +127,7 @@ class Shape:
             experts=preset.experts,
             experts_per_token=preset.experts_per_token,
             tied_embeddings=preset.tied_embeddings,
+            sliding_layers=preset.sliding_window_layers,
         )
 
     @classmethod
@@ -423,8 +425,16 @@ def kv_cache_bytes_per_token(
         )
     window = shape.sliding_window
     if window and context_tokens and context_tokens > window:
-        value *= window / context_tokens
-        formula += f" x sliding window {window} / {context_tokens} context tokens"
+        windowed = layers if shape.sliding_layers is None else shape.sliding_layers
+        share = (layers - windowed + windowed * window / context_tokens) / layers
+        value *= share
+        if windowed == layers:
+            formula += f" x sliding window {window} / {context_tokens} context tokens"
+        else:
+            formula += (
+                f" x ({layers - windowed} full layers + {windowed} layers x sliding window "
+                f"{window} / {context_tokens} context tokens) / {layers} layers"
+            )
     return Figure("kv_cache_bytes_per_token", value, "bytes", formula)
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from advisor.catalog.models import ModelPreset
+
 # Without input / output tokens: 1000 in, 1000 out, the shape of the TensorRT-LLM
 # perf-overview rows the inference model is calibrated on (tests/data/published.yaml).
 DEFAULT_INPUT_TOKENS = 1000
@@ -22,6 +24,7 @@ class Work:
     workload: str
     model: str | None = None
     params_b: float | None = None
+    active_params_b: float | None = None  # with params_b: a mixture of experts' per token
     gpu_count: int | None = None  # at least this many
     tokens: float | None = None  # training tokens
     zero_stage: int | None = None  # training; None: the planner picks ZeRO-1 or ZeRO-3
@@ -44,6 +47,10 @@ class Work:
     deadline_days: float | None = None
     max_gpus: int | None = None
     checkpoint_interval_h: float | None = None
+    percentile: int | None = None  # serving targets held at this percentile; None: p50
+    kv_precision: str | None = None  # None: follows the weights (perf/inference.kv_precision_of)
+    prefix_cache_hit_rate: float | None = None  # share of prompt tokens served from the cache
+    preset: ModelPreset | None = None  # a model given by its config.json (`model` is its id)
 
     def io_tokens(self) -> tuple[int, int]:
         """Input and output tokens: as asked; else a context split with at most the default

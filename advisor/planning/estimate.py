@@ -142,7 +142,7 @@ def estimate(
     hours = completion_hours(fit.hours, spot)
     return Estimate(
         workload=profile.id,
-        model=req.model or f"{req.params_b:g}B parameters",
+        model=req.model_label(" parameters"),
         sizing=profile.sizing,
         hardware=Hardware(
             instance_type=instance.id if instance else None,
@@ -182,8 +182,8 @@ def estimate(
 def _profile(catalog: Catalog, req: EstimateRequest) -> WorkloadProfile:
     if not req.sized:
         raise InputError(
-            f"estimate needs a model: give {field_name('model')} (a preset id) or "
-            f"{field_name('params_b')}",
+            f"estimate needs a model: give {field_name('model')} (a preset id), "
+            f"{field_name('params_b')} or {field_name('hf_config')}",
             field="model",
         )
     profile = catalog.workloads.get(req.workload)

@@ -6,6 +6,7 @@ far (one per kind of node). Each job's plan is a module of its own: a serving de
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -36,13 +37,16 @@ class ModelOf:
         """The preset `w.model` names (unknown: exit 2 with the nearest ids), else `bare`'s
         shape of `w.params_b` (Shape.assumed for training, Shape.bare for serving)."""
         if w.model is not None:
-            preset = catalog.models.get(w.model)
+            preset = w.preset or catalog.models.get(w.model)
             if preset is None:
                 raise InputError(unknown("model", w.model, catalog.models), field="model")
             moe = moe_of(preset.experts, preset.experts_per_token)
             return cls(Shape.of(preset), moe, preset.context_length)
         assert w.params_b is not None
-        return cls(bare(w.params_b))
+        shape = bare(w.params_b)
+        if w.active_params_b is not None:  # a mixture of experts known by its two sizes
+            shape = dataclasses.replace(shape, active_params=w.active_params_b * 1e9)
+        return cls(shape)
 
 
 class Plan(ABC):
@@ -64,7 +68,7 @@ class Plan(ABC):
         self.min_fleet_reports = min_fleet_reports
         self._cache: dict[tuple[str, int, float, float], Fit] = {}
         self.targets: Targets = latency_targets(
-            profile, w.max_ttft_ms, w.max_itl_ms, w.output_tokens
+            profile, w.max_ttft_ms, w.max_itl_ms, w.output_tokens, w.percentile
         )
 
     def efficiency(self, acc: Accelerator) -> tuple[float, str]:

@@ -15,6 +15,7 @@ from advisor.perf.work import Work
 from advisor.planning.fine_tune import FineTune
 from advisor.planning.memory_only import MemoryOnly
 from advisor.planning.plan import ModelOf, Plan
+from advisor.planning.serving import with_default_load
 from advisor.planning.serving_deployment import ServingDeployment
 from advisor.planning.training_run import TrainingRun
 
@@ -48,4 +49,6 @@ def plan_for(
     model = ModelOf.of(catalog, w, Shape.bare)
     if model.shape.layers is None:
         return MemoryOnly(w, profile, model, fleet, min_fleet_reports)
-    return ServingDeployment(w, profile, model, fleet, min_fleet_reports)
+    return ServingDeployment(
+        with_default_load(w, profile), profile, model, fleet, min_fleet_reports
+    )

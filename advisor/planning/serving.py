@@ -5,6 +5,7 @@ figures of a deployment that does not fit."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -57,14 +58,45 @@ def latency_targets(
     max_ttft_ms: float | None,
     max_itl_ms: float | None,
     output_tokens: int | None = None,
+    percentile: int | None = None,
 ) -> Targets:
     """The latency targets asked for, each falling back to the workload profile's default. One
     output token is a time-to-first-token question: it has no inter-token latency to bound."""
     default = profile.latency_targets
+    held_at = percentile or 50
     if default is not None:
+        if percentile is None and (max_ttft_ms is None or max_itl_ms is None):
+            held_at = default.percentile  # a default target holds at its own percentile
         max_ttft_ms = default.max_ttft_ms if max_ttft_ms is None else max_ttft_ms
         max_itl_ms = default.max_itl_ms if max_itl_ms is None else max_itl_ms
-    return Targets(max_ttft_ms, None if output_tokens == 1 else max_itl_ms)
+    itl = None if output_tokens == 1 else max_itl_ms
+    return Targets(max_ttft_ms, itl, held_at)
+
+
+def with_default_load(w: Work, profile: WorkloadProfile) -> Work:
+    """The work with its profile's default load when it states none (no rate, concurrency or
+    throughput target): interactive serving sized for its latency at a stated load."""
+    default = profile.latency_targets
+    stated = (w.request_rate, w.concurrency, w.throughput_tokens_s, w.batch)
+    if default is None or default.request_rate is None or any(x is not None for x in stated):
+        return w
+    return dataclasses.replace(w, request_rate=default.request_rate)
+
+
+def _deployment(
+    acc: Accelerator, gpus: int, tp: int, w: Work, link_gb_s: float, per_node: int
+) -> Deployment:
+    """A deployment of `gpus` in replicas of `tp` as the work asks it served."""
+    return Deployment(
+        acc,
+        gpus,
+        tp,
+        w.precision,
+        link_gb_s,
+        per_node,
+        kv_precision=w.kv_precision,
+        prefix_cache_hit_rate=w.prefix_cache_hit_rate or 0.0,
+    )
 
 
 def serving_degrees(per_node: int, gpu_count: int | None) -> list[int]:
@@ -95,7 +127,7 @@ def choose_deployment(
     floors: list[tuple[float, float]] = []
     model: InferenceModel | None = None
     for tp in degrees:
-        dep = Deployment(acc, w.gpu_count or tp, tp, w.precision, link_gb_s, per_node)
+        dep = _deployment(acc, w.gpu_count or tp, tp, w, link_gb_s, per_node)
         model = InferenceModel(shape, dep, inp, out, moe)
         if model.max_concurrency() < (asked or 1):
             continue
@@ -133,9 +165,7 @@ def _choose_for_rate(
     floors: list[tuple[float, float]] = []
     last: InferenceModel | None = None
     for tp in degrees:
-        one = InferenceModel(
-            shape, Deployment(acc, tp, tp, w.precision, link_gb_s, per_node), inp, out, moe
-        )
+        one = InferenceModel(shape, _deployment(acc, tp, tp, w, link_gb_s, per_node), inp, out, moe)
         last = one
         if one.max_concurrency() < 1:
             continue
@@ -145,7 +175,7 @@ def _choose_for_rate(
         if not met:
             per_replica, _ = one.max_request_rate()
         replicas = max((w.gpu_count or tp) // tp, math.ceil(w.request_rate / per_replica - 1e-9))
-        model = one.on(Deployment(acc, tp * replicas, tp, w.precision, link_gb_s, per_node))
+        model = one.on(_deployment(acc, tp * replicas, tp, w, link_gb_s, per_node))
         got = model.at_rate(w.request_rate, targets)
         met = met and targets.met(got.ttft_ms, got.itl_ms)
         options.append((met, tp * replicas, got.itl_ms, got, model, per_replica))

@@ -6,6 +6,7 @@ at the widest degree and why."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 
@@ -13,7 +14,6 @@ from advisor.catalog.models import Accelerator, WorkloadProfile
 from advisor.errors import InputError, flag_name
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
 from advisor.perf.inference import (
-    Deployment,
     bandwidth_efficiency,
     check_heads,
     serving_memory,
@@ -64,9 +64,7 @@ class ServingDeployment(Plan):
         nodes, replicas = inference_nodes(tp, per_node, wanted)
         if w.request_rate is not None:
             if replicas != got.replicas:  # the rented nodes' replicas share the rate
-                model = model.on(
-                    Deployment(acc, tp * replicas, tp, w.precision, link_gb_s, per_node)
-                )
+                model = model.on(dataclasses.replace(model.dep, gpus=tp * replicas))
                 got = model.at_rate(w.request_rate, self.targets)
             # the rate's tokens, served by the replicas it sized
             throughput = next(f for f in got.figures if f.name == "throughput_tokens_s")
@@ -115,6 +113,6 @@ class ServingDeployment(Plan):
         tp = w.tensor_parallel or max(serving_degrees(per_node, w.gpu_count))
         inp, out = w.io_tokens()
         memory = serving_memory(
-            self.shape, w.precision, inp + out, w.concurrency or w.batch or 1, tp
+            self.shape, w.precision, inp + out, w.concurrency or w.batch or 1, tp, w.kv_precision
         )
         return unfit_inference(acc, reason, memory, tp, per_node)
