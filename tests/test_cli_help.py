@@ -85,7 +85,7 @@ def test_a_bracketed_id_in_an_error_is_kept() -> None:
 
 # (command, flag, a bad value): the error's "valid: ..." list is the set --help names.
 CHOICES = [
-    (["recommend", "--workload", "fine_tuning"], "--purchase", "reserved"),
+    (["recommend", "--workload", "fine_tuning"], "--purchase", "lease"),
     (["recommend", "--workload", "fine_tuning"], "--objective", "fastest"),
     (["recommend", "--workload", "fine_tuning"], "--precision", "fp2"),
     (["recommend", "--workload", "fine_tuning"], "--method", "dora"),
@@ -122,9 +122,12 @@ def test_help_and_error_name_the_same_values(command: list[str], flag: str, bad:
 
 
 def test_purchase_error_names_any() -> None:
-    """ "any" is valid (either purchase option), so the error names it beside the other two."""
-    p = run("recommend", "--workload", "fine_tuning", "--purchase", "reserved")
-    assert "valid: on_demand, spot, any" in p.stderr
+    """ "any" is valid (on demand or spot), so the error names it beside the purchase options."""
+    p = run("recommend", "--workload", "fine_tuning", "--purchase", "lease")
+    assert (
+        "valid: on_demand, spot, reserved, reserved_1y, reserved_3y, capacity_block, any"
+        in p.stderr
+    )
 
 
 def test_objective_help_names_all_six() -> None:

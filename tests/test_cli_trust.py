@@ -256,7 +256,7 @@ def test_catalog_gpus_is_a_compact_grid(columns: str | None) -> None:
 
 
 def test_catalog_gpus_takes_a_family_and_hints_a_typo() -> None:
-    family = as_json("catalog", "gpus", "h20")  # the start of ids: both H200s
+    family = as_json("catalog", "gpus", "h200")  # the start of ids: both H200s
     assert {r["accelerator"] for r in family} == {"h200-sxm", "h200-nvl"} & {
         i.accelerator for i in load_catalog().instance_types.values()
     }

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -202,8 +203,11 @@ def test_estimate_reports_a_missed_target_and_exits_1() -> None:
     assert run.returncode == 1, run.stderr
     body = json.loads(run.stdout)
     assert body["fits"] is False
-    assert body["concurrency"] == 1 and body["itl_ms"] > 5
-    assert f"the lowest it reaches is {body['itl_ms']:.3g} ms" in " ".join(body["notes"])
+    # sized for the workload's default load (1 request/s): the ITL there misses 5 ms
+    assert body["itl_ms"] > 5
+    # the note names the floor: one sequence's ITL, at most the loaded one reported
+    floor = re.search(r"the lowest it reaches is ([0-9.]+) ms", " ".join(body["notes"]))
+    assert floor and 5 < float(floor.group(1)) <= body["itl_ms"]
 
 
 def test_serving_fields_without_a_shape_are_refused(shipped: Catalog) -> None:
