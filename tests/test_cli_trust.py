@@ -208,7 +208,7 @@ def test_catalog_instances_fits_and_is_short(columns: str | None) -> None:
     assert len(rows) == len(catalog.instance_types)
     by_id = {r["id"]: r for r in rows}
     for it in catalog.instance_types.values():
-        assert int(by_id[it.id]["regions"]) == len({p.region for p in it.prices})
+        assert int(by_id[it.id]["region_count"]) == len({p.region for p in it.prices})
 
 
 def _cheapest_by_hand(accelerator_prefix: str) -> dict[tuple[str, str, int], float]:
