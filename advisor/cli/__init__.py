@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("advisor.cli.serve_cmd", "serve"),
     "review": ("advisor.cli.review_cmd", "review"),
     "estimate": ("advisor.cli.estimate_cmd", "estimate_cmd"),
+    "config": ("advisor.cli.config_cmd", "app"),
 }
 
 
@@ -54,6 +55,7 @@ SUMMARIES: dict[str, str] = {
     "review": "Fleet review: inventory, measured vs expected, outliers, savings, cost per "
     "workload.",
     "estimate": "Every intermediate figure with its formula: memory per GPU, FLOPs, hours, cost.",
+    "config": "Show the config file's defaults, which are in force and where each comes from.",
 }
 
 
@@ -67,7 +69,7 @@ def build_app(only: str | None = None, listing: bool = False) -> typer.Typer:
         "machines. Global options may come before or after the command.",
         no_args_is_help=True,
         pretty_exceptions_enable=False,
-        add_completion=False,
+        add_completion=True,  # --install-completion, --show-completion
     )
     cli.callback()(_global)
     if listing:
@@ -195,8 +197,9 @@ def main(argv: list[str] | None = None) -> None:
         # standalone_mode=False: usage errors come here, to be worded as every other bad input
         # (one line, or JSON), not in Click's framed panel
         command = _command(args)
-        app = build_app(command, listing=command is None)
-        code = app(args=args, prog_name="advisor", standalone_mode=False)
+        completing = COMPLETE_VAR in os.environ  # the shell asks: every command's options
+        app = build_app(None if completing else command, listing=command is None and not completing)
+        code = _run(app, args)
     except AdvisorError as exc:  # bad input, a bad catalog, a bad setting: all exit 2
         _fail(exc, 2, as_json)
     except typer.TyperException as exc:  # Typer's own Click: unknown option, missing value, ...
@@ -209,6 +212,24 @@ def main(argv: list[str] | None = None) -> None:
     except typer.Abort:
         sys.exit(130)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+COMPLETE_VAR = "_ADVISOR_COMPLETE"
+
+
+def _run(app: typer.Typer, args: list[str]) -> Any:
+    """Run the built CLI with the config file's defaults (advisor.cli.config_file) as each
+    command's Click default_map: under the flags and environment variables, over the built-in
+    defaults."""
+    from typer.main import get_command
+
+    from advisor.cli.config_file import apply_config, read_config
+
+    root = get_command(app)
+    config = read_config()
+    if config is not None:
+        apply_config(root, config)
+    return root(args=args, prog_name="advisor", standalone_mode=False)
 
 
 class UsageProblem(InputError):
