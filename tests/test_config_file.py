@@ -108,3 +108,13 @@ def test_shell_completion_script_and_answers() -> None:
     assert words.stdout.split() == ["--workload"]
     group = run(_ADVISOR_COMPLETE="complete_bash", COMP_WORDS="advisor catalog reg", COMP_CWORD="2")
     assert group.stdout.split() == ["regions"]
+
+
+def test_flags_show_no_metavar_in_help() -> None:
+    """A flag takes no value: its help line shows no `<bool>`; an option with a value keeps its
+    type."""
+    for command in (["recommend"], ["catalog", "instances"], ["serve"], ["probe"]):
+        p = run(*command, "--help", COLUMNS="200")
+        assert p.returncode == 0 and "--json" in p.stdout or "--access-log" in p.stdout
+        assert "<bool>" not in p.stdout, command
+    assert "<table|json|csv>" in run("recommend", "--help", COLUMNS="200").stdout

@@ -59,10 +59,27 @@ SUMMARIES: dict[str, str] = {
 }
 
 
+def _flags_without_metavar() -> None:
+    """A flag takes no value, so its help line shows none: Typer's rich help would print a
+    `<bool>` type beside every --json or --wide, as if it took one."""
+    from typer.core import TyperOption
+
+    if getattr(TyperOption, "_advisor_flags", False):
+        return
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+    TyperOption._advisor_flags = True  # type: ignore[attr-defined]
+
+
 def build_app(only: str | None = None, listing: bool = False) -> typer.Typer:
     """The CLI with every command, or with `only` that one (the others are not imported). With
     `listing` (no known command on the line: the top-level help, or a misspelt command), each
     command is registered by name and summary alone, forwarding to main() if it ever runs."""
+    _flags_without_metavar()
     cli = typer.Typer(
         name="advisor",
         help="Compute-resource advisor: recommends hardware for a workload and verifies GPU "
