@@ -115,6 +115,6 @@ def test_flags_show_no_metavar_in_help() -> None:
     type."""
     for command in (["recommend"], ["catalog", "instances"], ["serve"], ["probe"]):
         p = run(*command, "--help", COLUMNS="200")
-        assert p.returncode == 0 and "--json" in p.stdout or "--access-log" in p.stdout
+        assert p.returncode == 0 and ("--json" in p.stdout or "--access-log" in p.stdout)
         assert "<bool>" not in p.stdout, command
     assert "<table|json|csv>" in run("recommend", "--help", COLUMNS="200").stdout
