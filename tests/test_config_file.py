@@ -118,3 +118,13 @@ def test_flags_show_no_metavar_in_help() -> None:
         assert p.returncode == 0 and ("--json" in p.stdout or "--access-log" in p.stdout)
         assert "<bool>" not in p.stdout, command
     assert "<table|json|csv>" in run("recommend", "--help", COLUMNS="200").stdout
+
+
+def test_a_value_outside_an_options_choices_gets_a_did_you_mean() -> None:
+    for args, hint in (
+        (["recommend", "-w", "fine_tuning", "-f", "jsn"], "(did you mean 'json'?)"),
+        (["catalog", "accelerators", "--form-factor", "edg"], "(did you mean 'edge'?)"),
+        (["serve", "--log-format", "jsn"], "(did you mean 'json'?)"),
+    ):
+        p = run(*args)
+        assert p.returncode == 2 and hint in p.stderr, (args, p.stderr)

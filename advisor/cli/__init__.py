@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 import traceback
 from typing import Annotated, Any
@@ -253,7 +254,7 @@ class UsageProblem(InputError):
     """A Click usage error, as advisor words bad input: the option it concerns is its field."""
 
     def __init__(self, exc: typer.TyperException) -> None:
-        text = exc.format_message()
+        text = _with_hint(exc, exc.format_message())
         param = getattr(exc, "param", None)
         flag = None
         if param is not None and getattr(param, "opts", None):
@@ -268,6 +269,29 @@ class UsageProblem(InputError):
             if ctx is not None
             else None
         )
+
+
+_NOT_ONE_OF = re.compile(r"'(?P<word>[^']*)' is not one of (?P<choices>('[^']*'(, )?)+)")
+
+
+def _with_hint(exc: typer.TyperException, text: str) -> str:
+    """Click's message with advisor's did-you-mean where Click gives none: a value outside an
+    option's choices, an option the command does not have."""
+    from advisor.did_you_mean import did_you_mean
+
+    if "did you mean" in text.lower() or "possible options" in text.lower():
+        return text
+    found = _NOT_ONE_OF.search(text)
+    if found:
+        choices = re.findall(r"'([^']*)'", found.group("choices"))
+        return text.rstrip(".") + did_you_mean(found.group("word"), choices)
+    option = getattr(exc, "option_name", None)
+    ctx = getattr(exc, "ctx", None)
+    if option and option.startswith("--") and ctx is not None:
+        known = {o[2:] for p in ctx.command.params for o in (*p.opts, *p.secondary_opts)}
+        hint = did_you_mean(option[2:], sorted(o for o in known if not o.startswith("-")))
+        return text.rstrip(".") + hint.replace("'", "'--", 1).replace(", '", ", '--")
+    return text
 
 
 def _fail(exc: Exception, code: int, as_json: bool = False) -> None:
