@@ -37,6 +37,6 @@ step .venv/bin/advisor recommend --workload fine_tunning
 step .venv/bin/advisor config show
 step .venv/bin/advisor --show-completion bash
 step 'printf "[recommend]\nlimit = 1\n" > "$XDG_CONFIG_HOME/advisor.toml"; mkdir -p "$XDG_CONFIG_HOME/advisor"; mv "$XDG_CONFIG_HOME/advisor.toml" "$XDG_CONFIG_HOME/advisor/config.toml"; .venv/bin/advisor config show'
-step 'ADVISOR_DATABASE_URL=sqlite:///$PWD/a.db .venv/bin/advisor serve --port 0 2>serve.err & pid=$!; for i in $(seq 150); do port=$(grep -o "listening on http://127.0.0.1:[0-9]*" serve.err | grep -o "[0-9]*$"); [ -n "$port" ] && break; sleep 0.2; done; curl -s -X POST "http://127.0.0.1:$port/v1/recommendations" -H "Content-Type: application/json" -d "{\"workload\": \"fine_tuning\", \"memory_gb\": 80, \"limit\": 1}" | head -c 300; echo; kill "$pid"; wait "$pid"' 
+step 'ADVISOR_DATABASE_URL=sqlite:///$PWD/a.db .venv/bin/advisor serve --port 0 2>serve.err & pid=$!; for i in $(seq 150); do port=$(grep -o "listening on http://127.0.0.1:[0-9]*" serve.err | grep -o "[0-9]*$"); [ -n "$port" ] && break; sleep 0.2; done; curl -s -X POST "http://127.0.0.1:$port/v1/recommendations" -H "Content-Type: application/json" -d "{\"workload\": \"fine_tuning\", \"memory_gb\": 80, \"limit\": 1}" | head -c 300; echo; kill "$pid"; wait "$pid"; true' 
 step '.venv/bin/pip install -q mkdocs==1.6.1 mkdocs-material==9.8.2 && NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir site'
 rm -rf "$WORK"
