@@ -9,6 +9,7 @@ is answered with a hint from that request's own fields.
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar, get_args
 
 from pydantic import (
@@ -40,6 +41,42 @@ def valid_values(field: str) -> tuple[str, ...]:
     if field == "purchase":
         return PURCHASE_WORDS
     return get_args({"objective": Objective, "precision": Precision, "method": Method}[field])
+
+
+def choice_words(field: str, last: str = "or") -> str:
+    """A choice field's valid values in words, for --help: the same tuple its error lists."""
+    values = valid_values(field)
+    return f"{', '.join(values[:-1])} {last} {values[-1]}"
+
+
+# The --help panels (groups) the command line shows a request's options in, in this order.
+WORK = "What runs"
+HARDWARE = "Hardware"
+CONSTRAINTS = "Constraints"
+TRAINING = "Training"
+SERVING = "Serving (inference)"
+OUTPUT = "Output"
+PANELS = (WORK, HARDWARE, CONSTRAINTS, TRAINING, SERVING, OUTPUT)
+
+
+@dataclass(frozen=True, slots=True)
+class Cli:
+    """How the command line offers a request field (advisor/cli/sizing_opts.py derives the
+    option from it): the --help line, its panel and a short flag. The long flag is the field's
+    name with dashes (--max-itl-ms); a yes/no field left unset by default is --x/--no-x."""
+
+    help: str
+    panel: str
+    short: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SizesWork:
+    """A field that sizes work from a model (idle without one). `job`: the only job that reads
+    it ("training"; "serving": it also needs the model's architecture, which a bare size lacks),
+    or None for both."""
+
+    job: Literal["training", "serving"] | None = None
 
 
 def _any_purchase(value: object) -> object:
@@ -83,17 +120,41 @@ class SizedWork(_Request):
     """The field group every request shares: the workload type and, optionally, the model it
     is sized from (the performance model reads them as its own Work)."""
 
-    workload: Annotated[str, Field(min_length=1, description="workload type id")]
-    gpu_count: Annotated[int | None, Field(ge=0, le=100_000, description="at least this many")] = (
-        None
-    )
-    model: Annotated[str | None, Field(min_length=1, description="model preset id")] = None
+    workload: Annotated[
+        str,
+        Field(min_length=1, description="workload type id"),
+        # the shipped workload types (catalog/workloads.yaml; tests/test_cli_help.py holds the
+        # two to the same set): --help names them without loading the catalog
+        Cli(
+            "large_scale_training, fine_tuning, high_throughput_inference, "
+            "low_latency_inference, edge_inference, batch_processing",
+            WORK,
+            "-w",
+        ),
+    ]
+    gpu_count: Annotated[
+        int | None,
+        Field(ge=0, le=100_000, description="at least this many"),
+        Cli("At least this many GPUs.", CONSTRAINTS, "-g"),
+    ] = None
+    model: Annotated[
+        str | None,
+        Field(min_length=1, description="model preset id"),
+        Cli("Model preset id, e.g. llama-3-8b.", WORK, "-m"),
+    ] = None
     # Lower bounds where the figures stop meaning anything: a model of under a million
     # parameters, under one token, a target under a microsecond (5e-324 once divided by zero).
     params_b: Annotated[
-        float | None, Field(ge=0.001, le=100_000, description="free-form size (billions)")
+        float | None,
+        Field(ge=0.001, le=100_000, description="free-form size (billions)"),
+        Cli("Free-form model size in billions.", WORK),
     ] = None
-    tokens: Annotated[float | None, Field(ge=1, le=1e16, description="training tokens")] = None
+    tokens: Annotated[
+        float | None,
+        Field(ge=1, le=1e16, description="training tokens"),
+        Cli("Training tokens, e.g. 2e9.", WORK),
+        SizesWork("training"),
+    ] = None
     zero_stage: Annotated[
         int | None,
         Field(
@@ -102,6 +163,42 @@ class SizedWork(_Request):
             description="ZeRO stage (3 = FSDP); null: the planner picks 1 or 3, whichever holds "
             "the work on fewer GPUs, then costs fewer GPU-hours",
         ),
+        Cli("ZeRO stage 0-3 (3 = FSDP); default: 1 or 3, whichever plans better.", TRAINING),
+        SizesWork("training"),
+    ] = None
+    seq_len: Annotated[
+        int | None,
+        Field(gt=0, le=10_000_000),
+        Cli("Training sequence length.", TRAINING),
+        SizesWork(),
+    ] = None
+    batch: Annotated[
+        int | None,
+        Field(ge=1, le=100_000, description="micro-batch / concurrent sequences"),
+        Cli("Micro-batch (training) / sequences (inference).", TRAINING),
+        SizesWork(),
+    ] = None  # None = the workload profile's default
+    recompute: Annotated[
+        bool | None,
+        Field(description="training: full activation recomputation; null: as needed"),
+        Cli(
+            "Full activation recomputation (training); default: as needed (without it when "
+            "the activations fit, or whichever costs fewer GPU-hours).",
+            TRAINING,
+        ),
+        SizesWork(),
+    ] = None
+    deadline_days: Annotated[
+        float | None,
+        Field(ge=1e-6, le=36_500, description="training: finish within (wall time)"),
+        Cli("Training: finish within this many days (picks GPUs and nodes).", TRAINING),
+        SizesWork("training"),
+    ] = None
+    max_gpus: Annotated[
+        int | None,
+        Field(ge=1, le=1_000_000, description="training: rent at most this many GPUs"),
+        Cli("Training: rent at most this many GPUs.", TRAINING),
+        SizesWork(),
     ] = None
     global_batch_tokens: Annotated[
         int | None,
@@ -111,22 +208,46 @@ class SizedWork(_Request):
             description="training: tokens per optimizer step (default by model size: 4M up to "
             "100B parameters, Llama 2's; 16M above, Llama 3 405B's)",
         ),
+        Cli(
+            "Training: tokens per optimizer step (default: 4M up to 100B parameters, 16M above).",
+            TRAINING,
+        ),
+        SizesWork("training"),
     ] = None
-    seq_len: Annotated[int | None, Field(gt=0, le=10_000_000)] = None
-    batch: Annotated[
-        int | None, Field(ge=1, le=100_000, description="micro-batch / concurrent sequences")
-    ] = None  # None = the workload profile's default
-    recompute: Annotated[
-        bool | None,
-        Field(description="training: full activation recomputation; null: as needed"),
+    precision: Annotated[
+        Precision,
+        Field(description="weights"),
+        Cli(f"Weights: {choice_words('precision')} (fp4: Blackwell).", WORK),
+    ] = "bf16"
+    context_tokens: Annotated[
+        int | None,
+        Field(gt=0, le=100_000_000),
+        Cli("Context length per sequence (inference).", SERVING),
+        SizesWork("serving"),
     ] = None
-    precision: Annotated[Precision, Field(description="weights")] = "bf16"
-    context_tokens: Annotated[int | None, Field(gt=0, le=100_000_000)] = None
-    throughput_tokens_s: Annotated[float | None, Field(ge=1e-3, le=1e12)] = None
-    input_tokens: Annotated[int | None, Field(gt=0, le=10_000_000, description="prompt")] = None
-    output_tokens: Annotated[int | None, Field(gt=0, le=10_000_000, description="generated")] = None
+    throughput_tokens_s: Annotated[
+        float | None,
+        Field(ge=1e-3, le=1e12),
+        Cli("Target tokens/s (inference).", SERVING),
+        SizesWork("serving"),
+    ] = None
+    input_tokens: Annotated[
+        int | None,
+        Field(gt=0, le=10_000_000, description="prompt"),
+        Cli("Prompt tokens (inference).", SERVING),
+        SizesWork("serving"),
+    ] = None
+    output_tokens: Annotated[
+        int | None,
+        Field(gt=0, le=10_000_000, description="generated"),
+        Cli("Output tokens (inference).", SERVING),
+        SizesWork("serving"),
+    ] = None
     concurrency: Annotated[
-        int | None, Field(ge=1, le=1_000_000, description="sequences in flight per replica")
+        int | None,
+        Field(ge=1, le=1_000_000, description="sequences in flight per replica"),
+        Cli("Sequences per replica (default: best that fits).", SERVING),
+        SizesWork("serving"),
     ] = None  # None: the highest-throughput concurrency that fits
     request_rate: Annotated[
         float | None,
@@ -135,31 +256,45 @@ class SizedWork(_Request):
             le=1e9,
             description="inference: requests/s arriving at the deployment (sizes the replicas)",
         ),
+        Cli(
+            "Requests/s arriving (inference): sizes the replicas that sustain it within the "
+            "latency targets; not with --concurrency.",
+            SERVING,
+        ),
+        SizesWork("serving"),
     ] = None
-    tensor_parallel: Annotated[int | None, Field(ge=1, le=64, description="GPUs per replica")] = (
-        None
-    )
+    tensor_parallel: Annotated[
+        int | None,
+        Field(ge=1, le=64, description="GPUs per replica"),
+        Cli("GPUs per replica, inside one node.", SERVING),
+        SizesWork("serving"),
+    ] = None
     max_ttft_ms: Annotated[
-        float | None, Field(ge=1e-3, le=1e7, description="time to first token target")
+        float | None,
+        Field(ge=1e-3, le=1e7, description="time to first token target"),
+        Cli("Time-to-first-token target, ms (inference).", SERVING),
+        SizesWork("serving"),
     ] = None  # None: the workload profile's default, if any
     max_itl_ms: Annotated[
-        float | None, Field(ge=1e-3, le=1e7, description="inter-token latency target")
+        float | None,
+        Field(ge=1e-3, le=1e7, description="inter-token latency target"),
+        Cli("Inter-token latency target, ms (inference).", SERVING),
+        SizesWork("serving"),
     ] = None
     method: Annotated[
         Method,
         Field(description="training: every weight (full), LoRA adapters, or QLoRA (4-bit base)"),
+        Cli(f"Training: {choice_words('method')} (qlora: frozen 4-bit base + adapters).", WORK),
     ] = "full"
-    lora_rank: Annotated[int, Field(ge=1, le=65_536, description="LoRA/QLoRA adapter rank")] = 16
-    deadline_days: Annotated[
-        float | None,
-        Field(ge=1e-6, le=36_500, description="training: finish within (wall time)"),
-    ] = None
-    max_gpus: Annotated[
-        int | None, Field(ge=1, le=1_000_000, description="training: rent at most this many GPUs")
-    ] = None
+    lora_rank: Annotated[
+        int,
+        Field(ge=1, le=65_536, description="LoRA/QLoRA adapter rank"),
+        Cli("LoRA/QLoRA adapter rank (--method lora/qlora).", WORK),
+    ] = 16
     checkpoint_interval_h: Annotated[
         float | None,
         Field(ge=1e-4, le=1000, description="spot training: hours between checkpoints"),
+        Cli("Spot training: hours between checkpoints (default: the workload's).", TRAINING),
     ] = None  # None: the workload profile's spot policy default
 
     @property
@@ -186,32 +321,38 @@ class SizedWork(_Request):
             )
         return rate
 
+    @field_validator("max_itl_ms")
+    @classmethod
+    def _itl_needs_two_tokens(cls, itl: float | None, info: ValidationInfo) -> float | None:
+        if itl is not None and info.data.get("output_tokens") == 1:
+            raise PydanticCustomError(
+                "one_output_token",
+                f"one output token has no inter-token latency; drop it or raise "
+                f"{field_name('output_tokens')}",
+            )
+        return itl
+
 
 _WORK_FIELDS = tuple(f.name for f in dataclasses.fields(Work))
 
+
+def _sizing_fields(job: str | None = None) -> tuple[str, ...]:
+    """The request fields marked SizesWork (those whose job is `job`, when given), in order."""
+    return tuple(
+        name
+        for name, info in SizedWork.model_fields.items()
+        for mark in info.metadata
+        if isinstance(mark, SizesWork) and (job is None or mark.job == job)
+    )
+
+
 # Fields that size work from a model: without one they do nothing, and a request that gives
-# them would be answered as if they were not there (the issue's `--tokens` without `--model`).
-FROM_A_MODEL = (
-    "tokens",
-    "zero_stage",
-    "seq_len",
-    "batch",
-    "recompute",
-    "deadline_days",
-    "max_gpus",
-    "global_batch_tokens",
-    "context_tokens",
-    "throughput_tokens_s",
-    "input_tokens",
-    "output_tokens",
-    "concurrency",
-    "request_rate",
-    "tensor_parallel",
-    "max_ttft_ms",
-    "max_itl_ms",
-)
-# ... and of those, the ones only training reads (a serving plan has no tokens to process).
-TRAINING_ONLY = ("tokens", "zero_stage", "deadline_days", "global_batch_tokens")
+# them would be answered as if they were not there (`--tokens` without `--model`) ...
+FROM_A_MODEL = _sizing_fields()
+# ... of those, the ones only training reads (a serving plan has no tokens to process) ...
+TRAINING_ONLY = _sizing_fields("training")
+# ... and the serving ones a bare parameter count (no layers or heads) cannot answer.
+SERVING_FIELDS = _sizing_fields("serving")
 
 
 def refuse_idle_fields(w: object, sized: bool, sizing: str) -> None:
@@ -251,11 +392,26 @@ _GIVEN_MEMORY = _given("memory_gb", "number")
 class _PriceChoice(_Request):
     """Which prices count: where, and how bought."""
 
-    region: Annotated[str | None, Field(min_length=1)] = None
-    purchase: PurchaseOption = Purchase.on_demand
+    region: Annotated[
+        str | None,
+        Field(min_length=1),
+        Cli(
+            "Cloud region, e.g. us-east-1; several comma-separated (us-east-1,eu-west-1); a "
+            "prefix ending in * (europe-*).",
+            CONSTRAINTS,
+            "-r",
+        ),
+    ] = None
+    purchase: Annotated[
+        PurchaseOption, Cli(f"{choice_words('purchase')} (either).", CONSTRAINTS, "-p")
+    ] = Purchase.on_demand
     include_flagged_prices: Annotated[
         bool,
         Field(description="rank prices the catalog's sanity checks flag (left out by default)"),
+        Cli(
+            "Also use prices the catalog's sanity checks flag (`advisor catalog validate`).",
+            CONSTRAINTS,
+        ),
     ] = False
 
 
@@ -277,16 +433,29 @@ class RecommendRequest(_PriceChoice, SizedWork):
     )
 
     memory_gb: Annotated[
-        float | None, Field(ge=0, le=1_000_000, description="accelerator memory the job needs")
+        float | None,
+        Field(ge=0, le=1_000_000, description="accelerator memory the job needs"),
+        Cli("Accelerator memory the job needs.", CONSTRAINTS),
     ] = None
-    power_budget_w: Annotated[float | None, Field(gt=0, le=1_000_000)] = None
+    power_budget_w: Annotated[
+        float | None, Field(gt=0, le=1_000_000), Cli("Power budget in watts.", CONSTRAINTS)
+    ] = None
     interconnect_gb_s: Annotated[
-        float | None, Field(ge=0, le=100_000, description="per-GPU GPU-to-GPU bandwidth")
+        float | None,
+        Field(ge=0, le=100_000, description="per-GPU GPU-to-GPU bandwidth"),
+        Cli("Per-GPU GPU-to-GPU bandwidth needed, GB/s.", CONSTRAINTS),
     ] = None
-    provider: Annotated[str | None, Field(min_length=1)] = None
-    max_hourly_usd: Annotated[float | None, Field(gt=0)] = None
-    objective: Objective | None = None  # None = the workload profile's default
-    limit: Annotated[int, Field(ge=1, le=1000)] = 10
+    provider: Annotated[
+        str | None, Field(min_length=1), Cli("aws, gcp or azure.", CONSTRAINTS, "-P")
+    ] = None
+    max_hourly_usd: Annotated[
+        float | None, Field(gt=0), Cli("Budget in USD per hour.", CONSTRAINTS)
+    ] = None
+    objective: Annotated[
+        Objective | None,
+        Cli(f"{choice_words('objective')} (default: the workload's).", OUTPUT, "-o"),
+    ] = None  # None = the workload profile's default
+    limit: Annotated[int, Field(ge=1, le=1000), Cli("How many to show.", OUTPUT, "-n")] = 10
     each_offering: Annotated[
         bool,
         Field(
@@ -295,6 +464,7 @@ class RecommendRequest(_PriceChoice, SizedWork):
                 "default each instance type appears once, at its best offering"
             )
         ),
+        Cli("List every region and purchase option of a type (default: its best one).", OUTPUT),
     ] = False
     show_rejected: Annotated[
         bool,
@@ -302,6 +472,7 @@ class RecommendRequest(_PriceChoice, SizedWork):
             description="list every rejected candidate with its reasons; by default the result "
             "counts them per constraint (rejected_summary)"
         ),
+        Cli("List every rejected candidate (in --json too; else counted).", OUTPUT),
     ] = False
 
     @model_validator(mode="after")
@@ -327,10 +498,14 @@ class EstimateRequest(_PriceChoice, SizedWork):
         }
     )
 
-    instance_type: Annotated[str | None, Field(min_length=1)] = None
-    accelerator: Annotated[str | None, Field(min_length=1, description="GPU, without a price")] = (
-        None
-    )
+    instance_type: Annotated[
+        str | None, Field(min_length=1), Cli("Priced instance type id.", HARDWARE, "-i")
+    ] = None
+    accelerator: Annotated[
+        str | None,
+        Field(min_length=1, description="GPU, without a price"),
+        Cli("Accelerator id (no price).", HARDWARE, "-a"),
+    ] = None
     gpus_per_node: Annotated[
         int | None,
         Field(
@@ -338,7 +513,24 @@ class EstimateRequest(_PriceChoice, SizedWork):
             le=64,
             description="with accelerator: GPUs per node (default: its reference system's, else 8)",
         ),
+        Cli(
+            "GPUs per node with --accelerator (default: its reference system's, else 8).",
+            HARDWARE,
+        ),
     ] = None
+    # The fields an estimate reads its own way: the GPUs of the one deployment or job, and the
+    # region its price is read in.
+    gpu_count: Annotated[
+        int | None,
+        Field(ge=0, le=100_000, description="at least this many"),
+        Cli(
+            "GPUs of the deployment or job (with --accelerator: on nodes of min(this, the "
+            "GPUs per node)); with --instance-type, whole nodes are rented.",
+            HARDWARE,
+            "-g",
+        ),
+    ] = None
+    region: Annotated[str | None, Field(min_length=1), Cli("Price region.", HARDWARE, "-r")] = None
 
     @model_validator(mode="after")
     def _one_kind_of_hardware(self) -> EstimateRequest:

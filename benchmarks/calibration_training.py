@@ -38,7 +38,7 @@ from advisor.perf.training import (
     training_peaks,
 )
 from advisor.perf.work import Work
-from advisor.planning.work_plan import WorkPlan
+from advisor.planning.plans import plan_for
 from benchmarks.bench_calibration import Comparison, rows, summary_lines
 
 MODELS = {
@@ -152,7 +152,7 @@ def gpu_hours(row: dict[str, Any], cat: Catalog) -> TrainingComparison:
         global_batch_tokens=batch,
         max_gpus=gpus,
     )
-    plan = WorkPlan(cat, work, cat.workloads["large_scale_training"])
+    plan = plan_for(cat, work, cat.workloads["large_scale_training"])
     fit = plan.fit(acc, 8, acc.interconnect_gb_s, NETWORK_GBPS[acc.id])
     assert fit.gpu_hours is not None, fit.unfit
     return TrainingComparison(row["id"], "gpu_hours", fit.gpu_hours, row["gpu_hours"])

@@ -30,7 +30,7 @@ from advisor.engine.checks import (
 from advisor.engine.constraints import RELAXATIONS, Direction
 from advisor.engine.placement import PLACEMENT_READS, place
 from advisor.perf.spot import SpotPlan
-from advisor.planning.work_plan import WorkPlan
+from advisor.planning.plans import plan_for
 from advisor.request import RecommendRequest, purchase_matches
 from tests.factories import load_mini
 from tests.factories import price as price_entry
@@ -95,7 +95,7 @@ def test_placement_reads_only_what_it_declares(mini: Catalog, shipped: Catalog) 
     # Sized from a model, placement hands the whole accelerator to the performance model:
     # that is covered by hardware.id, which names one accelerator and all its figures.
     sized = RecommendRequest(workload="fine_tuning", model="llama-3-8b", tokens=1e9)
-    plan = WorkPlan(shipped, sized.work(), shipped.workloads["fine_tuning"])
+    plan = plan_for(shipped, sized.work(), shipped.workloads["fine_tuning"])
     for c in candidate_index(shipped, GROUP_SIGNATURE).cloud[:10]:
         read |= _reads(place, c, sized, shipped.workloads["fine_tuning"], plan)
     uncovered = {r for r in read - set(PLACEMENT_READS) if not r.startswith("hardware.")}
@@ -129,7 +129,7 @@ def test_each_applies_condition_only_drops_checks_that_find_nothing(shipped: Cat
     for kw in APPLIES_REQUESTS:
         w = RecommendRequest(**kw)
         p = shipped.workloads[w.workload]
-        plan = WorkPlan(shipped, w.work(), p) if w.sized else None
+        plan = plan_for(shipped, w.work(), p) if w.sized else None
         cases = [StaticCase(c, place(c, w, p, plan), w, p) for c in index.cloud]
         for entry in gated:
             assert entry.applies is not None
@@ -152,7 +152,7 @@ def test_request_free_checks_read_neither_the_request_nor_the_placement(shipped:
     for kw in APPLIES_REQUESTS:
         w = RecommendRequest(**kw)
         p = shipped.workloads[w.workload]
-        plan = WorkPlan(shipped, w.work(), p) if w.sized else None
+        plan = plan_for(shipped, w.work(), p) if w.sized else None
         for c in index.cloud:
             with_request = StaticCase(c, place(c, w, p, plan), w, p)
             without = StaticCase(c, None, None, p)  # type: ignore[arg-type]

@@ -17,7 +17,7 @@ from advisor.engine.placement import place
 from advisor.engine.spot_risk import option_spot_plan
 from advisor.perf.spot import rate_per_node_h, spot_plan, too_risky
 from advisor.planning.estimate import estimate
-from advisor.planning.work_plan import WorkPlan
+from advisor.planning.plans import plan_for
 from advisor.request import EstimateRequest, RecommendRequest
 
 # The issue's case: a 70B model on 1T tokens over 512 GPUs; on 8 x A100 nodes that is 64 nodes
@@ -157,7 +157,7 @@ def test_inline_spot_test_agrees_with_the_registry(
     """The hot loop's inline count of SPOT_TOO_RISKY agrees with the OFFERING entry."""
     w = RecommendRequest(**kw, purchase=purchase, each_offering=True)
     p = shipped.workloads[w.workload]
-    plan = WorkPlan(shipped, w.work(), p)
+    plan = plan_for(shipped, w.work(), p)
     expected = set()
     for c in candidate_index(shipped, GROUP_SIGNATURE).cloud:
         if c.hardware.form_factor not in p.form_factors:

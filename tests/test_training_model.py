@@ -17,7 +17,7 @@ from advisor import Catalog, InputError, Workload, recommend
 from advisor.perf.sizing import Shape
 from advisor.perf.training import Cluster, Job, Layout, run_time, step_time
 from advisor.planning.estimate import estimate
-from advisor.planning.work_plan import WorkPlan
+from advisor.planning.plans import Plan, plan_for
 from advisor.request import EstimateRequest
 from tests.test_cli import run as cli
 
@@ -29,9 +29,9 @@ def _job(shape: Shape, tokens: float = 1e11, recompute: bool = True) -> Job:
     return Job(shape, tokens, 4096, 1, recompute, 0.40)
 
 
-def _plan(shipped: Catalog, **fields: object) -> WorkPlan:
+def _plan(shipped: Catalog, **fields: object) -> Plan:
     w = Workload(workload="large_scale_training", **fields)  # type: ignore[arg-type]
-    return WorkPlan(shipped, w.work(), shipped.workloads["large_scale_training"])
+    return plan_for(shipped, w.work(), shipped.workloads["large_scale_training"])
 
 
 @settings(max_examples=40, deadline=None)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -14,103 +14,14 @@ from advisor.planning.estimate import Estimate, estimate
 from advisor.request import EstimateRequest, parse_request
 
 
+@opts.request_options(EstimateRequest)
 def estimate_cmd(
-    workload: opts.WorkloadOpt,
-    model: opts.Model = None,
-    params_b: opts.ParamsB = None,
-    tokens: opts.Tokens = None,
-    instance_type: Annotated[
-        str | None,
-        typer.Option(
-            "--instance-type", "-i", rich_help_panel=opts.HARDWARE, help="Priced instance type id."
-        ),
-    ] = None,
-    accelerator: Annotated[
-        str | None,
-        typer.Option(
-            "--accelerator", "-a", rich_help_panel=opts.HARDWARE, help="Accelerator id (no price)."
-        ),
-    ] = None,
-    gpus_per_node: Annotated[
-        int | None,
-        typer.Option(
-            rich_help_panel=opts.HARDWARE,
-            help="GPUs per node with --accelerator (default: its reference system's, else 8).",
-        ),
-    ] = None,
-    gpu_count: Annotated[
-        int | None,
-        typer.Option(
-            "--gpu-count",
-            "-g",
-            rich_help_panel=opts.HARDWARE,
-            help="GPUs of the deployment or job (with --accelerator: on nodes of min(this, the "
-            "GPUs per node)); with --instance-type, whole nodes are rented.",
-        ),
-    ] = None,
-    region: Annotated[
-        str | None,
-        typer.Option("--region", "-r", rich_help_panel=opts.HARDWARE, help="Price region."),
-    ] = None,
-    purchase: opts.Purchase = "on_demand",
-    zero_stage: opts.ZeroStage = None,
-    seq_len: opts.SeqLen = None,
-    batch: opts.Batch = None,
-    recompute: opts.Recompute = None,
-    precision: opts.Precision = "bf16",
-    context_tokens: opts.Context = None,
-    throughput_tokens_s: opts.Throughput = None,
-    input_tokens: opts.InputTokens = None,
-    output_tokens: opts.OutputTokens = None,
-    concurrency: opts.Concurrency = None,
-    request_rate: opts.RequestRate = None,
-    tensor_parallel: opts.TensorParallel = None,
-    max_ttft_ms: opts.MaxTtftMs = None,
-    max_itl_ms: opts.MaxItlMs = None,
-    deadline_days: opts.DeadlineDays = None,
-    max_gpus: opts.MaxGpus = None,
-    global_batch_tokens: opts.GlobalBatchTokens = None,
+    fields: dict[str, Any],
     server: opts.Server = None,
-    method: opts.Method = "full",
-    lora_rank: opts.LoraRank = 16,
     json_out: opts.JsonOut = False,
-    include_flagged_prices: opts.IncludeFlaggedPrices = False,
 ) -> None:
     """Every intermediate figure with its formula: memory per GPU, FLOPs, hours, cost."""
-    raw: dict[str, Any] = {
-        "workload": workload,
-        "instance_type": instance_type,
-        "accelerator": accelerator,
-        "gpus_per_node": gpus_per_node,
-        "gpu_count": gpu_count,
-        "region": region,
-        "purchase": purchase,
-        "include_flagged_prices": include_flagged_prices,
-        **opts.sizing_fields(
-            model,
-            params_b,
-            tokens,
-            zero_stage,
-            seq_len,
-            batch,
-            recompute,
-            precision,
-            context_tokens,
-            throughput_tokens_s,
-            opts.serving_fields(
-                input_tokens,
-                output_tokens,
-                concurrency,
-                tensor_parallel,
-                max_ttft_ms,
-                max_itl_ms,
-                request_rate,
-            ),
-        ),
-        **opts.method_fields(method, lora_rank),
-        **opts.deadline_fields(deadline_days, max_gpus, global_batch_tokens),
-    }
-    request = parse_request(EstimateRequest, raw)
+    request = parse_request(EstimateRequest, fields)
     result = estimate(get_catalog(), request, opts.fleet_from_server(server))
     if json_out:
         emit_json(result.model_dump(mode="json"))

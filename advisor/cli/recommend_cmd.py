@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Any
 
 import typer
 
@@ -25,148 +25,25 @@ from advisor.engine.rank import OBJECTIVE_WORDS
 from advisor.request import RecommendRequest, parse_request
 
 
+@opts.request_options(RecommendRequest)
 def recommend(
-    workload: opts.WorkloadOpt,
-    memory_gb: Annotated[
-        float | None,
-        typer.Option(rich_help_panel=opts.CONSTRAINTS, help="Accelerator memory the job needs."),
-    ] = None,
-    power_budget_w: Annotated[
-        float | None, typer.Option(rich_help_panel=opts.CONSTRAINTS, help="Power budget in watts.")
-    ] = None,
-    interconnect_gb_s: Annotated[
-        float | None,
-        typer.Option(
-            rich_help_panel=opts.CONSTRAINTS, help="Per-GPU GPU-to-GPU bandwidth needed, GB/s."
-        ),
-    ] = None,
-    region: opts.Region = None,
-    provider: Annotated[
-        str | None,
-        typer.Option(
-            "--provider", "-P", rich_help_panel=opts.CONSTRAINTS, help="aws, gcp or azure."
-        ),
-    ] = None,
-    max_hourly_usd: Annotated[
-        float | None,
-        typer.Option(rich_help_panel=opts.CONSTRAINTS, help="Budget in USD per hour."),
-    ] = None,
-    purchase: opts.Purchase = "on_demand",
-    gpu_count: Annotated[
-        int | None,
-        typer.Option(
-            "--gpu-count", "-g", rich_help_panel=opts.CONSTRAINTS, help="At least this many GPUs."
-        ),
-    ] = None,
-    objective: Annotated[
-        str | None,
-        typer.Option(
-            "--objective",
-            "-o",
-            rich_help_panel=opts.OUTPUT,
-            help=f"{opts.words('objective')} (default: the workload's).",
-        ),
-    ] = None,
-    limit: Annotated[
-        int,
-        typer.Option("--limit", "-n", rich_help_panel=opts.OUTPUT, help="How many to show."),
-    ] = 10,
-    each_offering: Annotated[
-        bool,
-        typer.Option(
-            "--each-offering",
-            rich_help_panel=opts.OUTPUT,
-            help="List every region and purchase option of a type (default: its best one).",
-        ),
-    ] = False,
-    show_rejected: Annotated[
-        bool,
-        typer.Option(
-            "--show-rejected",
-            rich_help_panel=opts.OUTPUT,
-            help="List every rejected candidate (in --json too; else counted).",
-        ),
-    ] = False,
+    fields: dict[str, Any],
     json_out: opts.JsonOut = False,
     fmt: FormatOpt = None,
     wide: WideOpt = False,
-    model: opts.Model = None,
-    params_b: opts.ParamsB = None,
-    tokens: opts.Tokens = None,
-    zero_stage: opts.ZeroStage = None,
-    seq_len: opts.SeqLen = None,
-    batch: opts.Batch = None,
-    recompute: opts.Recompute = None,
-    precision: opts.Precision = "bf16",
-    context_tokens: opts.Context = None,
-    throughput_tokens_s: opts.Throughput = None,
-    input_tokens: opts.InputTokens = None,
-    output_tokens: opts.OutputTokens = None,
-    concurrency: opts.Concurrency = None,
-    request_rate: opts.RequestRate = None,
-    tensor_parallel: opts.TensorParallel = None,
-    max_ttft_ms: opts.MaxTtftMs = None,
-    max_itl_ms: opts.MaxItlMs = None,
-    deadline_days: opts.DeadlineDays = None,
-    max_gpus: opts.MaxGpus = None,
-    global_batch_tokens: opts.GlobalBatchTokens = None,
     server: opts.Server = None,
-    method: opts.Method = "full",
-    lora_rank: opts.LoraRank = 16,
-    checkpoint_interval_h: opts.CheckpointIntervalH = None,
-    include_flagged_prices: opts.IncludeFlaggedPrices = False,
 ) -> None:
     """Recommend hardware for a workload; exit 1 when nothing satisfies the constraints."""
-    request: dict[str, Any] = {
-        "workload": workload,
-        "memory_gb": memory_gb,
-        "power_budget_w": power_budget_w,
-        "interconnect_gb_s": interconnect_gb_s,
-        "region": region,
-        "provider": provider,
-        "max_hourly_usd": max_hourly_usd,
-        "purchase": purchase,
-        "gpu_count": gpu_count,
-        "objective": objective,
-        "limit": limit,
-        "show_rejected": show_rejected,
-        "each_offering": each_offering,
-        "include_flagged_prices": include_flagged_prices,
-        **opts.sizing_fields(
-            model,
-            params_b,
-            tokens,
-            zero_stage,
-            seq_len,
-            batch,
-            recompute,
-            precision,
-            context_tokens,
-            throughput_tokens_s,
-            opts.serving_fields(
-                input_tokens,
-                output_tokens,
-                concurrency,
-                tensor_parallel,
-                max_ttft_ms,
-                max_itl_ms,
-                request_rate,
-            ),
-        ),
-        **opts.method_fields(method, lora_rank),
-        **opts.deadline_fields(deadline_days, max_gpus, global_batch_tokens),
-        **opts.spot_fields(checkpoint_interval_h),
-    }
     shape = output_format(fmt, json_out)
-    parsed = parse_request(RecommendRequest, request)
+    parsed = parse_request(RecommendRequest, fields)
     fleet = opts.fleet_from_server(server) if parsed.sized else None
     result = run_engine(get_catalog(), parsed, fleet)
     if shape is Format.json:
-        emit_json(result.listing(show_rejected).to_dict())
+        emit_json(result.listing(parsed.show_rejected).to_dict())
     elif shape is Format.csv:
         write_csv(*csv_rows(result))
     else:
-        render(result, show_rejected, wide)
+        render(result, parsed.show_rejected, wide)
     if not result.ok:
         raise typer.Exit(1)
 

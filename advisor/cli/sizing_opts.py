@@ -1,143 +1,25 @@
-"""Options shared by `advisor recommend` and `advisor estimate` for sizing from a model."""
+"""The command line of a request: each field of a request model (advisor/request.py) becomes a
+Typer option, its flag, short flag, --help line and panel read from the field's Cli mark; the
+command's own options (output, --server) are written beside them in the command."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import enum
+import inspect
+import types
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 import typer
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
-from advisor.errors import InputError
+from advisor.errors import InputError, flag_name
 from advisor.perf.calibration import Calibration, calibrations
-from advisor.request import valid_values
+from advisor.request import OUTPUT, PANELS, Cli
 
-# --help groups (Typer's rich_help_panel): 38 options in one list hid what goes with what.
-WORK = "What runs"
-CONSTRAINTS = "Constraints"
-SERVING = "Serving (inference)"
-TRAINING = "Training"
-OUTPUT = "Output"
-
-
-def words(field: str, last: str = "or") -> str:
-    """A choice field's valid values for --help: the same tuple its error lists."""
-    values = valid_values(field)
-    return f"{', '.join(values[:-1])} {last} {values[-1]}"
-
-
-HARDWARE = "Hardware"
-# The shipped workload types (catalog/workloads.yaml; tests/test_cli_help.py holds the two to
-# the same set): --help names them without loading the catalog.
-WorkloadOpt = Annotated[
-    str,
-    typer.Option(
-        "--workload",
-        "-w",
-        rich_help_panel=WORK,
-        help="large_scale_training, fine_tuning, high_throughput_inference, "
-        "low_latency_inference, edge_inference, batch_processing",
-    ),
-]
-Region = Annotated[
-    str | None,
-    typer.Option(
-        "--region",
-        "-r",
-        rich_help_panel=CONSTRAINTS,
-        help="Cloud region, e.g. us-east-1; several comma-separated (us-east-1,eu-west-1); a "
-        "prefix ending in * (europe-*).",
-    ),
-]
 JsonOut = Annotated[
     bool, typer.Option("--json", "-j", rich_help_panel=OUTPUT, help="Print JSON for tools.")
-]
-Model = Annotated[
-    str | None,
-    typer.Option("--model", "-m", rich_help_panel=WORK, help="Model preset id, e.g. llama-3-8b."),
-]
-ParamsB = Annotated[
-    float | None, typer.Option(rich_help_panel=WORK, help="Free-form model size in billions.")
-]
-Tokens = Annotated[
-    float | None, typer.Option(rich_help_panel=WORK, help="Training tokens, e.g. 2e9.")
-]
-ZeroStage = Annotated[
-    int | None,
-    typer.Option(
-        rich_help_panel=TRAINING,
-        help="ZeRO stage 0-3 (3 = FSDP); default: 1 or 3, whichever plans better.",
-    ),
-]
-SeqLen = Annotated[
-    int | None, typer.Option(rich_help_panel=TRAINING, help="Training sequence length.")
-]
-Batch = Annotated[
-    int | None,
-    typer.Option(rich_help_panel=TRAINING, help="Micro-batch (training) / sequences (inference)."),
-]
-Recompute = Annotated[
-    bool | None,
-    typer.Option(
-        "--recompute/--no-recompute",
-        rich_help_panel=TRAINING,
-        help="Full activation recomputation (training); default: as needed (without it when "
-        "the activations fit, or whichever costs fewer GPU-hours).",
-    ),
-]
-Precision = Annotated[
-    str, typer.Option(rich_help_panel=WORK, help=f"Weights: {words('precision')} (fp4: Blackwell).")
-]
-Context = Annotated[
-    int | None,
-    typer.Option(rich_help_panel=SERVING, help="Context length per sequence (inference)."),
-]
-Throughput = Annotated[
-    float | None, typer.Option(rich_help_panel=SERVING, help="Target tokens/s (inference).")
-]
-InputTokens = Annotated[
-    int | None, typer.Option(rich_help_panel=SERVING, help="Prompt tokens (inference).")
-]
-OutputTokens = Annotated[
-    int | None, typer.Option(rich_help_panel=SERVING, help="Output tokens (inference).")
-]
-Concurrency = Annotated[
-    int | None,
-    typer.Option(rich_help_panel=SERVING, help="Sequences per replica (default: best that fits)."),
-]
-RequestRate = Annotated[
-    float | None,
-    typer.Option(
-        rich_help_panel=SERVING,
-        help="Requests/s arriving (inference): sizes the replicas that sustain it within the "
-        "latency targets; not with --concurrency.",
-    ),
-]
-TensorParallel = Annotated[
-    int | None, typer.Option(rich_help_panel=SERVING, help="GPUs per replica, inside one node.")
-]
-MaxTtftMs = Annotated[
-    float | None,
-    typer.Option(rich_help_panel=SERVING, help="Time-to-first-token target, ms (inference)."),
-]
-MaxItlMs = Annotated[
-    float | None,
-    typer.Option(rich_help_panel=SERVING, help="Inter-token latency target, ms (inference)."),
-]
-Purchase = Annotated[
-    str,
-    typer.Option(
-        "--purchase",
-        "-p",
-        rich_help_panel=CONSTRAINTS,
-        help=f"{words('purchase')} (either).",
-    ),
-]
-IncludeFlaggedPrices = Annotated[
-    bool,
-    typer.Option(
-        "--include-flagged-prices",
-        rich_help_panel=CONSTRAINTS,
-        help="Also use prices the catalog's sanity checks flag (`advisor catalog validate`).",
-    ),
 ]
 Server = Annotated[
     str | None,
@@ -148,85 +30,85 @@ Server = Annotated[
     ),
 ]
 
-Method = Annotated[
-    str,
-    typer.Option(
-        rich_help_panel=WORK,
-        help=f"Training: {words('method')} (qlora: frozen 4-bit base + adapters).",
-    ),
-]
-LoraRank = Annotated[
-    int, typer.Option(rich_help_panel=WORK, help="LoRA/QLoRA adapter rank (--method lora/qlora).")
-]
+# The name of a command function's parameter that receives the request's fields.
+FIELDS = "fields"
 
 
-DeadlineDays = Annotated[
-    float | None,
-    typer.Option(
-        rich_help_panel=TRAINING,
-        help="Training: finish within this many days (picks GPUs and nodes).",
-    ),
-]
-MaxGpus = Annotated[
-    int | None,
-    typer.Option(rich_help_panel=TRAINING, help="Training: rent at most this many GPUs."),
-]
-GlobalBatchTokens = Annotated[
-    int | None,
-    typer.Option(
-        rich_help_panel=TRAINING,
-        help="Training: tokens per optimizer step (default: 4M up to 100B parameters, 16M above).",
-    ),
-]
+def cli_mark(info: FieldInfo) -> Cli | None:
+    """A request field's command-line declaration, if it has one."""
+    return next((m for m in info.metadata if isinstance(m, Cli)), None)
 
 
-def sizing_fields(
-    model: str | None,
-    params_b: float | None,
-    tokens: float | None,
-    zero_stage: int | None,
-    seq_len: int | None,
-    batch: int | None,
-    recompute: bool | None,
-    precision: str,
-    context_tokens: int | None,
-    throughput_tokens_s: float | None,
-    serving: dict[str, Any],
-) -> dict[str, Any]:
-    """The sizing fields of a request; `serving` holds the inference ones (serving_fields)."""
-    return {
-        **serving,
-        "model": model,
-        "params_b": params_b,
-        "tokens": tokens,
-        "zero_stage": zero_stage,
-        "seq_len": seq_len,
-        "batch": batch,
-        "recompute": recompute,
-        "precision": precision,
-        "context_tokens": context_tokens,
-        "throughput_tokens_s": throughput_tokens_s,
-    }
+def _cli_type(annotation: Any) -> tuple[type, bool]:
+    """The type the command line reads a field as, and whether None is among its values: a
+    choice (a Literal or an enum) is read as a word, which the model then checks, so that its
+    error is the one the HTTP API gives."""
+    args = get_args(annotation)
+    optional = get_origin(annotation) in (Union, types.UnionType) and type(None) in args
+    base = next((a for a in args if a is not type(None)), annotation) if optional else annotation
+    if get_origin(base) is Literal or (isinstance(base, type) and issubclass(base, enum.Enum)):
+        return str, optional
+    return base, optional
 
 
-def serving_fields(
-    input_tokens: int | None,
-    output_tokens: int | None,
-    concurrency: int | None,
-    tensor_parallel: int | None,
-    max_ttft_ms: float | None,
-    max_itl_ms: float | None,
-    request_rate: float | None = None,
-) -> dict[str, Any]:
-    return {
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "concurrency": concurrency,
-        "request_rate": request_rate,
-        "tensor_parallel": tensor_parallel,
-        "max_ttft_ms": max_ttft_ms,
-        "max_itl_ms": max_itl_ms,
-    }
+def _option(name: str, info: FieldInfo, mark: Cli) -> inspect.Parameter:
+    """The Typer option of one request field: --name-with-dashes (the one rule errors name a
+    field by, errors.flag_name), the short flag, help and panel of its Cli mark, its default."""
+    kind, optional = _cli_type(info.annotation)
+    flag = flag_name(name)
+    if kind is bool and optional:  # unset means "as needed": both words are offered
+        flag = f"{flag}/--no-{flag[2:]}"
+    decls = [flag, mark.short] if mark.short else [flag]
+    default = info.default.value if isinstance(info.default, enum.Enum) else info.default
+    if info.is_required():
+        default = inspect.Parameter.empty
+    option = typer.Option(*decls, rich_help_panel=mark.panel, help=mark.help)
+    cli_type = kind | None if optional else kind
+    annotation = Annotated[cli_type, option]  # type: ignore[valid-type]
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation
+    )
+
+
+def _panel(p: inspect.Parameter) -> int:
+    """Where an option's --help panel stands in PANELS (an option without one: last)."""
+    for meta in get_args(p.annotation)[1:]:
+        where = getattr(meta, "rich_help_panel", None)
+        if where in PANELS:
+            return PANELS.index(where)
+    return len(PANELS)
+
+
+def request_options(model: type[BaseModel]) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """A command whose options are `model`'s fields (each with a Cli mark) beside the command's
+    own: the command function takes the fields given as one dict, `fields`, and its own
+    options as usual. --help lists them panel by panel (PANELS), each in the model's order."""
+
+    def wrap(command: Callable[..., None]) -> Callable[..., None]:
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != FIELDS]
+        fields = [
+            _option(name, info, mark)
+            for name, info in model.model_fields.items()
+            if (mark := cli_mark(info)) is not None
+        ]
+        names = {p.name for p in fields}
+        if names & {p.name for p in own}:
+            raise TypeError(f"{command.__name__}: an option is also a field of {model.__name__}")
+        ordered = sorted(
+            [*fields, *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own)], key=_panel
+        )
+
+        def run(**given: Any) -> None:
+            request = {name: given.pop(name) for name in names}
+            command(**{FIELDS: request}, **given)
+
+        run.__name__, run.__doc__ = command.__name__, command.__doc__
+        run.__signature__ = inspect.Signature(ordered)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in ordered}
+        return run
+
+    return wrap
 
 
 def fleet_from_server(url: str | None) -> dict[str, Calibration] | None:
@@ -241,33 +123,3 @@ def fleet_from_server(url: str | None) -> dict[str, Calibration] | None:
     if not isinstance(summaries, list):
         raise InputError(f"--server: GET {reply.url} answered HTTP {reply.status}, not a summary")
     return calibrations(summaries)
-
-
-def method_fields(method: str, lora_rank: int) -> dict[str, Any]:
-    """The fine-tuning method fields (training): full, lora or qlora, and the adapter rank."""
-    return {"method": method, "lora_rank": lora_rank}
-
-
-def deadline_fields(
-    deadline_days: float | None, max_gpus: int | None, global_batch_tokens: int | None = None
-) -> dict[str, Any]:
-    """The training plan's limits: a wall-time deadline and a GPU ceiling; and its batch."""
-    return {
-        "deadline_days": deadline_days,
-        "max_gpus": max_gpus,
-        "global_batch_tokens": global_batch_tokens,
-    }
-
-
-CheckpointIntervalH = Annotated[
-    float | None,
-    typer.Option(
-        rich_help_panel=TRAINING,
-        help="Spot training: hours between checkpoints (default: the workload's).",
-    ),
-]
-
-
-def spot_fields(checkpoint_interval_h: float | None) -> dict[str, Any]:
-    """The spot plan fields of a request (advisor/engine/spot_risk.py)."""
-    return {"checkpoint_interval_h": checkpoint_interval_h}

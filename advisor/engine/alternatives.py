@@ -22,13 +22,13 @@ from advisor.engine.result import Alternative, Recommendation, Result
 from advisor.engine.spot_risk import spot_case
 from advisor.perf.cost import option_hourly_usd
 from advisor.perf.spot import too_risky
+from advisor.planning.plans import Plan
 from advisor.planning.serving import latency_targets
-from advisor.planning.work_plan import WorkPlan
 from advisor.request import Workload
 
 
 def nearest_alternatives(
-    index: CandidateIndex, w: Workload, p: WorkloadProfile, plan: WorkPlan | None
+    index: CandidateIndex, w: Workload, p: WorkloadProfile, plan: Plan | None
 ) -> list[Alternative]:
     """For each constraint that alone blocks a candidate, the smallest relaxation that helps;
     for latency targets, the lowest figure any option blocked by latency alone reaches."""

@@ -63,7 +63,7 @@ from advisor.errors import InputError
 from advisor.perf.calibration import Calibration
 from advisor.perf.cost import edge_cost_per_year, option_hourly_usd
 from advisor.perf.spot import SpotPlan, too_risky
-from advisor.planning.work_plan import WorkPlan
+from advisor.planning.plans import Plan, plan_for
 from advisor.request import Workload, refuse_idle_fields
 
 __all__ = ["Alternative", "Recommendation", "Rejection", "Result", "SizedFigures", "recommend"]
@@ -80,7 +80,7 @@ def recommend(
     profile = _profile(catalog, workload)
     _check_request(catalog, workload, profile)
     plan = (
-        WorkPlan(catalog, workload.work(), profile, fleet, min_fleet_reports)
+        plan_for(catalog, workload.work(), profile, fleet, min_fleet_reports)
         if workload.sized
         else None
     )
@@ -164,7 +164,7 @@ def _evaluate_cloud(
     index: CandidateIndex,
     w: Workload,
     p: WorkloadProfile,
-    plan: WorkPlan | None,
+    plan: Plan | None,
     objective: str,
     hits: list[Hit],
     rejected: list[Rejection],

@@ -9,7 +9,7 @@ from advisor.catalog.models import WorkloadProfile
 from advisor.engine.candidates import CloudCandidate
 from advisor.perf.sizing import min_gpus_for
 from advisor.planning.fit import Fit
-from advisor.planning.work_plan import WorkPlan
+from advisor.planning.plans import Plan
 from advisor.request import Workload
 
 # The candidate attributes placement reads: part of the candidate-group signature.
@@ -35,7 +35,7 @@ class Placement(NamedTuple):
 
 
 def place(
-    c: CloudCandidate, w: Workload, p: WorkloadProfile, plan: WorkPlan | None = None
+    c: CloudCandidate, w: Workload, p: WorkloadProfile, plan: Plan | None = None
 ) -> Placement:
     """GPUs and nodes: fill GPUs inside one node first, spill to more nodes only when needed."""
     if plan is not None:

@@ -28,7 +28,7 @@ class Work:
     global_batch_tokens: int | None = None  # training; None: by model size (perf/training.py)
     seq_len: int | None = None
     batch: int | None = None  # micro-batch / concurrent sequences; None: the profile's
-    recompute: bool | None = None  # None: as needed (planning/work_plan.py)
+    recompute: bool | None = None  # None: as needed (planning/training_run.py)
     precision: str = "bf16"  # of the served weights
     context_tokens: int | None = None
     throughput_tokens_s: float | None = None

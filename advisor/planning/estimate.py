@@ -36,9 +36,9 @@ from advisor.perf.spot import SpotPlan, too_risky, training_spot_plan
 from advisor.perf.training import Layout
 from advisor.planning.capacity import capacity_note
 from advisor.planning.fit import Fit
+from advisor.planning.plans import plan_for
 from advisor.planning.serving import BARE_INFERENCE
 from advisor.planning.training_plan import network_below_floor
-from advisor.planning.work_plan import WorkPlan
 from advisor.request import EstimateRequest, purchase_matches, refuse_idle_fields
 
 
@@ -120,7 +120,7 @@ def estimate(
     if profile.sizing == "inference" or req.precision == "fp8":  # 16-bit training: bf16/fp16
         require_precision(acc, req.precision)  # refused with the precisions it runs: exit 2
     refuse_idle_fields(req, req.sized, profile.sizing)
-    plan = WorkPlan(catalog, req.work(), profile, fleet, min_fleet_reports)  # TP vs the heads
+    plan = plan_for(catalog, req.work(), profile, fleet, min_fleet_reports)  # TP vs the heads
     if profile.sizing == "inference" and req.tensor_parallel is not None:
         # a degree that cannot be placed: exit 2. An instance type rents whole nodes, so its
         # GPUs are at least a node's

@@ -20,19 +20,8 @@ from advisor.perf.inference import (
 from advisor.perf.sizing import USABLE_MEMORY, Figure, Shape, usable_memory_gb
 from advisor.perf.work import TP_DEGREES, Work
 from advisor.planning.fit import Fit
+from advisor.request import SERVING_FIELDS
 
-# The serving fields a bare parameter count (no layers or heads) cannot answer.
-SERVING_FIELDS = (
-    "throughput_tokens_s",
-    "input_tokens",
-    "output_tokens",
-    "concurrency",
-    "request_rate",
-    "tensor_parallel",
-    "max_ttft_ms",
-    "max_itl_ms",
-    "context_tokens",
-)
 # What an estimate's notes and a recommendation's reasons say of a model given as a bare size
 # for inference; the error of the same case names the field through field_name.
 _NEEDS_SHAPE = "TTFT, ITL and throughput need the model's architecture (layers, heads, KV heads)"

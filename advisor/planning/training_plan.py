@@ -5,6 +5,7 @@ deadline, meets it at the lowest node-hours (the time of each from advisor/perf/
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from advisor.catalog.models import Accelerator, WorkloadProfile
 from advisor.errors import InputError, field_name
@@ -27,14 +28,10 @@ LONG_PLAN_DAYS = 90  # a plan longer than this is flagged in the reasons
 Plan = tuple[Layout, int, Run | None, float | None]
 
 
-def deadline_hours(w: Work, kind: str) -> float | None:
+def deadline_hours(w: Work) -> float | None:
+    """A training deadline in hours (None without one); it needs the tokens to time."""
     if w.deadline_days is None:
         return None
-    if kind != "training":
-        raise InputError(
-            f"{field_name('deadline_days')} is for training and fine-tuning workloads",
-            field="deadline_days",
-        )
     if not w.tokens:
         raise InputError(
             f"{field_name('deadline_days')} needs {field_name('tokens')}: the time to meet it is "
@@ -67,40 +64,16 @@ def training_layouts(
     ones that fit, for the plan to weigh (at thousands of GPUs, stages shrink the data-parallel
     rings whose collectives' latency grows with their ranks: Llama 3 405B and DeepSeek-V3 ran
     PP16)."""
-    expert_share = shape.expert_params / shape.params if expert_parallel else 0.0
-
-    def ranks(tp: int, pp: int, ep: int = 1, cp: int = 1) -> int | None:
-        states = (kept_gb - activations_gb) * (1 - expert_share + expert_share / ep)
-        room = budget_gb - (states / (tp * pp) + activations_gb / (tp * cp))
-        if room <= 0:
-            return None
-        # ZeRO shards over the DP and CP ranks (both hold the same weights)
-        r = max(1, math.ceil(sharded_gb / (tp * pp * cp) / room - 1e-9)) if sharded_gb else 1
-        return math.ceil(r / ep) * ep
-
-    eps = [1]
-    if expert_share and shape.experts:
-        eps += [e for e in EP_DEGREES if e <= shape.experts and shape.experts % e == 0]
+    share = shape.expert_params / shape.params if expert_parallel else 0.0
+    room = _Room(kept_gb, sharded_gb, activations_gb, budget_gb, share)
+    eps = [1, *_dividing(EP_DEGREES, shape.experts)] if share and shape.experts else [1]
     layers = shape.layers
-    degrees = [t for t in TP_DEGREES if t <= per_node and per_node % t == 0] if layers else [1]
-    out = [
-        Layout(r, tp, 1, stage, 1, ep)
-        for tp in degrees
-        for ep in eps
-        if (r := ranks(tp, 1, ep)) is not None
-    ]
-    if layers is None:
+    degrees = node_tp_degrees(per_node) if layers else [1]
+    out = room.layouts(stage, degrees, [1], eps)
+    if layers is None or (out and not pipeline_beside):
         return out
     tp = degrees[-1]
-    if out and not pipeline_beside:
-        return out
-    piped = [
-        Layout(r, tp, pp, stage, 1, ep)
-        for pp in PP_DEGREES
-        if pp <= layers
-        for ep in eps
-        if (r := ranks(tp, pp, ep))
-    ]
+    piped = room.layouts(stage, [tp], [pp for pp in PP_DEGREES if pp <= layers], eps)
     if out:
         return out + piped
     if piped:
@@ -109,10 +82,58 @@ def training_layouts(
     # a sequence whose activations no TP x PP holds: split its tokens over CP ranks too
     # (Megatron-Core context parallelism; activations per rank fall with s / CP)
     for cp in CP_DEGREES:
-        found = [Layout(r, tp, 1, stage, cp, ep) for ep in eps if (r := ranks(tp, 1, ep, cp))]
+        found = room.layouts(stage, [tp], [1], eps, cp)
         if found:
             return found
     return []
+
+
+def _dividing(degrees: tuple[int, ...], whole: int) -> list[int]:
+    """The degrees that split `whole` evenly."""
+    return [d for d in degrees if d <= whole and whole % d == 0]
+
+
+def node_tp_degrees(per_node: int) -> list[int]:
+    """The tensor-parallel degrees inside a node of `per_node` GPUs (dividing it), widest last."""
+    return _dividing(TP_DEGREES, per_node)
+
+
+@dataclass(frozen=True, slots=True)
+class _Room:
+    """What a layout must hold per GPU (training_layouts): GB no data-parallel count removes
+    (activations included), GB ZeRO shards, the activations, the usable memory, and the share
+    of the states that are experts (split over EP)."""
+
+    kept_gb: float
+    sharded_gb: float
+    activations_gb: float
+    budget_gb: float
+    expert_share: float
+
+    def ranks(self, tp: int, pp: int, ep: int = 1, cp: int = 1) -> int | None:
+        """The fewest data-parallel ranks (a multiple of `ep`) that hold the work at TP x PP x
+        CP; None when what no sharding removes is above the budget."""
+        share = self.expert_share
+        states = (self.kept_gb - self.activations_gb) * (1 - share + share / ep)
+        room = self.budget_gb - (states / (tp * pp) + self.activations_gb / (tp * cp))
+        if room <= 0:
+            return None
+        # ZeRO shards over the DP and CP ranks (both hold the same weights)
+        sharded = self.sharded_gb
+        r = max(1, math.ceil(sharded / (tp * pp * cp) / room - 1e-9)) if sharded else 1
+        return math.ceil(r / ep) * ep
+
+    def layouts(
+        self, stage: int, tps: list[int], pps: list[int], eps: list[int], cp: int = 1
+    ) -> list[Layout]:
+        """The layouts of these TP, PP and EP degrees (in that order) that hold the work."""
+        return [
+            Layout(r, tp, pp, stage, cp, ep)
+            for tp in tps
+            for pp in pps
+            for ep in eps
+            if (r := self.ranks(tp, pp, ep, cp)) is not None
+        ]
 
 
 def full_training_split(shape: Shape, stage: int, activations_gb: float) -> tuple[float, float]:
