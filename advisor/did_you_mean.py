@@ -26,7 +26,7 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     # A misspelt start of ids ("h1OO" for the h100 family): the word against each choice's
     # start of the same length, where whole-id similarity is diluted by the rest of the id.
     if len(key) >= 3:
-        starts = {low[: len(key)] for low in lowered}
+        starts = {low[: len(key)] for low in lowered if len(low) > len(key)}
         near = difflib.get_close_matches(key, sorted(starts), n=1, cutoff=0.5)
         if near:
             return _family_hint(sorted(c for low, c in lowered.items() if low.startswith(near[0])))
