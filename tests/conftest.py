@@ -63,6 +63,9 @@ def _gpu_visible() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Tests marked slow (minutes on a busy machine) first: under pytest-xdist their files are
+    # handed out first, so that the longest file does not start last and hold the run's end.
+    items.sort(key=lambda item: "slow" not in item.keywords)
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items or _gpu_visible():  # torch is imported only when a GPU test is collected
         return
