@@ -19,12 +19,25 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     key = word.lower()
     family = sorted(c for low, c in lowered.items() if low.startswith(key) and low != key)
     if family:
-        named = ", ".join(repr(c) for c in family[:FAMILY_SHOWN])
-        more = f" and {len(family) - FAMILY_SHOWN} more" if len(family) > FAMILY_SHOWN else ""
-        one = "" if len(family) == 1 else "one of "
-        return f" (did you mean {one}{named}{more}?)"
+        return _family_hint(family)
     match = difflib.get_close_matches(key, list(lowered), n=1, cutoff=0.6)
-    return f" (did you mean {lowered[match[0]]!r}?)" if match else ""
+    if match:
+        return f" (did you mean {lowered[match[0]]!r}?)"
+    # A misspelt start of ids ("h1OO" for the h100 family): the word against each choice's
+    # start of the same length, where whole-id similarity is diluted by the rest of the id.
+    if len(key) >= 3:
+        starts = {low[: len(key)] for low in lowered if len(low) > len(key)}
+        near = difflib.get_close_matches(key, sorted(starts), n=1, cutoff=0.5)
+        if near:
+            return _family_hint(sorted(c for low, c in lowered.items() if low.startswith(near[0])))
+    return ""
+
+
+def _family_hint(family: list[str]) -> str:
+    named = ", ".join(repr(c) for c in family[:FAMILY_SHOWN])
+    more = f" and {len(family) - FAMILY_SHOWN} more" if len(family) > FAMILY_SHOWN else ""
+    one = "" if len(family) == 1 else "one of "
+    return f" (did you mean {one}{named}{more}?)"
 
 
 def unknown(kind: str, word: str, choices: Iterable[str]) -> str:

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Sets up .venv (pinned test set-up, torch 2.13.0 CPU from local disk) and runs the whole suite:
-# ruff, mypy, complexity (radon), hadolint, pytest. Extra arguments go to pytest. Each step says
-# when it starts, that it is still running (every 15 s), and how long it took.
+# ruff, mypy, complexity (radon), hadolint, the docs (the site built strictly, the generated
+# references current, every example's output as the page shows it), pytest in parallel
+# (pytest-xdist: ADVISOR_TEST_WORKERS workers, 4 by default; each with its own PostgreSQL schema,
+# ports, catalog cache and config directory). Extra arguments go to pytest. Each step says when it
+# starts, that it is still running (every 15 s), and how long it took.
 #
 # Leaves running: the test PostgreSQL (scripts/start-postgres.sh: port ${ADVISOR_TEST_PG_PORT:-
 # 54329}, data ${ADVISOR_TEST_PG_DATA:-/tmp/advisor-test-pg}), reused by the next run; stop it
@@ -56,4 +59,9 @@ fi
 # Headless Chromium for the review's browser test (Debian's package; no-op when present).
 chromium() { bash scripts/install-chromium.sh >/dev/null; }
 with_progress "chromium" chromium
-with_progress "pytest" .venv/bin/python -m pytest "$@"
+with_progress "docs site" env NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet \
+  --site-dir "$(mktemp -d)"
+with_progress "docs reference" .venv/bin/python scripts/docs_reference.py --check
+with_progress "docs examples" .venv/bin/python scripts/docs_examples.py
+# --dist loadfile: a file's tests on one worker, so its module-scoped servers start once
+with_progress "pytest" .venv/bin/python -m pytest -n "${ADVISOR_TEST_WORKERS:-4}" --dist loadfile "$@"

@@ -1,10 +1,43 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import pytest
 
 from advisor import Catalog, load_catalog
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist each worker gets a PostgreSQL schema of its own (the tests truncate and
+    drop tables), before any test module reads ADVISOR_TEST_POSTGRES_URL at import."""
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    url = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
+    if worker and url:
+        os.environ["ADVISOR_TEST_POSTGRES_URL"] = worker_schema_url(url, f"pytest_{worker}")
+
+
+def worker_schema_url(url: str, schema: str) -> str:
+    """`url` with the schema `schema` (created if missing) first on its search path."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query) if k != "options"]
+    query.append(("options", f"-csearch_path={schema}"))
+    return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _user_dirs_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The config file and caches the CLI reads (XDG directories) are the session's own, never
+    the user's: a developer's ~/.config/advisor/config.toml must not change what a test sees."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("xdg-config")))
+        patch.delenv("ADVISOR_CONFIG", raising=False)
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -30,6 +63,9 @@ def _gpu_visible() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Tests marked slow (minutes on a busy machine) first: under pytest-xdist their files are
+    # handed out first, so that the longest file does not start last and hold the run's end.
+    items.sort(key=lambda item: "slow" not in item.keywords)
     gpu_items = [item for item in items if "gpu" in item.keywords]
     if not gpu_items or _gpu_visible():  # torch is imported only when a GPU test is collected
         return

@@ -197,6 +197,7 @@ def valid_report(host: str = "contract-host-1", verdict: str = "pass") -> dict[s
 # --- generated requests, every operation ------------------------------------------------------
 
 
+@pytest.mark.slow
 @schema.parametrize()
 @settings(SETTINGS, max_examples=MAX_EXAMPLES)
 def test_generated_requests_conform(

@@ -219,6 +219,7 @@ def test_several_regions_are_the_union_of_each() -> None:
     assert {region for _, region in both} == {"us-east-1", "eu-west-1"}
 
 
+@pytest.mark.slow
 def test_a_region_prefix_is_every_region_it_starts() -> None:
     from advisor import load_catalog
 

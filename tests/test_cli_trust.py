@@ -208,7 +208,7 @@ def test_catalog_instances_fits_and_is_short(columns: str | None) -> None:
     assert len(rows) == len(catalog.instance_types)
     by_id = {r["id"]: r for r in rows}
     for it in catalog.instance_types.values():
-        assert int(by_id[it.id]["regions"]) == len({p.region for p in it.prices})
+        assert int(by_id[it.id]["region_count"]) == len({p.region for p in it.prices})
 
 
 def _cheapest_by_hand(accelerator_prefix: str) -> dict[tuple[str, str, int], float]:
@@ -263,3 +263,18 @@ def test_catalog_gpus_takes_a_family_and_hints_a_typo() -> None:
     p = run("catalog", "gpus", "h100-sxn")
     assert p.returncode == 2
     assert "did you mean 'h100-sxm'" in p.stderr
+
+
+def test_ties_are_marked_under_a_performance_objective() -> None:
+    """-o performance sorts by the score: a score equal to the row above's is marked = too."""
+    ask = ("recommend", "--workload", "fine_tuning", "--memory-gb", "80", "-o", "performance")
+    data = as_json(*ask, "-n", "6")
+    values = [r["ranked_value"] for r in data["recommendations"]]
+    tied = [n for n in range(1, len(values)) if values[n] == values[n - 1]]
+    assert tied, "no tie left in this query: pick another"
+    p = run(*ask, "-n", "6", columns="120")
+    rows = table_rows(p.stdout)
+    for n in range(len(values)):
+        score = next(w for w in rows[n + 1] if w[0].isdigit() and "." in w)
+        assert score.endswith("=") == (n in tied), (n, rows[n + 1])
+    assert "tied with the row above on score" in " ".join(p.stdout.split())

@@ -93,6 +93,21 @@ def test_table_report_without_a_gpu(lock_dir: dict[str, str]) -> None:
     assert "verdict: error in " in p.stdout
 
 
+def test_table_at_80_columns_keeps_names_and_words_whole(lock_dir: dict[str, str]) -> None:
+    """At 80 columns the table wraps a detail between words and never splits a check's name or a
+    word of its detail (Rich's fold made `cpu_matmul_fp` + `32`)."""
+    p = run("probe", "--only", "cpu_matmul_fp32", env={**lock_dir, "COLUMNS": "80"})
+    table = p.stdout.split("\ndiagnosis")[0]
+    assert max(len(line) for line in table.splitlines()) <= 80
+    words = table.split()
+    report = json.loads(run("probe", "--only", "cpu_matmul_fp32", "--json", env=lock_dir).stdout)
+    for check in report["checks"]:
+        assert check["name"] in words, check["name"]
+        for word in check["detail"].split():
+            if word.isalpha() or "_" in word:
+                assert word in words, (word, table)
+
+
 # (case guarded, arguments, text of the one-line error)
 BAD_FLAGS = [
     (

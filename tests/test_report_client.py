@@ -130,6 +130,7 @@ def live_service(tmp_path: Path) -> Iterator[str]:
         yield url
 
 
+@pytest.mark.slow
 def test_probe_cli_spools_then_delivers_to_the_live_service(
     tmp_path: Path, live_service: str
 ) -> None:

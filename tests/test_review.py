@@ -917,6 +917,7 @@ def test_api_review_unknown_region_is_a_problem(client: TestClient) -> None:
     assert "did you mean 'us-east-" in r.json()["detail"]  # us-east-1 and -2 are equally close
 
 
+@pytest.mark.slow
 def test_cli_review_from_a_live_server(tmp_path: Path, catalog: Catalog) -> None:
     """--server: lists the reports, fetches each body, and the utilisation reports."""
     with live_server(tmp_path, TOKEN) as server:

@@ -3,6 +3,7 @@ says which."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -78,3 +79,33 @@ def test_port_0_serves_on_the_port_it_logs(tmp_path: Path) -> None:
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
+
+
+def test_log_format_json_writes_one_object_a_line(tmp_path: Path) -> None:
+    """--log-format json: uvicorn's start-up and access lines are JSON objects with the access
+    line's parts as fields; the listening line stays as it is (clients read the port from it)."""
+    cmd = [sys.executable, "-m", "advisor", "serve", "--port", "0", "--log-format", "json"]
+    proc = subprocess.Popen(
+        cmd, stderr=subprocess.PIPE, text=True, env=_env(tmp_path), cwd=REPO, bufsize=1
+    )
+    lines: list[str] = []
+    try:
+        assert proc.stderr is not None
+        port = None
+        for line in proc.stderr:
+            lines.append(line)
+            found = re.search(r"listening on http://127\.0\.0\.1:(\d+)$", line.strip())
+            if found:
+                port = int(found.group(1))
+                break
+        assert port is not None
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, rest = proc.communicate(timeout=30)
+    records = [json.loads(line) for line in [*lines[:-1], *rest.splitlines()] if line.strip()]
+    assert records and all({"time", "level", "logger", "message"} <= set(r) for r in records)
+    access = [r for r in records if r["logger"] == "uvicorn.access"]
+    assert len(access) == 1, records
+    assert access[0]["method"] == "GET" and access[0]["path"] == "/healthz"
+    assert access[0]["status"] == 200

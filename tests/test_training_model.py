@@ -168,6 +168,7 @@ def test_zero3_over_pcie_l4s_is_slower_than_compute_bound(shipped: Catalog) -> N
     assert "exposed communication" in exposed.formula
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(
     model=st.sampled_from(["llama-3-8b", "llama-3.1-70b", "qwen2.5-32b"]),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import sys
 import traceback
 from typing import Annotated, Any
@@ -35,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "estimate": ("advisor.cli.estimate_cmd", "estimate_cmd"),
     "calibrate": ("advisor.cli.calibrate_cmd", "app"),
     "deploy": ("advisor.cli.deploy_cmd", "app"),
+    "config": ("advisor.cli.config_cmd", "app"),
 }
 
 
@@ -58,20 +60,38 @@ SUMMARIES: dict[str, str] = {
     "estimate": "Every intermediate figure with its formula: memory per GPU, FLOPs, hours, cost.",
     "calibrate": "Compare measured serving runs with the model.",
     "deploy": "Render Kubernetes manifests or Slurm scripts that run advisor probe.",
+    "config": "Show the config file's defaults, which are in force and where each comes from.",
 }
+
+
+def _flags_without_metavar() -> None:
+    """A flag takes no value, so its help line shows none: Typer's rich help would print a
+    `<bool>` type beside every --json or --wide, as if it took one."""
+    from typer.core import TyperOption
+
+    if getattr(TyperOption, "_advisor_flags", False):
+        return
+    shown = TyperOption.display_type_rich
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        return None if self.is_flag else shown(self, ctx)
+
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+    TyperOption._advisor_flags = True  # type: ignore[attr-defined]
 
 
 def build_app(only: str | None = None, listing: bool = False) -> typer.Typer:
     """The CLI with every command, or with `only` that one (the others are not imported). With
     `listing` (no known command on the line: the top-level help, or a misspelt command), each
     command is registered by name and summary alone, forwarding to main() if it ever runs."""
+    _flags_without_metavar()
     cli = typer.Typer(
         name="advisor",
         help="Compute-resource advisor: recommends hardware for a workload and verifies GPU "
         "machines. Global options may come before or after the command.",
         no_args_is_help=True,
         pretty_exceptions_enable=False,
-        add_completion=False,
+        add_completion=True,  # --install-completion, --show-completion
     )
     cli.callback()(_global)
     if listing:
@@ -199,8 +219,9 @@ def main(argv: list[str] | None = None) -> None:
         # standalone_mode=False: usage errors come here, to be worded as every other bad input
         # (one line, or JSON), not in Click's framed panel
         command = _command(args)
-        app = build_app(command, listing=command is None)
-        code = app(args=args, prog_name="advisor", standalone_mode=False)
+        completing = COMPLETE_VAR in os.environ  # the shell asks: every command's options
+        app = build_app(None if completing else command, listing=command is None and not completing)
+        code = _run(app, args)
     except AdvisorError as exc:  # bad input, a bad catalog, a bad setting: all exit 2
         _fail(exc, 2, as_json)
     except typer.TyperException as exc:  # Typer's own Click: unknown option, missing value, ...
@@ -215,11 +236,29 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
+COMPLETE_VAR = "_ADVISOR_COMPLETE"
+
+
+def _run(app: typer.Typer, args: list[str]) -> Any:
+    """Run the built CLI with the config file's defaults (advisor.cli.config_file) as each
+    command's Click default_map: under the flags and environment variables, over the built-in
+    defaults."""
+    from typer.main import get_command
+
+    from advisor.cli.config_file import apply_config, read_config
+
+    root = get_command(app)
+    config = read_config()
+    if config is not None:
+        apply_config(root, config)
+    return root(args=args, prog_name="advisor", standalone_mode=False)
+
+
 class UsageProblem(InputError):
     """A Click usage error, as advisor words bad input: the option it concerns is its field."""
 
     def __init__(self, exc: typer.TyperException) -> None:
-        text = exc.format_message()
+        text = _with_hint(exc, exc.format_message())
         param = getattr(exc, "param", None)
         flag = None
         if param is not None and getattr(param, "opts", None):
@@ -234,6 +273,29 @@ class UsageProblem(InputError):
             if ctx is not None
             else None
         )
+
+
+_NOT_ONE_OF = re.compile(r"'(?P<word>[^']*)' is not one of (?P<choices>('[^']*'(, )?)+)")
+
+
+def _with_hint(exc: typer.TyperException, text: str) -> str:
+    """Click's message with advisor's did-you-mean where Click gives none: a value outside an
+    option's choices, an option the command does not have."""
+    from advisor.did_you_mean import did_you_mean
+
+    if "did you mean" in text.lower() or "possible options" in text.lower():
+        return text
+    found = _NOT_ONE_OF.search(text)
+    if found:
+        choices = re.findall(r"'([^']*)'", found.group("choices"))
+        return text.rstrip(".") + did_you_mean(found.group("word"), choices)
+    option = getattr(exc, "option_name", None)
+    ctx = getattr(exc, "ctx", None)
+    if option and option.startswith("--") and ctx is not None:
+        known = {o[2:] for p in ctx.command.params for o in (*p.opts, *p.secondary_opts)}
+        hint = did_you_mean(option[2:], sorted(o for o in known if not o.startswith("-")))
+        return text.rstrip(".") + hint.replace("'", "'--", 1).replace(", '", ", '--")
+    return text
 
 
 def _fail(exc: Exception, code: int, as_json: bool = False) -> None:

@@ -21,6 +21,7 @@ from advisor.catalog.queries import (
     stale_prices,
 )
 from advisor.catalog.settings import CatalogSettings
+from advisor.cli import catalog_lists
 from advisor.cli.common import console, emit_json, get_catalog, money
 from advisor.cli.tables import (
     Column,
@@ -29,7 +30,6 @@ from advisor.cli.tables import (
     WideOpt,
     output_format,
     print_table,
-    write_csv,
 )
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError
@@ -39,6 +39,9 @@ app = typer.Typer(help="Browse and validate the catalog.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", "-j", help="Print JSON for tools.")]
 import_app = typer.Typer(help="Import prices from an external dataset.", no_args_is_help=True)
 app.add_typer(import_app, name="import")
+app.command("models")(catalog_lists.models)
+app.command("workloads")(catalog_lists.workloads)
+app.command("regions")(catalog_lists.regions)
 
 
 @app.command("accelerators")
@@ -81,7 +84,7 @@ def accelerators(
         for a in found
     ]
     if shape is Format.csv:
-        write_csv([c.header for c in columns], rows)
+        catalog_lists.accelerator_csv(found)
         return
     print_table(console(), f"{len(found)} accelerators", columns, rows)
 
@@ -154,7 +157,7 @@ def instances(
             )
         )
     if shape is Format.csv:
-        write_csv([c.header for c, _ in columns], rows)
+        catalog_lists.instance_csv(found)
         return
     keep = [n for n, (_, default) in enumerate(columns) if wide or default]
     print_table(
@@ -205,7 +208,7 @@ def gpus(
         for r in found
     ]
     if shape is Format.csv:
-        write_csv([c.header for c in columns], rows)
+        catalog_lists.gpu_csv(found)
         return
     what = f" matching {accelerator!r}" if accelerator else ""
     title = f"{len(found)} GPU shapes{what}: accelerator x cloud x GPUs per instance"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -37,6 +38,7 @@ from advisor.cli.common import (
     print_error,
     save_report,
 )
+from advisor.cli.tables import Column, print_table
 from advisor.errors import InputError
 from advisor.fleet.node_report import node_report
 from advisor.fleet.verification import resolve_expect
@@ -420,7 +422,7 @@ def _leave(code: int, watchdog_tripped: bool) -> NoReturn:
 
 def render(report: ProbeReport) -> None:
     out = console()
-    out.print(_checks_table(report))
+    _checks_table(out, report)
     for line in _after_table(report):
         out.print(line, highlight=False)
     inv = report.inventory
@@ -438,29 +440,36 @@ def render(report: ProbeReport) -> None:
     )
 
 
-def _checks_table(report: ProbeReport) -> Table:
+def _checks_table(out: Console, report: ProbeReport) -> None:
     inv, gpu = report.inventory, report.inventory.gpu
     title = f"advisor probe ({report.mode}) on {inv.hostname}"
     if gpu is not None:
         title += f": {gpu.name}"
     if len(report.gpu_verdicts) > 1:
         title += f" x {len(report.gpu_verdicts)}"
-    table = Table(title=title)
-    for col in ("check", "gpu", "status", "measured", "expected", "unit", "detail"):
-        numeric = col in ("measured", "expected")
-        table.add_column(col, overflow="fold", justify="right" if numeric else "left")
-    for c in report.checks:
-        style = STATUS_STYLE[c.status]
-        table.add_row(
-            Text(c.name),
-            Text(_where(c)),
-            f"[{style}]{c.status}[/]",
+    # the project's table: a check's name and its detail wrap between words, never inside one
+    columns = [
+        Column("check", key=True),
+        Column("gpu", drop_rank=1),
+        Column("status", key=True),
+        Column("measured", "right", drop_rank=5),
+        Column("expected", "right", drop_rank=3),
+        Column("unit", drop_rank=4),
+        Column("detail", drop_rank=6),
+    ]
+    rows = [
+        [
+            c.name,
+            _where(c),
+            c.status,
             _num(c.measured),
             _num(c.expected),
-            Text(c.unit or ""),
-            Text(c.detail + (f" (action: {c.action})" if c.action and c.status != "pass" else "")),
-        )
-    return table
+            c.unit or "",
+            c.detail + (f" (action: {c.action})" if c.action and c.status != "pass" else ""),
+        ]
+        for c in report.checks
+    ]
+    print_table(out, title, columns, rows)
 
 
 def _after_table(report: ProbeReport) -> list[str | Text]:

@@ -115,11 +115,12 @@ def ranked_cells(result: Result) -> tuple[str, list[str], list[str]]:
     """The sort column's header, its cells (the ranked figure, with enough decimals that
     different figures never read alike; an exact tie marked), and its footnotes."""
     recs = result.recommendations
-    if result.objective not in SORT_COLUMNS:  # performance objectives: the score is the rank
-        notes = _penalty_notes(result, None)
-        return "score", [_marked(_score(r), r, False) for r in recs], notes
-    header, write, _ = SORT_COLUMNS[result.objective]
     values = [r.ranked_value for r in recs]
+    tied = {i for i in range(1, len(values)) if values[i] == values[i - 1]}
+    if result.objective not in SORT_COLUMNS:  # performance objectives: the score is the rank
+        notes = _penalty_notes(result, None) + _tie_note(tied, "score")
+        return "score", [_marked(_score(r), r, i in tied) for i, r in enumerate(recs)], notes
+    header, write, _ = SORT_COLUMNS[result.objective]
     for digits in (2, 3, 4):
         cells = [write(v, digits) for v in values]
         alike = any(
@@ -127,15 +128,18 @@ def ranked_cells(result: Result) -> tuple[str, list[str], list[str]]:
         )
         if not alike:
             break
-    notes = _penalty_notes(result, write, digits)
-    tied = {i for i in range(1, len(values)) if values[i] == values[i - 1]}
+    notes = _penalty_notes(result, write, digits) + _tie_note(tied, header)
     cells = [_marked(c, recs[i], i in tied) for i, c in enumerate(cells)]
-    if tied:
-        notes.append(
-            f"{TIE_MARK} tied with the row above on {header}; ties are ranked by the lower $/h, "
-            "then the id."
-        )
     return header, cells, notes
+
+
+def _tie_note(tied: set[int], header: str) -> list[str]:
+    if not tied:
+        return []
+    return [
+        f"{TIE_MARK} tied with the row above on {header}; ties are ranked by the lower $/h, "
+        "then the id."
+    ]
 
 
 def _marked(cell: str, r: Recommendation, tied: bool) -> str:

@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import logging.config
 import socket
+from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 
 from advisor.errors import InputError
+
+
+class LogFormat(StrEnum):
+    text = "text"
+    json = "json"
 
 
 def serve(
@@ -23,21 +30,37 @@ def serve(
     ] = 8080,
     access_log: Annotated[bool, typer.Option(help="Log every request (never headers).")] = True,
     log_level: Annotated[str, typer.Option(help="debug, info, warning, error")] = "info",
+    log_format: Annotated[
+        LogFormat, typer.Option(help="text, or json: one JSON object per line, for collectors.")
+    ] = LogFormat.text,
 ) -> None:
     """Serve the HTTP API (settings: ADVISOR_DATABASE_URL, ADVISOR_API_TOKENS, ...)."""
     from advisor.api import create_app
     from advisor.api.server import uvicorn_config
     from advisor.api.settings import Settings
 
-    logging.basicConfig(
-        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    options: dict[str, Any] = {}
+    if log_format is LogFormat.json:
+        from advisor.cli.json_logs import logging_config
+
+        options["log_config"] = logging_config(log_level)
+        logging.config.dictConfig(options["log_config"])
+    else:
+        logging.basicConfig(
+            level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
     settings = Settings.from_env()
     app = create_app(settings)  # settings, catalog and database are checked before the port opens
     sock = listen_socket(host, port)
     bound_port = sock.getsockname()[1]
     config = uvicorn_config(
-        app, settings, host=host, port=bound_port, access_log=access_log, log_level=log_level
+        app,
+        settings,
+        host=host,
+        port=bound_port,
+        access_log=access_log,
+        log_level=log_level,
+        **options,
     )
     shown = f"[{host}]" if ":" in host else host
     line = f"advisor serve: listening on http://{shown}:{bound_port}"
