@@ -107,8 +107,9 @@ ALLREDUCE_LATENCY_S = 8e-6  # estimated: NCCL small-message all-reduce latency i
 # All-reduce latency per call over PCIe for 8 GPUs, scaled by (n - 1) / 7 for n GPUs: a ring
 # all-reduce takes 2(n - 1) steps, each paying a hop's latency (Patarasuk & Yuan 2009, "Bandwidth
 # optimal all-reduce algorithms for clusters of workstations"). Measured 8-byte
-# all_reduce_perf times on 8-GPU PCIe Gen4 hosts: 42.1 us on 8 x RTX 4090 (github.com/NVIDIA/nccl
-# issue 1530) and 54.2 us on 8 x RTX 3090 (NVIDIA/nccl issue 1439); the lower one taken.
+# all_reduce_perf times on 8-GPU PCIe Gen4 hosts: 42.1 us on 8 x RTX 4090
+# (github.com/NVIDIA/nccl issue 1530) and 54.2 us on 8 x RTX 3090 (NVIDIA/nccl issue 1439); the
+# lower one taken.
 # ESTIMATED for the L40S (same Ada generation and PCIe Gen4 x16, but not the same host).
 PCIE_ALLREDUCE_LATENCY_S = 42e-6
 # GPUs without a GPU-to-GPU fabric all-reduce over PCIe: Gen4 x16 ~ 25 GB/s per direction
