@@ -124,10 +124,11 @@ class TableIteration:
     ring_formula: str
     beyond: tuple[str, ...]
     source: str
+    unexplained_s: float = 0.0  # per layer: the engine's time outside the kernels (estimated)
 
     @property
     def seconds(self) -> float:
-        per_layer = self.gemm_s + self.attention_s + self.memory_s
+        per_layer = self.gemm_s + self.attention_s + self.memory_s + self.unexplained_s
         return self.layers * per_layer + self.head_s + self.ring_s
 
     def formula(self) -> str:
@@ -140,7 +141,8 @@ class TableIteration:
             )
         return (
             f"{self.layers} layers x ({self.gemm_s:.6g} s GEMMs + {self.attention_s:.6g} s "
-            f"attention + {self.memory_s:.6g} s memory-bound operators) + {self.head_s:.6g} s "
+            f"attention + {self.memory_s:.6g} s memory-bound operators + "
+            f"{self.unexplained_s:.3g} s unexplained) + {self.head_s:.6g} s "
             "output head and sampling + "
             f"{self.ring_formula} {where}]"
         )
@@ -176,9 +178,11 @@ class OpModel:
         kv_token_bytes: float,
         ring: tuple[float, str],
         experts_touched: Callable[[int], float],
+        unexplained_layer_s: float = 0.0,
     ) -> TableIteration:
         """`kv_token_bytes`: K and V bytes per cached token of one layer on one GPU; `ring`:
-        the all-reduces' seconds and formula; `experts_touched(T)`: distinct experts read."""
+        the all-reduces' seconds and formula; `experts_touched(T)`: distinct experts read;
+        `unexplained_layer_s`: the engine's time per layer outside the GPU's kernels."""
         g, ops = self.geo, self.ops
         tokens = decode + prompt_tokens
         beyond: list[str] = []
@@ -231,4 +235,5 @@ class OpModel:
             ring[1],
             tuple(beyond),
             ops.source,
+            unexplained_layer_s,
         )
