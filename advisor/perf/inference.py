@@ -61,6 +61,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from advisor.catalog.corrections import stored_correction
 from advisor.catalog.models import Accelerator, Generation
 from advisor.errors import InputError, field_name
 from advisor.perf.op_model import OpModel, TableIteration
@@ -204,6 +205,11 @@ SAMPLING_KERNELS = 3
 LOGIT_BYTES = 4
 
 
+def scaled_formula(text: str, scale: float) -> str:
+    """A pass's formula times a stored correction's factor (unchanged at 1)."""
+    return text if scale == 1.0 else f"({text}) x {scale:.6g} stored correction"
+
+
 def kv_precision_of(precision: str) -> str:
     """FP8 engines keep an FP8 KV cache (TensorRT-LLM perf-overview FP8 rows), and so do FP4 ones
     (NVIDIA's ModelOpt FP4 checkpoints quantise the KV cache to FP8, hf_quant_config.json
@@ -247,6 +253,9 @@ class Deployment:
     # The share of each prompt's tokens found in the prefix cache (a shared system prompt, a
     # conversation's history): their prefill is skipped, their KV still held (not shared here).
     prefix_cache_hit_rate: float = 0.0
+    # The serving engine: its stored correction for the accelerator (advisor calibrate ingest
+    # --save) scales every iteration; None, or no stored correction: the model as it is.
+    engine: str | None = None
 
     @property
     def replicas(self) -> int:
@@ -420,6 +429,7 @@ class Iteration(NamedTuple):
     layers: int
     kernels_per_layer: int  # launched per layer (KERNELS_PER_LAYER, + MOE_EXTRA_KERNELS)
     sampling_bytes: float  # logits x vocabulary x LOGIT_BYTES x SAMPLING_PASSES (0: no sampling)
+    scale: float = 1.0  # a stored correction's factor (advisor/perf/correction.py)
 
     @property
     def launch_s(self) -> float:
@@ -433,7 +443,8 @@ class Iteration(NamedTuple):
         gemm = max(self.weight_bytes / bw, self.gemm_flops / peak)
         attention = max(self.kv_bytes / bw, self.attention_flops / self.attention_peak_flops)
         sampling = self.sampling_bytes / bw
-        return gemm + attention + sampling + self.ring.seconds(self.tokens) + self.launch_s
+        parts = gemm + attention + sampling + self.ring.seconds(self.tokens) + self.launch_s
+        return parts * self.scale
 
     def formula(self) -> str:
         bw, peak = f"{self.bandwidth_bytes_s:.6g} bytes/s", f"{self.peak_flops:.6g} FLOP/s"
@@ -443,7 +454,7 @@ class Iteration(NamedTuple):
         kernels = f"{self.layers} layers x {self.kernels_per_layer}"
         if self.sampling_bytes:
             kernels = f"({kernels} + {SAMPLING_KERNELS} sampling)"
-        return (
+        text = (
             f"max({self.weight_bytes:.6g} weight bytes / {bw}, {self.gemm_flops:.6g} GEMM FLOP "
             f"/ {peak}) + max({self.kv_bytes:.6g} KV bytes / {bw}, {self.attention_flops:.6g} "
             f"attention FLOP / {self.attention_peak_flops:.6g} FLOP/s) + {sampling}"
@@ -451,6 +462,7 @@ class Iteration(NamedTuple):
             f"{kernels} kernels x {KERNEL_LAUNCH_S:g} s launch + {self.layers} layers x "
             f"{UNEXPLAINED_LAYER_S:.3g} s unexplained"
         )
+        return scaled_formula(text, self.scale)
 
 
 class InferenceModel:
@@ -526,17 +538,24 @@ class InferenceModel:
             f"{KERNEL_LAUNCH_S * 1e6:g} us (NVIDIA, Getting Started with CUDA Graphs, 2019)"
             + (f"; the operator table is not used: {built}" if isinstance(built, str) else "")
         )
+        self.correction = stored_correction(dep.acc.id, dep.engine) if dep.engine else None
+        self.scale = self.correction.itl_factor if self.correction is not None else 1.0
+        if self.correction is not None:
+            self.speed_source += f"; {self.correction.evidence()}"
+        elif dep.engine:
+            self.speed_source += f"; no stored correction for {dep.acc.id} x {dep.engine}"
 
     def on(self, dep: Deployment) -> InferenceModel:
         """The same model on another deployment (more replicas, say); one replica's figures are
         the same when only the replica count differs, so the searches' memos carry over."""
         other = InferenceModel(self.shape, dep, self.inp, self.out, self.moe)
         same = self.dep
-        if (dep.acc, dep.tensor_parallel, dep.precision, dep.link_gb_s) == (
+        if (dep.acc, dep.tensor_parallel, dep.precision, dep.link_gb_s, dep.engine) == (
             same.acc,
             same.tensor_parallel,
             same.precision,
             same.link_gb_s,
+            same.engine,
         ):
             other._e2e, other._top = self._e2e, self._top
         return other
@@ -584,6 +603,7 @@ class InferenceModel:
                 (self.ring.seconds(tokens), self.ring.formula(tokens)),
                 (lambda b: expected_experts(moe[0], moe[1], b)) if moe else (lambda b: 1.0),
                 UNEXPLAINED_LAYER_S,
+                self.scale,
             )
         return Iteration(
             weight_bytes_touched(self.shape, self.bpw, max(1, round(tokens)), self.moe),
@@ -599,6 +619,7 @@ class InferenceModel:
             self.layers,
             self.kernels_per_layer,
             (decode + prompts) * self.vocab * LOGIT_BYTES * SAMPLING_PASSES,
+            self.scale,
         )
 
     def iteration_s(self, decode: int, prompt_tokens: float, prompt_len: int) -> float:
@@ -740,6 +761,7 @@ class InferenceModel:
             dep.link_gb_s,
             self.kv_precision,
             dep.prefix_cache_hit_rate,
+            self.scale,
             self.inp,
             self.out,
         )

@@ -125,11 +125,12 @@ class TableIteration:
     beyond: tuple[str, ...]
     source: str
     unexplained_s: float = 0.0  # per layer: the engine's time outside the kernels (estimated)
+    scale: float = 1.0  # a stored correction's factor (advisor/perf/correction.py)
 
     @property
     def seconds(self) -> float:
         per_layer = self.gemm_s + self.attention_s + self.memory_s + self.unexplained_s
-        return self.layers * per_layer + self.head_s + self.ring_s
+        return (self.layers * per_layer + self.head_s + self.ring_s) * self.scale
 
     def formula(self) -> str:
         where = f"[speeds: {self.source}"
@@ -139,13 +140,16 @@ class TableIteration:
             where += ", ".join(shown[:4]) + (
                 f" and {len(shown) - 4} more" if len(shown) > 4 else ""
             )
-        return (
+        text = (
             f"{self.layers} layers x ({self.gemm_s:.6g} s GEMMs + {self.attention_s:.6g} s "
             f"attention + {self.memory_s:.6g} s memory-bound operators + "
             f"{self.unexplained_s:.3g} s unexplained) + {self.head_s:.6g} s "
             "output head and sampling + "
-            f"{self.ring_formula} {where}]"
+            f"{self.ring_formula}"
         )
+        if self.scale != 1.0:  # a stored correction's factor (advisor/perf/inference.py)
+            text = f"({text}) x {self.scale:.6g} stored correction"
+        return f"{text} {where}]"
 
 
 class OpModel:
@@ -179,6 +183,7 @@ class OpModel:
         ring: tuple[float, str],
         experts_touched: Callable[[int], float],
         unexplained_layer_s: float = 0.0,
+        scale: float = 1.0,
     ) -> TableIteration:
         """`kv_token_bytes`: K and V bytes per cached token of one layer on one GPU; `ring`:
         the all-reduces' seconds and formula; `experts_touched(T)`: distinct experts read;
@@ -236,4 +241,5 @@ class OpModel:
             tuple(beyond),
             ops.source,
             unexplained_layer_s,
+            scale,
         )
