@@ -73,5 +73,8 @@ base_install() {
   ADVISOR_BASE_INSTALL=1 .venv-base/bin/python -m pytest -q -p no:cacheprovider tests/test_base_install.py
 }
 with_progress "base install" base_install
+# The tree's bytecode written once: the tests start the CLI in hundreds of subprocesses, and
+# where PYTHONDONTWRITEBYTECODE is set each of them would compile every module it imports again.
+with_progress "bytecode" .venv/bin/python -m compileall -q advisor probes tests benchmarks
 # --dist loadfile: a file's tests on one worker, so its module-scoped servers start once
 with_progress "pytest" .venv/bin/python -m pytest -n "${ADVISOR_TEST_WORKERS:-4}" --dist loadfile "$@"
