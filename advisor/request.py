@@ -229,6 +229,19 @@ class SizedWork(_Request):
         ),
         SizesWork(),
     ] = None
+    dualpipe: Annotated[
+        bool | None,
+        Field(
+            description="training a mixture of experts: the experts' all-to-alls hidden under "
+            "another micro-batch's compute (DeepSeek's DualPipe); null: on the critical path"
+        ),
+        Cli(
+            "Mixture-of-experts training: overlap the experts' all-to-alls with compute "
+            "(DualPipe-style); default: on the critical path, as Megatron-Core runs them.",
+            TRAINING,
+        ),
+        SizesWork("training"),
+    ] = None
     deadline_days: Annotated[
         float | None,
         Field(ge=1e-6, le=36_500, description="training: finish within (wall time)"),

@@ -42,7 +42,9 @@ def place(
         if not c.is_gpu:
             return Placement(0, 1)
         it = c.instance
-        fit = plan.fit(c.hardware, it.gpu_count, it.interconnect_gb_s, it.network_gbps)
+        fit = plan.fit(
+            c.hardware, it.gpu_count, it.interconnect_gb_s, it.network_gbps, it.nvlink_domain_gpus
+        )
         return Placement(fit.gpus_needed, max(fit.nodes, 1), fit.spans_nodes, fit)
     need_gb = w.memory_gb or 0.0
     if c.is_gpu:

@@ -32,6 +32,7 @@ class Work:
     seq_len: int | None = None
     batch: int | None = None  # micro-batch / concurrent sequences; None: the profile's
     recompute: bool | None = None  # None: as needed (planning/training_run.py)
+    dualpipe: bool | None = None  # MoE training: all-to-alls under compute (DualPipe)
     precision: str = "bf16"  # of the served weights
     context_tokens: int | None = None
     throughput_tokens_s: float | None = None

@@ -127,7 +127,8 @@ def estimate(
         # GPUs are at least a node's
         whole = per_node if instance is not None else req.tensor_parallel
         check_tensor_parallel(req.gpu_count or whole, req.tensor_parallel, per_node)
-    fit = plan.fit(acc, per_node, node.link_gb_s, node.network_gbps)
+    domain = instance.nvlink_domain_gpus if instance is not None else None
+    fit = plan.fit(acc, per_node, node.link_gb_s, node.network_gbps, domain)
     price = _price(instance, req) if instance is not None else None
     # an unfit estimate keeps every figure (fits false, and why), its price at the count shown
     hourly = option_hourly_usd(price.hourly_usd, fit.nodes) if price and fit.nodes else None

@@ -42,7 +42,7 @@ def plan_for(
             field="model" if w.model is not None else "params_b",
         )
     if profile.sizing == "training":
-        model = ModelOf.of(catalog, w, Shape.assumed)
+        model = ModelOf.of(catalog, w, Shape.assumed, Shape.assumed_moe)
         if w.method == "full":
             return TrainingRun(w, profile, model, fleet, min_fleet_reports)
         return FineTune(w, profile, model, fleet, min_fleet_reports)
