@@ -9,14 +9,16 @@ from typing import Any
 
 import pytest
 
-from advisor import Catalog
-from advisor.perf.sizing import Shape, activation_memory, assumed_moe_shape
+from advisor import Catalog, InputError
+from advisor.perf.sizing import Shape, activation_memory, assumed_moe_shape, zero_split_bytes
 from advisor.perf.training import (
     Cluster,
     Job,
     Layout,
     expert_gemm_factor,
+    fp4_training_peaks,
     step_time,
+    training_peaks,
 )
 from advisor.planning.estimate import estimate
 from advisor.request import EstimateRequest
@@ -155,3 +157,48 @@ def test_405b_at_8k_on_16k_h100_plans_without_full_recompute(shipped: Catalog) -
     recompute = next(f for f in r.figures if f.name == "recompute")
     assert recompute.value < 1
     assert 0.38 <= (r.mfu or 0) <= 0.43 * 1.1
+
+
+def test_nvfp4_training_factor_by_hand(shipped: Catalog) -> None:
+    """B200: FP4 9,000, FP8 4,500, BF16 2,250 dense TFLOP/s. NVFP4's recipe runs 85% of the
+    linear GEMMs' FLOPs at 9,000 x 0.6 and 15% at 2,250: per FLOP 0.85 / 5,400 + 0.15 / 2,250 =
+    2.2407e-4 s/PFLOP, an effective 4,463 TFLOP/s = 9,000 x 0.4959; in fp8, 4,500 x 0.78 =
+    3,510. A GPU without an FP4 rate (H100) is refused, naming fp4."""
+    gemm, attention, factor = training_peaks(shipped.accelerators["b200"], "fp4")
+    assert (gemm, attention) == (9000, 2250)
+    assert factor == pytest.approx(1 / (9000 * (0.85 / 5400 + 0.15 / 2250)))
+    assert fp4_training_peaks(0.0, 989.5) == (0.0, 0.0, 1.0)
+    common = {
+        "workload": "large_scale_training",
+        "model": "llama-3.1-70b",
+        "tokens": 1e12,
+        "accelerator": "b200",
+        "gpu_count": 64,
+    }
+    fp8 = _estimate(shipped, precision="fp8", **common)
+    fp4 = _estimate(shipped, precision="fp4", **common)
+    assert fp4.hours < fp8.hours
+    with pytest.raises(InputError, match="fp4"):
+        _estimate(shipped, **{**common, "accelerator": "h100-sxm", "precision": "fp4"})
+
+
+def test_eight_bit_adam_fits_a_7b_full_fine_tune_on_one_a100(shipped: Catalog) -> None:
+    """Llama 2 7B (6.74B) fully fine-tuned on one A100 80GB (72 GB usable): Adam's 16 bytes a
+    parameter are 107.8 GB, no fit on one GPU; 8-bit Adam keeps 2 + 2 + 4 (fp32 master) + 1 + 1
+    = 10: 67.4 GB + recomputed activations 2 x 4,096 x 4,096 x 32 = 1.07 GB + fp32 logits 4 x
+    4,096 x 32,000 = 0.52 GB = 69.0 GB, which fits; the unfit plan names it as a lighter method."""
+    assert zero_split_bytes(1, 6) == (4, 6) and zero_split_bytes(0, 6) == (10, 0)
+    common = {
+        "workload": "fine_tuning",
+        "model": "llama-2-7b",
+        "tokens": 1e9,
+        "accelerator": "a100-80gb-sxm",
+        "gpu_count": 1,
+    }
+    full = _estimate(shipped, **common)
+    assert not full.fits
+    named = [n for n in full.notes if "--method adam8bit fits" in n]
+    assert named and "69.0 GB per GPU on 1 GPU(s)" in named[0]
+    eight = _estimate(shipped, method="adam8bit", **common)
+    expected = (6.74e9 * 10 + 2 * 4096 * 4096 * 32 + 4 * 4096 * 32000) / 1e9
+    assert eight.fits and eight.memory_per_gpu_gb == pytest.approx(expected)

@@ -21,6 +21,7 @@ PLACEMENT_READS = (
     "per_node_memory_gb",
     "instance.interconnect_gb_s",  # tensor parallelism's all-reduces (perf/inference.py)
     "instance.network_gbps",  # training's data-parallel collectives across nodes (perf/training.py)
+    "instance.nvlink_domain_gpus",  # training's collectives and layout inside an NVL72 rack
 )
 
 

@@ -50,7 +50,23 @@ BYTES_PER_WEIGHT = {
     "int4": 0.5,
 }
 TRAINING_STATE_BYTES = 16  # 2 weights + 2 gradients + 12 optimizer (ZeRO paper, section 3)
-METHODS = ("full", "lora", "qlora")  # fine-tuning methods; lighter ones come later
+OPTIMIZER_BYTES = 12  # fp32 master weights, Adam's first and second moments (4 + 4 + 4)
+# 8-bit Adam (Dettmers et al. 2021, arXiv:2110.02861; bitsandbytes Adam8bit): both moments
+# block-wise quantised to 8 bits (one fp32 scale per 2,048 values, 0.2%, left out) beside the
+# fp32 master weights: 4 + 1 + 1 bytes of optimizer state per parameter, 10 in all with the
+# 16-bit weights and gradients.
+ADAM8BIT_OPTIMIZER_BYTES = 6
+# training methods, heaviest first: every weight with Adam, every weight with 8-bit Adam,
+# LoRA adapters, QLoRA adapters on a 4-bit base
+METHODS = ("full", "adam8bit", "lora", "qlora")
+EVERY_WEIGHT = ("full", "adam8bit")  # the methods that train every weight
+
+
+def optimizer_bytes(method: str) -> int:
+    """Optimizer state bytes per trained parameter of `method`."""
+    return ADAM8BIT_OPTIMIZER_BYTES if method == "adam8bit" else OPTIMIZER_BYTES
+
+
 DEFAULT_LORA_RANK = 16
 # QLoRA (Dettmers et al. 2023, arXiv:2305.14314) section 3: 4-bit NormalFloat weights with one
 # fp32 constant per 64-weight block, double-quantised to 8 bits with one fp32 constant per 256
@@ -273,20 +289,25 @@ ZERO_STAGES: dict[int, tuple[float, float, str]] = {
 }
 
 
-def zero_split_bytes(stage: int) -> tuple[float, float]:
-    """(kept on every GPU, sharded over the ranks) bytes per trained parameter at ZeRO `stage`."""
+def zero_split_bytes(stage: int, optimizer: int = OPTIMIZER_BYTES) -> tuple[float, float]:
+    """(kept on every GPU, sharded over the ranks) bytes per trained parameter at ZeRO `stage`,
+    with `optimizer` bytes of optimizer state (12 for Adam, 6 for 8-bit Adam) in place of 12."""
     if stage not in ZERO_STAGES:
         raise InputError(
             f"ZeRO stage {stage} does not exist; valid: 0, 1, 2, 3 (3 = FSDP)", field="zero_stage"
         )
     kept, sharded, _ = ZERO_STAGES[stage]
-    return kept, sharded
+    less = OPTIMIZER_BYTES - optimizer
+    return (kept - less, sharded) if stage == 0 else (kept, sharded - less)
 
 
-def zero_state_bytes_per_param(stage: int, ranks: int) -> tuple[float, str]:
+def zero_state_bytes_per_param(
+    stage: int, ranks: int, optimizer: int = OPTIMIZER_BYTES
+) -> tuple[float, str]:
     """Bytes of weights + gradients + optimizer states per parameter on one GPU."""
-    kept, sharded = zero_split_bytes(stage)
-    return kept + sharded / ranks, ZERO_STAGES[stage][2].format(n=ranks)
+    kept, sharded = zero_split_bytes(stage, optimizer)
+    expr = ZERO_STAGES[stage][2].format(n=ranks).replace("12", str(optimizer))
+    return kept + sharded / ranks, expr
 
 
 def lora_adapter_params(shape: Shape, rank: int) -> tuple[Figure, float]:
@@ -459,9 +480,10 @@ def training_memory(
     """Memory per GPU for mixed-precision Adam training, data parallel over `ranks` GPUs: every
     weight trained (full), or frozen base weights + LoRA/QLoRA adapters (the ZeRO stage shards
     the trainable states; stage 3 the frozen weights too)."""
-    per_param, expr = zero_state_bytes_per_param(zero_stage, ranks)
+    per_param, expr = zero_state_bytes_per_param(zero_stage, ranks, optimizer_bytes(method))
     where = f"(ZeRO stage {zero_stage}, {ranks} GPUs)"
-    if method == "full":
+    if method in EVERY_WEIGHT:
+        where += " with 8-bit Adam states" if method == "adam8bit" else ""
         out = [
             Figure(
                 "model_states_per_gpu_gb",
@@ -609,7 +631,7 @@ def training_flops(
     adapter parameters one token passes through (lora_adapter_params). QLoRA's NF4 weights are
     dequantised to bf16 before each matmul: the same FLOPs."""
     r = float(recompute)  # the share of the layers whose forward runs twice
-    if method == "full":
+    if method in EVERY_WEIGHT:
         k = 6 + 2 * r
         flops = k * shape.active_params * tokens
         why = _recompute_words(r)

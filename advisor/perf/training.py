@@ -43,6 +43,7 @@ from advisor.catalog.models import Accelerator
 from advisor.perf.inference import link_bus_gb_s
 from advisor.perf.sizing import (
     DEFAULT_LORA_RANK,
+    EVERY_WEIGHT,
     Figure,
     Shape,
     attention_training_flops,
@@ -183,7 +184,7 @@ class Job:
     recompute: float  # share of the layers recomputed whole: 0 none, 1 full (True/False too)
     efficiency: float  # share of the dense peak the kernels reach (workload profile / fleet)
     global_batch_tokens: int = DEFAULT_GLOBAL_BATCH_TOKENS
-    method: str = "full"  # full, lora or qlora (sizing.training_flops / training_memory)
+    method: str = "full"  # sizing.METHODS (sizing.training_flops / training_memory)
     lora_rank: int = DEFAULT_LORA_RANK
     # experts' all-to-alls hidden under another micro-batch's compute (DeepSeek-V3's DualPipe,
     # Megatron-Core's --overlap-moe-expert-parallel-comm); False: on the critical path
@@ -206,7 +207,7 @@ class Job:
     @property
     def trainable_params(self) -> float:
         """Parameters with gradients: every weight, or the LoRA/QLoRA adapters."""
-        if self.method == "full":
+        if self.method in EVERY_WEIGHT:
             return self.shape.params
         return lora_adapter_params(self.shape, self.lora_rank)[0].value
 
@@ -607,7 +608,7 @@ def _dp_formula(job: Job, cluster: Cluster, layout: Layout, micro: int) -> str:
     rings = [r for r in _dp_rings(job, layout, micro) if r.ranks > 1]
     if not rings:
         return "one data-parallel rank: nothing to reduce"
-    what = "adapter" if job.method != "full" else "all"
+    what = "all" if job.method in EVERY_WEIGHT else "adapter"
     parts = []
     for ring, name in zip(rings, ("", " (experts, over EP)"), strict=False):
         n = ring.ranks
@@ -765,7 +766,8 @@ def peak16_tflops(acc: Accelerator) -> float | None:
     return acc.peak_tflops.bf16 or acc.peak_tflops.fp16
 
 
-TRAINING_PRECISIONS = ("bf16", "fp16", "fp8")
+TRAINING_PRECISIONS = ("bf16", "fp16", "fp8", "fp4")
+LOW_PRECISION_TRAINING = ("fp8", "fp4")  # on tensor cores the chip must have (refused elsewhere)
 # The share of the 16-bit peak fused attention kernels reach over forward and backward, which
 # dominate at long context. ESTIMATED from the published kernel figures, not from the rows:
 # FlashAttention-2 reaches 50-73% of the A100's peak (Dao 2023, arXiv:2307.08691, abstract and
@@ -781,13 +783,42 @@ ATTENTION_EFFICIENCY = 0.65
 FP8_RELATIVE_EFFICIENCY = 0.78
 
 
+# NVFP4 pretraining (NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv:2509.25149,
+# 2025, section 4): the linear layers' forward, data-gradient and weight-gradient GEMMs run in
+# NVFP4 on Blackwell's FP4 tensor cores, but a few sensitive linear layers stay in BF16 (about
+# 15% of them: the final blocks of its 12B model), as do attention, the embeddings, the output
+# head, master weights and optimizer states. The FP4 peak is 2x the FP8 one on B200/GB200 and 3x
+# on B300/GB300 (NVIDIA's "up to 3x speedups over FP8" is that GEMM ratio; no end-to-end
+# training throughput is published).
+FP4_BF16_LINEAR_SHARE = 0.15
+# The share of the FP4 peak an NVFP4 step's FP4 GEMMs reach, relative to a 16-bit step's share
+# of the 16-bit peak. ESTIMATED below FP8's 0.78: NVFP4 adds a random Hadamard transform on the
+# weight-gradient inputs, 2D block scaling and stochastic rounding of the gradients around every
+# GEMM (arXiv:2509.25149 section 4), memory-bound kernels that do not speed up.
+FP4_RELATIVE_EFFICIENCY = 0.6
+
+
 def training_peaks(acc: Accelerator, precision: str) -> tuple[float, float, float]:
     """(GEMM peak, attention peak) in TFLOP/s and the efficiency factor of training in
     `precision` on `acc`: 16-bit at the bf16 (else fp16) rate; fp8 with the linear layers' GEMMs
     at the FP8 rate, attention at the 16-bit one (module doc). (0, 0, 1) where the chip has no
     rate for it."""
     peak16 = peak16_tflops(acc) or 0.0
+    if precision == "fp4":
+        return fp4_training_peaks(acc.peak_tflops.fp4 or 0.0, peak16)
     if precision == "fp8":
         fp8 = acc.peak_tflops.fp8
         return (fp8, peak16, FP8_RELATIVE_EFFICIENCY) if fp8 else (0.0, 0.0, 1.0)
     return peak16, peak16, 1.0
+
+
+def fp4_training_peaks(fp4: float, peak16: float) -> tuple[float, float, float]:
+    """training_peaks in fp4 (NVFP4): the FP4 peak, attention at the 16-bit one, and the factor
+    that times the linear GEMMs as the recipe runs them: 1 - FP4_BF16_LINEAR_SHARE of their
+    FLOPs at the FP4 peak x FP4_RELATIVE_EFFICIENCY, the rest at the 16-bit peak:
+    1 / (fp4 x ((1 - s) / (fp4 x f) + s / bf16)). (0, 0, 1) without an FP4 rate."""
+    if not fp4 or not peak16:
+        return 0.0, 0.0, 1.0
+    s = FP4_BF16_LINEAR_SHARE
+    factor = 1 / (fp4 * ((1 - s) / (fp4 * FP4_RELATIVE_EFFICIENCY) + s / peak16))
+    return fp4, peak16, factor

@@ -43,7 +43,7 @@ class Work:
     tensor_parallel: int | None = None
     max_ttft_ms: float | None = None
     max_itl_ms: float | None = None
-    method: str = "full"  # full, lora or qlora
+    method: str = "full"  # full, adam8bit, lora or qlora (sizing.METHODS)
     lora_rank: int = 16
     deadline_days: float | None = None
     max_gpus: int | None = None

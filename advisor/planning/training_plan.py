@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from advisor.catalog.models import Accelerator, WorkloadProfile
 from advisor.errors import InputError, field_name
-from advisor.perf.sizing import Figure, Shape, zero_split_bytes
+from advisor.perf.sizing import OPTIMIZER_BYTES, Figure, Shape, zero_split_bytes
 from advisor.perf.training import Cluster, Job, Layout, Run, gpu_hours, run_time
 from advisor.perf.work import TP_DEGREES, Work
 from advisor.planning.fit import Fit
@@ -160,9 +160,12 @@ class _Room:
         ]
 
 
-def full_training_split(shape: Shape, stage: int, activations_gb: float) -> tuple[float, float]:
-    """(kept, sharded) GB per GPU of training every weight at ZeRO `stage` (training_layouts)."""
-    kept, sharded = zero_split_bytes(stage)
+def full_training_split(
+    shape: Shape, stage: int, activations_gb: float, optimizer: int = OPTIMIZER_BYTES
+) -> tuple[float, float]:
+    """(kept, sharded) GB per GPU of training every weight at ZeRO `stage` with `optimizer`
+    bytes of optimizer state a parameter (training_layouts)."""
+    kept, sharded = zero_split_bytes(stage, optimizer)
     return shape.params * kept / GB + activations_gb, shape.params * sharded / GB
 
 

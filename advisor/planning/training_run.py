@@ -17,12 +17,15 @@ from advisor.catalog.models import Accelerator, WorkloadProfile
 from advisor.errors import InputError, field_name
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
 from advisor.perf.sizing import (
+    EVERY_WEIGHT,
     METHODS,
+    OPTIMIZER_BYTES,
     TRAINING_STATE_BYTES,
     Figure,
     activation_memory,
     frozen_weights,
     lora_adapter_params,
+    optimizer_bytes,
     training_memory,
     usable_memory_gb,
     zero_split_bytes,
@@ -81,6 +84,7 @@ class TrainingRun(Plan):
         self._check_method()
         self.seq_len = w.seq_len or min(self.context_limit or DEFAULT_SEQ_LEN, DEFAULT_SEQ_LEN)
         self.recompute_share = 1.0 if w.recompute else 0.0  # of the layers, recomputed whole
+        self.recompute_asked = w.recompute  # as the request says (variants decide it one way)
         self.activations_gb = self._activations(self.recompute_share)
         self.deadline_h = deadline_hours(w)
 
@@ -156,7 +160,8 @@ class TrainingRun(Plan):
         eff, source = self.efficiency(acc)
         factor = training_peaks(acc, w.precision)[2]
         if factor != 1.0:
-            eff, source = eff * factor, f"{source} x {factor:g} in {w.precision} (FP8 kernels)"
+            kernels = "NVFP4 recipe" if w.precision == "fp4" else "FP8 kernels"
+            eff, source = eff * factor, f"{source} x {factor:.3g} in {w.precision} ({kernels})"
         layouts = self._layouts(w.method, usable_memory_gb(acc.device_memory_gb), cluster.domain)
         wanted = self.profile.default_gpu_count if w.gpu_count is None else w.gpu_count
         if not layouts:
@@ -237,7 +242,8 @@ class TrainingRun(Plan):
     def _trained_and_frozen_gb(self) -> tuple[float, float]:
         """GB of the trained weights' states (weights, gradients, optimizer) and of the frozen
         weights, one whole copy each."""
-        return self.shape.params * TRAINING_STATE_BYTES / GB, 0.0
+        state_bytes = TRAINING_STATE_BYTES - OPTIMIZER_BYTES + optimizer_bytes(self.w.method)
+        return self.shape.params * state_bytes / GB, 0.0
 
     def _shape_figures(self) -> tuple[Figure, ...]:
         """The assumed shape of a bare parameter count, as a figure (Shape.assumed)."""
@@ -337,8 +343,10 @@ class TrainingRun(Plan):
         frozen weights) and GB that ZeRO shards over the ranks (divided by their count), for
         `method` (the one asked for, or a lighter one `_lighter` weighs)."""
         stage = self.zero_stage
-        if method == "full":
-            return full_training_split(self.shape, stage, self.activations_gb)
+        if method in EVERY_WEIGHT:
+            return full_training_split(
+                self.shape, stage, self.activations_gb, optimizer_bytes(method)
+            )
         adapters = self._adapters()
         kept_bytes, sharded_bytes = zero_split_bytes(stage)
         kept = adapters * kept_bytes / GB + self.activations_gb
@@ -367,7 +375,11 @@ class TrainingRun(Plan):
         tp = node_tp_degrees(per_node)[-1] if layers else 1
         pp = max((p for p in PP_DEGREES if p <= (layers or 0)), default=1)
         states = (kept - act) / (tp * pp)
-        what = "unsharded states" if method == "full" else f"unsharded {method} weights and states"
+        what = (
+            "unsharded states"
+            if method in EVERY_WEIGHT
+            else f"unsharded {method} weights and states"
+        )
         split = f" over TP {tp} x PP {pp}" if tp * pp > 1 else ""
         parts = [f"ZeRO stage {stage} keeps {states:.0f} GB of {what}{split}"]
         if act:
@@ -387,19 +399,24 @@ class TrainingRun(Plan):
         """The lighter methods (after the one asked for in METHODS) that fit on `acc`, on one
         node where the job must stay on one: what each needs per GPU and on how many GPUs."""
         per_node = cluster.per_node
-        if self.shape.intermediate is None or self.shape.mla_kv_dim:
-            return ()  # no adapter count for this shape (sizing.lora_adapter_params)
+        # no adapter count without the MLP width or with MLA (sizing.lora_adapter_params)
+        adapters = self.shape.intermediate is not None and not self.shape.mla_kv_dim
         wanted = self.profile.default_gpu_count if self.w.gpu_count is None else self.w.gpu_count
         out = []
         for method in METHODS[METHODS.index(self.w.method) + 1 :]:
-            ranks = self._min_ranks(acc, method)
+            if method not in EVERY_WEIGHT and not adapters:
+                continue
+            # every weight with a lighter optimizer: recomputing as needed, as the plan would
+            unasked = self.recompute_asked is None
+            probe = self._variant(1.0) if method in EVERY_WEIGHT and unasked else self
+            ranks = probe._min_ranks(acc, method)
             if ranks is None:
                 continue
             nodes = math.ceil(max(ranks, wanted, 1) / per_node)
             if nodes > 1 and self._one_node(cluster.network_gbps):
                 continue
             rented = nodes * per_node
-            out.append((method, self._memory(method, rented)[-1].value, rented, nodes))
+            out.append((method, probe._memory(method, rented)[-1].value, rented, nodes))
         return tuple(out)
 
 
