@@ -83,7 +83,7 @@ def training_layouts(
         first_pp = piped[0].pp
         shallow = piped if share else [lay for lay in piped if lay.pp == first_pp]
         return shallow + _context_parallel(room, stage, tp, pps, eps, pipeline_beside)
-    return _context_parallel(room, stage, tp, pps, eps, True)
+    return _context_parallel(room, stage, tp, pps, eps, True, True)
 
 
 def _shallowest(layouts: list[Layout]) -> list[Layout]:
@@ -96,20 +96,30 @@ def _shallowest(layouts: list[Layout]) -> list[Layout]:
 
 
 def _context_parallel(
-    room: _Room, stage: int, tp: int, pps: list[int], eps: list[int], needed: bool
+    room: _Room,
+    stage: int,
+    tp: int,
+    pps: list[int],
+    eps: list[int],
+    needed: bool,
+    wide: bool = False,
 ) -> list[Layout]:
     """A sequence whose activations no TP x PP holds (`needed`), or beside pipelines at scale:
-    its tokens split over the fewest CP ranks that hold them (Megatron-Core context parallelism;
-    activations per rank fall with s / CP), with the widest TP and, at that CP, no pipeline or
-    the shallowest that holds the work (CP combines with TP and PP, as Llama 3 405B's 128k
-    stage ran TP8 CP16 PP16)."""
+    its tokens split over CP ranks (Megatron-Core context parallelism; activations per rank
+    fall with s / CP): the fewest that hold them and, when nothing else does (`wide`), every
+    wider degree too (a long sequence's few sequences a step keep more GPUs busy over more CP
+    ranks: NeMo ran 1M tokens at CP16-32),
+    with the widest TP and, at each CP, no pipeline or the shallowest that holds the work (CP
+    combines with TP and PP, as Llama 3 405B's 128k stage ran TP8 CP16 PP16)."""
     if not needed:
         return []
+    out: list[Layout] = []
     for cp in CP_DEGREES:
         found = room.layouts(stage, [tp], [1, *pps], eps, cp)
-        if found:
-            return [lay for lay in found if lay.pp == found[0].pp]
-    return []
+        out += [lay for lay in found if lay.pp == found[0].pp]
+        if out and not wide:
+            return out
+    return out
 
 
 def _dividing(degrees: tuple[int, ...], whole: int) -> list[int]:
