@@ -145,8 +145,13 @@ class TrainingRun(Plan):
         less."""
         if self.w.recompute is not None:
             return self._as_asked(acc, cluster)  # (the ZeRO stage is decided)
-        shares = (0.0, *PARTIAL_RECOMPUTE, 1.0)
-        plans = [(r, self._variant(r)._as_asked(acc, cluster)) for r in shares]
+        ends = [(r, self._variant(r)._as_asked(acc, cluster)) for r in (0.0, 1.0)]
+        none, full = ends[0][1], ends[1][1]
+        helps = none.unfit is not None or (full.unfit is None and _cost(full) < _cost(none))
+        # recomputing part of the layers can only beat none where recomputing all of them does
+        shares = PARTIAL_RECOMPUTE if helps else ()
+        middle = [(r, self._variant(r)._as_asked(acc, cluster)) for r in shares]
+        plans = [ends[0], *middle, ends[1]]
         fitting = [(r, f) for r, f in plans if f.unfit is None]
         share, chosen = min(fitting, key=lambda p: (_cost(p[1]), p[0])) if fitting else plans[-1]
         figure = Figure("recompute", share, "share of layers", _recompute_why(share, chosen, plans))
