@@ -202,3 +202,23 @@ def test_eight_bit_adam_fits_a_7b_full_fine_tune_on_one_a100(shipped: Catalog) -
     eight = _estimate(shipped, method="adam8bit", **common)
     expected = (6.74e9 * 10 + 2 * 4096 * 4096 * 32 + 4 * 4096 * 32000) / 1e9
     assert eight.fits and eight.memory_per_gpu_gb == pytest.approx(expected)
+
+
+def test_an_nvl72_rack_keeps_the_experts_all_to_alls_on_nvlink(shipped: Catalog) -> None:
+    """DeepSeek-V3 on GB200 NVL72 trays (4 GPUs a tray, nvlink_domain_gpus 72): whatever EP the
+    plan takes within 72 / (TP x CP) GPUs, none of a token's copies crosses the network: the
+    all-to-all figure counts 0 copies at the network's rate."""
+    r = _estimate(
+        shipped,
+        workload="large_scale_training",
+        model="deepseek-v3",
+        tokens=1e12,
+        instance_type="BM.GPU.GB200.4",
+        gpu_count=1024,
+        dualpipe=True,
+    )
+    layout = r.layout
+    assert r.fits and layout.expert_parallel > 4  # more EP ranks than one tray holds
+    assert layout.expert_parallel * layout.tensor_parallel * layout.context_parallel <= 72
+    a2a = next(f for f in r.figures if f.name == "a2a_comm_s_per_step")
+    assert " + 0 at " in a2a.formula
