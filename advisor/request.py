@@ -46,7 +46,7 @@ PURCHASE_WORDS = (
     "any",
 )
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "fp4", "int8", "int4"]
-Method = Literal["full", "lora", "qlora"]
+Method = Literal["full", "adam8bit", "lora", "qlora"]
 KvPrecision = Literal["bf16", "fp16", "fp8"]
 PERCENTILES = (50, 90, 99)  # what the serving simulation reports (perf/serving_sim.py)
 
@@ -231,6 +231,19 @@ class SizedWork(_Request):
         ),
         SizesWork(),
     ] = None
+    dualpipe: Annotated[
+        bool | None,
+        Field(
+            description="training a mixture of experts: the experts' all-to-alls hidden under "
+            "another micro-batch's compute (DeepSeek's DualPipe); null: on the critical path"
+        ),
+        Cli(
+            "Mixture-of-experts training: overlap the experts' all-to-alls with compute "
+            "(DualPipe-style); default: on the critical path, as Megatron-Core runs them.",
+            TRAINING,
+        ),
+        SizesWork("training"),
+    ] = None
     deadline_days: Annotated[
         float | None,
         Field(ge=1e-6, le=36_500, description="training: finish within (wall time)"),
@@ -377,8 +390,15 @@ class SizedWork(_Request):
     ] = None
     method: Annotated[
         Method,
-        Field(description="training: every weight (full), LoRA adapters, or QLoRA (4-bit base)"),
-        Cli(f"Training: {choice_words('method')} (qlora: frozen 4-bit base + adapters).", WORK),
+        Field(
+            description="training: every weight (full; adam8bit with 8-bit Adam states), LoRA "
+            "adapters, or QLoRA (4-bit base)"
+        ),
+        Cli(
+            f"Training: {choice_words('method')} (adam8bit: every weight, 8-bit Adam states; "
+            "qlora: frozen 4-bit base + adapters).",
+            WORK,
+        ),
     ] = "full"
     lora_rank: Annotated[
         int,

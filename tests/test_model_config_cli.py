@@ -55,14 +55,18 @@ def test_a_bad_config_is_exit_2_naming_the_flag_and_key(tmp_path: Path) -> None:
 
 
 def test_active_params_make_a_bare_size_a_mixture_of_experts() -> None:
-    """gpt-oss-120b by its two sizes (117B, 5.1B active): a fine-tune's compute follows the
-    active parameters, so it takes about 5.1 / 117 of the dense 117B's GPU-hours; the memory
-    (every expert's weights and states) stays the dense one's."""
+    """gpt-oss-120b by its two sizes (117B, 5.1B active): an assumed mixture of experts
+    (sizing.assumed_moe_shape: 256 experts top-8), so a fine-tune's compute follows the active
+    parameters, about 5.1 / 117 of the dense 117B's GPU-hours; every expert's weights and
+    states stay, but the activations are a 5.1B-active model's and the experts may split over
+    EP: less memory per GPU than the dense 117B's."""
     ask = ("estimate", "-w", "fine_tuning", "--params-b", "117", "-a", "h100-sxm", "-g", "64",
            "--tokens", "1e9", "--json")  # fmt: skip
     dense = json.loads(run(*ask).stdout)
     moe = json.loads(run(*ask, "--active-params-b", "5.1").stdout)
-    assert moe["memory_per_gpu_gb"] == pytest.approx(dense["memory_per_gpu_gb"])
+    assert moe["memory_per_gpu_gb"] < dense["memory_per_gpu_gb"]
+    assumed = next(f for f in moe["figures"] if f["name"] == "assumed_layers")
+    assert "256 experts" in assumed["formula"]
     # compute follows the active parameters; the gradients' all-reduce stays the dense size's
     assert moe["hours"] < dense["hours"] / 3
     wrong = run(*ask, "--active-params-b", "200")

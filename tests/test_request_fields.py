@@ -156,7 +156,13 @@ def test_a_field_declared_on_the_model_alone_reaches_the_command() -> None:
 
 def test_the_field_groups_are_read_from_the_declarations() -> None:
     """The groups the idle-field and bare-size rules read, written out by hand."""
-    assert TRAINING_ONLY == ("tokens", "zero_stage", "deadline_days", "global_batch_tokens")
+    assert TRAINING_ONLY == (
+        "tokens",
+        "zero_stage",
+        "dualpipe",
+        "deadline_days",
+        "global_batch_tokens",
+    )
     assert set(SERVING_FIELDS) == {
         "context_tokens", "throughput_tokens_s", "input_tokens", "output_tokens",
         "concurrency", "request_rate", "tensor_parallel", "max_ttft_ms", "max_itl_ms",

@@ -129,10 +129,11 @@ def test_estimate_reports_every_figure(shipped: Catalog) -> None:
     assert all(f.formula for f in r.figures)
     assert r.fits and r.hours is not None and r.hourly_usd is not None
     assert r.cost_usd == pytest.approx(r.hours * r.hourly_usd)
-    # states + activations without recomputation (39*s*b*h per layer, Llama 3's SwiGLU MLP of
-    # width 14,336: they fit) + fp32 logits
+    # states + activations without recomputation (34*s*b*h per layer: GQA attention 2 + 2 +
+    # 2 x 2 x 8/32 + 2 = 7, norms 4, Llama 3's SwiGLU MLP of width 14,336 2 + 6 x 14,336/4,096
+    # = 23, no dropout: they fit) + fp32 logits
     assert r.memory_per_gpu_gb == pytest.approx(
-        8.03e9 * 16 / 8 / 1e9 + 39 * 4096 * 4096 * 32 / 1e9 + 4 * 4096 * 128256 / 1e9
+        8.03e9 * 16 / 8 / 1e9 + 34 * 4096 * 4096 * 32 / 1e9 + 4 * 4096 * 128256 / 1e9
     )
 
 
@@ -160,12 +161,12 @@ def test_an_unfit_estimate_names_activations_and_what_one_gpu_needs(shipped: Cat
     """Llama-3-8B without recomputation at 131,072 tokens: ZeRO-3 shards every state away and
     tensor parallelism (sequence parallel) splits activations at most 8 ways inside a p5 node,
     but one micro-batch's stay. Korthikanti et al. (2022) Table 2 with FlashAttention (no s x s
-    scores), 16-bit, with Llama 3's SwiGLU MLP (11 + 4 + 3 + 6 x 14,336 / 4,096 = 39): 39*s*b*h
-    per layer x 32 layers = 670.0 GB, + fp32 logits 4*s*vocab = 67.2 GB: 92.2 GB per GPU over
-    TP 8, above 72 GB usable of an 80 GB H100 whatever the GPU count. Context parallelism over 2
-    ranks halves them: 16 GPUs, two nodes, where fine_tuning runs on one. The estimate says so
-    and keeps every figure at that layout: states 16 x 8.03e9 over 2 ZeRO ranks / TP 8 = 8.03
-    GB + 92.2 / 2 GB."""
+    scores), 16-bit, grouped-query attention and Llama 3's SwiGLU MLP, no dropout (7 + 4 + 2 +
+    6 x 14,336 / 4,096 = 34): 34*s*b*h per layer x 32 layers = 584.1 GB, + fp32 logits
+    4*s*vocab = 67.2 GB: 81.4 GB per GPU over TP 8, above 72 GB usable of an 80 GB H100
+    whatever the GPU count. Context parallelism over 2 ranks halves them: 16 GPUs, two nodes,
+    where fine_tuning runs on one. The estimate says so and keeps every figure at that layout:
+    states 16 x 8.03e9 over 2 ZeRO ranks / TP 8 = 8.03 GB + 81.4 / 2 GB."""
     r = estimate(
         shipped,
         EstimateRequest(
@@ -180,7 +181,7 @@ def test_an_unfit_estimate_names_activations_and_what_one_gpu_needs(shipped: Cat
     )
     assert not r.fits
     assert r.layout is not None and r.layout.context_parallel == 2
-    activations = (39 * 131072 * 4096 * 32 + 4 * 131072 * 128256) / 1e9
+    activations = (34 * 131072 * 4096 * 32 + 4 * 131072 * 128256) / 1e9
     assert r.memory_per_gpu_gb == pytest.approx(16 * 8.03e9 / 2 / 8 / 1e9 + activations / 16)
     assert "needs 2 nodes and fine_tuning runs on one node" in r.notes[0]
     activations_figure = next(f for f in r.figures if f.name == "activations_per_gpu_gb")
@@ -189,10 +190,10 @@ def test_an_unfit_estimate_names_activations_and_what_one_gpu_needs(shipped: Cat
 
 
 def test_tensor_parallel_splits_activations_so_no_recompute_fits(shipped: Catalog) -> None:
-    """The same model at 16,384 tokens: 83.8 GB of activations (39 x s x h x 32 layers) + 8.4 GB
+    """The same model at 16,384 tokens: 73.0 GB of activations (34 x s x h x 32 layers) + 8.4 GB
     of logits do not fit one H100 (72 GB usable), but TP 2 with sequence parallelism halves
     them; the narrowest layout that holds it, TP 2, widened over the node's 8 GPUs: DP 4 x TP 2,
-    states 8.03e9 x 16 bytes / (DP 4 x TP 2) + 92.2 / 2 = 62.1 GB."""
+    states 8.03e9 x 16 bytes / (DP 4 x TP 2) + 81.4 / 2 = 56.8 GB."""
     r = estimate(
         shipped,
         EstimateRequest(
@@ -207,7 +208,7 @@ def test_tensor_parallel_splits_activations_so_no_recompute_fits(shipped: Catalo
     )
     assert r.fits and r.layout is not None
     assert (r.layout.data_parallel, r.layout.tensor_parallel) == (4, 2)
-    activations = (39 * 16384 * 4096 * 32 + 4 * 16384 * 128256) / 1e9
+    activations = (34 * 16384 * 4096 * 32 + 4 * 16384 * 128256) / 1e9
     expected = 8.03e9 * 16 / 8 / 1e9 + activations / 2
     assert r.memory_per_gpu_gb == pytest.approx(expected, rel=1e-6)
     assert r.hfu == r.mfu  # no recomputation: hardware FLOPs are the model FLOPs
@@ -315,7 +316,7 @@ def test_estimate_cli_json_and_exit_codes() -> None:
 # BF16 989.5 TFLOP/s, whitepaper; NVSwitch 900 GB/s both ways), by hand (perf/training.py):
 # a step is the 4M-token batch (1,024 x 4,096: Llama 2), 128 micro-batches of one sequence per
 # GPU; the planner's ZeRO-1 (2 + 2 + 12/8 = 5.5 bytes a parameter, 44.2 GB) and one sequence's
-# activations (39 x 4,096 x 4,096 x 32 layers + 4 x 4,096 x 128,256 fp32 logits = 23.0 GB) fit
+# activations (34 x 4,096 x 4,096 x 32 layers + 4 x 4,096 x 128,256 fp32 logits = 20.4 GB) fit
 # the 72 GB usable, so neither ZeRO-3 nor recomputation: the GEMMs' 6ND
 # at fine_tuning's 0.51 kernel efficiency, causal attention's 6 x 32 x 4,096 x 4,096 per token
 # at the attention kernels' 0.65; ZeRO-1 reduce-scatters the gradients and all-gathers the

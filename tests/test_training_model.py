@@ -131,9 +131,10 @@ def test_zero3_gathers_per_micro_batch() -> None:
 
 def test_slow_network_is_slower_at_512_gpus(shipped: Catalog) -> None:
     """a3-highgpu-8g (GPUDirect-TCPX, 1,000 Gbit/s per node, about 100 per GPU) and
-    p5.48xlarge (3,200 per node) both hold 8 H100s; at 512 GPUs the slower network is slower:
-    ZeRO-3 moves 3 x 2 micro-batches x 141 GB per step at 125 vs 400 GB/s."""
-    times = {}
+    p5.48xlarge (3,200 per node) both hold 8 H100s; at 512 GPUs the slower network is slower,
+    and its plan shrinks the data-parallel rings that cross it: a deeper pipeline (TP 8 x PP 8
+    x DP 8, 15.6 GB/s per GPU, against TP 8 x PP 4 x DP 16 at 50 GB/s)."""
+    times, pipelines = {}, {}
     for it in ("a3-highgpu-8g", "p5.48xlarge"):
         r = estimate(
             shipped,
@@ -147,7 +148,9 @@ def test_slow_network_is_slower_at_512_gpus(shipped: Catalog) -> None:
         )
         assert r.hardware.gpus == 512 and r.hours is not None
         times[it] = r.hours
-    assert times["a3-highgpu-8g"] > times["p5.48xlarge"] * 1.05
+        pipelines[it] = r.layout.pipeline_parallel
+    assert times["a3-highgpu-8g"] > times["p5.48xlarge"]
+    assert pipelines["a3-highgpu-8g"] > pipelines["p5.48xlarge"]
 
 
 def test_zero3_over_pcie_l4s_is_slower_than_compute_bound(shipped: Catalog) -> None:
@@ -503,7 +506,11 @@ def test_a_frontier_run_on_16k_gpus_is_planned(shipped: Catalog) -> None:
         gpu_count=16_384,
     )
     assert r.fits and r.hardware.gpus == 16_384 and r.layout is not None
-    assert r.layout.data_parallel * r.layout.tensor_parallel * r.layout.pipeline_parallel == 16_384
+    lay = r.layout
+    assert (
+        lay.data_parallel * lay.tensor_parallel * lay.pipeline_parallel * lay.context_parallel
+        == (16_384)
+    )
     assert r.hours is not None and 0.25 <= (r.mfu or 0) <= 0.5
 
 
@@ -551,8 +558,8 @@ def test_deepseek_v3_pretraining_is_planned_without_gathering_every_expert(
     an H100 with a slower NVLink). The issue: 67x of it on a bare accelerator, 8.5x on
     p5.48xlarge, every expert all-gathered over every rank. Now the experts are split (EP, or
     TP x PP stages: the report ran PP16 x EP64) and no data-parallel ring spans all 2,048
-    ranks: its communication is a fraction of the compute. What is left is DualPipe's overlap
-    of the all-to-alls (not modelled)."""
+    ranks: the communication left exposed is a fraction of the compute (DualPipe's overlap of
+    the all-to-alls is the option dualpipe, tests/test_training_recipes.py)."""
     r = _estimate(
         shipped,
         workload="large_scale_training",
@@ -566,7 +573,7 @@ def test_deepseek_v3_pretraining_is_planned_without_gathering_every_expert(
     split = r.layout.expert_parallel * r.layout.tensor_parallel * r.layout.pipeline_parallel
     assert split >= 64
     value = {f.name: f.value for f in r.figures}
-    assert value["dp_comm_s_per_step"] < value["compute_s_per_step"] / 4
+    assert value["step_s"] - value["compute_s_per_step"] < value["compute_s_per_step"] / 4
     assert 1 / 1.6 <= r.gpu_hours / 2.664e6 <= 1.6
 
 
@@ -619,9 +626,10 @@ def test_the_planner_picks_the_zero_stage_unless_asked(shipped: Catalog) -> None
     assert (chosen.layout.zero_stage, three.layout.zero_stage) == (1, 3)
     assert chosen.gpu_hours is not None and three.gpu_hours is not None
     assert chosen.gpu_hours < three.gpu_hours
-    # activations: 11 + 4 + the SwiGLU MLP's 3 + 6 x 14,336 / 4,096 = 39 bytes per token and h
+    # activations: GQA attention 2 + 2 + 2 x 2 x 8/32 + 2 = 7, norms 4, the SwiGLU MLP's
+    # 2 + 6 x 14,336 / 4,096 = 23 (no dropout): 34 bytes per token and h
     assert chosen.memory_per_gpu_gb == pytest.approx(
-        8.03e9 * (2 + 2 + 12 / 8) / 1e9 + (39 * 4096 * 4096 * 32 + 4 * 4096 * 128256) / 1e9
+        8.03e9 * (2 + 2 + 12 / 8) / 1e9 + (34 * 4096 * 4096 * 32 + 4 * 4096 * 128256) / 1e9
     )
 
 

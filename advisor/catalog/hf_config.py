@@ -190,7 +190,10 @@ def preset_from_config(
             active_params_b=round(active / 1e9, 2),
             experts=layers.experts,
             experts_per_token=layers.per_token,
+            shared_experts=-(-layers.shared_width // layers.expert_width),
         )
+        if isinstance(cfg.get("topk_group"), int) and cfg["topk_group"] > 0:
+            fields["route_nodes"] = cfg["topk_group"]  # DeepSeek's node-limited routing
     if kind in MLA_TYPES and "kv_lora_rank" in cfg:
         fields.update(
             attention="mla",

@@ -444,6 +444,11 @@ class ModelPreset(Strict):
     context_length: Annotated[int, Field(gt=0, le=100_000_000)]
     experts: Annotated[int | None, Field(gt=0, le=10_000)] = None  # routed experts per layer
     experts_per_token: Annotated[int | None, Field(gt=0, le=10_000)] = None  # routing top-k
+    # Experts of intermediate_size every token passes through besides its top-k (DeepSeek-V3:
+    # n_shared_experts 1), and node-limited routing: the most nodes (expert groups) a token's
+    # experts may sit on (DeepSeek-V3: topk_group 4), which bounds its all-to-all traffic.
+    shared_experts: Annotated[int, Field(ge=0, le=1000)] = 0
+    route_nodes: Annotated[int | None, Field(gt=0, le=10_000)] = None
     # Sliding-window attention: each layer keeps K/V of at most this many recent tokens.
     sliding_window: Annotated[int | None, Field(gt=0, le=100_000_000)] = None
     # Hybrid attention (gpt-oss alternates windowed and full layers): how many layers keep the
@@ -463,6 +468,9 @@ class ModelPreset(Strict):
     # The output head shares the input embedding table (GPT-2/3); untied (Llama, Mistral, Qwen2.5
     # 7B+, DeepSeek), a forward pass looks up its tokens' rows and never reads the table whole.
     tied_embeddings: bool = False
+    # Trained with dropout (GPT-2/3: resid_pdrop and attn_pdrop 0.1): its masks are activations
+    # the backward keeps (advisor/perf/sizing.py); the 2023+ open models train without.
+    dropout: bool = False
     notes: str | None = None
     source: Annotated[str, Field(min_length=1)]
 

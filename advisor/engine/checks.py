@@ -146,14 +146,14 @@ def _one_node_by_count(k: StaticCase) -> Finding | None:
 
 def _precision_unsupported(k: StaticCase) -> Finding | None:
     """A served model's precision the GPU has no matrix units for (advisor/perf/precision.py);
-    for training, fp8 on a GPU without FP8 tensor cores, and a full-weight bf16 job on one
-    without bf16 (T4, V100: fp16 mixed precision is another recipe, with loss scaling, that the
-    request did not ask for). LoRA/QLoRA in 16 bits run at the bf16, else fp16, rate
-    (perf/training.py training_peaks): adapters train in fp16 on such parts as a rule."""
+    for training, fp8 (fp4) on a GPU without FP8 (FP4) tensor cores, and a full-weight bf16
+    job on one without bf16 (T4, V100: fp16 mixed precision is another recipe, with loss
+    scaling, that the request did not ask for). LoRA/QLoRA in 16 bits run at the bf16, else
+    fp16, rate (perf/training.py training_peaks): adapters train in fp16 on such parts as a rule."""
     if not k.w.sized or not k.c.is_gpu or k.p.sizing == "none":
         return None
-    full_bf16 = k.w.precision == "bf16" and k.w.method == "full"
-    if k.p.sizing == "training" and k.w.precision != "fp8" and not full_bf16:
+    full_bf16 = k.w.precision == "bf16" and k.w.method in ("full", "adam8bit")
+    if k.p.sizing == "training" and k.w.precision not in ("fp8", "fp4") and not full_bf16:
         return None
     found = k.c.precision_support[k.w.precision]
     return Finding(found.reason, relaxable=False) if isinstance(found, Unsupported) else None

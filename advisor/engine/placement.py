@@ -21,6 +21,7 @@ PLACEMENT_READS = (
     "per_node_memory_gb",
     "instance.interconnect_gb_s",  # tensor parallelism's all-reduces (perf/inference.py)
     "instance.network_gbps",  # training's data-parallel collectives across nodes (perf/training.py)
+    "instance.nvlink_domain_gpus",  # training's collectives and layout inside an NVL72 rack
 )
 
 
@@ -42,7 +43,9 @@ def place(
         if not c.is_gpu:
             return Placement(0, 1)
         it = c.instance
-        fit = plan.fit(c.hardware, it.gpu_count, it.interconnect_gb_s, it.network_gbps)
+        fit = plan.fit(
+            c.hardware, it.gpu_count, it.interconnect_gb_s, it.network_gbps, it.nvlink_domain_gpus
+        )
         return Placement(fit.gpus_needed, max(fit.nodes, 1), fit.spans_nodes, fit)
     need_gb = w.memory_gb or 0.0
     if c.is_gpu:

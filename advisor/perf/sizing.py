@@ -50,7 +50,23 @@ BYTES_PER_WEIGHT = {
     "int4": 0.5,
 }
 TRAINING_STATE_BYTES = 16  # 2 weights + 2 gradients + 12 optimizer (ZeRO paper, section 3)
-METHODS = ("full", "lora", "qlora")  # fine-tuning methods; lighter ones come later
+OPTIMIZER_BYTES = 12  # fp32 master weights, Adam's first and second moments (4 + 4 + 4)
+# 8-bit Adam (Dettmers et al. 2021, arXiv:2110.02861; bitsandbytes Adam8bit): both moments
+# block-wise quantised to 8 bits (one fp32 scale per 2,048 values, 0.2%, left out) beside the
+# fp32 master weights: 4 + 1 + 1 bytes of optimizer state per parameter, 10 in all with the
+# 16-bit weights and gradients.
+ADAM8BIT_OPTIMIZER_BYTES = 6
+# training methods, heaviest first: every weight with Adam, every weight with 8-bit Adam,
+# LoRA adapters, QLoRA adapters on a 4-bit base
+METHODS = ("full", "adam8bit", "lora", "qlora")
+EVERY_WEIGHT = ("full", "adam8bit")  # the methods that train every weight
+
+
+def optimizer_bytes(method: str) -> int:
+    """Optimizer state bytes per trained parameter of `method`."""
+    return ADAM8BIT_OPTIMIZER_BYTES if method == "adam8bit" else OPTIMIZER_BYTES
+
+
 DEFAULT_LORA_RANK = 16
 # QLoRA (Dettmers et al. 2023, arXiv:2305.14314) section 3: 4-bit NormalFloat weights with one
 # fp32 constant per 64-weight block, double-quantised to 8 bits with one fp32 constant per 256
@@ -97,6 +113,14 @@ class Shape:
     experts_per_token: int | None = None
     tied_embeddings: bool = False  # the output head is the input embedding table
     sliding_layers: int | None = None  # layers that keep the window (None: all of them)
+    # Dropout masks kept for the backward (1 byte per element: Korthikanti et al. 2022 4.1):
+    # GPT-3-era recipes (Megatron-LM's defaults, hidden and attention dropout 0.1) keep them;
+    # the 2023+ open models' configs set attention_dropout 0.0 and train without dropout.
+    dropout: bool = False
+    shared_experts: int = 0  # MoE: experts every token passes through (DeepSeek's shared expert)
+    # Node-limited routing: the most nodes a token's experts may sit on (DeepSeek-V3's
+    # topk_group, 4 of 8 groups; arXiv:2412.19437 section 2.1.2); None: routed by expert alone.
+    route_nodes: int | None = None
 
     @property
     def lookup_params(self) -> float:
@@ -128,6 +152,9 @@ class Shape:
             experts_per_token=preset.experts_per_token,
             tied_embeddings=preset.tied_embeddings,
             sliding_layers=preset.sliding_window_layers,
+            dropout=preset.dropout,
+            shared_experts=preset.shared_experts,
+            route_nodes=preset.route_nodes,
         )
 
     @classmethod
@@ -152,6 +179,27 @@ class Shape:
             vocab=GPT3_VOCAB,
             intermediate=4 * hidden,
             gated_mlp=False,
+            dropout=True,
+        )
+
+    @classmethod
+    def assumed_moe(cls, params_b: float, active_b: float) -> Shape:
+        """A mixture of experts known by its two sizes (assumed_moe_shape), so training lays
+        out expert parallelism and sizes its experts' activations without a preset."""
+        layers, hidden, heads, experts, width = assumed_moe_shape(params_b, active_b)
+        return cls(
+            f"{params_b:g}B parameters, {active_b:g}B active (assumed shape)",
+            params_b * BILLION,
+            active_b * BILLION,
+            layers,
+            hidden,
+            heads,
+            heads,
+            hidden // heads,
+            vocab=GPT3_VOCAB,
+            intermediate=width,
+            experts=experts,
+            experts_per_token=ASSUMED_TOP_K,
         )
 
     @property
@@ -203,6 +251,34 @@ def assumed_shape(params_b: float) -> tuple[int, int, int]:
     return layers, heads * ASSUMED_HEAD_DIM, heads
 
 
+# Experts a token is routed to in an assumed mixture of experts: DeepSeek-V3 (arXiv:2412.19437
+# section 4.2), Qwen3-235B-A22B and Qwen3-30B-A3B (their config.json: num_experts_per_tok 8).
+ASSUMED_TOP_K = 8
+
+
+def assumed_moe_shape(params_b: float, active_b: float) -> tuple[int, int, int, int, int]:
+    """(layers, hidden, heads, experts, expert MLP width) of a mixture of experts of `params_b`
+    billion parameters, `active_b` per token: top-8 routing over 8 x the power of two above
+    params / active experts (so k / E < active / total: DeepSeek-V3 671/37 -> 256,
+    Qwen3-235B-A22B 235/22 -> 128, gpt-oss-120b 117/5.1 -> 256, its 128 top-4 in the same
+    ratio); the routed experts' parameters X = (total - active) / (1 - k/E) and the rest D =
+    total - X as attention, 4 x hidden^2 a layer; the layers of the GPT-3 row nearest the active
+    size (assumed_shape), the hidden size from D in heads of 128, and the SwiGLU expert width
+    that makes layers x E x 3 x hidden x width = X. An assumption, stated wherever it is used."""
+    ratio = params_b / active_b
+    experts = ASSUMED_TOP_K * 2 ** (math.floor(math.log2(ratio)) + 1)
+    routed = (params_b - active_b) / (1 - ASSUMED_TOP_K / experts) * BILLION
+    dense = max(params_b * BILLION - routed, 1.0)
+    layers, _, _ = assumed_shape(active_b)
+    hidden = math.sqrt(dense / (4 * layers))
+    heads = max(1, round(hidden / ASSUMED_HEAD_DIM))
+    if heads >= 8:
+        heads = 8 * round(heads / 8)
+    hidden = heads * ASSUMED_HEAD_DIM
+    width = max(1, round(routed / (layers * experts * 3 * hidden)))
+    return layers, hidden, heads, experts, width
+
+
 # ZeRO (Rajbhandari et al. 2019, section 5): of the 16 bytes per parameter, the bytes each stage
 # keeps on every GPU and the bytes it shards over the data-parallel ranks, with the formula.
 ZERO_STAGES: dict[int, tuple[float, float, str]] = {
@@ -213,20 +289,25 @@ ZERO_STAGES: dict[int, tuple[float, float, str]] = {
 }
 
 
-def zero_split_bytes(stage: int) -> tuple[float, float]:
-    """(kept on every GPU, sharded over the ranks) bytes per trained parameter at ZeRO `stage`."""
+def zero_split_bytes(stage: int, optimizer: int = OPTIMIZER_BYTES) -> tuple[float, float]:
+    """(kept on every GPU, sharded over the ranks) bytes per trained parameter at ZeRO `stage`,
+    with `optimizer` bytes of optimizer state (12 for Adam, 6 for 8-bit Adam) in place of 12."""
     if stage not in ZERO_STAGES:
         raise InputError(
             f"ZeRO stage {stage} does not exist; valid: 0, 1, 2, 3 (3 = FSDP)", field="zero_stage"
         )
     kept, sharded, _ = ZERO_STAGES[stage]
-    return kept, sharded
+    less = OPTIMIZER_BYTES - optimizer
+    return (kept - less, sharded) if stage == 0 else (kept, sharded - less)
 
 
-def zero_state_bytes_per_param(stage: int, ranks: int) -> tuple[float, str]:
+def zero_state_bytes_per_param(
+    stage: int, ranks: int, optimizer: int = OPTIMIZER_BYTES
+) -> tuple[float, str]:
     """Bytes of weights + gradients + optimizer states per parameter on one GPU."""
-    kept, sharded = zero_split_bytes(stage)
-    return kept + sharded / ranks, ZERO_STAGES[stage][2].format(n=ranks)
+    kept, sharded = zero_split_bytes(stage, optimizer)
+    expr = ZERO_STAGES[stage][2].format(n=ranks).replace("12", str(optimizer))
+    return kept + sharded / ranks, expr
 
 
 def lora_adapter_params(shape: Shape, rank: int) -> tuple[Figure, float]:
@@ -285,56 +366,88 @@ def frozen_weights(shape: Shape, method: str, zero_stage: int, ranks: int) -> Fi
     return Figure("frozen_weights_per_gpu_gb", value, "GB", formula)
 
 
-# Korthikanti et al. 2022 section 4.1, bytes per token and hidden unit of one layer in 16-bit:
-# the attention block's 11 and the two layer norms' 4 (its MLP's 19 is built below).
-ATTENTION_AND_NORM_ACTIVATION_BYTES = 11 + 4
+# Korthikanti et al. 2022 section 4.1, bytes per token and hidden unit of one layer in 16-bit: the
+# two layer norms' inputs (2 x 2); the attention block's and MLP's are built below.
+LAYER_NORM_ACTIVATION_BYTES = 4
+
+
+def attention_activation_bytes(shape: Shape) -> tuple[float, str]:
+    """Bytes the attention block keeps per token and hidden unit for the backward (Korthikanti
+    et al. 2022 section 4.1, 11 for multi-head attention with dropout): its input (2), Q (2 x
+    q / h), K and V at the KV heads' width (2 x 2 x kv / h: grouped-query attention keeps
+    heads / kv_heads times less of them than the paper's multi-head count), the output
+    projection's input (2 x q / h) and, with dropout, its mask (1); q = heads x head dim, kv =
+    KV heads x head dim. FlashAttention keeps no s x s scores (activation_memory)."""
+    h = shape.hidden or 1
+    head_dim = shape.head_dim or h // max(1, shape.heads or 1)
+    q = (shape.heads or 1) * head_dim / h
+    kv = (shape.kv_heads or shape.heads or 1) * head_dim / h
+    value = 2 + 4 * q + 4 * kv + (1 if shape.dropout else 0)
+    mask = " + 1 dropout mask" if shape.dropout else ""
+    return value, f"attention 2 + 4 x q {q:.4g} + 4 x kv {kv:.4g}{mask} = {value:.4g}"
 
 
 def activation_bytes_per_hidden(shape: Shape) -> tuple[float, str]:
-    """Bytes a layer keeps per token and hidden unit for the backward, and how the MLP's share is
-    counted. The MLP keeps its input (2h), its dropout mask (h) and, per MLP width f, what its
+    """Bytes a layer keeps per token and hidden unit for the backward, and how they are counted:
+    the attention block's (attention_activation_bytes), the layer norms' 4 and the MLP's. The
+    MLP keeps its input (2h), with dropout its mask (h), and, per MLP width f, what its
     elementwise step and second GEMM need: a plain MLP the GeLU's input and output (4f, the
-    paper's 19h at f = 4h); a gated one (SwiGLU) the gate and up projections' outputs, which the
-    SiLU-times-product backward reads, and the down projection's input (6f). A token routed to
-    k experts keeps k of those."""
+    paper's 19h at f = 4h with dropout); a gated one (SwiGLU) the gate and up projections'
+    outputs, which the SiLU-times-product backward reads, and the down projection's input (6f).
+    A token routed to k experts (and its shared experts) keeps k (+ shared) of those."""
     h = shape.hidden or 1
     f = shape.intermediate or 4 * h
-    k = shape.experts_per_token or 1
+    k = (shape.experts_per_token or 1) + shape.shared_experts
     per_width = 6 if shape.gated_mlp else 4
-    mlp = 3 + per_width * f * k / h
+    mlp = 2 + (1 if shape.dropout else 0) + per_width * f * k / h
+    attention, attention_how = attention_activation_bytes(shape)
     kind = "gated MLP (SwiGLU)" if shape.gated_mlp else "GeLU MLP"
     experts = f" x {k} experts" if k > 1 else ""
-    how = f"MLP 3 + {per_width} x f {f}{experts} / h {h} = {mlp:.4g}, {kind}"
-    return ATTENTION_AND_NORM_ACTIVATION_BYTES + mlp, how
+    mask = " + 1 dropout mask" if shape.dropout else ""
+    how = (
+        f"{attention_how}; norms {LAYER_NORM_ACTIVATION_BYTES}; MLP 2{mask} + {per_width} x f "
+        f"{f}{experts} / h {h} = {mlp:.4g}, {kind}"
+    )
+    return attention + LAYER_NORM_ACTIVATION_BYTES + mlp, how
 
 
 def activation_memory(
     shape: Shape,
     seq_len: int,
     micro_batch: int = 1,
-    recompute: bool = True,
+    recompute: float = True,
     tensor_parallel: int = 1,
 ) -> list[Figure]:
     """Activations one GPU keeps for the backward pass of one micro-batch, and the logits.
 
     Korthikanti et al. 2022 (arXiv:2205.05198) Table 2, 16-bit, per layer: with tensor and
     sequence parallelism over t GPUs s·b·h·(34/t + 5·a·s/(h·t)); 34·s·b·h is the 11 (attention
-    block: QKV input 2, Q and K 4, V 2, output-projection input 2, dropout mask 1) + 19 (GeLU
-    MLP of width 4h; activation_bytes_per_hidden for other widths and SwiGLU) + 4 (two layer
-    norms) of its section 4.1, and 5·a·s²·b the attention scores, softmax and
-    dropout. FlashAttention (Dao et al. 2022, arXiv:2205.14135) recomputes the scores in the
-    backward pass from O and the per-row softmax statistics (4·a·s·b bytes, under 0.1% of the
-    rest, left out), so the 5·a·s/h term is dropped. Full recomputation keeps only each layer's
-    input: 2·s·b·h per layer (Table 2). The loss reads fp32 logits, 4·s·b·v bytes, split over
-    t with a vocabulary-parallel head (section 4.3)."""
+    block) + 19 (GeLU MLP of width 4h) + 4 (two layer norms) of its section 4.1, for multi-head
+    attention with dropout (activation_bytes_per_hidden for GQA, other widths, SwiGLU, no
+    dropout), and 5·a·s²·b the attention scores, softmax and dropout. FlashAttention (Dao et al.
+    2022, arXiv:2205.14135) recomputes the scores in the backward pass from O and the per-row
+    softmax statistics (4·a·s·b bytes, under 0.1% of the rest, left out), so the 5·a·s/h term is
+    dropped: the paper's selective recomputation (attention's core only) is what FlashAttention
+    already does. Full recomputation keeps only each layer's input: 2·s·b·h per layer (Table
+    2); `recompute` between 0 and 1 is the share of the layers recomputed whole (Megatron-LM's
+    --recompute-method block --recompute-num-layers), the rest keep everything. The loss reads
+    fp32 logits, 4·s·b·v bytes, split over t with a vocabulary-parallel head (section 4.3)."""
     layers, hidden, _, _, _ = shape.need_layers("activation memory")
-    s, b, h, t = seq_len, micro_batch, hidden, tensor_parallel
-    if recompute:
+    s, b, h, t, r = seq_len, micro_batch, hidden, tensor_parallel, float(recompute)
+    per_token, mlp = activation_bytes_per_hidden(shape)
+    kept = per_token * s * b * h * layers / t / GB
+    if r >= 1:
         act = 2 * s * b * h * layers / GB
         formula = f"2 x s {s} x b {b} x h {h} x {layers} layers (full recomputation)"
+    elif r > 0:
+        act = r * 2 * s * b * h * layers / GB + (1 - r) * kept
+        formula = (
+            f"{r:.3g} of {layers} layers recomputed x 2 x s {s} x b {b} x h {h} + {1 - r:.3g} "
+            f"x {per_token:.4g} x s x b x h x {layers} layers / t {t} ({mlp}; FlashAttention: "
+            "no s x s scores)"
+        )
     else:
-        per_token, mlp = activation_bytes_per_hidden(shape)
-        act = per_token * s * b * h * layers / t / GB
+        act = kept
         formula = (
             f"{per_token:.4g} x s {s} x b {b} x h {h} x {layers} layers / t {t} "
             f"({mlp}; FlashAttention: no s x s scores)"
@@ -360,16 +473,17 @@ def training_memory(
     ranks: int,
     seq_len: int | None = None,
     micro_batch: int = 1,
-    recompute: bool = True,
+    recompute: float = True,
     method: str = "full",
     lora_rank: int = DEFAULT_LORA_RANK,
 ) -> list[Figure]:
     """Memory per GPU for mixed-precision Adam training, data parallel over `ranks` GPUs: every
     weight trained (full), or frozen base weights + LoRA/QLoRA adapters (the ZeRO stage shards
     the trainable states; stage 3 the frozen weights too)."""
-    per_param, expr = zero_state_bytes_per_param(zero_stage, ranks)
+    per_param, expr = zero_state_bytes_per_param(zero_stage, ranks, optimizer_bytes(method))
     where = f"(ZeRO stage {zero_stage}, {ranks} GPUs)"
-    if method == "full":
+    if method in EVERY_WEIGHT:
+        where += " with 8-bit Adam states" if method == "adam8bit" else ""
         out = [
             Figure(
                 "model_states_per_gpu_gb",
@@ -507,7 +621,7 @@ def inference_memory(
 def training_flops(
     shape: Shape,
     tokens: float,
-    recompute: bool = False,
+    recompute: float = False,
     method: str = "full",
     lora_rank: int = DEFAULT_LORA_RANK,
 ) -> Figure:
@@ -516,27 +630,34 @@ def training_flops(
     only the input gradients, 2·N·D: 4·N·D (+2·N·D recomputing), plus 6·A·D (+2·A·D) for the A
     adapter parameters one token passes through (lora_adapter_params). QLoRA's NF4 weights are
     dequantised to bf16 before each matmul: the same FLOPs."""
-    if method == "full":
-        k = 8 if recompute else 6
+    r = float(recompute)  # the share of the layers whose forward runs twice
+    if method in EVERY_WEIGHT:
+        k = 6 + 2 * r
         flops = k * shape.active_params * tokens
-        why = (
-            "forward + backward + recomputed forward" if recompute else "forward 2ND + backward 4ND"
-        )
-        formula = f"{k} x N {shape.active_params:.4g} x D {tokens:.4g} tokens ({why})"
+        why = _recompute_words(r)
+        formula = f"{k:g} x N {shape.active_params:.4g} x D {tokens:.4g} tokens ({why})"
         return Figure("training_flops", flops, "FLOP", formula)
     _, adapters = lora_adapter_params(shape, lora_rank)
-    k_frozen, k_adapter = (6, 8) if recompute else (4, 6)
+    k_frozen, k_adapter = 4 + 2 * r, 6 + 2 * r
     flops = (k_frozen * shape.active_params + k_adapter * adapters) * tokens
     why = "recomputed forward included" if recompute else "no weight gradients for frozen weights"
     formula = (
-        f"({k_frozen} x N {shape.active_params:.4g} frozen + {k_adapter} x {adapters:.4g} "
+        f"({k_frozen:g} x N {shape.active_params:.4g} frozen + {k_adapter:g} x {adapters:.4g} "
         f"adapter params) x D {tokens:.4g} tokens ({method}: {why})"
     )
     return Figure("training_flops", flops, "FLOP", formula)
 
 
+def _recompute_words(share: float) -> str:
+    if share >= 1:
+        return "forward + backward + recomputed forward"
+    if share > 0:
+        return f"forward 2ND + backward 4ND + {share:.3g} of the forward recomputed"
+    return "forward 2ND + backward 4ND"
+
+
 def attention_training_flops(
-    shape: Shape, tokens: float, seq_len: int, recompute: bool = False
+    shape: Shape, tokens: float, seq_len: int, recompute: float = False
 ) -> Figure:
     """Attention's matmul FLOPs of training on `tokens` tokens in sequences of `seq_len`, which
     6·N·D leaves out (N counts weights; the score and value products have none): per layer and
@@ -547,12 +668,12 @@ def attention_training_flops(
     B counts the same term unmasked). Zero without a model shape (a bare parameter count)."""
     if shape.layers is None or shape.heads is None or shape.head_dim is None:
         return Figure("attention_flops", 0.0, "FLOP", "no model shape: attention not counted")
-    k = 8 if recompute else 6
+    k = 6 + 2 * float(recompute)
     width = shape.heads * shape.head_dim
     flops = k * shape.layers * seq_len * width * tokens
     why = "causal attention, recomputed forward included" if recompute else "causal attention"
     formula = (
-        f"{k} x {shape.layers} layers x {seq_len} tokens x {width} (heads x head dim) x D "
+        f"{k:g} x {shape.layers} layers x {seq_len} tokens x {width} (heads x head dim) x D "
         f"{tokens:.4g} tokens ({why})"
     )
     return Figure("attention_flops", flops, "FLOP", formula)

@@ -43,6 +43,7 @@ from advisor.catalog.models import Accelerator
 from advisor.perf.inference import link_bus_gb_s
 from advisor.perf.sizing import (
     DEFAULT_LORA_RANK,
+    EVERY_WEIGHT,
     Figure,
     Shape,
     attention_training_flops,
@@ -79,8 +80,24 @@ OVERLAP_FRACTION = 0.8
 GOODPUT = 0.90
 LONG_RUN_H = 24.0
 # TP all-reduce-equivalents of the hidden state per layer per token (Korthikanti et al. 2022,
-# section 4.2.2: 4 without recomputation, 6 with full recomputation).
+# section 4.2.2: 4 without recomputation, 6 with full recomputation; a layer recomputed runs its
+# forward's 2 again).
 TP_COLLECTIVES = {False: 4, True: 6}
+# Share of the TP collectives hidden under the GEMMs they feed with Megatron-Core / Transformer
+# Engine's TP communication overlap (--tp-comm-overlap, userbuffers: the all-gather and
+# reduce-scatter of sequence parallelism split into chunks pipelined with the dependent GEMM's
+# chunks; Wang et al. ASPLOS 2023, "Overlap Communication with Dependent Computation via
+# Decomposition"; the Megatron Bridge communication-overlap guide, on in the NeMo recipes of
+# tests/data/published.yaml). ESTIMATED: the first chunk of each collective and the bandwidth
+# the GEMMs lose to it stay exposed.
+TP_OVERLAP_FRACTION = 0.6
+
+
+def tp_collectives(recompute: float) -> float:
+    """TP all-reduce-equivalents per layer and token with `recompute` of the layers recomputed."""
+    return TP_COLLECTIVES[False] + (TP_COLLECTIVES[True] - TP_COLLECTIVES[False]) * recompute
+
+
 # Share of the data-parallel bytes moved during the forward (the rest during the backward), by
 # ZeRO stage: DDP all-reduces gradients in the backward; ZeRO-1/2 all-gather updated parameters
 # (1 of 2 passes) before the next forward; ZeRO-3 gathers parameters in the forward (1 of 3).
@@ -100,6 +117,13 @@ class Cluster:
     link_gb_s: float  # per-GPU GPU link, both directions (catalog convention); 0: PCIe
     network_gbps: float  # per node, between nodes
     attention_peak_tflops: float | None = None  # attention's matmuls (bf16); None: peak_tflops
+    # GPUs on one NVLink switch fabric (GB200/GB300 NVL72: 72 over 18 trays of 4); None: a node
+    domain_gpus: int | None = None
+
+    @property
+    def domain(self) -> int:
+        """GPUs that reach each other over the GPU link: the NVLink domain, else one node."""
+        return max(self.per_node, self.domain_gpus or 0)
 
     @property
     def attention_peak(self) -> float:
@@ -119,7 +143,7 @@ class Cluster:
         the link while the ring stays inside a node; across nodes, the network share of the
         ring's GPUs on each node (NCCL runs a channel per NIC, so a ring holding k GPUs of a
         node moves data over k GPUs' share of its network), at most the link."""
-        if ranks * stride <= self.per_node:
+        if ranks * stride <= self.domain:
             return self.intra_gb_s()
         on_node = max(1, self.per_node // stride)
         return min(self.intra_gb_s(), self.inter_gb_s() * on_node)
@@ -157,18 +181,21 @@ class Job:
     tokens: float
     seq_len: int
     micro_batch: int
-    recompute: bool
+    recompute: float  # share of the layers recomputed whole: 0 none, 1 full (True/False too)
     efficiency: float  # share of the dense peak the kernels reach (workload profile / fleet)
     global_batch_tokens: int = DEFAULT_GLOBAL_BATCH_TOKENS
-    method: str = "full"  # full, lora or qlora (sizing.training_flops / training_memory)
+    method: str = "full"  # sizing.METHODS (sizing.training_flops / training_memory)
     lora_rank: int = DEFAULT_LORA_RANK
+    # experts' all-to-alls hidden under another micro-batch's compute (DeepSeek-V3's DualPipe,
+    # Megatron-Core's --overlap-moe-expert-parallel-comm); False: on the critical path
+    expert_overlap: bool = False
 
-    def flops(self, tokens: float, recompute: bool = False) -> float:
+    def flops(self, tokens: float, recompute: float = False) -> float:
         """GEMM FLOPs (the recomputed forward's too with `recompute`) of `tokens` tokens for
         this method: the one FLOPs rule, sizing.training_flops."""
         return training_flops(self.shape, tokens, recompute, self.method, self.lora_rank).value
 
-    def attention_flops(self, tokens: float, recompute: bool = False) -> float:
+    def attention_flops(self, tokens: float, recompute: float = False) -> float:
         """Attention's matmul FLOPs of `tokens` tokens in sequences of seq_len (0 without a
         model shape): sizing.attention_training_flops."""
         return attention_training_flops(self.shape, tokens, self.seq_len, recompute).value
@@ -180,7 +207,7 @@ class Job:
     @property
     def trainable_params(self) -> float:
         """Parameters with gradients: every weight, or the LoRA/QLoRA adapters."""
-        if self.method == "full":
+        if self.method in EVERY_WEIGHT:
             return self.shape.params
         return lora_adapter_params(self.shape, self.lora_rank)[0].value
 
@@ -235,23 +262,51 @@ def step_time(job: Job, cluster: Cluster, layout: Layout) -> Step:
     # The forward is 1/3 of the compute, the backward 2/3 (2ND vs 4ND). What runs under each:
     # ZeRO-3's parameter gather (1 of 3 passes) and ZeRO-1/2's parameter all-gather (1 of 2,
     # overlapped with the next forward) under the forward, gradient reduction under the
-    # backward. TP's collectives sit between a layer's GEMMs and run on the critical path.
+    # backward. TP's collectives sit between a layer's GEMMs: TP overlap hides a share of them.
     # Context parallelism passes keys and values round the ring while each block's attention
     # runs, so only attention's compute can cover it. The experts' all-to-alls sit between the
-    # router and the experts, on the critical path (Megatron-Core; DeepSeek's DualPipe hides
-    # them, not modelled).
+    # router and the experts, on the critical path (Megatron-Core's default) unless the job
+    # overlaps them with another micro-batch's compute (expert_overlap: DeepSeek's DualPipe).
     fwd = dp * DP_FORWARD_SHARE[min(layout.zero_stage, 3)]
-    exposed = _exposed(fwd, compute / 3) + _exposed(dp - fwd, compute * 2 / 3) + tp + a2a
+    exposed = _exposed(fwd, compute / 3) + _exposed(dp - fwd, compute * 2 / 3)
+    exposed += _tp_exposed_s(tp, compute) + _a2a_exposed_s(job, a2a, compute)
     exposed += _exposed(cp, attention_s) + _exposed(pp, compute)
     return Step(compute, dp, tp, cp, a2a, pp, exposed, busy)
 
 
 def _compute_s(job: Job, cluster: Cluster, tokens: float) -> float:
     """Seconds one GPU takes for `tokens` tokens' executed FLOPs: the GEMMs (and what runs
-    between them) at the training precision's peak and the step's efficiency, attention at the
-    16-bit peak and the fused attention kernels' (ATTENTION_EFFICIENCY)."""
+    between them) at the training precision's peak and the step's efficiency, the experts'
+    share slowed by expert_gemm_factor, attention at the 16-bit peak and the fused attention
+    kernels' (ATTENTION_EFFICIENCY)."""
     gemm = job.flops(tokens, job.recompute) / (cluster.peak_tflops * TERA * job.efficiency)
-    return gemm + _attention_s(job, cluster, tokens)
+    return gemm * expert_gemm_factor(job.shape) + _attention_s(job, cluster, tokens)
+
+
+# The experts' GEMMs against a dense layer's at the same FLOPs. ESTIMATED: a grouped GEMM runs
+# each expert's few hundred to few thousand tokens through its own narrow weights (DeepSeek-V3's
+# 2,048-wide experts), below the tile sizes where the dense GEMMs reach their efficiency
+# (MegaBlocks, Gale et al. 2022, arXiv:2211.15841 section 6: block-sparse expert kernels within
+# about 10% of dense cuBLAS on the same work; the permutation and un-permutation of tokens around
+# them are extra memory-bound kernels).
+GROUPED_GEMM_RELATIVE_EFFICIENCY = 0.85
+# The busiest expert's tokens over the mean: a step waits for it. ESTIMATED: DeepSeek-V3's
+# auxiliary-loss-free balancing (arXiv:2412.19437 section 2.1.2) and the auxiliary losses of
+# Switch/GShard keep the experts' loads within about 10% of the mean over a batch.
+EXPERT_LOAD_IMBALANCE = 1.1
+
+
+def expert_gemm_factor(shape: Shape) -> float:
+    """Time of a mixture of experts' GEMMs over the same FLOPs at the dense efficiency: the
+    routed experts' share of the active parameters (X k / E of N) run at
+    GROUPED_GEMM_RELATIVE_EFFICIENCY and wait for the busiest expert (EXPERT_LOAD_IMBALANCE);
+    1 for a dense model."""
+    experts, k = shape.experts, shape.experts_per_token
+    if not experts or not k or not shape.expert_params:
+        return 1.0
+    share = shape.expert_params * k / experts / shape.active_params
+    slower = EXPERT_LOAD_IMBALANCE / GROUPED_GEMM_RELATIVE_EFFICIENCY
+    return 1 + min(1.0, share) * (slower - 1)
 
 
 def _attention_s(job: Job, cluster: Cluster, tokens: float) -> float:
@@ -297,7 +352,7 @@ def _pp_message(job: Job, layout: Layout) -> float:
 
 
 def _pp_bw(cluster: Cluster, layout: Layout) -> float:
-    inside = layout.tp * layout.cp * layout.pp <= cluster.per_node
+    inside = layout.tp * layout.cp * layout.pp <= cluster.domain
     return cluster.intra_gb_s() if inside else cluster.inter_gb_s()
 
 
@@ -399,19 +454,45 @@ A2A_PER_LAYER = 4
 
 def _a2a_comm_s(job: Job, cluster: Cluster, layout: Layout, micro_batches: int) -> float:
     """Seconds one rank spends in the experts' all-to-alls: per MoE layer of its pipeline stage
-    and micro-batch, A2A_PER_LAYER times its tokens x k x hidden x 2 bytes, of which the share
-    bound for ranks on its own node goes over the GPU link and the rest over its share of the
-    node's network (EP ranks sit next to TP and CP ones)."""
+    and micro-batch, A2A_PER_LAYER times its tokens x hidden x 2 bytes x the copies each token
+    sends: to the k experts' ranks, the share on its own node (or NVLink domain) over the GPU
+    link and the rest over its share of the node's network (EP ranks sit next to TP and CP
+    ones). With node-limited routing (DeepSeek-V3: a token's experts on at most M nodes, one
+    copy per node forwarded over NVLink there, arXiv:2412.19437 section 3.2.2) at most M copies
+    cross the network."""
     shape, ep = job.shape, layout.ep
     if ep == 1 or not shape.expert_params or shape.hidden is None or shape.layers is None:
         return 0.0
-    tokens = job.micro_batch * job.seq_len / layout.cp
-    per_call = tokens * (shape.experts_per_token or 1) * shape.hidden * GRAD_BYTES
-    volume = A2A_PER_LAYER * shape.layers / layout.pp * micro_batches * per_call
-    on_node = min(ep, max(1, cluster.per_node // (layout.tp * layout.cp)))
-    local = (on_node - 1) / ep / (cluster.intra_gb_s() * GB)
-    remote = (ep - on_node) / ep / (max(cluster.inter_gb_s(), 1e-9) * GB)
-    return volume * (local + remote)
+    # a rank dispatches its sequence-parallel share of the micro-batch's tokens
+    tokens = job.micro_batch * job.seq_len / (layout.cp * layout.tp)
+    per_copy = tokens * shape.hidden * GRAD_BYTES
+    calls = A2A_PER_LAYER * shape.layers / layout.pp * micro_batches
+    local, remote = _a2a_copies(job, cluster, layout)
+    return (
+        calls
+        * per_copy
+        * (local / (cluster.intra_gb_s() * GB) + remote / (max(cluster.inter_gb_s(), 1e-9) * GB))
+    )
+
+
+def _a2a_copies(job: Job, cluster: Cluster, layout: Layout) -> tuple[float, float]:
+    """(copies of a token to experts on its own node or NVLink domain, copies across the
+    network): k spread evenly over the EP ranks, the remote ones capped by node-limited
+    routing."""
+    ep, k = layout.ep, job.shape.experts_per_token or 1
+    on_node = min(ep, max(1, cluster.domain // (layout.tp * layout.cp)))
+    local = k * (on_node - 1) / ep
+    remote = k * (ep - on_node) / ep
+    if job.shape.route_nodes is not None:
+        remote = min(remote, float(job.shape.route_nodes))
+    return local, remote
+
+
+def _a2a_exposed_s(job: Job, a2a_s: float, compute_s: float) -> float:
+    """The experts' all-to-alls left on the critical path: all of them (they sit between the
+    router and the experts), or with expert_overlap what the step's compute cannot cover and
+    never less than the share that cannot overlap (as data-parallel communication)."""
+    return _exposed(a2a_s, compute_s) if job.expert_overlap else a2a_s
 
 
 # Key-value passes of context parallelism per layer and micro-batch: the forward receives the
@@ -453,8 +534,22 @@ def _tp_comm_s(job: Job, cluster: Cluster, layout: Layout, tokens_per_rank: floa
     if t == 1 or job.shape.layers is None or job.shape.hidden is None:
         return 0.0
     per_token = job.shape.layers / layout.pp * job.shape.hidden * GRAD_BYTES
-    volume = TP_COLLECTIVES[job.recompute] * per_token * tokens_per_rank * 2 * (t - 1) / t
-    return volume / (cluster.intra_gb_s() * GB)
+    volume = tp_collectives(job.recompute) * per_token * tokens_per_rank * 2 * (t - 1) / t
+    return volume * _tp_split_share(job, layout) / (cluster.intra_gb_s() * GB)
+
+
+def _tp_split_share(job: Job, layout: Layout) -> float:
+    """Share of a layer's TP collectives that remain: all of them, or with expert parallelism
+    the attention block's half (2 of the 4 per layer and token, Korthikanti et al. 2022 section
+    4.2.2): the experts run whole on their EP rank (expert tensor parallel 1, Megatron-Core's
+    MoE parallel folding, Liu et al. 2025 arXiv:2504.14960), fed by the all-to-alls instead."""
+    return 0.5 if layout.ep > 1 and job.shape.expert_params else 1.0
+
+
+def _tp_exposed_s(tp_s: float, compute_s: float) -> float:
+    """TP communication left on the critical path: all but TP_OVERLAP_FRACTION of it, and never
+    less than what the step's compute cannot cover."""
+    return max(tp_s - compute_s, (1 - TP_OVERLAP_FRACTION) * tp_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -513,7 +608,7 @@ def _dp_formula(job: Job, cluster: Cluster, layout: Layout, micro: int) -> str:
     rings = [r for r in _dp_rings(job, layout, micro) if r.ranks > 1]
     if not rings:
         return "one data-parallel rank: nothing to reduce"
-    what = "adapter" if job.method != "full" else "all"
+    what = "all" if job.method in EVERY_WEIGHT else "adapter"
     parts = []
     for ring, name in zip(rings, ("", " (experts, over EP)"), strict=False):
         n = ring.ranks
@@ -599,15 +694,24 @@ def _figures(
         )
     if step.a2a_comm_s:
         shape = job.shape
+        local, remote = _a2a_copies(job, cluster, layout)
         out.append(
             Figure(
                 "a2a_comm_s_per_step",
                 step.a2a_comm_s,
                 "s",
                 f"{A2A_PER_LAYER} all-to-alls x {shape.layers} layers / PP {layout.pp} x {micro} "
-                f"micro-batches x {job.micro_batch * job.seq_len / layout.cp:.6g} tokens x "
-                f"{shape.experts_per_token} experts x {shape.hidden} hidden x {GRAD_BYTES} bytes "
-                f"over EP {layout.ep} (on the critical path)",
+                f"micro-batches x {job.micro_batch * job.seq_len / layout.cp / layout.tp:.6g} "
+                f"tokens (/ CP / TP) x {shape.hidden} hidden x {GRAD_BYTES} bytes x "
+                f"({local:.3g} copies at {cluster.intra_gb_s():g} GB/s + {remote:.3g} at "
+                f"{cluster.inter_gb_s():.3g} GB/s) over EP {layout.ep} of "
+                f"top-{shape.experts_per_token}"
+                + (f", node-limited to {shape.route_nodes} nodes" if shape.route_nodes else "")
+                + (
+                    " (hidden under compute: expert overlap)"
+                    if job.expert_overlap
+                    else " (on the critical path)"
+                ),
             )
         )
     if step.tp_comm_s:
@@ -616,8 +720,9 @@ def _figures(
                 "tp_comm_s_per_step",
                 step.tp_comm_s,
                 "s",
-                f"{TP_COLLECTIVES[job.recompute]} all-reduces x layers x hidden x 2 bytes per "
-                f"token, TP {layout.tp}, at {cluster.intra_gb_s():g} GB/s (on the critical path)",
+                f"{tp_collectives(job.recompute):g} all-reduces x layers x hidden x 2 bytes per "
+                f"token, TP {layout.tp}, at {cluster.intra_gb_s():g} GB/s "
+                f"({TP_OVERLAP_FRACTION:.0%} hidden under the GEMMs: TP communication overlap)",
             )
         )
     out += [
@@ -626,8 +731,8 @@ def _figures(
             step.seconds,
             "s",
             f"compute {step.compute_s:.3g} + exposed communication {step.exposed_s:.3g} "
-            f"(at least {1 - OVERLAP_FRACTION:.0%} of data-parallel communication never hides; "
-            "TP's runs on the critical path)",
+            f"(at least {1 - OVERLAP_FRACTION:.0%} of data-parallel communication never hides, "
+            f"{1 - TP_OVERLAP_FRACTION:.0%} of TP's)",
         ),
         Figure(
             "mfu",
@@ -661,7 +766,8 @@ def peak16_tflops(acc: Accelerator) -> float | None:
     return acc.peak_tflops.bf16 or acc.peak_tflops.fp16
 
 
-TRAINING_PRECISIONS = ("bf16", "fp16", "fp8")
+TRAINING_PRECISIONS = ("bf16", "fp16", "fp8", "fp4")
+LOW_PRECISION_TRAINING = ("fp8", "fp4")  # on tensor cores the chip must have (refused elsewhere)
 # The share of the 16-bit peak fused attention kernels reach over forward and backward, which
 # dominate at long context. ESTIMATED from the published kernel figures, not from the rows:
 # FlashAttention-2 reaches 50-73% of the A100's peak (Dao 2023, arXiv:2307.08691, abstract and
@@ -677,13 +783,42 @@ ATTENTION_EFFICIENCY = 0.65
 FP8_RELATIVE_EFFICIENCY = 0.78
 
 
+# NVFP4 pretraining (NVIDIA, "Pretraining Large Language Models with NVFP4", arXiv:2509.25149,
+# 2025, section 4): the linear layers' forward, data-gradient and weight-gradient GEMMs run in
+# NVFP4 on Blackwell's FP4 tensor cores, but a few sensitive linear layers stay in BF16 (about
+# 15% of them: the final blocks of its 12B model), as do attention, the embeddings, the output
+# head, master weights and optimizer states. The FP4 peak is 2x the FP8 one on B200/GB200 and 3x
+# on B300/GB300 (NVIDIA's "up to 3x speedups over FP8" is that GEMM ratio; no end-to-end
+# training throughput is published).
+FP4_BF16_LINEAR_SHARE = 0.15
+# The share of the FP4 peak an NVFP4 step's FP4 GEMMs reach, relative to a 16-bit step's share
+# of the 16-bit peak. ESTIMATED below FP8's 0.78: NVFP4 adds a random Hadamard transform on the
+# weight-gradient inputs, 2D block scaling and stochastic rounding of the gradients around every
+# GEMM (arXiv:2509.25149 section 4), memory-bound kernels that do not speed up.
+FP4_RELATIVE_EFFICIENCY = 0.6
+
+
 def training_peaks(acc: Accelerator, precision: str) -> tuple[float, float, float]:
     """(GEMM peak, attention peak) in TFLOP/s and the efficiency factor of training in
     `precision` on `acc`: 16-bit at the bf16 (else fp16) rate; fp8 with the linear layers' GEMMs
     at the FP8 rate, attention at the 16-bit one (module doc). (0, 0, 1) where the chip has no
     rate for it."""
     peak16 = peak16_tflops(acc) or 0.0
+    if precision == "fp4":
+        return fp4_training_peaks(acc.peak_tflops.fp4 or 0.0, peak16)
     if precision == "fp8":
         fp8 = acc.peak_tflops.fp8
         return (fp8, peak16, FP8_RELATIVE_EFFICIENCY) if fp8 else (0.0, 0.0, 1.0)
     return peak16, peak16, 1.0
+
+
+def fp4_training_peaks(fp4: float, peak16: float) -> tuple[float, float, float]:
+    """training_peaks in fp4 (NVFP4): the FP4 peak, attention at the 16-bit one, and the factor
+    that times the linear GEMMs as the recipe runs them: 1 - FP4_BF16_LINEAR_SHARE of their
+    FLOPs at the FP4 peak x FP4_RELATIVE_EFFICIENCY, the rest at the 16-bit peak:
+    1 / (fp4 x ((1 - s) / (fp4 x f) + s / bf16)). (0, 0, 1) without an FP4 rate."""
+    if not fp4 or not peak16:
+        return 0.0, 0.0, 1.0
+    s = FP4_BF16_LINEAR_SHARE
+    factor = 1 / (fp4 * ((1 - s) / (fp4 * FP4_RELATIVE_EFFICIENCY) + s / peak16))
+    return fp4, peak16, factor

@@ -32,6 +32,7 @@ class Work:
     seq_len: int | None = None
     batch: int | None = None  # micro-batch / concurrent sequences; None: the profile's
     recompute: bool | None = None  # None: as needed (planning/training_run.py)
+    dualpipe: bool | None = None  # MoE training: all-to-alls under compute (DualPipe)
     precision: str = "bf16"  # of the served weights
     context_tokens: int | None = None
     throughput_tokens_s: float | None = None
@@ -42,7 +43,7 @@ class Work:
     tensor_parallel: int | None = None
     max_ttft_ms: float | None = None
     max_itl_ms: float | None = None
-    method: str = "full"  # full, lora or qlora
+    method: str = "full"  # full, adam8bit, lora or qlora (sizing.METHODS)
     lora_rank: int = 16
     deadline_days: float | None = None
     max_gpus: int | None = None

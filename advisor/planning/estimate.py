@@ -121,7 +121,7 @@ def estimate(
     profile = _profile(catalog, req)
     node = _hardware(catalog, req)
     instance, acc, per_node = node.instance, node.acc, node.per_node
-    if profile.sizing == "inference" or req.precision == "fp8":  # 16-bit training: bf16/fp16
+    if profile.sizing == "inference" or req.precision in ("fp8", "fp4"):  # else bf16/fp16
         require_precision(acc, req.precision)  # refused with the precisions it runs: exit 2
     refuse_idle_fields(req, req.sized, profile.sizing)
     plan = plan_for(catalog, req.work(), profile, fleet, min_fleet_reports)  # TP vs the heads
@@ -130,7 +130,8 @@ def estimate(
         # GPUs are at least a node's
         whole = per_node if instance is not None else req.tensor_parallel
         check_tensor_parallel(req.gpu_count or whole, req.tensor_parallel, per_node)
-    fit = plan.fit(acc, per_node, node.link_gb_s, node.network_gbps)
+    domain = instance.nvlink_domain_gpus if instance is not None else None
+    fit = plan.fit(acc, per_node, node.link_gb_s, node.network_gbps, domain)
     price = _price(instance, req) if instance is not None else None
     # an unfit estimate keeps every figure (fits false, and why), its price at the count shown
     hourly = option_hourly_usd(price.hourly_usd, fit.nodes) if price and fit.nodes else None
@@ -313,12 +314,12 @@ def _fewer_gpus(fit: Fit, profile: WorkloadProfile, node: _Node) -> list[str]:
     lighter = (
         "the lighter methods below"
         if fit.lighter_methods
-        else "LoRA or QLoRA (--method, on a model preset)"
+        else "8-bit Adam, LoRA or QLoRA (--method; adapters on a model preset)"
     )
     return [
         f"{fit.memory_total_gb:,.0f} GB of training states and activations need "
         f"{fit.gpus_needed} GPUs of {node.acc.device_memory_gb:g} GB: {lighter} would need "
-        "fewer; 8-bit optimizer states or CPU offload (not modelled here) would shrink them too"
+        "fewer; CPU offload of the optimizer states (not modelled here) would shrink them too"
     ]
 
 

@@ -33,9 +33,17 @@ class ModelOf:
     context_limit: int | None = None
 
     @classmethod
-    def of(cls, catalog: Catalog, w: Work, bare: Callable[[float], Shape]) -> ModelOf:
+    def of(
+        cls,
+        catalog: Catalog,
+        w: Work,
+        bare: Callable[[float], Shape],
+        bare_moe: Callable[[float, float], Shape] | None = None,
+    ) -> ModelOf:
         """The preset `w.model` names (unknown: exit 2 with the nearest ids), else `bare`'s
-        shape of `w.params_b` (Shape.assumed for training, Shape.bare for serving)."""
+        shape of `w.params_b` (Shape.assumed for training, Shape.bare for serving); with
+        `active_params_b`, `bare_moe`'s mixture of experts where given (training: experts to
+        lay out), else `bare`'s shape with that many parameters per token."""
         if w.model is not None:
             preset = w.preset or catalog.models.get(w.model)
             if preset is None:
@@ -43,6 +51,10 @@ class ModelOf:
             moe = moe_of(preset.experts, preset.experts_per_token)
             return cls(Shape.of(preset), moe, preset.context_length)
         assert w.params_b is not None
+        active = w.active_params_b
+        if active is not None and active < w.params_b and bare_moe is not None:
+            shape = bare_moe(w.params_b, active)
+            return cls(shape, moe_of(shape.experts, shape.experts_per_token))
         shape = bare(w.params_b)
         if w.active_params_b is not None:  # a mixture of experts known by its two sizes
             shape = dataclasses.replace(shape, active_params=w.active_params_b * 1e9)
@@ -66,7 +78,8 @@ class Plan(ABC):
         self.batch = w.batch or profile.default_batch
         self.fleet = fleet or {}
         self.min_fleet_reports = min_fleet_reports
-        self._cache: dict[tuple[str, int, float, float], Fit] = {}
+        self._cache: dict[tuple[str, int, float, float, int], Fit] = {}
+        self.domain_gpus: int | None = None  # the NVLink domain of the node placed now
         self.targets: Targets = latency_targets(
             profile, w.max_ttft_ms, w.max_itl_ms, w.output_tokens, w.percentile
         )
@@ -84,15 +97,18 @@ class Plan(ABC):
         gpus_per_node: int,
         link_gb_s: float | None = None,
         network_gbps: float | None = None,
+        domain_gpus: int | None = None,
     ) -> Fit:
         """The work on nodes of `gpus_per_node` x `acc` whose GPUs talk at `link_gb_s` per GPU
         (an instance type's link; the accelerator's own when None; 0: over PCIe) and whose nodes
         talk at `network_gbps` (an instance type's network; the profile's multi-node floor when
-        None)."""
+        None); `domain_gpus`, an NVLink domain larger than a node (GB200 NVL72: 72), which
+        training's collectives and layout read (self.domain_gpus while placing)."""
         link = acc.interconnect_gb_s if link_gb_s is None else link_gb_s
         network = self.profile.min_multi_node_network_gbps if network_gbps is None else network_gbps
-        key = (acc.id, gpus_per_node, link, network)
+        key = (acc.id, gpus_per_node, link, network, domain_gpus or 0)
         if key not in self._cache:
+            self.domain_gpus = domain_gpus
             self._cache[key] = self._place(acc, gpus_per_node, link, network)
         return self._cache[key]
 

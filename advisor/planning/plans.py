@@ -10,7 +10,7 @@ from advisor.catalog.models import WorkloadProfile
 from advisor.catalog.queries import Catalog
 from advisor.errors import InputError, field_name
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
-from advisor.perf.sizing import Shape
+from advisor.perf.sizing import EVERY_WEIGHT, Shape
 from advisor.perf.work import Work
 from advisor.planning.fine_tune import FineTune
 from advisor.planning.memory_only import MemoryOnly
@@ -42,8 +42,8 @@ def plan_for(
             field="model" if w.model is not None else "params_b",
         )
     if profile.sizing == "training":
-        model = ModelOf.of(catalog, w, Shape.assumed)
-        if w.method == "full":
+        model = ModelOf.of(catalog, w, Shape.assumed, Shape.assumed_moe)
+        if w.method in EVERY_WEIGHT:
             return TrainingRun(w, profile, model, fleet, min_fleet_reports)
         return FineTune(w, profile, model, fleet, min_fleet_reports)
     model = ModelOf.of(catalog, w, Shape.bare)

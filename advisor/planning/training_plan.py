@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from advisor.catalog.models import Accelerator, WorkloadProfile
 from advisor.errors import InputError, field_name
-from advisor.perf.sizing import Figure, Shape, zero_split_bytes
+from advisor.perf.sizing import OPTIMIZER_BYTES, Figure, Shape, zero_split_bytes
 from advisor.perf.training import Cluster, Job, Layout, Run, gpu_hours, run_time
 from advisor.perf.work import TP_DEGREES, Work
 from advisor.planning.fit import Fit
@@ -73,19 +73,53 @@ def training_layouts(
     if layers is None or (out and not pipeline_beside):
         return out
     tp = degrees[-1]
-    piped = room.layouts(stage, [tp], [pp for pp in PP_DEGREES if pp <= layers], eps)
+    pps = [pp for pp in PP_DEGREES if pp <= layers]
+    piped = room.layouts(stage, [tp], pps, eps)
+    if share:  # a mixture of experts: narrower TP with EP too (DeepSeek-V3 ran TP1 PP16 EP64)
+        piped = _shallowest(room.layouts(stage, degrees, pps, eps))
     if out:
         return out + piped
     if piped:
         first_pp = piped[0].pp
-        return [lay for lay in piped if lay.pp == first_pp]
-    # a sequence whose activations no TP x PP holds: split its tokens over CP ranks too
-    # (Megatron-Core context parallelism; activations per rank fall with s / CP)
+        shallow = piped if share else [lay for lay in piped if lay.pp == first_pp]
+        return shallow + _context_parallel(room, stage, tp, pps, eps, pipeline_beside)
+    return _context_parallel(room, stage, tp, pps, eps, True, True)
+
+
+def _shallowest(layouts: list[Layout]) -> list[Layout]:
+    """Of each TP and EP degree, the layout of the fewest pipeline stages (the list is in TP,
+    PP, EP order)."""
+    first: dict[tuple[int, int], Layout] = {}
+    for lay in layouts:
+        first.setdefault((lay.tp, lay.ep), lay)
+    return list(first.values())
+
+
+def _context_parallel(
+    room: _Room,
+    stage: int,
+    tp: int,
+    pps: list[int],
+    eps: list[int],
+    needed: bool,
+    wide: bool = False,
+) -> list[Layout]:
+    """A sequence whose activations no TP x PP holds (`needed`), or beside pipelines at scale:
+    its tokens split over CP ranks (Megatron-Core context parallelism; activations per rank
+    fall with s / CP): the fewest that hold them and, when nothing else does (`wide`), every
+    wider degree too (a long sequence's few sequences a step keep more GPUs busy over more CP
+    ranks: NeMo ran 1M tokens at CP16-32),
+    with the widest TP and, at each CP, no pipeline or the shallowest that holds the work (CP
+    combines with TP and PP, as Llama 3 405B's 128k stage ran TP8 CP16 PP16)."""
+    if not needed:
+        return []
+    out: list[Layout] = []
     for cp in CP_DEGREES:
-        found = room.layouts(stage, [tp], [1], eps, cp)
-        if found:
-            return found
-    return []
+        found = room.layouts(stage, [tp], [1, *pps], eps, cp)
+        out += [lay for lay in found if lay.pp == found[0].pp]
+        if out and not wide:
+            return out
+    return out
 
 
 def _dividing(degrees: tuple[int, ...], whole: int) -> list[int]:
@@ -136,9 +170,12 @@ class _Room:
         ]
 
 
-def full_training_split(shape: Shape, stage: int, activations_gb: float) -> tuple[float, float]:
-    """(kept, sharded) GB per GPU of training every weight at ZeRO `stage` (training_layouts)."""
-    kept, sharded = zero_split_bytes(stage)
+def full_training_split(
+    shape: Shape, stage: int, activations_gb: float, optimizer: int = OPTIMIZER_BYTES
+) -> tuple[float, float]:
+    """(kept, sharded) GB per GPU of training every weight at ZeRO `stage` with `optimizer`
+    bytes of optimizer state a parameter (training_layouts)."""
+    kept, sharded = zero_split_bytes(stage, optimizer)
     return shape.params * kept / GB + activations_gb, shape.params * sharded / GB
 
 
@@ -164,12 +201,7 @@ def plan_training(
     if not options:
         return None
     if job is None or deadline_h is None:
-        # of the layouts that keep every GPU busy, the one with the fewest GPU-hours on its
-        # fewest nodes (the narrowest first among equals); without a token count, the narrowest
-        busy = [o for o in options if job is None or _all_busy(job, cluster, o[0], o[1])]
-        if job is not None and len(busy) > 1:
-            busy = [min(busy, key=lambda o: _gpu_hours(job, cluster, o[0], o[1]))]
-        options = busy[:1] or options
+        options = _undated_choice(job, cluster, options)
     if job is None:
         layout, lo, _ = options[0]
         return _at(layout, cluster, lo), lo, None, None
@@ -188,6 +220,21 @@ def plan_training(
     assert fastest is not None
     _, layout, n, run = fastest
     return layout, n, run, run.hours
+
+
+def _undated_choice(
+    job: Job | None, cluster: Cluster, options: list[tuple[Layout, int, int]]
+) -> list[tuple[Layout, int, int]]:
+    """Without a deadline: on the fewest nodes any layout needs (an expert-parallel degree that
+    forces more data-parallel ranks than the GPUs asked for is not weighed against layouts that
+    fit them), of the layouts that keep every GPU busy the one with the fewest GPU-hours (the
+    narrowest first among equals); without a token count, the narrowest."""
+    fewest = min(o[1] for o in options)
+    options = [o for o in options if o[1] == fewest]
+    busy = [o for o in options if job is None or _all_busy(job, cluster, o[0], o[1])]
+    if job is not None and len(busy) > 1:
+        busy = [min(busy, key=lambda o: _gpu_hours(job, cluster, o[0], o[1]))]
+    return busy[:1] or options
 
 
 def _node_span(

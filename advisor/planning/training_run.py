@@ -17,12 +17,15 @@ from advisor.catalog.models import Accelerator, WorkloadProfile
 from advisor.errors import InputError, field_name
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
 from advisor.perf.sizing import (
+    EVERY_WEIGHT,
     METHODS,
+    OPTIMIZER_BYTES,
     TRAINING_STATE_BYTES,
     Figure,
     activation_memory,
     frozen_weights,
     lora_adapter_params,
+    optimizer_bytes,
     training_memory,
     usable_memory_gb,
     zero_split_bytes,
@@ -53,6 +56,10 @@ from advisor.planning.training_plan import (
 from advisor.units import GB
 
 Lighter = tuple[tuple[str, float, int, int], ...]  # (method, GB per GPU, GPUs, nodes) each
+# Shares of the layers recomputed whole that the planner weighs between none and all (Megatron-LM's
+# --recompute-granularity full --recompute-method block --recompute-num-layers N: the first N
+# layers of each pipeline stage recompute, the rest keep their activations).
+PARTIAL_RECOMPUTE = (0.25, 0.5)
 
 
 class TrainingRun(Plan):
@@ -76,24 +83,30 @@ class TrainingRun(Plan):
             )
         self._check_method()
         self.seq_len = w.seq_len or min(self.context_limit or DEFAULT_SEQ_LEN, DEFAULT_SEQ_LEN)
-        self.activations_gb = self._activations(bool(w.recompute))
+        self.recompute_share = 1.0 if w.recompute else 0.0  # of the layers, recomputed whole
+        self.recompute_asked = w.recompute  # as the request says (variants decide it one way)
+        self.activations_gb = self._activations(self.recompute_share)
         self.deadline_h = deadline_hours(w)
 
     def _check_method(self) -> None:
         """What the method asks of the model (every weight: nothing)."""
 
-    def _activations(self, recompute: bool) -> float:
+    def _activations(self, recompute: float) -> float:
         """GB of one micro-batch's activations and logits (none without a model shape)."""
         if self.shape.layers is None:
             return 0.0
         act = activation_memory(self.shape, self.seq_len, self.batch, recompute)
         return sum(f.value for f in act)
 
-    def _variant(self, recompute: bool | None = None, zero_stage: int | None = None) -> TrainingRun:
-        """This plan with recomputation, or the ZeRO stage, decided one way."""
+    def _variant(
+        self, recompute: float | None = None, zero_stage: int | None = None
+    ) -> TrainingRun:
+        """This plan with recomputation (the share of the layers recomputed whole), or the ZeRO
+        stage, decided one way."""
         other = copy.copy(self)
         if recompute is not None:
-            other.w = dataclasses.replace(other.w, recompute=recompute)
+            other.w = dataclasses.replace(other.w, recompute=recompute > 0)
+            other.recompute_share = float(recompute)
             other.activations_gb = self._activations(recompute)
         if zero_stage is not None:
             other.w = dataclasses.replace(other.w, zero_stage=zero_stage)
@@ -113,7 +126,7 @@ class TrainingRun(Plan):
         plan that holds the work on fewer GPUs, then with fewer GPU-hours; ZeRO-3 among equals
         (it needs the least memory)."""
         gemm, attention, _ = training_peaks(acc, self.w.precision)
-        cluster = Cluster(gemm, per_node, link_gb_s, network, attention)
+        cluster = Cluster(gemm, per_node, link_gb_s, network, attention, self.domain_gpus)
         if self.w.zero_stage is not None:
             return self._with_recompute(acc, cluster)
         one, three = (self._variant(zero_stage=s)._with_recompute(acc, cluster) for s in (1, 3))
@@ -125,27 +138,23 @@ class TrainingRun(Plan):
         return three
 
     def _with_recompute(self, acc: Accelerator, cluster: Cluster) -> Fit:
-        """Recomputation as asked; unasked, as needed: of the plans with and without it that
-        hold the work, the one on fewer GPUs, then the one with fewer GPU-hours (recomputing runs
-        the forward twice but may let fewer GPUs, or a narrower layout, hold the work), then
-        without it."""
+        """Recomputation as asked (full or none); unasked, as needed: of the plans without it,
+        with PARTIAL_RECOMPUTE of the layers recomputed whole and with all of them that hold the
+        work, the one on fewer GPUs, then with fewer GPU-hours (recomputing runs the forward
+        again but may let fewer GPUs, or a narrower layout, hold the work), then recomputing
+        less."""
         if self.w.recompute is not None:
             return self._as_asked(acc, cluster)  # (the ZeRO stage is decided)
-        without, with_ = (self._variant(r)._as_asked(acc, cluster) for r in (False, True))
-        chosen, why = without, "one micro-batch's activations fit without it"
-        if without.unfit is not None:
-            chosen, why = with_, "the activations of one micro-batch do not fit without it"
-        elif with_.unfit is None and _cost(with_) < _cost(without):
-            chosen = with_
-            why = (
-                f"it holds the work on {with_.rented_gpus} GPUs, not {without.rented_gpus}"
-                if with_.rented_gpus < without.rented_gpus
-                else "fewer GPU-hours: the narrower layout it allows outweighs the "
-                "recomputed forward"
-            )
-        on = chosen is with_
-        word = "full activation recomputation" if on else "no activation recomputation"
-        figure = Figure("recompute", float(on), "on/off", f"{word}: {why}")
+        ends = [(r, self._variant(r)._as_asked(acc, cluster)) for r in (0.0, 1.0)]
+        none, full = ends[0][1], ends[1][1]
+        helps = none.unfit is not None or (full.unfit is None and _cost(full) < _cost(none))
+        # recomputing part of the layers can only beat none where recomputing all of them does
+        shares = PARTIAL_RECOMPUTE if helps else ()
+        middle = [(r, self._variant(r)._as_asked(acc, cluster)) for r in shares]
+        plans = [ends[0], *middle, ends[1]]
+        fitting = [(r, f) for r, f in plans if f.unfit is None]
+        share, chosen = min(fitting, key=lambda p: (_cost(p[1]), p[0])) if fitting else plans[-1]
+        figure = Figure("recompute", share, "share of layers", _recompute_why(share, chosen, plans))
         return dataclasses.replace(chosen, figures=(*chosen.figures, figure))
 
     def _as_asked(self, acc: Accelerator, cluster: Cluster) -> Fit:
@@ -156,8 +165,9 @@ class TrainingRun(Plan):
         eff, source = self.efficiency(acc)
         factor = training_peaks(acc, w.precision)[2]
         if factor != 1.0:
-            eff, source = eff * factor, f"{source} x {factor:g} in {w.precision} (FP8 kernels)"
-        layouts = self._layouts(w.method, usable_memory_gb(acc.device_memory_gb), per_node)
+            kernels = "NVFP4 recipe" if w.precision == "fp4" else "FP8 kernels"
+            eff, source = eff * factor, f"{source} x {factor:.3g} in {w.precision} ({kernels})"
+        layouts = self._layouts(w.method, usable_memory_gb(acc.device_memory_gb), cluster.domain)
         wanted = self.profile.default_gpu_count if w.gpu_count is None else w.gpu_count
         if not layouts:
             return self._unfit_training(acc, cluster, wanted, eff, source)
@@ -186,11 +196,12 @@ class TrainingRun(Plan):
             w.tokens or 0.0,
             self.seq_len,
             self.batch,
-            bool(w.recompute),
+            self.recompute_share,
             eff,
             w.global_batch_tokens or default_global_batch_tokens(shape.params),
             method=w.method,
             lora_rank=w.lora_rank,
+            expert_overlap=bool(w.dualpipe),
         )
 
     def _placed(
@@ -236,7 +247,8 @@ class TrainingRun(Plan):
     def _trained_and_frozen_gb(self) -> tuple[float, float]:
         """GB of the trained weights' states (weights, gradients, optimizer) and of the frozen
         weights, one whole copy each."""
-        return self.shape.params * TRAINING_STATE_BYTES / GB, 0.0
+        state_bytes = TRAINING_STATE_BYTES - OPTIMIZER_BYTES + optimizer_bytes(self.w.method)
+        return self.shape.params * state_bytes / GB, 0.0
 
     def _shape_figures(self) -> tuple[Figure, ...]:
         """The assumed shape of a bare parameter count, as a figure (Shape.assumed)."""
@@ -244,6 +256,19 @@ class TrainingRun(Plan):
             return ()
         shape = self.shape
         assert shape.layers is not None
+        if shape.experts:
+            return (
+                Figure(
+                    "assumed_layers",
+                    float(shape.layers),
+                    "layers",
+                    f"a mixture of experts assumed for --params-b with --active-params-b: "
+                    f"{shape.layers} layers x hidden {shape.hidden} ({shape.heads} heads of "
+                    f"{shape.head_dim}), {shape.experts} experts of width {shape.intermediate}, "
+                    f"top-{shape.experts_per_token} (sizing.assumed_moe_shape); --model or "
+                    "--hf-config gives a real shape",
+                ),
+            )
         return (
             Figure(
                 "assumed_layers",
@@ -306,7 +331,7 @@ class TrainingRun(Plan):
             ranks=ranks,
             seq_len=self.seq_len if self.shape.layers is not None else None,
             micro_batch=self.batch,
-            recompute=bool(w.recompute),
+            recompute=self.recompute_share,
             method=method,
             lora_rank=w.lora_rank,
         )
@@ -323,8 +348,10 @@ class TrainingRun(Plan):
         frozen weights) and GB that ZeRO shards over the ranks (divided by their count), for
         `method` (the one asked for, or a lighter one `_lighter` weighs)."""
         stage = self.zero_stage
-        if method == "full":
-            return full_training_split(self.shape, stage, self.activations_gb)
+        if method in EVERY_WEIGHT:
+            return full_training_split(
+                self.shape, stage, self.activations_gb, optimizer_bytes(method)
+            )
         adapters = self._adapters()
         kept_bytes, sharded_bytes = zero_split_bytes(stage)
         kept = adapters * kept_bytes / GB + self.activations_gb
@@ -353,7 +380,11 @@ class TrainingRun(Plan):
         tp = node_tp_degrees(per_node)[-1] if layers else 1
         pp = max((p for p in PP_DEGREES if p <= (layers or 0)), default=1)
         states = (kept - act) / (tp * pp)
-        what = "unsharded states" if method == "full" else f"unsharded {method} weights and states"
+        what = (
+            "unsharded states"
+            if method in EVERY_WEIGHT
+            else f"unsharded {method} weights and states"
+        )
         split = f" over TP {tp} x PP {pp}" if tp * pp > 1 else ""
         parts = [f"ZeRO stage {stage} keeps {states:.0f} GB of {what}{split}"]
         if act:
@@ -373,20 +404,51 @@ class TrainingRun(Plan):
         """The lighter methods (after the one asked for in METHODS) that fit on `acc`, on one
         node where the job must stay on one: what each needs per GPU and on how many GPUs."""
         per_node = cluster.per_node
-        if self.shape.intermediate is None or self.shape.mla_kv_dim:
-            return ()  # no adapter count for this shape (sizing.lora_adapter_params)
+        # no adapter count without the MLP width or with MLA (sizing.lora_adapter_params)
+        adapters = self.shape.intermediate is not None and not self.shape.mla_kv_dim
         wanted = self.profile.default_gpu_count if self.w.gpu_count is None else self.w.gpu_count
         out = []
         for method in METHODS[METHODS.index(self.w.method) + 1 :]:
-            ranks = self._min_ranks(acc, method)
+            if method not in EVERY_WEIGHT and not adapters:
+                continue
+            # every weight with a lighter optimizer: recomputing as needed, as the plan would
+            unasked = self.recompute_asked is None
+            probe = self._variant(1.0) if method in EVERY_WEIGHT and unasked else self
+            ranks = probe._min_ranks(acc, method)
             if ranks is None:
                 continue
             nodes = math.ceil(max(ranks, wanted, 1) / per_node)
             if nodes > 1 and self._one_node(cluster.network_gbps):
                 continue
             rented = nodes * per_node
-            out.append((method, self._memory(method, rented)[-1].value, rented, nodes))
+            out.append((method, probe._memory(method, rented)[-1].value, rented, nodes))
         return tuple(out)
+
+
+def _recompute_why(share: float, chosen: Fit, plans: list[tuple[float, Fit]]) -> str:
+    """The recompute figure's words: what was chosen (share of the layers) and why."""
+    if share >= 1:
+        word = "full activation recomputation"
+    elif share > 0:
+        word = (
+            f"activation recomputation of {share:.0%} of the layers (whole layers, Megatron-LM's "
+            "block method; attention's core is recomputed by FlashAttention anyway)"
+        )
+    else:
+        word = "no activation recomputation"
+    none = plans[0][1]
+    if share == 0:
+        why = "one micro-batch's activations fit without it"
+    elif none.unfit is not None:
+        less = [r for r, f in plans if f.unfit is not None and 0 < r < share]
+        why = "the activations of one micro-batch do not fit without it" + (
+            f" (nor recomputing {max(less):.0%})" if less else ""
+        )
+    elif chosen.rented_gpus < none.rented_gpus:
+        why = f"it holds the work on {chosen.rented_gpus} GPUs, not {none.rented_gpus}"
+    else:
+        why = "fewer GPU-hours: the narrower layout it allows outweighs the recomputed forward"
+    return f"{word}: {why}"
 
 
 def _cost(f: Fit) -> tuple[int, float]:
