@@ -198,11 +198,17 @@ class EpModel:
         return max(0, int(free // (self.kv_gpu_token * (self.inp + self.out))))
 
     def step(self, per_rank: int) -> EpStep:
-        """The forward pass with `per_rank` decode sequences on every DP rank (module doc)."""
+        """The forward pass with `per_rank` decode sequences on every DP rank and their share of
+        prompts packed in (module doc)."""
+        return self.forward(per_rank, per_rank * self.prompt_share)
+
+    def forward(self, decode: int, prompt_tokens: float) -> EpStep:
+        """One forward pass with `decode` decode sequences and `prompt_tokens` prompt tokens of
+        I-token prompts on every DP rank (module doc)."""
         lay, shape = self.layout, self.shape
         e, k = shape.experts or 1, shape.experts_per_token or 1
         tp = lay.attention_tp
-        tokens_rank = per_rank * (1 + self.prompt_share)
+        tokens_rank = decode + prompt_tokens
         t = tokens_rank / tp
         total = lay.dp_ranks * tokens_rank
         dense = max(self.dense_read_bytes / self.bw, 2 * self.dense_active * t / self.peak)
@@ -213,27 +219,37 @@ class EpModel:
             2 * self.per_expert_params * pairs / self.peak,
         )
         context = self.inp + self.out / 2
-        # Decode attention over the mean context, prefill attention over the packed prompts.
-        per_seq = self.decode_dims * context + self.head_dim * self.inp * self.prompt_share
-        attn_flops = self.layers * self.heads / tp * 2 * per_rank * per_seq
-        attention = max(per_rank * context * self.kv_gpu_token / self.bw, attn_flops / self.peak)
+        # Decode attention over the mean context, prefill attention over the prompt (causal).
+        per_rank_dims = (
+            self.decode_dims * context * decode + self.head_dim * self.inp * prompt_tokens
+        )
+        attn_flops = self.layers * self.heads / tp * 2 * per_rank_dims
+        attention = max(decode * context * self.kv_gpu_token / self.bw, attn_flops / self.peak)
         return EpStep(
             dense,
             experts,
             attention,
-            self.layers * self.all_to_all_s(t),
+            self.layers * self.all_to_all_s(t, forwarded=decode == 0),
             self.layers * LAYER_OVERHEAD_S,
-            per_rank * lay.dp_ranks,
+            decode * lay.dp_ranks,
         )
 
-    def all_to_all_s(self, tokens: float) -> float:
-        """Dispatch and combine of one layer for `tokens` tokens per GPU (module doc)."""
+    def all_to_all_s(self, tokens: float, forwarded: bool = False) -> float:
+        """Dispatch and combine of one layer for `tokens` tokens per GPU (module doc). Decode
+        sends each token to each of its k experts (DeepEP's low-latency kernels, pure RDMA);
+        `forwarded` passes (prefill, DeepEP's normal kernels) send it once to each other node
+        one of its experts is on, and NVLink forwards it there: the expected distinct other
+        nodes of k uniform picks, (n - 1)(1 - (1 - 1/n)^k) for n nodes."""
         lay = self.layout
         k = self.shape.experts_per_token or 1
-        sent = tokens * k * self.hidden * (DISPATCH_BYTES + COMBINE_BYTES) * lay.imbalance
+        per_copy = tokens * self.hidden * (DISPATCH_BYTES + COMBINE_BYTES) * lay.imbalance
         g = min(lay.gpus, lay.gpus_per_node)
-        off_node = sent * (lay.gpus - g) / lay.gpus
-        on_node = sent * (g - 1) / lay.gpus
+        n = lay.gpus / g
+        off_copies = (
+            (n - 1) * (1 - (1 - 1 / n) ** k) if forwarded else k * (lay.gpus - g) / lay.gpus
+        )
+        off_node = per_copy * off_copies
+        on_node = per_copy * k * (g - 1) / lay.gpus
         network = off_node / (lay.network_gb_s * NETWORK_A2A_EFFICIENCY * GB)
         nvlink = on_node / (link_bus_gb_s(lay.nvlink_gb_s) * GB)
         return max(network, nvlink) + 2 * A2A_LATENCY_S
