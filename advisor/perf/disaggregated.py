@@ -14,8 +14,8 @@ transfers per second and the decode pool's completions per second within the ITL
 split of nodes with the highest rate is taken.
 
 The answer compares output tokens per second per GPU at the ITL target, and says why the winner
-wins: the prompt tokens an aggregated step carries against the GPUs a split leaves unbalanced
-and the KV it moves.
+wins: the prompt tokens an aggregated step carries against the capacity a split of whole nodes
+leaves unused in one pool (and the KV it moves, when that is the bound).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class Comparison:
             )
         return (
             f"aggregated serves {gain:.2f}x the requests: whole nodes split between prefill and "
-            f"decode leave one pool idle part of the time and the KV cache crosses the network "
+            f"decode bound the rate by one pool while the other has capacity to spare "
             f"({lose.detail}); aggregated: {win.detail}"
         )
 
