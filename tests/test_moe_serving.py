@@ -3,6 +3,8 @@ arithmetic and to published measurements it was not set from."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from advisor.catalog.loading import load_catalog
@@ -73,3 +75,25 @@ def test_bad_layouts_name_the_field() -> None:
     with pytest.raises(InputError) as e:
         EpModel(Shape.of(CAT.models["llama-3.1-70b"]), H100, "fp8", EpLayout(8, 8), 100, 100)
     assert e.value.field == "model"
+
+
+@pytest.mark.parametrize("gpus", ["16", "72"])
+def test_estimate_answers_deepseek_v3_with_ep(gpus: str) -> None:
+    # No TP degree inside one node of 8 H100s holds 671 GB of FP8 weights: the estimate stays
+    # unfit at TP and names the expert-parallel layout over the GPUs asked for.
+    from tests.test_planning_questions import run
+
+    got = run("estimate", "-w", "high_throughput_inference", "-m", "deepseek-v3", "-a",
+              "h100-sxm", "-g", gpus, "--precision", "fp8", "--json")  # fmt: skip
+    assert got.returncode == 1, got.stderr  # unfit as asked (tensor parallelism): exit 1
+    notes = json.loads(got.stdout)["notes"]
+    assert any(n.startswith(f"expert parallelism serves it: EP {gpus} over") for n in notes)
+
+
+def test_a_dense_model_gets_no_ep_answer() -> None:
+    from tests.test_planning_questions import run
+
+    got = run("estimate", "-w", "high_throughput_inference", "-m", "llama-3.1-405b", "-a",
+              "h100-sxm", "-g", "16", "--precision", "bf16", "--json")  # fmt: skip
+    assert got.returncode == 1, got.stderr  # 810 GB of BF16 weights: unfit in one node
+    assert not any("expert parallelism" in n for n in json.loads(got.stdout)["notes"])
