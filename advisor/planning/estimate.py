@@ -37,6 +37,8 @@ from advisor.perf.spot import SpotPlan, too_risky, training_spot_plan
 from advisor.perf.training import Layout
 from advisor.planning.capacity import capacity_note
 from advisor.planning.fit import Fit
+from advisor.planning.moe_answer import expert_parallel_note
+from advisor.planning.plan import Plan
 from advisor.planning.plans import plan_for
 from advisor.planning.serving import BARE_INFERENCE
 from advisor.planning.training_plan import network_below_floor
@@ -143,6 +145,8 @@ def estimate(
         + _spot_notes(spot, profile)
     )
     notes = blocking + _information(fit, profile, node) + _price_notes(price)
+    if profile.sizing == "inference" and fit.unfit:
+        notes += _expert_parallel(plan, req, node)
     hours = completion_hours(fit.hours, spot)
     return Estimate(
         workload=profile.id,
@@ -321,6 +325,20 @@ def _fewer_gpus(fit: Fit, profile: WorkloadProfile, node: _Node) -> list[str]:
         f"{fit.gpus_needed} GPUs of {node.acc.device_memory_gb:g} GB: {lighter} would need "
         "fewer; CPU offload of the optimizer states (not modelled here) would shrink them too"
     ]
+
+
+def _expert_parallel(plan: Plan, req: EstimateRequest, node: _Node) -> list[str]:
+    """A mixture of experts no TP degree holds in one node, on the GPUs asked for: the
+    expert-parallel layout that does (advisor/planning/moe_answer.py)."""
+    note = expert_parallel_note(
+        plan.shape,
+        node.acc,
+        req.precision,
+        (req.gpu_count or 0, node.per_node, node.link_gb_s, node.network_gbps),
+        req.work().io_tokens(),
+        plan.targets.max_itl_ms,
+    )
+    return [note] if note else []
 
 
 def _information(fit: Fit, profile: WorkloadProfile, node: _Node) -> list[str]:

@@ -1,0 +1,88 @@
+"""A trace of requests, their arrival times and lengths, read from a file for the serving
+simulation (perf/serving_sim.py) in place of Poisson arrivals of one length.
+
+Two formats, told by the first non-blank character: JSON lines (`{"arrival_s": 0.12,
+"input_tokens": 512, "output_tokens": 128}` a line) or CSV with the header
+`arrival_s,input_tokens,output_tokens`. Arrivals are seconds from the trace's start; the rows
+are served in arrival order. A bad row is an InputError naming its line and field.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from advisor.errors import InputError
+from advisor.perf.serving_sim import Request
+
+TRACE_FIELDS = ("arrival_s", "input_tokens", "output_tokens")
+MAX_TRACE_REQUESTS = 1_000_000  # a bound on what one simulation reads
+
+
+class TraceRow(BaseModel):
+    """One request of a trace file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    arrival_s: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    input_tokens: Annotated[int, Field(ge=1, le=10_000_000)]
+    output_tokens: Annotated[int, Field(ge=1, le=10_000_000)]
+
+
+def _row(line: int, raw: object) -> Request:
+    try:
+        row = TraceRow.model_validate(raw)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "row"
+        raise InputError(f"trace line {line}: {where}: {first['msg']}", field="trace") from None
+    return Request(row.arrival_s, row.input_tokens, row.output_tokens)
+
+
+def _json_lines(text: str) -> list[Request]:
+    out: list[Request] = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            raw = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"trace line {n}: not JSON: {e.msg}", field="trace") from None
+        out.append(_row(n, raw))
+    return out
+
+
+def _csv(text: str) -> list[Request]:
+    reader = csv.DictReader(io.StringIO(text))
+    header = tuple(reader.fieldnames or ())
+    if header != TRACE_FIELDS:
+        raise InputError(
+            f"trace line 1: the CSV header must be {','.join(TRACE_FIELDS)}, got "
+            f"{','.join(header) or 'nothing'}",
+            field="trace",
+        )
+    return [_row(n, dict(r)) for n, r in enumerate(reader, start=2)]
+
+
+def read_trace(text: str) -> list[Request]:
+    """The requests of a trace file's text, in arrival order (module doc)."""
+    body = text.lstrip()
+    rows = _json_lines(text) if body.startswith("{") else _csv(body)
+    if not rows:
+        raise InputError("trace: no requests", field="trace")
+    if len(rows) > MAX_TRACE_REQUESTS:
+        raise InputError(
+            f"trace: {len(rows)} requests, at most {MAX_TRACE_REQUESTS} are simulated",
+            field="trace",
+        )
+    return sorted(rows, key=lambda r: r.arrival_s)
+
+
+def trace_rate_per_s(trace: list[Request]) -> float:
+    """The trace's mean arrival rate: requests after the first over the time they span."""
+    span = trace[-1].arrival_s - trace[0].arrival_s
+    return (len(trace) - 1) / span if span > 0 else float("inf")
