@@ -38,7 +38,10 @@ from dataclasses import dataclass
 from advisor.catalog.models import Accelerator
 from advisor.errors import InputError
 from advisor.perf.inference import (
-    LAYER_OVERHEAD_S,
+    KERNEL_LAUNCH_S,
+    KERNELS_PER_LAYER,
+    MOE_EXTRA_KERNELS,
+    UNEXPLAINED_LAYER_S,
     bandwidth_efficiency,
     compute_efficiency,
     expected_experts,
@@ -70,6 +73,10 @@ COMBINE_BYTES = 2  # BF16 combine
 # section 3.4.2, EPLB) to bring GPUs near the mean; 1.2 leaves the residual skew. Stated in every
 # answer, and an input.
 EXPERT_IMBALANCE = 1.2
+
+# An MoE layer's fixed time, as advisor/perf/inference.py counts it: its kernels' launches and
+# the per-layer time no GPU cost explains.
+LAYER_FIXED_S = (KERNELS_PER_LAYER + MOE_EXTRA_KERNELS) * KERNEL_LAUNCH_S + UNEXPLAINED_LAYER_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,7 +237,7 @@ class EpModel:
             experts,
             attention,
             self.layers * self.all_to_all_s(t, forwarded=decode == 0),
-            self.layers * LAYER_OVERHEAD_S,
+            self.layers * LAYER_FIXED_S,
             decode * lay.dp_ranks,
         )
 
