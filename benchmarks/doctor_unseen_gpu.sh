@@ -27,7 +27,7 @@ for p in idle_reservation input_bound input_workers; do
   echo "$p: exit $?" >> "$log"
 done
 echo "=== healthy_gemm" >> "$log"
-DOCTOR_BENCH_S=$((3 * PID_S + 10)) $py healthy_gemm.py >> "$log" 2>> "$out/windows.txt" &
+DOCTOR_BENCH_S=$((3 * PID_S + 10)) WINDOW_S=2 $py healthy_gemm.py >> "$log" 2>> "$out/windows.txt" &
 gemm=$!
 until grep -q "pid $gemm ready" "$log" 2>/dev/null; do sleep 0.5; done
 sleep "$PID_S"

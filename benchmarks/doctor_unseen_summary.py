@@ -8,6 +8,7 @@ doctor's attachment against those wholly outside it).
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import statistics
 import sys
@@ -50,6 +51,11 @@ def pid_cost(folder: Path) -> list[str]:
         elif line.startswith("DOCTOR "):
             _, t, what = line.split()
             marks[what] = float(t)
+    report = folder / "healthy_pid.json"
+    if report.exists():  # the sampled window itself, not the doctor's start-up and exit
+        body = json.loads(report.read_text())
+        start = dt.datetime.fromisoformat(body["created_at"].replace("Z", "+00:00")).timestamp()
+        marks = {"start": start, "end": start + body["job"]["sampled_s"]}
     if "start" not in marks or "end" not in marks:
         return ["--pid cost: the doctor's times are missing"]
     inside = [
