@@ -150,3 +150,52 @@ def test_pid_watches_a_running_job_without_stopping_it_and_says_what_it_cannot_c
 def test_pid_bad_usage_is_exit_2_naming_the_option(args: list[str], text: str) -> None:
     p = _doctor(*args)
     assert p.returncode == 2 and text in p.stderr, p.stderr
+
+
+# --- --node: every GPU of the machine at one look ----------------------------------------------
+
+
+def test_node_view_names_each_gpu_state_its_processes_and_the_idle_dollars(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Four H200s at p5en.48xlarge's per-GPU price P (its hourly price / 8): GPU 0 held (80 GiB)
+    with SM 0% -> idle_reservation, P idle; GPU 1 with no process and no kernel -> free, P idle;
+    GPU 2 at SM 30% -> under_used, 0.7 P; GPU 3 at SM 90% -> busy. The node: 2 P idle an hour,
+    0.7 P under-used."""
+    gib = 1 << 30
+    lib = FakeNvmlLib(
+        devices=[
+            h200(processes=[{"pid": 4242, "used": 80 * gib, "name": "jupyter"}], gpm={2: 0.0}),
+            h200(processes=[], gpm={2: 0.0}),
+            h200(processes=[{"pid": 4343, "used": 10 * gib}], util=(60, 5), gpm={2: 30.0}),
+            h200(processes=[{"pid": 4444, "used": 70 * gib}], util=(100, 50), gpm={2: 90.0}),
+        ]
+    )
+    result = _invoke(
+        monkeypatch, lib, "--node", "--json", "--duration", "0.3s", "--instance-type",
+        "p5en.48xlarge",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    view = _body(result)
+    assert view["kind"] == "node_view"
+    assert [g["state"] for g in view["gpus"]] == ["idle_reservation", "free", "under_used", "busy"]
+    p = float(view["price_basis"].split("$")[1].split("/h")[0].replace(",", "")) / 8
+    assert view["idle_usd_per_h"] == pytest.approx(2 * p, abs=0.02)
+    assert view["under_used_usd_per_h"] == pytest.approx(0.7 * p, abs=0.01)
+    held = view["gpus"][0]["processes"]
+    assert held == [
+        {
+            "pid": 4242,
+            "name": "jupyter",
+            "used_memory_mib": 80 * 1024.0,
+            "finding": "idle_reservation",
+        }
+    ]
+    assert view["gpus"][3]["processes"][0]["finding"] is None
+
+
+def test_node_view_without_nvml_is_exit_3_and_with_a_command_exit_2() -> None:
+    p = _doctor("--node", "--json")
+    assert p.returncode == 3 and "nvml" in p.stderr.lower(), p.stderr
+    p = _doctor("--node", "--", "true")
+    assert p.returncode == 2 and "--node looks at the whole machine" in p.stderr

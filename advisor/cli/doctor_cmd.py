@@ -25,7 +25,7 @@ import typer
 from rich.markup import escape
 
 from advisor.catalog import Catalog, get_instance_type
-from advisor.cli import doctor_pid
+from advisor.cli import doctor_node, doctor_pid
 from advisor.cli.common import (
     JsonReport,
     OutputFile,
@@ -74,6 +74,14 @@ def doctor(
             "restarting it, for --duration (default 30s)."
         ),
     ] = None,
+    node: Annotated[
+        bool,
+        typer.Option(
+            "--node",
+            help="Every GPU of this machine at one look: its processes, activity, memory, "
+            "power, the findings and the idle dollars an hour (--duration: the window, 2s).",
+        ),
+    ] = False,
     instance_type: Annotated[
         str | None,
         typer.Option(help="Catalog instance type of this machine: prices the findings."),
@@ -99,9 +107,9 @@ def doctor(
     token: Token = None,
     spool_dir: SpoolDir = None,
 ) -> None:
-    """Run CMD (or watch --pid) and diagnose its use of the GPU: where its time goes; never
-    used, idle reservation, input-, host-, sync- or transfer-bound, tensors made on the CPU,
-    under-used; each finding with evidence, a fix and its price."""
+    """Run CMD (or watch --pid, or every GPU with --node) and diagnose its use of the GPU:
+    where its time goes; never used, idle reservation, input-, host-, sync- or transfer-bound,
+    tensors made on the CPU, under-used; each finding with evidence, a fix and its price."""
     window_s = parse_duration(duration, "--duration") if duration is not None else None
     interval_s = parse_duration(interval, "--interval")
     if interval_s < MIN_INTERVAL_S:
@@ -111,6 +119,8 @@ def doctor(
     catalog = get_catalog()
     if instance_type is not None:
         get_instance_type(catalog, instance_type)  # an unknown id fails before the job starts
+    if node:
+        _node(catalog, command, pid, instance_type, window_s, json_out, output)
     root = _target(command, pid, torch_hook)
     sender = ReportSender(report_to, token, spool_dir, path=ENDPOINT) if report_to else None
 
@@ -206,6 +216,33 @@ def _run(
         nvml.shutdown()
     assert report.job is not None and code is not None
     return code, report.job.verdict, saved
+
+
+def _node(
+    catalog: Catalog,
+    command: list[str] | None,
+    pid: int | None,
+    instance_type: str | None,
+    window_s: float | None,
+    json_out: bool,
+    output: Any,
+) -> None:
+    """--node: one look at every GPU, printed or as JSON; exit 0, or 3 without NVML."""
+    if command or pid is not None:
+        raise InputError("--node looks at the whole machine: give no command and no --pid")
+    nvml, unmeasured = _open(err_console())
+    if nvml is None:
+        err_console().print(f"[red]error:[/] {escape(unmeasured[0])}", highlight=False)
+        raise typer.Exit(EXIT_CANNOT_MEASURE)
+    view = doctor_node.snapshot(catalog, nvml, instance_type, window_s)
+    nvml.shutdown()
+    data = view.model_dump(mode="json")
+    saved = output is None or save_report(output, data)
+    if json_out:
+        emit_json(data)
+    else:
+        doctor_node.render(view)
+    raise typer.Exit(0 if saved else 2)
 
 
 def _target(command: list[str] | None, pid: int | None, torch_hook: bool) -> Any:
