@@ -369,6 +369,7 @@ class JobFinding(_Model):
         "under_used",
         "idle_reservation",
         "input_bound",
+        "straggler",
     ]
     summary: str
     evidence: list[str]
@@ -398,6 +399,8 @@ class JobReport(_Model):
     gpu_hours_lost: GpuHours | None = None  # GPU time the findings left idle over the window
     price_basis: str | None = None  # where the findings' prices come from
     stages: StageReport | None = None  # where the job's time went (stack samples), when read
+    # several ranks (RANK set by the launcher): each rank's stages, rank order
+    ranks: list[StageReport] = Field(default_factory=list, max_length=MAX_ITEMS)
 
 
 class UtilisationReport(_Model):

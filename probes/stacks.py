@@ -19,13 +19,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from probes.errors import INSTALL_PROBE_EXTRA
 
 DUMP_TIMEOUT_S = 5.0
 MAX_STACK_SAMPLES = 20_000  # a long window keeps every other sample beyond this
+MAX_RANKS = 16  # ranks sampled at each tick (one py-spy run each)
 PTRACE_HINT = (
     "py-spy may not read the job's memory (ptrace refused): run the doctor as the job's user "
     "with kernel.yama.ptrace_scope <= 1, or as root (a container needs CAP_SYS_PTRACE)"
@@ -56,6 +57,7 @@ class StackSample:
     t_s: float
     pid: int
     threads: tuple[ThreadStack, ...]
+    rank: int | None = None  # RANK in the process's environment (torchrun and the like)
 
     def main_thread(self) -> ThreadStack | None:
         """The process's main thread (its OS thread id is the pid), else the first listed."""
@@ -128,6 +130,35 @@ def is_ptrace_refusal(message: str) -> bool:
     return "permission denied" in words or "operation not permitted" in words
 
 
+def _rank(p: Any) -> int | None:
+    try:
+        value = p.environ().get("RANK")
+    except Exception:  # gone, or another user's
+        return None
+    try:
+        return int(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+def rank_processes(procs: list[Any]) -> list[tuple[Any, int]]:
+    """The ranks of a several-process job: processes with RANK in their environment whose parent
+    has none (a rank's DataLoader workers inherit it), rank order, at most MAX_RANKS."""
+    ranked = {p.pid: (p, _rank(p)) for p in procs}
+    out = []
+    for p, rank in ranked.values():
+        if rank is None:
+            continue
+        try:
+            parent = p.ppid()
+        except Exception:
+            continue
+        if parent in ranked and ranked[parent][1] is not None:
+            continue
+        out.append((p, rank))
+    return sorted(out, key=lambda pr: pr[1])[:MAX_RANKS]
+
+
 def python_process(procs: list[Any]) -> Any | None:
     """The job's main Python process: the first of the tree (root first) that runs Python."""
     for p in procs:
@@ -184,21 +215,28 @@ class StackSampler:
             if self._refused:
                 return
 
-    def _sample_once(self, py_spy: str) -> None:
+    def _targets(self) -> list[tuple[Any, int | None]]:
+        """The ranks of the job, else its main Python process."""
         try:
-            target = python_process(self.job_pids())
+            procs = self.job_pids()
         except Exception:  # the job exited between samples
-            return
-        if target is None:
-            return
-        t_s = round(time.monotonic() - self._start, 3)
-        try:
-            self.samples.append(dump(py_spy, target.pid, t_s))
-        except StackError as exc:
-            self.errors += 1
-            if is_ptrace_refusal(str(exc)):
-                self._refused = True
-                self.unmeasured.append(f"where the job's time goes (its stacks): {PTRACE_HINT}")
-            return
+            return []
+        ranks: list[tuple[Any, int | None]] = list(rank_processes(procs))
+        main = python_process(procs) if not ranks else None
+        return ranks or ([(main, None)] if main is not None else [])
+
+    def _sample_once(self, py_spy: str) -> None:
+        for target, rank in self._targets():
+            t_s = round(time.monotonic() - self._start, 3)
+            try:
+                sample = dump(py_spy, target.pid, t_s)
+            except StackError as exc:
+                self.errors += 1
+                if is_ptrace_refusal(str(exc)):
+                    self._refused = True
+                    self.unmeasured.append(f"where the job's time goes (its stacks): {PTRACE_HINT}")
+                    return
+                continue
+            self.samples.append(replace(sample, rank=rank))
         if len(self.samples) > MAX_STACK_SAMPLES:
             self.samples = self.samples[::2]

@@ -14,6 +14,7 @@ MAX_STAGE_TEXT = 4096
 Stage = Literal[
     "gpu_wait",  # waiting for the GPU: a CUDA synchronisation, a read of a GPU value
     "data_loading",  # inside the DataLoader: fetching a batch, or waiting for its workers
+    "collective",  # inside torch.distributed: waiting for the other ranks in a collective
     "host_compute",  # the job's own Python computing on the CPU (preprocessing, NumPy)
     "waiting",  # idle: sleep, I/O, a lock or a queue outside the DataLoader
     "launch",  # inside PyTorch: its Python layers and the kernels they queue
@@ -25,6 +26,7 @@ Stage = Literal[
 STAGE_WORDS: dict[str, str] = {
     "gpu_wait": "waiting for the GPU (CUDA synchronisation)",
     "data_loading": "data loading (DataLoader)",
+    "collective": "waiting in collectives (torch.distributed)",
     "host_compute": "host preprocessing (the job's own Python)",
     "waiting": "waiting (I/O, sleep, locks)",
     "launch": "PyTorch calls and kernel launches",
@@ -57,6 +59,7 @@ class StageReport(_Model):
     """The main thread of the job's main Python process, sampled by py-spy."""
 
     pid: int
+    rank: int | None = None  # the process's RANK under torchrun (or any launcher that sets it)
     samples: int = Field(ge=0)  # placed in a stage
     startup_samples: int = Field(0, ge=0)  # inside an import: the job's start-up, left out
     interval_s: float = Field(gt=0)

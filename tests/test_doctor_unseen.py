@@ -199,3 +199,22 @@ def test_node_view_without_nvml_is_exit_3_and_with_a_command_exit_2() -> None:
     assert p.returncode == 3 and "nvml" in p.stderr.lower(), p.stderr
     p = _doctor("--node", "--", "true")
     assert p.returncode == 2 and "--node looks at the whole machine" in p.stderr
+
+
+@pytest.mark.slow
+def test_two_ranks_one_slow_names_the_straggler_and_shows_each_rank() -> None:
+    """tests/jobs/straggler.py: two gloo ranks, rank 1 doing five times rank 0's host work per
+    step: rank 0 waits in the all-reduce, rank 1 is named the straggler, each rank's stages are
+    in the report (the first rank's are the job's)."""
+    if find_py_spy() is None:
+        pytest.skip("py-spy is not installed (the probe extra)")
+    p = _doctor("--json", "--", sys.executable, str(ROOT / "tests" / "jobs" / "straggler.py"), "15")
+    report = json.loads(p.stdout[p.stdout.index("{") :])["job"]
+    if not report["ranks"] and any("ptrace" in u for u in report["unmeasured"]):
+        pytest.skip("this machine refuses ptrace to py-spy")
+    assert [r["rank"] for r in report["ranks"]] == [0, 1]
+    assert report["stages"]["rank"] == 0
+    codes = [f["code"] for f in report["findings"]]
+    assert codes[0] == "straggler", report["findings"]
+    assert "wait for rank 1" in report["findings"][0]["summary"]
+    assert p.returncode == 1

@@ -7,7 +7,12 @@ from __future__ import annotations
 import pytest
 
 from advisor.fleet.job_diagnosis import Diagnosis, gpu_activity
-from advisor.fleet.stage_findings import idle_reservation, idle_stretches, with_stages
+from advisor.fleet.stage_findings import (
+    idle_reservation,
+    idle_stretches,
+    straggler,
+    with_stages,
+)
 from probes.report import JobFinding, JobGpuSample, JobSample
 from probes.stage_report import StageReport, StageShare, StageSite
 
@@ -145,3 +150,39 @@ def test_too_few_stack_samples_dismiss_nothing() -> None:
     )
     done, _ = with_stages(base, samples, _stages({"copy": 0.0, "data_loading": 1.0}, True, 5), None)
     assert [f.code for f in done.findings] == ["transfer_bound"]
+
+
+def _rank(rank: int, shares: dict[str, float]) -> StageReport:
+    report = _stages(shares, None)
+    return report.model_copy(update={"rank": rank, "pid": 100 + rank})
+
+
+def test_the_rank_the_others_wait_for_is_the_straggler_with_each_ranks_shares() -> None:
+    """Ranks 0 and 2 wait in collectives 60% and 70% of their time, rank 1 10% while its host
+    work takes 90%: the others' median wait (index 1 of [0.6, 0.7]: 70%) less rank 1's (10%) is
+    60% >= 20%: rank 1 is the straggler, with the host-work fix; idle price $6.88 x (0.6 + 0.7)
+    = $8.94 an hour."""
+    ranks = [
+        _rank(0, {"collective": 0.6, "launch": 0.4}),
+        _rank(1, {"host_compute": 0.9, "collective": 0.1}),
+        _rank(2, {"collective": 0.7, "launch": 0.3}),
+    ]
+    finding = straggler(ranks, 6.88)
+    assert finding is not None and finding.code == "straggler"
+    assert "wait for rank 1 (70% of their time against its 10%)" in finding.summary
+    assert "host preprocessing" in finding.summary
+    assert "split the work evenly" in finding.fix
+    assert len(finding.evidence) == 3 and finding.evidence[1].startswith(
+        "rank 1 (pid 101): waiting for the others 10%"
+    )
+    assert finding.idle_usd_per_h == pytest.approx(8.94, abs=0.01)
+
+
+def test_balanced_ranks_have_no_straggler() -> None:
+    """Waits of 50% and 35%: 15% apart, below the 20% a finding needs."""
+    ranks = [
+        _rank(0, {"collective": 0.5, "launch": 0.5}),
+        _rank(1, {"collective": 0.35, "launch": 0.65}),
+    ]
+    assert straggler(ranks, 6.88) is None
+    assert straggler(ranks[:1], 6.88) is None  # one rank: no one to wait for

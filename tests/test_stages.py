@@ -76,26 +76,37 @@ def lib(path: str, name: str, line: int = 1) -> Frame:
             True,
             "data_loading",
         ),
-        # rule 2: torch.save under the job's checkpoint line
+        # rule 2: a collective waits for the other ranks (gloo's all_reduce blocks in Python)
+        (
+            thread(
+                lib("torch/distributed/distributed_c10d.py", "all_reduce"),
+                lib("torch/distributed/c10d_logger.py", "wrapper"),
+                mine(25, "dist.all_reduce(t)"),
+                active=False,
+            ),
+            True,
+            "collective",
+        ),
+        # rule 3: torch.save under the job's checkpoint line
         (
             thread(lib("torch/serialization.py", "save"), mine(30, "torch.save(m, 'c.pt')")),
             True,
             "periodic",
         ),
-        # rule 3: torch.cuda.synchronize is a Python frame; .item() is read from the job's line
+        # rule 4: torch.cuda.synchronize is a Python frame; .item() is read from the job's line
         (thread(lib("torch/cuda/__init__.py", "synchronize"), mine(12, "torch.cuda.synchronize()")), True, "gpu_wait"),
         (thread(mine(14, "total += loss.item()"), gil=False), True, "gpu_wait"),
-        # rule 4: a copy to the device at the job's line
+        # rule 5: a copy to the device at the job's line
         (thread(mine(15, "x = x.to(device, non_blocking=True)"), gil=False), True, "copy"),
-        # rule 5: idle (time.sleep is C: the job's line, py-spy says idle)
+        # rule 6: idle (time.sleep is C: the job's line, py-spy says idle)
         (thread(mine(16, "time.sleep(0.1)"), active=False, gil=False), True, "waiting"),
-        # rule 6: inside torch's modules; a torch operator at the job's line without the GIL
+        # rule 7: inside torch's modules; a torch operator at the job's line without the GIL
         (thread(lib("torch/nn/modules/linear.py", "forward"), mine(17, "y = model(x)")), True, "launch"),
         (thread(mine(18, "y = a @ b"), gil=False), True, "launch"),
-        # rule 7: the same line in a process with no GPU context is the host computing
+        # rule 8: the same line in a process with no GPU context is the host computing
         (thread(mine(18, "y = a @ b"), gil=False), False, "host_compute"),
         (thread(mine(19, "s = sum(v * v for v in xs)")), True, "host_compute"),
-        # rule 8: no Python frame
+        # rule 9: no Python frame
         (thread(), True, "other"),
     ],
 )  # fmt: skip

@@ -349,7 +349,7 @@ def _report(
     record = usage_record(base)  # the review's view of this report: its prices and savings
     per_gpu, basis = gpu_price(catalog, record, record.gpus[0]) if record.gpus else (None, None)
     found = diagnose(sampler.samples, torch, sampler.memory_total_mib, sampled_s, per_gpu)
-    found, stages = staged(found, sampler.samples, stacks, torch, per_gpu)
+    found, stages, ranks = staged(found, sampler.samples, stacks, torch, per_gpu)
     findings = _priced_options(catalog, record, found)
     job = JobReport(
         command=command,
@@ -365,6 +365,7 @@ def _report(
         gpu_hours_lost=found.gpu_hours_lost,
         price_basis=basis,
         stages=stages,
+        ranks=ranks,
     )
     return base.model_copy(update={"job": job})
 

@@ -5,14 +5,15 @@ and the lines that print them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from rich.markup import escape
 
 from advisor.cli.common import money
 from advisor.fleet.job_diagnosis import Diagnosis
-from advisor.fleet.stage_findings import with_stages
-from advisor.fleet.stages import stage_report
+from advisor.fleet.stage_findings import straggler, with_stages
+from advisor.fleet.stages import by_process, stage_report
 from probes.report import JobReport, JobSample, TorchStats
 from probes.stacks import StackSampler
 from probes.stage_report import STAGE_WORDS, StageReport
@@ -30,15 +31,20 @@ def staged(
     stacks: StackSampler | None,
     torch: TorchStats | None,
     per_gpu_usd: float | None,
-) -> tuple[Diagnosis, StageReport | None]:
-    """The diagnosis with the stages (when py-spy read the job) and the idle time line."""
+) -> tuple[Diagnosis, StageReport | None, list[StageReport]]:
+    """The diagnosis with the stages (when py-spy read the job) and the idle time line; with
+    several ranks, each rank's stages (the first rank's are the job's) and the straggler."""
     uses_gpu = any(g.job_on_gpu for s in samples for g in s.gpus) or bool(
         torch is not None and torch.cuda_used
     )
-    stages = (
-        stage_report(stacks.samples, uses_gpu, stacks.interval_s) if stacks is not None else None
-    )
-    return with_stages(found, samples, stages, per_gpu_usd)
+    groups = by_process(stacks.samples) if stacks is not None else []
+    reports = [r for g in groups if (r := stage_report(g, uses_gpu, STACK_INTERVAL_S))]
+    done, stages = with_stages(found, samples, reports[0] if reports else None, per_gpu_usd)
+    ranks = reports if len(reports) > 1 else []
+    slow = straggler(ranks, per_gpu_usd)
+    if slow is not None:
+        done = replace(done, findings=[slow, *done.findings], verdict="findings")
+    return done, stages, ranks
 
 
 def render_stages(out: Any, job: JobReport) -> None:
@@ -56,6 +62,9 @@ def render_stages(out: Any, job: JobReport) -> None:
         highlight=False,
         soft_wrap=True,
     )
+    for r in job.ranks:
+        top = ", ".join(f"{STAGE_WORDS[s.stage]} {s.share:.0%}" for s in r.shares[:3])
+        out.print(f"  rank {r.rank} (pid {r.pid}): {top}", highlight=False, soft_wrap=True)
     for note in stages.notes:
         out.print(f"  [dim]{escape(note)}[/]", highlight=False, soft_wrap=True)
     for f in job.findings:

@@ -8,6 +8,8 @@ time line or the stacks. Pure, no I/O.
   review's pricing).
 - input_bound: the GPU idles while the job's main thread spends a material share of its time in
   the DataLoader; in the main process (num_workers=0) or waiting for too few workers.
+- straggler (several ranks): the rank the others wait for, by each rank's share of time
+  waiting for the others (in collectives, or for the GPU).
 - transfer_bound is kept only where host-device copies took a material share of the main
   thread's time: a pageable copy at 22 MB/s ten times a second is slow, and not the bottleneck
   when it takes 2% of the time. host_bound gives way to input_bound (the busy core is the data
@@ -226,3 +228,48 @@ def _idle_usd(
 
 def _verdict(findings: Sequence[JobFinding]) -> Literal["healthy", "findings"]:
     return "findings" if findings else "healthy"
+
+
+_WAITING_FOR_OTHERS: tuple[Stage, ...] = ("collective", "gpu_wait")
+_STRAGGLER_FIX: dict[str, str] = {
+    "data_loading": "its input pipeline is the slow one: more DataLoader workers for it, or "
+    "shards of equal cost per rank",
+    "host_compute": "it does more host work than the others: split the work evenly (equal "
+    "shards; sequences bucketed or packed to equal lengths per rank)",
+}
+
+
+def straggler(ranks: Sequence[StageReport], per_gpu_usd: float | None) -> JobFinding | None:
+    """The rank the others wait for: its share waiting for the others (in collectives, or for
+    the GPU where NCCL's wait shows) is below theirs by MATERIAL_SHARE or more."""
+    read = [r for r in ranks if r.samples >= MIN_STACK_SAMPLES]
+    if len(read) < 2:
+        return None
+    waits = [share_of(r, *_WAITING_FOR_OTHERS) for r in read]
+    slow = min(range(len(read)), key=lambda i: waits[i])
+    others = [w for i, w in enumerate(waits) if i != slow]
+    typical = sorted(others)[len(others) // 2]
+    if typical - waits[slow] < MATERIAL_SHARE:
+        return None
+    r = read[slow]
+    own = next((s for s in r.shares if s.stage not in _WAITING_FOR_OTHERS), None)
+    name = f"rank {r.rank}" if r.rank is not None else f"pid {r.pid}"
+    where = ""
+    if own is not None:
+        site = own.sites[0].site if own.sites else None
+        where = f"; its own time goes to {STAGE_WORDS[own.stage]} ({own.share:.0%}" + (
+            f", most at {site})" if site else ")"
+        )
+    fix = _STRAGGLER_FIX.get(own.stage if own else "", "balance the work across ranks")
+    return JobFinding(
+        code="straggler",
+        summary=f"straggler: the other ranks wait for {name} ({typical:.0%} of their time "
+        f"against its {waits[slow]:.0%}){where}",
+        evidence=[
+            f"rank {x.rank if x.rank is not None else '?'} (pid {x.pid}): waiting for the others "
+            f"{w:.0%}, " + ", ".join(f"{STAGE_WORDS[s.stage]} {s.share:.0%}" for s in x.shares[:3])
+            for x, w in zip(read, waits, strict=True)
+        ],
+        fix=f"{fix}; and check that rank's GPU (clocks, throttling: advisor probe)",
+        idle_usd_per_h=round(per_gpu_usd * sum(others), 2) if per_gpu_usd is not None else None,
+    )

@@ -4,18 +4,20 @@ share of each stage. Pure, no I/O (the line texts come with the samples, read by
 A sample is placed by the first rule that holds, in this order:
 1. data_loading: a frame in torch/utils/data (the DataLoader fetching a batch in this process,
    or waiting for its workers);
-2. periodic: a frame saving or loading a checkpoint (torch/serialization.py), logging (the
+2. collective: a frame in torch/distributed (a collective or a barrier: waiting for the other
+   ranks; NCCL's are asynchronous and show as gpu_wait where the result is read);
+3. periodic: a frame saving or loading a checkpoint (torch/serialization.py), logging (the
    logging module) or writing metrics (TensorBoard, Weights & Biases, MLflow);
-3. gpu_wait: a frame of torch.cuda's synchronisation (torch.cuda.synchronize, a stream's or an
+4. gpu_wait: a frame of torch.cuda's synchronisation (torch.cuda.synchronize, a stream's or an
    event's synchronize), a tensor printed (it is read from the GPU), or the job's line reads a
    GPU value (.item(), .tolist(), .cpu(), .numpy(), synchronize());
-4. copy: the job's line copies to a device (.cuda(), .to(device / 'cuda'), .copy_(), non_blocking);
-5. waiting: py-spy says the thread is idle (sleep, I/O, a lock, a queue);
-6. launch: a frame inside PyTorch (its modules, autograd, optimisers queue the kernels), or the
+5. copy: the job's line copies to a device (.cuda(), .to(device / 'cuda'), .copy_(), non_blocking);
+6. waiting: py-spy says the thread is idle (sleep, I/O, a lock, a queue);
+7. launch: a frame inside PyTorch (its modules, autograd, optimisers queue the kernels), or the
    job's line is in native code without the GIL in a process that holds a GPU context (a torch
    operator at the job's line: a launch, or a launch waiting for room in the GPU's queue);
-7. host_compute: the job's own code, running (its Python, or native code it called);
-8. other: no Python frame.
+8. host_compute: the job's own code, running (its Python, or native code it called);
+9. other: no Python frame.
 Samples inside an import (the job's start-up) are counted apart and left out of the shares.
 
 The rules read PyTorch's and Python's module paths and call names, which are stable across
@@ -35,6 +37,7 @@ TOP_SITES = 3
 _LIBRARY = re.compile(r"/(site|dist)-packages/|/lib/python3\.\d+/|^<")
 _STARTUP = re.compile(r"^<frozen importlib")
 _DATA = "/torch/utils/data/"
+_DISTRIBUTED = "/torch/distributed/"
 _IN_PROCESS_FETCH = "/torch/utils/data/_utils/fetch.py"
 _PERIODIC = re.compile(
     r"/torch/serialization\.py$|/logging/__init__\.py$|/torch/utils/tensorboard/|/wandb/|/mlflow/"
@@ -80,6 +83,8 @@ def classify(thread: ThreadStack, uses_gpu: bool) -> Stage:
     code = (mine.code or "") if mine is not None else ""
     if any(_DATA in f.filename for f in frames):
         return "data_loading"
+    if any(_DISTRIBUTED in f.filename for f in frames):
+        return "collective"
     if any(_PERIODIC.search(f.filename) for f in frames):
         return "periodic"
     if any(_sync_frame(f) for f in frames) or _SYNC_LINE.search(code):
@@ -142,12 +147,25 @@ def stage_report(
     in_process = sum(loads_in_process(t) for t in loading) * 2 > len(loading) if loading else None
     return StageReport(
         pid=samples[0].pid,
+        rank=samples[0].rank,
         samples=total,
         startup_samples=startup,
         interval_s=interval_s,
         shares=shares,
         loading_in_process=in_process,
     )
+
+
+def by_process(samples: Sequence[StackSample]) -> list[list[StackSample]]:
+    """The samples of each process, rank order (the process sampled first when no rank)."""
+    groups: dict[int, list[StackSample]] = {}
+    for s in samples:
+        groups.setdefault(s.pid, []).append(s)
+    first = {pid: i for i, pid in enumerate(groups)}
+    ordered = sorted(
+        groups.items(), key=lambda kv: (kv[1][0].rank is None, kv[1][0].rank or 0, first[kv[0]])
+    )
+    return [g for _, g in ordered]
 
 
 def share_of(report: StageReport | None, *stages: Stage) -> float:
