@@ -186,3 +186,19 @@ def test_balanced_ranks_have_no_straggler() -> None:
     ]
     assert straggler(ranks, 6.88) is None
     assert straggler(ranks[:1], 6.88) is None  # one rank: no one to wait for
+
+
+def test_host_bound_needs_the_host_stages_to_take_a_material_share() -> None:
+    """A saturated core with the main thread waiting 85% of the time (its own Python 10%,
+    PyTorch's calls 5%: 15% < 20%): host_bound dismissed; at 30% + 10% it stays."""
+    samples = readings([5.0] * 10, memory_mib=2048.0)
+    base = Diagnosis(
+        "findings", [_finding("host_bound")], 0.0, gpu_activity(samples, {0: H200_MIB})
+    )
+    waiting = _stages({"waiting": 0.85, "host_compute": 0.10, "launch": 0.05}, None)
+    done, noted = with_stages(base, samples, waiting, None)
+    assert done.findings == [] and done.verdict == "healthy"
+    assert noted is not None and noted.notes[0].startswith("host_bound not reported:")
+    busy = _stages({"waiting": 0.6, "host_compute": 0.3, "launch": 0.1}, None)
+    done, _ = with_stages(base, samples, busy, None)
+    assert [f.code for f in done.findings] == ["host_bound"]

@@ -12,8 +12,9 @@ time line or the stacks. Pure, no I/O.
   waiting for the others (in collectives, or for the GPU).
 - transfer_bound is kept only where host-device copies took a material share of the main
   thread's time: a pageable copy at 22 MB/s ten times a second is slow, and not the bottleneck
-  when it takes 2% of the time. host_bound gives way to input_bound (the busy core is the data
-  pipeline's, and the fix is the DataLoader's).
+  when it takes 2% of the time. Likewise host_bound needs the job's own Python and PyTorch's
+  calls to take a material share of the main thread, and gives way to input_bound (the busy
+  core is the data pipeline's, and the fix is the DataLoader's).
 
 MATERIAL_SHARE (ESTIMATED, judgement): a stage below a fifth of the time bounds the speed-up of
 removing it entirely at 1 / (1 - 0.2) = 1.25x, so no other fix is pushed aside for it.
@@ -36,7 +37,12 @@ MATERIAL_SHARE = 0.2
 IDLE_STRETCH_S = 300.0
 MIN_STACK_SAMPLES = 10  # fewer say too little about shares to dismiss or raise a finding
 MIN_IDLE_READINGS = 3  # a whole window of idling needs a few readings to say so
-_GATED: dict[str, tuple[Stage, ...]] = {"transfer_bound": ("copy",)}
+# sync_bound is not gated: a sync's cost is the GPU idling while the host launches the next
+# step, and the host's share at the sync is about the GPU's busy share, not the loss
+_GATED: dict[str, tuple[Stage, ...]] = {
+    "transfer_bound": ("copy",),
+    "host_bound": ("host_compute", "launch"),
+}
 _EVIDENCED: dict[str, tuple[Stage, ...]] = {
     "sync_bound": ("gpu_wait",),
     "transfer_bound": ("copy",),
