@@ -24,9 +24,10 @@ def did_you_mean(word: str, choices: Iterable[str]) -> str:
     if match:
         return f" (did you mean {lowered[match[0]]!r}?)"
     # A misspelt start of ids ("h1OO" for the h100 family): the word against each choice's
-    # start of the same length, where whole-id similarity is diluted by the rest of the id.
+    # start of the same length, where whole-id similarity is diluted by the rest of the id. The
+    # first letter must agree: 'objective' is not a misspelt start of 'active_params_b'.
     if len(key) >= 3:
-        starts = {low[: len(key)] for low in lowered if len(low) > len(key)}
+        starts = {low[: len(key)] for low in lowered if len(low) > len(key) and low[0] == key[0]}
         near = difflib.get_close_matches(key, sorted(starts), n=1, cutoff=0.5)
         if near:
             return _family_hint(sorted(c for low, c in lowered.items() if low.startswith(near[0])))

@@ -358,6 +358,21 @@ class SizedWork(_Request):
         Cli("Share of prompt tokens served from the prefix cache, 0 to 1 (inference).", SERVING),
         SizesWork("serving"),
     ] = None
+    engine: Annotated[
+        str | None,
+        Field(
+            min_length=1,
+            max_length=100,
+            description="inference: the serving engine (vllm, sglang, trtllm, ...) whose stored "
+            "correction for the accelerator applies (advisor calibrate ingest --save); null: "
+            "none",
+        ),
+        Cli(
+            "Serving engine whose stored correction applies (advisor calibrate ingest --save).",
+            SERVING,
+        ),
+        SizesWork("serving"),
+    ] = None
     method: Annotated[
         Method,
         Field(description="training: every weight (full), LoRA adapters, or QLoRA (4-bit base)"),

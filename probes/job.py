@@ -152,50 +152,69 @@ def hook_dir() -> str:
 def read_torch_stats(directory: str) -> TorchStats | None:
     """What the start-up hook wrote, one file per Python process of the job, merged: counts
     summed, sites merged by line, the longest process's wall time. None: no process wrote."""
+    bodies = _hook_files(directory)
+    if not bodies:
+        return None
+    return TorchStats(
+        torch_version=next((b.torch_version for b in bodies if b.torch_version), None),
+        cuda_used=any(b.cuda_used for b in bodies),
+        wall_s=max(b.wall_s for b in bodies),
+        syncs=sum(b.syncs for b in bodies),
+        sync_sites=_merged_syncs(bodies),
+        h2d_copies=sum(b.h2d_copies for b in bodies),
+        h2d_bytes=sum(b.h2d_bytes for b in bodies),
+        h2d_pageable_bytes=sum(b.h2d_pageable_bytes for b in bodies),
+        copy_sites=_merged_copies(bodies),
+        made_on_host=_merged_made(bodies),
+        hook_s=round(sum(b.hook_s for b in bodies), 4),
+    )
+
+
+def _hook_files(directory: str) -> list[TorchStats]:
     bodies = []
     for name in sorted(os.listdir(directory)):
         if name.startswith("torch-") and name.endswith(".json"):
             with contextlib.suppress(OSError, ValueError), open(os.path.join(directory, name)) as f:
                 bodies.append(TorchStats.model_validate(json.load(f)))
-    if not bodies:
-        return None
-    wall = max(b.wall_s for b in bodies)
+    return bodies
+
+
+# The same line in several processes: counts add, the longest span holds (_add).
+def _merged_syncs(bodies: list[TorchStats]) -> list[SyncSite]:
     syncs: dict[str, list[float]] = {}
-    copies: dict[str, list[float]] = {}
-    made: dict[str, list[float]] = {}
-    for b in bodies:  # the same line in several processes: counts add, the longest span holds
+    for b in bodies:
         for s in b.sync_sites:
             _add(syncs, s.site, (s.count,), s.span_s)
+    return [SyncSite(site=k, count=int(v[0]), span_s=v[-1]) for k, v in _busiest(syncs, 0)]
+
+
+def _merged_copies(bodies: list[TorchStats]) -> list[CopySite]:
+    copies: dict[str, list[float]] = {}
+    for b in bodies:
         for c in b.copy_sites:
             _add(copies, c.site, (c.count, c.bytes, c.pageable, c.blocking), c.span_s)
+    return [
+        CopySite(
+            site=k,
+            count=int(v[0]),
+            bytes=int(v[1]),
+            pageable=int(v[2]),
+            blocking=int(v[3]),
+            span_s=v[-1],
+        )
+        for k, v in _busiest(copies, 1)
+    ]
+
+
+def _merged_made(bodies: list[TorchStats]) -> list[MadeOnHostSite]:
+    made: dict[str, list[float]] = {}
+    for b in bodies:
         for m in b.made_on_host:
             _add(made, m.site, (m.count, m.bytes), m.span_s)
-    return TorchStats(
-        torch_version=next((b.torch_version for b in bodies if b.torch_version), None),
-        cuda_used=any(b.cuda_used for b in bodies),
-        wall_s=wall,
-        syncs=sum(b.syncs for b in bodies),
-        sync_sites=[SyncSite(site=k, count=int(v[0]), span_s=v[-1]) for k, v in _busiest(syncs, 0)],
-        h2d_copies=sum(b.h2d_copies for b in bodies),
-        h2d_bytes=sum(b.h2d_bytes for b in bodies),
-        h2d_pageable_bytes=sum(b.h2d_pageable_bytes for b in bodies),
-        copy_sites=[
-            CopySite(
-                site=k,
-                count=int(v[0]),
-                bytes=int(v[1]),
-                pageable=int(v[2]),
-                blocking=int(v[3]),
-                span_s=v[-1],
-            )
-            for k, v in _busiest(copies, 1)
-        ],
-        made_on_host=[
-            MadeOnHostSite(site=k, count=int(v[0]), bytes=int(v[1]), span_s=v[-1])
-            for k, v in _busiest(made, 0)
-        ],
-        hook_s=round(sum(b.hook_s for b in bodies), 4),
-    )
+    return [
+        MadeOnHostSite(site=k, count=int(v[0]), bytes=int(v[1]), span_s=v[-1])
+        for k, v in _busiest(made, 0)
+    ]
 
 
 def _add(into: dict[str, list[float]], site: str, counts: tuple[int, ...], span_s: float) -> None:

@@ -111,6 +111,19 @@ class OpsTable(BaseModel):
     notes: list[str] = Field(default_factory=list, description="what was skipped, and why")
 
 
+class OpsReport(BaseModel):
+    """An operator table posted to the service (`advisor probe --ops --report-to`): the host
+    that measured it, when, and the table. The service makes the fleet's table per accelerator
+    from these, one vote per host (advisor/fleet/ops_tables.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: Literal[1] = 1
+    created_at: dt.datetime
+    host: str = Field(min_length=1, max_length=255)
+    table: OpsTable
+
+
 ROW_SECTIONS = (
     "gemm",
     "attention_prefill",

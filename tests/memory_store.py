@@ -22,6 +22,7 @@ from advisor.store.base import (
     stored_probe_report,
     summarize_fleet,
 )
+from probes.ops_table import OpsReport
 from probes.report import ProbeReport, UtilisationReport
 
 
@@ -31,6 +32,8 @@ class MemoryStore:
         self._utilisation: dict[str, StoredUtilisation] = {}
         self._keys: dict[str, str] = {}  # idempotency key -> report id
         self._utilisation_keys: dict[str, str] = {}  # the same, for utilisation reports
+        self._ops: list[tuple[str, dt.datetime, OpsReport]] = []
+        self._ops_keys: dict[str, str] = {}
         self._lock = threading.RLock()
 
     def add(self, report: ProbeReport, received_at: dt.datetime | None = None) -> StoredReport:
@@ -140,6 +143,23 @@ class MemoryStore:
         with self._lock:
             chosen = sorted(self._utilisation.values(), key=lambda r: (r.received_at, r.id))
         return iter(chosen)
+
+    def add_ops(
+        self, report: OpsReport, client_key: str | None, received_at: dt.datetime | None = None
+    ) -> tuple[str, bool]:
+        key = idempotency_key(canonical_json(report.model_dump(mode="json")), client_key)
+        with self._lock:
+            if key in self._ops_keys:
+                return self._ops_keys[key], False
+            report_id = uuid.uuid4().hex
+            self._ops.append((report_id, received_at or dt.datetime.now(dt.UTC), report))
+            self._ops_keys[key] = report_id
+            return report_id, True
+
+    def ops_tables(self, accelerator: str) -> list[OpsReport]:
+        with self._lock:
+            mine = [o for o in self._ops if o[2].table.accelerator == accelerator]
+        return [r for _, _, r in sorted(mine, key=lambda o: (o[1], o[0]), reverse=True)]
 
     def count(self) -> int:
         return len(self._reports)

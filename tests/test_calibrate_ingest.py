@@ -13,6 +13,7 @@ import pytest
 
 from advisor.errors import InputError
 from advisor.fleet.bench_results import Comparison, correction, detect, read_runs
+from advisor.perf.correction import StoredCorrection
 from tests.test_cli import run
 
 DATA = Path(__file__).resolve().parent / "data" / "bench_results"
@@ -91,3 +92,32 @@ def test_cli_ingest_refuses_a_bad_file(tmp_path: Path) -> None:
     assert p.returncode == 2 and "AIPerf" in p.stderr
     p = run("calibrate", "ingest", str(DATA / "vllm-bench-serve-c1.json"), "--accelerator", "h1")
     assert p.returncode == 2 and "h100-sxm" in p.stderr
+
+
+def test_a_saved_correction_scales_the_estimate_of_its_engine(tmp_path: Path) -> None:
+    """`--save DIR` stores the factor with its runs; an estimate on that accelerator with
+    `--engine vllm` (DIR a catalog directory) has every iteration x the factor: at a fixed
+    concurrency the ITL and TTFT are the uncorrected ones x the factor, and the estimate says
+    where the factor came from; another engine gets the model as it is, and says so."""
+    (tmp_path / "empty.yaml").write_text("accelerators: []\n")  # a catalog directory
+    files = [str(p) for p in sorted(DATA.glob("*.json"))]
+    saved = run("calibrate", "ingest", *files, "--accelerator", "h100-sxm", "--save", str(tmp_path))
+    assert saved.returncode == 0, saved.stderr
+    stored = StoredCorrection.model_validate_json(
+        (tmp_path / "corrections" / "h100-sxm--vllm.json").read_text()
+    )
+    assert len(stored.runs) == 5 and len(stored.held_out) == 5
+    ratios = [r.measured_itl_ms / r.predicted_itl_ms for r in stored.runs]
+    assert stored.itl_factor == pytest.approx(math.prod(ratios) ** (1 / 5))
+    ask = ["estimate", "-w", "low_latency_inference", "-m", "llama-3.1-8b", "-a", "h100-sxm"]
+    ask += ["-g", "1", "--concurrency", "4", "--json"]
+    env = {"ADVISOR_CATALOG": str(tmp_path)}
+    plain, vllm, other = (
+        json.loads(run(*ask, *extra, env=env).stdout)
+        for extra in ([], ["--engine", "vllm"], ["--engine", "sglang"])
+    )
+    assert vllm["itl_ms"] == pytest.approx(plain["itl_ms"] * stored.itl_factor, rel=1e-9)
+    assert vllm["ttft_ms"] == pytest.approx(plain["ttft_ms"] * stored.itl_factor, rel=1e-9)
+    assert "stored correction x" in vllm["speed_source"] and "5 run(s)" in vllm["speed_source"]
+    assert other["itl_ms"] == plain["itl_ms"]
+    assert "no stored correction for h100-sxm x sglang" in other["speed_source"]

@@ -22,8 +22,12 @@ def _rows(*args: str) -> list[dict[str, str]]:
     return list(csv.DictReader(io.StringIO(p.stdout)))
 
 
-def test_models_lists_every_preset_of_the_yaml() -> None:
-    presets = yaml.safe_load((CATALOG / "models.yaml").read_text())["models"]
+def test_models_lists_every_preset_of_both_yamls() -> None:
+    presets = [
+        model
+        for name in ("models.yaml", "models-from-configs.yaml")
+        for model in yaml.safe_load((CATALOG / name).read_text())["models"]
+    ]
     rows = _rows("catalog", "models")
     assert {r["id"] for r in rows} == {m["id"] for m in presets}
     by_id = {r["id"]: r for r in rows}

@@ -129,15 +129,20 @@ def test_inference_memory_and_price(client: TestClient, shipped: Catalog) -> Non
     # decode at batch 1 is bandwidth bound (advisor/perf/inference.py): each iteration reads
     # every weight but the untied input embedding (32,000 x 4,096, only indexed) and the KV
     # cache at the mean context (512 in + 512 / 2 out, the context split in half) at 80% of
-    # 600 GB/s, plus 60 us per layer. In-flight batching packs the prompt into the decode
-    # iterations (1 x 512 / 512 = one prompt token each): still bandwidth bound, so the rate is
-    # one token per step. TTFT is the prompt alone: 2 x (params - embedding) x 512 + attention
-    # 2 x 32 x 512^2 x 32 x 128 FLOPs at 60% of the bf16 peak, plus the per-layer overhead.
+    # 600 GB/s, and one token's sampling (FP32 logits over the 32,000-token vocabulary, read 4
+    # times) at the same bandwidth, plus the fixed time: (32 layers x 10 kernels + 3 sampling
+    # kernels) x 3.8 us launches and 32 x 22 us unexplained. In-flight batching packs the
+    # prompt into the decode iterations (1 x 512 / 512 = one prompt token each): still
+    # bandwidth bound, so the rate is one token per step. TTFT is the prompt alone: 2 x (params -
+    # embedding) x 512 + attention 2 x 32 x 512^2 x 32 x 128 FLOPs at 60% of the bf16 peak, its
+    # last token's sampling and the fixed time.
     peak = shipped.accelerators["a10g"].peak_tflops.bf16
     assert peak is not None
     read = 6.74e9 - 32_000 * 4096
-    step = (read * 2 + kv_per_token * (512 + 256)) / (600e9 * 0.8) + 32 * 60e-6
-    prefill = (2 * read * 512 + 2 * 32 * 512**2 * 32 * 128) / (peak * 1e12 * 0.6) + 32 * 60e-6
+    sampling = 32_000 * 4 * 4 / (600e9 * 0.8)
+    fixed = (32 * 10 + 3) * 3.8e-6 + 32 * 22e-6
+    step = (read * 2 + kv_per_token * (512 + 256)) / (600e9 * 0.8) + sampling + fixed
+    prefill = (2 * read * 512 + 2 * 32 * 512**2 * 32 * 128) / (peak * 1e12 * 0.6) + sampling + fixed
     rate = 1 / step
     assert result["tokens_per_s"] == pytest.approx(rate)
     assert result["ttft_ms"] == pytest.approx(prefill * 1e3)

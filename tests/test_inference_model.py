@@ -127,17 +127,35 @@ def test_moe_at_batch_1_reads_only_active_experts() -> None:
     assert expected_experts(8, 2, 2) == pytest.approx(3.5)
 
 
+# Llama 3.1's vocabulary (its model card: 128,256 tokens); sampling reads FP32 logits 4 times
+# (written by the head, read and written by the softmax, read by the sampler).
+SAMPLED_BYTES_8B = 128_256 * 4 * 4
+# A Llama-3.1-8B pass's fixed time: (32 layers x 10 kernels + 3 sampling kernels) x 3.8 us
+# launches (NVIDIA's CUDA Graphs blog, 2019) + 32 layers x (60 - 10 x 3.8) us unexplained.
+FIXED_8B = (32 * 10 + 3) * 3.8e-6 + 32 * 22e-6
+
+
 def test_decode_step_by_hand() -> None:
     """Llama-3.1-8B bf16 on one H100 SXM at batch 1, 512 in / 256 out: bandwidth-bound.
     weights (8.03e9 less the 0.525e9 of the input embedding) x 2 B; KV 2 x 32 layers x 8 heads x
-    128 x 2 B = 131,072 B/token x (512 + 128) tokens; over 3350 GB/s x 0.8; plus 32 layers x 60 us
-    overhead."""
+    128 x 2 B = 131,072 B/token x (512 + 128) tokens; one token's sampling; over 3350 GB/s x
+    0.8; plus the launches and the unexplained time per layer."""
     m = _model(inp=512, out=256)
     eff_bw = EFFICIENCY[CAT.accelerators["h100-sxm"].generation][1]
     weights = (CAT.models["llama-3.1-8b"].params_b * 1e9 - EMBED_8B) * 2
     kv = 131_072 * (512 + 128)
-    expected = (weights + kv) / (3350e9 * eff_bw) + 32 * 60e-6
+    expected = (weights + kv + SAMPLED_BYTES_8B) / (3350e9 * eff_bw) + FIXED_8B
     assert m.step_s(1) == pytest.approx(expected, rel=1e-9)
+
+
+def test_decode_pays_each_sequences_attention_and_sampling() -> None:
+    """Llama-3.1-8B bf16 on one H100 SXM, 512 in / 256 out: going from 1 to 64 sequences adds,
+    on the bandwidth roofline, 63 more sequences' KV (131,072 B/token x 640 tokens each) and 63
+    more tokens sampled over the vocabulary; the weights are read once either way."""
+    m = _model(inp=512, out=256)
+    eff_bw = EFFICIENCY[CAT.accelerators["h100-sxm"].generation][1]
+    added = 63 * (131_072 * 640 + SAMPLED_BYTES_8B) / (3350e9 * eff_bw)
+    assert m.step_s(64) - m.step_s(1) == pytest.approx(added, rel=1e-9)
 
 
 def test_memory_bounds_concurrency_by_hand() -> None:
@@ -153,8 +171,8 @@ def test_decode_step_adds_the_gemm_and_attention_rooflines_by_hand() -> None:
     compute-bound, attention (reading the KV cache) is bandwidth-bound; they run one after the
     other, so the step is the sum of the two, above the max of the combined totals.
     GEMM: 2 x (8.03e9 - the input embedding) x 1024 FLOPs / (1979e12 x 0.5); attention: KV of
-    1024 x (128 + 64) tokens x 65,536 B (2 x 32 x 8 x 128 x 1 B fp8) / (3350e9 x 0.8); plus 32 x
-    60 us."""
+    1024 x (128 + 64) tokens x 65,536 B (2 x 32 x 8 x 128 x 1 B fp8) / (3350e9 x 0.8); the
+    sampling of 1024 tokens at the same bandwidth; plus the fixed time."""
     m = _model(precision="fp8", inp=128, out=128)
     eff_c, eff_bw = EFFICIENCY[CAT.accelerators["h100-sxm"].generation]
     params = CAT.models["llama-3.1-8b"].params_b * 1e9 - EMBED_8B
@@ -164,9 +182,10 @@ def test_decode_step_adds_the_gemm_and_attention_rooflines_by_hand() -> None:
     attention_flops = 4 * 32 * 32 * 128 * 1024 * 192
     attention = kv / (3350e9 * eff_bw)
     assert attention > attention_flops / (1979e12 * eff_c)  # bandwidth-bound attention
-    assert m.step_s(1024) == pytest.approx(gemm + attention + 32 * 60e-6, rel=1e-9)
+    sampling = 1024 * SAMPLED_BYTES_8B / (3350e9 * eff_bw)
+    assert m.step_s(1024) == pytest.approx(gemm + attention + sampling + FIXED_8B, rel=1e-9)
     combined = max((params + kv) / (3350e9 * eff_bw), 2 * params * 1024 / (1979e12 * eff_c))
-    assert m.step_s(1024) > combined + 32 * 60e-6
+    assert m.step_s(1024) > combined + FIXED_8B
 
 
 def test_itl_packs_the_admitted_prompts_into_one_iteration_by_hand() -> None:
@@ -174,15 +193,16 @@ def test_itl_packs_the_admitted_prompts_into_one_iteration_by_hand() -> None:
     prompts (2 x 512 = 1024 prompt tokens) per iteration. Llama-3.1-8B bf16, one H100 SXM:
     GEMM over 256 + 1024 tokens is compute-bound; attention = KV read of 256 x (512 + 64) tokens
     x 131,072 B, or the FLOPs 4 x 32 x 4096 x 256 x 576 + 2 x 32 x 4096 x 1024 x 512 if longer;
-    the weights (less the input embedding, only indexed) are read and the 32 x 60 us paid once,
-    not once per prompt."""
+    256 + 2 tokens sampled; the weights (less the input embedding, only indexed) are read and the
+    fixed time paid once, not once per prompt."""
     m = _model(inp=512, out=128)
     eff_c, eff_bw = EFFICIENCY[CAT.accelerators["h100-sxm"].generation]
     params = CAT.models["llama-3.1-8b"].params_b * 1e9 - EMBED_8B
     gemm = max(params * 2 / (3350e9 * eff_bw), 2 * params * 1280 / (989.5e12 * eff_c))
     attention_flops = 4 * 32 * 4096 * 256 * 576 + 2 * 32 * 4096 * 1024 * 512
     attention = max(256 * 576 * 131_072 / (3350e9 * eff_bw), attention_flops / (989.5e12 * eff_c))
-    assert m.itl_s(256) == pytest.approx(gemm + attention + 32 * 60e-6, rel=1e-9)
+    sampling = 258 * SAMPLED_BYTES_8B / (3350e9 * eff_bw)
+    assert m.itl_s(256) == pytest.approx(gemm + attention + sampling + FIXED_8B, rel=1e-9)
     # cheaper than the decode step plus two separate prefills, each paying weights and layers
     assert m.itl_s(256) < m.step_s(256) + 2 * m.prefill_s(512)
 

@@ -196,3 +196,52 @@ def test_no_readings_is_unmeasured_and_no_price_is_none() -> None:
     assert diagnose([], None, {}, 10.0, PRICE).verdict == "unmeasured"
     d = diagnose(samples(sm=20, core=99), None, TOTAL, WINDOW_S, None)
     assert d.findings[0].idle_usd_per_h is None
+
+
+# Each threshold at its edge: just below, at, just above. The thresholds are the module's
+# (judgement, ESTIMATED); the expected findings follow from the rule written in the docstring of
+# advisor/fleet/job_diagnosis.py ("at or above" fires, "below" does not), worked here by hand.
+
+
+@pytest.mark.parametrize(("core", "fires"), [(89.9, False), (90.0, True), (90.1, True)])
+def test_host_bound_fires_from_90_percent_of_a_core(core: float, fires: bool) -> None:
+    d = diagnose(samples(sm=20, core=core), None, TOTAL, WINDOW_S, PRICE)
+    assert ("host_bound" in codes(d)) is fires
+
+
+@pytest.mark.parametrize(("sm", "low"), [(49.9, True), (50.0, False), (50.1, False)])
+def test_activity_is_low_below_50_percent(sm: float, low: bool) -> None:
+    """A saturated core is a cause only while the GPU idles more than half the time."""
+    d = diagnose(samples(sm=sm, core=99), None, TOTAL, WINDOW_S, PRICE)
+    assert ("host_bound" in codes(d)) is low
+
+
+@pytest.mark.parametrize(("count", "fires"), [(100, False), (101, True), (102, True)])
+def test_sync_bound_fires_from_10_syncs_a_second(count: int, fires: bool) -> None:
+    """(count - 1) syncs over 10 s: 9.9, 10.0 and 10.1 a second."""
+    stats = torch_stats(sync_sites=[SyncSite(site="train.py:9", count=count, span_s=10.0)])
+    d = diagnose(samples(sm=20), stats, TOTAL, WINDOW_S, PRICE)
+    assert ("sync_bound" in codes(d)) is fires
+
+
+@pytest.mark.parametrize(("count", "fires"), [(100, False), (101, True), (102, True)])
+def test_transfer_bound_fires_from_10_copies_a_second(count: int, fires: bool) -> None:
+    """`count` pageable copies, the first and the last 10 s apart: (count - 1) / 10 s = 9.9,
+    10.0 and 10.1 a second."""
+    site = CopySite(
+        site="loader.py:3", count=count, bytes=count << 20, pageable=count, blocking=0, span_s=10.0
+    )
+    d = diagnose(samples(sm=20), torch_stats(copy_sites=[site]), TOTAL, WINDOW_S, PRICE)
+    assert ("transfer_bound" in codes(d)) is fires
+
+
+@pytest.mark.parametrize(("rx", "fires"), [(999.0, False), (1000.0, True), (1001.0, True)])
+def test_pcie_traffic_is_high_from_1000_mb_s(rx: float, fires: bool) -> None:
+    d = diagnose(samples(sm=20, core=30, rx=rx), None, TOTAL, WINDOW_S, PRICE)
+    assert ("transfer_bound" in codes(d)) is fires
+
+
+@pytest.mark.parametrize(("share", "fires"), [(0.249, True), (0.25, False), (0.251, False)])
+def test_under_used_below_a_quarter_of_the_memory(share: float, fires: bool) -> None:
+    d = diagnose(samples(sm=20, core=30, job_mib=share * 140 * GIB), None, TOTAL, WINDOW_S, PRICE)
+    assert ("under_used" in codes(d)) is fires

@@ -20,6 +20,8 @@ from advisor.perf.inference import Deployment, InferenceModel
 from advisor.perf.op_model import TableIteration
 from advisor.perf.op_table import LogGrid, OperatorTable
 from advisor.perf.sizing import Shape
+from advisor.planning.estimate import estimate
+from advisor.request import EstimateRequest
 from probes.ops_table import OpsTable
 
 TABLE = (
@@ -156,8 +158,25 @@ def test_decode_pays_per_sequence_attention_and_sampling() -> None:
     # 64 sequences read 64 x the KV cache of one: attention grows with the batch
     assert many.attention_s > 4 * one.attention_s
     assert many.head_s > one.head_s  # sampling over the vocabulary per sequence
-    parts = many.layers * (many.gemm_s + many.attention_s + many.memory_s) + many.head_s
-    assert many.seconds == pytest.approx(parts + many.ring_s)
+    per_layer = many.gemm_s + many.attention_s + many.memory_s + many.unexplained_s
+    assert many.seconds == pytest.approx(many.layers * per_layer + many.head_s + many.ring_s)
+
+
+def test_decode_attention_reads_each_sequence_at_its_own_context(table: OpsTable) -> None:
+    """The table's decode rows hold 8 KV heads of 128 in bf16: 2 x 8 x 128 x 2 = 4,096 K and V
+    bytes per token. 16 sequences of 1,024 tokens of a model with 256 bytes per token and GPU
+    (one fp8 KV head, e.g. Llama-3.1-70B at TP 8) read the same bytes, each at the same length,
+    as one of the table's sequences of 1,024 tokens: the table's own row, not a shorter context
+    (which would reach a lower bandwidth: fewer tokens per thread block)."""
+    ops = OperatorTable.of(table)
+    row = next(
+        a
+        for a in table.attention_decode
+        if (a.batch, a.tokens, a.head_dim, a.kv_heads) == (1, 1024, 128, 8)
+    )
+    got = ops.decode_time(16, 1024, 256)
+    assert got is not None and got.beyond == ()
+    assert got.seconds == pytest.approx(row.median_us * 1e-6)
 
 
 def test_a_decode_gemm_is_the_tables_own_time_at_a_grid_shape(table: OpsTable) -> None:
@@ -168,3 +187,35 @@ def test_a_decode_gemm_is_the_tables_own_time_at_a_grid_shape(table: OpsTable) -
     row = next(g for g in table.gemm if (g.precision, g.m, g.n, g.k) == ("bf16", 16, 4096, 4096))
     got = model.op_model.ops.gemm_time("bf16", 16, 4096, 4096)
     assert got is not None and got.seconds == pytest.approx(row.median_us * 1e-6)
+
+
+@pytest.mark.parametrize(
+    ("accelerator", "named"),
+    [
+        ("h200-sxm", "operator table of h200-sxm measured 2026-12-02"),
+        ("h100-sxm", "roofline: NVIDIA H100 SXM5 80GB datasheet peaks x estimated efficiencies"),
+    ],
+)
+def test_every_serving_figure_says_where_its_speed_came_from(accelerator: str, named: str) -> None:
+    """An estimate's timing figures (prefill, decode step, ITL, throughput, and the simulated
+    load's) each name the speeds they were computed with, and so does the estimate (JSON)."""
+    got = estimate(
+        load_catalog(),
+        EstimateRequest(
+            workload="low_latency_inference",
+            model="llama-3.1-8b",
+            accelerator=accelerator,
+            gpu_count=1,
+        ),
+    )
+    assert got.speed_source is not None and got.speed_source.startswith(
+        named.split(" x ", maxsplit=1)[0]
+    )
+    assert named in got.model_dump(mode="json")["speed_source"]
+    # the tokens served at a request rate are the rate's own (rate x output tokens): no speed
+    timing = [
+        f for f in got.figures if f.unit in ("s", "tokens/s") and "requests/s x" not in f.formula
+    ]
+    assert {f.name for f in timing} >= {"prefill_s", "decode_step_s", "itl_s", "ttft_p99_s"}
+    for f in timing:
+        assert named.split(" datasheet", maxsplit=1)[0] in f.formula, f.name

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from probes import ops
 from probes.device import TorchDevice
 from probes.ops_run import measure_collectives, measure_table
-from probes.ops_table import OpsTable, dumps
+from probes.ops_table import OpsReport, OpsTable, dumps
 
 torch = pytest.importorskip("torch")
 
@@ -94,9 +94,24 @@ def test_collectives_over_two_gloo_ranks() -> None:
 def test_cli_probe_ops_writes_the_table_and_catalog_ops_lists_it(tmp_path: Path) -> None:
     from tests.test_cli import run
 
-    out = tmp_path / "ops.json"
-    p = run("probe", "--ops", "--output", str(out), env={"CUDA_VISIBLE_DEVICES": ""})
+    out, spool = tmp_path / "ops.json", tmp_path / "spool"
+    p = run(
+        "probe",
+        "--ops",
+        "--output",
+        str(out),
+        # nothing listens on port 9 (discard): the table is kept in the spool for the next run
+        "--report-to",
+        "http://127.0.0.1:9",
+        "--spool-dir",
+        str(spool),
+        env={"CUDA_VISIBLE_DEVICES": ""},
+    )
     assert p.returncode == 0, p.stderr
+    (kept,) = (spool / "ops-tables").glob("*.json")
+    posted = OpsReport.model_validate_json(kept.read_text())
+    assert posted.table == OpsTable.model_validate_json(out.read_text())
+    assert posted.host == posted.table.stack.machine  # the host that measured it
     assert "probe: ops gemm fp32" in p.stderr  # progress on stderr
     assert "operator table (tiny)" in p.stdout
     table = OpsTable.model_validate_json(out.read_text())
@@ -115,6 +130,6 @@ def test_cli_probe_ops_writes_the_table_and_catalog_ops_lists_it(tmp_path: Path)
 def test_cli_probe_ops_refuses_the_verification_probes_options() -> None:
     from tests.test_cli import run
 
-    p = run("probe", "--ops", "--nodes", "2", "--report-to", "http://127.0.0.1:9")
+    p = run("probe", "--ops", "--nodes", "2", "--burn", "1s")
     assert p.returncode == 2
-    assert "drop --nodes, --report-to" in p.stderr
+    assert "drop --burn, --nodes" in p.stderr

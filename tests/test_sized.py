@@ -333,7 +333,14 @@ LLAMA3_8B_P5_MFU = (6 * 8.03e9 * 4_194_304 + _ATTENTION_FLOPS) / (
 )
 LLAMA3_8B_P5_HOURS = 2e9 / 4_194_304 * (_COMPUTE_S + 0.2 * _COMM_S) / 3600
 
-INFERENCE_KEYS = ["ttft_ms", "itl_ms", "throughput_tokens_s", "concurrency", "tensor_parallel"]
+INFERENCE_KEYS = [
+    "ttft_ms",
+    "itl_ms",
+    "throughput_tokens_s",
+    "concurrency",
+    "tensor_parallel",
+    "speed_source",
+]
 TRAINING_KEYS = [
     "workload",
     "model",

@@ -16,7 +16,16 @@ from advisor.api import contract, docs, problems
 from advisor.api.deps import known_query_only
 from advisor.api.limits import BodyLimitMiddleware
 from advisor.api.metrics import Metrics, MetricsMiddleware
-from advisor.api.routes import catalog, estimate, ops, recommend, reports, review, utilisation
+from advisor.api.routes import (
+    catalog,
+    estimate,
+    operator_tables,
+    ops,
+    recommend,
+    reports,
+    review,
+    utilisation,
+)
 from advisor.api.settings import Settings
 from advisor.api.state import AppState, CatalogHolder, FleetCalibration, ReviewCache
 from advisor.catalog.loading import catalog_cache_dir
@@ -80,6 +89,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     for router in (ops.router, catalog.router, recommend.router, estimate.router, reports.router):
         app.include_router(router)
     app.include_router(utilisation.router)
+    app.include_router(operator_tables.router)
     app.include_router(review.router)
     app.include_router(docs.router)
     app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)

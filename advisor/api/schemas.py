@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from probes.ops_table import OpsTable
 from probes.report import ProbeReport
 
 
@@ -96,3 +97,29 @@ class Readiness(_Out):
 class ReloadResult(_Out):
     reloaded: bool
     detail: str
+
+
+class OpsTableStored(_Out):
+    """An operator table stored (`advisor probe --ops --report-to`)."""
+
+    id: str
+    host: str
+    accelerator: str | None
+
+
+class IgnoredOpsHostOut(_Out):
+    row: str = Field(description="The operator and shape, as section field=value,...")
+    host: str
+    why: str
+
+
+class FleetOpsTableOut(_Out):
+    """The fleet's operator table of one accelerator: per row the median over hosts of each
+    host's median time (one vote per host), hosts far from it left out (advisor/fleet/
+    ops_tables.py)."""
+
+    accelerator: str
+    hosts: list[str] = Field(description="Hosts whose tables went in")
+    tables: int = Field(description="Stored tables read (the newest, at most 2,000)")
+    ignored: list[IgnoredOpsHostOut] = Field(description="Host times left out, row by row")
+    table: OpsTable

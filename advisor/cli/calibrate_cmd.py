@@ -4,6 +4,7 @@ correction per accelerator x engine they support, with its held-out residuals.""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -12,6 +13,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from advisor.catalog.corrections import correction_path
 from advisor.catalog.queries import Catalog
 from advisor.cli.common import console, emit_json, get_catalog
 from advisor.did_you_mean import unknown
@@ -19,10 +21,13 @@ from advisor.errors import InputError
 from advisor.fleet.bench_results import (
     FACTOR_BOUNDS,
     Comparison,
+    Correction,
     MeasuredRun,
     correction,
     read_runs,
 )
+from advisor.outputs import write_atomically
+from advisor.perf.correction import HeldOut, MeasuredItl, StoredCorrection
 from advisor.perf.inference import Deployment, InferenceModel, moe_of
 from advisor.perf.sizing import Shape
 
@@ -42,6 +47,13 @@ def ingest(
         str | None, typer.Option(help="Catalog model id (default: matched from each file).")
     ] = None,
     engine: Annotated[str, typer.Option(help="Serving engine the runs measured.")] = "vllm",
+    save: Annotated[
+        Path | None,
+        typer.Option(
+            help="Store the correction in this catalog directory (corrections/): estimates "
+            "asked with --engine apply it on this accelerator."
+        ),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", "-j", help="Print JSON for tools.")] = False,
 ) -> None:
     """Read vllm bench serve / AIPerf / GuideLLM results, print predicted against measured per
@@ -58,10 +70,42 @@ def ingest(
         )
     fix = correction(comps)
     data = _json(comps, fix, accelerator, engine)
+    if save is not None:
+        if fix is None:
+            raise InputError("no ITL was measured: there is no correction to save", "save")
+        data["saved_to"] = str(_save(save, stored(comps, fix, accelerator, engine)))
     if json_out:
         emit_json(data)
         return
     _render(data)
+
+
+def stored(
+    comps: list[Comparison], fix: Correction, accelerator: str, engine: str
+) -> StoredCorrection:
+    """The correction as the catalog stores it, with the runs it rests on."""
+    return StoredCorrection(
+        accelerator=accelerator,
+        engine=engine,
+        itl_factor=fix.factor,
+        bounded=fix.bounded,
+        created_at=dt.datetime.now(dt.UTC),
+        runs=[
+            MeasuredItl(source=c.source, predicted_itl_ms=c.predicted, measured_itl_ms=c.measured)
+            for c in comps
+            if c.metric == "itl_ms"
+        ],
+        held_out=[HeldOut(source=s, error=e) for s, e in fix.held_out],
+    )
+
+
+def _save(directory: Path, found: StoredCorrection) -> Path:
+    if not directory.is_dir():
+        raise InputError(f"--save {directory}: not a directory", "save")
+    path = correction_path(directory, found.accelerator, found.engine)
+    path.parent.mkdir(exist_ok=True)
+    write_atomically(path, (found.model_dump_json(indent=1) + "\n").encode())
+    return path
 
 
 def _load(path: Path) -> Any:
@@ -177,6 +221,13 @@ def _render(data: dict[str, Any]) -> None:
     for h in fix["held_out_errors"]:
         out.print(
             f"  held out {h['source']}: corrected ITL error {h['error']:+.1%}",
+            highlight=False,
+            markup=False,
+        )
+    if "saved_to" in data:
+        out.print(
+            f"stored in {data['saved_to']}: estimates with --engine {data['engine']} on "
+            f"{data['accelerator']} apply it (with the catalog directory that holds it)",
             highlight=False,
             markup=False,
         )

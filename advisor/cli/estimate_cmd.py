@@ -52,6 +52,8 @@ def _summary(r: Estimate) -> list[str]:
         f"{hw.nodes} node(s), {hw.gpus} GPU(s); {r.memory_per_gpu_gb:,.1f} GB per GPU",
         f"efficiency {r.efficiency:.2f}: {r.efficiency_source}",
     ]
+    if r.speed_source is not None:
+        lines.append(f"speeds: {r.speed_source}")
     if r.hours is not None:
         lines.append(
             f"{r.hours:,.1f} hours ({r.hours / 24:,.1f} days); {money(r.hourly_usd)}/h; "

@@ -182,11 +182,10 @@ def probe(
             pairwise=pairwise,
             burn=burn,
             only=only,
-            report_to=report_to,
             health_check=health_check,
             serve_metrics=serve_metrics is not None,
         )
-        _ops(full, device, nccl, output, json_out)
+        _ops(full, device, nccl, output, json_out, _ops_sender(report_to, token, spool_dir))
         return
     catalog = get_catalog()
     instance = None
@@ -245,17 +244,36 @@ def probe(
     _leave(_exit_code(run, report, written), run.watchdog_tripped)
 
 
-def _ops(full: bool, device: int | None, nccl: bool, output: Path | None, as_json: bool) -> None:
-    from advisor.cli.probe_ops import run_ops
+def _ops(
+    full: bool,
+    device: int | None,
+    nccl: bool,
+    output: Path | None,
+    as_json: bool,
+    sender: ReportSender | None,
+) -> None:
+    """The operator table of each GPU: written to --output, posted to --report-to (the
+    service's /v1/ops-tables, where the fleet's table per accelerator is voted from them)."""
+    from advisor.cli.probe_ops import ops_report, run_ops
 
     if output is not None:
         check_output_path(output)
-    run_ops(full, device, nccl, output, as_json)
+    for table in run_ops(full, device, nccl, output, as_json):
+        if sender is not None:
+            deliver(sender, ops_report(table), "probe --ops")
+
+
+def _ops_sender(
+    report_to: str | None, token: str | None, spool_dir: Path | None
+) -> ReportSender | None:
+    if report_to is None:
+        return None
+    return ReportSender(report_to, token, spool_dir, path="/v1/ops-tables")
 
 
 def _refuse_with_ops(**given: object) -> None:
-    """Options of the verification probe that --ops does not take (its table goes to --output;
-    posting tables to the service is not built yet): bad usage, exit 2, naming them."""
+    """Options of the verification probe that --ops does not take (its table goes to --output
+    and to --report-to): bad usage, exit 2, naming them."""
     used = sorted(f"--{name.replace('_', '-')}" for name, value in given.items() if value)
     if used:
         raise InputError(f"--ops measures the operator table alone: drop {', '.join(used)}")

@@ -3,6 +3,7 @@ the catalog stores it (catalog/ops/*.json), with progress on stderr and a summar
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from rich.table import Table
 from advisor.cli.common import console, emit_json, err_console, esc, get_catalog
 from advisor.fleet.verification import match_by_name
 from advisor.outputs import write_atomically
-from probes.ops_table import OpsTable, dumps
+from probes.ops_table import OpsReport, OpsTable, dumps
 
 
 def run_ops(
@@ -42,6 +43,13 @@ def run_ops(
         for table in tables:
             render(table)
     return tables
+
+
+def ops_report(table: OpsTable) -> dict[str, Any]:
+    """The body posted to the service for one GPU's table: the host is the machine the table
+    was measured on (its stack's machine, the probe's host name)."""
+    report = OpsReport(created_at=dt.datetime.now(dt.UTC), host=table.stack.machine, table=table)
+    return report.model_dump(mode="json")
 
 
 def output_paths(output: Path, count: int) -> list[Path]:

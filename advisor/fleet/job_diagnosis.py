@@ -152,54 +152,69 @@ def diagnose(
     known = [a for a in activity if a.used_by_job is not None]
     job_gpus = [a for a in activity if a.used_by_job] if known else activity
     untouched = [a for a in known if not a.used_by_job]
-    findings: list[JobFinding] = []
     cuda_used = torch.cuda_used if torch is not None else None
     if known and not job_gpus and cuda_used is not True:
-        findings.append(_never_used(activity, samples, torch, per_gpu_usd))
-        lost = len(activity) * hours
-        return Diagnosis("findings", findings, round(lost, 4), activity)
+        never = _never_used(activity, samples, torch, per_gpu_usd)
+        return Diagnosis("findings", [never], round(len(activity) * hours, 4), activity)
 
     active = _mean([a.active_pct for a in job_gpus])
-    low = active is not None and active < ACTIVE_LOW_PCT
-    idle_share = 1 - (active or 0) / 100
-    idle_usd = _money(per_gpu_usd, len(job_gpus) * idle_share)
-    where = _activity_words(job_gpus)
-    if low and torch is not None:
-        findings += _sync(torch, where, idle_usd)
-        findings += _transfer(torch, where, idle_usd)
-    elif low:
-        findings += _pcie(job_gpus, where, idle_usd)
-    core = _busiest_core_pct(samples)
-    # a thread waiting on a sync or a pageable copy spins a core too: those, once found, are
-    # the cause, not the host;
-    made = _made_on_host(torch) if torch is not None else []
-    # the CPU's time spent making the tensors is the made_on_host finding's, too
-    explained = bool(made) or any(f.code in ("sync_bound", "transfer_bound") for f in findings)
-    if low and not explained and core is not None and core >= ONE_CORE_BUSY_PCT:
-        findings.append(
-            JobFinding(
-                code="host_bound",
-                summary="host-bound: one CPU core is saturated while the GPU waits for work",
-                evidence=[
-                    f"the job's busiest process used {core:.0f}% of a core on average",
-                    where,
-                ],
-                fix="give the GPU more work per launch: larger batches, fewer Python-level "
-                "operations per step (torch.compile or CUDA graphs), data loading in "
-                "DataLoader workers (num_workers) instead of the training loop",
-                idle_usd_per_h=idle_usd,
-            )
-        )
+    findings = _idle_causes(job_gpus, active, samples, torch, per_gpu_usd)
     # a small, idle job on a big GPU is under-used unless a fix in its code explains the idling
     # (a host-bound loop of tiny kernels is both)
-    explained_idle = any(f.code in ("sync_bound", "transfer_bound") for f in findings) or made
-    findings += made
+    explained_idle = any(f.code in EXPLAINS_IDLING for f in findings)
     findings += _under_used(job_gpus, untouched, None if explained_idle else active, per_gpu_usd)
     lost = sum(
         (1 - (a.active_pct or 0) / 100) * hours for a in job_gpus if a.active_pct is not None
     )
     lost += len(untouched) * hours
     return Diagnosis("findings" if findings else "healthy", findings, round(lost, 4), activity)
+
+
+# Findings whose fix in the job's code explains why its GPU idles: with one of them, the idle
+# GPU is not also called under-used, and the host's busy core is not a cause of its own.
+EXPLAINS_IDLING = ("sync_bound", "transfer_bound", "made_on_host")
+
+
+def _idle_causes(
+    job_gpus: Sequence[GpuActivity],
+    active: float | None,
+    samples: Sequence[JobSample],
+    torch: TorchStats | None,
+    per_gpu_usd: float | None,
+) -> list[JobFinding]:
+    """Why the job's GPUs idle, when they do: syncs, copies (from the hook, else PCIe), the
+    host, tensors made on the CPU (this last one whatever the activity)."""
+    low = active is not None and active < ACTIVE_LOW_PCT
+    idle_usd = _money(per_gpu_usd, len(job_gpus) * (1 - (active or 0) / 100))
+    where = _activity_words(job_gpus)
+    findings: list[JobFinding] = []
+    if low and torch is not None:
+        findings += _sync(torch, where, idle_usd) + _transfer(torch, where, idle_usd)
+    elif low:
+        findings += _pcie(job_gpus, where, idle_usd)
+    # the CPU's time spent making the tensors is the made_on_host finding's, too
+    findings += _made_on_host(torch) if torch is not None else []
+    # a thread waiting on a sync or a pageable copy spins a core too: those, once found, are
+    # the cause, not the host
+    if low and not findings:
+        findings += _host_bound(_busiest_core_pct(samples), where, idle_usd)
+    return findings
+
+
+def _host_bound(core: float | None, where: str, idle_usd: float | None) -> list[JobFinding]:
+    if core is None or core < ONE_CORE_BUSY_PCT:
+        return []
+    return [
+        JobFinding(
+            code="host_bound",
+            summary="host-bound: one CPU core is saturated while the GPU waits for work",
+            evidence=[f"the job's busiest process used {core:.0f}% of a core on average", where],
+            fix="give the GPU more work per launch: larger batches, fewer Python-level "
+            "operations per step (torch.compile or CUDA graphs), data loading in "
+            "DataLoader workers (num_workers) instead of the training loop",
+            idle_usd_per_h=idle_usd,
+        )
+    ]
 
 
 def _activity_words(gpus: Sequence[GpuActivity]) -> str:

@@ -14,7 +14,11 @@ tokens, concurrency):
   attention over the prompt). Its time
   is max(weights / (TP x bandwidth x eff_bw), GEMM FLOPs / (TP x peak x eff_compute))
   + max(KV / (TP x bandwidth x eff_bw), attention FLOPs / (TP x peak x eff_compute)) plus the
-  all-reduces of D + P tokens and a fixed time per layer;
+  sampling of every token that needs logits (D + P / I: FP32 logits over the vocabulary,
+  SAMPLING_PASSES times, at the same bandwidth), the all-reduces of D + P tokens, the kernels'
+  launches (KERNELS_PER_LAYER a layer, KERNEL_LAUNCH_S each) and the per-layer time no GPU
+  cost explains (UNEXPLAINED_LAYER_S, estimated); with a measured operator table, every term
+  but the all-reduces and that unexplained time comes from the table instead (op_model.py);
 - prefill of one prompt of I tokens (TTFT, at low load: no queueing modelled) is one iteration
   with D = 0 and P = I; the decode step of B sequences is one with D = B and P = 0;
 - continuous (in-flight) batching packs the prompts of newly admitted sequences into the same
@@ -44,10 +48,11 @@ B = 1 it is k: only active experts are read. B counts every token of the iterati
 
 Calibration constants: 2 per accelerator generation (compute efficiency, bandwidth efficiency),
 in EFFICIENCY below, plus 4 shared ones (all-reduce latency over a GPU fabric and over PCIe,
-PCIe fallback bandwidth, a per-layer overhead per forward pass; the PCIe latency is a measured
-nccl-tests figure, not calibrated). The efficiencies were set from the published TensorRT-LLM
-rows in tests/data/published.yaml (sources: docs/reference-figures.md section 5) as one value per
-generation by hand, never per row; benchmarks/bench_calibration.py prints every row's ratio.
+PCIe fallback bandwidth, the per-layer time the kernels' launches do not explain; the PCIe
+latency is a measured nccl-tests figure, not calibrated). The efficiencies were set from the
+published TensorRT-LLM rows in tests/data/published.yaml (sources: docs/reference-figures.md
+section 5) as one value per generation by hand, never per row; benchmarks/bench_calibration.py
+prints every row's ratio.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ import math
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from advisor.catalog.corrections import stored_correction
 from advisor.catalog.models import Accelerator, Generation
 from advisor.errors import InputError, field_name
 from advisor.perf.op_model import OpModel, TableIteration
@@ -107,8 +113,9 @@ ALLREDUCE_LATENCY_S = 8e-6  # estimated: NCCL small-message all-reduce latency i
 # All-reduce latency per call over PCIe for 8 GPUs, scaled by (n - 1) / 7 for n GPUs: a ring
 # all-reduce takes 2(n - 1) steps, each paying a hop's latency (Patarasuk & Yuan 2009, "Bandwidth
 # optimal all-reduce algorithms for clusters of workstations"). Measured 8-byte
-# all_reduce_perf times on 8-GPU PCIe Gen4 hosts: 42.1 us on 8 x RTX 4090 (github.com/NVIDIA/nccl
-# issue 1530) and 54.2 us on 8 x RTX 3090 (NVIDIA/nccl issue 1439); the lower one taken.
+# all_reduce_perf times on 8-GPU PCIe Gen4 hosts: 42.1 us on 8 x RTX 4090
+# (github.com/NVIDIA/nccl issue 1530) and 54.2 us on 8 x RTX 3090 (NVIDIA/nccl issue 1439); the
+# lower one taken.
 # ESTIMATED for the L40S (same Ada generation and PCIe Gen4 x16, but not the same host).
 PCIE_ALLREDUCE_LATENCY_S = 42e-6
 # GPUs without a GPU-to-GPU fabric all-reduce over PCIe: Gen4 x16 ~ 25 GB/s per direction
@@ -160,10 +167,48 @@ def link_bus_gb_s(link_gb_s: float) -> float:
 
 
 ACTIVATION_BYTES = 2  # activations all-reduced in 16-bit
-# Fixed time per layer per forward pass (kernel launches, norms, sampling, scheduling) that no
-# roofline term covers. ESTIMATED: one value set from the three TensorRT-LLM 0.14 QPS=2 serving
-# rows of published.yaml, whose ITL exceeds the bandwidth bound by 1.8-6 ms, about 60 us/layer.
-LAYER_OVERHEAD_S = 60e-6
+# Launch costs where the accelerator has no operator table (with one, every operator's measured
+# time holds its own launch: advisor/perf/op_model.py). A kernel whose work is negligible still
+# costs its launch: short kernels launched back to back into one stream take 3.8 us each, of
+# which about 2.9 us is their own run (NVIDIA Technical Blog, A. Gray, "Getting Started with CUDA
+# Graphs", 2019-09-05: 20 short kernels, V100, CUDA 10.1). ESTIMATED for other GPUs and drivers;
+# the H200's own table measured 1.9 us a kernel replayed from a CUDA graph (catalog/ops, launch
+# rows: 24.94 us for a layer of 13 kernels).
+KERNEL_LAUNCH_S = 3.8e-6
+# Kernels one transformer layer launches per decode pass in a serving engine (vLLM's Llama
+# decoder layer, vllm/model_executor/models/llama.py, with its custom ops): add + RMSNorm
+# (fused_add_rms_norm), QKV GEMM, rotary, the KV-cache write (reshape_and_cache), attention,
+# output GEMM, add + RMSNorm, gate-up GEMM, SiLU x gate (silu_and_mul), down GEMM. FP8
+# activations are quantised inside the norm and activation kernels (fused), not counted apart.
+# The tensor-parallel all-reduces are the Ring's (their own latency). A mixture of experts adds
+# the router GEMM, its top-k, and the tokens' permutation to and from the experts.
+KERNELS_PER_LAYER = 10
+MOE_EXTRA_KERNELS = 4
+# What the launch count above does not explain of the per-layer time the roofline's published
+# rows show. ESTIMATED: the former fitted 60 us per layer (three TensorRT-LLM 0.14 QPS=2 serving
+# rows of tests/data/published.yaml) less the 10 launches of 3.8 us. Two GPU-side measurements
+# agree on the launches alone: the H200's operator table puts a Llama-3.1-8B layer at one token
+# 37 us above the bandwidth roofline at 0.8 (small GEMMs' fixed costs, norms, rotary; the
+# table path, advisor/perf/op_model.py, needs no constant). The rest is what the engines spend
+# outside the GPU's kernels (the HTTP server, scheduling and input preparation: 62% of a vLLM
+# 0.5.3 step for Llama 3 8B on one H100, vLLM blog "vLLM v0.6.0: 2.7x Throughput Improvement
+# and 5x Latency Reduction", 2024-09-05) and the low bandwidth small TP-sharded matrices reach;
+# both depend on the engine and the GPU, which an ingested run's correction states
+# (advisor calibrate ingest). Without it the published rows' median error rises from 8.5% to
+# 10.6% (benchmarks/results/calibration-ops-2026-12-03.txt).
+UNEXPLAINED_LAYER_S = 60e-6 - KERNELS_PER_LAYER * KERNEL_LAUNCH_S
+# Sampling over the vocabulary, once per token that needs logits (every decode token, the last of
+# each prompt): the logits are written in FP32 by the output head, read and written by the
+# softmax and read by the sampler (the probe's sampling operator, probes/ops.py: FP32 softmax
+# then argmax), 4 passes of 4 bytes per vocabulary entry, in 3 kernels.
+SAMPLING_PASSES = 4
+SAMPLING_KERNELS = 3
+LOGIT_BYTES = 4
+
+
+def scaled_formula(text: str, scale: float) -> str:
+    """A pass's formula times a stored correction's factor (unchanged at 1)."""
+    return text if scale == 1.0 else f"({text}) x {scale:.6g} stored correction"
 
 
 def kv_precision_of(precision: str) -> str:
@@ -209,6 +254,9 @@ class Deployment:
     # The share of each prompt's tokens found in the prefix cache (a shared system prompt, a
     # conversation's history): their prefill is skipped, their KV still held (not shared here).
     prefix_cache_hit_rate: float = 0.0
+    # The serving engine: its stored correction for the accelerator (advisor calibrate ingest
+    # --save) scales every iteration; None, or no stored correction: the model as it is.
+    engine: str | None = None
 
     @property
     def replicas(self) -> int:
@@ -380,23 +428,42 @@ class Iteration(NamedTuple):
     ring: Ring
     tokens: float  # decode + prompt tokens of the pass (what the all-reduces move)
     layers: int
+    kernels_per_layer: int  # launched per layer (KERNELS_PER_LAYER, + MOE_EXTRA_KERNELS)
+    sampling_bytes: float  # logits x vocabulary x LOGIT_BYTES x SAMPLING_PASSES (0: no sampling)
+    scale: float = 1.0  # a stored correction's factor (advisor/perf/correction.py)
+
+    @property
+    def launch_s(self) -> float:
+        sampling = SAMPLING_KERNELS if self.sampling_bytes else 0
+        launches = (self.layers * self.kernels_per_layer + sampling) * KERNEL_LAUNCH_S
+        return launches + self.layers * UNEXPLAINED_LAYER_S
 
     @property
     def seconds(self) -> float:
         bw, peak = self.bandwidth_bytes_s, self.peak_flops
         gemm = max(self.weight_bytes / bw, self.gemm_flops / peak)
         attention = max(self.kv_bytes / bw, self.attention_flops / self.attention_peak_flops)
-        return gemm + attention + self.ring.seconds(self.tokens) + self.layers * LAYER_OVERHEAD_S
+        sampling = self.sampling_bytes / bw
+        parts = gemm + attention + sampling + self.ring.seconds(self.tokens) + self.launch_s
+        return parts * self.scale
 
     def formula(self) -> str:
         bw, peak = f"{self.bandwidth_bytes_s:.6g} bytes/s", f"{self.peak_flops:.6g} FLOP/s"
-        return (
+        sampling = ""
+        if self.sampling_bytes:
+            sampling = f"{self.sampling_bytes:.6g} sampling bytes / {bw} + "
+        kernels = f"{self.layers} layers x {self.kernels_per_layer}"
+        if self.sampling_bytes:
+            kernels = f"({kernels} + {SAMPLING_KERNELS} sampling)"
+        text = (
             f"max({self.weight_bytes:.6g} weight bytes / {bw}, {self.gemm_flops:.6g} GEMM FLOP "
             f"/ {peak}) + max({self.kv_bytes:.6g} KV bytes / {bw}, {self.attention_flops:.6g} "
-            f"attention FLOP / {self.attention_peak_flops:.6g} FLOP/s) + "
+            f"attention FLOP / {self.attention_peak_flops:.6g} FLOP/s) + {sampling}"
             f"{self.ring.formula(self.tokens)} + "
-            f"{self.layers} layers x {LAYER_OVERHEAD_S:g} s"
+            f"{kernels} kernels x {KERNEL_LAUNCH_S:g} s launch + {self.layers} layers x "
+            f"{UNEXPLAINED_LAYER_S:.3g} s unexplained"
         )
+        return scaled_formula(text, self.scale)
 
 
 class InferenceModel:
@@ -445,6 +512,8 @@ class InferenceModel:
         self._top: int | None = None
         self._steps: dict[tuple[int, int], float] = {}
         self.lookup_params = shape.lookup_params
+        self.vocab = shape.vocab or 0
+        self.kernels_per_layer = KERNELS_PER_LAYER + (MOE_EXTRA_KERNELS if moe else 0)
         self.kv_copies = kv_copies(shape, tp)
         self.per_head = self.layers * self.heads * self.head_dim
         # Decode attention per head and context token: a score over the cached key dimension and
@@ -463,21 +532,31 @@ class InferenceModel:
         self.speed_source = (
             built.ops.source
             if isinstance(built, OpModel)
-            else "roofline: datasheet peaks x the estimated efficiencies of "
-            f"advisor/perf/inference.py EFFICIENCY ({dep.acc.generation.value})"
+            else f"roofline: {dep.acc.name} datasheet peaks x estimated efficiencies "
+            f"({dep.acc.generation.value}: {self.eff_c:g} of {self.cp.precision} compute, "
+            f"{self.eff_bw:g} of memory bandwidth; advisor/perf/inference.py EFFICIENCY, set from "
+            "TensorRT-LLM perf-overview rows), kernel launches at "
+            f"{KERNEL_LAUNCH_S * 1e6:g} us (NVIDIA, Getting Started with CUDA Graphs, 2019)"
             + (f"; the operator table is not used: {built}" if isinstance(built, str) else "")
         )
+        self.correction = stored_correction(dep.acc.id, dep.engine) if dep.engine else None
+        self.scale = self.correction.itl_factor if self.correction is not None else 1.0
+        if self.correction is not None:
+            self.speed_source += f"; {self.correction.evidence()}"
+        elif dep.engine:
+            self.speed_source += f"; no stored correction for {dep.acc.id} x {dep.engine}"
 
     def on(self, dep: Deployment) -> InferenceModel:
         """The same model on another deployment (more replicas, say); one replica's figures are
         the same when only the replica count differs, so the searches' memos carry over."""
         other = InferenceModel(self.shape, dep, self.inp, self.out, self.moe)
         same = self.dep
-        if (dep.acc, dep.tensor_parallel, dep.precision, dep.link_gb_s) == (
+        if (dep.acc, dep.tensor_parallel, dep.precision, dep.link_gb_s, dep.engine) == (
             same.acc,
             same.tensor_parallel,
             same.precision,
             same.link_gb_s,
+            same.engine,
         ):
             other._e2e, other._top = self._e2e, self._top
         return other
@@ -511,6 +590,7 @@ class InferenceModel:
         operands of the GEMM roofline, the attention roofline, the all-reduces and the per-layer
         time (module doc)."""
         context = self.inp + self.out / 2  # mean context over a sequence's decode
+        prompts = prompt_tokens / prompt_len if prompt_tokens else 0.0  # each samples once
         prompt_tokens *= self.prefill_share  # a prefix-cache hit is not computed again
         tokens = decode + prompt_tokens
         if self.op_model is not None:
@@ -523,6 +603,8 @@ class InferenceModel:
                 self.kv_token_bytes,
                 (self.ring.seconds(tokens), self.ring.formula(tokens)),
                 (lambda b: expected_experts(moe[0], moe[1], b)) if moe else (lambda b: 1.0),
+                UNEXPLAINED_LAYER_S,
+                self.scale,
             )
         return Iteration(
             weight_bytes_touched(self.shape, self.bpw, max(1, round(tokens)), self.moe),
@@ -536,6 +618,9 @@ class InferenceModel:
             self.ring,
             tokens,
             self.layers,
+            self.kernels_per_layer,
+            (decode + prompts) * self.vocab * LOGIT_BYTES * SAMPLING_PASSES,
+            self.scale,
         )
 
     def iteration_s(self, decode: int, prompt_tokens: float, prompt_len: int) -> float:
@@ -677,6 +762,7 @@ class InferenceModel:
             dep.link_gb_s,
             self.kv_precision,
             dep.prefix_cache_hit_rate,
+            self.scale,
             self.inp,
             self.out,
         )
@@ -753,7 +839,7 @@ class InferenceModel:
         served = rate * self.out
         figures = (
             *(f for f in base.figures if f.name != "throughput_tokens_s"),
-            *_load_figures(load, per_replica, pct, targets),
+            *_load_figures(load, per_replica, pct, targets, self.speed_source),
             Figure("max_request_rate", within * n, "requests/s", capacity),
             Figure(
                 "throughput_tokens_s",
@@ -811,7 +897,7 @@ class InferenceModel:
         packed = batch * self.inp / self.out
         iteration = self.iteration(batch, packed, self.inp)
         ttft, itl = prefill.seconds, iteration.seconds
-        throughput = throughput_figure(dep.replicas, batch, itl)
+        throughput = throughput_figure(dep.replicas, batch, itl, self.speed_source)
         total = throughput.value
         tp = dep.tensor_parallel
         bandwidth = (
@@ -825,7 +911,7 @@ class InferenceModel:
         speeds = (  # a table's iteration names its source in its own formula
             "speeds as stated"
             if self.op_model is not None
-            else f"{bandwidth}; {peak}; {self.speed_source}"
+            else f"speeds: {bandwidth}; {peak}; {self.speed_source}"
         )
         figures = (
             *self.memory(batch),
@@ -840,7 +926,7 @@ class InferenceModel:
                 step.seconds,
                 "s",
                 f"{step.formula()} [{batch} decode tokens attending to "
-                f"{self.inp + self.out / 2:g} tokens each]",
+                f"{self.inp + self.out / 2:g} tokens each; {speeds}]",
             ),
             Figure(
                 "itl_s",
@@ -848,20 +934,24 @@ class InferenceModel:
                 "s",
                 f"{iteration.formula()} [one iteration of {batch} decode tokens + {batch} x "
                 f"{self.inp} / {self.out} = {packed:.6g} prompt tokens packed in (in-flight "
-                "batching)]",
+                f"batching); {speeds}]",
             ),
             throughput,
         )
         return InferenceResult(ttft * 1e3, itl * 1e3, total, batch, fit, tp, dep.replicas, figures)
 
 
-def throughput_figure(replicas: int, concurrency: int, itl_s: float) -> Figure:
-    """Output tokens/s of a deployment: each replica emits `concurrency` tokens an ITL."""
+def throughput_figure(
+    replicas: int, concurrency: int, itl_s: float, speed_source: str | None = None
+) -> Figure:
+    """Output tokens/s of a deployment: each replica emits `concurrency` tokens an ITL (whose
+    speeds came from `speed_source`, named when given)."""
+    where = f" [speeds: {speed_source}]" if speed_source else ""
     return Figure(
         "throughput_tokens_s",
         replicas * concurrency / itl_s,
         "tokens/s",
-        f"{replicas} replicas x {concurrency} sequences / ITL {itl_s:.6g} s",
+        f"{replicas} replicas x {concurrency} sequences / ITL {itl_s:.6g} s{where}",
     )
 
 
@@ -870,7 +960,7 @@ def moe_of(experts: int | None, per_token: int | None) -> tuple[int, int] | None
 
 
 def _load_figures(
-    load: LoadResult, per_replica: float, pct: int, targets: Targets | None
+    load: LoadResult, per_replica: float, pct: int, targets: Targets | None, speed_source: str
 ) -> tuple[Figure, ...]:
     """The simulated load's figures: the mean batch, each latency's percentiles, and, with
     targets, the goodput and whether the targets hold at p50 but not at the asked percentile."""
@@ -878,6 +968,7 @@ def _load_figures(
         f"{load.requests} simulated requests after a warm-up, Poisson at {per_replica:.6g}/s per "
         f"replica (seed {LOAD_SEED}; perf/serving_sim.py)"
     )
+    speeds = f" [speeds: {speed_source}]"
 
     def spread(d: Distribution) -> str:
         return (
@@ -889,13 +980,13 @@ def _load_figures(
             "concurrency",
             max(1, round(load.mean_batch)),
             "sequences",
-            f"mean decode batch {load.mean_batch:.4g} over the run; {how}",
+            f"mean decode batch {load.mean_batch:.4g} over the run; {how}{speeds}",
         ),
         Figure(
             "ttft_at_rate_s",
             load.ttft.at(pct),
             "s",
-            f"p{pct} time to first token, queueing included: {spread(load.ttft)}",
+            f"p{pct} time to first token, queueing included: {spread(load.ttft)}{speeds}",
         ),
     ]
     for name, dist, what in (
@@ -904,7 +995,7 @@ def _load_figures(
         ("tpot_p99_s", load.tpot, "a request's mean token gap"),
         ("e2e_p99_s", load.e2e, "a request's time in the system"),
     ):
-        out.append(Figure(name, dist.p99_s, "s", f"p99 {what}: {spread(dist)}"))
+        out.append(Figure(name, dist.p99_s, "s", f"p99 {what}: {spread(dist)}{speeds}"))
     if targets is not None and targets.any:
         held = targets.met_under(load)
         note = ""
@@ -916,7 +1007,7 @@ def _load_figures(
                 load.goodput_rate,
                 "requests/s",
                 f"requests per second per replica meeting TTFT and ITL within the targets; "
-                f"{'met' if held else 'missed'} at p{pct}{note}; {how}",
+                f"{'met' if held else 'missed'} at p{pct}{note}; {how}{speeds}",
             )
         )
     return tuple(out)

@@ -124,11 +124,13 @@ class TableIteration:
     ring_formula: str
     beyond: tuple[str, ...]
     source: str
+    unexplained_s: float = 0.0  # per layer: the engine's time outside the kernels (estimated)
+    scale: float = 1.0  # a stored correction's factor (advisor/perf/correction.py)
 
     @property
     def seconds(self) -> float:
-        per_layer = self.gemm_s + self.attention_s + self.memory_s
-        return self.layers * per_layer + self.head_s + self.ring_s
+        per_layer = self.gemm_s + self.attention_s + self.memory_s + self.unexplained_s
+        return (self.layers * per_layer + self.head_s + self.ring_s) * self.scale
 
     def formula(self) -> str:
         where = f"[speeds: {self.source}"
@@ -138,12 +140,16 @@ class TableIteration:
             where += ", ".join(shown[:4]) + (
                 f" and {len(shown) - 4} more" if len(shown) > 4 else ""
             )
-        return (
+        text = (
             f"{self.layers} layers x ({self.gemm_s:.6g} s GEMMs + {self.attention_s:.6g} s "
-            f"attention + {self.memory_s:.6g} s memory-bound operators) + {self.head_s:.6g} s "
+            f"attention + {self.memory_s:.6g} s memory-bound operators + "
+            f"{self.unexplained_s:.3g} s unexplained) + {self.head_s:.6g} s "
             "output head and sampling + "
-            f"{self.ring_formula} {where}]"
+            f"{self.ring_formula}"
         )
+        if self.scale != 1.0:  # a stored correction's factor (advisor/perf/inference.py)
+            text = f"({text}) x {self.scale:.6g} stored correction"
+        return f"{text} {where}]"
 
 
 class OpModel:
@@ -176,9 +182,12 @@ class OpModel:
         kv_token_bytes: float,
         ring: tuple[float, str],
         experts_touched: Callable[[int], float],
+        unexplained_layer_s: float = 0.0,
+        scale: float = 1.0,
     ) -> TableIteration:
         """`kv_token_bytes`: K and V bytes per cached token of one layer on one GPU; `ring`:
-        the all-reduces' seconds and formula; `experts_touched(T)`: distinct experts read."""
+        the all-reduces' seconds and formula; `experts_touched(T)`: distinct experts read;
+        `unexplained_layer_s`: the engine's time per layer outside the GPU's kernels."""
         g, ops = self.geo, self.ops
         tokens = decode + prompt_tokens
         beyond: list[str] = []
@@ -231,4 +240,6 @@ class OpModel:
             ring[1],
             tuple(beyond),
             ops.source,
+            unexplained_layer_s,
+            scale,
         )

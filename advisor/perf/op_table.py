@@ -189,12 +189,15 @@ class OperatorTable:
 
     def decode_time(self, batch: float, context: float, token_bytes: float) -> Timed | None:
         """`batch` single-token queries over `context` cached tokens of `token_bytes` K and V
-        bytes each (one layer, one GPU): the table's context scaled to the same bytes."""
+        bytes each (one layer, one GPU). Each sequence is read at its own context: decode
+        attention kernels (FlashDecoding, paged attention) give every (sequence, KV head) pair
+        its own thread blocks, which stream that sequence's cache, so a model with fewer KV bytes
+        per token than the table's rows is the table's row at the same context with
+        proportionally fewer sequences (the same bytes, the same per-sequence length)."""
         if self.decode is None:
             return None
-        return self.decode(
-            (max(1.0, batch), max(1.0, context * token_bytes / self.decode_token_bytes))
-        )
+        sequences = batch * token_bytes / self.decode_token_bytes
+        return self.decode((max(1.0, sequences), max(1.0, context)))
 
     def memory_time(self, op: str, tokens: float, width: float) -> Timed | None:
         grid = self.memory.get(op)

@@ -100,6 +100,9 @@ class Estimate(_Result):
     throughput_tokens_s: Annotated[float | None, Field(exclude_if=_absent_when_none)] = None
     concurrency: Annotated[int | None, Field(exclude_if=_absent_when_none)] = None
     tensor_parallel: Annotated[int | None, Field(exclude_if=_absent_when_none)] = None
+    # where the serving figures' speeds came from: an operator table (accelerator, date, stack)
+    # or the roofline (datasheet peaks x estimated efficiencies, their source)
+    speed_source: Annotated[str | None, Field(exclude_if=_absent_when_none)] = None
     # training (advisor/perf/training.py); absent otherwise. mfu is steady state on model FLOPs
     # (sizing.training_flops), hfu counts the recomputed forward; hours include the goodput of
     # long runs.
@@ -171,6 +174,7 @@ def estimate(
         throughput_tokens_s=fit.tokens_per_s if fit.itl_ms is not None else None,
         concurrency=fit.concurrency,
         tensor_parallel=fit.tensor_parallel,
+        speed_source=fit.speed_source,
         gpu_hours=fit.gpu_hours,
         mfu=fit.mfu,
         hfu=fit.hfu,

@@ -29,6 +29,9 @@ class Fit:
     itl_ms: float | None = None
     concurrency: int | None = None  # sequences in flight per replica
     tensor_parallel: int | None = None
+    # modelled inference: where the iteration's speeds came from (an operator table and its
+    # date, or the roofline's datasheet peaks and estimated efficiencies)
+    speed_source: str | None = None
     # modelled inference: the lowest (TTFT, ITL) ms reachable here, and whether the latency
     # targets are met (when not, the figures above are the lowest-ITL deployment's)
     latency_floor: tuple[float, float] | None = None

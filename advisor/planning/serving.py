@@ -96,6 +96,7 @@ def _deployment(
         per_node,
         kv_precision=w.kv_precision,
         prefix_cache_hit_rate=w.prefix_cache_hit_rate or 0.0,
+        engine=w.engine,
     )
 
 

@@ -69,7 +69,9 @@ class ServingDeployment(Plan):
             # the rate's tokens, served by the replicas it sized
             throughput = next(f for f in got.figures if f.name == "throughput_tokens_s")
         else:
-            throughput = throughput_figure(replicas, got.concurrency, got.itl_ms / 1e3)
+            throughput = throughput_figure(
+                replicas, got.concurrency, got.itl_ms / 1e3, model.speed_source
+            )
         capacity = throughput.value
         per_gpu = model.memory(got.concurrency)[-1].value / tp
         return Fit(
@@ -88,6 +90,7 @@ class ServingDeployment(Plan):
             itl_ms=got.itl_ms,
             concurrency=got.concurrency,
             tensor_parallel=tp,
+            speed_source=model.speed_source,
             latency_floor=choice.floor,
             latency_met=choice.met,
             figures=(

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 from advisor.errors import AdvisorError
 from advisor.fleet.statistics import CheckStats, HostVote, fleet_statistics
 from advisor.perf.calibration import CALIBRATION_CHECK
+from probes.ops_table import OpsReport
 from probes.report import ProbeReport, UtilisationReport
 
 
@@ -137,6 +138,18 @@ class Store(Protocol):
 
     def iter_utilisation(self) -> Iterator[StoredUtilisation]:
         """Every utilisation report, oldest first (for reviews over the whole fleet)."""
+        ...
+
+    def add_ops(
+        self, report: OpsReport, client_key: str | None, received_at: dt.datetime | None = None
+    ) -> tuple[str, bool]:
+        """Store an operator table unless one is stored under its idempotency key already:
+        (its id, True when stored now)."""
+        ...
+
+    def ops_tables(self, accelerator: str) -> list[OpsReport]:
+        """The newest operator tables of one accelerator (advisor.store.sql.OPS_TABLES_READ at
+        most), newest first."""
         ...
 
     def ping(self) -> None: ...

@@ -30,6 +30,7 @@ from advisor.store.base import (
     StoreError,
     StoreUnreachable,
 )
+from probes.ops_table import OpsReport
 from probes.report import ProbeReport, UtilisationReport
 
 T = TypeVar("T")
@@ -167,6 +168,14 @@ class GuardedStore:
         # fail as the adapter's errors (a generator cannot be retried from the middle anyway)
         self._call(self.inner.ping)
         return self.inner.iter_utilisation()
+
+    def add_ops(
+        self, report: OpsReport, client_key: str | None, received_at: dt.datetime | None = None
+    ) -> tuple[str, bool]:
+        return self._call(self.inner.add_ops, report, client_key, received_at, write=True)
+
+    def ops_tables(self, accelerator: str) -> list[OpsReport]:
+        return self._call(self.inner.ops_tables, accelerator)
 
     def ping(self) -> None:
         self._call(self.inner.ping)

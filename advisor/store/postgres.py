@@ -18,6 +18,7 @@ from advisor.store.base import (
     StoreError,
     StoreUnreachable,
 )
+from probes.ops_table import OpsReport
 from probes.report import ProbeReport, UtilisationReport
 
 # Seconds to make a connection (libpq rounds values below 2 up to 2) and to wait for a free
@@ -172,6 +173,14 @@ class PostgresStore:
 
     def iter_utilisation(self) -> Iterator[StoredUtilisation]:
         return q.iter_utilisation(self._tx, _pg)
+
+    def add_ops(
+        self, report: OpsReport, client_key: str | None, received_at: dt.datetime | None = None
+    ) -> tuple[str, bool]:
+        return q.add_ops(self._tx, _pg, report, received_at, client_key)
+
+    def ops_tables(self, accelerator: str) -> list[OpsReport]:
+        return q.ops_tables(self._tx, _pg, accelerator)
 
     def count(self) -> int:
         return q.count(self._tx, _pg)

@@ -25,6 +25,7 @@ from advisor.store.base import (
     report_fields,
     summarize_fleet,
 )
+from probes.ops_table import OpsReport
 from probes.report import ProbeReport, UtilisationReport
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width, UTC: text order is time order
@@ -107,9 +108,24 @@ MIGRATIONS: list[tuple[int, list[Step]]] = [
             " ON utilisation_reports (idempotency_key)",
         ],
     ),
+    (
+        6,
+        [
+            # Operator tables posted by `advisor probe --ops --report-to`: the fleet's table
+            # per accelerator is voted from them (advisor/fleet/ops_tables.py).
+            "CREATE TABLE IF NOT EXISTS ops_reports ("
+            " id TEXT PRIMARY KEY, received_at TEXT NOT NULL, host TEXT NOT NULL,"
+            " accelerator TEXT, body TEXT NOT NULL, idempotency_key TEXT)",
+            "CREATE INDEX IF NOT EXISTS ops_reports_accelerator"
+            " ON ops_reports (accelerator, received_at)",
+            "CREATE UNIQUE INDEX IF NOT EXISTS ops_reports_idempotency"
+            " ON ops_reports (idempotency_key)",
+        ],
+    ),
 ]
 IDEMPOTENCY_VERSION = 4  # probe reports have idempotency keys from this step on
 UTILISATION_IDEMPOTENCY_VERSION = 5  # utilisation reports from this one
+OPS_VERSION = 6  # operator tables are stored from this step on
 LATEST = MIGRATIONS[-1][0]
 
 
@@ -412,3 +428,44 @@ def iter_utilisation(tx: Transaction, sql: Sql) -> Iterator[StoredUtilisation]:
 def _utilisation_row(row: Iterable[Any]) -> StoredUtilisation:
     report_id, received_at, host, body = row
     return StoredUtilisation(report_id, parse_time(received_at), host, json.loads(body))
+
+
+_OPS_COLUMNS = "SELECT id, received_at, host, accelerator, body FROM ops_reports"
+_INSERT_OPS = KeyedInsert(
+    "INSERT INTO ops_reports (id, received_at, host, accelerator, body) VALUES (?, ?, ?, ?, ?)",
+    "INSERT INTO ops_reports (id, received_at, host, accelerator, body, idempotency_key)"
+    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING",
+    _OPS_COLUMNS + " WHERE idempotency_key = ?",
+)
+# The newest operator tables read per accelerator for its fleet table: a bound on the read
+# (each full table is about 250 kB), many times the hosts of the fleets the service serves.
+OPS_TABLES_READ = 2000
+
+
+def add_ops(
+    tx: Transaction,
+    sql: Sql,
+    report: OpsReport,
+    received_at: dt.datetime | None,
+    client_key: str | None,
+) -> tuple[str, bool]:
+    """Store an operator table once per idempotency key: (its id, whether it was stored now)."""
+    report_id = uuid.uuid4().hex
+    when = format_time(received_at or dt.datetime.now(dt.UTC))
+    text = canonical_json(report.model_dump(mode="json"))
+    key = idempotency_key(text, client_key)
+    row = (report_id, when, report.host, report.table.accelerator, text)
+    with tx() as cur:
+        stored = _insert_once(cur, sql, _INSERT_OPS, row, key, True)
+    return (str(stored[0]), False) if stored is not None else (report_id, True)
+
+
+def ops_tables(tx: Transaction, sql: Sql, accelerator: str) -> list[OpsReport]:
+    """The newest OPS_TABLES_READ operator tables of one accelerator, newest first."""
+    with tx() as cur:
+        cur.execute(
+            sql(_OPS_COLUMNS + " WHERE accelerator = ? ORDER BY received_at DESC, id DESC LIMIT ?"),
+            (accelerator, OPS_TABLES_READ),
+        )
+        rows = cur.fetchall()
+    return [OpsReport.model_validate_json(body) for *_, body in rows]

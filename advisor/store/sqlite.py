@@ -26,6 +26,7 @@ from advisor.store.base import (
     StoredUtilisation,
     StoreError,
 )
+from probes.ops_table import OpsReport
 from probes.report import ProbeReport, UtilisationReport
 
 BUSY_TIMEOUT_S = 5.0  # how long a statement waits for another connection's lock
@@ -158,6 +159,14 @@ class SqliteStore:
 
     def iter_utilisation(self) -> Iterator[StoredUtilisation]:
         return q.iter_utilisation(self._read, _same)
+
+    def add_ops(
+        self, report: OpsReport, client_key: str | None, received_at: dt.datetime | None = None
+    ) -> tuple[str, bool]:
+        return q.add_ops(self._tx, _same, report, received_at, client_key)
+
+    def ops_tables(self, accelerator: str) -> list[OpsReport]:
+        return q.ops_tables(self._read, _same, accelerator)
 
     def count(self) -> int:
         return q.count(self._read, _same)
