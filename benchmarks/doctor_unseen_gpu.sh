@@ -13,6 +13,8 @@ export DOCTOR_BENCH_S=${DOCTOR_BENCH_S:-15}
 PID_S=${PID_S:-15}
 INSTANCE=${INSTANCE:-p5en.48xlarge}  # 8 x H200: prices the findings
 log="$out/log.txt"
+$py -m advisor doctor --help > /dev/null || { echo "advisor does not start: carry its wheels" >&2; exit 9; }
+command -v py-spy > /dev/null || { echo "py-spy is not on PATH" >&2; exit 9; }
 {
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   $py -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
