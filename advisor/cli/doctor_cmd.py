@@ -45,6 +45,7 @@ from advisor.cli.doctor_stages import STACK_INTERVAL_S, render_stages, staged
 from advisor.cli.monitor_cmd import ENDPOINT, MIN_INTERVAL_S, open_nvml
 from advisor.errors import InputError
 from advisor.fleet.job_diagnosis import Diagnosis, diagnose
+from advisor.fleet.porting import porting_note
 from advisor.fleet.utilisation import classify_report
 from advisor.outputs import check_output_path
 from advisor.report_client import ReportSender
@@ -381,10 +382,11 @@ def _priced_options(catalog: Catalog, record: UsageRecord, found: Diagnosis) -> 
             best = max(options, key=lambda s: s.monthly_saving_usd or 0)
             assert best.suggestion is not None and best.current_hourly_usd is not None
             o = best.suggestion
+            port = porting_note(catalog, best.accelerator, o.accelerator)
             f = f.model_copy(
                 update={
                     "cheaper_option": f"{o.instance_type} ({best.suggestion_name}, {o.region}, "
-                    f"${o.hourly_usd:,.2f}/h)",
+                    f"${o.hourly_usd:,.2f}/h)" + (f"; {port}" if port else ""),
                     "saving_usd_per_h": round(best.current_hourly_usd - o.hourly_usd, 2),
                 }
             )
