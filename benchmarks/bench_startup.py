@@ -7,9 +7,15 @@ each per round, the order rotated each round) so that a slow stretch of this sha
 slows every row alike; the median of the rounds is reported, with the fastest beside it.
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_startup.py [--rounds 15] [--record NAME]
+        [--old TREE]
 
 --record writes the table to benchmarks/results/NAME.txt as well. The catalog cache is warmed
 by one unmeasured run first (a first run on a machine validates the YAML: README "Catalog").
+--old TREE adds CPU time (user + system of the child, which a loaded machine moves far less than
+wall time) of the bare import and of `advisor recommend` in TREE and in this tree, interleaved.
+Each tree gets its own catalog cache directory: the cache keeps one catalog, so two trees
+sharing it would evict each other and every run would validate the YAML again. Bytecode is
+written and read as an installed package's would be (PYTHONDONTWRITEBYTECODE is dropped).
 """
 
 from __future__ import annotations
@@ -18,9 +24,11 @@ import argparse
 import datetime as dt
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -81,12 +89,55 @@ def table(times: dict[str, list[float]], rounds: int) -> str:
     return "\n".join(lines)
 
 
+def cpu_once(argv: list[str], env: dict[str, str], tree: Path) -> float:
+    """The child's user + system seconds."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(
+        argv, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True
+    )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def cpu_table(old: Path, rounds: int) -> str:
+    """Median CPU ms of the bare import and of `advisor recommend` in `old` and this tree."""
+    names = (BARE, "advisor recommend ... --json")
+    trees = {"old": old.resolve(), "new": REPO}
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    times: dict[tuple[str, str], list[float]] = {(t, n): [] for t in trees for n in names}
+    with tempfile.TemporaryDirectory() as caches:
+        envs = {
+            t: {**base, "PYTHONPATH": str(p), "COLUMNS": "80", "ADVISOR_CACHE_DIR": f"{caches}/{t}"}
+            for t, p in trees.items()
+        }
+        for t, p in trees.items():  # warm: bytecode, the catalog cache
+            for n in names:
+                cpu_once(COMMANDS[n], envs[t], p)
+        for _ in range(rounds):
+            for t, p in trees.items():
+                for n in names:
+                    times[(t, n)].append(cpu_once(COMMANDS[n], envs[t], p))
+    lines = [
+        f"CPU time (user + system), {rounds} interleaved rounds, old = {old}, new = this tree",
+        f"{'tree':<5} {'bare ms':>8} {'recommend ms':>13} {'x bare':>7}  target <= {TARGET_RATIO:g}x",
+    ]
+    for t in trees:
+        bare = statistics.median(times[(t, BARE)]) * 1000
+        rec = statistics.median(times[(t, names[1])]) * 1000
+        met = "MET" if rec <= TARGET_RATIO * bare else "NOT MET"
+        lines.append(f"{t:<5} {bare:>8.0f} {rec:>13.0f} {rec / bare:>7.2f}  {met}")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--record", metavar="NAME", help="also write benchmarks/results/NAME.txt")
+    parser.add_argument("--old", type=Path, help="a tree to compare CPU time with")
     args = parser.parse_args()
     text = table(measure(args.rounds), args.rounds)
+    if args.old:
+        text += "\n\n" + cpu_table(args.old, args.rounds)
     print(text)
     if args.record:
         out = REPO / "benchmarks" / "results" / f"{args.record}.txt"

@@ -86,9 +86,10 @@ class Nvml:
 
     def soft(self, fn: Callable[..., T], *args: Any) -> T | None:
         """Call an NVML query; None when the GPU or driver does not support it."""
+        error = self.lib.NVMLError  # resolved before any except names it
         try:
             return fn(*args)
-        except self._lib.NVMLError:
+        except error:
             return None
 
     # -- system ------------------------------------------------------------------------------
@@ -103,17 +104,19 @@ class Nvml:
         return f"{value // 1000}.{(value % 1000) // 10}"
 
     def device_count(self) -> int:
+        lib = self.lib  # resolved (or EnvironmentProblem raised) before any except names it
         try:
-            count: int = self.lib.nvmlDeviceGetCount()
-        except self._lib.NVMLError as exc:
+            count: int = lib.nvmlDeviceGetCount()
+        except lib.NVMLError as exc:
             raise EnvironmentProblem("nvml_error", f"NVML cannot count devices: {exc}") from None
         return count
 
     # -- one device -------------------------------------------------------------------------
     def handle(self, index: int) -> Any:
+        lib = self.lib
         try:
-            return self.lib.nvmlDeviceGetHandleByIndex(index)
-        except self._lib.NVMLError as exc:
+            return lib.nvmlDeviceGetHandleByIndex(index)
+        except lib.NVMLError as exc:
             raise EnvironmentProblem("no_device", f"NVML has no device {index}: {exc}") from None
 
     def handle_by_uuid(self, uuid: str) -> Any | None:

@@ -20,6 +20,7 @@ from typing import Any
 from probes import ops
 from probes.device import TorchDevice
 from probes.environment import import_torch
+from probes.errors import INSTALL_PROBE_EXTRA, EnvironmentProblem
 from probes.ops_table import CollectiveRow, OpsTable, Stack
 
 COLLECTIVE_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
@@ -29,6 +30,16 @@ COLLECTIVE_SIZES = {
     "tiny": (1 << 12, 1 << 16),
 }
 Progress = Callable[[str], None]
+
+
+def _torch() -> Any:
+    """torch, or the problem a base install (no probe extra) has: exit 3 with the hint."""
+    try:
+        return import_torch()
+    except ImportError as exc:
+        raise EnvironmentProblem(
+            "torch_missing", f"PyTorch is not installed ({exc}); {INSTALL_PROBE_EXTRA}"
+        ) from None
 
 
 def stack_of(torch: Any, dev: TorchDevice, driver: str | None) -> Stack:
@@ -130,7 +141,7 @@ def _collective_rank(
     """One local rank: every collective at every size; rank 0 writes the rows to `out`."""
     from probes.collectives import Collectives
 
-    torch = import_torch()
+    torch = _torch()
     dist = torch.distributed
     backend = "nccl" if cuda else "gloo"
     device = torch.device(f"cuda:{rank}" if cuda else "cpu")
@@ -171,7 +182,7 @@ def measure_collectives(
 ) -> list[CollectiveRow]:
     """All-reduce, all-gather, reduce-scatter and all-to-all over `world` local ranks at the
     mode's message sizes (torch.multiprocessing; the node probe's Collectives measure them)."""
-    torch = import_torch()
+    torch = _torch()
     sizes = COLLECTIVE_SIZES[mode]
     if progress is not None:
         progress(f"ops collectives over {world} ranks at {len(sizes)} sizes")
@@ -211,7 +222,7 @@ def measure_node(
     """One table per GPU measured (`device`, or every visible GPU; the CPU when none), the
     collectives over the GPUs in the first table when there are several (and `collectives`).
     `accelerator_of` maps a device name to the catalog id the table is filed under."""
-    torch = import_torch()
+    torch = _torch()
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     indices: list[int | None] = list(range(count)) if device is None else [device]
     if not count:  # no GPU: the CPU, on shapes it times in seconds (the GPU grid would take hours)

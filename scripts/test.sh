@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up .venv (pinned test set-up, torch 2.13.0 CPU from local disk) and runs the whole suite:
-# ruff, mypy, complexity (radon), hadolint, the docs (the site built strictly, the generated
-# references current, every example's output as the page shows it), pytest in parallel
+# ruff, mypy, complexity (radon), hadolint, a base install without the probe extra, the docs (the
+# site built strictly, the generated references current, every example's output as the page shows
+# it), pytest in parallel
 # (pytest-xdist: ADVISOR_TEST_WORKERS workers, 4 by default; each with its own PostgreSQL schema,
 # ports, catalog cache and config directory). Extra arguments go to pytest. Each step says when it
 # starts, that it is still running (every 15 s), and how long it took.
@@ -63,5 +64,17 @@ with_progress "docs site" env NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --str
   --site-dir "$(mktemp -d)"
 with_progress "docs reference" .venv/bin/python scripts/docs_reference.py --check
 with_progress "docs examples" .venv/bin/python scripts/docs_examples.py
+# A base install (no probe extra: no torch, no nvidia-ml-py) in .venv-base: the commands that
+# need the extra exit 3 with the install hint, the advice works (tests/test_base_install.py).
+base_install() {
+  [ -x .venv-base/bin/python ] || python3 -m venv .venv-base
+  .venv-base/bin/python -m pip install -q --disable-pip-version-check -e . pytest \
+    2> >(grep -v "^WARNING: Location" >&2)
+  ADVISOR_BASE_INSTALL=1 .venv-base/bin/python -m pytest -q -p no:cacheprovider tests/test_base_install.py
+}
+with_progress "base install" base_install
+# The tree's bytecode written once: the tests start the CLI in hundreds of subprocesses, and
+# where PYTHONDONTWRITEBYTECODE is set each of them would compile every module it imports again.
+with_progress "bytecode" .venv/bin/python -m compileall -q advisor probes tests benchmarks
 # --dist loadfile: a file's tests on one worker, so its module-scoped servers start once
 with_progress "pytest" .venv/bin/python -m pytest -n "${ADVISOR_TEST_WORKERS:-4}" --dist loadfile "$@"

@@ -34,6 +34,7 @@ class MemoryStore:
         self._utilisation_keys: dict[str, str] = {}  # the same, for utilisation reports
         self._ops: list[tuple[str, dt.datetime, OpsReport]] = []
         self._ops_keys: dict[str, str] = {}
+        self._token_ids: dict[str, str | None] = {}  # report id -> its write token's id
         self._lock = threading.RLock()
 
     def add(self, report: ProbeReport, received_at: dt.datetime | None = None) -> StoredReport:
@@ -51,7 +52,11 @@ class MemoryStore:
         return stored
 
     def add_once(
-        self, report: ProbeReport, client_key: str | None, received_at: dt.datetime | None = None
+        self,
+        report: ProbeReport,
+        client_key: str | None,
+        received_at: dt.datetime | None = None,
+        token_id: str | None = None,
     ) -> tuple[StoredReport, bool]:
         key = idempotency_key(canonical_json(report.model_dump(mode="json")), client_key)
         with self._lock:
@@ -59,6 +64,7 @@ class MemoryStore:
                 return self._reports[self._keys[key]], False
             stored = self.add(report, received_at)  # (the lock is reentrant)
             self._keys[key] = stored.id
+            self._token_ids[stored.id] = token_id
             return stored, True
 
     def get(self, report_id: str) -> StoredReport | None:
@@ -87,7 +93,9 @@ class MemoryStore:
             verdicts.setdefault(r.accelerator, []).append(r.verdict)
             rows += [
                 row
-                for row in check_rows(r.id, stored_probe_report(r.report))
+                for row in check_rows(
+                    r.id, stored_probe_report(r.report), self._token_ids.get(r.id)
+                )
                 if check in (None, row.name)
             ]
         return summarize_fleet(rows, verdicts)
@@ -98,7 +106,7 @@ class MemoryStore:
         return [
             row
             for r in reports
-            for row in check_rows(r.id, stored_probe_report(r.report))
+            for row in check_rows(r.id, stored_probe_report(r.report), self._token_ids.get(r.id))
             if row.name == check
         ]
 

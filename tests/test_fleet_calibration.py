@@ -32,7 +32,7 @@ def from_store(store: Store) -> dict[str, Calibration]:
     for s in store.fleet(check=CALIBRATION_CHECK):
         vote = s.calibration
         if s.accelerator and vote is not None:
-            cal = calibration_from(vote.ratio, vote.runs, vote.hosts)
+            cal = calibration_from(vote.ratio, vote.runs, vote.hosts, vote.tokens)
             if cal is not None:
                 out[s.accelerator] = cal
     return out

@@ -61,6 +61,11 @@ class FleetCalibrationOut(_Out):
     check: str
     ratio: float | None = Field(description="The median of the voting hosts' medians")
     hosts: int = Field(description="Hosts voting")
+    tokens: int | None = Field(
+        description="Distinct write tokens that posted the voting hosts' runs: the calibration "
+        "rests on this many independent sources as well as on `hosts` (one token can name many "
+        "hosts); null when none of the runs was posted with a token"
+    )
     reports: int = Field(description="Their runs with a plausible ratio")
     min_hosts: int = Field(description="Hosts needed before the ratio calibrates estimates")
     min_reports: int = Field(description="Runs needed before the ratio calibrates estimates")

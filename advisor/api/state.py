@@ -225,7 +225,7 @@ def _add_ratios(ratios: dict[str, RunningVote], rows: Iterable[CheckRow]) -> set
         if row.name != CALIBRATION_CHECK or not row.accelerator or ratio is None:
             continue
         if PLAUSIBLE_RATIO.holds(ratio):
-            ratios.setdefault(row.accelerator, RunningVote()).add(row.host, ratio)
+            ratios.setdefault(row.accelerator, RunningVote()).add(row.host, ratio, row.token_id)
             touched.add(row.accelerator)
     return touched
 
@@ -234,7 +234,7 @@ def _calibrations(ratios: dict[str, RunningVote], which: Iterable[str]) -> dict[
     found = {}
     for acc in which:
         vote = ratios[acc].vote()
-        found[acc] = calibration_from(vote.ratio, vote.runs, vote.hosts)
+        found[acc] = calibration_from(vote.ratio, vote.runs, vote.hosts, vote.tokens)
     return {acc: cal for acc, cal in found.items() if cal is not None}
 
 
@@ -282,14 +282,15 @@ class AppState:
     generation: int = 0
 
     def add_probe_report(
-        self, report: ProbeReport, client_key: str | None
+        self, report: ProbeReport, client_key: str | None, token_id: str | None = None
     ) -> tuple[StoredReport, bool]:
-        """Store a probe report once per idempotency key (Store.add_once); a new one counts in
-        the fleet calibration and makes the caches keyed by the store stale."""
+        """Store a probe report once per idempotency key (Store.add_once), with the id of the
+        write token that posted it; a new one counts in the fleet calibration and makes the
+        caches keyed by the store stale."""
         with self.calibration.storing() as stored_rows:
-            stored, created = self.store.add_once(report, client_key)
+            stored, created = self.store.add_once(report, client_key, None, token_id)
             if created:
-                stored_rows(check_rows(stored.id, report))
+                stored_rows(check_rows(stored.id, report, token_id))
         if created:
             self.report_stored()
         return stored, created

@@ -255,10 +255,16 @@ def _ops(
     """The operator table of each GPU: written to --output, posted to --report-to (the
     service's /v1/ops-tables, where the fleet's table per accelerator is voted from them)."""
     from advisor.cli.probe_ops import ops_report, run_ops
+    from probes.errors import EnvironmentProblem
 
     if output is not None:
         check_output_path(output)
-    for table in run_ops(full, device, nccl, output, as_json):
+    try:
+        tables = run_ops(full, device, nccl, output, as_json)
+    except EnvironmentProblem as exc:  # no torch (a base install): the hint, exit 3
+        print_error(f"cannot measure operators: {exc.code}: {exc}", EXIT_CANNOT_RUN, as_json)
+        raise typer.Exit(EXIT_CANNOT_RUN) from None
+    for table in tables:
         if sender is not None:
             deliver(sender, ops_report(table), "probe --ops")
 

@@ -12,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, SkipValidati
 
 
 class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # defer_build: built on first use, not when `advisor --help` or a command imports the engine
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class SizedFigures(_Out):

@@ -11,7 +11,7 @@ import bisect
 import math
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 from probes.stats import quantile
@@ -75,6 +75,20 @@ class HostVote:
     hosts: int  # the hosts voting
     runs: int  # their runs with a plausible ratio
     ignored: tuple[IgnoredHost, ...] = ()
+    # The distinct write tokens the voting hosts' runs came through (sources_of), the other
+    # count of independent sources: one token can name many hosts. None where no run says.
+    tokens: int | None = None
+
+
+def sources_of(host_tokens: Iterable[tuple[str, str | None]], vote: HostVote) -> HostVote:
+    """`vote` (of host_vote) with its tokens counted: the distinct tokens among the (host,
+    token id) pairs of its runs, leaving out the hosts the vote ignored; None when no pair names
+    a token (reports stored without one)."""
+    out = {i.host for i in vote.ignored}
+    pairs = [(h, t) for h, t in host_tokens if t is not None]
+    if not pairs:
+        return vote
+    return replace(vote, tokens=len({t for h, t in pairs if h not in out}))
 
 
 def host_vote(host_ratios: Iterable[tuple[str, Sequence[float]]]) -> HostVote:
@@ -118,8 +132,12 @@ class RunningVote:
         self._ratios: dict[str, list[float]] = {}  # per host, ascending
         self._medians: list[tuple[float, str]] = []  # (host median, host), ascending
         self._runs = 0
+        # per write token id: the hosts it reported for (sources_of counts the tokens)
+        self._token_hosts: dict[str, set[str]] = {}
 
-    def add(self, host: str, ratio: float) -> None:
+    def add(self, host: str, ratio: float, token_id: str | None = None) -> None:
+        if token_id is not None:
+            self._token_hosts.setdefault(token_id, set()).add(host)
         ratios = self._ratios.setdefault(host, [])
         if ratios:
             old = (quantile(ratios, 0.5) or 0.0, host)
@@ -158,7 +176,14 @@ class RunningVote:
         left_out = (*medians[:lo], *medians[hi:])
         runs = self._runs - sum(len(self._ratios[h]) for _, h in left_out)
         ratio = _interpolated(lambda i: medians[lo + i][0], hi - lo) if hi > lo else None
-        return HostVote(ratio, hi - lo, runs)
+        return self._with_tokens(HostVote(ratio, hi - lo, runs), {h for _, h in left_out})
+
+    def _with_tokens(self, vote: HostVote, left_out: set[str]) -> HostVote:
+        """sources_of over the tokens' hosts: O(tokens + hosts left out), not O(hosts)."""
+        if not self._token_hosts:
+            return vote
+        kept = sum(1 for hosts in self._token_hosts.values() if not hosts <= left_out)
+        return replace(vote, tokens=kept)
 
 
 def _interpolated(value: Callable[[int], float], n: int) -> float:

@@ -25,6 +25,9 @@ class Calibration:
     # Hosts voting (one vote each: a host's median); None where not known (a summary from a
     # service before host votes, a calibration made by hand): the reports rule alone then.
     hosts: int | None = None
+    # Distinct write tokens behind the voting hosts' reports: the other count of independent
+    # sources (one token can name many hosts). None where not known (no tokens, older reports).
+    tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,8 @@ def efficiency(
             base * cal.ratio,
             f"fleet-calibrated: {base:.2f} x the fleet's median measured/expected matmul_bf16 "
             f"{cal.ratio:.2f} over {cal.reports} probe reports"
-            + (f" from {cal.hosts} hosts (one vote each)" if cal.hosts is not None else ""),
+            + (f" from {cal.hosts} hosts (one vote each)" if cal.hosts is not None else "")
+            + (f" through {cal.tokens} write token(s)" if cal.tokens is not None else ""),
             True,
         )
     why = f"catalog default for {workload}"
@@ -68,13 +72,13 @@ CALIBRATION_CHECK = "matmul_bf16"  # the probe check whose measured / expected s
 
 
 def calibration_from(
-    ratio_median: object, runs: int, hosts: int | None = None
+    ratio_median: object, runs: int, hosts: int | None = None, tokens: int | None = None
 ) -> Calibration | None:
     """One accelerator's calibration from its CALIBRATION_CHECK statistics over the fleet (the
     store's summary and the review's rows alike); None without a positive median."""
     if isinstance(ratio_median, bool) or not isinstance(ratio_median, int | float):
         return None
-    return Calibration(float(ratio_median), runs, hosts) if ratio_median > 0 else None
+    return Calibration(float(ratio_median), runs, hosts, tokens) if ratio_median > 0 else None
 
 
 def calibrations(fleet: list[dict[str, Any]]) -> dict[str, Calibration]:
@@ -84,11 +88,19 @@ def calibrations(fleet: list[dict[str, Any]]) -> dict[str, Calibration]:
         acc = summary.get("accelerator")
         vote = summary.get("calibration")
         if vote is not None and not isinstance(vote, dict):  # the store's own summary's vote
-            vote = {"ratio": vote.ratio, "reports": vote.runs, "hosts": vote.hosts}
+            vote = {
+                "ratio": vote.ratio,
+                "reports": vote.runs,
+                "hosts": vote.hosts,
+                "tokens": vote.tokens,
+            }
         if acc and isinstance(vote, dict):  # a service with host votes: its own calibration
-            hosts = vote.get("hosts")
+            hosts, tokens = vote.get("hosts"), vote.get("tokens")
             cal = calibration_from(
-                vote.get("ratio"), int(vote.get("reports") or 0), int(hosts or 0)
+                vote.get("ratio"),
+                int(vote.get("reports") or 0),
+                int(hosts or 0),
+                None if tokens is None else int(tokens),
             )
             if cal is not None:
                 out[str(acc)] = cal

@@ -11,7 +11,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from advisor.errors import AdvisorError
-from advisor.fleet.statistics import CheckStats, HostVote, fleet_statistics
+from advisor.fleet.statistics import (
+    PLAUSIBLE_RATIO,
+    CheckStats,
+    HostVote,
+    fleet_statistics,
+    ratio_of,
+    sources_of,
+)
 from advisor.perf.calibration import CALIBRATION_CHECK
 from probes.ops_table import OpsReport
 from probes.report import ProbeReport, UtilisationReport
@@ -60,6 +67,15 @@ class CheckRow:
     status: str
     measured: float | None
     expected: float | None
+    # Which write token stored the report (token_id, never the token); None without one: a
+    # service without tokens, or reports stored before tokens were recorded.
+    token_id: str | None = None
+
+
+def token_id(token: str | None) -> str | None:
+    """A write token's identity as stored with its reports: the first 16 hex digits of its
+    SHA-256, so that the fleet counts distinct tokens without the store holding a secret."""
+    return hashlib.sha256(token.encode()).hexdigest()[:16] if token else None
 
 
 @dataclass(frozen=True)
@@ -91,11 +107,15 @@ class Store(Protocol):
         ...
 
     def add_once(
-        self, report: ProbeReport, client_key: str | None, received_at: dt.datetime | None = None
+        self,
+        report: ProbeReport,
+        client_key: str | None,
+        received_at: dt.datetime | None = None,
+        token_id: str | None = None,
     ) -> tuple[StoredReport, bool]:
         """Store `report` unless a report is stored under its idempotency key already
         (idempotency_key: the client's key and the content): (the stored report, True when
-        stored now)."""
+        stored now). `token_id`: the write token's, kept with its check rows."""
         ...
 
     def get(self, report_id: str) -> StoredReport | None: ...
@@ -191,10 +211,10 @@ def report_fields(report: ProbeReport) -> tuple[str, str | None, str]:
     return report.inventory.hostname, accelerator, report.verdict
 
 
-def check_rows(report_id: str, report: ProbeReport) -> list[CheckRow]:
+def check_rows(report_id: str, report: ProbeReport, token_id: str | None = None) -> list[CheckRow]:
     host, accelerator, _ = report_fields(report)
     return [
-        CheckRow(report_id, host, accelerator, c.name, c.status, c.measured, c.expected)
+        CheckRow(report_id, host, accelerator, c.name, c.status, c.measured, c.expected, token_id)
         for c in report.checks
     ]
 
@@ -209,6 +229,7 @@ def summarize_fleet(
 ) -> list[FleetSummary]:
     """Per accelerator (`reports`: each accelerator's report verdicts): measured / expected per
     check (median, p10, p90, status counts) and failing hosts, from advisor.fleet.statistics."""
+    rows = list(rows)
     found = fleet_statistics(
         (r.accelerator, r.host, ((r.name, r.status, r.measured, r.expected, None),)) for r in rows
     )
@@ -220,10 +241,25 @@ def summarize_fleet(
             dict(Counter(reports[acc])),
             {st.check: _summary_figures(st) for st in found.for_accelerator(acc)},
             found.failing_hosts(acc),
-            st.vote if (st := found.checks.get((acc, CALIBRATION_CHECK))) is not None else None,
+            _calibration_vote(found.checks.get((acc, CALIBRATION_CHECK)), rows),
         )
         for acc in sorted(reports, key=lambda a: (a is None, a or ""))
     ]
+
+
+def _calibration_vote(st: CheckStats[str | None] | None, rows: list[CheckRow]) -> HostVote | None:
+    """The calibration check's host vote, with the write tokens behind its plausible runs."""
+    if st is None:
+        return None
+    pairs = (
+        (r.host, r.token_id)
+        for r in rows
+        if r.accelerator == st.accelerator
+        and r.name == st.check
+        and (ratio := ratio_of(r.measured, r.expected)) is not None
+        and PLAUSIBLE_RATIO.holds(ratio)
+    )
+    return sources_of(pairs, st.vote)
 
 
 def _summary_figures(st: CheckStats[str | None]) -> dict[str, float | int | None]:

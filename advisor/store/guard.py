@@ -124,9 +124,15 @@ class GuardedStore:
         return self._call(self.inner.add, report, received_at, write=True)
 
     def add_once(
-        self, report: ProbeReport, client_key: str | None, received_at: dt.datetime | None = None
+        self,
+        report: ProbeReport,
+        client_key: str | None,
+        received_at: dt.datetime | None = None,
+        token_id: str | None = None,
     ) -> tuple[StoredReport, bool]:
-        return self._call(self.inner.add_once, report, client_key, received_at, write=True)
+        return self._call(
+            self.inner.add_once, report, client_key, received_at, token_id, write=True
+        )
 
     def get(self, report_id: str) -> StoredReport | None:
         return self._call(self.inner.get, report_id)

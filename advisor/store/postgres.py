@@ -132,9 +132,15 @@ class PostgresStore:
         return q.add(self._tx, _pg, report, received_at, self.schema_version)[0]
 
     def add_once(
-        self, report: ProbeReport, client_key: str | None, received_at: dt.datetime | None = None
+        self,
+        report: ProbeReport,
+        client_key: str | None,
+        received_at: dt.datetime | None = None,
+        token_id: str | None = None,
     ) -> tuple[StoredReport, bool]:
-        return q.add(self._tx, _pg, report, received_at, self.schema_version, True, client_key)
+        return q.add(
+            self._tx, _pg, report, received_at, self.schema_version, True, client_key, token_id
+        )
 
     def get(self, report_id: str) -> StoredReport | None:
         return q.get(self._tx, _pg, report_id)
@@ -143,10 +149,10 @@ class PostgresStore:
         return q.list_reports(self._tx, _pg, flt)
 
     def fleet(self, accelerator: str | None = None, check: str | None = None) -> list[FleetSummary]:
-        return q.fleet(self._tx, _pg, accelerator, check)
+        return q.fleet(self._tx, _pg, accelerator, check, self.schema_version)
 
     def check_rows_named(self, check: str) -> list[CheckRow]:
-        return q.check_rows_named(self._tx, _pg, check)
+        return q.check_rows_named(self._tx, _pg, check, self.schema_version)
 
     def add_utilisation(
         self, report: UtilisationReport, received_at: dt.datetime | None = None

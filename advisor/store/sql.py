@@ -42,7 +42,8 @@ def _backfill_checks(cur: Cursor, sql: Sql) -> None:
     """Step 2's data: the check rows of the reports stored before it."""
     cur.execute(sql("SELECT id, body FROM probe_reports"))
     for report_id, body in cur.fetchall():
-        _insert_checks(cur, sql, check_rows(report_id, ProbeReport.model_validate_json(body)))
+        rows = check_rows(report_id, ProbeReport.model_validate_json(body))
+        _insert_checks(cur, sql, rows, schema_version=2)  # (no token_id column yet)
 
 
 def _utilisation_key_column(cur: Cursor, sql: Sql) -> None:
@@ -122,10 +123,19 @@ MIGRATIONS: list[tuple[int, list[Step]]] = [
             " ON ops_reports (idempotency_key)",
         ],
     ),
+    (
+        7,
+        [
+            # Which write token stored each check (advisor.store.base.token_id, a digest): the
+            # fleet calibration counts distinct tokens beside distinct hosts.
+            "ALTER TABLE probe_checks ADD COLUMN token_id TEXT",
+        ],
+    ),
 ]
 IDEMPOTENCY_VERSION = 4  # probe reports have idempotency keys from this step on
 UTILISATION_IDEMPOTENCY_VERSION = 5  # utilisation reports from this one
 OPS_VERSION = 6  # operator tables are stored from this step on
+TOKEN_ID_VERSION = 7  # check rows say which write token stored them from this one
 LATEST = MIGRATIONS[-1][0]
 
 
@@ -165,18 +175,30 @@ def migrate(tx: Transaction, sql: Sql, upto: int = LATEST, lock: str | None = No
     return int(current)
 
 
-def _insert_checks(cur: Cursor, sql: Sql, rows: Sequence[CheckRow]) -> None:
-    if rows:
+def _insert_checks(
+    cur: Cursor, sql: Sql, rows: Sequence[CheckRow], schema_version: int = LATEST
+) -> None:
+    if not rows:
+        return
+    values = [
+        (r.report_id, r.host, r.accelerator, r.name, r.status, r.measured, r.expected) for r in rows
+    ]
+    if schema_version >= TOKEN_ID_VERSION:
         cur.executemany(
             sql(
                 "INSERT INTO probe_checks (report_id, host, accelerator, name, status, measured,"
-                " expected) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " expected, token_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
             ),
-            [
-                (r.report_id, r.host, r.accelerator, r.name, r.status, r.measured, r.expected)
-                for r in rows
-            ],
+            [(*v, r.token_id) for v, r in zip(values, rows, strict=True)],
         )
+        return
+    cur.executemany(
+        sql(
+            "INSERT INTO probe_checks (report_id, host, accelerator, name, status, measured,"
+            " expected) VALUES (?, ?, ?, ?, ?, ?, ?)"
+        ),
+        values,
+    )
 
 
 _REPORT_COLUMNS = "SELECT id, received_at, host, accelerator, verdict, body FROM probe_reports"
@@ -225,9 +247,11 @@ def add(
     schema_version: int = LATEST,
     once: bool = False,
     client_key: str | None = None,
+    token_id: str | None = None,
 ) -> tuple[StoredReport, bool]:
     """Store `report` unless `once` and a report with its idempotency key (the client's key
-    and the content) is stored already: (the stored report, whether it was stored now)."""
+    and the content) is stored already: (the stored report, whether it was stored now).
+    `token_id`: the write token's (advisor.store.base.token_id), kept with the check rows."""
     report_id = uuid.uuid4().hex
     when = received_at or dt.datetime.now(dt.UTC)
     host, accelerator, verdict = report_fields(report)
@@ -241,7 +265,8 @@ def add(
         if stored is not None:
             return _row(stored), False
         if schema_version >= 2:  # (a version-1 database has no check table yet)
-            _insert_checks(cur, sql, check_rows(report_id, report))
+            rows = check_rows(report_id, report, token_id)
+            _insert_checks(cur, sql, rows, schema_version)
     return StoredReport(
         report_id, parse_time(format_time(when)), host, accelerator, verdict, body
     ), True
@@ -289,7 +314,11 @@ def list_reports(tx: Transaction, sql: Sql, flt: ReportFilter) -> tuple[list[Sto
 
 
 def fleet(
-    tx: Transaction, sql: Sql, accelerator: str | None, check: str | None = None
+    tx: Transaction,
+    sql: Sql,
+    accelerator: str | None,
+    check: str | None = None,
+    schema_version: int = LATEST,
 ) -> list[FleetSummary]:
     with tx() as cur:
         cur.execute(
@@ -302,22 +331,26 @@ def fleet(
         verdicts: dict[str | None, list[str]] = {}
         for acc, verdict in cur.fetchall():
             verdicts.setdefault(acc, []).append(verdict)
-        rows = _check_rows(cur, sql, accelerator, check)
+        rows = _check_rows(cur, sql, accelerator, check, schema_version)
     return summarize_fleet(rows, verdicts)
 
 
-def check_rows_named(tx: Transaction, sql: Sql, check: str) -> list[CheckRow]:
+def check_rows_named(
+    tx: Transaction, sql: Sql, check: str, schema_version: int = LATEST
+) -> list[CheckRow]:
     with tx() as cur:
-        return _check_rows(cur, sql, None, check)
+        return _check_rows(cur, sql, None, check, schema_version)
 
 
 def _check_rows(
-    cur: Cursor, sql: Sql, accelerator: str | None, check: str | None
+    cur: Cursor, sql: Sql, accelerator: str | None, check: str | None, schema_version: int
 ) -> list[CheckRow]:
+    token = ", token_id" if schema_version >= TOKEN_ID_VERSION else ""
     cur.execute(
         sql(
             "SELECT report_id, host, accelerator, name, status, measured, expected"
-            " FROM probe_checks"
+            + token
+            + " FROM probe_checks"
             " WHERE (CAST(? AS TEXT) IS NULL OR accelerator = ?)"
             " AND (CAST(? AS TEXT) IS NULL OR name = ?)"
         ),

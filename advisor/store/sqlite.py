@@ -118,9 +118,15 @@ class SqliteStore:
         return q.add(self._tx, _same, report, received_at, self.schema_version)[0]
 
     def add_once(
-        self, report: ProbeReport, client_key: str | None, received_at: dt.datetime | None = None
+        self,
+        report: ProbeReport,
+        client_key: str | None,
+        received_at: dt.datetime | None = None,
+        token_id: str | None = None,
     ) -> tuple[StoredReport, bool]:
-        return q.add(self._tx, _same, report, received_at, self.schema_version, True, client_key)
+        return q.add(
+            self._tx, _same, report, received_at, self.schema_version, True, client_key, token_id
+        )
 
     def get(self, report_id: str) -> StoredReport | None:
         return q.get(self._read, _same, report_id)
@@ -129,10 +135,10 @@ class SqliteStore:
         return q.list_reports(self._read, _same, flt)
 
     def fleet(self, accelerator: str | None = None, check: str | None = None) -> list[FleetSummary]:
-        return q.fleet(self._read, _same, accelerator, check)
+        return q.fleet(self._read, _same, accelerator, check, self.schema_version)
 
     def check_rows_named(self, check: str) -> list[CheckRow]:
-        return q.check_rows_named(self._read, _same, check)
+        return q.check_rows_named(self._read, _same, check, self.schema_version)
 
     def add_utilisation(
         self, report: UtilisationReport, received_at: dt.datetime | None = None

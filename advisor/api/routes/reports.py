@@ -38,6 +38,7 @@ from advisor.perf.calibration import (
     calibration_from,
 )
 from advisor.store import ReportFilter, StoredReport
+from advisor.store.base import token_id
 from probes.report import ProbeReport
 from probes.timestamps import Rfc3339
 
@@ -80,7 +81,7 @@ def create_report(
     host = admitted.report.inventory.hostname
     if not token_may_report(host, token, state.settings.token_hosts):
         raise HTTPException(403, f"this token may not report for host {host!r}")
-    stored, created = state.add_probe_report(admitted.report, idempotency_key)
+    stored, created = state.add_probe_report(admitted.report, idempotency_key, token_id(token))
     if created:
         state.metrics.report_stored(stored.verdict)
     else:
@@ -154,11 +155,12 @@ def fleet_summary(
 def _calibration(vote: HostVote | None, min_reports: int) -> FleetCalibrationOut | None:
     if vote is None:
         return None
-    cal = calibration_from(vote.ratio, vote.runs, vote.hosts)
+    cal = calibration_from(vote.ratio, vote.runs, vote.hosts, vote.tokens)
     return FleetCalibrationOut(
         check=CALIBRATION_CHECK,
         ratio=vote.ratio,
         hosts=vote.hosts,
+        tokens=vote.tokens,
         reports=vote.runs,
         min_hosts=MIN_FLEET_HOSTS,
         min_reports=min_reports,
