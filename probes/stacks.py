@@ -217,8 +217,8 @@ class StackSampler:
 
     def _targets(self) -> list[tuple[Any, int | None]]:
         """The ranks of the job, else its main Python process."""
-        try:
-            procs = self.job_pids()
+        try:  # never the doctor itself (a watched shell's child, say)
+            procs = [p for p in self.job_pids() if p.pid != os.getpid()]
         except Exception:  # the job exited between samples
             return []
         ranks: list[tuple[Any, int | None]] = list(rank_processes(procs))
