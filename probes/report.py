@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from probes.stage_report import StageReport
 from probes.stats import Measurement
 from probes.timestamps import ReportTime
 
@@ -360,7 +361,15 @@ class TorchStats(_Model):
 
 class JobFinding(_Model):
     code: Literal[
-        "never_used_gpu", "host_bound", "sync_bound", "transfer_bound", "made_on_host", "under_used"
+        "never_used_gpu",
+        "host_bound",
+        "sync_bound",
+        "transfer_bound",
+        "made_on_host",
+        "under_used",
+        "idle_reservation",
+        "input_bound",
+        "straggler",
     ]
     summary: str
     evidence: list[str]
@@ -368,6 +377,9 @@ class JobFinding(_Model):
     idle_usd_per_h: UsdPerHour | None = None  # the GPU time left idle, at the instance's price
     saving_usd_per_h: UsdPerHour | None = None  # under_used: the cheapest option that fits
     cheaper_option: str | None = None
+    # idle_reservation: the GPU time held with no kernel over the window, and its price
+    lost_gpu_hours: GpuHours | None = None
+    lost_usd: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
 
 
 class JobReport(_Model):
@@ -386,6 +398,9 @@ class JobReport(_Model):
     findings: list[JobFinding] = Field(default_factory=list, max_length=MAX_ITEMS)
     gpu_hours_lost: GpuHours | None = None  # GPU time the findings left idle over the window
     price_basis: str | None = None  # where the findings' prices come from
+    stages: StageReport | None = None  # where the job's time went (stack samples), when read
+    # several ranks (RANK set by the launcher): each rank's stages, rank order
+    ranks: list[StageReport] = Field(default_factory=list, max_length=MAX_ITEMS)
 
 
 class UtilisationReport(_Model):

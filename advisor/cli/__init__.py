@@ -51,7 +51,8 @@ SUMMARIES: dict[str, str] = {
     "and the health counters, and verify them against the catalog.",
     "monitor": "Sample GPU utilisation, memory, power and throttling; classify each GPU (idle, "
     "over_provisioned, under_provisioned, optimized).",
-    "doctor": "Run CMD and diagnose its use of the GPU: never used, host-, sync- or "
+    "doctor": "Run CMD (or watch --pid, or every GPU with --node) and diagnose its use of the "
+    "GPU: where its time goes; never used, idle reservation, input-, host-, sync- or "
     "transfer-bound, tensors made on the CPU, under-used; each finding with evidence, a fix and "
     "its price.",
     "serve": "Serve the HTTP API (settings: ADVISOR_DATABASE_URL, ADVISOR_API_TOKENS, ...).",

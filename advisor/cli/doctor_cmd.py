@@ -25,6 +25,7 @@ import typer
 from rich.markup import escape
 
 from advisor.catalog import Catalog, get_instance_type
+from advisor.cli import doctor_node, doctor_pid
 from advisor.cli.common import (
     JsonReport,
     OutputFile,
@@ -40,9 +41,11 @@ from advisor.cli.common import (
     parse_duration,
     save_report,
 )
+from advisor.cli.doctor_stages import STACK_INTERVAL_S, render_stages, staged
 from advisor.cli.monitor_cmd import ENDPOINT, MIN_INTERVAL_S, open_nvml
 from advisor.errors import InputError
 from advisor.fleet.job_diagnosis import Diagnosis, diagnose
+from advisor.fleet.porting import porting_note
 from advisor.fleet.utilisation import classify_report
 from advisor.outputs import check_output_path
 from advisor.report_client import ReportSender
@@ -53,6 +56,7 @@ from probes.job import CommandNotFound, Job, hook_dir, read_torch_stats, resolve
 from probes.job_sampler import JobSampler
 from probes.nvml import Nvml
 from probes.report import JobFinding, JobReport, TorchStats, UtilisationReport
+from probes.stacks import StackSampler
 
 EXIT_FINDINGS = 1
 EXIT_CANNOT_MEASURE = 3
@@ -61,9 +65,24 @@ VERDICT_EXIT = {"healthy": 0, "findings": EXIT_FINDINGS, "unmeasured": EXIT_CANN
 
 def doctor(
     command: Annotated[
-        list[str],
+        list[str] | None,
         typer.Argument(help="The job to run, after --: advisor doctor -- python train.py"),
-    ],
+    ] = None,
+    pid: Annotated[
+        int | None,
+        typer.Option(
+            help="Diagnose a job already running (its process and descendants), without "
+            "restarting it, for --duration (default 30s)."
+        ),
+    ] = None,
+    node: Annotated[
+        bool,
+        typer.Option(
+            "--node",
+            help="Every GPU of this machine at one look: its processes, activity, memory, "
+            "power, the findings and the idle dollars an hour (--duration: the window, 2s).",
+        ),
+    ] = False,
     instance_type: Annotated[
         str | None,
         typer.Option(help="Catalog instance type of this machine: prices the findings."),
@@ -89,7 +108,8 @@ def doctor(
     token: Token = None,
     spool_dir: SpoolDir = None,
 ) -> None:
-    """Run CMD and diagnose its use of the GPU: never used, host-, sync- or transfer-bound,
+    """Run CMD (or watch --pid, or every GPU with --node) and diagnose its use of the GPU:
+    where its time goes; never used, idle reservation, input-, host-, sync- or transfer-bound,
     tensors made on the CPU, under-used; each finding with evidence, a fix and its price."""
     window_s = parse_duration(duration, "--duration") if duration is not None else None
     interval_s = parse_duration(interval, "--interval")
@@ -100,12 +120,9 @@ def doctor(
     catalog = get_catalog()
     if instance_type is not None:
         get_instance_type(catalog, instance_type)  # an unknown id fails before the job starts
-    try:
-        resolve(command)
-    except CommandNotFound as exc:
-        raise InputError(
-            f"{exc}: give the job after --, e.g. advisor doctor -- python train.py"
-        ) from None
+    if node:
+        _node(catalog, command, pid, instance_type, window_s, json_out, output)
+    root = _target(command, pid, torch_hook)
     sender = ReportSender(report_to, token, spool_dir, path=ENDPOINT) if report_to else None
 
     def publish(report: UtilisationReport) -> bool:
@@ -119,8 +136,11 @@ def doctor(
             deliver(sender, data, "doctor")
         return saved
 
+    if root is not None:
+        verdict, saved = _attach(catalog, root, instance_type, window_s, interval_s, publish)
+        raise typer.Exit(VERDICT_EXIT[verdict] if saved else 2)
     code, verdict, saved = _run(
-        catalog, command, instance_type, window_s, interval_s, torch_hook, publish
+        catalog, command or [], instance_type, window_s, interval_s, torch_hook, publish
     )
     if code != 0:
         raise typer.Exit(code)  # the job's own failure comes first
@@ -148,6 +168,8 @@ def _run(
         with Job(command, env) as job:
             sampler = JobSampler(nvml, job.tree, interval_s)
             sampler.start()  # without NVML, the job's processes on the host alone
+            stacks = StackSampler(job.tree, STACK_INTERVAL_S)
+            stacks.start()
             err.print(
                 f"[dim]doctor:[/] running {escape(' '.join(command))}; sampling "
                 f"{len(sampler.memory_total_mib)} GPU(s) and the job's processes every "
@@ -156,6 +178,7 @@ def _run(
             )
             code = job.wait(window_s)
             sampled_s = sampler.stop()
+            stacks.stop()
             if code is None:
                 err.print(
                     f"[dim]doctor:[/] {window_s:g} s diagnosed; the report follows while the "
@@ -184,7 +207,8 @@ def _run(
                 interval_s,
                 sampler,
                 torch,
-                [*unmeasured, *sampler.unmeasured],
+                [*unmeasured, *sampler.unmeasured, *stacks.unmeasured],
+                stacks,
             )
             saved = publish(report)
             if code is None:
@@ -193,6 +217,85 @@ def _run(
         nvml.shutdown()
     assert report.job is not None and code is not None
     return code, report.job.verdict, saved
+
+
+def _node(
+    catalog: Catalog,
+    command: list[str] | None,
+    pid: int | None,
+    instance_type: str | None,
+    window_s: float | None,
+    json_out: bool,
+    output: Any,
+) -> None:
+    """--node: one look at every GPU, printed or as JSON; exit 0, or 3 without NVML."""
+    if command or pid is not None:
+        raise InputError("--node looks at the whole machine: give no command and no --pid")
+    nvml, unmeasured = _open(err_console())
+    if nvml is None:
+        err_console().print(f"[red]error:[/] {escape(unmeasured[0])}", highlight=False)
+        raise typer.Exit(EXIT_CANNOT_MEASURE)
+    view = doctor_node.snapshot(catalog, nvml, instance_type, window_s)
+    nvml.shutdown()
+    data = view.model_dump(mode="json")
+    saved = output is None or save_report(output, data)
+    if json_out:
+        emit_json(data)
+    else:
+        doctor_node.render(view)
+    raise typer.Exit(0 if saved else 2)
+
+
+def _target(command: list[str] | None, pid: int | None, torch_hook: bool) -> Any:
+    """The running process --pid names (None: a command to run, checked to exist)."""
+    if pid is not None:
+        if command or torch_hook:
+            raise InputError("--pid watches a running process: give no command and no --torch")
+        return doctor_pid.process(pid)
+    try:
+        resolve(command or [])
+    except CommandNotFound as exc:
+        raise InputError(
+            f"{exc}: give the job after --, e.g. advisor doctor -- python train.py"
+        ) from None
+    return None
+
+
+def _attach(
+    catalog: Catalog,
+    root: Any,
+    instance_type: str | None,
+    window_s: float | None,
+    interval_s: float,
+    publish: Any,
+) -> tuple[str, bool]:
+    """Watch the running process, diagnose, publish; (verdict, whether the report was saved)."""
+    err = err_console()
+    nvml, unmeasured = _open(err)
+    err.print(
+        f"[dim]doctor:[/] watching pid {root.pid} for "
+        f"{window_s or doctor_pid.DEFAULT_WINDOW_S:g} s",
+        highlight=False,
+    )
+    seen = doctor_pid.attach(root, nvml, window_s, interval_s)
+    report = _report(
+        catalog,
+        seen.command,
+        instance_type,
+        seen.created,
+        None,
+        seen.wall_s,
+        seen.sampled_s,
+        interval_s,
+        seen.sampler,
+        None,
+        [*unmeasured, *seen.unmeasured],
+        seen.stacks,
+    )
+    if nvml is not None:
+        nvml.shutdown()
+    assert report.job is not None
+    return report.job.verdict, publish(report)
 
 
 def _open(err: Any) -> tuple[Nvml | None, list[str]]:
@@ -231,6 +334,7 @@ def _report(
     sampler: JobSampler,
     torch: TorchStats | None,
     unmeasured: list[str],
+    stacks: StackSampler | None = None,
 ) -> UtilisationReport:
     base = classify_report(
         UtilisationReport(
@@ -246,6 +350,7 @@ def _report(
     record = usage_record(base)  # the review's view of this report: its prices and savings
     per_gpu, basis = gpu_price(catalog, record, record.gpus[0]) if record.gpus else (None, None)
     found = diagnose(sampler.samples, torch, sampler.memory_total_mib, sampled_s, per_gpu)
+    found, stages, ranks = staged(found, sampler.samples, stacks, torch, per_gpu)
     findings = _priced_options(catalog, record, found)
     job = JobReport(
         command=command,
@@ -260,6 +365,8 @@ def _report(
         findings=findings,
         gpu_hours_lost=found.gpu_hours_lost,
         price_basis=basis,
+        stages=stages,
+        ranks=ranks,
     )
     return base.model_copy(update={"job": job})
 
@@ -275,10 +382,11 @@ def _priced_options(catalog: Catalog, record: UsageRecord, found: Diagnosis) -> 
             best = max(options, key=lambda s: s.monthly_saving_usd or 0)
             assert best.suggestion is not None and best.current_hourly_usd is not None
             o = best.suggestion
+            port = porting_note(catalog, best.accelerator, o.accelerator)
             f = f.model_copy(
                 update={
                     "cheaper_option": f"{o.instance_type} ({best.suggestion_name}, {o.region}, "
-                    f"${o.hourly_usd:,.2f}/h)",
+                    f"${o.hourly_usd:,.2f}/h)" + (f"; {port}" if port else ""),
                     "saving_usd_per_h": round(best.current_hourly_usd - o.hourly_usd, 2),
                 }
             )
@@ -303,6 +411,7 @@ def render(report: UtilisationReport) -> None:
             f"memory peak {_gib(g.memory_used_max_mib)}",
             highlight=False,
         )
+    render_stages(out, job)
     if job.verdict == "healthy":
         out.print("[green]healthy:[/] the job keeps the GPU busy", highlight=False)
     for f in job.findings:
