@@ -422,3 +422,32 @@ def test_families_narrower_than_the_table_still_add_new_types(
     code, out, err = _cli(capsys, *args, "--families", "a2-", "--dry-run")
     assert code == 0, err
     assert json.loads(out)["added"] == []
+
+
+# --- GPU clouds beyond the three (Lambda) ----------------------------------------------------
+
+LAMBDA_CSV = (
+    shipped_catalog_dir().parent
+    / "catalog/snapshots/skypilot-0f4070387edc953d7004cff197940e1918a1d6aa/catalogs/v8/lambda/vms.csv"
+)
+
+
+def test_lambda_layout_imports_the_gpu_families_with_hand_facts_kept() -> None:
+    # The snapshot rows (real figures of catalogs/v8/lambda/vms.csv @0f40703): gpu_8x_h100_sxm5
+    # Price 31.92, 208 vCPUs, 1800 GiB in every region read; no zones, SpotPrice empty, so one
+    # on-demand price per region and no spot price.
+    existing = _shipped("lambda", "gpu_8x_h100_sxm5")
+    entries, summary = _import("lambda", LAMBDA_CSV, existing, KNOWN | {"b200"})
+    by_id = {e["id"]: e for e in entries}
+    h100 = by_id["gpu_8x_h100_sxm5"]
+    assert (h100["vcpus"], h100["memory_gib"]) == (208, 1800.0)
+    assert {p["purchase"] for p in h100["prices"]} == {"on_demand"}
+    assert _price(h100, "us-east-1", "on_demand") == 31.92
+    assert h100["gpu_link"] == "nvswitch" and h100["interconnect_gb_s"] == 900  # kept
+    assert set(summary.added) == {
+        "gpu_1x_b200_sxm6",
+        "gpu_2x_b200_sxm6",
+        "gpu_8x_b200_sxm6",
+        "gpu_4x_h100_sxm5",
+    }
+    assert _price(by_id["gpu_8x_b200_sxm6"], "europe-central-1", "on_demand") == 53.52

@@ -36,6 +36,8 @@ from advisor.errors import InputError
 #   catalogs/v6/azure/vms.csv (commit 098741e70562f65d7af1cceb81e33b284f742604)
 #   catalogs/v8/oci/vms.csv   (commit 0588751183820cf2dab5c8a89447e8aac9f73fd5; one price per
 #                             shape worldwide, SpotPrice empty for bare-metal GPU shapes)
+#   catalogs/v8/lambda/vms.csv (commit 0f4070387edc953d7004cff197940e1918a1d6aa; one price per
+#                             instance type in every region, no zones, SpotPrice empty)
 LAYOUTS: dict[str, tuple[str, ...]] = {
     "aws": (
         "InstanceType",
@@ -85,6 +87,17 @@ LAYOUTS: dict[str, tuple[str, ...]] = {
         "SpotPrice",
         "Region",
         "AvailabilityZone",
+    ),
+    "lambda": (
+        "InstanceType",
+        "AcceleratorName",
+        "AcceleratorCount",
+        "vCPUs",
+        "MemoryGiB",
+        "Price",
+        "Region",
+        "GpuInfo",
+        "SpotPrice",
     ),
 }
 OPTIONAL_COLUMNS = frozenset({"Arch", "Generation", "GpuInfo"})
