@@ -131,9 +131,9 @@ def _one_node_by_memory(k: StaticCase) -> Finding | None:
 
 
 def _node_usable_gb(c: CloudCandidate) -> float:
-    """What one node holds: its GPUs' usable memory (the one headroom rule), or its RAM."""
+    """What one node holds: its GPUs' or its RAM's usable memory (the one headroom rule)."""
     if not c.is_gpu:
-        return c.per_node_memory_gb
+        return usable_memory_gb(c.per_node_memory_gb)
     return c.instance.gpu_count * usable_memory_gb(c.hardware.device_memory_gb)
 
 
