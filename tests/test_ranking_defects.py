@@ -108,3 +108,18 @@ def test_one_node_is_preferred_to_splitting_the_memory(tmp_path: Path) -> None:
     split = next(r for r in rest if r.instance_type == "cpu4")
     assert split.nodes == 4 and split.penalty_factor == 1.5
     assert any("split over 4 nodes" in reason for reason in split.reasons)
+
+
+def test_an_edge_module_counts_its_hosts_watts(shipped: Catalog) -> None:
+    # A Hailo-8 M.2 module draws 2.5 W (Hailo typical power) but runs only inside a host: with
+    # its Raspberry Pi 5 (7 W, estimated in catalog/accelerators.yaml) it draws 2.5 + 7 = 9.5 W.
+    # Under a 5 W budget it is refused; under 10 W it is offered at 9.5 W. Before, 2.5 W passed.
+    five = recommend(shipped, Workload(workload="edge_inference", power_budget_w=5, limit=100))
+    assert "hailo-8" not in {r.device for r in five.recommendations}
+    ten = recommend(shipped, Workload(workload="edge_inference", power_budget_w=10, limit=100))
+    hailo = next(r for r in ten.recommendations if r.device == "hailo-8")
+    assert hailo.power_w == pytest.approx(9.5)
+    assert "2.5 W itself and 7 W (estimated) for its host, a Raspberry Pi 5" in hailo.reasons[0]
+    # a Jetson is a whole computer: its watts are its own
+    jetson = next(r for r in ten.recommendations if r.device == "jetson-orin-nano-8gb")
+    assert jetson.power_w == 7.0

@@ -228,6 +228,12 @@ def _penalty_reasons(c: CloudCandidate, p: WorkloadProfile, s: Placement) -> lis
 def _edge_reasons(e: EdgeCandidate, w: Workload, objective: str, rank_no: int) -> list[str]:
     mode = f" in its {e.mode} power mode" if e.mode else ""
     out = [f"{e.device.name}{mode} draws {e.power_w:g} W"]
+    if e.device.host is not None:
+        estimated = " (estimated)" if e.device.host.estimated else ""
+        out[0] += (
+            f": {e.device_w:g} W itself and {e.host_w:g} W{estimated} for its host, a "
+            f"{e.device.host.name} (it cannot run without one)"
+        )
     if w.power_budget_w is not None:
         out[0] += f", within the {w.power_budget_w:g} W budget"
     tops = f"{e.int8_tops:.3g} dense int8 TOPS"
