@@ -237,9 +237,8 @@ class SizedWork(_Request):
     ] = None
     max_gpus: Annotated[
         int | None,
-        Field(ge=1, le=1_000_000, description="training: rent at most this many GPUs"),
-        Cli("Training: rent at most this many GPUs.", TRAINING),
-        SizesWork(),
+        Field(ge=1, le=1_000_000, description="rent at most this many GPUs"),
+        Cli("Rent at most this many GPUs (whole nodes count all theirs).", CONSTRAINTS),
     ] = None
     global_batch_tokens: Annotated[
         int | None,
@@ -603,6 +602,15 @@ class RecommendRequest(_PriceChoice, SizedWork):
         ),
         Cli("List every region and purchase option of a type (default: its best one).", OUTPUT),
     ] = False
+    gpus: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=100_000,
+            description="exactly this many GPUs rented: gpu_count and max_gpus both this",
+        ),
+        Cli("Exactly this many GPUs (--gpu-count is at least).", CONSTRAINTS),
+    ] = None
     show_rejected: Annotated[
         bool,
         Field(
@@ -611,6 +619,17 @@ class RecommendRequest(_PriceChoice, SizedWork):
         ),
         Cli("List every rejected candidate (in --json too; else counted).", OUTPUT),
     ] = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _exactly(cls, data: Any) -> Any:
+        """`gpus: N` is `gpu_count: N` (at least) with `max_gpus: N` (at most)."""
+        if not isinstance(data, dict) or data.get("gpus") is None:
+            return data
+        both = [n for n in ("gpu_count", "max_gpus") if data.get(n) is not None]
+        if both:
+            raise ValueError(f"gpus is exact: give it or {' and '.join(both)}, not both")
+        return {**data, "gpu_count": data["gpus"], "max_gpus": data["gpus"]}
 
     @model_validator(mode="after")
     def _memory_or_model(self) -> RecommendRequest:
@@ -673,6 +692,9 @@ class EstimateRequest(_PriceChoice, SizedWork):
     def _one_kind_of_hardware(self) -> EstimateRequest:
         if self.instance_type is not None and self.accelerator is not None:
             raise ValueError("give either instance_type or accelerator, not both")
+        if self.max_gpus is not None and not self.sized:
+            # an estimate is of the GPUs it names; the limit shapes a plan sized from a model
+            raise ValueError("max_gpus sizes the work from a model: give model or params_b")
         return self
 
 

@@ -123,3 +123,27 @@ def test_an_edge_module_counts_its_hosts_watts(shipped: Catalog) -> None:
     # a Jetson is a whole computer: its watts are its own
     jetson = next(r for r in ten.recommendations if r.device == "jetson-orin-nano-8gb")
     assert jetson.power_w == 7.0
+
+
+def test_max_gpus_limits_what_is_rented_for_any_workload(shipped: Catalog) -> None:
+    # "one GPU" for a 20 GB serving job: --gpu-count 1 is at least one, so 8-GPU nodes stay in;
+    # --max-gpus 1 keeps only what rents one GPU (a whole node rents all its GPUs). Before,
+    # --max-gpus without a model was refused (exit 2).
+    at_least = recommend(
+        shipped, Workload(workload="low_latency_inference", memory_gb=20, gpu_count=1, limit=1000)
+    )
+    assert any(r.gpu_count > 1 for r in at_least.recommendations)
+    one = recommend(
+        shipped, Workload(workload="low_latency_inference", memory_gb=20, max_gpus=1, limit=1000)
+    )
+    assert one.recommendations and all(r.gpu_count == 1 for r in one.recommendations)
+    over = {r.id: r for r in one.rejected}
+    assert over["p5.48xlarge"].codes == ("GPU_LIMIT_EXCEEDED",)
+    assert "rents 8 GPUs here, more than the 1 allowed" in over["p5.48xlarge"].reasons[0]
+
+
+def test_gpus_is_exact(shipped: Catalog) -> None:
+    exact = recommend(shipped, Workload(workload="fine_tuning", memory_gb=100, gpus=2, limit=1000))
+    assert exact.recommendations and {r.gpu_count for r in exact.recommendations} == {2}
+    with pytest.raises(ValueError, match="gpus is exact"):
+        Workload(workload="fine_tuning", memory_gb=100, gpus=2, gpu_count=2)
