@@ -339,12 +339,28 @@ class SpotInterruption(Strict):
     # Instance-id prefixes this entry is for ("p5." = the p5 family); empty: the whole provider.
     # The longest matching prefix wins over the provider-wide entry.
     instance_prefixes: tuple[str, ...] = ()
+    # The edge plans are made at: the upper edge of the provider's band (a plan should not be
+    # optimistic about interruptions), over `period_h`.
     fraction_interrupted: Annotated[float, Field(gt=0, lt=1)]
     period_h: Annotated[float, Field(gt=0, le=10_000)]
+    # The band's lower edge over the same period, where the provider states a band: plans give
+    # the range between the two edges.
+    band_low_fraction: Annotated[float, Field(gt=0, lt=1)] | None = None
     published: Annotated[str, Field(min_length=1)]  # what the provider publishes, in its words
     estimated: bool  # True: the figure is not published as such (see `basis`)
     basis: Annotated[str, Field(min_length=1)]  # how the figure was chosen
     source: Annotated[str, Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _low_below_high(self) -> SpotInterruption:
+        if (
+            self.band_low_fraction is not None
+            and self.band_low_fraction > self.fraction_interrupted
+        ):
+            raise ValueError(
+                "band_low_fraction is the band's lower edge: at most fraction_interrupted"
+            )
+        return self
 
 
 class SpotPolicy(Strict):

@@ -19,7 +19,7 @@ from advisor.engine.objective import (
 )
 from advisor.engine.placement import Placement
 from advisor.engine.result import SizedFigures
-from advisor.engine.spot_risk import plan_sentence
+from advisor.engine.spot_risk import plan_sentence, serving_sentence
 from advisor.perf.cost import (
     completion_hours,
     cost_per_million_tokens_usd,
@@ -160,6 +160,10 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
     out += _plan_reasons(h, w, p)
     if h.spot is not None:
         out.append(plan_sentence(c, h.spot))
+    elif price.purchase is Purchase.spot and c.is_gpu and p.sizing == "inference":
+        restart = p.spot.restart_h if p.spot is not None else None
+        serving = serving_sentence(c, s.nodes, restart)
+        out += [serving] if serving else []
     if w.interconnect_gb_s:
         out.append(
             f"{it.gpu_link} at {it.interconnect_gb_s:g} GB/s per GPU meets the "
