@@ -183,6 +183,30 @@ def test_hand_written_facts_are_preserved() -> None:
     assert summary.refreshed == ["Standard_NC24ads_A100_v4"] and not summary.moved
 
 
+def test_committed_prices_written_beside_the_import_survive_it() -> None:
+    # A reserved_1y row and a capacity_block row written by hand (SkyPilot's CSVs price on
+    # demand and spot only): a refresh replaces the on-demand and spot rows and keeps these.
+    [before] = _shipped("azure", "Standard_NC24ads_A100_v4")
+    reserved = {
+        "region": "eastus",
+        "purchase": "reserved_1y",
+        "hourly_usd": 2.2,
+        "as_of": "2026-11-01",
+        "source": "test: a reservation price written by hand",
+    }
+    block = {**reserved, "purchase": "capacity_block", "hourly_usd": 2.9}
+    entry = {**before, "prices": [*before["prices"], reserved, block]}
+    [after], _ = _import("azure", AZURE_CSV, [entry])
+    assert reserved in after["prices"] and block in after["prices"]
+    assert _price(after, "eastus", "on_demand") == pytest.approx(3.673)  # refreshed
+    assert {p["purchase"] for p in after["prices"]} == {
+        "on_demand",
+        "spot",
+        "reserved_1y",
+        "capacity_block",
+    }
+
+
 def test_summary_added_removed_moved_unknown() -> None:
     p4d, g5 = _shipped("aws", "p4d.24xlarge", "g5.xlarge")
     old = dict(p4d)

@@ -101,6 +101,7 @@ LAYOUTS: dict[str, tuple[str, ...]] = {
     ),
 }
 OPTIONAL_COLUMNS = frozenset({"Arch", "Generation", "GpuInfo"})
+SOURCED = frozenset({Purchase.on_demand.value, Purchase.spot.value})  # what the CSVs price
 MOVE_THRESHOLD = 0.10  # a price "moved" when it changed by more than 10%
 _MAX_REPORTED = 25
 
@@ -542,7 +543,10 @@ def _refresh(
         refreshed["vcpus"] = priced.vcpus
     if priced.memory_gib:
         refreshed["memory_gib"] = priced.memory_gib
-    refreshed["prices"] = _price_dicts(priced, as_of, source)
+    # SkyPilot prices on demand and spot only: a committed price written beside them (reserved,
+    # a Capacity Block; each with its own source and date) is kept, not dropped by the refresh
+    committed = [p for p in entry.get("prices") or [] if p.get("purchase") not in SOURCED]
+    refreshed["prices"] = _price_dicts(priced, as_of, source) + committed
     return refreshed
 
 
