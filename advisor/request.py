@@ -523,6 +523,7 @@ def _given(name: str, kind: str) -> dict[str, Any]:
 _GIVEN_MODEL = _given("model", "string")
 _GIVEN_PARAMS = _given("params_b", "number")
 _GIVEN_MEMORY = _given("memory_gb", "number")
+_GIVEN_GPUS = _given("gpus", "integer")
 
 
 class _PriceChoice(_Request):
@@ -555,7 +556,8 @@ class RecommendRequest(_PriceChoice, SizedWork):
     """What to recommend hardware for. Every constraint is optional except the workload type."""
 
     # The contract states the rules of the validators below: model and params_b are never
-    # both given, nor memory_gb with either (the model gives the memory).
+    # both given, nor memory_gb with either (the model gives the memory), nor gpus (exact) with
+    # gpu_count or max_gpus (the bounds it sets).
     model_config = ConfigDict(
         json_schema_extra={
             "not": {
@@ -563,6 +565,8 @@ class RecommendRequest(_PriceChoice, SizedWork):
                     {"allOf": [_GIVEN_MODEL, _GIVEN_PARAMS]},
                     {"allOf": [_GIVEN_MEMORY, _GIVEN_MODEL]},
                     {"allOf": [_GIVEN_MEMORY, _GIVEN_PARAMS]},
+                    {"allOf": [_GIVEN_GPUS, _given("gpu_count", "integer")]},
+                    {"allOf": [_GIVEN_GPUS, _given("max_gpus", "integer")]},
                 ]
             }
         }
@@ -624,12 +628,13 @@ class RecommendRequest(_PriceChoice, SizedWork):
     @classmethod
     def _exactly(cls, data: Any) -> Any:
         """`gpus: N` is `gpu_count: N` (at least) with `max_gpus: N` (at most)."""
-        if not isinstance(data, dict) or data.get("gpus") is None:
-            return data
+        gpus = data.get("gpus") if isinstance(data, dict) else None
+        if not isinstance(gpus, int) or isinstance(gpus, bool):
+            return data  # absent, or not a count: the field's own validation names it
         both = [n for n in ("gpu_count", "max_gpus") if data.get(n) is not None]
         if both:
             raise ValueError(f"gpus is exact: give it or {' and '.join(both)}, not both")
-        return {**data, "gpu_count": data["gpus"], "max_gpus": data["gpus"]}
+        return {**data, "gpu_count": gpus, "max_gpus": gpus}
 
     @model_validator(mode="after")
     def _memory_or_model(self) -> RecommendRequest:
