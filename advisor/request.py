@@ -252,9 +252,8 @@ class SizedWork(_Request):
     ] = None
     max_gpus: Annotated[
         int | None,
-        Field(ge=1, le=1_000_000, description="training: rent at most this many GPUs"),
-        Cli("Training: rent at most this many GPUs.", TRAINING),
-        SizesWork(),
+        Field(ge=1, le=1_000_000, description="rent at most this many GPUs"),
+        Cli("Rent at most this many GPUs (whole nodes count all theirs).", CONSTRAINTS),
     ] = None
     global_batch_tokens: Annotated[
         int | None,
@@ -561,6 +560,7 @@ def _given(name: str, kind: str) -> dict[str, Any]:
 _GIVEN_MODEL = _given("model", "string")
 _GIVEN_PARAMS = _given("params_b", "number")
 _GIVEN_MEMORY = _given("memory_gb", "number")
+_GIVEN_GPUS = _given("gpus", "integer")
 
 
 class _PriceChoice(_Request):
@@ -593,7 +593,8 @@ class RecommendRequest(_PriceChoice, SizedWork):
     """What to recommend hardware for. Every constraint is optional except the workload type."""
 
     # The contract states the rules of the validators below: model and params_b are never
-    # both given, nor memory_gb with either (the model gives the memory).
+    # both given, nor memory_gb with either (the model gives the memory), nor gpus (exact) with
+    # gpu_count or max_gpus (the bounds it sets).
     model_config = ConfigDict(
         json_schema_extra={
             "not": {
@@ -601,6 +602,8 @@ class RecommendRequest(_PriceChoice, SizedWork):
                     {"allOf": [_GIVEN_MODEL, _GIVEN_PARAMS]},
                     {"allOf": [_GIVEN_MEMORY, _GIVEN_MODEL]},
                     {"allOf": [_GIVEN_MEMORY, _GIVEN_PARAMS]},
+                    {"allOf": [_GIVEN_GPUS, _given("gpu_count", "integer")]},
+                    {"allOf": [_GIVEN_GPUS, _given("max_gpus", "integer")]},
                 ]
             }
         }
@@ -640,6 +643,15 @@ class RecommendRequest(_PriceChoice, SizedWork):
         ),
         Cli("List every region and purchase option of a type (default: its best one).", OUTPUT),
     ] = False
+    gpus: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=100_000,
+            description="exactly this many GPUs rented: gpu_count and max_gpus both this",
+        ),
+        Cli("Exactly this many GPUs (--gpu-count is at least).", CONSTRAINTS),
+    ] = None
     show_rejected: Annotated[
         bool,
         Field(
@@ -648,6 +660,18 @@ class RecommendRequest(_PriceChoice, SizedWork):
         ),
         Cli("List every rejected candidate (in --json too; else counted).", OUTPUT),
     ] = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _exactly(cls, data: Any) -> Any:
+        """`gpus: N` is `gpu_count: N` (at least) with `max_gpus: N` (at most)."""
+        gpus = data.get("gpus") if isinstance(data, dict) else None
+        if not isinstance(gpus, int) or isinstance(gpus, bool):
+            return data  # absent, or not a count: the field's own validation names it
+        both = [n for n in ("gpu_count", "max_gpus") if data.get(n) is not None]
+        if both:
+            raise ValueError(f"gpus is exact: give it or {' and '.join(both)}, not both")
+        return {**data, "gpu_count": gpus, "max_gpus": gpus}
 
     @model_validator(mode="after")
     def _memory_or_model(self) -> RecommendRequest:
@@ -710,6 +734,9 @@ class EstimateRequest(_PriceChoice, SizedWork):
     def _one_kind_of_hardware(self) -> EstimateRequest:
         if self.instance_type is not None and self.accelerator is not None:
             raise ValueError("give either instance_type or accelerator, not both")
+        if self.max_gpus is not None and not self.sized:
+            # an estimate is of the GPUs it names; the limit shapes a plan sized from a model
+            raise ValueError("max_gpus sizes the work from a model: give model or params_b")
         return self
 
 

@@ -53,8 +53,11 @@ def test_ranked_value_is_the_shown_figure_times_the_stated_penalties(fine_tuning
     # the case in the issue: the TPU's ICI link is not the preferred NVLink, 10% on its cost
     tpu = next(r for r in recs if r["instance_type"] == "tpu-v6e-8")
     assert tpu["penalty_factor"] == pytest.approx(1.1)
-    # its unpenalised cost is below #1's, which is why an unmarked table read out of order
-    assert tpu["sizing"]["cost_to_completion_usd"] < recs[0]["ranked_value"] < tpu["ranked_value"]
+    # its unpenalised cost is below an unpenalised option ranked above it (OCI's MI355X node,
+    # since GPU clouds rank first), which is why an unmarked table read out of order
+    above = [r for r in recs[: recs.index(tpu)] if r["penalty_factor"] == 1]
+    cost = tpu["sizing"]["cost_to_completion_usd"]
+    assert any(cost < r["ranked_value"] < tpu["ranked_value"] for r in above)
 
 
 @pytest.mark.parametrize("columns", WIDTHS, ids=WIDTH_IDS)

@@ -110,6 +110,7 @@ APPLIES_REQUESTS = [
     dict(workload="fine_tuning", memory_gb=5000),  # one node by memory
     dict(workload="large_scale_training", memory_gb=20000),  # network between nodes
     dict(workload="batch_processing", gpu_count=2),  # GPUs asked of CPU-only types
+    dict(workload="low_latency_inference", memory_gb=20, max_gpus=1),  # 8-GPU nodes over 1
     dict(workload="fine_tuning", model="llama-3-8b"),  # a sized model on CPU-only types
     dict(workload="fine_tuning", model="llama-3.1-405b"),  # a full fine-tune that does not fit
     dict(workload="large_scale_training", model="llama-3.1-405b", tokens=1e12, max_gpus=8),

@@ -4,6 +4,7 @@ node facts."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -301,3 +302,14 @@ def test_shipped_tpu_and_trainium_instances_are_recommendable(shipped: Catalog) 
     ids = {r.instance_type for r in result.recommendations}
     assert {"tpu-v6e-8", "tpu-v5litepod-8", "tpu-v5p-8", "trn1.32xlarge", "inf2.48xlarge"} <= ids
     assert not any("stale" in w and ("tpu" in w or "trainium" in w) for w in shipped.warnings)
+
+
+@pytest.mark.parametrize("accel", ["gb200", "gb300", "b300", "mi300x", "mi325x", "mi355x"])
+def test_catalog_gpus_answers_the_2026_hardware_with_a_price(accel: str) -> None:
+    # `advisor catalog gpus ACCEL --json`: at least one instance shape of the accelerator with an
+    # on-demand $/h (every one of these had none, or no instance type, before it was priced).
+    result = CliRunner().invoke(app, ["catalog", "gpus", accel, "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    priced = [r for r in rows if r["accelerator"] == accel and r["on_demand"]]
+    assert priced and all(r["on_demand"]["hourly_usd"] > 0 for r in priced), rows

@@ -144,8 +144,43 @@ def test_gpu_hour_check_flags_a_price_far_below_the_same_gpu_elsewhere(tmp_path:
     loaded = load_mini(tmp_path, mutate).instance_types
     flag = loaded["big8-pcie"].prices[0].flag
     assert flag is not None and "0.31x the median ($13.00/GPU-h) of 2 other instance types" in flag
-    assert "big (8+ GPUs, <= 8 vCPUs per GPU)" in flag
+    assert "big (8+ GPUs, <= 8 vCPUs per GPU, hyperscale cloud)" in flag
     assert loaded["big1"].prices[0].flag is None
+
+
+def test_gpu_clouds_are_not_held_to_hyperscale_prices(tmp_path: Path) -> None:
+    # The same $32/h 8-GPU price as above (0.31x the hyperscale median of $13/GPU-h), rented by a
+    # GPU cloud: its peers are the other GPU clouds' types with the GPU, and it has none, so it is
+    # not compared (the market gap is not a broken row). GPU-cloud peers at $4.50, $5 and
+    # $1/GPU-h are compared among themselves: big8-pcie 4 / median(4.5, 5, 1) = 0.89x, inside the
+    # band; gc-c 1 / median(4, 4.5, 5) = 0.22x, below 0.5x, flagged.
+    def mutate(data: dict[str, Any], peers: bool) -> None:
+        data["price_sanity"] = thresholds()
+        types = {i["id"]: i for i in data["instance_types"]}
+        types["big8-pcie"]["prices"] = [price("eu-west-1", 32.0)]
+        types["big8-pcie"]["provider"] = "lambda"
+        data["instance_types"].append(inst("big8b", "big", 8, [price("us-east-1", 104.0)]))
+        if peers:
+            for name, usd in (("gc-a", 36.0), ("gc-b", 40.0), ("gc-c", 8.0)):
+                data["instance_types"].append(
+                    inst(name, "big", 8, [price("us-east-1", usd)], provider="other")
+                )
+
+    alone = load_mini(tmp_path / "alone", lambda d: mutate(d, False)).instance_types
+    assert alone["big8-pcie"].prices[0].flag is None
+    with_peers = load_mini(tmp_path / "peers", lambda d: mutate(d, True)).instance_types
+    assert with_peers["big8-pcie"].prices[0].flag is None
+    assert with_peers["gc-a"].prices[0].flag is None
+    flag = with_peers["gc-c"].prices[0].flag
+    assert flag is not None and "0.22x the median ($4.50/GPU-h) of 3 other" in flag
+    assert "GPU cloud" in flag
+
+
+def test_shipped_gpu_cloud_prices_are_ranked(shipped: Catalog) -> None:
+    # Lambda (SkyPilot snapshot): 8 x H100 SXM $31.92/h = $3.99/GPU-h, under half the hyperscale
+    # median; compared with GPU clouds only it is not flagged, so it can be recommended.
+    for it_id in ("gpu_8x_h100_sxm5", "gpu_8x_b200_sxm6", "tensorwave-mi325x-8"):
+        assert all(p.flag is None for p in shipped.instance_types[it_id].prices), it_id
 
 
 def _mini_with(tmp_path: Path, spot_usd: float, **values: float) -> Catalog:

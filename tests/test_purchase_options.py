@@ -69,6 +69,24 @@ def test_an_83_day_run_is_cheapest_as_a_capacity_block() -> None:
     assert "--purchase capacity_block" in choice.sentence
 
 
+def test_an_83_day_run_priced_on_demand_alone_says_what_a_commitment_would_bill() -> None:
+    # Only an on-demand price: the plan says so, and what the unpriced commitments would bill:
+    # a 1-year term 8,760 / 1,992 h = 4.4x the run; a Capacity Block 84 days (12 weeks: past 14
+    # days blocks come in 7-day steps), in 2 blocks for 100 instances (at most 64 a block).
+    choice = po.choose(83 * 24, 100, [_price("on_demand", 10.0)], priced=Purchase.on_demand)
+    assert choice is not None and choice.chosen.price.purchase is Purchase.on_demand
+    assert "priced on_demand: the only price the catalog holds" in choice.sentence
+    assert "a 1-year reservation would owe 4.4x the run's hours" in choice.sentence
+    assert "a Capacity Block would bill 84 days (7-day steps) in 2 blocks of at most 64" in (
+        choice.sentence
+    )
+    # 200 days: no block covers it
+    longer = po.choose(200 * 24, 1, [_price("on_demand", 10.0)], priced=Purchase.on_demand)
+    assert longer is not None and "no Capacity Block covers it (at most 182 days)" in (
+        longer.sentence
+    )
+
+
 def test_a_300_day_run_is_cheapest_reserved_for_a_year() -> None:
     # 7,200 h: on demand 72,000; no block (over 182 days); 1-year 52,560; 3-year 105,120
     choice = po.choose(300 * 24, 1, OFFERING, priced=Purchase.reserved_1y)

@@ -103,7 +103,7 @@ def test_every_field_of_the_request_is_an_option_as_declared(command: Any, model
         assert getattr(option, "rich_help_panel", None) == mark.panel
         assert (mark.short in option.opts) if mark.short else len(option.opts) == 1
         assert option.required == info.is_required()
-    assert set(options) - set(model.model_fields) <= {"json_out", "fmt", "wide", "server"}
+    assert set(options) - set(model.model_fields) <= {"json_out", "fmt", "wide", "server", "emit"}
 
 
 def test_the_estimate_words_its_own_gpu_count_and_region() -> None:
@@ -174,7 +174,6 @@ def test_the_field_groups_are_read_from_the_declarations() -> None:
         "seq_len",
         "batch",
         "recompute",
-        "max_gpus",
     }
     # each flag in the training panel that sizes work is a training or shared field
     for name, info in RecommendRequest.model_fields.items():

@@ -183,6 +183,30 @@ def test_hand_written_facts_are_preserved() -> None:
     assert summary.refreshed == ["Standard_NC24ads_A100_v4"] and not summary.moved
 
 
+def test_committed_prices_written_beside_the_import_survive_it() -> None:
+    # A reserved_1y row and a capacity_block row written by hand (SkyPilot's CSVs price on
+    # demand and spot only): a refresh replaces the on-demand and spot rows and keeps these.
+    [before] = _shipped("azure", "Standard_NC24ads_A100_v4")
+    reserved = {
+        "region": "eastus",
+        "purchase": "reserved_1y",
+        "hourly_usd": 2.2,
+        "as_of": "2026-11-01",
+        "source": "test: a reservation price written by hand",
+    }
+    block = {**reserved, "purchase": "capacity_block", "hourly_usd": 2.9}
+    entry = {**before, "prices": [*before["prices"], reserved, block]}
+    [after], _ = _import("azure", AZURE_CSV, [entry])
+    assert reserved in after["prices"] and block in after["prices"]
+    assert _price(after, "eastus", "on_demand") == pytest.approx(3.673)  # refreshed
+    assert {p["purchase"] for p in after["prices"]} == {
+        "on_demand",
+        "spot",
+        "reserved_1y",
+        "capacity_block",
+    }
+
+
 def test_summary_added_removed_moved_unknown() -> None:
     p4d, g5 = _shipped("aws", "p4d.24xlarge", "g5.xlarge")
     old = dict(p4d)
@@ -422,3 +446,32 @@ def test_families_narrower_than_the_table_still_add_new_types(
     code, out, err = _cli(capsys, *args, "--families", "a2-", "--dry-run")
     assert code == 0, err
     assert json.loads(out)["added"] == []
+
+
+# --- GPU clouds beyond the three (Lambda) ----------------------------------------------------
+
+LAMBDA_CSV = (
+    shipped_catalog_dir().parent
+    / "catalog/snapshots/skypilot-0f4070387edc953d7004cff197940e1918a1d6aa/catalogs/v8/lambda/vms.csv"
+)
+
+
+def test_lambda_layout_imports_the_gpu_families_with_hand_facts_kept() -> None:
+    # The snapshot rows (real figures of catalogs/v8/lambda/vms.csv @0f40703): gpu_8x_h100_sxm5
+    # Price 31.92, 208 vCPUs, 1800 GiB in every region read; no zones, SpotPrice empty, so one
+    # on-demand price per region and no spot price.
+    existing = _shipped("lambda", "gpu_8x_h100_sxm5")
+    entries, summary = _import("lambda", LAMBDA_CSV, existing, KNOWN | {"b200"})
+    by_id = {e["id"]: e for e in entries}
+    h100 = by_id["gpu_8x_h100_sxm5"]
+    assert (h100["vcpus"], h100["memory_gib"]) == (208, 1800.0)
+    assert {p["purchase"] for p in h100["prices"]} == {"on_demand"}
+    assert _price(h100, "us-east-1", "on_demand") == 31.92
+    assert h100["gpu_link"] == "nvswitch" and h100["interconnect_gb_s"] == 900  # kept
+    assert set(summary.added) == {
+        "gpu_1x_b200_sxm6",
+        "gpu_2x_b200_sxm6",
+        "gpu_8x_b200_sxm6",
+        "gpu_4x_h100_sxm5",
+    }
+    assert _price(by_id["gpu_8x_b200_sxm6"], "europe-central-1", "on_demand") == 53.52

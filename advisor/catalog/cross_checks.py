@@ -357,11 +357,23 @@ def size_class(it: InstanceType) -> str:
     return f"{count}, {host} vCPUs per GPU"
 
 
+# Providers whose list prices are peers for one GPU: the hyperscale clouds, which price a GPU
+# within about 1.8x of each other (catalog/price_sanity.yaml), and the GPU clouds, which rent the
+# same GPU at a fraction of that (snapshot: Lambda 8 x H100 SXM $3.99/GPU-h against AWS p5 $6.88
+# and Azure ND H100 v5 $12.29). Across the two, the gap is the market, not a broken row.
+HYPERSCALE = frozenset({"aws", "gcp", "azure", "oci"})
+
+
+def market(it: InstanceType) -> str:
+    """Whose GPU-hour prices are compared with each other: hyperscale clouds or GPU clouds."""
+    return "hyperscale cloud" if it.provider in HYPERSCALE else "GPU cloud"
+
+
 def _gpu_hour_flags(
     types: list[InstanceType], sanity: PriceSanity, found: dict[PriceKey, list[str]]
 ) -> None:
     """An on-demand price per GPU-hour against the median of other instance types with the same
-    accelerator and size class (any provider or region)."""
+    accelerator, size class and market (any region; hyperscale clouds and GPU clouds apart)."""
     low, high = sanity.gpu_hour_low_ratio.value, sanity.gpu_hour_high_ratio.value
     per_gpu: dict[str, list[tuple[str, int, Price, float]]] = defaultdict(list)
     for it in types:
@@ -369,7 +381,7 @@ def _gpu_hour_flags(
             continue
         for index, p in enumerate(it.prices):
             if p.purchase == Purchase.on_demand:
-                key = f"{it.accelerator} ({size_class(it)})"
+                key = f"{it.accelerator} ({size_class(it)}, {market(it)})"
                 per_gpu[key].append((it.id, index, p, per_gpu_hour_usd(p.hourly_usd, it.gpu_count)))
     for accelerator, rows in per_gpu.items():
         own: dict[str, list[float]] = defaultdict(list)  # per instance type: its GPU-hour prices

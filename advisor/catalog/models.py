@@ -132,6 +132,16 @@ class EdgePurchase(Strict):
     source: Annotated[str, Field(min_length=1)]
 
 
+class EdgeHost(Strict):
+    """The computer an edge accelerator cannot run without (an M.2 or USB module is a
+    co-processor: a host runs the application and feeds it): its power counts with the device's."""
+
+    name: Annotated[str, Field(min_length=1)]  # e.g. "Raspberry Pi 5"
+    power_w: Annotated[float, Field(gt=0, le=1_000)]  # under load, at the wall
+    estimated: bool = False  # True: not a vendor figure (see source)
+    source: Annotated[str, Field(min_length=1)]
+
+
 class NcclBusBandwidth(Strict):
     """The all-reduce bus bandwidth a vendor expects a healthy node to reach (its health check's
     pass threshold), in GB/s as nccl-tests reports busbw."""
@@ -187,6 +197,8 @@ class Accelerator(Strict):
     no_instance_reason: str | None = None
     # Edge devices: what one unit costs to buy (the cost-per-year objective reads it).
     purchase: EdgePurchase | None = None
+    # Edge co-processors (M.2 / USB modules): the host they need, whose watts count with theirs.
+    host: EdgeHost | None = None
     # The jobs it can do (train, fine_tune, serve; batch is any compute) and its software stack.
     jobs: tuple[Job, ...] = ("train", "fine_tune", "serve", "batch")
     software: SoftwareStack = "cuda"
@@ -215,6 +227,8 @@ class Accelerator(Strict):
             )
         if self.purchase is not None and self.form_factor != FormFactor.edge:
             raise ValueError("purchase applies to edge devices (cloud hardware is priced per hour)")
+        if self.host is not None and self.form_factor != FormFactor.edge:
+            raise ValueError("host applies to edge devices (a cloud instance includes its host)")
         if self.socket_cores and self.socket_threads and self.socket_threads < self.socket_cores:
             raise ValueError("socket_threads cannot be below socket_cores")
         for mode in self.power_modes:
@@ -325,12 +339,28 @@ class SpotInterruption(Strict):
     # Instance-id prefixes this entry is for ("p5." = the p5 family); empty: the whole provider.
     # The longest matching prefix wins over the provider-wide entry.
     instance_prefixes: tuple[str, ...] = ()
+    # The edge plans are made at: the upper edge of the provider's band (a plan should not be
+    # optimistic about interruptions), over `period_h`.
     fraction_interrupted: Annotated[float, Field(gt=0, lt=1)]
     period_h: Annotated[float, Field(gt=0, le=10_000)]
+    # The band's lower edge over the same period, where the provider states a band: plans give
+    # the range between the two edges.
+    band_low_fraction: Annotated[float, Field(gt=0, lt=1)] | None = None
     published: Annotated[str, Field(min_length=1)]  # what the provider publishes, in its words
     estimated: bool  # True: the figure is not published as such (see `basis`)
     basis: Annotated[str, Field(min_length=1)]  # how the figure was chosen
     source: Annotated[str, Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _low_below_high(self) -> SpotInterruption:
+        if (
+            self.band_low_fraction is not None
+            and self.band_low_fraction > self.fraction_interrupted
+        ):
+            raise ValueError(
+                "band_low_fraction is the band's lower edge: at most fraction_interrupted"
+            )
+        return self
 
 
 class SpotPolicy(Strict):

@@ -122,9 +122,30 @@ def _words(option: PricedOption, nodes: int) -> str:
 
 def _sentence(run: str, nodes: int, best: PricedOption, rest: list[PricedOption]) -> str:
     if not rest:
-        return f"priced {best.price.purchase.value}: the only way this offering is sold ({run})"
+        return (
+            f"priced {best.price.purchase.value}: the only price the catalog holds for this "
+            f"offering ({run}); {_not_priced(best.billed_h, nodes)}"
+        )
     against = "; ".join(_words(o, nodes) for o in rest)
     return (
         f"priced {best.price.purchase.value} because it is the cheapest way to buy {run}: "
         f"{_words(best, nodes)}, against {against}"
+    )
+
+
+def _not_priced(hours: float, nodes: int) -> str:
+    """What the commitments the catalog holds no price for would bill for this run: a 1-year
+    reservation its whole term, a Capacity Block its duration steps (or nothing past 182 days)."""
+    term = TERM_HOURS[Purchase.reserved_1y]
+    days = block_days(hours)
+    if days is None:
+        block = f"no Capacity Block covers it (at most {BLOCK_MAX_DAYS} days)"
+    else:
+        steps = "1-day steps" if days <= BLOCK_DAILY_MAX_DAYS else f"{BLOCK_WEEK_DAYS}-day steps"
+        block = f"a Capacity Block would bill {days} days ({steps})"
+        if nodes > BLOCK_MAX_INSTANCES:
+            block += f" in {math.ceil(nodes / BLOCK_MAX_INSTANCES)} blocks of at most 64"
+    return (
+        f"a 1-year reservation would owe {term / hours:.1f}x the run's hours and {block}; "
+        "add reserved_1y or capacity_block price rows to weigh them"
     )

@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("advisor.cli.serve_cmd", "serve"),
     "review": ("advisor.cli.review_cmd", "review"),
     "estimate": ("advisor.cli.estimate_cmd", "estimate_cmd"),
+    "compare": ("advisor.cli.compare_cmd", "compare_cmd"),
     "calibrate": ("advisor.cli.calibrate_cmd", "app"),
     "deploy": ("advisor.cli.deploy_cmd", "app"),
     "config": ("advisor.cli.config_cmd", "app"),
@@ -59,6 +60,7 @@ SUMMARIES: dict[str, str] = {
     "review": "Fleet review: inventory, measured vs expected, outliers, savings, cost per "
     "workload.",
     "estimate": "Every intermediate figure with its formula: memory per GPU, FLOPs, hours, cost.",
+    "compare": "One workload on several instance types side by side (each column is `estimate`).",
     "calibrate": "Compare measured serving runs with the model.",
     "deploy": "Render Kubernetes manifests or Slurm scripts that run advisor probe.",
     "config": "Show the config file's defaults, which are in force and where each comes from.",

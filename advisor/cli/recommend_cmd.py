@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -22,7 +22,18 @@ from advisor.cli.tables import (
 from advisor.engine import Recommendation, Result, SizedFigures
 from advisor.engine import recommend as run_engine
 from advisor.engine.objective import OBJECTIVE_WORDS
+from advisor.errors import InputError
 from advisor.request import RecommendRequest, parse_request
+
+EmitOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--emit",
+        help="Print the launch file of the best option instead: skypilot (task YAML) or dstack "
+        "(task configuration), checked against their schemas.",
+        rich_help_panel="Output",
+    ),
+]
 
 
 @opts.request_options(RecommendRequest)
@@ -31,14 +42,20 @@ def recommend(
     json_out: opts.JsonOut = False,
     fmt: FormatOpt = None,
     wide: WideOpt = False,
+    emit: EmitOpt = None,
     server: opts.Server = None,
 ) -> None:
     """Recommend hardware for a workload; exit 1 when nothing satisfies the constraints."""
     shape = output_format(fmt, json_out)
+    if emit is not None and emit not in ("skypilot", "dstack"):
+        raise InputError(f"--emit: {emit!r} is not one of 'skypilot', 'dstack'", field="emit")
     parsed = parse_request(RecommendRequest, fields)
     fleet = opts.fleet_from_server(server) if parsed.sized else None
-    result = run_engine(get_catalog(), parsed, fleet)
-    if shape is Format.json:
+    catalog = get_catalog()
+    result = run_engine(catalog, parsed, fleet)
+    if emit is not None and result.recommendations:
+        print(launch_file(result.recommendations[0], emit, parsed, catalog), end="")
+    elif shape is Format.json:
         emit_json(result.listing(parsed.show_rejected).to_dict())
     elif shape is Format.csv:
         write_csv(*csv_rows(result))
@@ -46,6 +63,25 @@ def recommend(
         render(result, parsed.show_rejected, wide)
     if not result.ok:
         raise typer.Exit(1)
+
+
+def launch_file(rec: Recommendation, kind: str, w: RecommendRequest, catalog: Any) -> str:
+    """The launch file of one recommendation as YAML, refused (exit 2) if it breaks the tool's
+    schema (advisor/deploy/launch.py)."""
+    import yaml
+
+    from advisor.deploy import launch
+
+    name = w.model or w.workload.replace("_", "-")
+    name = "".join(ch if ch.isalnum() else "-" for ch in name.lower())[:40]
+    if kind == "skypilot":
+        doc = launch.skypilot_task(rec, name)
+    else:
+        doc = launch.dstack_task(rec, name, catalog.accelerators.get(rec.accelerator))
+    found = launch.problems(doc, "skypilot" if kind == "skypilot" else "dstack")
+    if found:
+        raise InputError(f"--emit {kind}: the file breaks the schema: {'; '.join(found)}")
+    return yaml.safe_dump(doc, sort_keys=False)
 
 
 def _money(value: float, digits: int) -> str:

@@ -157,9 +157,14 @@ class CloudCandidate:
 class EdgeCandidate:
     device: Accelerator
     mode: str | None
-    power_w: float
+    power_w: float  # what runs: the device in its mode plus the host it needs (catalog `host`)
     int8_tops: float
     tops_estimated: bool  # True when scaled from another mode's figure, not published
+    device_w: float  # the device alone
+
+    @property
+    def host_w(self) -> float:
+        return self.power_w - self.device_w
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,13 +253,16 @@ def _build(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:
         if acc.form_factor != FormFactor.edge:
             continue
         full_tops = acc.peak_tflops.int8 or 0.0
+        host_w = acc.host.power_w if acc.host is not None else 0.0
         if not acc.power_modes:
-            edge.append(EdgeCandidate(acc, None, acc.tdp_w, full_tops, False))
+            edge.append(EdgeCandidate(acc, None, acc.tdp_w + host_w, full_tops, False, acc.tdp_w))
         for mode in sorted(acc.power_modes, key=lambda m: m.power_w):
             # Unpublished per-mode figures scale with power: a stated estimate, not a datasheet one.
             estimated = mode.int8_tops is None
             tops = full_tops * mode.power_w / acc.tdp_w if estimated else mode.int8_tops or 0.0
-            edge.append(EdgeCandidate(acc, mode.name, mode.power_w, tops, estimated))
+            edge.append(
+                EdgeCandidate(acc, mode.name, mode.power_w + host_w, tops, estimated, mode.power_w)
+            )
     groups: dict[tuple[object, ...], list[CloudCandidate]] = {}
     for c in cloud:
         groups.setdefault(tuple(attribute(c, path) for path in signature), []).append(c)

@@ -95,6 +95,18 @@ def _gpu_limit_exceeded(k: StaticCase) -> Finding | None:
     return Finding(fit.unfit, fit.least_gpus)
 
 
+def _gpus_over_limit(k: StaticCase) -> Finding | None:
+    """More GPUs rented here than --max-gpus allows: a whole node rents all its GPUs, so an
+    8-GPU type is out under --max-gpus 1 even when one GPU would hold the work. A sized
+    training plan is kept within the limit by its planner (_gpu_limit_exceeded)."""
+    limit, rented = k.w.max_gpus, k.s.nodes * k.c.instance.gpu_count
+    if limit is None or not k.c.is_gpu or rented <= limit:
+        return None
+    if k.s.fit is not None and k.s.fit.least_gpus is not None:
+        return None  # the planner's finding says it, with the lighter methods
+    return Finding(f"rents {rented} GPUs here, more than the {limit} allowed (max_gpus)", rented)
+
+
 def _sized_on_cpu(k: StaticCase) -> Finding | None:
     return Finding("CPU-only: a sized model runs on GPUs") if k.w.sized and not k.c.is_gpu else None
 
@@ -131,9 +143,9 @@ def _one_node_by_memory(k: StaticCase) -> Finding | None:
 
 
 def _node_usable_gb(c: CloudCandidate) -> float:
-    """What one node holds: its GPUs' usable memory (the one headroom rule), or its RAM."""
+    """What one node holds: its GPUs' or its RAM's usable memory (the one headroom rule)."""
     if not c.is_gpu:
-        return c.per_node_memory_gb
+        return usable_memory_gb(c.per_node_memory_gb)
     return c.instance.gpu_count * usable_memory_gb(c.hardware.device_memory_gb)
 
 
@@ -303,6 +315,14 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
     ),
     Constraint(
         "GPU_LIMIT_EXCEEDED", "max_gpus", "the GPU limit", _gpu_limit_exceeded, applies=_sized
+    ),
+    Constraint(
+        "GPU_LIMIT_EXCEEDED",
+        "max_gpus",
+        "the GPU limit",
+        _gpus_over_limit,
+        ("is_gpu", "instance.gpu_count"),
+        applies=lambda w, p: w.max_gpus is not None,
     ),
     Constraint("NO_GPU", None, "the GPU count", _sized_on_cpu, ("is_gpu",), applies=_sized),
     Constraint(

@@ -474,7 +474,7 @@ def _recommendation(
         power_mode=None,
         score=score,
         ranked_value=ranked,
-        penalty_factor=round(penalty(c, p), 6),
+        penalty_factor=round(penalty(c, p, s), 6),
         reasons=tuple(why),
         sizing=sized_figures(s.fit, h.hourly_usd, h.spot) if s.fit is not None else None,
         price_flag=price.flag,
@@ -482,8 +482,10 @@ def _recommendation(
 
 
 def _default_objective(w: Workload, p: WorkloadProfile) -> str:
-    if w.sized and p.sizing == "training" and w.tokens:
-        return "cost_to_completion"
+    if w.sized and p.sizing == "training":
+        # with a token count, the run's cost; without one, the tokens each dollar trains
+        # (advisor/engine/rank.py valuation: the modelled training speed, not the peak)
+        return "cost_to_completion" if w.tokens else "price_performance"
     if w.sized and p.sizing == "inference":
         # Serving is bought by the token: of the deployments that meet the latency targets (the
         # others are rejected), the lowest cost per million tokens.

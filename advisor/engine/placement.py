@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from advisor.catalog.models import WorkloadProfile
 from advisor.engine.candidates import CloudCandidate
-from advisor.perf.sizing import min_gpus_for
+from advisor.perf.sizing import min_gpus_for, usable_memory_gb
 from advisor.planning.fit import Fit
 from advisor.planning.plans import Plan
 from advisor.request import Workload
@@ -60,5 +60,6 @@ def place(
         # request's deployment follows, planning/serving.py). Other work is one copy over all.
         spans = by_memory > per_node if p.sizing == "inference" else nodes > 1
         return Placement(gpus, nodes, spans, None, by_memory if need_gb else 0)
-    nodes = max(1, math.ceil(need_gb / c.per_node_memory_gb - 1e-9))
+    # RAM keeps the same headroom as GPU memory (the OS, runtime and page cache take a share)
+    nodes = max(1, math.ceil(need_gb / usable_memory_gb(c.per_node_memory_gb) - 1e-9))
     return Placement(0, nodes, nodes > 1)

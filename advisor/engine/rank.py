@@ -19,7 +19,7 @@ from advisor.engine.objective import (
 )
 from advisor.engine.placement import Placement
 from advisor.engine.result import SizedFigures
-from advisor.engine.spot_risk import plan_sentence
+from advisor.engine.spot_risk import plan_sentence, serving_sentence
 from advisor.perf.cost import (
     completion_hours,
     cost_per_million_tokens_usd,
@@ -54,14 +54,23 @@ def cloud_perf(c: CloudCandidate, s: Placement, p: WorkloadProfile) -> tuple[str
     return precision, peak * (s.nodes * c.instance.gpu_count if c.is_gpu else s.nodes)
 
 
-def penalty(c: CloudCandidate, p: WorkloadProfile) -> float:
+def penalty(c: CloudCandidate, p: WorkloadProfile, s: Placement | None = None) -> float:
     """Product of (1 + penalty) over the workload's unmet soft preferences."""
     factor = 1.0
     if _link_not_preferred(c, p):
         factor *= 1 + p.preference_penalty
     if p.prefer_form_factor is not None and c.hardware.form_factor != p.prefer_form_factor:
         factor *= 1 + p.preference_penalty
+    if s is not None and _split_memory(c, s):
+        factor *= 1 + p.preference_penalty
     return factor
+
+
+def _split_memory(c: CloudCandidate, s: Placement) -> bool:
+    """A CPU job's memory spread over several nodes: the request states one need, and a process
+    holds its memory on one host, so a node that holds it all is preferred to a split (the work
+    must then be partitioned, which the request does not say it is)."""
+    return not c.is_gpu and s.spans_nodes
 
 
 def _link_not_preferred(c: CloudCandidate, p: WorkloadProfile) -> bool:
@@ -75,7 +84,10 @@ def valuation(
     """Worked out once per option (advisor/engine/__init__.py _group_valuation keeps those of
     options placed without a model on CandidateIndex.valuations)."""
     _, perf = cloud_perf(c, placement, p)
-    factor = penalty(c, p)
+    fit = placement.fit
+    if fit is not None and fit.training_tokens_per_s:
+        perf = fit.training_tokens_per_s  # what the job gets done, not the peak rented
+    factor = penalty(c, p, placement)
     affine = objective_affine(objective, perf, factor, placement.fit)
     falling = affine is not None and affine[0] < 0
     if falling:
@@ -148,6 +160,10 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
     out += _plan_reasons(h, w, p)
     if h.spot is not None:
         out.append(plan_sentence(c, h.spot))
+    elif price.purchase is Purchase.spot and c.is_gpu and p.sizing == "inference":
+        restart = p.spot.restart_h if p.spot is not None else None
+        serving = serving_sentence(c, s.nodes, restart)
+        out += [serving] if serving else []
     if w.interconnect_gb_s:
         out.append(
             f"{it.gpu_link} at {it.interconnect_gb_s:g} GB/s per GPU meets the "
@@ -164,12 +180,13 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
         f"(price as of {price.as_of.isoformat()})"
     )
     precision, perf = cloud_perf(c, s, p)
-    if objective in ("performance", "price_performance") and perf:
+    timed = s.fit is not None and s.fit.training_tokens_per_s  # said by the sizing reasons
+    if objective in ("performance", "price_performance") and perf and not timed:
         per_dollar = ""
         if objective == "price_performance":
             per_dollar = f" = {perf / h.hourly_usd:,.0f} per $/h"
         out.append(f"{perf:,.0f} dense {precision} TFLOP/s peak{per_dollar}")
-    out += _penalty_reasons(c, p)
+    out += _penalty_reasons(c, p, s)
     out.append(f"ranked {rank_no} by {OBJECTIVE_WORDS[objective]}")
     return out
 
@@ -190,9 +207,14 @@ def _hardware_reason(c: CloudCandidate, s: Placement, w: Workload, p: WorkloadPr
     return line
 
 
-def _penalty_reasons(c: CloudCandidate, p: WorkloadProfile) -> list[str]:
+def _penalty_reasons(c: CloudCandidate, p: WorkloadProfile, s: Placement) -> list[str]:
     """One sentence per unmet soft preference, saying what it cost in score."""
     out = []
+    if _split_memory(c, s):
+        out.append(
+            f"scored {p.preference_penalty:.0%} worse: the memory is split over {s.nodes} "
+            "nodes; one node that holds it all is preferred (one process, one host)"
+        )
     if _link_not_preferred(c, p):
         links = "/".join(p.prefer_gpu_link)  # StrEnums: their values
         out.append(
@@ -210,6 +232,12 @@ def _penalty_reasons(c: CloudCandidate, p: WorkloadProfile) -> list[str]:
 def _edge_reasons(e: EdgeCandidate, w: Workload, objective: str, rank_no: int) -> list[str]:
     mode = f" in its {e.mode} power mode" if e.mode else ""
     out = [f"{e.device.name}{mode} draws {e.power_w:g} W"]
+    if e.device.host is not None:
+        estimated = " (estimated)" if e.device.host.estimated else ""
+        out[0] += (
+            f": {e.device_w:g} W itself and {e.host_w:g} W{estimated} for its host, a "
+            f"{e.device.host.name} (it cannot run without one)"
+        )
     if w.power_budget_w is not None:
         out[0] += f", within the {w.power_budget_w:g} W budget"
     tops = f"{e.int8_tops:.3g} dense int8 TOPS"
@@ -272,6 +300,10 @@ def sized_figures(fit: Fit, hourly_usd: float, spot: SpotPlan | None = None) -> 
         gpu_hours=fit.gpu_hours,
         mfu=fit.mfu,
         layout=fit.layout.words() if fit.layout is not None else None,
+        training_tokens_per_s=fit.training_tokens_per_s,
+        cost_per_million_trained_tokens_usd=cost_per_million_tokens_usd(
+            hourly_usd, fit.training_tokens_per_s
+        ),
     )
 
 
@@ -297,6 +329,12 @@ def _sizing_reasons(
         )
     if p.sizing == "inference" and not fit.tokens_per_s:
         out.append(BARE_INFERENCE)
+    if fit.training_tokens_per_s:
+        per_million = cost_per_million_tokens_usd(hourly_usd, fit.training_tokens_per_s) or 0.0
+        out.append(
+            f"trains {fit.training_tokens_per_s:,.0f} tokens/s here: ${per_million:,.3f} per "
+            "million tokens trained (no --tokens: ranked by tokens trained per dollar)"
+        )
     if fit.ttft_ms is not None and fit.itl_ms is not None:
         out.append(
             f"TTFT {fit.ttft_ms:,.0f} ms, ITL {fit.itl_ms:,.1f} ms at {fit.concurrency} "

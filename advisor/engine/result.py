@@ -39,6 +39,12 @@ class SizedFigures(_Out):
         None, description="training: model FLOPs utilisation (6ND; 4ND + 6AD with LoRA adapters)"
     )
     layout: str | None = Field(None, description="training: data/tensor/pipeline parallel, ZeRO")
+    training_tokens_per_s: float | None = Field(
+        None, description="training without a token count: tokens a second trained here"
+    )
+    cost_per_million_trained_tokens_usd: float | None = Field(
+        None, description="training without a token count: $/h over the tokens trained an hour"
+    )
 
 
 class Recommendation(_Out):

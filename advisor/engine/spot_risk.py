@@ -9,7 +9,7 @@ from __future__ import annotations
 from advisor.catalog.models import SpotPolicy, WorkloadProfile
 from advisor.engine.candidates import CloudCandidate
 from advisor.engine.placement import Placement
-from advisor.perf.spot import SpotPlan, training_spot_plan
+from advisor.perf.spot import SpotPlan, rate_per_node_h, training_spot_plan
 from advisor.request import SizedWork
 
 
@@ -54,13 +54,40 @@ def risk_sentence(c: CloudCandidate, plan: SpotPlan, policy: SpotPolicy) -> str:
 
 
 def plan_sentence(c: CloudCandidate, plan: SpotPlan) -> str:
-    """What interruptions add to an accepted spot plan, for its reasons."""
+    """What interruptions add to an accepted spot plan, for its reasons: planned at the upper
+    edge of the provider's band, with the lower edge beside it where a band is stated."""
+    low = plan.low
+    if low is None or not low.finishes:
+        count = f"{plan.interruptions:.2g} expected interruption(s)"
+        added = f"{plan.added_hours:,.1f} h"
+    else:
+        count = (
+            f"{low.interruptions:.2g} to {plan.interruptions:.2g} expected interruption(s) "
+            "(the band's lower and upper edges; planned at the upper)"
+        )
+        added = f"{low.added_hours:,.1f} to {plan.added_hours:,.1f} h"
     return (
-        f"spot: {plan.interruptions:.2g} expected interruption(s), a {plan.chance_of_any:.0%} "
-        f"chance of at least one ({spot_words(c, plan)}); they add "
-        f"{plan.added_hours:,.1f} h of lost work and restarts (checkpoint every "
-        f"{plan.checkpoint_h:g} h, restart {plan.restart_h:g} h): {plan.total_hours:,.1f} h "
-        "in all"
+        f"spot: {count}, a {plan.chance_of_any:.0%} chance of at least one "
+        f"({spot_words(c, plan)}); they add {added} of lost work and restarts (checkpoint "
+        f"every {plan.checkpoint_h:g} h, restart {plan.restart_h:g} h): "
+        f"{plan.total_hours:,.1f} h in all"
+    )
+
+
+def serving_sentence(c: CloudCandidate, nodes: int, restart_h: float | None) -> str | None:
+    """What a spot interruption costs a served deployment: the node it takes and its share of
+    the capacity, and how often that is expected (at the upper edge of the provider's band)."""
+    source = c.spot
+    if source is None:
+        return None
+    rate = rate_per_node_h(source.fraction_interrupted, source.period_h)
+    per_day = nodes * rate * 24
+    back = f" for about {restart_h * 60:,.0f} min (restart)" if restart_h else ""
+    return (
+        f"spot: an interruption takes one of the {nodes} node(s) away{back}: "
+        f"{1 / nodes:.0%} of the serving capacity, its requests failed or queued; "
+        f"{per_day:.2g} interruption(s) a day expected at {source.fraction_interrupted:.0%} "
+        f"per {source.period_h:g} h ({source.id}): keep a node's worth of headroom on demand"
     )
 
 

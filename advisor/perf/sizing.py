@@ -34,7 +34,8 @@ from advisor.units import BILLION, GB
 # cache, training states, activations); the rest is the CUDA context, workspace and allocator
 # fragmentation. ESTIMATED (the CUDA context alone is 0.3-1 GB; PyTorch's caching allocator
 # fragments a few per cent); every comparison of a need with a GPU's capacity reads it through
-# usable_memory_gb.
+# usable_memory_gb. A CPU node's RAM is held to the same share (the OS, the runtime and the page
+# cache take the rest; advisor/engine/placement.py), so a stated need never fills a node.
 USABLE_MEMORY = 0.90
 # NVFP4 stores 4-bit E2M1 values with one FP8 (E4M3) scale per 16-value block, 4.5 bits a value
 # (NVIDIA Technical Blog, "Introducing NVFP4 for Efficient and Accurate Low-Precision Inference",

@@ -15,6 +15,7 @@ hour loses more than an hour. Checkpoint writing time is not counted.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -32,6 +33,8 @@ class SpotPlan:
     interruptions: float  # expected count over the whole run (inf: never finishes)
     added_hours: float  # lost work + restarts (inf: never finishes)
     figures: tuple[Figure, ...]
+    # the same run at the lower edge of the provider's band, where it states one: the range
+    low: SpotPlan | None = None
 
     @property
     def total_hours(self) -> float:
@@ -131,4 +134,10 @@ def training_spot_plan(
     else the policy's): what `recommend` and `estimate` both state."""
     rate = rate_per_node_h(source.fraction_interrupted, source.period_h)
     checkpoint = checkpoint_h or policy.checkpoint_interval_h
-    return spot_plan(hours, nodes, rate, checkpoint, policy.restart_h)
+    plan = spot_plan(hours, nodes, rate, checkpoint, policy.restart_h)
+    if source.band_low_fraction is None:
+        return plan
+    low_rate = rate_per_node_h(source.band_low_fraction, source.period_h)
+    return dataclasses.replace(
+        plan, low=spot_plan(hours, nodes, low_rate, checkpoint, policy.restart_h)
+    )

@@ -50,4 +50,7 @@ class Fit:
     deadline_met: bool = True
     fastest_hours: float | None = None
     least_gpus: int | None = None  # set when max_gpus is below the fewest GPUs that hold it
+    # training without a token count: tokens a second the rented GPUs train on this layout (the
+    # performance model's step time, no run length needed); price-performance ranks by it
+    training_tokens_per_s: float | None = None
     figures: tuple[Figure, ...] = field(default=(), compare=False)

@@ -37,6 +37,7 @@ from advisor.perf.training import (
     Layout,
     Run,
     default_global_batch_tokens,
+    step_time,
     training_peaks,
 )
 from advisor.perf.work import DEFAULT_SEQ_LEN, Work
@@ -186,7 +187,19 @@ class TrainingRun(Plan):
         layout, nodes, run, fastest = plan
         one_node_only = nodes > 1 and self._one_node(cluster.network_gbps)
         lighter = self._lighter(acc, cluster) if one_node_only else ()
-        return self._placed(layout, (nodes, per_node), (run, fastest), (eff, source), lighter)
+        fit = self._placed(layout, (nodes, per_node), (run, fastest), (eff, source), lighter)
+        if w.tokens or not cluster.peak_tflops:
+            return fit
+        return dataclasses.replace(
+            fit, training_tokens_per_s=self._tokens_per_s(eff, cluster, layout)
+        )
+
+    def _tokens_per_s(self, eff: float, cluster: Cluster, layout: Layout) -> float:
+        """Tokens a second `layout` trains (one optimizer step's tokens over its modelled time):
+        what a job without a token count is ranked by, price-performance, since its length is
+        unknown but its speed on each option is not."""
+        job = self._job(eff)
+        return job.sequences_per_step * job.seq_len / step_time(job, cluster, layout).seconds
 
     def _job(self, eff: float) -> Job:
         """The training job the performance model times (advisor/perf/training.py)."""

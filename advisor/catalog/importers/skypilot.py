@@ -36,6 +36,8 @@ from advisor.errors import InputError
 #   catalogs/v6/azure/vms.csv (commit 098741e70562f65d7af1cceb81e33b284f742604)
 #   catalogs/v8/oci/vms.csv   (commit 0588751183820cf2dab5c8a89447e8aac9f73fd5; one price per
 #                             shape worldwide, SpotPrice empty for bare-metal GPU shapes)
+#   catalogs/v8/lambda/vms.csv (commit 0f4070387edc953d7004cff197940e1918a1d6aa; one price per
+#                             instance type in every region, no zones, SpotPrice empty)
 LAYOUTS: dict[str, tuple[str, ...]] = {
     "aws": (
         "InstanceType",
@@ -86,8 +88,20 @@ LAYOUTS: dict[str, tuple[str, ...]] = {
         "Region",
         "AvailabilityZone",
     ),
+    "lambda": (
+        "InstanceType",
+        "AcceleratorName",
+        "AcceleratorCount",
+        "vCPUs",
+        "MemoryGiB",
+        "Price",
+        "Region",
+        "GpuInfo",
+        "SpotPrice",
+    ),
 }
 OPTIONAL_COLUMNS = frozenset({"Arch", "Generation", "GpuInfo"})
+SOURCED = frozenset({Purchase.on_demand.value, Purchase.spot.value})  # what the CSVs price
 MOVE_THRESHOLD = 0.10  # a price "moved" when it changed by more than 10%
 _MAX_REPORTED = 25
 
@@ -529,7 +543,10 @@ def _refresh(
         refreshed["vcpus"] = priced.vcpus
     if priced.memory_gib:
         refreshed["memory_gib"] = priced.memory_gib
-    refreshed["prices"] = _price_dicts(priced, as_of, source)
+    # SkyPilot prices on demand and spot only: a committed price written beside them (reserved,
+    # a Capacity Block; each with its own source and date) is kept, not dropped by the refresh
+    committed = [p for p in entry.get("prices") or [] if p.get("purchase") not in SOURCED]
+    refreshed["prices"] = _price_dicts(priced, as_of, source) + committed
     return refreshed
 
 

@@ -162,6 +162,9 @@ FAMILIES: dict[str, tuple[str, ...]] = {
         "BM.GPU.MI300X.",
         "BM.GPU.MI355X.",
     ),
+    # Lambda on-demand GPU instances of the hardware the catalog has (catalogs/v8/lambda/vms.csv:
+    # gpu_<N>x_<part>, e.g. gpu_8x_h100_sxm5 = 8 H100 SXM5, gpu_8x_b200_sxm6 = 8 B200)
+    "lambda": ("gpu_1x_b200", "gpu_2x_b200", "gpu_8x_b200", "gpu_4x_h100_sxm", "gpu_8x_h100_sxm"),
 }
 
 # AWS availability-zone ids of the region proper (use1-az6); Local/Wavelength Zones

@@ -1,0 +1,86 @@
+"""`advisor recommend --emit skypilot|dstack`: the launch file of the best option, checked
+against the schemas vendored in advisor/deploy/schemas/ (derived from SkyPilot's
+sky/utils/schemas.py and dstack's configuration models)."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from advisor.cli import app
+from advisor.deploy import launch
+
+FINE_TUNE = ["-w", "fine_tuning", "-m", "llama-3-8b", "--tokens", "2e9", "-P", "aws"]
+PRETRAIN = ["-w", "large_scale_training", "-m", "llama-3-70b", "--tokens", "1e12"]
+PRETRAIN += ["--deadline-days", "83", "-P", "aws"]
+
+
+def _run(*args: str) -> str:
+    result = CliRunner().invoke(app, ["recommend", *args])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _best(*args: str) -> dict:
+    import json
+
+    return json.loads(_run(*args, "--json"))["recommendations"][0]
+
+
+def test_skypilot_task_pins_the_best_option() -> None:
+    best = _best(*FINE_TUNE)
+    task = yaml.safe_load(_run(*FINE_TUNE, "--emit", "skypilot"))
+    res = task["resources"]
+    assert (res["cloud"], res["region"], res["instance_type"]) == (
+        "aws",
+        best["region"],
+        best["instance_type"],
+    )
+    # SkyPilot's accelerator name (the importer's table backwards) : GPUs per node
+    name = launch.skypilot_name(best["accelerator"])
+    assert res["accelerators"] == f"{name}:{best['gpu_count'] // best['nodes']}"
+    assert res["use_spot"] is False and "num_nodes" not in task
+    assert launch.problems(task, "skypilot") == []
+
+
+def test_a_multi_node_plan_sets_the_node_count_in_both_files() -> None:
+    best = _best(*PRETRAIN)
+    assert best["nodes"] > 1
+    sky = yaml.safe_load(_run(*PRETRAIN, "--emit", "skypilot"))
+    assert sky["num_nodes"] == best["nodes"]
+    dst = yaml.safe_load(_run(*PRETRAIN, "--emit", "dstack"))
+    assert dst["nodes"] == best["nodes"] and dst["type"] == "task"
+    assert dst["instance_types"] == [best["instance_type"]] and dst["regions"] == [best["region"]]
+    assert dst["spot_policy"] == "on-demand"
+    assert dst["resources"]["gpu"]["count"] == best["gpu_count"] // best["nodes"]
+    assert launch.problems(dst, "dstack") == []
+
+
+def test_spot_is_carried_over() -> None:
+    args = [*FINE_TUNE, "--purchase", "spot"]
+    assert yaml.safe_load(_run(*args, "--emit", "skypilot"))["resources"]["use_spot"] is True
+    assert yaml.safe_load(_run(*args, "--emit", "dstack"))["spot_policy"] == "spot"
+
+
+@pytest.mark.parametrize(
+    ("kind", "bad", "found"),
+    [
+        ("skypilot", {"resources": {"gpus": "H100:8"}, "run": "x"}, "'gpus' was unexpected"),
+        ("skypilot", {"resources": {"use_spot": "yes"}, "run": "x"}, "'yes' is not of type"),
+        (
+            "dstack",
+            {"type": "task", "commands": ["x"], "resources": {}, "spot_policy": "cheap"},
+            "'cheap' is not one of",
+        ),
+        ("dstack", {"type": "service", "commands": ["x"], "resources": {}}, "'task' was expected"),
+    ],
+)
+def test_the_schemas_refuse_what_the_tools_refuse(kind: str, bad: dict, found: str) -> None:
+    found_problems = launch.problems(bad, kind)  # type: ignore[arg-type]
+    assert any(found in p for p in found_problems), found_problems
+
+
+def test_an_edge_device_cannot_be_launched() -> None:
+    result = CliRunner().invoke(app, ["recommend", "-w", "edge_inference", "--emit", "dstack"])
+    assert result.exit_code != 0
