@@ -218,3 +218,38 @@ def test_two_ranks_one_slow_names_the_straggler_and_shows_each_rank() -> None:
     assert codes[0] == "straggler", report["findings"]
     assert "wait for rank 1" in report["findings"][0]["summary"]
     assert p.returncode == 1
+
+
+def test_node_watch_redraws_the_view_after_each_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two refreshes of a node with one held, idle GPU: the snapshot is read twice (once a
+    window) and the drawn view names the GPU's state and its process's finding."""
+    from rich.console import Console
+
+    from advisor.catalog import load_catalog
+    from advisor.cli import doctor_node
+
+    gib = 1 << 30
+    lib = FakeNvmlLib(
+        devices=[h200(processes=[{"pid": 4242, "used": 80 * gib, "name": "jupyter"}], gpm={2: 0.0})]
+    )
+    reads = []
+    real = doctor_node.read_node
+    monkeypatch.setattr(doctor_node, "read_node", lambda *a: reads.append(1) or real(*a))
+    out = Console(record=True, width=200, force_terminal=False)
+    view = doctor_node.watch(load_catalog(), Nvml(lib), None, 0.2, refreshes=2, out=out)
+    assert len(reads) == 2
+    assert view is not None and view.gpus[0].state == "idle_reservation"
+    drawn = out.export_text()
+    assert "GPU 0" in drawn and "idle_reservation" in drawn and "[idle_reservation]" in drawn
+
+
+@pytest.mark.parametrize(
+    ("args", "text"),
+    [
+        (["--watch"], "give --node with it"),
+        (["--node", "--watch", "--json"], "--watch is a live view"),
+    ],
+)
+def test_watch_bad_usage_is_exit_2(args: list[str], text: str) -> None:
+    p = _doctor(*args)
+    assert p.returncode == 2 and text in p.stderr, p.stderr

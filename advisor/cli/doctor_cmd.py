@@ -83,6 +83,13 @@ def doctor(
             "power, the findings and the idle dollars an hour (--duration: the window, 2s).",
         ),
     ] = False,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            help="With --node: redraw the view after each window (--duration, 2s) until Ctrl-C.",
+        ),
+    ] = False,
     instance_type: Annotated[
         str | None,
         typer.Option(help="Catalog instance type of this machine: prices the findings."),
@@ -120,8 +127,10 @@ def doctor(
     catalog = get_catalog()
     if instance_type is not None:
         get_instance_type(catalog, instance_type)  # an unknown id fails before the job starts
+    if watch and not node:
+        raise InputError("--watch redraws the node's view: give --node with it")
     if node:
-        _node(catalog, command, pid, instance_type, window_s, json_out, output)
+        _node(catalog, command, pid, instance_type, window_s, (json_out, watch), output)
     root = _target(command, pid, torch_hook)
     sender = ReportSender(report_to, token, spool_dir, path=ENDPOINT) if report_to else None
 
@@ -225,16 +234,24 @@ def _node(
     pid: int | None,
     instance_type: str | None,
     window_s: float | None,
-    json_out: bool,
+    json_and_watch: tuple[bool, bool],
     output: Any,
 ) -> None:
-    """--node: one look at every GPU, printed or as JSON; exit 0, or 3 without NVML."""
+    """--node: one look at every GPU, printed or as JSON, or redrawn with --watch; exit 0, or
+    3 without NVML."""
+    json_out, watch = json_and_watch
     if command or pid is not None:
         raise InputError("--node looks at the whole machine: give no command and no --pid")
+    if watch and (json_out or output is not None):
+        raise InputError("--watch is a live view: --json and --output take one snapshot")
     nvml, unmeasured = _open(err_console())
     if nvml is None:
         err_console().print(f"[red]error:[/] {escape(unmeasured[0])}", highlight=False)
         raise typer.Exit(EXIT_CANNOT_MEASURE)
+    if watch:
+        doctor_node.watch(catalog, nvml, instance_type, window_s)
+        nvml.shutdown()
+        raise typer.Exit(0)
     view = doctor_node.snapshot(catalog, nvml, instance_type, window_s)
     nvml.shutdown()
     data = view.model_dump(mode="json")

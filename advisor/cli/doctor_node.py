@@ -7,7 +7,10 @@ from __future__ import annotations
 import datetime as dt
 import socket
 
+from rich.console import Console, Group
+from rich.live import Live
 from rich.markup import escape
+from rich.text import Text
 
 from advisor.catalog import Catalog
 from advisor.cli.common import console, money
@@ -44,29 +47,56 @@ def snapshot(
     return node_view(readings, per_gpu, created, base.host, window, basis, unmeasured)
 
 
-def render(view: NodeView) -> None:
-    out = console()
-    out.print(
-        f"advisor doctor --node: {escape(view.host)}, {len(view.gpus)} GPU(s)", highlight=False
-    )
+def lines(view: NodeView) -> list[str]:
+    """The view as console markup, a line each: the node, each GPU and its processes, the
+    dollars, the price's basis and what was not measured."""
+    out = [f"advisor doctor --node: {escape(view.host)}, {len(view.gpus)} GPU(s)"]
     for g in view.gpus:
         active = "-" if g.active_pct is None else f"{g.active_pct:.0f}%"
         mem = "-" if g.memory_used_mib is None else f"{g.memory_used_mib / 1024:.1f} GiB"
         power = "-" if g.power_w is None else f"{g.power_w:.0f} W"
-        out.print(
+        out.append(
             f"  GPU {g.index} {escape(g.name or '?')}: {g.state}, activity {active}, memory "
-            f"{mem}, power {power}, idle {money(g.idle_usd_per_h)}/h",
-            highlight=False,
+            f"{mem}, power {power}, idle {money(g.idle_usd_per_h)}/h"
         )
         for p in g.processes or []:
             used = "-" if p.used_memory_mib is None else f"{p.used_memory_mib / 1024:.1f} GiB"
             finding = f" [{p.finding}]" if p.finding else ""
-            out.print(f"    pid {p.pid} {escape(p.name or '?')}: {used}{finding}", highlight=False)
-    out.print(
-        f"idle {money(view.idle_usd_per_h)}/h, under-used {money(view.under_used_usd_per_h)}/h",
-        highlight=False,
+            out.append(f"    pid {p.pid} {escape(p.name or '?')}: {used}{escape(finding)}")
+    out.append(
+        f"idle {money(view.idle_usd_per_h)}/h, under-used {money(view.under_used_usd_per_h)}/h"
     )
     if view.price_basis:
-        out.print(f"[dim]price: {escape(view.price_basis)}[/]", highlight=False, soft_wrap=True)
-    for line in view.unmeasured:
-        out.print(f"[dim]not measured: {escape(line)}[/]", highlight=False, soft_wrap=True)
+        out.append(f"[dim]price: {escape(view.price_basis)}[/]")
+    out += [f"[dim]not measured: {escape(line)}[/]" for line in view.unmeasured]
+    return out
+
+
+def render(view: NodeView) -> None:
+    out = console()
+    for line in lines(view):
+        out.print(line, highlight=False, soft_wrap=True)
+
+
+def watch(
+    catalog: Catalog,
+    nvml: Nvml,
+    instance_type: str | None,
+    window_s: float | None,
+    refreshes: int | None = None,
+    out: Console | None = None,
+) -> NodeView | None:
+    """The view redrawn in place after each window until Ctrl-C (or `refreshes` views): a
+    snapshot is the refresh, so the window is the refresh period. The last view, or None when
+    interrupted before the first."""
+    view = None
+    shown = 0
+    with Live(console=out or console(), auto_refresh=False, transient=False) as live:
+        try:
+            while refreshes is None or shown < refreshes:
+                view = snapshot(catalog, nvml, instance_type, window_s)
+                live.update(Group(*(Text.from_markup(line) for line in lines(view))), refresh=True)
+                shown += 1
+        except KeyboardInterrupt:
+            pass
+    return view
