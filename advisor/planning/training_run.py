@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from advisor.catalog.models import Accelerator, WorkloadProfile
 from advisor.errors import InputError, field_name
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
+from advisor.perf.efficiency import relative_efficiency
 from advisor.perf.sizing import (
     METHODS,
     TRAINING_STATE_BYTES,
@@ -153,10 +154,7 @@ class TrainingRun(Plan):
         the work and, with a deadline, meet it at the lowest node-hours (plan_training); when no
         layout holds it, every figure at one whole node (or the GPUs asked for) and why."""
         w, per_node = self.w, cluster.per_node
-        eff, source = self.efficiency(acc)
-        factor = training_peaks(acc, w.precision)[2]
-        if factor != 1.0:
-            eff, source = eff * factor, f"{source} x {factor:g} in {w.precision} (FP8 kernels)"
+        eff, source = self.training_efficiency(acc)
         layouts = self._layouts(w.method, usable_memory_gb(acc.device_memory_gb), per_node)
         wanted = self.profile.default_gpu_count if w.gpu_count is None else w.gpu_count
         if not layouts:
@@ -177,6 +175,19 @@ class TrainingRun(Plan):
         one_node_only = nodes > 1 and self._one_node(cluster.network_gbps)
         lighter = self._lighter(acc, cluster) if one_node_only else ()
         return self._placed(layout, (nodes, per_node), (run, fastest), (eff, source), lighter)
+
+    def training_efficiency(self, acc: Accelerator) -> tuple[float, str]:
+        """The calibrated efficiency on `acc` in the request's precision: the FP8 factor and the
+        vendor/generation factor (advisor/perf/efficiency.py) applied."""
+        eff, source = self.efficiency(acc)
+        precision = self.w.precision
+        factor = training_peaks(acc, precision)[2]
+        if factor != 1.0:
+            eff, source = eff * factor, f"{source} x {factor:g} in {precision} (FP8 kernels)"
+        vendor = relative_efficiency(acc, precision)
+        if vendor.factor != 1.0:
+            eff, source = min(eff * vendor.factor, 1.0), f"{source} {vendor.words()}"
+        return eff, source
 
     def _job(self, eff: float) -> Job:
         """The training job the performance model times (advisor/perf/training.py)."""
