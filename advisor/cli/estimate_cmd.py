@@ -52,7 +52,9 @@ def _summary(r: Estimate) -> list[str]:
         f"{hw.nodes} node(s), {hw.gpus} GPU(s); {r.memory_per_gpu_gb:,.1f} GB per GPU",
         f"efficiency {r.efficiency:.2f}: {r.efficiency_source}",
     ]
-    if r.hours is not None:
+    if not r.fits:  # no time or cost headline for a plan that cannot run: the notes say why
+        lines.append("does not fit: no time or cost (the notes say why)")
+    elif r.hours is not None:
         lines.append(
             f"{r.hours:,.1f} hours ({r.hours / 24:,.1f} days); {money(r.hourly_usd)}/h; "
             f"cost {money(r.cost_usd)}"

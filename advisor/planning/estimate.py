@@ -140,7 +140,7 @@ def estimate(
     )
     notes = blocking + _information(fit, profile, node) + _price_notes(price)
     hours = completion_hours(fit.hours, spot)
-    return Estimate(
+    result = Estimate(
         workload=profile.id,
         model=req.model_label(" parameters"),
         sizing=profile.sizing,
@@ -177,6 +177,30 @@ def estimate(
         layout=_layout(fit.layout),
         notes=notes,
     )
+    return _untimed(result) if _no_network_across_nodes(fit, node) else result
+
+
+# Figures that time a step or a run: meaningless across nodes with no network between them.
+TIMED_FIGURES = frozenset({"step_s", "mfu", "hfu", "hours", "tokens_per_s"})
+
+
+def _no_network_across_nodes(fit: Fit, node: _Node) -> bool:
+    """Whether the plan splits one job across nodes whose network the catalog does not know
+    (a bare accelerator off its reference system): no time can be given, only the memory."""
+    return fit.spans_nodes and not node.network_gbps
+
+
+def _untimed(result: Estimate) -> Estimate:
+    """The estimate without a time, a speed or a cost (its memory and FLOPs kept): a job across
+    nodes with no known network between them would otherwise print an absurd time (the nodes
+    talking at nothing); the notes name what is missing."""
+    figures = [
+        f
+        for f in result.figures
+        if f.name not in TIMED_FIGURES and not f.name.endswith("_s_per_step")
+    ]
+    none = dict.fromkeys(("hours", "cost_usd", "gpu_hours", "mfu", "hfu", "tokens_per_s"))
+    return result.model_copy(update={"figures": figures, "fits": False, **none})
 
 
 def _profile(catalog: Catalog, req: EstimateRequest) -> WorkloadProfile:
