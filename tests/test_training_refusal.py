@@ -3,7 +3,10 @@ and the CLI's headline of an estimate that does not fit."""
 
 from __future__ import annotations
 
+import pytest
+
 from advisor import Catalog
+from advisor.perf.training import FAILURES_PER_GPU_HOUR, goodput
 from advisor.planning.estimate import estimate
 from advisor.request import EstimateRequest
 from tests.test_cli import run as cli
@@ -64,3 +67,32 @@ def test_cli_exit_1_and_no_cost_headline() -> None:
     assert out.returncode == 1
     assert "does not fit: no time or cost" in out.stdout
     assert "hours (" not in out.stdout
+
+
+def test_goodput_is_smooth_in_gpus_and_llama3_at_16k() -> None:
+    """By hand: Llama 3 lost 10% on 16,384 GPUs (1/0.9 = 1 + 1/9); the loss grows with the GPUs
+    (interruptions per GPU-hour): 1 / (1 + N / 16,384 / 9). 8 GPUs: 0.99995; 1,024: 0.9931."""
+    assert goodput(16_384) == pytest.approx(0.90)
+    assert goodput(8) == pytest.approx(1 / (1 + 8 / 16_384 / 9))
+    assert goodput(1024) == pytest.approx(0.99310, abs=1e-5)
+    assert pytest.approx(1.973e-5, rel=1e-3) == FAILURES_PER_GPU_HOUR
+
+
+def test_no_step_at_a_day(shipped: Catalog) -> None:
+    """The same job just under and just over 24 hours pays the same share of goodput: the
+    hours scale with the tokens (no 10% charge that starts at 24 h)."""
+    hours = []
+    for tokens in (6.5e9, 7.5e9):
+        r = estimate(
+            shipped,
+            EstimateRequest(
+                workload="fine_tuning",
+                model="llama-3-8b",
+                tokens=tokens,
+                instance_type="p5.48xlarge",
+            ),
+        )
+        assert r.hours is not None
+        hours.append(r.hours)
+    assert hours[0] < 24 < hours[1]
+    assert hours[1] / hours[0] == pytest.approx(7.5 / 6.5, rel=1e-3)
