@@ -117,3 +117,19 @@ def table_efficiency(acc: Accelerator, precision: str) -> Efficiency | None:
     share = 2 * side**3 / timed.seconds / (peak * 1e12)
     factor = round(min(share, 1.0) / REFERENCE_GEMM_SHARE, 3)
     return Efficiency(factor, factor, factor, f"{table.source}, GEMM {share:.2f} of peak")
+
+
+# The spread of the calibrated efficiency itself: the median error of the training rows on the
+# reference generations (38 of 39 within x1.5, median 8.1%:
+# benchmarks/results/calibration-training-2026-12-03.txt).
+CALIBRATION_SPREAD = 0.081
+
+
+def efficiency_bounds(acc: Accelerator, precision: str = "bf16") -> tuple[float, float]:
+    """(pessimistic, optimistic) multipliers on the planned efficiency of `acc`: the calibration
+    spread, widened by the measured range of the generation's factor."""
+    factor = relative_efficiency(acc, precision)
+    return (
+        (1 - CALIBRATION_SPREAD) * factor.low / factor.factor,
+        (1 + CALIBRATION_SPREAD) * factor.high / factor.factor,
+    )
