@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from advisor import Catalog
+from advisor import Catalog, Workload, recommend
 from advisor.planning.estimate import Estimate, estimate
 from advisor.request import EstimateRequest
 from tests.test_cli import run as cli
@@ -71,3 +71,26 @@ def test_cli_and_json_carry_margin_and_budget() -> None:
     )
     data = json.loads(cli(*args, "--json").stdout)
     assert data["tokens_within_budget"] > 1e12 and len(data["hours_range"]) == 2
+
+
+def test_recommend_states_the_margin(shipped: Catalog) -> None:
+    """Every training option says when it finishes at either end of the efficiency; on an H100
+    option the ends are hours / 1.081 and hours / 0.919 (the calibration spread alone)."""
+    result = recommend(
+        shipped,
+        Workload(
+            workload="large_scale_training",
+            model="llama-3.1-70b",
+            tokens=1e12,
+            deadline_days=30,
+            limit=20,
+        ),
+    )
+    h100 = [r for r in result.recommendations if r.accelerator == "h100-sxm"]
+    assert h100
+    for r in result.recommendations:
+        assert r.sizing is not None and r.sizing.hours and r.sizing.hours_range
+        assert r.sizing.hours_range[0] < r.sizing.hours < r.sizing.hours_range[1]
+        assert any(x.startswith("finishes in ") for x in r.reasons)
+    hours, (low, high) = h100[0].sizing.hours, h100[0].sizing.hours_range  # type: ignore[union-attr]
+    assert low == pytest.approx(hours / 1.081) and high == pytest.approx(hours / 0.919)

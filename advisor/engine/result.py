@@ -38,6 +38,9 @@ class SizedFigures(_Out):
         None, description="training: model FLOPs utilisation (6ND; 4ND + 6AD with LoRA adapters)"
     )
     layout: str | None = Field(None, description="training: data/tensor/pipeline parallel, ZeRO")
+    hours_range: tuple[float, float] | None = Field(
+        None, description="training: hours at the optimistic and the pessimistic efficiency"
+    )
 
 
 class Recommendation(_Out):

@@ -47,4 +47,7 @@ class Fit:
     deadline_met: bool = True
     fastest_hours: float | None = None
     least_gpus: int | None = None  # set when max_gpus is below the fewest GPUs that hold it
+    # training with a token count: the hours at the optimistic and the pessimistic efficiency
+    # (advisor/perf/efficiency.py efficiency_bounds)
+    hours_range: tuple[float, float] | None = None
     figures: tuple[Figure, ...] = field(default=(), compare=False)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from advisor.catalog.models import Accelerator, WorkloadProfile
 from advisor.errors import InputError, field_name
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
-from advisor.perf.efficiency import relative_efficiency
+from advisor.perf.efficiency import efficiency_bounds, relative_efficiency
 from advisor.perf.sizing import (
     METHODS,
     TRAINING_STATE_BYTES,
@@ -174,7 +174,8 @@ class TrainingRun(Plan):
         layout, nodes, run, fastest = plan
         one_node_only = nodes > 1 and self._one_node(cluster.network_gbps)
         lighter = self._lighter(acc, cluster) if one_node_only else ()
-        return self._placed(layout, (nodes, per_node), (run, fastest), (eff, source), lighter)
+        placed = self._placed(layout, (nodes, per_node), (run, fastest), (eff, source), lighter)
+        return with_hours_range(placed, acc, w.precision)
 
     def training_efficiency(self, acc: Accelerator) -> tuple[float, str]:
         """The calibrated efficiency on `acc` in the request's precision: the FP8 factor and the
@@ -403,3 +404,12 @@ class TrainingRun(Plan):
 def _cost(f: Fit) -> tuple[int, float]:
     """What the choices between plans weigh: GPUs rented, then GPU-hours."""
     return f.rented_gpus, f.gpu_hours or 0.0
+
+
+def with_hours_range(fit: Fit, acc: Accelerator, precision: str) -> Fit:
+    """The fit with its hours at the optimistic and the pessimistic efficiency of `acc` (time
+    taken as inversely proportional to the efficiency: an upper bound on the swing)."""
+    if fit.hours is None:
+        return fit
+    low, high = efficiency_bounds(acc, precision)
+    return dataclasses.replace(fit, hours_range=(fit.hours / high, fit.hours / low))
