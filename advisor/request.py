@@ -729,6 +729,15 @@ class EstimateRequest(_PriceChoice, SizedWork):
         ),
     ] = None
     region: Annotated[str | None, Field(min_length=1), Cli("Price region.", HARDWARE, "-r")] = None
+    budget_usd: Annotated[
+        float | None,
+        Field(gt=0, le=1e12, description="training: the most to spend on the whole run, USD"),
+        Cli(
+            "Training: the most to spend on the run, USD (says the most tokens it buys).",
+            TRAINING,
+        ),
+        SizesWork("training"),
+    ] = None
 
     @model_validator(mode="after")
     def _one_kind_of_hardware(self) -> EstimateRequest:

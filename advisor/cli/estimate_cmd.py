@@ -54,11 +54,14 @@ def _summary(r: Estimate) -> list[str]:
     ]
     if r.speed_source is not None:
         lines.append(f"speeds: {r.speed_source}")
-    if r.hours is not None:
+    if not r.fits:  # no time or cost headline for a plan that cannot run: the notes say why
+        lines.append("does not fit: no time or cost (the notes say why)")
+    elif r.hours is not None:
         lines.append(
             f"{r.hours:,.1f} hours ({r.hours / 24:,.1f} days); {money(r.hourly_usd)}/h; "
             f"cost {money(r.cost_usd)}"
         )
+    lines += _margins(r)
     if r.layout is not None and r.mfu is not None:
         lay = r.layout
         ep = f" (EP {lay.expert_parallel})" if lay.expert_parallel > 1 else ""
@@ -74,3 +77,16 @@ def _summary(r: Estimate) -> list[str]:
             f"{money(r.cost_per_million_tokens_usd)} per million tokens"
         )
     return lines + [f"note: {n}" for n in r.notes]
+
+
+def _margins(r: Estimate) -> list[str]:
+    """The deadline margin and the budget's tokens, when the estimate has them."""
+    out = []
+    if r.fits and r.hours_range is not None:
+        low, high = (h / 24 for h in r.hours_range)
+        out.append(
+            f"finishes in {low:,.1f}-{high:,.1f} days (optimistic to pessimistic efficiency)"
+        )
+    if r.tokens_within_budget is not None:
+        out.append(f"{r.tokens_within_budget:,.4g} tokens within the budget at this plan's cost")
+    return out

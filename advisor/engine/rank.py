@@ -304,6 +304,7 @@ def sized_figures(fit: Fit, hourly_usd: float, spot: SpotPlan | None = None) -> 
         cost_per_million_trained_tokens_usd=cost_per_million_tokens_usd(
             hourly_usd, fit.training_tokens_per_s
         ),
+        hours_range=fit.hours_range,
     )
 
 
@@ -358,6 +359,11 @@ def _training_reasons(
     ]
     if fit.layout is not None and fit.mfu is not None:
         out.append(f"{fit.layout.words()}; MFU {fit.mfu:.2f} on model FLOPs")
+    if fit.hours_range is not None:
+        low, high = (h / 24 for h in fit.hours_range)
+        out.append(
+            f"finishes in {low:,.1f}-{high:,.1f} days (optimistic to pessimistic efficiency)"
+        )
     if w.deadline_days is not None:
         out.append(f"meets the {w.deadline_days:g}-day deadline")
     elif days > LONG_PLAN_DAYS:

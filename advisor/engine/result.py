@@ -45,6 +45,9 @@ class SizedFigures(_Out):
     cost_per_million_trained_tokens_usd: float | None = Field(
         None, description="training without a token count: $/h over the tokens trained an hour"
     )
+    hours_range: tuple[float, float] | None = Field(
+        None, description="training: hours at the optimistic and the pessimistic efficiency"
+    )
 
 
 class Recommendation(_Out):

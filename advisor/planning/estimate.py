@@ -30,6 +30,7 @@ from advisor.perf.cost import (
     cost_to_completion_usd,
     option_hourly_usd,
 )
+from advisor.perf.efficiency import efficiency_bounds
 from advisor.perf.inference import Targets, check_tensor_parallel
 from advisor.perf.precision import require_precision
 from advisor.perf.sizing import Figure
@@ -112,6 +113,10 @@ class Estimate(_Result):
     mfu: Annotated[float | None, Field(exclude_if=_absent_when_none)] = None
     hfu: Annotated[float | None, Field(exclude_if=_absent_when_none)] = None
     layout: Annotated[ParallelLayout | None, Field(exclude_if=_absent_when_none)] = None
+    # training with a token count: the hours at the pessimistic and the optimistic efficiency
+    # (perf/efficiency.py efficiency_bounds), and with budget_usd the tokens it buys
+    hours_range: Annotated[tuple[float, float] | None, Field(exclude_if=_absent_when_none)] = None
+    tokens_within_budget: Annotated[float | None, Field(exclude_if=_absent_when_none)] = None
 
 
 def estimate(
@@ -138,17 +143,18 @@ def estimate(
     # an unfit estimate keeps every figure (fits false, and why), its price at the count shown
     hourly = option_hourly_usd(price.hourly_usd, fit.nodes) if price and fit.nodes else None
     spot = _spot(catalog, instance, price, fit, profile, req)
+    hours = completion_hours(fit.hours, spot)
     blocking = (
         _notes(fit, profile, node)
         + _latency_notes(fit, plan.targets)
         + _deadline_notes(fit, req.deadline_days)
         + _spot_notes(spot, profile)
+        + _budget_notes(req.budget_usd, cost_to_completion_usd(hourly, hours))
     )
     notes = blocking + _information(fit, profile, node) + _price_notes(price)
     if profile.sizing == "inference" and fit.unfit:
         notes += _expert_parallel(plan, req, node)
-    hours = completion_hours(fit.hours, spot)
-    return Estimate(
+    result = Estimate(
         workload=profile.id,
         model=req.model_label(" parameters"),
         sizing=profile.sizing,
@@ -186,6 +192,53 @@ def estimate(
         layout=_layout(fit.layout),
         notes=notes,
     )
+    if _no_network_across_nodes(fit, node):
+        return _untimed(result)
+    return _with_margins(result, fit, node.acc, req)
+
+
+def _with_margins(result: Estimate, fit: Fit, acc: Accelerator, req: EstimateRequest) -> Estimate:
+    """A timed training estimate's hours under the pessimistic and optimistic efficiency (time
+    taken as inversely proportional to it: an upper bound on the swing, communication does not
+    scale) and, with a budget, the tokens it buys at the plan's cost per token."""
+    if fit.hours is None or result.sizing != "training":
+        return result
+    low, high = efficiency_bounds(acc, req.precision)
+    hours = result.hours or fit.hours
+    update: dict[str, object] = {"hours_range": (hours / high, hours / low)}
+    if req.budget_usd is not None and result.cost_usd and req.tokens:
+        update["tokens_within_budget"] = req.tokens * req.budget_usd / result.cost_usd
+    return result.model_copy(update=update)
+
+
+def _budget_notes(budget_usd: float | None, cost_usd: float | None) -> list[str]:
+    """A run that costs more than the budget (only a priced estimate has a cost)."""
+    if budget_usd is None or cost_usd is None or cost_usd <= budget_usd:
+        return []
+    return [f"costs ${cost_usd:,.0f}, above the ${budget_usd:,.0f} budget (--budget-usd)"]
+
+
+# Figures that time a step or a run: meaningless across nodes with no network between them.
+TIMED_FIGURES = frozenset({"step_s", "mfu", "hfu", "hours", "tokens_per_s"})
+
+
+def _no_network_across_nodes(fit: Fit, node: _Node) -> bool:
+    """Whether the plan splits one job across nodes whose network the catalog does not know
+    (a bare accelerator off its reference system): no time can be given, only the memory."""
+    return fit.spans_nodes and not node.network_gbps
+
+
+def _untimed(result: Estimate) -> Estimate:
+    """The estimate without a time, a speed or a cost (its memory and FLOPs kept): a job across
+    nodes with no known network between them would otherwise print an absurd time (the nodes
+    talking at nothing); the notes name what is missing."""
+    figures = [
+        f
+        for f in result.figures
+        if f.name not in TIMED_FIGURES and not f.name.endswith("_s_per_step")
+    ]
+    none = dict.fromkeys(("hours", "cost_usd", "gpu_hours", "mfu", "hfu", "tokens_per_s"))
+    return result.model_copy(update={"figures": figures, "fits": False, **none})
 
 
 def _profile(catalog: Catalog, req: EstimateRequest) -> WorkloadProfile:

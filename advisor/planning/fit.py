@@ -53,4 +53,7 @@ class Fit:
     # training without a token count: tokens a second the rented GPUs train on this layout (the
     # performance model's step time, no run length needed); price-performance ranks by it
     training_tokens_per_s: float | None = None
+    # training with a token count: the hours at the optimistic and the pessimistic efficiency
+    # (advisor/perf/efficiency.py efficiency_bounds)
+    hours_range: tuple[float, float] | None = None
     figures: tuple[Figure, ...] = field(default=(), compare=False)

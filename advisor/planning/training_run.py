@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from advisor.catalog.models import Accelerator, WorkloadProfile
 from advisor.errors import InputError, field_name
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
+from advisor.perf.efficiency import efficiency_bounds, relative_efficiency
 from advisor.perf.sizing import (
     EVERY_WEIGHT,
     METHODS,
@@ -163,11 +164,7 @@ class TrainingRun(Plan):
         the work and, with a deadline, meet it at the lowest node-hours (plan_training); when no
         layout holds it, every figure at one whole node (or the GPUs asked for) and why."""
         w, per_node = self.w, cluster.per_node
-        eff, source = self.efficiency(acc)
-        factor = training_peaks(acc, w.precision)[2]
-        if factor != 1.0:
-            kernels = "NVFP4 recipe" if w.precision == "fp4" else "FP8 kernels"
-            eff, source = eff * factor, f"{source} x {factor:.3g} in {w.precision} ({kernels})"
+        eff, source = self.training_efficiency(acc)
         layouts = self._layouts(w.method, usable_memory_gb(acc.device_memory_gb), cluster.domain)
         wanted = self.profile.default_gpu_count if w.gpu_count is None else w.gpu_count
         if not layouts:
@@ -187,7 +184,8 @@ class TrainingRun(Plan):
         layout, nodes, run, fastest = plan
         one_node_only = nodes > 1 and self._one_node(cluster.network_gbps)
         lighter = self._lighter(acc, cluster) if one_node_only else ()
-        fit = self._placed(layout, (nodes, per_node), (run, fastest), (eff, source), lighter)
+        placed = self._placed(layout, (nodes, per_node), (run, fastest), (eff, source), lighter)
+        fit = with_hours_range(placed, acc, w.precision)
         if w.tokens or not cluster.peak_tflops:
             return fit
         return dataclasses.replace(
@@ -200,6 +198,20 @@ class TrainingRun(Plan):
         unknown but its speed on each option is not."""
         job = self._job(eff)
         return job.sequences_per_step * job.seq_len / step_time(job, cluster, layout).seconds
+
+    def training_efficiency(self, acc: Accelerator) -> tuple[float, str]:
+        """The calibrated efficiency on `acc` in the request's precision: the FP8 or NVFP4
+        factor and the vendor/generation factor (advisor/perf/efficiency.py) applied."""
+        eff, source = self.efficiency(acc)
+        precision = self.w.precision
+        factor = training_peaks(acc, precision)[2]
+        if factor != 1.0:
+            kernels = "NVFP4 recipe" if precision == "fp4" else "FP8 kernels"
+            eff, source = eff * factor, f"{source} x {factor:.3g} in {precision} ({kernels})"
+        vendor = relative_efficiency(acc, precision)
+        if vendor.factor != 1.0:
+            eff, source = min(eff * vendor.factor, 1.0), f"{source} {vendor.words()}"
+        return eff, source
 
     def _job(self, eff: float) -> Job:
         """The training job the performance model times (advisor/perf/training.py)."""
@@ -467,3 +479,12 @@ def _recompute_why(share: float, chosen: Fit, plans: list[tuple[float, Fit]]) ->
 def _cost(f: Fit) -> tuple[int, float]:
     """What the choices between plans weigh: GPUs rented, then GPU-hours."""
     return f.rented_gpus, f.gpu_hours or 0.0
+
+
+def with_hours_range(fit: Fit, acc: Accelerator, precision: str) -> Fit:
+    """The fit with its hours at the optimistic and the pessimistic efficiency of `acc` (time
+    taken as inversely proportional to the efficiency: an upper bound on the swing)."""
+    if fit.hours is None:
+        return fit
+    low, high = efficiency_bounds(acc, precision)
+    return dataclasses.replace(fit, hours_range=(fit.hours / high, fit.hours / low))
