@@ -23,11 +23,13 @@ from advisor.api.settings import Settings
 from advisor.catalog.settings import shipped_catalog_dir
 from advisor.store import StoreError
 from advisor.store.sqlite import SqliteStore
+from probes.ops_table import OpsTable
 from tests.api_server import live_server
 from tests.factories import mini_catalog_data, write_catalog
 from tests.memory_store import MemoryStore
 from tests.reports import RECENT
 from tests.test_api import problem
+from tests.test_ops_tables_api import H200, posted
 
 WRITER = "writer-t0ken"
 READER = "reader-t0ken"
@@ -51,6 +53,7 @@ GUARDED = {
     "getUtilisationReport": "/v1/utilisation-reports/{uid}",
     "getFleetSummary": "/v1/fleet/summary",
     "getReview": "/v1/review",
+    "getFleetOpsTable": "/v1/fleet/ops-tables/h200-sxm",
 }
 # Open on purpose (README "Read access" says why); the writes keep their own token.
 OPEN_GETS = (
@@ -63,7 +66,7 @@ OPEN_GETS = (
     "/v1/instance-types/p5.48xlarge",
     "/openapi.json",
 )
-WRITES = {"createProbeReport", "createUtilisationReport", "reloadCatalog"}
+WRITES = {"createProbeReport", "createUtilisationReport", "createOpsTable", "reloadCatalog"}
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -82,7 +85,16 @@ def guarded(tmp_path: Path) -> Iterator[tuple[TestClient, dict[str, str]]]:
             "/v1/probe-reports", json=json.loads(REPORT.read_text()), headers=bearer(WRITER)
         )
         usage = c.post("/v1/utilisation-reports", json=USAGE, headers=bearer(WRITER))
-        assert report.status_code == usage.status_code == 201, (report.text, usage.text)
+        ops = c.post(
+            "/v1/ops-tables",
+            json=posted(OpsTable.model_validate_json(H200.read_bytes()), "gpu-1"),
+            headers=bearer(WRITER),
+        )
+        assert report.status_code == usage.status_code == ops.status_code == 201, (
+            report.text,
+            usage.text,
+            ops.text,
+        )
         paths = {
             op: p.format(id=report.json()["id"], uid=usage.json()["id"])
             for op, p in GUARDED.items()

@@ -491,6 +491,51 @@ def _hand_pipeline_hours(peak_tflops: float, dp: int, pp: int) -> float:
     return raw / 0.9 if raw > 24 else raw
 
 
+def _hand_context_hours(peak_tflops: float, dp: int, cp: int, recomputed: float) -> float:
+    """The same 7B run over DP x CP GPUs of 1-GPU nodes on the 100 Gbit/s network (12.5 GB/s a
+    GPU) with ZeRO-3 over all of them and `recomputed` of the layers recomputed whole: (6 + 2 x
+    recomputed) x N x D FLOPs; each of the 1,024 / dp micro-batches a DP rank runs gathers the
+    weights twice and reduces the gradients once (3 x 7e9 x 2 bytes x (n-1)/n, n = dp x cp) in
+    rings of n-1 network steps (8.4 + (n-1) x 14 us) 3 times a layer; context parallelism passes
+    a sequence's keys and values (2 x 4,096 x 32 heads x 128 x 2 bytes) round its ring, (cp-1)/cp
+    of them 3 times a layer and micro-batch, which only attention's compute covers (at most 80%);
+    ZeRO-3's gather under the forward (1/3), the rest under the backward (2/3)."""
+    tokens, gpus = 4_194_304, dp * cp
+    k = 6 + 2 * recomputed
+    gemm = k * 7e9 * tokens / (gpus * peak_tflops * 1e12 * 0.4)
+    attention = k * 32 * 4096 * 4096 * tokens / (gpus * peak_tflops * 1e12 * 0.65)
+    compute = gemm + attention
+    micro = 1024 // dp
+    zero3 = 3 * micro * 7e9 * 2 * (gpus - 1) / gpus / 12.5e9
+    zero3 += 3 * micro * 32 * (8.4 + (gpus - 1) * 14.0) * 1e-6
+    ring = 3 * 32 * micro * (2 * 4096 * 32 * 128 * 2) * (cp - 1) / cp / 12.5e9
+    exposed = sum(max(zero3 * c - compute * c, 0.2 * zero3 * c) for c in (1 / 3, 2 / 3))
+    exposed += max(ring - attention, 0.2 * ring)
+    raw = 1e11 / tokens * (compute + exposed) / 3600
+    return raw / 0.9 if raw > 24 else raw
+
+
+def _hand_tensor_pipeline_hours(peak_tflops: float, tp: int, pp: int, per_node: int) -> float:
+    """The same 7B run without recomputation over TP x PP GPUs (one data-parallel rank, TP inside
+    a node over its 25 GB/s link, PP across nodes of `per_node` GPUs sharing the 12.5 GB/s
+    network): compute x (1 + bubble (pp-1)/(v m)), v = 32 // (pp x 2) virtual stages, m = 1,024
+    micro-batches; TP's 4 all-reduces a layer and token (no recomputation) of its 32 / pp layers'
+    hidden states, 2 x (tp-1)/tp of 4,096 x 2 bytes each for all 4,194,304 tokens, 60% hidden
+    under the GEMMs; PP's 2 x v x m hidden states a sequence (4,096 x 4,096 x 2 bytes / tp) over
+    12.5 / per_node GB/s, exposed beyond the compute but for 20%."""
+    tokens = 4_194_304
+    gpus = tp * pp
+    compute = 6 * 7e9 * tokens / (gpus * peak_tflops * 1e12 * 0.4)
+    compute += 6 * 32 * 4096 * 4096 * tokens / (gpus * peak_tflops * 1e12 * 0.65)
+    virtual, micro = 32 // (pp * 2), 1024
+    compute *= 1 + (pp - 1) / (virtual * micro)
+    tensor = 4 * 32 / pp * 4096 * 2 * tokens * 2 * (tp - 1) / tp / 25e9
+    pipe = 2 * virtual * micro * 4096 * 4096 * 2 / tp / (12.5e9 / per_node)
+    exposed = max(tensor - compute, 0.4 * tensor) + max(pipe - compute, 0.2 * pipe)
+    raw = 1e11 / tokens * (compute + exposed) / 3600
+    return raw / 0.9 if raw > 24 else raw
+
+
 def test_job_cost_is_six_n_d_at_the_mfu_with_communication_times_the_nodes_price() -> None:
     """7B parameters, 1e11 tokens: 6·N·D = 4.2e21 model FLOP. The profile asks for at least 8
     GPUs, so a 1-GPU type rents 8 nodes and a 4-GPU type 2; old (16 GB, 14.4 usable) holds 112 GB
@@ -502,22 +547,31 @@ def test_job_cost_is_six_n_d_at_the_mfu_with_communication_times_the_nodes_price
     parameter kept whole (28 GB) do not fit either. Efficiency 0.4, times the fleet's 0.9 on
     `big` (10 reports). old has no bf16 but an fp16 peak of 65 TFLOP/s. A pretraining profile
     scales out, so the planner weighs pipeline stages too: on the 1-GPU types over the 100 Gbit/s
-    network they move hidden states instead of ZeRO-3's weights and cost less, old1 on 16
-    nodes (DP 4 x PP 4, ZeRO-1: the stages hold ZeRO-1's 28 GB over 4) and small1 on 8 (PP 8)."""
+    network they move hidden states instead of ZeRO-3's weights and cost less: small1 on 8 (PP
+    8), and on old1 16 nodes of DP 4 x PP 4 (ZeRO-1: the stages hold ZeRO-1's 28 GB over 4) cost
+    less than ZeRO-3 on 9. Cheaper still on old1: ZeRO-3 over DP 8 x CP 2 with a quarter of the
+    layers recomputed (context parallelism halves each rank's activations, which lets three
+    quarters of the layers keep theirs; the recomputed forward shrinks from 2ND to 0.5ND). On
+    small4's two nodes TP 4 x PP 2 holds the work without recomputation (TP inside the node, one
+    stage a node) and costs less than ZeRO-3 recomputing over all eight."""
     cat = tiny_catalog()
     job = CostedJob("7B x 1e11", "pretrain", 1e11, params_b=7)
     (result,) = workload_costs(cat, [job], {"big": Calibration(0.9, 10)}, "us-east-1")
     flops = 6 * 7e9 * 1e11
     links = {i.id: i.interconnect_gb_s for i in cat.instance_types.values()}
     expected = {  # instance type: (nodes, GPUs, hours, $/h of all nodes)
-        "old1": (16, 16, _hand_pipeline_hours(65, 4, 4), 16 * 0.3),
-        "small4": (2, 8, _hand_hours(121, 0.4, 4, links["small4"], 8, True), 2 * 3.5),
+        "old1": (16, 16, _hand_context_hours(65, 8, 2, 0.25), 16 * 0.3),
+        "small4": (2, 8, _hand_tensor_pipeline_hours(121, 4, 2, 4), 2 * 3.5),
         "small1": (8, 8, _hand_pipeline_hours(121, 1, 8), 8 * 1.0),
         "big8": (1, 8, _hand_hours(989, 0.36, 8, links["big8"], 8, False, 1), 80),
         "big1": (8, 8, _hand_hours(989, 0.36, 1, links["big1"], 8, False, 1), 8 * 12),
     }
     # cheaper than ZeRO-3 alone on as many GPUs as it needs (9 of old's, 8 of small's)
-    assert expected["old1"][2] * 16 * 0.3 < _hand_hours(65, 0.4, 1, 0, 9, True) * 9 * 0.3
+    piped = _hand_pipeline_hours(65, 4, 4)
+    assert piped * 16 * 0.3 < _hand_hours(65, 0.4, 1, 0, 9, True) * 9 * 0.3
+    assert expected["old1"][2] < piped
+    sharded = _hand_hours(121, 0.4, 4, links["small4"], 8, True)
+    assert expected["small4"][2] < sharded
     assert expected["small1"][2] < _hand_hours(121, 0.4, 1, 0, 8, True)
     cheapest_first = sorted(expected, key=lambda k: expected[k][2] * expected[k][3])
     assert [c.instance_type for c in result.costs] == cheapest_first

@@ -225,12 +225,13 @@ def plan_training(
 def _undated_choice(
     job: Job | None, cluster: Cluster, options: list[tuple[Layout, int, int]]
 ) -> list[tuple[Layout, int, int]]:
-    """Without a deadline: on the fewest nodes any layout needs (an expert-parallel degree that
-    forces more data-parallel ranks than the GPUs asked for is not weighed against layouts that
-    fit them), of the layouts that keep every GPU busy the one with the fewest GPU-hours (the
-    narrowest first among equals); without a token count, the narrowest."""
+    """Without a deadline: of the layouts that keep every GPU busy the one with the fewest
+    GPU-hours (the narrowest first among equals; a pipeline over more nodes may cost less than
+    ZeRO-3 over fewer), but an expert-parallel layout on more nodes than the fewest any layout
+    needs is not weighed (its degree forces more data-parallel ranks than the GPUs asked for);
+    without a token count, the narrowest."""
     fewest = min(o[1] for o in options)
-    options = [o for o in options if o[1] == fewest]
+    options = [o for o in options if o[0].ep == 1 or o[1] == fewest]
     busy = [o for o in options if job is None or _all_busy(job, cluster, o[0], o[1])]
     if job is not None and len(busy) > 1:
         busy = [min(busy, key=lambda o: _gpu_hours(job, cluster, o[0], o[1]))]
