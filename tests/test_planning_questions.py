@@ -97,7 +97,11 @@ def test_a_bare_h100_stands_on_the_dgx_h100(shipped: Catalog) -> None:
     p5 = estimate(shipped, EstimateRequest(instance_type="p5.48xlarge", **body))
     assert bare.fits and bare.gpu_hours is not None and p5.gpu_hours is not None
     assert bare.gpu_hours == pytest.approx(p5.gpu_hours, rel=0.01)
-    assert 7.0e6 / 1.5 < bare.gpu_hours < 7.0e6 * 1.5
+    # below the card's 7.0M, which does not say whether post-training is in it (the row's
+    # notes), and not below half of it: 4,096 GPUs lose 2.7% to interruptions (goodput), not
+    # the 10% of Llama 3's 16,384; the row itself, at the planner's own GPU count, is held to
+    # x1.5 by tests/test_training_calibration.py
+    assert 7.0e6 / 2 < bare.gpu_hours < 7.0e6
     assert bare.mfu is not None and bare.mfu > 0.25
     assert any("NVIDIA DGX H100" in n and "3,200 Gbit/s" in n for n in bare.notes)
 

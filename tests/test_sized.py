@@ -250,8 +250,10 @@ def test_estimate_cli_json_and_exit_codes() -> None:
     )
     assert ok.returncode == 0, ok.stderr
     body = json.loads(ok.stdout)
-    # the contract: these keys, in this order (the last four for training only)
-    assert list(body) == [*TRAINING_KEYS, "gpu_hours", "mfu", "hfu", "layout"]
+    # the contract: these keys, in this order (the last five for training only)
+    assert list(body) == [*TRAINING_KEYS, "gpu_hours", "mfu", "hfu", "layout", "hours_range"]
+    low, high = body["hours_range"]
+    assert low < body["hours"] < high  # the efficiency's measured range around the estimate
     assert list(body["hardware"]) == [
         "instance_type",
         "accelerator",

@@ -120,9 +120,9 @@ def table_efficiency(acc: Accelerator, precision: str) -> Efficiency | None:
 
 
 # The spread of the calibrated efficiency itself: the median error of the training rows on the
-# reference generations (38 of 39 within x1.5, median 8.1%:
+# reference generations (38 of 39 within x1.5, median 5.7%:
 # benchmarks/results/calibration-training-2026-12-03.txt).
-CALIBRATION_SPREAD = 0.081
+CALIBRATION_SPREAD = 0.057
 
 
 def efficiency_bounds(acc: Accelerator, precision: str = "bf16") -> tuple[float, float]:
