@@ -201,7 +201,7 @@ def plan_training(
     if not options:
         return None
     if job is None or deadline_h is None:
-        options = _undated_choice(job, cluster, options)
+        options = _undated_choice(job, cluster, options, wanted_gpus)
     if job is None:
         layout, lo, _ = options[0]
         return _at(layout, cluster, lo), lo, None, None
@@ -223,15 +223,18 @@ def plan_training(
 
 
 def _undated_choice(
-    job: Job | None, cluster: Cluster, options: list[tuple[Layout, int, int]]
+    job: Job | None, cluster: Cluster, options: list[tuple[Layout, int, int]], wanted_gpus: int
 ) -> list[tuple[Layout, int, int]]:
-    """Without a deadline: of the layouts that keep every GPU busy the one with the fewest
-    GPU-hours (the narrowest first among equals; a pipeline over more nodes may cost less than
-    ZeRO-3 over fewer), but an expert-parallel layout on more nodes than the fewest any layout
-    needs is not weighed (its degree forces more data-parallel ranks than the GPUs asked for);
-    without a token count, the narrowest."""
+    """Without a deadline: where a layout holds the work on the GPUs asked for, only the layouts
+    on those nodes; where none does, the plan rents more anyway, and a pipeline over more nodes
+    may cost less than ZeRO-3 over the fewest, so every layout is weighed, but an
+    expert-parallel one on more nodes than the fewest (its degree forces more data-parallel
+    ranks than the GPUs asked for). Of those, the layouts that keep every GPU busy, the one with
+    the fewest GPU-hours (the narrowest first among equals); without a token count, the
+    narrowest."""
     fewest = min(o[1] for o in options)
-    options = [o for o in options if o[0].ep == 1 or o[1] == fewest]
+    asked = math.ceil(max(wanted_gpus, 1) / cluster.per_node)
+    options = [o for o in options if o[1] == fewest or (fewest > asked and o[0].ep == 1)]
     busy = [o for o in options if job is None or _all_busy(job, cluster, o[0], o[1])]
     if job is not None and len(busy) > 1:
         busy = [min(busy, key=lambda o: _gpu_hours(job, cluster, o[0], o[1]))]
