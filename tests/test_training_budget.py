@@ -75,7 +75,7 @@ def test_cli_and_json_carry_margin_and_budget() -> None:
 
 def test_recommend_states_the_margin(shipped: Catalog) -> None:
     """Every training option says when it finishes at either end of the efficiency; on an H100
-    option the ends are hours / 1.081 and hours / 0.919 (the calibration spread alone)."""
+    option the ends are hours / 1.057 and hours / 0.943 (the calibration spread alone)."""
     result = recommend(
         shipped,
         Workload(
@@ -93,4 +93,4 @@ def test_recommend_states_the_margin(shipped: Catalog) -> None:
         assert r.sizing.hours_range[0] < r.sizing.hours < r.sizing.hours_range[1]
         assert any(x.startswith("finishes in ") for x in r.reasons)
     hours, (low, high) = h100[0].sizing.hours, h100[0].sizing.hours_range  # type: ignore[union-attr]
-    assert low == pytest.approx(hours / 1.081) and high == pytest.approx(hours / 0.919)
+    assert low == pytest.approx(hours / 1.057) and high == pytest.approx(hours / 0.943)
