@@ -47,6 +47,7 @@ from advisor.errors import InputError
 from advisor.fleet.job_diagnosis import Diagnosis, diagnose
 from advisor.fleet.porting import porting_note
 from advisor.fleet.utilisation import classify_report
+from advisor.fleet.verdict import agree
 from advisor.outputs import check_output_path
 from advisor.report_client import ReportSender
 from advisor.review.costs import gpu_price, savings
@@ -368,7 +369,9 @@ def _report(
     per_gpu, basis = gpu_price(catalog, record, record.gpus[0]) if record.gpus else (None, None)
     found = diagnose(sampler.samples, torch, sampler.memory_total_mib, sampled_s, per_gpu)
     found, stages, ranks = staged(found, sampler.samples, stacks, torch, per_gpu)
-    findings = _priced_options(catalog, record, found)
+    gpus, found = agree(base.gpus, sampler.samples, found)  # one verdict: the review reads it
+    base = base.model_copy(update={"gpus": gpus})
+    findings = _priced_options(catalog, usage_record(base), found)
     job = JobReport(
         command=command,
         exit_code=code,

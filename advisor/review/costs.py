@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from advisor.catalog import Catalog
 from advisor.catalog.models import Accelerator, Purchase
 from advisor.catalog.queries import offering_price, per_gpu_hour_usd, price_matches, price_usable
+from advisor.fleet.porting import porting_note
 from advisor.fleet.verification import match_by_name
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration, calibrates
 from advisor.perf.cost import per_month_usd
@@ -250,6 +251,9 @@ def _saving(
     where = region or (basis_offer.region if basis_offer else None)
     need = _need(g, acc)
     suggestion, note = _suggest(catalog, offers, where, need, current)
+    if suggestion is not None:  # an option off the current stack says what the move needs
+        port = porting_note(catalog, acc.id if acc else g.accelerator, suggestion.accelerator)
+        note = "; ".join(n for n in (note, port) if n)
     saving = released = None
     if suggestion is not None and current is not None:
         saving = per_month_usd(current - suggestion.hourly_usd)
