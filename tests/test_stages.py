@@ -13,7 +13,8 @@ from pathlib import Path
 import psutil  # type: ignore[import-untyped]
 import pytest
 
-from advisor.fleet.stages import classify, stage_report
+from advisor.fleet.stages import classify, job_frame, stage_report
+from probes.job import hook_dir
 from probes.stacks import (
     Frame,
     StackError,
@@ -200,3 +201,12 @@ def test_py_spy_samples_a_live_sleeping_job_as_waiting() -> None:
     waiting = next(s for s in report.shares if s.stage == "waiting")
     assert waiting.share >= 0.8  # ~99.8% by the program's design; torn samples allowed
     assert waiting.sites[0].site.endswith("tests/jobs/sleepy.py:15")
+
+
+def test_the_doctors_own_hook_is_never_the_jobs_line() -> None:
+    """Under --torch the hook wraps torch's factories: from a source checkout (no site-packages in
+    its path) its frame sits innermost above the job's; the job's line is the caller's."""
+    hook = Frame("wrapper", str(Path(hook_dir()) / "sitecustomize.py"), 155)
+    mine = Frame("load", "/home/me/train/input_pipeline.py", 34)
+    torch_frame = Frame("randn", "/usr/lib/python3/dist-packages/torch/random.py", 9)
+    assert job_frame([torch_frame, hook, mine]) == mine

@@ -34,7 +34,9 @@ from probes.stacks import Frame, StackSample, ThreadStack
 from probes.stage_report import Stage, StageReport, StageShare, StageSite
 
 TOP_SITES = 3
-_LIBRARY = re.compile(r"/(site|dist)-packages/|/lib/python3\.\d+/|^<")
+# Installed packages, the standard library, and the doctor's own --torch hook (probes/doctor_hook:
+# it wraps torch's factories, so from a source checkout its frame would pass for the job's line).
+_LIBRARY = re.compile(r"/(site|dist)-packages/|/lib/python3\.\d+/|^<|/probes/doctor_hook/")
 _STARTUP = re.compile(r"^<frozen importlib")
 _DATA = "/torch/utils/data/"
 _DISTRIBUTED = "/torch/distributed/"
