@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from advisor.fleet.job_diagnosis import Diagnosis, gpu_activity
+from advisor.fleet.job_diagnosis import Diagnosis, diagnose, gpu_activity
 from advisor.fleet.stage_findings import (
     idle_reservation,
     idle_stretches,
@@ -125,6 +125,29 @@ def test_waiting_for_workers_is_input_bound_with_the_workers_fix() -> None:
     (finding,) = done.findings
     assert finding.code == "input_bound" and done.verdict == "findings"
     assert "cannot keep up" in finding.fix
+
+
+def test_an_input_bound_job_is_not_also_told_its_gpu_is_too_big() -> None:
+    """2 GiB of the H200's 140 at 5%: diagnose alone calls it under_used (memory and activity
+    both low); the stages show the input pipeline idling it, so only input_bound stays. A GPU of
+    the machine the job never touched is still under-used."""
+    samples = [
+        s.model_copy(
+            update={
+                "gpus": [
+                    *s.gpus,
+                    JobGpuSample(index=1, util_gpu_pct=0.0, sm_active_pct=0.0, job_on_gpu=False),
+                ]
+            }
+        )
+        for s in readings([5.0] * 10, memory_mib=2048.0)
+    ]
+    found = diagnose(samples, None, {0: H200_MIB, 1: H200_MIB}, 10.0, 6.88)
+    small = [f for f in found.findings if f.code == "under_used"]
+    assert len(small) == 2  # the job's GPU too big, the other GPU untouched
+    done, _ = with_stages(found, samples, _stages({"data_loading": 0.6}, False), 6.88)
+    assert [f.code for f in done.findings] == ["input_bound", "under_used"]
+    assert "used 1 of the machine's 2 GPUs" in done.findings[1].summary
 
 
 def test_material_copies_keep_transfer_bound_and_a_busy_gpu_is_not_input_bound() -> None:

@@ -162,7 +162,7 @@ def diagnose(
     # a small, idle job on a big GPU is under-used unless a fix in its code explains the idling
     # (a host-bound loop of tiny kernels is both)
     explained_idle = any(f.code in EXPLAINS_IDLING for f in findings)
-    findings += _under_used(job_gpus, untouched, None if explained_idle else active, per_gpu_usd)
+    findings += under_used(job_gpus, untouched, None if explained_idle else active, per_gpu_usd)
     lost = sum(
         (1 - (a.active_pct or 0) / 100) * hours for a in job_gpus if a.active_pct is not None
     )
@@ -327,12 +327,15 @@ def _made_on_host(torch: TorchStats) -> list[JobFinding]:
     ]
 
 
-def _under_used(
+def under_used(
     job_gpus: Sequence[GpuActivity],
     untouched: Sequence[GpuActivity],
     active: float | None,
     per_gpu_usd: float | None,
 ) -> list[JobFinding]:
+    """The under_used findings: the job's GPUs with memory and activity both low (`active` None:
+    their idling is explained by a fix in the job's code, so not this one), and the machine's
+    GPUs the job never touched."""
     out = []
     shares = [
         a.memory_peak_mib / a.memory_total_mib

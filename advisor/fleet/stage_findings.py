@@ -28,7 +28,13 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Literal
 
-from advisor.fleet.job_diagnosis import ACTIVE_LOW_PCT, STARTED_PCT, Diagnosis, GpuActivity
+from advisor.fleet.job_diagnosis import (
+    ACTIVE_LOW_PCT,
+    STARTED_PCT,
+    Diagnosis,
+    GpuActivity,
+    under_used,
+)
 from advisor.fleet.stages import share_of, top_site
 from probes.report import JobFinding, JobGpuSample, JobSample
 from probes.stage_report import STAGE_WORDS, Stage, StageReport
@@ -210,17 +216,36 @@ def with_stages(
         names = _EVIDENCED.get(f.code)
         extra = [_stage_evidence(stages, names)] if names else []
         kept.append(f.model_copy(update={"evidence": [*f.evidence, *extra]}))
-    active = _job_active_pct(base.activity)
-    if (
-        active is not None
-        and active < ACTIVE_LOW_PCT
-        and share_of(stages, "data_loading") >= MATERIAL_SHARE
-    ):
-        idle_usd = _idle_usd(base.activity, active, per_gpu_usd)
-        kept = [f for f in kept if f.code != "host_bound"]
-        kept.insert(0, input_bound(stages, active, idle_usd))
+    kept = _with_input_bound(kept, base.activity, stages, per_gpu_usd)
     done = replace(base, findings=kept, verdict=_verdict(kept))
     return done, stages.model_copy(update={"notes": notes})
+
+
+def _with_input_bound(
+    kept: list[JobFinding],
+    activity: Sequence[GpuActivity],
+    stages: StageReport,
+    per_gpu_usd: float | None,
+) -> list[JobFinding]:
+    """`kept` with input_bound first where the GPUs idle while the main thread loads data: the
+    input pipeline explains the idling, so neither the host's busy core nor a GPU too big is
+    a finding beside it (the machine's GPUs the job never touched stay under-used)."""
+    active = _job_active_pct(activity)
+    if (
+        active is None
+        or active >= ACTIVE_LOW_PCT
+        or share_of(stages, "data_loading") < MATERIAL_SHARE
+    ):
+        return kept
+    idle_usd = _idle_usd(activity, active, per_gpu_usd)
+    rest = [f for f in kept if f.code not in ("host_bound", "under_used")]
+    mine = [a for a in activity if a.used_by_job is not False]
+    untouched = [a for a in activity if a.used_by_job is False]
+    return [
+        input_bound(stages, active, idle_usd),
+        *rest,
+        *under_used(mine, untouched, None, per_gpu_usd),
+    ]
 
 
 def _idle_usd(
