@@ -4,6 +4,8 @@ the copies take a small share of the time. Expected values computed by hand in e
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from advisor.fleet.job_diagnosis import Diagnosis, diagnose, gpu_activity
@@ -13,7 +15,7 @@ from advisor.fleet.stage_findings import (
     straggler,
     with_stages,
 )
-from probes.report import JobFinding, JobGpuSample, JobSample
+from probes.report import JobFinding, JobGpuSample, JobSample, UtilisationReport
 from probes.stage_report import StageReport, StageShare, StageSite
 
 H200_MIB = 143_771.0
@@ -225,3 +227,30 @@ def test_host_bound_needs_the_host_stages_to_take_a_material_share() -> None:
     busy = _stages({"waiting": 0.6, "host_compute": 0.3, "launch": 0.1}, None)
     done, _ = with_stages(base, samples, busy, None)
     assert [f.code for f in done.findings] == ["host_bound"]
+
+
+RECORDED = Path(__file__).parent / "data" / "doctor"
+
+
+def _recorded_ranks(name: str) -> list[StageReport]:
+    report = UtilisationReport.model_validate_json((RECORDED / f"h200-{name}.json").read_bytes())
+    assert report.job is not None
+    return report.job.ranks
+
+
+def test_on_the_h200_the_rank_with_more_gpu_work_is_the_straggler() -> None:
+    """benchmarks/doctor/straggler_gpu.py on one H200 (2026-12-03): two gloo ranks, rank 1 running
+    five times rank 0's matrix products; both stepped at 18.7 a second, 52 with equal work. Rank 0
+    sat in the all-reduce 64% of its stack samples, rank 1 4%; both also waited on the GPU (28%
+    and 83%), which here is their own kernels: with collectives on the host, only they count as
+    waiting for the others (64% - 4% = 60% >= 20%). Counting the GPU wait too (92% vs 87%) the
+    slow rank would hide."""
+    finding = straggler(_recorded_ranks("straggler_gpu"), 6.88)
+    assert finding is not None
+    assert "wait for rank 1 (64% of their time against its 4%)" in finding.summary
+    assert "waiting for the GPU" in finding.summary
+    assert "more work than the others" in finding.fix
+
+
+def test_on_the_h200_equal_work_has_no_straggler() -> None:
+    assert straggler(_recorded_ranks("straggler_gpu_fixed"), 6.88) is None

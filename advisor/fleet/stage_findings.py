@@ -267,23 +267,35 @@ _STRAGGLER_FIX: dict[str, str] = {
     "shards of equal cost per rank",
     "host_compute": "it does more host work than the others: split the work evenly (equal "
     "shards; sequences bucketed or packed to equal lengths per rank)",
+    "gpu_wait": "it gives its GPU more work than the others do: equal shards and batch sizes "
+    "per rank",
 }
 
 
+def _waiting_for_others(read: Sequence[StageReport]) -> tuple[Stage, ...]:
+    """The stages in which a rank waits for the others. Where a rank's host thread sits in the
+    collectives for a material share (gloo, or a blocking wait), they show there, and waiting
+    on the GPU is a rank's own kernels (both ranks of one job look alike in it otherwise); with
+    NCCL the collectives run on the GPU and the host waits for them in the GPU wait too."""
+    visible = any(share_of(r, "collective") >= MATERIAL_SHARE for r in read)
+    return ("collective",) if visible else _WAITING_FOR_OTHERS
+
+
 def straggler(ranks: Sequence[StageReport], per_gpu_usd: float | None) -> JobFinding | None:
-    """The rank the others wait for: its share waiting for the others (in collectives, or for
-    the GPU where NCCL's wait shows) is below theirs by MATERIAL_SHARE or more."""
+    """The rank the others wait for: its share waiting for the others (_waiting_for_others) is
+    below theirs by MATERIAL_SHARE or more."""
     read = [r for r in ranks if r.samples >= MIN_STACK_SAMPLES]
     if len(read) < 2:
         return None
-    waits = [share_of(r, *_WAITING_FOR_OTHERS) for r in read]
+    waiting = _waiting_for_others(read)
+    waits = [share_of(r, *waiting) for r in read]
     slow = min(range(len(read)), key=lambda i: waits[i])
     others = [w for i, w in enumerate(waits) if i != slow]
     typical = sorted(others)[len(others) // 2]
     if typical - waits[slow] < MATERIAL_SHARE:
         return None
     r = read[slow]
-    own = next((s for s in r.shares if s.stage not in _WAITING_FOR_OTHERS), None)
+    own = next((s for s in r.shares if s.stage not in waiting), None)
     name = f"rank {r.rank}" if r.rank is not None else f"pid {r.pid}"
     where = ""
     if own is not None:
