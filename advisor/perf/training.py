@@ -37,7 +37,9 @@ layout (memory) and GPU count (deadline) and reads the time of each from here.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
 
 from advisor.catalog.models import Accelerator
 from advisor.perf.inference import link_bus_gb_s
@@ -578,11 +580,17 @@ class Run:
     mfu: float  # steady state, on model FLOPs (6ND; 4ND + 6AD with adapters)
     hfu: float  # hardware FLOPs utilisation (8ND with full recomputation)
     goodput: float
-    figures: tuple[Figure, ...]
+    # The figures' words are built when asked for: a layout search times tens of thousands of
+    # runs and shows one.
+    explain: Callable[[], tuple[Figure, ...]] = field(repr=False, compare=False)
 
     @property
     def gpu_hours(self) -> float:
         return self.hours * self.gpus
+
+    @property
+    def figures(self) -> tuple[Figure, ...]:
+        return self.explain()
 
 
 def _wall_hours(job: Job, step: Step, gpus: int) -> tuple[float, float, float]:
@@ -602,7 +610,6 @@ def run_time(job: Job, cluster: Cluster, layout: Layout, rented_gpus: int) -> Ru
     """Wall time of `job` on `layout` (inside `rented_gpus` rented GPUs)."""
     step = step_time(job, cluster, layout)
     raw_h, share, hours = _wall_hours(job, step, rented_gpus)
-    model = training_flops(job.shape, job.tokens, False, job.method, job.lora_rank)
     peak = rented_gpus * cluster.peak_tflops * TERA
     mfu = job.model_flops(job.tokens) / (peak * raw_h * SECONDS_PER_HOUR)
     executed = job.flops(job.tokens, job.recompute) + job.attention_flops(job.tokens, job.recompute)
@@ -615,7 +622,7 @@ def run_time(job: Job, cluster: Cluster, layout: Layout, rented_gpus: int) -> Ru
         mfu,
         hfu,
         share,
-        _figures(job, cluster, layout, rented_gpus, step, model, (raw_h, hours, mfu, hfu)),
+        partial(_figures, job, cluster, layout, rented_gpus, step, (raw_h, hours, mfu, hfu)),
     )
 
 
@@ -649,10 +656,10 @@ def _figures(
     layout: Layout,
     gpus: int,
     step: Step,
-    model: Figure,
     times: tuple[float, float, float, float],
 ) -> tuple[Figure, ...]:
     raw_h, hours, mfu, hfu = times
+    model = training_flops(job.shape, job.tokens, False, job.method, job.lora_rank)
     seqs = job.sequences_per_step
     busy, micro = _ranks(job, layout)
     tokens = seqs * job.seq_len
