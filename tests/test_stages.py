@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil  # type: ignore[import-untyped]
 import pytest
 
-from advisor.fleet.stages import classify, job_frame, stage_report
+from advisor.fleet.stages import by_process, classify, job_frame, stage_report
 from probes.job import hook_dir
 from probes.stacks import (
     Frame,
@@ -210,3 +210,13 @@ def test_the_doctors_own_hook_is_never_the_jobs_line() -> None:
     mine = Frame("load", "/home/me/train/input_pipeline.py", 34)
     torch_frame = Frame("randn", "/usr/lib/python3/dist-packages/torch/random.py", 9)
     assert job_frame([torch_frame, hook, mine]) == mine
+
+
+def test_a_launcher_sampled_before_its_ranks_started_is_not_a_rank() -> None:
+    """The launcher (no RANK) sampled for 3 readings while its two ranks imported, then the ranks:
+    two groups, rank order; a job of one process (no RANK anywhere) keeps its one group."""
+    launcher = [StackSample(0.1 * i, 10, ()) for i in range(3)]
+    ranks = [StackSample(0.3 + 0.1 * i, 12 - i % 2, (), rank=1 - i % 2) for i in range(6)]
+    groups = by_process([*launcher, *ranks])
+    assert [(g[0].pid, g[0].rank, len(g)) for g in groups] == [(11, 0, 3), (12, 1, 3)]
+    assert [len(g) for g in by_process(launcher)] == [3]

@@ -159,10 +159,14 @@ def stage_report(
 
 
 def by_process(samples: Sequence[StackSample]) -> list[list[StackSample]]:
-    """The samples of each process, rank order (the process sampled first when no rank)."""
+    """The samples of each process, rank order (the process sampled first when no rank). Where
+    some processes are ranks, the others are left out: a launcher sampled while its ranks were
+    still starting (a slow import on a busy machine) is not a rank of its own."""
+    ranked = any(s.rank is not None for s in samples)
     groups: dict[int, list[StackSample]] = {}
     for s in samples:
-        groups.setdefault(s.pid, []).append(s)
+        if s.rank is not None or not ranked:
+            groups.setdefault(s.pid, []).append(s)
     first = {pid: i for i, pid in enumerate(groups)}
     ordered = sorted(
         groups.items(), key=lambda kv: (kv[1][0].rank is None, kv[1][0].rank or 0, first[kv[0]])
