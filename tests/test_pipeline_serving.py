@@ -38,8 +38,17 @@ def test_estimate_answers_a_dense_model_over_two_nodes() -> None:
 
     got = run("estimate", "-w", "high_throughput_inference", "-m", "llama-3.1-405b", "-a",
               "h100-sxm", "-g", "16", "--json")  # fmt: skip
-    assert got.returncode == 1, got.stderr  # 810 GB of BF16 weights: unfit in one node
-    notes = json.loads(got.stdout)["notes"]
-    assert any(
-        n.startswith("pipeline parallelism serves it: TP 8 in each node x PP 2") for n in notes
-    )
+    assert got.returncode == 0, got.stderr  # 810 GB of BF16 weights: unfit in one node
+    out = json.loads(got.stdout)
+    layout = next(f for f in out["figures"] if f["name"] == "gpus_per_replica")
+    assert layout["value"] == 16
+    assert layout["formula"].startswith("2 nodes: TP 8 in each node x PP 2 across nodes")
+
+
+def test_a_stage_holds_every_micro_batch() -> None:
+    # Each stage keeps its layers' KV cache of every sequence in flight, PP micro-batches of
+    # them: the largest micro-batch is a stage's sequences over the stages.
+    pp = _pp()
+    got = pp.best()
+    assert got is not None
+    assert got[0] == pp.stage.max_concurrency() // 2

@@ -317,9 +317,10 @@ def test_nvswitch_nodes_are_recorded_as_such(
     )
 
 
-def test_serving_that_fits_nowhere_in_16_bits_names_fp8(shipped: Catalog) -> None:
-    """Llama 3.1 405B in bf16 is 810 GB of weights (405e9 x 2 bytes): no Azure node holds it
-    with its KV cache; in fp8 (405 GB) an 8 x H100 node does, and the alternatives say so."""
+def test_serving_that_no_node_holds_in_16_bits_spans_nodes(shipped: Catalog) -> None:
+    """Llama 3.1 405B in bf16 is 810 GB of weights (405e9 x 2 bytes): above one Azure node's
+    8 x 72 GB usable, so each answer lays one replica over nodes (TP 8 x PP 2 on two 8-GPU
+    nodes, 1,152 GB usable); in fp8 (405 GB) one 8 x H100 node holds it."""
     w = Workload(
         workload="high_throughput_inference",
         model="llama-3.1-405b",
@@ -327,12 +328,16 @@ def test_serving_that_fits_nowhere_in_16_bits_names_fp8(shipped: Catalog) -> Non
         provider="azure",
     )
     result = recommend(shipped, w)
-    assert not result.recommendations
-    (fp8,) = [a for a in result.alternatives if a.constraint == "precision"]
-    fp8_answer = recommend(shipped, w.model_copy(update={"precision": "fp8"}))
-    assert fp8.relax_to == "fp8"
-    assert fp8.candidate == fp8_answer.recommendations[0].instance_type
-    assert "(--precision fp8)" in fp8.sentence and fp8.sentence in result.explanation
+    assert result.recommendations
+    for r in result.recommendations:
+        assert r.nodes >= 2 and r.sizing is not None and r.sizing.layout is not None
+        assert "PP" in r.sizing.layout
+    first = result.recommendations[0]
+    assert first.gpu_count == 16 and first.sizing is not None
+    assert first.sizing.layout is not None
+    assert first.sizing.layout.startswith("TP 8 in each node x PP 2 across nodes")
+    fp8 = recommend(shipped, w.model_copy(update={"precision": "fp8"}))
+    assert any(r.nodes == 1 and r.accelerator == "h100-sxm" for r in fp8.recommendations)
 
 
 def test_serving_replicas_span_nodes_in_both_request_forms(shipped: Catalog) -> None:

@@ -133,8 +133,11 @@ def _one_node_sentence(k: StaticCase) -> str:
 
 
 def _one_node_by_memory(k: StaticCase) -> Finding | None:
-    """Memory (requested, or a sized model's) spills past one node, and the work runs on one."""
+    """Memory (requested, or a sized model's) spills past one node, and the work runs on one
+    (a served model's replica may span nodes where its planner laid it out over them)."""
     if not k.s.spans_nodes or k.p.scale_out or not (k.w.memory_gb or k.s.fit is not None):
+        return None
+    if k.s.fit is not None and k.s.fit.serving_layout is not None:
         return None
     if k.w.memory_gb:
         return Finding(_one_node_sentence(k), _node_usable_gb(k.c))

@@ -153,10 +153,7 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
     if porting is not None:
         out.append(f"{c.hardware.name} {porting}")
     if s.spans_nodes:
-        out.append(
-            f"spans {s.nodes} nodes over {it.network_gbps:g} Gbit/s; {p.id} scales out "
-            f"(needs >= {p.min_multi_node_network_gbps:g} Gbit/s between nodes)"
-        )
+        out.append(_spans_words(s, it.network_gbps, p))
     out += _plan_reasons(h, w, p)
     if h.spot is not None:
         out.append(plan_sentence(c, h.spot))
@@ -299,7 +296,7 @@ def sized_figures(fit: Fit, hourly_usd: float, spot: SpotPlan | None = None) -> 
         tensor_parallel=fit.tensor_parallel,
         gpu_hours=fit.gpu_hours,
         mfu=fit.mfu,
-        layout=fit.layout.words() if fit.layout is not None else None,
+        layout=fit.layout.words() if fit.layout is not None else fit.serving_layout,
         training_tokens_per_s=fit.training_tokens_per_s,
         cost_per_million_trained_tokens_usd=cost_per_million_tokens_usd(
             hourly_usd, fit.training_tokens_per_s
@@ -341,6 +338,8 @@ def _sizing_reasons(
             f"TTFT {fit.ttft_ms:,.0f} ms, ITL {fit.itl_ms:,.1f} ms at {fit.concurrency} "
             f"sequence(s) per replica{_targets_words(w, p)}"
         )
+    if fit.serving_alternative is not None:
+        out.append(fit.serving_alternative)
     return out
 
 
@@ -374,7 +373,21 @@ def _training_reasons(
     return out
 
 
+def _spans_words(s: Placement, network_gbps: float, p: WorkloadProfile) -> str:
+    """Why one copy of the work spans nodes: a served replica's layout, or a job that scales
+    out over the network."""
+    layout = s.fit.serving_layout if s.fit is not None else None
+    if layout is not None:
+        return f"one replica spans nodes over {network_gbps:g} Gbit/s: {layout}"
+    return (
+        f"spans {s.nodes} nodes over {network_gbps:g} Gbit/s; {p.id} scales out "
+        f"(needs >= {p.min_multi_node_network_gbps:g} Gbit/s between nodes)"
+    )
+
+
 def _tp_words(fit: Fit) -> str:
+    if fit.serving_layout is not None:
+        return f" of {fit.gpus_needed // (fit.replicas or 1)} GPUs"
     return f" x TP {fit.tensor_parallel}" if fit.tensor_parallel else ""
 
 

@@ -38,7 +38,11 @@ class SizedFigures(_Out):
     mfu: float | None = Field(
         None, description="training: model FLOPs utilisation (6ND; 4ND + 6AD with LoRA adapters)"
     )
-    layout: str | None = Field(None, description="training: data/tensor/pipeline parallel, ZeRO")
+    layout: str | None = Field(
+        None,
+        description="training: data/tensor/pipeline parallel, ZeRO; serving over several nodes: "
+        "a replica's expert- or pipeline-parallel layout",
+    )
     training_tokens_per_s: float | None = Field(
         None, description="training without a token count: tokens a second trained here"
     )

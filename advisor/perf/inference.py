@@ -839,7 +839,7 @@ class InferenceModel:
         served = rate * self.out
         figures = (
             *(f for f in base.figures if f.name != "throughput_tokens_s"),
-            *_load_figures(load, per_replica, pct, targets, self.speed_source),
+            *load_figures(load, per_replica, pct, targets, self.speed_source),
             Figure("max_request_rate", within * n, "requests/s", capacity),
             Figure(
                 "throughput_tokens_s",
@@ -959,7 +959,7 @@ def moe_of(experts: int | None, per_token: int | None) -> tuple[int, int] | None
     return (experts, per_token) if experts and per_token else None
 
 
-def _load_figures(
+def load_figures(
     load: LoadResult, per_replica: float, pct: int, targets: Targets | None, speed_source: str
 ) -> tuple[Figure, ...]:
     """The simulated load's figures: the mean batch, each latency's percentiles, and, with

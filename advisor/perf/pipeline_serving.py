@@ -61,7 +61,10 @@ class PipelineServing:
         return cls(stage, stages, hidden, network_gb_s)
 
     def hop_s(self, per_micro_batch: int) -> float:
-        tokens = per_micro_batch * (1 + self.stage.inp / self.stage.out)
+        return self.hop_tokens_s(per_micro_batch * (1 + self.stage.inp / self.stage.out))
+
+    def hop_tokens_s(self, tokens: float) -> float:
+        """One network hop between stages carrying `tokens` tokens' activations."""
         sent = tokens * self.hidden * ACTIVATION_BYTES
         return sent / (self.network_gb_s * NETWORK_A2A_EFFICIENCY * GB) + A2A_LATENCY_S
 
@@ -74,8 +77,9 @@ class PipelineServing:
 
     def best(self, max_itl_s: float | None = None) -> tuple[int, float] | None:
         """The most sequences per micro-batch that fit a stage's memory with the ITL within
-        `max_itl_s` (bisection: the ITL grows with the batch), and that ITL; None if none."""
-        top = self.stage.max_concurrency()
+        `max_itl_s` (bisection: the ITL grows with the batch), and that ITL; None if none. A
+        stage holds the KV of its layers for every micro-batch in flight, PP of them."""
+        top = self.stage.max_concurrency() // self.stages
         if top < 1 or (max_itl_s is not None and self.itl_s(1) > max_itl_s):
             return None
         lo, hi = 1, top

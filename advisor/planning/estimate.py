@@ -38,8 +38,6 @@ from advisor.perf.spot import SpotPlan, too_risky, training_spot_plan
 from advisor.perf.training import Layout
 from advisor.planning.capacity import capacity_note
 from advisor.planning.fit import Fit
-from advisor.planning.moe_answer import expert_parallel_note
-from advisor.planning.plan import Plan
 from advisor.planning.plans import plan_for
 from advisor.planning.serving import BARE_INFERENCE
 from advisor.planning.training_plan import network_below_floor
@@ -152,8 +150,6 @@ def estimate(
         + _budget_notes(req.budget_usd, cost_to_completion_usd(hourly, hours))
     )
     notes = blocking + _information(fit, profile, node) + _price_notes(price)
-    if profile.sizing == "inference" and fit.unfit:
-        notes += _expert_parallel(plan, req, node)
     result = Estimate(
         workload=profile.id,
         model=req.model_label(" parameters"),
@@ -347,7 +343,7 @@ def _notes(fit: Fit, profile: WorkloadProfile, node: _Node) -> list[str]:
     mismatch = cannot_run(node.acc, profile)
     notes = [mismatch] if mismatch else []
     notes += [fit.unfit] if fit.unfit else []
-    if fit.spans_nodes and not profile.scale_out:
+    if fit.spans_nodes and not profile.scale_out and fit.serving_layout is None:
         notes.append(f"needs {fit.nodes} nodes and {profile.id} runs on one node")
     elif fit.spans_nodes and network_below_floor(profile, node.network_gbps):
         network = (
@@ -380,25 +376,15 @@ def _fewer_gpus(fit: Fit, profile: WorkloadProfile, node: _Node) -> list[str]:
     ]
 
 
-def _expert_parallel(plan: Plan, req: EstimateRequest, node: _Node) -> list[str]:
-    """A mixture of experts no TP degree holds in one node, on the GPUs asked for: the
-    expert-parallel layout that does (advisor/planning/moe_answer.py)."""
-    note = expert_parallel_note(
-        plan.shape,
-        node.acc,
-        req.precision,
-        (req.gpu_count or 0, node.per_node, node.link_gb_s, node.network_gbps),
-        req.work().io_tokens(),
-        plan.targets.max_itl_ms,
-    )
-    return [note] if note else []
-
-
 def _information(fit: Fit, profile: WorkloadProfile, node: _Node) -> list[str]:
     """What the estimate leaves out or assumes, without making the hardware unfit."""
     notes = _fewer_gpus(fit, profile, node)
     if profile.sizing == "inference" and fit.tokens_per_s is None and not fit.unfit:
         notes.append(BARE_INFERENCE)
+    if fit.serving_layout is not None:
+        notes.append(f"no node holds the model: one replica spans nodes, {fit.serving_layout}")
+    if fit.serving_alternative is not None:
+        notes.append(fit.serving_alternative)
     reserve = capacity_note(fit.nodes, node.name if node.instance else node.acc.id, node.per_node)
     if reserve is not None:
         notes.append(reserve)

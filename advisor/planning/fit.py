@@ -16,7 +16,7 @@ class Fit:
     gpus_needed: int  # by memory (training: data-parallel ranks; inference: per replica x replicas)
     nodes: int
     rented_gpus: int
-    spans_nodes: bool  # one model copy split across nodes (only training may)
+    spans_nodes: bool  # one model copy split across nodes (training; serving with serving_layout)
     memory_per_gpu_gb: float
     memory_total_gb: float  # what the work needs, all GPUs together
     efficiency: float
@@ -37,6 +37,10 @@ class Fit:
     latency_floor: tuple[float, float] | None = None
     latency_met: bool = True
     unfit: str | None = None  # why this GPU cannot hold the work at all
+    # serving a model no node holds: the layout of a replica over several nodes, and whether
+    # prefill and decode pools of its GPUs would serve more (advisor/planning/across_nodes.py)
+    serving_layout: str | None = None
+    serving_alternative: str | None = None
     # training that does not fit here (or not on one node where the profile runs on one): the
     # lighter fine-tuning methods that would, each as (method, memory per GPU GB, GPUs, nodes)
     lighter_methods: tuple[tuple[str, float, int, int], ...] = ()

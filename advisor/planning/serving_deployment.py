@@ -20,6 +20,7 @@ from advisor.perf.inference import (
     throughput_figure,
 )
 from advisor.perf.work import Work
+from advisor.planning.across_nodes import serve_across_nodes
 from advisor.planning.fit import Fit
 from advisor.planning.plan import ModelOf, Plan, refuse_for_serving
 from advisor.planning.serving import (
@@ -49,15 +50,26 @@ class ServingDeployment(Plan):
         super().__init__(w, profile, model, fleet, min_fleet_reports)
 
     def _place(self, acc: Accelerator, per_node: int, link_gb_s: float, network: float) -> Fit:
-        """The deployment chosen on nodes of `per_node` x `acc` (nodes do not talk: a replica
-        is served inside one node)."""
+        """The deployment chosen on nodes of `per_node` x `acc`: replicas inside one node; when
+        no degree there holds the model, replicas over several nodes on their network
+        (advisor/planning/across_nodes.py)."""
         w = self.w
         try:
             choice = choose_deployment(
                 self.shape, self.moe, acc, per_node, link_gb_s, w, self.targets
             )
         except InputError as e:
-            return self._unfit(acc, per_node, e.render(flag_name))
+            # only a model no degree inside a node holds (InferenceModel's memory refusal names
+            # the degree) is laid over several nodes; a load one node cannot carry is not
+            held = e.field != "tensor_parallel"
+            across = (
+                None
+                if held
+                else serve_across_nodes(
+                    self.shape, acc, w, self.targets, (per_node, link_gb_s, network)
+                )
+            )
+            return across or self._unfit(acc, per_node, e.render(flag_name))
         got, model = choice.result, choice.model
         tp, per_replica = got.tensor_parallel, got.throughput_tokens_s / got.replicas
         wanted = max(got.replicas, replicas_for(w.throughput_tokens_s, per_replica))

@@ -1,0 +1,148 @@
+"""Serving replicas that span nodes where no node holds the model (advisor/planning/across_nodes.py),
+in the estimate and in recommend."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from advisor import Catalog, recommend
+from advisor.perf.inference import Targets
+from advisor.perf.sizing import Shape
+from advisor.perf.work import Work
+from advisor.planning.across_nodes import ep_replica, serve_across_nodes
+from advisor.planning.estimate import estimate
+from advisor.request import EstimateRequest, RecommendRequest
+
+P5 = (8, 900.0, 3200.0)  # p5.48xlarge: 8 H100 on NVLink, 3,200 Gbit/s EFA
+
+
+def _v3(shipped: Catalog) -> Shape:
+    return Shape.of(shipped.models["deepseek-v3"])
+
+
+def _work(**kw: object) -> Work:
+    return Work(**{"workload": "high_throughput_inference", "model": "deepseek-v3", **kw})  # type: ignore[arg-type]
+
+
+def test_the_fewest_nodes_that_hold_the_experts_by_hand(shipped: Catalog) -> None:
+    """DeepSeek-V3 in BF16 on nodes of 8 H100 (72 GB usable each): 634e9 routed-expert
+    parameters over (1 - 8/256) = 654.45e9, 256 experts of 2.5565e9 (5.11 GB); the dense rest
+    16.55e9 (33.1 GB). EP 16 holds 16 experts a GPU, 81.8 GB: no. EP 24 holds 11, 56.2 GB, plus
+    33.1 GB / 4 with attention TP 4: 64.5 GB: yes. No target: the fewest GPUs, 3 nodes."""
+    h100 = shipped.accelerators["h100-sxm"]
+    fit = serve_across_nodes(_v3(shipped), h100, _work(precision="bf16"), Targets(), P5)
+    assert fit is not None and fit.spans_nodes
+    assert fit.serving_layout is not None and fit.serving_layout.startswith("EP 24 over 3 node")
+    assert fit.gpus_needed == 24 and fit.nodes == 3 and fit.rented_gpus == 24
+    assert fit.memory_per_gpu_gb <= 72.0
+
+
+def test_fp8_holds_on_two_nodes(shipped: Catalog) -> None:
+    """671 GB of FP8 weights: above one node's 8 x 72 = 576 GB, within two nodes'."""
+    h100 = shipped.accelerators["h100-sxm"]
+    fit = serve_across_nodes(_v3(shipped), h100, _work(precision="fp8"), Targets(), P5)
+    assert fit is not None and fit.gpus_needed == 16 and fit.nodes == 2
+
+
+def test_without_a_network_or_with_a_tp_degree_asked_none(shipped: Catalog) -> None:
+    h100 = shipped.accelerators["h100-sxm"]
+    shape = _v3(shipped)
+    assert serve_across_nodes(shape, h100, _work(precision="fp8"), Targets(), (8, 900.0, 0)) is None
+    asked = _work(precision="fp8", tensor_parallel=8)
+    assert serve_across_nodes(shape, h100, asked, Targets(), P5) is None
+
+
+def test_the_busiest_rank_carries_a_whole_prompt(shipped: Catalog) -> None:
+    """Attention ranks step together (the all-to-all holds them) and a prompt is not split
+    across ranks: a step with one 2,000-token prompt costs what a step with one on every rank
+    costs (the busiest rank's), more than its tokens spread over the ranks would."""
+    h100 = shipped.accelerators["h100-sxm"]
+    r = ep_replica(_v3(shipped), h100, _work(precision="fp8"), (2, *P5), None)
+    assert r is not None
+    ranks = r.gpus // r.tensor_parallel
+    one_prompt = r.step(ranks, float(r.inp))
+    assert one_prompt == pytest.approx(r.step(ranks, float(r.inp * ranks)), rel=0.05)
+    assert one_prompt > r.step(ranks, r.inp / ranks)
+
+
+def test_a_rate_is_served_within_the_targets_at_p99(shipped: Catalog) -> None:
+    """20 requests/s of 1,000 output tokens: replicas enough that the simulated p99 TTFT and
+    mean token gap meet 450 ms and 40 ms; p99 at or above p50; the tokens served are the
+    rate's (20 x 1,000)."""
+    h100 = shipped.accelerators["h100-sxm"]
+    work = _work(precision="fp8", request_rate=20.0, workload="low_latency_inference")
+    fit = serve_across_nodes(_v3(shipped), h100, work, Targets(450, 40, 99), P5)
+    assert fit is not None and fit.latency_met
+    assert fit.ttft_ms is not None and fit.ttft_ms <= 450
+    assert fit.itl_ms is not None and fit.itl_ms <= 40
+    assert fit.tokens_per_s == pytest.approx(20_000)
+    figures = {f.name: f for f in fit.figures}
+    assert figures["ttft_p99_s"].value * 1e3 == pytest.approx(fit.ttft_ms)
+    assert "p50" in figures["ttft_p99_s"].formula
+    assert fit.replicas is not None and fit.replicas >= 2
+
+
+def test_estimate_states_the_layout_and_the_disaggregated_comparison(shipped: Catalog) -> None:
+    e = estimate(
+        shipped,
+        EstimateRequest(
+            workload="high_throughput_inference",
+            model="deepseek-v3",
+            instance_type="p5.48xlarge",
+            gpu_count=72,
+            precision="fp8",
+        ),
+    )
+    assert e.fits and e.hardware.nodes == 9
+    assert any(
+        n.startswith("no node holds the model: one replica spans nodes, EP") for n in e.notes
+    )
+    assert any(n.startswith("disaggregated prefill/decode on these") for n in e.notes)
+
+
+def test_recommend_serves_deepseek_v3_on_h100_nodes_with_ep(shipped: Catalog) -> None:
+    result = recommend(
+        shipped,
+        RecommendRequest(
+            workload="low_latency_inference",
+            model="deepseek-v3",
+            precision="fp8",
+            gpu_count=16,
+            limit=50,
+        ),
+    )
+    p5 = next(r for r in result.recommendations if r.instance_type == "p5.48xlarge")
+    assert p5.nodes == 2 and p5.gpu_count == 16
+    assert p5.sizing is not None and p5.sizing.layout is not None
+    assert p5.sizing.layout.startswith("EP 16 over 2 node(s) of 8")
+    assert any(r.startswith("one replica spans nodes over") for r in p5.reasons)
+
+
+def test_memory_alone_still_stays_in_one_node(shipped: Catalog) -> None:
+    """Without a model there is no layout to split a replica by: a serving request for more
+    memory than a node holds is rejected as before."""
+    result = recommend(
+        shipped,
+        RecommendRequest(workload="low_latency_inference", memory_gb=2000, show_rejected=True),
+    )
+    p5 = next(r for r in result.rejected if r.id.startswith("p5.48xlarge"))
+    assert "MEMORY_INSUFFICIENT" in p5.codes
+    assert math.isfinite(len(result.recommendations))
+
+
+def test_a_model_one_gpu_holds_never_spans_nodes(shipped: Catalog) -> None:
+    """Llama 3.1 8B fits one A10G (16 GB of 21.6 usable): a rate one node cannot carry is not
+    a reason to lay one replica over 16 single-GPU nodes on 10 Gbit/s."""
+    e = estimate(
+        shipped,
+        EstimateRequest(
+            workload="low_latency_inference",
+            model="llama-3.1-8b",
+            instance_type="g5.xlarge",
+            request_rate=50,
+        ),
+    )
+    assert not any("spans nodes" in n for n in e.notes)
+    assert e.hardware.nodes != 48
