@@ -372,6 +372,33 @@ class SizedWork(_Request):
         Cli("Share of prompt tokens served from the prefix cache, 0 to 1 (inference).", SERVING),
         SizesWork("serving"),
     ] = None
+    draft_tokens: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=16,
+            description="inference: speculative decoding, tokens drafted a step by MTP heads "
+            "(one extra layer each pass) and verified together; null: none",
+        ),
+        Cli("Speculative decoding: tokens drafted a step (MTP heads), 1 to 16.", SERVING),
+        SizesWork("serving"),
+    ] = None
+    acceptance_length: Annotated[
+        float | None,
+        Field(
+            ge=1,
+            le=17,
+            description="inference: tokens committed a speculative step on average (the bonus "
+            "token counted), at most draft_tokens + 1; null with one draft token: 1.85 "
+            "(DeepSeek-V3 technical report 5.4.3)",
+        ),
+        Cli(
+            "Speculative decoding: tokens committed a step on average (default with one draft "
+            "token: 1.85, DeepSeek-V3's MTP).",
+            SERVING,
+        ),
+        SizesWork("serving"),
+    ] = None
     engine: Annotated[
         str | None,
         Field(
@@ -429,6 +456,24 @@ class SizedWork(_Request):
         if len(given) > 1:
             raise ValueError(f"give one of model, params_b or hf_config, not {' and '.join(given)}")
         return self
+
+    @field_validator("acceptance_length")
+    @classmethod
+    def _accepted_of_drafts(cls, accepted: float | None, info: ValidationInfo) -> float | None:
+        drafts = info.data.get("draft_tokens")
+        if accepted is not None and (drafts is None or accepted > drafts + 1):
+            raise PydanticCustomError(
+                "acceptance_length",
+                "goes with draft_tokens and is at most draft_tokens + 1 (the bonus token "
+                "counted)",
+            )
+        if accepted is None and drafts is not None and drafts > 1:
+            raise PydanticCustomError(
+                "acceptance_length",
+                "is needed with more than one draft token (a published acceptance is known "
+                "for one MTP draft token only: 1.85, DeepSeek-V3)",
+            )
+        return accepted
 
     @field_validator("active_params_b")
     @classmethod

@@ -82,6 +82,7 @@ from advisor.perf.sizing import (
     kv_copies,
     usable_memory_gb,
 )
+from advisor.perf.speculative import Speculation, iterations_for, per_token, verify_step
 from advisor.units import GB, TERA
 
 # (compute efficiency, memory-bandwidth efficiency) per generation. ESTIMATED: set by hand from
@@ -257,6 +258,9 @@ class Deployment:
     # The serving engine: its stored correction for the accelerator (advisor calibrate ingest
     # --save) scales every iteration; None, or no stored correction: the model as it is.
     engine: str | None = None
+    # Speculative decoding (advisor/perf/speculative.py): each iteration verifies d drafted
+    # tokens a sequence and commits the acceptance length on average; None: one token a step.
+    speculation: Speculation | None = None
 
     @property
     def replicas(self) -> int:
@@ -539,6 +543,7 @@ class InferenceModel:
             f"{KERNEL_LAUNCH_S * 1e6:g} us (NVIDIA, Getting Started with CUDA Graphs, 2019)"
             + (f"; the operator table is not used: {built}" if isinstance(built, str) else "")
         )
+        self.spec = dep.speculation
         self.correction = stored_correction(dep.acc.id, dep.engine) if dep.engine else None
         self.scale = self.correction.itl_factor if self.correction is not None else 1.0
         if self.correction is not None:
@@ -551,12 +556,20 @@ class InferenceModel:
         the same when only the replica count differs, so the searches' memos carry over."""
         other = InferenceModel(self.shape, dep, self.inp, self.out, self.moe)
         same = self.dep
-        if (dep.acc, dep.tensor_parallel, dep.precision, dep.link_gb_s, dep.engine) == (
+        if (
+            dep.acc,
+            dep.tensor_parallel,
+            dep.precision,
+            dep.link_gb_s,
+            dep.engine,
+            dep.speculation,
+        ) == (
             same.acc,
             same.tensor_parallel,
             same.precision,
             same.link_gb_s,
             same.engine,
+            same.speculation,
         ):
             other._e2e, other._top = self._e2e, self._top
         return other
@@ -636,8 +649,31 @@ class InferenceModel:
 
     def itl_s(self, batch: int) -> float:
         """Steady-state in-flight batching: the decode step with the B / O prompts admitted per
-        iteration packed into it (module doc)."""
-        return self.iteration_s(batch, batch * self.inp / self.out, self.inp)
+        iteration packed into it (module doc). With speculation, the speculative iteration over
+        the tokens it commits (B x acceptance / O prompts admitted each)."""
+        if self.spec is None:
+            return self.iteration_s(batch, batch * self.inp / self.out, self.inp)
+        emitted = self.spec.acceptance_length
+        packed = batch * emitted * self.inp / self.out
+        return self._spec_step(batch, packed) / emitted
+
+    def _spec_words(self, batch: int, itl_s: float) -> str:
+        assert self.spec is not None
+        d, a = self.spec.draft_tokens, self.spec.acceptance_length
+        packed = batch * a * self.inp / self.out
+        return (
+            f"speculative decoding (advisor/perf/speculative.py): (verify pass of {batch} x "
+            f"{d + 1} positions + {packed:.6g} prompt tokens packed in + {d} MTP draft pass(es) "
+            f"at {self.spec.draft_share:.4g} of a decode step) / acceptance length {a:g} = "
+            f"{itl_s:.6g} s a token"
+        )
+
+    def _spec_step(self, decode: int, prompt_tokens: float) -> float:
+        """One speculative iteration (advisor/perf/speculative.py verify_step)."""
+        assert self.spec is not None
+        return verify_step(lambda d, p: self.iteration_s(d, p, self.inp), self.spec)(
+            decode, prompt_tokens
+        )
 
     # -- load as a request rate ---------------------------------------------------------------
     def ttft_at_s(self, batch: int) -> float:
@@ -745,7 +781,11 @@ class InferenceModel:
         key = (decode, prompt_tokens)
         found = self._steps.get(key)
         if found is None:
-            found = self._steps[key] = self.iteration_s(decode, prompt_tokens, self.inp)
+            found = self._steps[key] = (
+                self.iteration_s(decode, prompt_tokens, self.inp)
+                if self.spec is None
+                else self._spec_step(decode, prompt_tokens)
+            )
         return found
 
     def _load_key(self) -> tuple[object, ...]:
@@ -762,6 +802,7 @@ class InferenceModel:
             dep.link_gb_s,
             self.kv_precision,
             dep.prefix_cache_hit_rate,
+            self.spec,
             self.scale,
             self.inp,
             self.out,
@@ -780,19 +821,24 @@ class InferenceModel:
         if found is None:
             if len(_LOADS) >= _LOADS_MAX:
                 _LOADS.clear()
+            # with speculation a request takes fewer iterations than tokens: simulated in
+            # iterations, read back per token (advisor/perf/speculative.py per_token)
+            iters = self.out if self.spec is None else iterations_for(self.out, self.spec)
+            gap = (self.out - 1) / (iters - 1) if iters > 1 else 1.0
             sched = scheduler_for(
-                self._fit_or_raise(), self.inp + self.out, self.dep.acc.device_memory_gb
+                self._fit_or_raise(), self.inp + iters, self.dep.acc.device_memory_gb
             )
-            trace = poisson_arrivals(rate_per_replica, requests, self.inp, self.out, LOAD_SEED)
+            trace = poisson_arrivals(rate_per_replica, requests, self.inp, iters, LOAD_SEED)
             steady = self.concurrency_at_rate(rate_per_replica)
-            found = _LOADS[key] = simulate(
+            load = simulate(
                 self._step_s,
                 sched,
                 trace,
                 warm_batch=self._fit_or_raise() if steady is None else steady,
                 max_ttft_s=math.inf if ttft_ms is None else ttft_ms / 1e3,
-                max_itl_s=math.inf if itl_ms is None else itl_ms / 1e3,
+                max_itl_s=math.inf if itl_ms is None else itl_ms / 1e3 * gap,
             )
+            found = _LOADS[key] = per_token(load, self.out, iters)
         return found
 
     def _unbounded(self, rate: float, most: float, at: int) -> InputError:
@@ -896,7 +942,7 @@ class InferenceModel:
         step = self.iteration(batch, 0, self.inp)
         packed = batch * self.inp / self.out
         iteration = self.iteration(batch, packed, self.inp)
-        ttft, itl = prefill.seconds, iteration.seconds
+        ttft, itl = prefill.seconds, self.itl_s(batch)
         throughput = throughput_figure(dep.replicas, batch, itl, self.speed_source)
         total = throughput.value
         tp = dep.tensor_parallel
@@ -934,7 +980,9 @@ class InferenceModel:
                 "s",
                 f"{iteration.formula()} [one iteration of {batch} decode tokens + {batch} x "
                 f"{self.inp} / {self.out} = {packed:.6g} prompt tokens packed in (in-flight "
-                f"batching); {speeds}]",
+                f"batching); {speeds}]"
+                if self.spec is None
+                else self._spec_words(batch, itl),
             ),
             throughput,
         )

@@ -16,10 +16,13 @@ layer of the model's; a draft model: its size over the target's).
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from advisor.errors import InputError
+from advisor.perf.serving_sim import Distribution, LoadResult
 
 # DeepSeek-V3 technical report (arXiv:2412.19437) section 5.4.3: with MTP predicting one extra
 # token, the second token is accepted 85-90% of the time (1.8x tokens per second): one draft
@@ -29,6 +32,7 @@ DEFAULT_ACCEPTANCE_LENGTH = 1.85
 
 # (decode tokens, further tokens attending like prompt tokens, their context) -> seconds
 IterationTime = Callable[[int, float, int], float]
+StepTime = Callable[[int, float], float]  # (decode sequences, prompt tokens) -> seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +65,71 @@ def speculative_itl_s(
 ) -> float:
     """The mean time between a sequence's tokens with speculation (module doc)."""
     spec.check()
-    d = spec.draft_tokens
-    verify = iteration_s(batch, batch * d, context)
-    draft = d * spec.draft_share * iteration_s(batch, 0, context)
-    return (verify + draft) / spec.acceptance_length
+    step = verify_step(lambda d, p: iteration_s(d, p, context), spec)
+    return step(batch, 0.0) / spec.acceptance_length
+
+
+def speculation_for(
+    draft_tokens: int | None, acceptance_length: float | None, layers: int
+) -> Speculation | None:
+    """The speculation a request asks for: MTP heads (one extra layer each pass) drafting
+    `draft_tokens`; the acceptance length as given, else DEFAULT_ACCEPTANCE_LENGTH for one
+    draft token (the only one with a published figure). None when none is asked; InputError
+    naming the field when the pair does not make sense."""
+    if draft_tokens is None:
+        if acceptance_length is not None:
+            raise InputError(
+                "acceptance_length needs draft_tokens (the tokens drafted a step)",
+                field="acceptance_length",
+            )
+        return None
+    if acceptance_length is None:
+        if draft_tokens != DEFAULT_DRAFT_TOKENS:
+            raise InputError(
+                f"{draft_tokens} draft tokens: give acceptance_length (a published acceptance "
+                "is known for one MTP draft token only: 1.85, DeepSeek-V3)",
+                field="acceptance_length",
+            )
+        acceptance_length = DEFAULT_ACCEPTANCE_LENGTH
+    spec = Speculation(draft_tokens, acceptance_length, mtp_draft_share(layers))
+    spec.check()
+    return spec
+
+
+
+def verify_step(step_s: StepTime, spec: Speculation) -> StepTime:
+    """One speculative iteration for the load simulation: the verify pass over each sequence's
+    d + 1 positions beside the prompt tokens, and the d draft passes."""
+
+    def step(decode: int, prompt_tokens: float) -> float:
+        d = spec.draft_tokens
+        return step_s(decode, prompt_tokens + decode * d) + d * spec.draft_share * step_s(
+            decode, 0.0
+        )
+
+    return step
+
+
+def iterations_for(output_tokens: int, spec: Speculation) -> int:
+    """Iterations a request of `output_tokens` takes: the first token from its prefill, then
+    `acceptance_length` tokens an iteration on average."""
+    return 1 + math.ceil((output_tokens - 1) / spec.acceptance_length)
+
+
+def per_token(load: LoadResult, output_tokens: int, iterations: int) -> LoadResult:
+    """A load simulated in iterations (each committing several tokens) read per token: token
+    gaps scaled by (iterations - 1) / (tokens - 1), output throughput by tokens / iterations;
+    TTFT, end-to-end times, rates and the batch are the same."""
+    if output_tokens <= 1 or iterations == output_tokens:
+        return load
+    gap = (iterations - 1) / (output_tokens - 1)
+
+    def scaled(d: Distribution) -> Distribution:
+        return Distribution(d.p50_s * gap, d.p90_s * gap, d.p99_s * gap, d.mean_s * gap)
+
+    return dataclasses.replace(
+        load,
+        itl=scaled(load.itl),
+        tpot=scaled(load.tpot),
+        throughput_tokens_s=load.throughput_tokens_s * output_tokens / iterations,
+    )

@@ -51,6 +51,8 @@ class Work:
     percentile: int | None = None  # serving targets held at this percentile; None: p50
     kv_precision: str | None = None  # None: follows the weights (perf/inference.kv_precision_of)
     prefix_cache_hit_rate: float | None = None  # share of prompt tokens served from the cache
+    draft_tokens: int | None = None  # speculative decoding: tokens drafted a step (MTP heads)
+    acceptance_length: float | None = None  # tokens committed a speculative step on average
     engine: str | None = None  # the serving engine whose stored correction applies (if any)
     preset: ModelPreset | None = None  # a model given by its config.json (`model` is its id)
 

@@ -23,6 +23,7 @@ An MoE replica also says whether splitting its nodes into prefill and decode poo
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,6 +45,13 @@ from advisor.perf.moe_serving import EpLayout, EpModel, best_layout
 from advisor.perf.pipeline_serving import PipelineServing
 from advisor.perf.serving_sim import LoadResult, Scheduler, poisson_arrivals, simulate
 from advisor.perf.sizing import Figure, Shape
+from advisor.perf.speculative import (
+    Speculation,
+    iterations_for,
+    per_token,
+    speculation_for,
+    verify_step,
+)
 from advisor.perf.work import Work
 from advisor.planning.fit import Fit
 
@@ -73,6 +81,7 @@ class Replica:
     inp: int
     out: int
     experts_of: Shape | None = None  # the model, when the replica is expert-parallel
+    spec: Speculation | None = None  # speculative decoding asked (advisor/perf/speculative.py)
     _steps: dict[tuple[int, float], float] = field(default_factory=dict)
 
     def step_s(self, decode: int, prompt_tokens: float) -> float:
@@ -83,7 +92,10 @@ class Replica:
         return found
 
     def itl_s(self, batch: int) -> float:
-        return self.step_s(batch, batch * self.inp / self.out)
+        if self.spec is None:
+            return self.step_s(batch, batch * self.inp / self.out)
+        a = self.spec.acceptance_length
+        return verify_step(self.step_s, self.spec)(batch, batch * a * self.inp / self.out) / a
 
     def ttft_s(self, batch: int) -> float:
         wait = self.itl_s(batch) / 2 if batch else 0.0
@@ -119,14 +131,21 @@ class Replica:
         return best / self.e2e_s(best), best
 
     def under_load(self, rate: float, targets: Targets) -> LoadResult:
-        trace = poisson_arrivals(rate, LOAD_REQUESTS, self.inp, self.out, LOAD_SEED)
-        return simulate(
-            self.step_s,
-            self.scheduler,
+        """The simulated load; with speculation in iterations, read back per token (as
+        advisor/perf/inference.py InferenceModel.under_load does)."""
+        spec = self.spec
+        iters = self.out if spec is None else iterations_for(self.out, spec)
+        gap = (self.out - 1) / (iters - 1) if iters > 1 else 1.0
+        trace = poisson_arrivals(rate, LOAD_REQUESTS, self.inp, iters, LOAD_SEED)
+        kv = self.scheduler.kv_capacity_tokens * (self.inp + iters) // (self.inp + self.out)
+        load = simulate(
+            self.step_s if spec is None else verify_step(self.step_s, spec),
+            dataclasses.replace(self.scheduler, kv_capacity_tokens=kv),
             trace,
             max_ttft_s=(targets.max_ttft_ms or math.inf) / 1e3,
-            max_itl_s=(targets.max_itl_ms or math.inf) / 1e3,
+            max_itl_s=(targets.max_itl_ms or math.inf) / 1e3 * gap,
         )
+        return per_token(load, self.out, iters)
 
 
 def _scheduler(fit: int, tokens: int, ranks: int, device_memory_gb: float) -> Scheduler:
@@ -301,6 +320,7 @@ def _sizes(
     where one replica alone needs more GPUs than a size already within the targets."""
     per_node, link_gb_s, network_gbps = node
     max_itl_s = targets.max_itl_ms / 1e3 if targets.max_itl_ms is not None else None
+    spec = speculation_for(w.draft_tokens, w.acceptance_length, shape.layers or 1)
     found: list[_Sized] = []
     for count in range(2, MAX_REPLICA_NODES + 1):
         met = [s.gpus for s in found if s.met]
@@ -312,6 +332,8 @@ def _sizes(
             if shape.experts
             else pp_replica(shape, acc, w, nodes)
         )
+        if r is not None:
+            r.spec = spec
         sized = _size(r, w, targets, w.gpu_count or 0) if r is not None else None
         if sized is not None:
             found.append(sized)

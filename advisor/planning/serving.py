@@ -19,6 +19,7 @@ from advisor.perf.inference import (
     bandwidth_efficiency,
 )
 from advisor.perf.sizing import USABLE_MEMORY, Figure, Shape, usable_memory_gb
+from advisor.perf.speculative import speculation_for
 from advisor.perf.work import TP_DEGREES, Work
 from advisor.planning.fit import Fit
 from advisor.request import SERVING_FIELDS
@@ -84,7 +85,7 @@ def with_default_load(w: Work, profile: WorkloadProfile) -> Work:
 
 
 def _deployment(
-    acc: Accelerator, gpus: int, tp: int, w: Work, link_gb_s: float, per_node: int
+    shape: Shape, acc: Accelerator, gpus: int, tp: int, w: Work, link_gb_s: float, per_node: int
 ) -> Deployment:
     """A deployment of `gpus` in replicas of `tp` as the work asks it served."""
     return Deployment(
@@ -97,6 +98,7 @@ def _deployment(
         kv_precision=w.kv_precision,
         prefix_cache_hit_rate=w.prefix_cache_hit_rate or 0.0,
         engine=w.engine,
+        speculation=speculation_for(w.draft_tokens, w.acceptance_length, shape.layers or 1),
     )
 
 
@@ -128,7 +130,7 @@ def choose_deployment(
     floors: list[tuple[float, float]] = []
     model: InferenceModel | None = None
     for tp in degrees:
-        dep = _deployment(acc, w.gpu_count or tp, tp, w, link_gb_s, per_node)
+        dep = _deployment(shape, acc, w.gpu_count or tp, tp, w, link_gb_s, per_node)
         model = InferenceModel(shape, dep, inp, out, moe)
         if model.max_concurrency() < (asked or 1):
             continue
@@ -166,7 +168,8 @@ def _choose_for_rate(
     floors: list[tuple[float, float]] = []
     last: InferenceModel | None = None
     for tp in degrees:
-        one = InferenceModel(shape, _deployment(acc, tp, tp, w, link_gb_s, per_node), inp, out, moe)
+        dep = _deployment(shape, acc, tp, tp, w, link_gb_s, per_node)
+        one = InferenceModel(shape, dep, inp, out, moe)
         last = one
         if one.max_concurrency() < 1:
             continue
@@ -176,7 +179,7 @@ def _choose_for_rate(
         if not met:
             per_replica, _ = one.max_request_rate()
         replicas = max((w.gpu_count or tp) // tp, math.ceil(w.request_rate / per_replica - 1e-9))
-        model = one.on(_deployment(acc, tp * replicas, tp, w, link_gb_s, per_node))
+        model = one.on(_deployment(shape, acc, tp * replicas, tp, w, link_gb_s, per_node))
         got = model.at_rate(w.request_rate, targets)
         met = met and targets.met(got.ttft_ms, got.itl_ms)
         options.append((met, tp * replicas, got.itl_ms, got, model, per_replica))
