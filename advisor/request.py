@@ -372,6 +372,17 @@ class SizedWork(_Request):
         Cli("Share of prompt tokens served from the prefix cache, 0 to 1 (inference).", SERVING),
         SizesWork("serving"),
     ] = None
+    lora_adapters: Annotated[
+        int | None,
+        Field(
+            ge=1,
+            le=100_000,
+            description="inference: LoRA adapters served on the base model, each sequence using "
+            "one (their rank: lora_rank); their weights are paged from host memory, not held",
+        ),
+        Cli("Multi-LoRA serving: adapters in use, each sequence one (rank: --lora-rank).", SERVING),
+        SizesWork("serving"),
+    ] = None
     draft_tokens: Annotated[
         int | None,
         Field(
@@ -464,8 +475,7 @@ class SizedWork(_Request):
         if accepted is not None and (drafts is None or accepted > drafts + 1):
             raise PydanticCustomError(
                 "acceptance_length",
-                "goes with draft_tokens and is at most draft_tokens + 1 (the bonus token "
-                "counted)",
+                "goes with draft_tokens and is at most draft_tokens + 1 (the bonus token counted)",
             )
         if accepted is None and drafts is not None and drafts > 1:
             raise PydanticCustomError(

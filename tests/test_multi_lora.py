@@ -36,3 +36,44 @@ def test_bad_rank_names_the_field() -> None:
     with pytest.raises(InputError) as e:
         lora_pass_s(LLAMA_8B, 0, 10, (1, 1.0), 2, (1e12, 1e14))
     assert e.value.field == "lora_rank"
+
+
+def test_adapters_are_a_request_field_the_model_adds_to_each_pass() -> None:
+    """--lora-adapters 100 on Llama 3.1 8B (rank 16): each pass adds the distinct adapters'
+    reads and FLOPs (lora_pass_s) on top of the base iteration, so ITL and TTFT grow and the
+    throughput at the same concurrency falls; a higher rank costs more."""
+    import json
+
+    from tests.test_planning_questions import run
+
+    base = ["estimate", "-w", "high_throughput_inference", "-m", "llama-3.1-8b", "-i",
+            "p5en.48xlarge", "--concurrency", "64", "--json"]  # fmt: skip
+    plain = json.loads(run(*base).stdout)
+    lora = json.loads(run(*base, "--lora-adapters", "100").stdout)
+    wider = json.loads(run(*base, "--lora-adapters", "100", "--lora-rank", "64").stdout)
+    assert plain["itl_ms"] < lora["itl_ms"] < wider["itl_ms"]
+    assert plain["ttft_ms"] < lora["ttft_ms"]
+    assert lora["tokens_per_s"] < plain["tokens_per_s"]
+
+
+def test_the_itl_adds_the_adapters_pass_by_hand() -> None:
+    """The model's ITL with adapters is its base iteration plus lora_pass_s over the pass's
+    sequences (64 decode + 64 x 1000 / 200 / 1000 prompts) and tokens at the replica's rates."""
+    from advisor.perf.inference import Deployment, InferenceModel
+
+    cat = load_catalog()
+    preset, acc = cat.models["llama-3.1-8b"], cat.accelerators["h100-sxm"]
+    shape = Shape.of(preset)
+    plain = InferenceModel(shape, Deployment(acc, 1, 1, "bf16", 0.0), 1000, 200)
+    lora = InferenceModel(shape, Deployment(acc, 1, 1, "bf16", 0.0, lora=(100, 16)), 1000, 200)
+    b = 64
+    prompt = b * 1000 / 200
+    added = lora_pass_s(
+        shape,
+        16,
+        100,
+        (round(b + prompt / 1000), b + prompt),
+        2,
+        (plain.bw_bytes_s, plain.peak_flops),
+    )
+    assert lora.itl_s(b) == pytest.approx(plain.itl_s(b) + added)

@@ -64,6 +64,7 @@ from typing import NamedTuple
 from advisor.catalog.corrections import stored_correction
 from advisor.catalog.models import Accelerator, Generation
 from advisor.errors import InputError, field_name
+from advisor.perf.multi_lora import lora_pass_s
 from advisor.perf.op_model import OpModel, TableIteration
 from advisor.perf.precision import ComputePrecision, compute_precision
 from advisor.perf.serving_sim import (
@@ -261,6 +262,9 @@ class Deployment:
     # Speculative decoding (advisor/perf/speculative.py): each iteration verifies d drafted
     # tokens a sequence and commits the acceptance length on average; None: one token a step.
     speculation: Speculation | None = None
+    # Multi-LoRA (advisor/perf/multi_lora.py): (adapters in use, their rank), each sequence
+    # using one; every pass adds their reads and FLOPs. None: the base model alone.
+    lora: tuple[int, int] | None = None
 
     @property
     def replicas(self) -> int:
@@ -563,6 +567,7 @@ class InferenceModel:
             dep.link_gb_s,
             dep.engine,
             dep.speculation,
+            dep.lora,
         ) == (
             same.acc,
             same.tensor_parallel,
@@ -570,6 +575,7 @@ class InferenceModel:
             same.link_gb_s,
             same.engine,
             same.speculation,
+            same.lora,
         ):
             other._e2e, other._top = self._e2e, self._top
         return other
@@ -637,7 +643,20 @@ class InferenceModel:
         )
 
     def iteration_s(self, decode: int, prompt_tokens: float, prompt_len: int) -> float:
-        return self.iteration(decode, prompt_tokens, prompt_len).seconds
+        seconds = self.iteration(decode, prompt_tokens, prompt_len).seconds
+        return seconds + self._lora_s(decode, prompt_tokens, prompt_len)
+
+    def _lora_s(self, decode: int, prompt_tokens: float, prompt_len: int) -> float:
+        """What the adapters add to a pass: its sequences (decode ones and prompts) and tokens
+        over the replica's bandwidth and compute (advisor/perf/multi_lora.py)."""
+        if self.dep.lora is None:
+            return 0.0
+        adapters, rank = self.dep.lora
+        prompts = prompt_tokens / prompt_len if prompt_tokens else 0.0
+        sequences = max(1, round(decode + prompts))
+        batch = (sequences, decode + prompt_tokens * self.prefill_share)
+        rates = (self.bw_bytes_s, self.peak_flops)
+        return lora_pass_s(self.shape, rank, adapters, batch, self.bpw, rates) * self.scale
 
     def prefill_s(self, prompt: int) -> float:
         """Time to first token at low load: one iteration over the prompt alone."""
@@ -656,6 +675,15 @@ class InferenceModel:
         emitted = self.spec.acceptance_length
         packed = batch * emitted * self.inp / self.out
         return self._spec_step(batch, packed) / emitted
+
+    def _lora_words(self, seconds: float) -> str:
+        if self.dep.lora is None:
+            return ""
+        adapters, rank = self.dep.lora
+        return (
+            f" + {seconds:.6g} s of {adapters} LoRA adapters of rank {rank} (their distinct "
+            "reads and FLOPs; advisor/perf/multi_lora.py)"
+        )
 
     def _spec_words(self, batch: int, itl_s: float) -> str:
         assert self.spec is not None
@@ -803,6 +831,7 @@ class InferenceModel:
             self.kv_precision,
             dep.prefix_cache_hit_rate,
             self.spec,
+            dep.lora,
             self.scale,
             self.inp,
             self.out,
@@ -939,10 +968,11 @@ class InferenceModel:
     def _result(self, batch: int, fit: int) -> InferenceResult:
         dep = self.dep
         prefill = self.iteration(0, self.inp, self.inp)
+        lora = self._lora_s(0, self.inp, self.inp)
         step = self.iteration(batch, 0, self.inp)
         packed = batch * self.inp / self.out
         iteration = self.iteration(batch, packed, self.inp)
-        ttft, itl = prefill.seconds, self.itl_s(batch)
+        ttft, itl = prefill.seconds + lora, self.itl_s(batch)
         throughput = throughput_figure(dep.replicas, batch, itl, self.speed_source)
         total = throughput.value
         tp = dep.tensor_parallel
@@ -965,7 +995,8 @@ class InferenceModel:
                 "prefill_s",
                 ttft,
                 "s",
-                f"{prefill.formula()} [one iteration over the {self.inp}-token prompt; {speeds}]",
+                f"{prefill.formula()}{self._lora_words(lora)} [one iteration over the "
+                f"{self.inp}-token prompt; {speeds}]",
             ),
             Figure(
                 "decode_step_s",
@@ -978,7 +1009,8 @@ class InferenceModel:
                 "itl_s",
                 itl,
                 "s",
-                f"{iteration.formula()} [one iteration of {batch} decode tokens + {batch} x "
+                f"{iteration.formula()}{self._lora_words(self._lora_s(batch, packed, self.inp))}"
+                f" [one iteration of {batch} decode tokens + {batch} x "
                 f"{self.inp} / {self.out} = {packed:.6g} prompt tokens packed in (in-flight "
                 f"batching); {speeds}]"
                 if self.spec is None

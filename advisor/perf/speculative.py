@@ -96,7 +96,6 @@ def speculation_for(
     return spec
 
 
-
 def verify_step(step_s: StepTime, spec: Speculation) -> StepTime:
     """One speculative iteration for the load simulation: the verify pass over each sequence's
     d + 1 positions beside the prompt tokens, and the d draft passes."""

@@ -51,6 +51,7 @@ class Work:
     percentile: int | None = None  # serving targets held at this percentile; None: p50
     kv_precision: str | None = None  # None: follows the weights (perf/inference.kv_precision_of)
     prefix_cache_hit_rate: float | None = None  # share of prompt tokens served from the cache
+    lora_adapters: int | None = None  # multi-LoRA serving: adapters in use (rank: lora_rank)
     draft_tokens: int | None = None  # speculative decoding: tokens drafted a step (MTP heads)
     acceptance_length: float | None = None  # tokens committed a speculative step on average
     engine: str | None = None  # the serving engine whose stored correction applies (if any)

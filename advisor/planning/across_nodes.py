@@ -349,9 +349,11 @@ def serve_across_nodes(
 ) -> Fit | None:
     """Replicas over several nodes of `node` = (GPUs per node, link GB/s, network Gbit/s per
     node) for the work: the replica size needing the fewest GPUs (module doc); None without a
-    network, with a TP degree asked (it lives inside a node) or when no size holds the model."""
+    network, with a TP degree asked (it lives inside a node), with LoRA adapters or when no
+    size holds the model."""
     network_gbps = node[2]
-    if not network_gbps or w.tensor_parallel or shape.layers is None:
+    # multi-LoRA over several nodes is not modelled: such a request stays on one node
+    if not network_gbps or w.tensor_parallel or w.lora_adapters or shape.layers is None:
         return None
     found = _sizes(shape, acc, w, targets, node)
     if not found:

@@ -99,6 +99,7 @@ def _deployment(
         prefix_cache_hit_rate=w.prefix_cache_hit_rate or 0.0,
         engine=w.engine,
         speculation=speculation_for(w.draft_tokens, w.acceptance_length, shape.layers or 1),
+        lora=(w.lora_adapters, w.lora_rank) if w.lora_adapters else None,
     )
 
 
