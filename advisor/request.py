@@ -32,8 +32,14 @@ from pydantic_core import PydanticCustomError
 from advisor.catalog.hf_config import ConfigError, preset_from_config
 from advisor.catalog.models import ModelPreset, Objective, Purchase
 from advisor.errors import InputError, field_name
+from advisor.perf.serving_sim import Request
+from advisor.perf.trace_file import Trace, TraceRow
 from advisor.perf.work import Work
 from advisor.validation_errors import explain_validation
+
+# A trace in a request body: more rows than a load simulation replays (600) by far; a file given
+# to the CLI is read whole and bounded by advisor/perf/trace_file.py.
+MAX_BODY_TRACE = 100_000
 
 # The words each choice field takes, for the CLI's help and every error alike (valid_values).
 PURCHASE_WORDS = (
@@ -90,6 +96,7 @@ class Cli:
     panel: str
     short: str | None = None
     json_file: bool = False  # the option names a JSON file; the field holds its content
+    trace_file: bool = False  # the option names a trace file (perf/trace_file.py): its rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,6 +379,23 @@ class SizedWork(_Request):
         Cli("Share of prompt tokens served from the prefix cache, 0 to 1 (inference).", SERVING),
         SizesWork("serving"),
     ] = None
+    trace: Annotated[
+        list[TraceRow] | None,
+        Field(
+            min_length=2,
+            max_length=MAX_BODY_TRACE,
+            description="inference: a trace of requests replayed by the load simulation instead "
+            "of Poisson arrivals of one length; its own rate unless request_rate scales its "
+            "times; input and output tokens default to its means",
+        ),
+        Cli(
+            "A trace of requests (JSON lines or CSV: arrival_s,input_tokens,output_tokens) "
+            "replayed instead of Poisson arrivals (its rate unless --request-rate scales it).",
+            SERVING,
+            trace_file=True,
+        ),
+        SizesWork("serving"),
+    ] = None
     lora_adapters: Annotated[
         int | None,
         Field(
@@ -456,6 +480,14 @@ class SizedWork(_Request):
         """The sizing fields as the performance model's own description of the work; a model
         given as a config.json is its preset, named as its `_name_or_path` says."""
         fields = {name: getattr(self, name) for name in _WORK_FIELDS if name != "preset"}
+        if self.trace is not None:
+            trace = Trace(
+                [Request(r.arrival_s, r.input_tokens, r.output_tokens) for r in self.trace]
+            )
+            fields["trace"] = trace
+            fields["request_rate"] = self.request_rate or trace.rate_per_s
+            fields["input_tokens"] = self.input_tokens or trace.input_tokens
+            fields["output_tokens"] = self.output_tokens or trace.output_tokens
         preset = self.config_preset()
         if preset is not None:
             fields["model"] = preset.id
@@ -522,6 +554,17 @@ class SizedWork(_Request):
                 "from Little's law)"
             )
         return rate
+
+    @field_validator("trace")
+    @classmethod
+    def _a_trace_is_a_rate(
+        cls, trace: list[TraceRow] | None, info: ValidationInfo
+    ) -> list[TraceRow] | None:
+        if trace is not None and info.data.get("concurrency") is not None:
+            raise ValueError("a trace is a load by its arrivals: leave concurrency out")
+        if trace is not None and len({row.arrival_s for row in trace}) < 2:
+            raise ValueError("the requests arrive at one instant: no rate to replay")
+        return trace
 
     @field_validator("percentile")
     @classmethod

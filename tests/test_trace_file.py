@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from advisor.errors import InputError
@@ -52,3 +54,68 @@ def test_a_bad_trace_names_the_line_and_field(text: str, says: str) -> None:
     with pytest.raises(InputError) as e:
         read_trace(text)
     assert says in str(e.value) and e.value.field == "trace"
+
+
+def test_a_trace_is_scaled_to_the_rate_asked_and_counted_in_iterations() -> None:
+    """Arrivals 10, 11, 12, 13 s (1 a second) asked at 2 a second: 0, 0.5, 1, 1.5; an output
+    of 201 tokens at 2 tokens an iteration is 1 + 100 iterations."""
+    from advisor.perf.trace_file import Trace
+
+    trace = Trace([Request(10.0 + i, 100, 201) for i in range(4)])
+    assert trace.rate_per_s == pytest.approx(1.0)
+    got = trace.arrivals(2.0, 10, 2.0)
+    assert [r.arrival_s for r in got] == pytest.approx([0.0, 0.5, 1.0, 1.5])
+    assert {r.output_tokens for r in got} == {101}
+    assert trace == Trace([Request(10.0 + i, 100, 201) for i in range(4)])
+    assert trace != Trace([Request(10.0 + i, 100, 200) for i in range(4)])
+
+
+def test_a_request_with_a_trace_takes_its_rate_and_lengths() -> None:
+    from advisor.request import EstimateRequest
+
+    rows = [{"arrival_s": t, "input_tokens": i, "output_tokens": o} for t, i, o in
+            ((0.0, 100, 10), (2.0, 300, 30), (4.0, 200, 20))]  # fmt: skip
+    w = EstimateRequest(
+        workload="low_latency_inference", model="llama-3.1-8b", accelerator="h100-sxm", trace=rows
+    ).work()
+    assert w.request_rate == pytest.approx(0.5)  # 2 requests after the first over 4 s
+    assert (w.input_tokens, w.output_tokens) == (200, 20)
+    assert w.trace is not None and len(w.trace.requests) == 3
+
+
+def test_long_prompts_of_a_trace_show_in_the_tail(tmp_path: Path) -> None:
+    """A trace of 600 requests at 2 a second, one in ten with an 8,000-token prompt, the rest
+    100: its p99 time to first token is at least one 8,000-token prefill on the GPU
+    (InferenceModel.prefill_s), which Poisson requests of the mean length (790) never wait."""
+    import json
+    import random
+
+    from advisor.catalog.loading import load_catalog
+    from advisor.perf.inference import Deployment, InferenceModel
+    from advisor.perf.sizing import Shape
+    from tests.test_planning_questions import run
+
+    rng, t, lines = random.Random(3), 0.0, []
+    for n in range(600):
+        t += rng.expovariate(2.0)
+        prompt = 8000 if n % 10 == 0 else 100
+        lines.append(json.dumps({"arrival_s": t, "input_tokens": prompt, "output_tokens": 100}))
+    path = tmp_path / "trace.jsonl"
+    path.write_text("\n".join(lines))
+    base = ["estimate", "-w", "low_latency_inference", "-m", "llama-3.1-8b", "-a", "h100-sxm",
+            "-g", "1", "--json"]  # fmt: skip
+    traced = json.loads(run(*base, "--trace", str(path)).stdout)
+    cat = load_catalog()
+    acc = cat.accelerators["h100-sxm"]
+    model = InferenceModel(
+        Shape.of(cat.models["llama-3.1-8b"]), Deployment(acc, 1, 1, "bf16", 0.0), 8000, 100
+    )
+    assert traced["ttft_ms"] >= model.prefill_s(8000) * 1e3
+    poisson = json.loads(
+        run(*base, "--request-rate", "2", "--input-tokens", "790", "--output-tokens", "100").stdout
+    )
+    assert poisson["ttft_ms"] < model.prefill_s(8000) * 1e3
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"arrival_s": 0, "input_tokens": 1, "output_tokens": 1}\n{"arrival_s": -1}\n')
+    refused = run(*base, "--trace", str(bad))
+    assert refused.returncode == 2 and "trace line 2" in refused.stderr

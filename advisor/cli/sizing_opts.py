@@ -18,6 +18,7 @@ from pydantic.fields import FieldInfo
 
 from advisor.errors import InputError, field_name, flag_name
 from advisor.perf.calibration import Calibration, calibrations
+from advisor.perf.trace_file import read_trace
 from advisor.request import OUTPUT, PANELS, Cli
 
 JsonOut = Annotated[
@@ -57,7 +58,7 @@ def _option(name: str, info: FieldInfo, mark: Cli) -> inspect.Parameter:
     """The Typer option of one request field: --name-with-dashes (the one rule errors name a
     field by, errors.flag_name), the short flag, help and panel of its Cli mark, its default."""
     kind, optional = _cli_type(info.annotation)
-    if mark.json_file:  # the option names a file; run() reads it into the field
+    if mark.json_file or mark.trace_file:  # the option names a file; run() reads it
         kind, optional = str, True
     flag = flag_name(name)
     if kind is bool and optional:  # unset means "as needed": both words are offered
@@ -88,6 +89,20 @@ def read_json_file(field: str, path: str) -> Any:
         ) from None
 
 
+def read_trace_file(field: str, path: str) -> list[dict[str, Any]]:
+    """A trace file's rows for a request field (advisor/perf/trace_file.py reads and checks
+    them, naming a bad row's line); InputError (exit 2) naming the field when it cannot be
+    read."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{field_name(field)}: cannot read {path}: {e}", field=field) from None
+    return [
+        {"arrival_s": r.arrival_s, "input_tokens": r.input_tokens, "output_tokens": r.output_tokens}
+        for r in read_trace(text)
+    ]
+
+
 def _panel(p: inspect.Parameter) -> int:
     """Where an option's --help panel stands in PANELS (an option without one: last)."""
     for meta in get_args(p.annotation)[1:]:
@@ -112,6 +127,7 @@ def request_options(model: type[BaseModel]) -> Callable[[Callable[..., None]], C
         ]
         names = {p.name for p in fields}
         files = {n for n, i in model.model_fields.items() if (m := cli_mark(i)) and m.json_file}
+        traces = {n for n, i in model.model_fields.items() if (m := cli_mark(i)) and m.trace_file}
         if names & {p.name for p in own}:
             raise TypeError(f"{command.__name__}: an option is also a field of {model.__name__}")
         ordered = sorted(
@@ -127,6 +143,9 @@ def request_options(model: type[BaseModel]) -> Callable[[Callable[..., None]], C
                     if isinstance(content, dict):  # named by its folder (a checkpoint) or file
                         named = path.resolve().parent.name if path.stem == "config" else path.stem
                         content.setdefault("_name_or_path", named)
+            for name in traces:
+                if request[name] is not None:
+                    request[name] = read_trace_file(name, request[name])
             command(**{FIELDS: request}, **given)
 
         run.__name__, run.__doc__ = command.__name__, command.__doc__

@@ -70,6 +70,7 @@ from advisor.perf.precision import ComputePrecision, compute_precision
 from advisor.perf.serving_sim import (
     Distribution,
     LoadResult,
+    Request,
     Scheduler,
     poisson_arrivals,
     simulate,
@@ -84,6 +85,7 @@ from advisor.perf.sizing import (
     usable_memory_gb,
 )
 from advisor.perf.speculative import Speculation, iterations_for, per_token, verify_step
+from advisor.perf.trace_file import Trace
 from advisor.units import GB, TERA
 
 # (compute efficiency, memory-bandwidth efficiency) per generation. ESTIMATED: set by hand from
@@ -265,6 +267,9 @@ class Deployment:
     # Multi-LoRA (advisor/perf/multi_lora.py): (adapters in use, their rank), each sequence
     # using one; every pass adds their reads and FLOPs. None: the base model alone.
     lora: tuple[int, int] | None = None
+    # A trace replayed by the load simulation instead of Poisson arrivals of one length
+    # (advisor/perf/trace_file.py), its times scaled to the rate asked.
+    trace: Trace | None = None
 
     @property
     def replicas(self) -> int:
@@ -568,6 +573,7 @@ class InferenceModel:
             dep.engine,
             dep.speculation,
             dep.lora,
+            dep.trace,
         ) == (
             same.acc,
             same.tensor_parallel,
@@ -576,6 +582,7 @@ class InferenceModel:
             same.engine,
             same.speculation,
             same.lora,
+            same.trace,
         ):
             other._e2e, other._top = self._e2e, self._top
         return other
@@ -696,10 +703,10 @@ class InferenceModel:
             f"{itl_s:.6g} s a token"
         )
 
-    def _spec_step(self, decode: int, prompt_tokens: float) -> float:
+    def _spec_step(self, decode: int, prompt_tokens: float, prompt_len: int = 0) -> float:
         """One speculative iteration (advisor/perf/speculative.py verify_step)."""
         assert self.spec is not None
-        return verify_step(lambda d, p: self.iteration_s(d, p, self.inp), self.spec)(
+        return verify_step(lambda d, p: self.iteration_s(d, p, prompt_len or self.inp), self.spec)(
             decode, prompt_tokens
         )
 
@@ -805,14 +812,18 @@ class InferenceModel:
         return lo
 
     def _step_s(self, decode: int, prompt_tokens: int) -> float:
-        """One iteration's time for the simulation, memoised (its runs repeat compositions)."""
+        """One iteration's time for the simulation, memoised (its runs repeat compositions).
+        Its prompt tokens attend as prompts of the trace's token-weighted mean length (a token
+        of a long prompt attends to more), else of the one input length."""
         key = (decode, prompt_tokens)
         found = self._steps.get(key)
         if found is None:
+            trace = self.dep.trace
+            plen = trace.attention_prompt_len if trace is not None else self.inp
             found = self._steps[key] = (
-                self.iteration_s(decode, prompt_tokens, self.inp)
+                self.iteration_s(decode, prompt_tokens, plen)
                 if self.spec is None
-                else self._spec_step(decode, prompt_tokens)
+                else self._spec_step(decode, prompt_tokens, plen)
             )
         return found
 
@@ -832,6 +843,7 @@ class InferenceModel:
             dep.prefix_cache_hit_rate,
             self.spec,
             dep.lora,
+            dep.trace,
             self.scale,
             self.inp,
             self.out,
@@ -857,16 +869,22 @@ class InferenceModel:
             sched = scheduler_for(
                 self._fit_or_raise(), self.inp + iters, self.dep.acc.device_memory_gb
             )
-            trace = poisson_arrivals(rate_per_replica, requests, self.inp, iters, LOAD_SEED)
-            steady = self.concurrency_at_rate(rate_per_replica)
-            load = simulate(
-                self._step_s,
-                sched,
-                trace,
-                warm_batch=self._fit_or_raise() if steady is None else steady,
-                max_ttft_s=math.inf if ttft_ms is None else ttft_ms / 1e3,
-                max_itl_s=math.inf if itl_ms is None else itl_ms / 1e3 * gap,
+            accepted = self.spec.acceptance_length if self.spec is not None else 1.0
+            trace = arrivals(
+                self.dep.trace, rate_per_replica, requests, (self.inp, iters), accepted
             )
+            steady = self.concurrency_at_rate(rate_per_replica)
+            try:
+                load = simulate(
+                    self._step_s,
+                    sched,
+                    trace,
+                    warm_batch=self._fit_or_raise() if steady is None else steady,
+                    max_ttft_s=math.inf if ttft_ms is None else ttft_ms / 1e3,
+                    max_itl_s=math.inf if itl_ms is None else itl_ms / 1e3 * gap,
+                )
+            except ValueError as e:  # a trace's request longer than the KV cache holds
+                raise InputError(f"trace: {e}", field="trace") from None
             found = _LOADS[key] = per_token(load, self.out, iters)
         return found
 
@@ -914,7 +932,9 @@ class InferenceModel:
         served = rate * self.out
         figures = (
             *(f for f in base.figures if f.name != "throughput_tokens_s"),
-            *load_figures(load, per_replica, pct, targets, self.speed_source),
+            *load_figures(
+                load, per_replica, pct, targets, self.speed_source, self.dep.trace is not None
+            ),
             Figure("max_request_rate", within * n, "requests/s", capacity),
             Figure(
                 "throughput_tokens_s",
@@ -1021,6 +1041,17 @@ class InferenceModel:
         return InferenceResult(ttft * 1e3, itl * 1e3, total, batch, fit, tp, dep.replicas, figures)
 
 
+def arrivals(
+    trace: Trace | None, rate_per_s: float, count: int, lengths: tuple[int, int], accepted: float
+) -> list[Request]:
+    """What the load simulation replays: `count` Poisson arrivals at `rate_per_s` of `lengths`
+    = (input tokens, output iterations), seeded, or the trace's first `count` requests at that
+    rate, each output counted in iterations of `accepted` tokens (speculative decoding)."""
+    if trace is None:
+        return poisson_arrivals(rate_per_s, count, *lengths, LOAD_SEED)
+    return trace.arrivals(rate_per_s, count, accepted)
+
+
 def throughput_figure(
     replicas: int, concurrency: int, itl_s: float, speed_source: str | None = None
 ) -> Figure:
@@ -1040,13 +1071,21 @@ def moe_of(experts: int | None, per_token: int | None) -> tuple[int, int] | None
 
 
 def load_figures(
-    load: LoadResult, per_replica: float, pct: int, targets: Targets | None, speed_source: str
+    load: LoadResult,
+    per_replica: float,
+    pct: int,
+    targets: Targets | None,
+    speed_source: str,
+    traced: bool = False,
 ) -> tuple[Figure, ...]:
     """The simulated load's figures: the mean batch, each latency's percentiles, and, with
-    targets, the goodput and whether the targets hold at p50 but not at the asked percentile."""
+    targets, the goodput and whether the targets hold at p50 but not at the asked percentile.
+    `traced`: the arrivals were a trace's (advisor/perf/trace_file.py), not Poisson's."""
+    kind = "a trace's requests, times scaled to" if traced else "Poisson at"
+    seed = "" if traced else f"seed {LOAD_SEED}; "
     how = (
-        f"{load.requests} simulated requests after a warm-up, Poisson at {per_replica:.6g}/s per "
-        f"replica (seed {LOAD_SEED}; perf/serving_sim.py)"
+        f"{load.requests} simulated requests after a warm-up, {kind} {per_replica:.6g}/s per "
+        f"replica ({seed}perf/serving_sim.py)"
     )
     speeds = f" [speeds: {speed_source}]"
 

@@ -10,8 +10,10 @@ are served in arrival order. A bad row is an InputError naming its line and fiel
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
+import math
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -86,3 +88,46 @@ def trace_rate_per_s(trace: list[Request]) -> float:
     """The trace's mean arrival rate: requests after the first over the time they span."""
     span = trace[-1].arrival_s - trace[0].arrival_s
     return (len(trace) - 1) / span if span > 0 else float("inf")
+
+
+class Trace:
+    """A trace as the simulation replays it: its requests in arrival order, compared and hashed
+    by a digest of them (memo keys hold it, not the rows)."""
+
+    def __init__(self, requests: list[Request]) -> None:
+        if not requests:
+            raise InputError("trace: no requests", field="trace")
+        self.requests = tuple(sorted(requests, key=lambda r: r.arrival_s))
+        rows = ";".join(f"{r.arrival_s!r},{r.input_tokens},{r.output_tokens}" for r in requests)
+        self.digest = hashlib.sha256(rows.encode()).hexdigest()
+        self.rate_per_s = trace_rate_per_s(list(self.requests))
+        n = len(self.requests)
+        self.input_tokens = max(1, round(sum(r.input_tokens for r in self.requests) / n))
+        self.output_tokens = max(1, round(sum(r.output_tokens for r in self.requests) / n))
+        # the prompt length a prompt token sees on average (attention's work grows with it)
+        squares = sum(r.input_tokens**2 for r in self.requests)
+        self.attention_prompt_len = round(squares / sum(r.input_tokens for r in self.requests))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Trace) and other.digest == self.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def arrivals(self, rate_per_s: float, count: int, speculative: float = 1.0) -> list[Request]:
+        """The first `count` requests with their times scaled so that they arrive at
+        `rate_per_s` on average (the trace's own rate: unscaled), starting at 0; with
+        speculation committing `speculative` tokens an iteration, each output is counted in
+        iterations (advisor/perf/speculative.py iterations_for)."""
+        if not math.isfinite(self.rate_per_s):
+            raise InputError("trace: every request arrives at once: no rate", field="trace")
+        scale = self.rate_per_s / rate_per_s
+        start = self.requests[0].arrival_s
+        return [
+            Request(
+                (r.arrival_s - start) * scale,
+                r.input_tokens,
+                1 + math.ceil((r.output_tokens - 1) / speculative),
+            )
+            for r in self.requests[:count]
+        ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from advisor.catalog.models import ModelPreset
+from advisor.perf.trace_file import Trace
 
 # Without input / output tokens: 1000 in, 1000 out, the shape of the TensorRT-LLM
 # perf-overview rows the inference model is calibrated on (tests/data/published.yaml).
@@ -51,6 +52,7 @@ class Work:
     percentile: int | None = None  # serving targets held at this percentile; None: p50
     kv_precision: str | None = None  # None: follows the weights (perf/inference.kv_precision_of)
     prefix_cache_hit_rate: float | None = None  # share of prompt tokens served from the cache
+    trace: Trace | None = None  # a trace of requests replayed instead of Poisson arrivals
     lora_adapters: int | None = None  # multi-LoRA serving: adapters in use (rank: lora_rank)
     draft_tokens: int | None = None  # speculative decoding: tokens drafted a step (MTP heads)
     acceptance_length: float | None = None  # tokens committed a speculative step on average

@@ -34,16 +34,16 @@ from advisor.perf.disaggregated import compare
 from advisor.perf.inference import (
     LARGE_GPU_GB,
     LOAD_REQUESTS,
-    LOAD_SEED,
     SCHEDULER_LARGE,
     SCHEDULER_SMALL,
     Targets,
+    arrivals,
     bandwidth_efficiency,
     load_figures,
 )
 from advisor.perf.moe_serving import EpLayout, EpModel, best_layout
 from advisor.perf.pipeline_serving import PipelineServing
-from advisor.perf.serving_sim import LoadResult, Scheduler, poisson_arrivals, simulate
+from advisor.perf.serving_sim import LoadResult, Scheduler, simulate
 from advisor.perf.sizing import Figure, Shape
 from advisor.perf.speculative import (
     Speculation,
@@ -52,6 +52,7 @@ from advisor.perf.speculative import (
     speculation_for,
     verify_step,
 )
+from advisor.perf.trace_file import Trace
 from advisor.perf.work import Work
 from advisor.planning.fit import Fit
 
@@ -82,6 +83,7 @@ class Replica:
     out: int
     experts_of: Shape | None = None  # the model, when the replica is expert-parallel
     spec: Speculation | None = None  # speculative decoding asked (advisor/perf/speculative.py)
+    trace: Trace | None = None  # replayed instead of Poisson arrivals (advisor/perf/trace_file.py)
     _steps: dict[tuple[int, float], float] = field(default_factory=dict)
 
     def step_s(self, decode: int, prompt_tokens: float) -> float:
@@ -136,7 +138,8 @@ class Replica:
         spec = self.spec
         iters = self.out if spec is None else iterations_for(self.out, spec)
         gap = (self.out - 1) / (iters - 1) if iters > 1 else 1.0
-        trace = poisson_arrivals(rate, LOAD_REQUESTS, self.inp, iters, LOAD_SEED)
+        accepted = spec.acceptance_length if spec is not None else 1.0
+        trace = arrivals(self.trace, rate, LOAD_REQUESTS, (self.inp, iters), accepted)
         kv = self.scheduler.kv_capacity_tokens * (self.inp + iters) // (self.inp + self.out)
         load = simulate(
             self.step_s if spec is None else verify_step(self.step_s, spec),
@@ -333,7 +336,7 @@ def _sizes(
             else pp_replica(shape, acc, w, nodes)
         )
         if r is not None:
-            r.spec = spec
+            r.spec, r.trace = spec, w.trace
         sized = _size(r, w, targets, w.gpu_count or 0) if r is not None else None
         if sized is not None:
             found.append(sized)
@@ -427,7 +430,8 @@ def _figures(s: _Sized, w: Work, targets: Targets) -> tuple[Figure, ...]:
         )
         return tuple(out)
     per_replica = w.request_rate / s.replicas
-    out += load_figures(s.load, per_replica, targets.percentile, targets, SPEED_SOURCE)
+    traced = w.trace is not None
+    out += load_figures(s.load, per_replica, targets.percentile, targets, SPEED_SOURCE, traced)
     out.append(
         Figure(
             "throughput_tokens_s",

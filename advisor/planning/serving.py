@@ -100,6 +100,7 @@ def _deployment(
         engine=w.engine,
         speculation=speculation_for(w.draft_tokens, w.acceptance_length, shape.layers or 1),
         lora=(w.lora_adapters, w.lora_rank) if w.lora_adapters else None,
+        trace=w.trace,
     )
 
 
