@@ -239,17 +239,23 @@ def _recorded_ranks(name: str) -> list[StageReport]:
 
 
 def test_on_the_h200_the_rank_with_more_gpu_work_is_the_straggler() -> None:
-    """benchmarks/doctor/straggler_gpu.py on one H200 (2026-12-03): two gloo ranks, rank 1 running
-    five times rank 0's matrix products; both stepped at 18.7 a second, 52 with equal work. Rank 0
-    sat in the all-reduce 64% of its stack samples, rank 1 4%; both also waited on the GPU (28%
-    and 83%), which here is their own kernels: with collectives on the host, only they count as
-    waiting for the others (64% - 4% = 60% >= 20%). Counting the GPU wait too (92% vs 87%) the
-    slow rank would hide."""
+    """benchmarks/doctor/straggler_gpu.py on one H200 (2026-12-03, benchmarks/results/
+    doctor-verdict-2026-12-03c-...): two gloo ranks, rank 1 running five times rank 0's matrix
+    products; both stepped at 18.95 a second, 53.10 with equal work. Rank 0 sat in the
+    all-reduce 60% of its stack samples, rank 1 4%; both also waited on the GPU (32% and 81%),
+    which here is their own kernels: with collectives on the host, only they count as waiting
+    for the others (60% - 4% = 56% >= 20%). Counting the GPU wait too (92% vs 85%) the slow rank
+    would hide. The report the doctor wrote on the GPU names it too."""
     finding = straggler(_recorded_ranks("straggler_gpu"), 6.88)
     assert finding is not None
-    assert "wait for rank 1 (64% of their time against its 4%)" in finding.summary
+    assert "wait for rank 1 (60% of their time against its 4%)" in finding.summary
     assert "waiting for the GPU" in finding.summary
     assert "more work than the others" in finding.fix
+    report = UtilisationReport.model_validate_json(
+        (RECORDED / "h200-straggler_gpu.json").read_bytes()
+    )
+    assert report.job is not None
+    assert [f.summary for f in report.job.findings] == [finding.summary]
 
 
 def test_on_the_h200_equal_work_has_no_straggler() -> None:
