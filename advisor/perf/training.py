@@ -36,6 +36,7 @@ layout (memory) and GPU count (deadline) and reads the time of each from here.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -269,7 +270,7 @@ def step_time(job: Job, cluster: Cluster, layout: Layout) -> Step:
     busy, micro = _ranks(job, layout)
     split = busy * layout.tp * layout.pp * layout.cp
     tokens = seqs * job.seq_len
-    compute = _compute_s(job, cluster, tokens) / split * (1 + _bubble(job, layout, micro))
+    compute = _compute_s(job, cluster, tokens, layout) / split * (1 + _bubble(job, layout, micro))
     dp = _dp_comm_s(job, cluster, layout, micro)
     tp = _tp_comm_s(job, cluster, layout, tokens / busy / layout.cp)
     cp = _cp_comm_s(job, cluster, layout, micro)
@@ -291,38 +292,60 @@ def step_time(job: Job, cluster: Cluster, layout: Layout) -> Step:
     return Step(compute, dp, tp, cp, a2a, pp, exposed, busy)
 
 
-def _compute_s(job: Job, cluster: Cluster, tokens: float) -> float:
+def _compute_s(job: Job, cluster: Cluster, tokens: float, layout: Layout) -> float:
     """Seconds one GPU takes for `tokens` tokens' executed FLOPs: the GEMMs (and what runs
     between them) at the training precision's peak and the step's efficiency, the experts'
     share slowed by expert_gemm_factor, attention at the 16-bit peak and the fused attention
     kernels' (ATTENTION_EFFICIENCY)."""
     gemm = job.flops(tokens, job.recompute) / (cluster.peak_tflops * TERA * job.efficiency)
-    return gemm * expert_gemm_factor(job.shape) + _attention_s(job, cluster, tokens)
+    factor = expert_gemm_factor(job.shape, tokens_per_expert(job, layout))
+    return gemm * factor + _attention_s(job, cluster, tokens)
 
 
-# The experts' GEMMs against a dense layer's at the same FLOPs. ESTIMATED: a grouped GEMM runs
-# each expert's few hundred to few thousand tokens through its own narrow weights (DeepSeek-V3's
-# 2,048-wide experts), below the tile sizes where the dense GEMMs reach their efficiency
-# (MegaBlocks, Gale et al. 2022, arXiv:2211.15841 section 6: block-sparse expert kernels within
-# about 10% of dense cuBLAS on the same work; the permutation and un-permutation of tokens around
-# them are extra memory-bound kernels).
-GROUPED_GEMM_RELATIVE_EFFICIENCY = 0.85
+# The experts' grouped GEMM's FLOP rate over a dense GEMM's, by the tokens each expert gets in a
+# micro-batch (its M): measured on the H200, catalog/ops/h200-sxm--torch2.11.0-cu130-driver580.json,
+# the bf16 grouped rows of DeepSeek-V3's 2,048 x 7,168 experts (8, 32 and 128 groups, both
+# orientations; medians) over the same table's 8,192-cube GEMM. A few tokens an expert read its
+# weights for little work: 16 tokens reach a tenth of the dense rate, 128 about three quarters,
+# 1,024 the dense rate (1.03, taken as 1). Log-linear between, held at the ends; the curve is
+# applied to every accelerator and expert width (estimated beyond the H200's shapes).
+GROUPED_GEMM_SHARE = ((16, 0.102), (128, 0.727), (1024, 1.0))
 # The busiest expert's tokens over the mean: a step waits for it. ESTIMATED: DeepSeek-V3's
 # auxiliary-loss-free balancing (arXiv:2412.19437 section 2.1.2) and the auxiliary losses of
 # Switch/GShard keep the experts' loads within about 10% of the mean over a batch.
 EXPERT_LOAD_IMBALANCE = 1.1
 
 
-def expert_gemm_factor(shape: Shape) -> float:
+def grouped_gemm_share(tokens_per_expert: float) -> float:
+    """The grouped GEMM's rate over the dense one at `tokens_per_expert` (GROUPED_GEMM_SHARE)."""
+    points = GROUPED_GEMM_SHARE
+    if tokens_per_expert <= points[0][0]:
+        return points[0][1]
+    for (m0, s0), (m1, s1) in itertools.pairwise(points):
+        if tokens_per_expert <= m1:
+            w = math.log(tokens_per_expert / m0) / math.log(m1 / m0)
+            return s0 + w * (s1 - s0)
+    return points[-1][1]
+
+
+def tokens_per_expert(job: Job, layout: Layout) -> float:
+    """Tokens one expert gets in a micro-batch: each of the EP ranks' micro-batch tokens (its
+    sequence share under context parallelism) sends k / E of its token-expert pairs to it."""
+    experts, k = job.shape.experts or 1, job.shape.experts_per_token or 1
+    tokens = job.seq_len * job.micro_batch / layout.cp
+    return tokens * layout.ep * k / experts
+
+
+def expert_gemm_factor(shape: Shape, tokens: float = GROUPED_GEMM_SHARE[-1][0]) -> float:
     """Time of a mixture of experts' GEMMs over the same FLOPs at the dense efficiency: the
-    routed experts' share of the active parameters (X k / E of N) run at
-    GROUPED_GEMM_RELATIVE_EFFICIENCY and wait for the busiest expert (EXPERT_LOAD_IMBALANCE);
-    1 for a dense model."""
+    routed experts' share of the active parameters (X k / E of N) run at the grouped GEMM's
+    share of the dense rate for `tokens` tokens an expert (grouped_gemm_share) and wait for the
+    busiest expert (EXPERT_LOAD_IMBALANCE); 1 for a dense model."""
     experts, k = shape.experts, shape.experts_per_token
     if not experts or not k or not shape.expert_params:
         return 1.0
     share = shape.expert_params * k / experts / shape.active_params
-    slower = EXPERT_LOAD_IMBALANCE / GROUPED_GEMM_RELATIVE_EFFICIENCY
+    slower = EXPERT_LOAD_IMBALANCE / grouped_gemm_share(tokens)
     return 1 + min(1.0, share) * (slower - 1)
 
 
