@@ -20,7 +20,6 @@ from advisor.perf.inference import (
     throughput_figure,
 )
 from advisor.perf.work import Work
-from advisor.planning.across_nodes import serve_across_nodes
 from advisor.planning.fit import Fit
 from advisor.planning.plan import ModelOf, Plan, refuse_for_serving
 from advisor.planning.serving import (
@@ -62,6 +61,9 @@ class ServingDeployment(Plan):
             # only a model no degree inside a node holds (InferenceModel's memory refusal names
             # the degree) is laid over several nodes; a load one node cannot carry is not
             held = e.field != "tensor_parallel"
+            # imported here: replicas over nodes (and their modules) only for models no node holds
+            from advisor.planning.across_nodes import serve_across_nodes
+
             across = (
                 None
                 if held
