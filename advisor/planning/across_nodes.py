@@ -19,7 +19,12 @@ them (advisor/perf/pipeline_serving.py). The same questions as one-node serving
   replica alone needs more GPUs than a size already within the targets.
 
 An MoE replica also says whether splitting its nodes into prefill and decode pools
-(advisor/perf/disaggregated.py) would serve more requests at the same ITL target."""
+(advisor/perf/disaggregated.py) would serve more requests at the same ITL target.
+
+Speculative decoding and a trace apply as on one node; the KV cache follows the weights'
+precision (advisor/perf/moe_serving.py and pipeline_serving.py's models), and a prefix cache, an
+engine's stored correction and LoRA adapters are not modelled over several nodes (with adapters
+no replica spans nodes)."""
 
 from __future__ import annotations
 
@@ -55,6 +60,7 @@ from advisor.perf.speculative import (
 from advisor.perf.trace_file import Trace
 from advisor.perf.work import Work
 from advisor.planning.fit import Fit
+from advisor.units import GB
 
 # The widest replica searched. SGLang's large-scale expert-parallel deployment of DeepSeek-V3
 # (lmsys.org blog 2025-05-05) decodes on 9 nodes of 8 H100 and prefills on 3; 16 nodes leaves
@@ -190,7 +196,7 @@ def ep_replica(
 
     def memory_gb(sequences: int) -> float:
         kv = model.kv_gpu_token * (inp + out) * math.ceil(sequences / ranks)
-        return (model.dense_bytes + model.slots * model.per_expert_bytes + kv) / 1e9
+        return (model.dense_bytes + model.slots * model.per_expert_bytes + kv) / GB
 
     fit = model.max_sequences_per_rank() * ranks
     return Replica(
