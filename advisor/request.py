@@ -389,8 +389,9 @@ class SizedWork(_Request):
             "times; input and output tokens default to its means",
         ),
         Cli(
-            "A trace of requests (JSON lines or CSV: arrival_s,input_tokens,output_tokens) "
-            "replayed instead of Poisson arrivals (its rate unless --request-rate scales it).",
+            "A trace file of requests (JSON lines or CSV of arrival_s, input_tokens, "
+            "output_tokens) replayed instead of Poisson arrivals (its rate unless "
+            "--request-rate scales it).",
             SERVING,
             trace_file=True,
         ),

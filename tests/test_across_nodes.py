@@ -146,3 +146,18 @@ def test_a_model_one_gpu_holds_never_spans_nodes(shipped: Catalog) -> None:
     )
     assert not any("spans nodes" in n for n in e.notes)
     assert e.hardware.nodes != 48
+
+
+def test_a_slow_network_holds_no_replica(shipped: Catalog) -> None:
+    """Llama 2 70B in fp16 (138 GB) on single-L4 VMs: no replica over eight of them on
+    general-purpose Ethernet (below 100 Gbit/s); on p5's 3,200 Gbit/s two nodes serve 405B."""
+    from advisor.planning.across_nodes import MIN_NETWORK_GBPS
+
+    l4 = shipped.accelerators["l4"]
+    shape = Shape.of(shipped.models["llama-2-70b"])
+    work = Work(workload="high_throughput_inference", model="llama-2-70b", precision="fp16")
+    assert serve_across_nodes(shape, l4, work, Targets(), (1, 0.0, MIN_NETWORK_GBPS - 1)) is None
+    h100 = shipped.accelerators["h100-sxm"]
+    big = Work(workload="high_throughput_inference", model="llama-3.1-405b")
+    fit = serve_across_nodes(Shape.of(shipped.models["llama-3.1-405b"]), h100, big, Targets(), P5)
+    assert fit is not None and fit.nodes == 2

@@ -228,13 +228,15 @@ def test_unfit_inference_estimate_keeps_its_figures(shipped: Catalog) -> None:
     """Llama-3.1-405B in bf16 on 8 x H100 80 GB: weights 405e9 x 2 = 810 GB; KV cache 2 x 126
     layers x 8 KV heads x 128 x 2 bytes = 516,096 bytes per token x 2,000 tokens (1000 in + 1000
     out) x 1 sequence; + 10% runtime overhead; over 8 GPUs = 111.5 GB per GPU, above 72 GB
-    usable. The estimate reports that, not 0, with fits false and the reason."""
+    usable. The estimate reports that, not 0, with fits false and the reason. (TP 8 asked: a
+    replica stays in one node; without it two p5 nodes serve it, tests/test_across_nodes.py.)"""
     r = estimate(
         shipped,
         EstimateRequest(
             workload="high_throughput_inference",
             model="llama-3.1-405b",
             instance_type="p5.48xlarge",
+            tensor_parallel=8,
         ),
     )
     # weights + KV cache, by hand; the headroom is the GPU's usable 90%, once (not 10% more here)

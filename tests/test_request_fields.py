@@ -166,7 +166,8 @@ def test_the_field_groups_are_read_from_the_declarations() -> None:
     assert set(SERVING_FIELDS) == {
         "context_tokens", "throughput_tokens_s", "input_tokens", "output_tokens",
         "concurrency", "request_rate", "tensor_parallel", "max_ttft_ms", "max_itl_ms",
-        "percentile", "kv_precision", "prefix_cache_hit_rate", "engine",
+        "percentile", "kv_precision", "prefix_cache_hit_rate", "trace", "lora_adapters",
+        "draft_tokens", "acceptance_length", "engine",
     }  # fmt: skip
     assert set(FROM_A_MODEL) == {
         *TRAINING_ONLY,

@@ -68,6 +68,12 @@ from advisor.units import GB
 MAX_REPLICA_NODES = 16
 BITS_PER_BYTE = 8
 SPEED_SOURCE = "roofline: datasheet peaks x the estimated efficiencies of advisor/perf/inference.py"
+# The slowest node network a replica spans. A stated policy, ESTIMATED: vLLM's distributed
+# serving guide lays a model over nodes of several GPUs each (TP inside, PP across) and asks
+# for a high-speed interconnect (InfiniBand recommended); 100 Gbit/s keeps the RDMA-class nodes
+# (p4d's 400, p5's 3,200) and leaves out general-purpose VMs on 10-50 Gbit/s Ethernet (a 70B
+# model laid over eight single-L4 VMs is not a deployment anyone runs).
+MIN_NETWORK_GBPS = 100
 # Tries of one more replica when the simulated load misses the targets the Little's-law sizing
 # met (queueing the steady state leaves out).
 EXTRA_REPLICA_TRIES = 3
@@ -279,12 +285,13 @@ def _size(r: Replica, w: Work, targets: Targets, asked_gpus: int) -> _Sized | No
     """Replicas of `r` for the load asked, and their figures; None when the replica holds no
     sequence (or the concurrency asked)."""
     at_least = max(1, math.ceil(asked_gpus / r.gpus))
-    if r.max_sequences < 1 or (w.concurrency or 0) > r.max_sequences:
+    asked = w.concurrency or w.batch  # sequences per replica, as on one node
+    if r.max_sequences < 1 or (asked or 0) > r.max_sequences:
         return None
     if w.request_rate is not None:
         return _size_for_rate(r, w.request_rate, targets, at_least)
-    if w.concurrency:
-        b, met_b = w.concurrency, True
+    if asked:
+        b, met_b = asked, True
     else:
         b = r.most_within(targets, with_ttft=False)
         met_b = b > 0
@@ -358,11 +365,12 @@ def serve_across_nodes(
 ) -> Fit | None:
     """Replicas over several nodes of `node` = (GPUs per node, link GB/s, network Gbit/s per
     node) for the work: the replica size needing the fewest GPUs (module doc); None without a
-    network, with a TP degree asked (it lives inside a node), with LoRA adapters or when no
-    size holds the model."""
+    network of MIN_NETWORK_GBPS, with a TP degree asked (it lives inside a node), with LoRA
+    adapters or when no size holds the model."""
     network_gbps = node[2]
     # multi-LoRA over several nodes is not modelled: such a request stays on one node
-    if not network_gbps or w.tensor_parallel or w.lora_adapters or shape.layers is None:
+    slow = network_gbps < MIN_NETWORK_GBPS
+    if slow or w.tensor_parallel or w.lora_adapters or shape.layers is None:
         return None
     found = _sizes(shape, acc, w, targets, node)
     if not found:
