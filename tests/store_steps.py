@@ -10,11 +10,17 @@ import uuid
 import sqlalchemy as sa
 
 from advisor.store import migrate
-from advisor.store.base import canonical_json, check_rows, report_fields
+from advisor.store.base import CheckRow, canonical_json, check_rows, report_fields
 from advisor.store.sql import engine_for, format_time
 from probes.report import ProbeReport, UtilisationReport
 
 TABLES = (  # every table a migration creates, dependants first
+    "fleet_verdicts",
+    "fleet_hosts",
+    "fleet_check_statuses",
+    "fleet_ratios",
+    "fleet_calibration",
+    "fleet_calibration_tokens",
     "probe_checks",
     "probe_reports",
     "utilisation_reports",
@@ -103,3 +109,22 @@ def _insert(url: str, statement: str, row: dict[str, object]) -> None:
             conn.execute(sa.text(statement), row)
     finally:
         engine.dispose()
+
+
+def truncate_reports(url: str) -> None:
+    """Empty the probe tables and the aggregates kept from them (PostgreSQL)."""
+    run(url, f"TRUNCATE {', '.join(t for t in TABLES[:8])}")
+
+
+def all_check_rows(url: str) -> list[CheckRow]:
+    """Every stored check row, read outside the store (for scans by brute force)."""
+    engine = engine_for(url)
+    try:
+        with engine.begin() as conn:
+            rows = conn.exec_driver_sql(
+                "SELECT report_id, host, accelerator, name, status, measured, expected, token_id"
+                " FROM probe_checks"
+            ).all()
+    finally:
+        engine.dispose()
+    return [CheckRow(*r) for r in rows]

@@ -63,7 +63,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 
 
 def _truncate_pg(url: str) -> None:
-    store_steps.run(url, "TRUNCATE probe_checks, probe_reports")
+    store_steps.truncate_reports(url)
 
 
 def test_add_get_roundtrip_is_exact(store: Store) -> None:

@@ -88,10 +88,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     else:
         url = _require_pg()
         s = open_store(url)
-        import psycopg
-
-        with psycopg.connect(url) as conn:
-            conn.execute("TRUNCATE utilisation_reports, probe_checks, probe_reports")
+        store_steps.truncate_reports(url)
+        store_steps.run(url, "TRUNCATE utilisation_reports")
     yield s
     s.close()
 

@@ -5,7 +5,7 @@ from an older version hold the same schema."""
 
 from __future__ import annotations
 
-from sqlalchemy import Column, Double, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Column, Double, Integer, MetaData, String, Table, Text
 
 metadata = MetaData()
 
@@ -53,4 +53,65 @@ ops_reports = Table(
     Column("accelerator", Text),
     Column("body", Text, nullable=False),
     Column("idempotency_key", Text, unique=True),
+)
+
+# -- the fleet summary's aggregates (advisor/store/aggregates.py; migration 0008) -------------
+# accelerator: "" for runs that matched none (a key column is never NULL)
+fleet_verdicts = Table(
+    "fleet_verdicts",
+    metadata,
+    Column("accelerator", Text, primary_key=True),
+    Column("verdict", Text, primary_key=True),
+    Column("reports", BigInteger, nullable=False),
+)
+fleet_hosts = Table(
+    "fleet_hosts",
+    metadata,
+    Column("accelerator", Text, primary_key=True),
+    Column("host", Text, primary_key=True),
+    Column("runs", BigInteger, nullable=False),
+    Column("failed", BigInteger, nullable=False),
+)
+fleet_check_statuses = Table(
+    "fleet_check_statuses",
+    metadata,
+    Column("accelerator", Text, primary_key=True),
+    Column("name", Text, primary_key=True),
+    Column("status", Text, primary_key=True),
+    Column("runs", BigInteger, nullable=False),
+)
+fleet_ratios = Table(
+    "fleet_ratios",
+    metadata,
+    Column("accelerator", Text, primary_key=True),
+    Column("name", Text, primary_key=True),
+    Column("bucket", Integer, primary_key=True),
+    Column("n", BigInteger, nullable=False),
+    Column("lo", Double, nullable=False),
+    Column("hi", Double, nullable=False),
+)
+fleet_calibration = Table(
+    "fleet_calibration",
+    metadata,
+    Column("accelerator", Text, primary_key=True),
+    Column("host", Text, primary_key=True),
+    Column("bucket", Integer, primary_key=True),
+    Column("n", BigInteger, nullable=False),
+    Column("lo", Double, nullable=False),
+    Column("hi", Double, nullable=False),
+)
+fleet_calibration_tokens = Table(
+    "fleet_calibration_tokens",
+    metadata,
+    Column("accelerator", Text, primary_key=True),
+    Column("host", Text, primary_key=True),
+    Column("token_id", Text, primary_key=True),
+)
+AGGREGATES = (
+    fleet_verdicts,
+    fleet_hosts,
+    fleet_check_statuses,
+    fleet_ratios,
+    fleet_calibration,
+    fleet_calibration_tokens,
 )

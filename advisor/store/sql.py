@@ -34,7 +34,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.pool import QueuePool
 
-from advisor.store import migrate
+from advisor.store import aggregates, migrate
 from advisor.store.base import (
     CheckRow,
     FleetSummary,
@@ -329,7 +329,7 @@ class SqlStore:
             return StoreUnreachable(f"PostgreSQL unreachable: {_first_line(orig)}")
         return StoreError(f"PostgreSQL: {_first_line(orig)}")
 
-    def _insert(self, table: sa.Table) -> Any:
+    def _insert(self, table: sa.Table) -> Any:  # (aggregates.apply's `insert` too)
         """INSERT for this database, with its ON CONFLICT clause."""
         return (postgresql if self._postgres else sqlite).insert(table)
 
@@ -400,13 +400,19 @@ class SqlStore:
             "body": text,
         }
         key = idempotency_key(text, client_key) if once else None
-        checks = [vars(r) for r in check_rows(report_id, report, token_id)]
+        rows = check_rows(report_id, report, token_id)
+        checks = [vars(r) for r in rows]
+        # what the report adds to the fleet summary's aggregates (computed outside the
+        # transaction: it holds the aggregate rows' locks only for the upserts)
+        delta = aggregates.deltas([(accelerator, verdict)], rows)
 
         def work(conn: sa.Connection) -> Row | None:
-            # one transaction: the report and its check rows, or nothing
+            # one transaction: the report, its check rows and the aggregates, or nothing
             stored = self._insert_once(conn, probe_reports, row, key)
-            if stored is None and checks:
-                conn.execute(sa.insert(probe_checks), checks)
+            if stored is None:
+                if checks:
+                    conn.execute(sa.insert(probe_checks), checks)
+                aggregates.apply(conn, delta, insert=self._insert)
             return stored
 
         stored = self._run(work, write=True)
@@ -436,6 +442,10 @@ class SqlStore:
         return [_report(r) for r in rows], total
 
     def fleet(self, accelerator: str | None = None, check: str | None = None) -> list[FleetSummary]:
+        """The whole summary from the aggregates (advisor/store/aggregates.py: a few thousand
+        rows at any fleet size); one check's, with its hosts, from that check's rows."""
+        if check is None:
+            return self._run(lambda conn: aggregates.summaries(conn, accelerator), write=False)
         verdicts_q = sa.select(probe_reports.c.accelerator, probe_reports.c.verdict)
         if accelerator is not None:
             verdicts_q = verdicts_q.where(probe_reports.c.accelerator == accelerator)
