@@ -111,9 +111,11 @@ def test_failing_writes_make_readyz_say_so(sqlite_client: TestClient) -> None:
     client = sqlite_client
     assert client.get("/readyz").json()["writes"]["status"] == "ok"
     # SQLite's own limit on the file's pages: its writes fail as on a full disk (SQLITE_FULL)
-    sqlite = client.app.state.advisor.store.inner  # type: ignore[attr-defined]
-    pages = sqlite._conn.execute("PRAGMA page_count").fetchone()[0]
-    sqlite._conn.execute(f"PRAGMA max_page_count = {pages}")
+    store = client.app.state.advisor.store
+    # the write engine's one connection (advisor/store/sql.py): the limit is per connection
+    with store._writer.connect() as conn:
+        pages = conn.exec_driver_sql("PRAGMA page_count").scalar()
+        conn.exec_driver_sql(f"PRAGMA max_page_count = {pages}")
     codes = [post(client, f"full-{i}")[0] for i in range(5)]
     assert 503 in codes, codes
     ready = client.get("/readyz")
@@ -125,6 +127,7 @@ def test_failing_writes_make_readyz_say_so(sqlite_client: TestClient) -> None:
     assert "the last write failed" in body["writes"]["detail"]
     assert "full" in body["writes"]["detail"], body["writes"]
     assert "MiB free" in body["writes"]["detail"]
-    sqlite._conn.execute("PRAGMA max_page_count = 1073741823")
+    with store._writer.connect() as conn:
+        conn.exec_driver_sql("PRAGMA max_page_count = 1073741823")
     assert post(client, "room-again")[0] == 201
     assert client.get("/readyz").json()["status"] == "ready"

@@ -21,8 +21,7 @@ from fastapi.testclient import TestClient
 from advisor.api import create_app
 from advisor.api.settings import Settings
 from advisor.catalog.settings import shipped_catalog_dir
-from advisor.store import StoreError
-from advisor.store.sqlite import SqliteStore
+from advisor.store import StoreError, open_store
 from probes.ops_table import OpsTable
 from tests.api_server import live_server
 from tests.factories import mini_catalog_data, write_catalog
@@ -202,7 +201,7 @@ class DownStore(MemoryStore):
 
 def test_readyz_names_no_server_path_in_any_state(tmp_path: Path) -> None:
     user = write_catalog(tmp_path / "private-catalog", mini_catalog_data())
-    store = SqliteStore(str(tmp_path / "ready.db"))
+    store = open_store(f"sqlite:///{tmp_path / 'ready.db'}")
     s = make_settings(tmp_path, catalog_dir=str(user), catalog_mode="extend")
     with TestClient(create_app(s, store=store)) as c:
         states: dict[str, str] = {"ready": c.get("/readyz").text}
@@ -221,7 +220,7 @@ def test_readyz_names_no_server_path_in_any_state(tmp_path: Path) -> None:
         states["database closed"] = c.get("/readyz").text
     (tmp_path / "a-file").write_text("")
     with pytest.raises(StoreError) as opened:  # the real adapter's error, naming its path
-        SqliteStore(str(tmp_path / "a-file" / "fleet.db"))
+        open_store(f"sqlite:///{tmp_path / 'a-file' / 'fleet.db'}")
     assert str(tmp_path) in str(opened.value)
     with TestClient(create_app(make_settings(tmp_path), store=DownStore(opened.value))) as c:
         states["database unreachable"] = c.get("/readyz").text

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from advisor.store import ReportFilter, Store, StoreError, open_store
-from advisor.store.sql import LATEST
-from advisor.store.sqlite import SqliteStore
+from advisor.store import ReportFilter, SqlStore, Store, StoreError, migrate, open_store
 from probes.report import ProbeReport
+from tests import store_steps
 from tests.memory_store import MemoryStore
 from tests.reports import as_probe_report
 from tests.threads import simultaneously
@@ -64,10 +63,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 
 
 def _truncate_pg(url: str) -> None:
-    import psycopg
-
-    with psycopg.connect(url) as conn:
-        conn.execute("TRUNCATE probe_checks, probe_reports")
+    store_steps.truncate_reports(url)
 
 
 def test_add_get_roundtrip_is_exact(store: Store) -> None:
@@ -145,21 +141,26 @@ def test_rows_of_one_check_are_every_stored_run_of_it(store: Store) -> None:
     assert store.check_rows_named("no_such_check") == []
 
 
-def test_sqlite_schema_upgrade_keeps_reports(tmp_path: Path) -> None:
-    """A database written by schema version 1 upgrades to the latest without losing a report,
-    and the new check table is filled from the stored bodies."""
-    path = str(tmp_path / "old.db")
-    old = SqliteStore(path, migrate_to=1)
-    ids = [old.add(report(host=f"h{i}", bf16=700.0 + i)).id for i in range(3)]
-    old.close()
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == 1
-    new = SqliteStore(path)
-    assert new.schema_version == LATEST
+def _upgrade_from_step_1_keeps_reports(url: str) -> None:
+    """A database written by schema step 1 upgrades to the newest revision without losing a
+    report, and the check table (step 2) is filled from the stored bodies."""
+    store_steps.at_revision(url, "0001")
+    ids = [store_steps.add_v1_report(url, report(host=f"h{i}", bf16=700.0 + i)) for i in range(3)]
+    new = SqlStore(url)
+    assert new.revision == migrate.head()
     assert all(new.get(i) is not None for i in ids)
     (summary,) = new.fleet()
     assert summary.checks["matmul_bf16"]["count"] == 3
     new.close()
+
+
+def test_sqlite_schema_upgrade_keeps_reports(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    _upgrade_from_step_1_keeps_reports(url)
+    with sqlite3.connect(tmp_path / "old.db") as conn:
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchall() == [
+            (migrate.head(),)
+        ]
 
 
 def test_postgres_schema_upgrade_keeps_reports() -> None:
@@ -167,19 +168,8 @@ def test_postgres_schema_upgrade_keeps_reports() -> None:
         if os.environ.get("CI"):
             pytest.fail("ADVISOR_TEST_POSTGRES_URL is not set in CI")
         pytest.skip("no PostgreSQL")
-    import psycopg
-
-    from advisor.store.postgres import PostgresStore
-
-    with psycopg.connect(PG_URL, autocommit=True) as conn:
-        conn.execute("DROP TABLE IF EXISTS probe_checks, probe_reports, schema_version")
-    old = PostgresStore(PG_URL, migrate_to=1)
-    ids = [old.add(report(host=f"h{i}")).id for i in range(3)]
-    old.close()
-    new = PostgresStore(PG_URL)
-    assert new.schema_version == LATEST and all(new.get(i) is not None for i in ids)
-    assert new.fleet()[0].checks["matmul_bf16"]["count"] == 3
-    new.close()
+    store_steps.drop_all(PG_URL)
+    _upgrade_from_step_1_keeps_reports(PG_URL)
 
 
 def test_bad_urls_and_unreachable_databases() -> None:
@@ -196,14 +186,14 @@ def test_secrets_stay_out_of_errors() -> None:
 
 
 def test_sqlite_is_durable_mode(tmp_path: Path) -> None:
-    s = SqliteStore(str(tmp_path / "d.db"))
+    s = open_store(f"sqlite:///{tmp_path / 'd.db'}")
     with sqlite3.connect(tmp_path / "d.db") as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     s.close()
 
 
 def test_report_body_is_stored_verbatim(tmp_path: Path) -> None:
-    s = SqliteStore(str(tmp_path / "v.db"))
+    s = open_store(f"sqlite:///{tmp_path / 'v.db'}")
     body = report(host="Δ GPU ✓")
     stored = s.add(body)
     assert s.get(stored.id).report == json.loads(body.model_dump_json())  # type: ignore[union-attr]

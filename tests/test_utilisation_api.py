@@ -9,7 +9,7 @@ import inspect
 import os
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, get_type_hints
 
@@ -21,11 +21,11 @@ from typer.testing import CliRunner
 from advisor.api import create_app
 from advisor.api.settings import Settings
 from advisor.cli import app, monitor_cmd
-from advisor.store import Store, StoreError, open_store
+from advisor.store import SqlStore, Store, migrate, open_store
 from advisor.store import sql as q
-from advisor.store.sqlite import SqliteStore
 from probes.nvml import Nvml
 from probes.report import UtilisationReport
+from tests import store_steps
 from tests.api_server import serve_in_thread
 from tests.memory_store import MemoryStore
 from tests.reports import RECENT
@@ -88,10 +88,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     else:
         url = _require_pg()
         s = open_store(url)
-        import psycopg
-
-        with psycopg.connect(url) as conn:
-            conn.execute("TRUNCATE utilisation_reports, probe_checks, probe_reports")
+        store_steps.truncate_reports(url)
+        store_steps.run(url, "TRUNCATE utilisation_reports")
     yield s
     s.close()
 
@@ -172,50 +170,29 @@ def test_add_utilisation_once_stores_a_key_once_even_when_posted_simultaneously(
     assert probe_created and store.count() == 1
 
 
-def _database(backend: str, tmp_path: Path) -> tuple[Callable[[int], Store], Callable[[str], None]]:
-    """An empty database of `backend`: how to open it migrated up to a step, and how to run a
-    statement on it outside the store."""
+def _database(backend: str, tmp_path: Path) -> str:
+    """The URL of an empty database of `backend`."""
     if backend == "sqlite":
-        path = str(tmp_path / "steps.db")
-
-        def run_sqlite(statement: str) -> None:
-            conn = sqlite3.connect(path)
-            with conn:
-                conn.execute(statement)
-            conn.close()
-
-        return (lambda upto: SqliteStore(path, migrate_to=upto)), run_sqlite
+        return f"sqlite:///{tmp_path / 'steps.db'}"
     url = _require_pg()
-    import psycopg
-
-    from advisor.store.postgres import PostgresStore
-
-    def run_pg(statement: str) -> None:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(statement)  # type: ignore[arg-type]
-
-    for table in ("utilisation_reports", "probe_checks", "probe_reports", "schema_version"):
-        run_pg(f"DROP TABLE IF EXISTS {table}")
-    return (lambda upto: PostgresStore(url, migrate_to=upto)), run_pg
+    store_steps.drop_all(url)
+    return url
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_a_database_at_step_4_migrates_to_5_keeping_its_utilisation_reports(
     backend: str, tmp_path: Path
 ) -> None:
-    open_at, _ = _database(backend, tmp_path)
-    old = open_at(4)
+    url = _database(backend, tmp_path)
+    store_steps.at_revision(url, "0004")
     body = utilisation(host="before-5")
-    ids = [old.add_utilisation(as_model(body)).id for _ in range(2)]  # equal reports, both kept
-    # a database migrated part of the way (no key column yet) stores, as before step 5
-    partly, created = old.add_utilisation_once(as_model(body), "k")
-    assert created and old.query_utilisation()[1] == 3
-    old.close()
-    new = open_at(q.LATEST)
-    assert new.schema_version == q.LATEST >= 5
-    assert all(new.get_utilisation(i) is not None for i in [*ids, partly.id])
+    # equal reports, all kept: a database before step 5 has no key column
+    ids = [store_steps.add_v3_utilisation(url, as_model(body)) for _ in range(3)]
+    new = SqlStore(url)
+    assert new.revision == migrate.head() >= "0005"
+    assert all(new.get_utilisation(i) is not None for i in ids)
     stored, created = new.add_utilisation_once(as_model(body), "k")  # the old rows hold no key
-    assert created and stored.id not in [*ids, partly.id]
+    assert created and stored.id not in ids
     assert new.add_utilisation_once(as_model(body), "k") == (stored, False)
     assert new.query_utilisation()[1] == 4
     new.close()
@@ -228,14 +205,15 @@ def test_a_utilisation_table_that_outlived_the_probe_tables_migrates_again(
     """Step 3 creates the utilisation table only if it is missing: one that outlived the probe
     tables (dropped by a test or an operator) already went through step 5, which must not trip
     over its key column, and keeps answering for its keys."""
-    open_at, run = _database(backend, tmp_path)
-    first = open_at(q.LATEST)
+    url = _database(backend, tmp_path)
+    first = SqlStore(url)
     stored, _ = first.add_utilisation_once(as_model(utilisation(host="outlived")), "k")
     first.close()
-    for table in ("probe_checks", "probe_reports", "schema_version"):
-        run(f"DROP TABLE {table}")
-    again = open_at(q.LATEST)
-    assert again.schema_version == q.LATEST and again.count() == 0
+    store_steps.run(
+        url, "DROP TABLE probe_checks", "DROP TABLE probe_reports", "DROP TABLE alembic_version"
+    )
+    again = SqlStore(url)
+    assert again.revision == migrate.head() and again.count() == 0
     assert again.add_utilisation_once(as_model(utilisation(host="outlived")), "k") == (
         stored,
         False,
@@ -254,46 +232,36 @@ def test_the_memory_fake_offers_every_store_method_as_the_protocol_words_it() ->
         assert get_type_hints(offered) == get_type_hints(wanted), name
 
 
-def test_sqlite_upgrade_from_version_2_keeps_probe_reports(tmp_path: Path) -> None:
-    path = str(tmp_path / "v2.db")
-    old = SqliteStore(path, migrate_to=2)
-    ids = [old.add(probe_report(host=f"h{i}")).id for i in range(3)]
-    with pytest.raises(StoreError, match="utilisation_reports"):
-        old.add_utilisation(as_model(utilisation()))  # no such table before step 3
-    old.close()
-    new = SqliteStore(path)
-    assert new.schema_version == q.LATEST
+def _upgrade_from_step_2_keeps_probe_reports(url: str) -> list[str]:
+    store_steps.at_revision(url, "0002")
+    ids = [
+        store_steps.add_v1_report(url, probe_report(host=f"h{i}"), checks=True) for i in range(3)
+    ]
+    new = SqlStore(url)
+    assert new.revision == migrate.head()
     assert all(new.get(i) is not None for i in ids)
-    assert new.fleet()[0].checks["matmul_bf16"]["count"] == 3
-    stored = new.add_utilisation(as_model(utilisation()))
-    new.close()
-    with sqlite3.connect(path) as conn:
-        versions = [v for (v,) in conn.execute("SELECT version FROM schema_version ORDER BY 1")]
-        assert versions == list(range(1, q.LATEST + 1))
-    again = SqliteStore(path)  # opening a current database migrates nothing
-    assert again.get_utilisation(stored.id) is not None and again.count() == 3
-    again.close()
-
-
-def test_postgres_upgrade_from_version_2_keeps_probe_reports() -> None:
-    url = _require_pg()
-    import psycopg
-
-    from advisor.store.postgres import PostgresStore
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(
-            "DROP TABLE IF EXISTS utilisation_reports, probe_checks, probe_reports, schema_version"
-        )
-    old = PostgresStore(url, migrate_to=2)
-    ids = [old.add(probe_report(host=f"h{i}")).id for i in range(3)]
-    old.close()
-    new = PostgresStore(url)
-    assert new.schema_version == q.LATEST and all(new.get(i) is not None for i in ids)
     assert new.fleet()[0].checks["matmul_bf16"]["count"] == 3
     stored = new.add_utilisation(as_model(utilisation()))
     assert new.get_utilisation(stored.id) is not None
     new.close()
+    again = SqlStore(url)  # opening a current database migrates nothing
+    assert again.get_utilisation(stored.id) is not None and again.count() == 3
+    again.close()
+    return ids
+
+
+def test_sqlite_upgrade_from_version_2_keeps_probe_reports(tmp_path: Path) -> None:
+    path = tmp_path / "v2.db"
+    _upgrade_from_step_2_keeps_probe_reports(f"sqlite:///{path}")
+    with sqlite3.connect(path) as conn:
+        versions = conn.execute("SELECT version_num FROM alembic_version").fetchall()
+        assert versions == [(migrate.head(),)]
+
+
+def test_postgres_upgrade_from_version_2_keeps_probe_reports() -> None:
+    url = _require_pg()
+    store_steps.drop_all(url)
+    _upgrade_from_step_2_keeps_probe_reports(url)
 
 
 # -- HTTP API ---------------------------------------------------------------------------------

@@ -29,8 +29,7 @@ from advisor.api.routes import (
 from advisor.api.settings import Settings
 from advisor.api.state import AppState, CatalogHolder, FleetCalibration, ReviewCache
 from advisor.catalog.loading import catalog_cache_dir
-from advisor.store import Store, StoreError, open_store
-from advisor.store.guard import GuardedStore
+from advisor.store import CircuitBreaker, SqlStore, Store, StoreError, open_store
 
 log = logging.getLogger("advisor.api")
 
@@ -39,11 +38,18 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
     """Validate settings, load the catalog and open the store now: a bad one fails at start-up."""
     settings = settings or Settings.from_env()
     holder = CatalogHolder.load(settings, catalog_cache_dir())
-    # the breaker answers at once while the database is down (advisor.store.guard)
-    guarded = GuardedStore(
-        store or open_store(settings.database_url, settings.database_timeout_s),
-        retry_s=settings.database_retry_s,
-    )
+    # the breaker answers at once while the database is down (advisor/store/guard.py): it
+    # wraps the store's one call seam; a store of the tests' own (a fake) runs without it
+    breaker = CircuitBreaker(retry_s=settings.database_retry_s)
+    opened: Store
+    if store is None:
+        opened = open_store(
+            settings.database_url, timeout_s=settings.database_timeout_s, breaker=breaker
+        )
+    else:
+        opened = store
+        if isinstance(store, SqlStore):
+            store.breaker = breaker
     if not settings.api_tokens:
         log.warning("ADVISOR_API_TOKENS is empty: every write request will be refused")
     if not settings.read_tokens:
@@ -51,10 +57,10 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
             "ADVISOR_READ_TOKENS is empty: stored reports (host names, GPU UUIDs, process "
             "names), the fleet summary and the review are readable without a token"
         )
-    calibration = FleetCalibration(guarded)
+    calibration = FleetCalibration(opened)
     calibration.refresh_if_changed()  # read the store whole once now; reports then add to it
     reviews = ReviewCache(max_age_s=settings.fleet_refresh_s)
-    state = AppState(settings, holder, guarded, Metrics(), calibration, reviews)
+    state = AppState(settings, holder, opened, Metrics(), calibration, reviews, breaker=breaker)
     state.metrics.add_gauges(state.gauges)
 
     @contextlib.asynccontextmanager
@@ -69,7 +75,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
             await refresher
         if previous is not None:
             signal.signal(signal.SIGHUP, previous)
-        guarded.close()
+        opened.close()
 
     app = FastAPI(
         title="advisor",

@@ -24,7 +24,7 @@ from advisor.fleet.statistics import PLAUSIBLE_RATIO, RunningVote, ratio_of
 from advisor.perf.calibration import CALIBRATION_CHECK, Calibration, calibration_from
 from advisor.store import Store, StoredReport, StoreError
 from advisor.store.base import CheckRow, check_rows
-from advisor.store.guard import GuardedStore
+from advisor.store.guard import CircuitBreaker
 from probes.report import ProbeReport
 
 log = logging.getLogger("advisor.api")
@@ -272,11 +272,13 @@ class ReviewCache:
 class AppState:
     settings: Settings
     catalog: CatalogHolder
-    store: GuardedStore
+    store: Store
     metrics: Metrics
     calibration: FleetCalibration
     reviews: ReviewCache
     responses: ResponseCache = field(default_factory=ResponseCache)
+    # around the store's calls (advisor/store/guard.py); /readyz reads its state and last write
+    breaker: CircuitBreaker = field(default_factory=lambda: CircuitBreaker(retry_s=2.0))
     # Bumped by every report this process stores and by the periodic refresh when the store
     # changed under it: keys the review cache.
     generation: int = 0

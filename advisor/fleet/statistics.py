@@ -94,6 +94,12 @@ def sources_of(host_tokens: Iterable[tuple[str, str | None]], vote: HostVote) ->
 def host_vote(host_ratios: Iterable[tuple[str, Sequence[float]]]) -> HostVote:
     """The vote over (host, that host's plausible ratios in ascending order)."""
     medians = [(h, m, len(r)) for h, r in host_ratios if (m := quantile(r, 0.5)) is not None]
+    return vote_of_medians(medians)
+
+
+def vote_of_medians(medians: Sequence[tuple[str, float, int]]) -> HostVote:
+    """host_vote over (host, its median ratio, its runs): where the hosts' medians are kept
+    already (the store's fleet aggregates, advisor/store/aggregates.py)."""
     if not medians:
         return HostVote(None, 0, 0)
     center = quantile(sorted(m for _, m, _ in medians), 0.5)

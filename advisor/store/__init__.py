@@ -1,9 +1,9 @@
-"""Storage of probe reports: SQLite by default, PostgreSQL for a fleet (tests/memory_store.py holds
-an in-memory fake for tests).
+"""Storage of probe reports: one SQL store (advisor/store/sql.py, SQLAlchemy Core) on a SQLite
+file by default or PostgreSQL for a fleet, its schema migrated by Alembic when it opens
+(advisor/store/migrate.py); tests/memory_store.py holds an in-memory fake for tests.
 
-`open_store(url)` picks the adapter from the URL; database exceptions are translated into
-StoreError at the adapter boundary. SQL text is constant: values only ever travel as bound
-parameters.
+Database exceptions are translated into StoreError at the store's one call seam; values only
+ever travel as bound parameters.
 """
 
 from __future__ import annotations
@@ -16,32 +16,29 @@ from advisor.store.base import (
     StoreUnreachable,
     summarize_fleet,
 )
+from advisor.store.guard import CircuitBreaker
+from advisor.store.sql import CONNECT_TIMEOUT_S, SqlStore
 
 
-def open_store(url: str, timeout_s: float | None = None) -> Store:
-    """The adapter for `url`; `timeout_s`: PostgreSQL's connect and pool-wait timeout."""
-    if url.startswith(("postgresql://", "postgres://")):
-        from advisor.store.postgres import CONNECT_TIMEOUT_S, POOL_TIMEOUT_S, PostgresStore
-
-        if timeout_s is None:
-            return PostgresStore(url)
-        return PostgresStore(
-            url,
-            pool_timeout_s=timeout_s or POOL_TIMEOUT_S,
-            connect_timeout_s=max(int(timeout_s), CONNECT_TIMEOUT_S),
-        )
-    if url.startswith("sqlite:///") or url == "sqlite://":
-        from advisor.store.sqlite import SqliteStore
-
-        path = url.removeprefix("sqlite:///") if url != "sqlite://" else ":memory:"
-        return SqliteStore(path or ":memory:")
-    raise StoreError(
-        f"unsupported database URL {url.split(':', 1)[0]!r}: use sqlite:///PATH or postgresql://..."
+def open_store(
+    url: str, *, timeout_s: float | None = None, breaker: CircuitBreaker | None = None
+) -> SqlStore:
+    """The store at `url` (sqlite:///PATH, sqlite:// in memory, postgresql://...), migrated;
+    `timeout_s`: PostgreSQL's connect and pool-wait timeout; `breaker`: around every call."""
+    if timeout_s is None:
+        return SqlStore(url, breaker=breaker)
+    return SqlStore(
+        url,
+        pool_timeout_s=timeout_s,
+        connect_timeout_s=max(int(timeout_s), CONNECT_TIMEOUT_S),
+        breaker=breaker,
     )
 
 
 __all__ = [
+    "CircuitBreaker",
     "ReportFilter",
+    "SqlStore",
     "Store",
     "StoreError",
     "StoreUnreachable",

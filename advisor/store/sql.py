@@ -1,142 +1,93 @@
-"""Shared SQL store logic for SQLite and PostgreSQL: schema migrations, queries, row mapping.
+"""The one SQL store: SQLAlchemy Core over SQLite (the default, a file) or PostgreSQL (a fleet).
 
-Every statement is a constant string with placeholders; values are bound parameters only.
-Placeholders are written `?` and turned into `%s` for PostgreSQL by the adapter.
+Every database call goes through one seam, `SqlStore._run`: a transaction on the right engine,
+the database's exceptions translated into StoreError / StoreUnreachable, and around it the
+service's circuit breaker when one is attached (advisor/store/guard.py). Statements are built
+from advisor/store/schema.py; values only ever travel as bound parameters. The schema is
+migrated by Alembic when the store opens (advisor/store/migrate.py).
+
+SQLite: WAL journal and synchronous=FULL, so that a committed report survives a crash. Writes
+go through one connection, one at a time (SQLite allows one writer; BEGIN IMMEDIATE takes its
+lock at the start). Reads use a small pool of other connections: in WAL mode a reader sees the
+last commit without taking a lock, so reads neither wait for a write in progress (in this
+process or another) nor for one another.
+
+PostgreSQL (psycopg 3): a pool of connections checked before use (a server restart costs no
+failed request), short connect and pool-wait timeouts (the service's ADVISOR_DATABASE_TIMEOUT_S),
+and a server-side statement_timeout with TCP keepalives and a TCP user timeout, so that a hung
+server or a dead link cannot hold a write (and the pool connection under it) for minutes.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
 
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.pool import QueuePool
+
+from advisor.store import aggregates, migrate
 from advisor.store.base import (
     CheckRow,
     FleetSummary,
     ReportFilter,
     StoredReport,
     StoredUtilisation,
+    StoreError,
+    StoreUnreachable,
     canonical_json,
     check_rows,
     idempotency_key,
     report_fields,
     summarize_fleet,
 )
+from advisor.store.guard import CircuitBreaker
+from advisor.store.schema import ops_reports, probe_checks, probe_reports, utilisation_reports
 from probes.ops_table import OpsReport
 from probes.report import ProbeReport, UtilisationReport
 
+T = TypeVar("T")
+# A result row: sa.Row is typed by its columns, which these queries do not spell out
+Row = Any
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width, UTC: text order is time order
 
-Cursor = Any
-Transaction = Callable[[], AbstractContextManager[Cursor]]
-Sql = Callable[[str], str]  # a constant statement in this module's dialect -> the database's
-# A migration statement, or a function of the migration's cursor for what one statement cannot
-# say on both databases (a data migration, a column added only where it is missing).
-Step = str | Callable[[Cursor, Sql], None]
-
-
-def _backfill_checks(cur: Cursor, sql: Sql) -> None:
-    """Step 2's data: the check rows of the reports stored before it."""
-    cur.execute(sql("SELECT id, body FROM probe_reports"))
-    for report_id, body in cur.fetchall():
-        rows = check_rows(report_id, ProbeReport.model_validate_json(body))
-        _insert_checks(cur, sql, rows, schema_version=2)  # (no token_id column yet)
-
-
-def _utilisation_key_column(cur: Cursor, sql: Sql) -> None:
-    """Step 5's column, unless the table has it already: a utilisation table that outlived the
-    probe tables (step 3's IF NOT EXISTS) went through step 5 before. (SQLite has no ADD COLUMN
-    IF NOT EXISTS; a cursor's description names the columns on both databases.)"""
-    cur.execute(sql("SELECT * FROM utilisation_reports LIMIT 0"))
-    if "idempotency_key" not in {column[0] for column in cur.description}:
-        cur.execute(sql("ALTER TABLE utilisation_reports ADD COLUMN idempotency_key TEXT"))
-
-
-# (version, steps). Never edit a released step: add a new one.
-MIGRATIONS: list[tuple[int, list[Step]]] = [
-    (
-        1,
-        [
-            "CREATE TABLE probe_reports ("
-            " id TEXT PRIMARY KEY, received_at TEXT NOT NULL, host TEXT NOT NULL,"
-            " accelerator TEXT, verdict TEXT NOT NULL, body TEXT NOT NULL)",
-            "CREATE INDEX probe_reports_received ON probe_reports (received_at, id)",
-            "CREATE INDEX probe_reports_host ON probe_reports (host)",
-        ],
-    ),
-    (
-        2,
-        [
-            "CREATE TABLE probe_checks ("
-            " report_id TEXT NOT NULL REFERENCES probe_reports (id), host TEXT NOT NULL,"
-            " accelerator TEXT, name TEXT NOT NULL, status TEXT NOT NULL,"
-            " measured DOUBLE PRECISION, expected DOUBLE PRECISION)",
-            "CREATE INDEX probe_checks_accelerator ON probe_checks (accelerator, name)",
-            _backfill_checks,
-        ],
-    ),
-    (
-        3,
-        [
-            # IF NOT EXISTS: a test or an operator that drops only the probe tables and migrates
-            # again must not trip over a utilisation table that outlived them.
-            "CREATE TABLE IF NOT EXISTS utilisation_reports ("
-            " id TEXT PRIMARY KEY, received_at TEXT NOT NULL, host TEXT NOT NULL,"
-            " body TEXT NOT NULL)",
-            "CREATE INDEX IF NOT EXISTS utilisation_reports_received"
-            " ON utilisation_reports (received_at, id)",
-            "CREATE INDEX IF NOT EXISTS utilisation_reports_host ON utilisation_reports (host)",
-        ],
-    ),
-    (
-        4,
-        [
-            # The client's Idempotency-Key (or the content digest): a report is stored once.
-            # Older rows have none; NULLs never collide in a unique index.
-            "ALTER TABLE probe_reports ADD COLUMN idempotency_key TEXT",
-            "CREATE UNIQUE INDEX probe_reports_idempotency ON probe_reports (idempotency_key)",
-        ],
-    ),
-    (
-        5,
-        [
-            # The same for utilisation reports (IF NOT EXISTS: see _utilisation_key_column).
-            _utilisation_key_column,
-            "CREATE UNIQUE INDEX IF NOT EXISTS utilisation_reports_idempotency"
-            " ON utilisation_reports (idempotency_key)",
-        ],
-    ),
-    (
-        6,
-        [
-            # Operator tables posted by `advisor probe --ops --report-to`: the fleet's table
-            # per accelerator is voted from them (advisor/fleet/ops_tables.py).
-            "CREATE TABLE IF NOT EXISTS ops_reports ("
-            " id TEXT PRIMARY KEY, received_at TEXT NOT NULL, host TEXT NOT NULL,"
-            " accelerator TEXT, body TEXT NOT NULL, idempotency_key TEXT)",
-            "CREATE INDEX IF NOT EXISTS ops_reports_accelerator"
-            " ON ops_reports (accelerator, received_at)",
-            "CREATE UNIQUE INDEX IF NOT EXISTS ops_reports_idempotency"
-            " ON ops_reports (idempotency_key)",
-        ],
-    ),
-    (
-        7,
-        [
-            # Which write token stored each check (advisor.store.base.token_id, a digest): the
-            # fleet calibration counts distinct tokens beside distinct hosts.
-            "ALTER TABLE probe_checks ADD COLUMN token_id TEXT",
-        ],
-    ),
-]
-IDEMPOTENCY_VERSION = 4  # probe reports have idempotency keys from this step on
-UTILISATION_IDEMPOTENCY_VERSION = 5  # utilisation reports from this one
-OPS_VERSION = 6  # operator tables are stored from this step on
-TOKEN_ID_VERSION = 7  # check rows say which write token stored them from this one
-LATEST = MIGRATIONS[-1][0]
+# SQLite
+BUSY_TIMEOUT_S = 5.0  # how long a statement waits for another connection's lock
+READERS = 8  # read connections; a ninth concurrent read waits for one to be free
+WRITER_WAIT_S = 60.0  # how long a write waits for the one write connection (writes queue)
+# PostgreSQL. Seconds to make a connection (libpq rounds values below 2 up to 2) and to wait for
+# a free pooled one: the service passes ADVISOR_DATABASE_TIMEOUT_S. A database that is down once
+# cost every request 5 s here; the service's circuit breaker then answers the following ones at
+# once.
+CONNECT_TIMEOUT_S = 2
+POOL_TIMEOUT_S = 2.0
+POOL_SIZE = 8
+# A statement the server has not finished in this long is cancelled by the server (a lock held
+# by someone else, a full disk's retries): the write fails as a StoreError instead of holding
+# its pooled connection. Fleet summaries and pages of reports take milliseconds.
+STATEMENT_TIMEOUT_MS = 30_000
+# A server that stops answering without closing the connection (a hung host, a cut link): TCP
+# keepalives find an idle link dead after 10 + 3 x 5 s, and the TCP user timeout a link with a
+# write in flight after 30 s (the statement timeout cannot: the server is not there to apply it).
+KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,
+}
+ITER_PAGE = 500  # rows per transaction while iterating over every utilisation report
+# The newest operator tables read per accelerator for its fleet table: a bound on the read
+# (each full table is about 250 kB), many times the hosts of the fleets the service serves.
+OPS_TABLES_READ = 2000
 
 
 def format_time(value: dt.datetime) -> str:
@@ -149,356 +100,556 @@ def parse_time(value: str) -> dt.datetime:
     return dt.datetime.strptime(value, TIME_FORMAT).replace(tzinfo=dt.UTC)
 
 
-def migrate(tx: Transaction, sql: Sql, upto: int = LATEST, lock: str | None = None) -> int:
-    """Bring the schema to `upto` in one transaction, holding a lock that every other migrating
-    process waits for (`lock`: a statement that takes it, for a database whose transactions do
-    not lock by themselves); returns the version reached. The version is read under the lock, so
-    servers started together run each step once: the first one migrates, the others find the
-    schema done. One transaction also means a crash mid-way leaves the previous version."""
-    with tx() as cur:
-        if lock is not None:
-            cur.execute(sql(lock))
-        cur.execute(sql("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"))
-        cur.execute(sql("SELECT MAX(version) FROM schema_version"))
-        row = cur.fetchone()
-        current = row[0] if row and row[0] is not None else 0
-        for version, steps in MIGRATIONS:
-            if version <= current or version > upto:
-                continue
-            for step in steps:
-                if callable(step):
-                    step(cur, sql)
-                else:
-                    cur.execute(sql(step))
-            cur.execute(sql("INSERT INTO schema_version (version) VALUES (?)"), (version,))
-            current = version
-    return int(current)
+# -- engines -----------------------------------------------------------------------------------
+def is_postgres(url: str) -> bool:
+    return url.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
 
 
-def _insert_checks(
-    cur: Cursor, sql: Sql, rows: Sequence[CheckRow], schema_version: int = LATEST
-) -> None:
-    if not rows:
-        return
-    values = [
-        (r.report_id, r.host, r.accelerator, r.name, r.status, r.measured, r.expected) for r in rows
-    ]
-    if schema_version >= TOKEN_ID_VERSION:
-        cur.executemany(
-            sql(
-                "INSERT INTO probe_checks (report_id, host, accelerator, name, status, measured,"
-                " expected, token_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-            ),
-            [(*v, r.token_id) for v, r in zip(values, rows, strict=True)],
-        )
-        return
-    cur.executemany(
-        sql(
-            "INSERT INTO probe_checks (report_id, host, accelerator, name, status, measured,"
-            " expected) VALUES (?, ?, ?, ?, ?, ?, ?)"
-        ),
-        values,
+def sqlite_path(url: str) -> str | None:
+    """The file of a SQLite URL (":memory:" for sqlite://), None for another URL."""
+    if url == "sqlite://":
+        return ":memory:"
+    if url.startswith("sqlite:///"):
+        return url.removeprefix("sqlite:///") or ":memory:"
+    return None
+
+
+def _pg_connect_args(url: sa.URL, connect_timeout_s: int) -> dict[str, Any]:
+    # libpq's options from the URL (a search_path, say) are kept: connect_args would replace them
+    options = url.query.get("options", "")
+    if not isinstance(options, str):
+        options = " ".join(options)
+    return {
+        "connect_timeout": connect_timeout_s,
+        **KEEPALIVES,
+        "options": f"{options} -c statement_timeout={STATEMENT_TIMEOUT_MS}".strip(),
+    }
+
+
+def postgres_engine(
+    url: str,
+    *,
+    pool_size: int = POOL_SIZE,
+    pool_timeout_s: float = POOL_TIMEOUT_S,
+    connect_timeout_s: int = CONNECT_TIMEOUT_S,
+) -> sa.Engine:
+    parsed = sa.make_url(url).set(drivername="postgresql+psycopg")
+    return sa.create_engine(
+        parsed.difference_update_query(["options"]),
+        poolclass=QueuePool,
+        pool_size=pool_size,
+        max_overflow=0,
+        pool_timeout=pool_timeout_s,
+        pool_pre_ping=True,
+        connect_args=_pg_connect_args(parsed, connect_timeout_s),
     )
 
 
-_REPORT_COLUMNS = "SELECT id, received_at, host, accelerator, verdict, body FROM probe_reports"
+def sqlite_engine(path: str, *, connections: int, begin: str, wait_s: float) -> sa.Engine:
+    """An engine of `connections` pooled connections whose transactions start with `begin`."""
+    engine = sa.create_engine(
+        "sqlite:///" + path,
+        poolclass=QueuePool,
+        pool_size=connections,
+        max_overflow=0,
+        pool_timeout=wait_s,
+        # timeout= installs SQLite's busy handler inside sqlite3_open, before the first
+        # statement: even the PRAGMAs below, and a fresh file's first read of its header, wait
+        # for a lock that another process holds instead of failing at once.
+        connect_args={"timeout": BUSY_TIMEOUT_S, "check_same_thread": False},
+    )
+
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, _record: Any) -> None:
+        # the driver's own transaction handling off: this engine says when a transaction begins
+        dbapi_connection.isolation_level = None
+        dbapi_connection.execute("PRAGMA synchronous=FULL")
+        dbapi_connection.execute("PRAGMA foreign_keys=ON")
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection: sa.Connection) -> None:
+        connection.exec_driver_sql(begin)
+
+    return engine
 
 
-class KeyedInsert(NamedTuple):
-    """The statements that store a row of one table once per idempotency key."""
-
-    plain: str  # without the key column (a database migrated only part of the way)
-    keyed: str  # with it: ... ON CONFLICT (idempotency_key) DO NOTHING
-    lookup: str  # the row stored under a key
-
-
-def _insert_once(
-    cur: Cursor, sql: Sql, insert: KeyedInsert, row: tuple[Any, ...], key: str | None, keyed: bool
-) -> Any | None:
-    """Insert `row` unless a row is stored under `key` already: None when inserted, else the
-    stored row. `keyed` False (the table has no key column yet): always inserted. The unique
-    index decides, inside the caller's transaction, so that simultaneous posts with one key
-    store one row on either database; a NULL key (always store) never collides."""
-    if not keyed:
-        cur.execute(sql(insert.plain), row)
-        return None
-    cur.execute(sql(insert.keyed), (*row, key))
-    if cur.rowcount:
-        return None
-    cur.execute(sql(insert.lookup), (key,))  # the key is taken: the row stored under it
-    return cur.fetchone()
+def engine_for(url: str) -> sa.Engine:
+    """A writing engine for `url` with the store's settings (Alembic's command line)."""
+    if is_postgres(url):
+        return postgres_engine(url)
+    path = sqlite_path(url)
+    if path is None:
+        raise StoreError(_unsupported(url))
+    return sqlite_engine(path, connections=1, begin="BEGIN IMMEDIATE", wait_s=WRITER_WAIT_S)
 
 
-_INSERT_REPORT = KeyedInsert(
-    "INSERT INTO probe_reports (id, received_at, host, accelerator, verdict, body)"
-    " VALUES (?, ?, ?, ?, ?, ?)",
-    "INSERT INTO probe_reports"
-    " (id, received_at, host, accelerator, verdict, body, idempotency_key)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING",
-    _REPORT_COLUMNS + " WHERE idempotency_key = ?",
+def _unsupported(url: str) -> str:
+    return (
+        f"unsupported database URL {url.split(':', 1)[0]!r}: use sqlite:///PATH or postgresql://..."
+    )
+
+
+def _use_wal(engine: sa.Engine) -> None:
+    """Switch the file to WAL (stored in the file: once per database). The switch takes an
+    exclusive lock without calling the busy handler (SQLite's pager does not wait there), so
+    simultaneous first opens of a fresh file retry it until the busy timeout instead."""
+    import sqlite3
+
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    raw = engine.raw_connection()
+    try:
+        while True:
+            try:
+                raw.driver_connection.execute("PRAGMA journal_mode=WAL")  # type: ignore[union-attr]
+                return
+            except sqlite3.OperationalError as exc:
+                if exc.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.005)
+    finally:
+        raw.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    """The error's first line: driver messages never carry the password, the URL is not logged."""
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+# -- the store ---------------------------------------------------------------------------------
+class SqlStore:
+    """advisor.store.base.Store on SQLite or PostgreSQL (see the module)."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = POOL_SIZE,
+        pool_timeout_s: float = POOL_TIMEOUT_S,
+        connect_timeout_s: int = CONNECT_TIMEOUT_S,
+        readers: int = READERS,
+        breaker: CircuitBreaker | None = None,
+    ) -> None:
+        self.breaker = breaker
+        self._closed = False
+        self._postgres = is_postgres(url)
+        self.path: str | None = None  # the SQLite file (free space for /readyz); None otherwise
+        if self._postgres:
+            self._kind, self._pool_size, self._pool_timeout_s = (
+                "PostgreSQL",
+                pool_size,
+                pool_timeout_s,
+            )
+            self._writer = self._reader = postgres_engine(
+                url,
+                pool_size=pool_size,
+                pool_timeout_s=pool_timeout_s,
+                connect_timeout_s=connect_timeout_s,
+            )
+        else:
+            path = sqlite_path(url)
+            if path is None:
+                raise StoreError(_unsupported(url))
+            self._kind, self._pool_size, self._pool_timeout_s = "SQLite", readers, BUSY_TIMEOUT_S
+            self.path = path
+            self._writer, self._reader = self._sqlite_engines(path, readers)
+        self.revision = self._migrate()
+
+    def _sqlite_engines(self, path: str, readers: int) -> tuple[sa.Engine, sa.Engine]:
+        writer = sqlite_engine(path, connections=1, begin="BEGIN IMMEDIATE", wait_s=WRITER_WAIT_S)
+        if path == ":memory:":  # each connection to :memory: is a database of its own
+            return writer, writer
+        try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            _use_wal(writer)
+        except (sa_exc.DBAPIError, OSError) as exc:
+            writer.dispose()
+            raise StoreError(f"cannot open SQLite database {path!r}: {_first_line(exc)}") from None
+        except Exception as exc:  # sqlite3's own error, raised by the switch to WAL
+            writer.dispose()
+            raise StoreError(f"cannot open SQLite database {path!r}: {exc}") from None
+        reader = sqlite_engine(path, connections=readers, begin="BEGIN", wait_s=BUSY_TIMEOUT_S)
+        return writer, reader
+
+    def _migrate(self) -> str:
+        try:
+            return self._transaction(migrate.upgrade, write=True)
+        except StoreError as exc:
+            self.close()
+            if self._postgres:
+                raise StoreUnreachable(f"cannot connect to PostgreSQL: {exc}") from None
+            raise StoreError(f"cannot open SQLite database {self.path!r}: {exc}") from None
+
+    # -- the one seam --------------------------------------------------------------------------
+    def _run(self, work: Callable[[sa.Connection], T], *, write: bool) -> T:
+        """Every call of the store: `work` in one transaction, through the breaker if any."""
+        if self.breaker is None:
+            return self._transaction(work, write=write)
+        return self.breaker.call(lambda: self._transaction(work, write=write), write=write)
+
+    def _transaction(self, work: Callable[[sa.Connection], T], *, write: bool) -> T:
+        if self._closed:
+            raise StoreError(f"{self._kind}: the store is closed")
+        engine = self._writer if write else self._reader
+        try:
+            with engine.begin() as conn:  # committed at the end, rolled back on any exception
+                return work(conn)
+        except sa_exc.TimeoutError:
+            raise self._pool_timeout(engine) from None
+        except sa_exc.DBAPIError as exc:
+            raise self._translated(exc) from None
+        except sa_exc.SQLAlchemyError as exc:
+            raise StoreError(f"{self._kind}: {_first_line(exc)}") from None
+
+    def _pool_timeout(self, engine: sa.Engine) -> StoreError:
+        which = "read connections" if engine is not self._writer or self._postgres else "writer"
+        if self._postgres and not engine.pool.checkedout():  # type: ignore[attr-defined]
+            # none in use, yet none could be had in time: none can be made
+            return StoreUnreachable(
+                f"PostgreSQL unreachable: no connection could be made in {self._pool_timeout_s:g} s"
+            )
+        size = self._pool_size if which != "writer" else 1
+        noun = "connections" if self._postgres else which
+        return StoreError(
+            f"{self._kind}: all {size} {noun} stayed busy for {self._pool_timeout_s:g} s"
+        )
+
+    def _translated(self, exc: sa_exc.DBAPIError) -> StoreError:
+        """A driver error as the store's: unreachable when the connection itself failed (no
+        SQLSTATE: raised by libpq on the client's side; class 08: connection exception; 57P0x:
+        the server shutting down or starting), else a failed statement (a full disk, a
+        constraint, the statement timeout: 57014)."""
+        orig = exc.orig if exc.orig is not None else exc
+        if not self._postgres:
+            return StoreError(f"SQLite: {_first_line(orig)}")
+        state = getattr(orig, "sqlstate", None)
+        if exc.connection_invalidated or (
+            isinstance(exc, sa_exc.OperationalError)
+            and (state is None or state.startswith(("08", "57P")))
+        ):
+            return StoreUnreachable(f"PostgreSQL unreachable: {_first_line(orig)}")
+        return StoreError(f"PostgreSQL: {_first_line(orig)}")
+
+    def _insert(self, table: sa.Table) -> Any:  # (aggregates.apply's `insert` too)
+        """INSERT for this database, with its ON CONFLICT clause."""
+        return (postgresql if self._postgres else sqlite).insert(table)
+
+    def _insert_once(
+        self, conn: sa.Connection, table: sa.Table, row: dict[str, Any], key: str | None
+    ) -> Row | None:
+        """Insert `row` unless a row is stored under `key` already: None when inserted, else the
+        stored row. The unique index decides, inside the caller's transaction, so that
+        simultaneous posts with one key store one row on either database; a None key (always
+        store) never collides."""
+        if key is None:
+            conn.execute(sa.insert(table).values(**row))
+            return None
+        stmt = (
+            self._insert(table)
+            .values(**row, idempotency_key=key)
+            .on_conflict_do_nothing(index_elements=["idempotency_key"])
+            # RETURNING says whether it was inserted (a rowcount is not: psycopg's is -1 here)
+            .returning(table.c.id)
+        )
+        if conn.execute(stmt).first() is not None:
+            return None
+        columns = [table.c[name] for name in row]
+        return conn.execute(sa.select(*columns).where(table.c.idempotency_key == key)).one()
+
+    # -- probe reports -------------------------------------------------------------------------
+    def add(self, report: ProbeReport, received_at: dt.datetime | None = None) -> StoredReport:
+        return self._add(report=report, received_at=received_at, once=False)[0]
+
+    def add_once(
+        self,
+        report: ProbeReport,
+        client_key: str | None,
+        received_at: dt.datetime | None = None,
+        token_id: str | None = None,
+    ) -> tuple[StoredReport, bool]:
+        return self._add(
+            report=report,
+            received_at=received_at,
+            once=True,
+            client_key=client_key,
+            token_id=token_id,
+        )
+
+    def _add(
+        self,
+        *,
+        report: ProbeReport,
+        received_at: dt.datetime | None,
+        once: bool,
+        client_key: str | None = None,
+        token_id: str | None = None,
+    ) -> tuple[StoredReport, bool]:
+        """Store `report` unless `once` and a report with its idempotency key (the client's key
+        and the content) is stored already: (the stored report, whether it was stored now).
+        `token_id`: the write token's (advisor.store.base.token_id), kept with the check rows."""
+        report_id = uuid.uuid4().hex
+        when = format_time(received_at or dt.datetime.now(dt.UTC))
+        host, accelerator, verdict = report_fields(report)
+        body = report.model_dump(mode="json")
+        text = canonical_json(body)
+        row = {
+            "id": report_id,
+            "received_at": when,
+            "host": host,
+            "accelerator": accelerator,
+            "verdict": verdict,
+            "body": text,
+        }
+        key = idempotency_key(text, client_key) if once else None
+        rows = check_rows(report_id, report, token_id)
+        checks = [vars(r) for r in rows]
+        # what the report adds to the fleet summary's aggregates (computed outside the
+        # transaction: it holds the aggregate rows' locks only for the upserts)
+        delta = aggregates.deltas([(accelerator, verdict)], rows)
+
+        def work(conn: sa.Connection) -> Row | None:
+            # one transaction: the report, its check rows and the aggregates, or nothing
+            stored = self._insert_once(conn, probe_reports, row, key)
+            if stored is None:
+                if checks:
+                    conn.execute(sa.insert(probe_checks), checks)
+                aggregates.apply(conn, delta, insert=self._insert)
+            return stored
+
+        stored = self._run(work, write=True)
+        if stored is not None:
+            return _report(stored), False
+        return StoredReport(report_id, parse_time(when), host, accelerator, verdict, body), True
+
+    def get(self, report_id: str) -> StoredReport | None:
+        stmt = _REPORT_SELECT.where(probe_reports.c.id == report_id)
+        row = self._run(lambda conn: conn.execute(stmt).first(), write=False)
+        return _report(row) if row else None
+
+    def query(self, flt: ReportFilter) -> tuple[list[StoredReport], int]:
+        where = _report_filter(flt)
+        count = sa.select(sa.func.count()).select_from(probe_reports).where(*where)
+        page = (
+            _REPORT_SELECT.where(*where)
+            .order_by(probe_reports.c.received_at.desc(), probe_reports.c.id.desc())
+            .limit(flt.limit)
+            .offset(flt.offset)
+        )
+
+        def work(conn: sa.Connection) -> tuple[Sequence[Row], int]:
+            return conn.execute(page).all(), int(conn.execute(count).scalar_one())
+
+        rows, total = self._run(work, write=False)
+        return [_report(r) for r in rows], total
+
+    def fleet(self, accelerator: str | None = None, check: str | None = None) -> list[FleetSummary]:
+        """The whole summary from the aggregates (advisor/store/aggregates.py: a few thousand
+        rows at any fleet size); one check's, with its hosts, from that check's rows."""
+        if check is None:
+            return self._run(lambda conn: aggregates.summaries(conn, accelerator), write=False)
+        verdicts_q = sa.select(probe_reports.c.accelerator, probe_reports.c.verdict)
+        if accelerator is not None:
+            verdicts_q = verdicts_q.where(probe_reports.c.accelerator == accelerator)
+        checks_q = _checks_select(accelerator=accelerator, check=check)
+
+        def work(conn: sa.Connection) -> tuple[Sequence[Row], list[CheckRow]]:
+            return conn.execute(verdicts_q).all(), [CheckRow(*r) for r in conn.execute(checks_q)]
+
+        found, rows = self._run(work, write=False)
+        verdicts: dict[str | None, list[str]] = {}
+        for acc, verdict in found:
+            verdicts.setdefault(acc, []).append(verdict)
+        return summarize_fleet(rows, verdicts)
+
+    def check_rows_named(self, check: str) -> list[CheckRow]:
+        stmt = _checks_select(accelerator=None, check=check)
+        return self._run(lambda conn: [CheckRow(*r) for r in conn.execute(stmt)], write=False)
+
+    def count(self) -> int:
+        stmt = sa.select(sa.func.count()).select_from(probe_reports)
+        return int(self._run(lambda conn: conn.execute(stmt).scalar_one(), write=False))
+
+    # -- utilisation reports -------------------------------------------------------------------
+    def add_utilisation(
+        self, report: UtilisationReport, received_at: dt.datetime | None = None
+    ) -> StoredUtilisation:
+        return self._add_utilisation(report=report, received_at=received_at, once=False)[0]
+
+    def add_utilisation_once(
+        self,
+        report: UtilisationReport,
+        client_key: str | None,
+        received_at: dt.datetime | None = None,
+    ) -> tuple[StoredUtilisation, bool]:
+        return self._add_utilisation(
+            report=report, received_at=received_at, once=True, client_key=client_key
+        )
+
+    def _add_utilisation(
+        self,
+        *,
+        report: UtilisationReport,
+        received_at: dt.datetime | None,
+        once: bool,
+        client_key: str | None = None,
+    ) -> tuple[StoredUtilisation, bool]:
+        report_id = uuid.uuid4().hex
+        when = format_time(received_at or dt.datetime.now(dt.UTC))
+        body = report.model_dump(mode="json")
+        text = canonical_json(body)
+        row = {"id": report_id, "received_at": when, "host": report.host, "body": text}
+        key = idempotency_key(text, client_key) if once else None
+        stored = self._run(
+            lambda conn: self._insert_once(conn, utilisation_reports, row, key), write=True
+        )
+        if stored is not None:
+            return _utilisation(stored), False
+        return StoredUtilisation(report_id, parse_time(when), report.host, body), True
+
+    def get_utilisation(self, report_id: str) -> StoredUtilisation | None:
+        stmt = _UTILISATION_SELECT.where(utilisation_reports.c.id == report_id)
+        row = self._run(lambda conn: conn.execute(stmt).first(), write=False)
+        return _utilisation(row) if row else None
+
+    def query_utilisation(
+        self, host: str | None = None, limit: int = 50, offset: int = 0
+    ) -> tuple[list[StoredUtilisation], int]:
+        where = [] if host is None else [utilisation_reports.c.host == host]
+        count = sa.select(sa.func.count()).select_from(utilisation_reports).where(*where)
+        page = (
+            _UTILISATION_SELECT.where(*where)
+            .order_by(utilisation_reports.c.received_at.desc(), utilisation_reports.c.id.desc())
+            .limit(limit)
+            .offset(offset)
+        )
+
+        def work(conn: sa.Connection) -> tuple[Sequence[Row], int]:
+            return conn.execute(page).all(), int(conn.execute(count).scalar_one())
+
+        rows, total = self._run(work, write=False)
+        return [_utilisation(r) for r in rows], total
+
+    def iter_utilisation(self) -> Iterator[StoredUtilisation]:
+        """Every utilisation report, oldest first, a page per transaction (keyset pagination):
+        no lock or cursor is held while the caller works on a report, so it may use the store
+        too."""
+        t = utilisation_reports.c
+        after = ("", "")
+        while True:
+            stmt = (
+                _UTILISATION_SELECT.where(
+                    sa.or_(
+                        t.received_at > after[0],
+                        sa.and_(t.received_at == after[0], t.id > after[1]),
+                    )
+                )
+                .order_by(t.received_at, t.id)
+                .limit(ITER_PAGE)
+            )
+            rows = self._run(_all(stmt), write=False)
+            for row in rows:
+                yield _utilisation(row)
+            if len(rows) < ITER_PAGE:
+                return
+            after = (rows[-1].received_at, rows[-1].id)
+
+    # -- operator tables -----------------------------------------------------------------------
+    def add_ops(
+        self, report: OpsReport, client_key: str | None, received_at: dt.datetime | None = None
+    ) -> tuple[str, bool]:
+        """Store an operator table once per idempotency key: (its id, whether stored now)."""
+        report_id = uuid.uuid4().hex
+        text = canonical_json(report.model_dump(mode="json"))
+        row = {
+            "id": report_id,
+            "received_at": format_time(received_at or dt.datetime.now(dt.UTC)),
+            "host": report.host,
+            "accelerator": report.table.accelerator,
+            "body": text,
+        }
+        key = idempotency_key(text, client_key)
+        stored = self._run(lambda conn: self._insert_once(conn, ops_reports, row, key), write=True)
+        return (str(stored.id), False) if stored is not None else (report_id, True)
+
+    def ops_tables(self, accelerator: str) -> list[OpsReport]:
+        """The newest OPS_TABLES_READ operator tables of one accelerator, newest first."""
+        t = ops_reports.c
+        stmt = (
+            sa.select(t.body)
+            .where(t.accelerator == accelerator)
+            .order_by(t.received_at.desc(), t.id.desc())
+            .limit(OPS_TABLES_READ)
+        )
+        bodies = self._run(lambda conn: conn.execute(stmt).scalars().all(), write=False)
+        return [OpsReport.model_validate_json(body) for body in bodies]
+
+    # -- the rest ------------------------------------------------------------------------------
+    def ping(self) -> None:
+        self._run(lambda conn: conn.exec_driver_sql("SELECT 1").all(), write=False)
+
+    def close(self) -> None:
+        self._closed = True
+        self._writer.dispose()
+        if self._reader is not self._writer:
+            self._reader.dispose()
+
+
+_REPORT_SELECT = sa.select(
+    probe_reports.c.id,
+    probe_reports.c.received_at,
+    probe_reports.c.host,
+    probe_reports.c.accelerator,
+    probe_reports.c.verdict,
+    probe_reports.c.body,
+)
+_UTILISATION_SELECT = sa.select(
+    utilisation_reports.c.id,
+    utilisation_reports.c.received_at,
+    utilisation_reports.c.host,
+    utilisation_reports.c.body,
 )
 
 
-def add(
-    tx: Transaction,
-    sql: Sql,
-    report: ProbeReport,
-    received_at: dt.datetime | None,
-    schema_version: int = LATEST,
-    once: bool = False,
-    client_key: str | None = None,
-    token_id: str | None = None,
-) -> tuple[StoredReport, bool]:
-    """Store `report` unless `once` and a report with its idempotency key (the client's key
-    and the content) is stored already: (the stored report, whether it was stored now).
-    `token_id`: the write token's (advisor.store.base.token_id), kept with the check rows."""
-    report_id = uuid.uuid4().hex
-    when = received_at or dt.datetime.now(dt.UTC)
-    host, accelerator, verdict = report_fields(report)
-    body = report.model_dump(mode="json")
-    text = canonical_json(body)
-    key = idempotency_key(text, client_key) if once else None
-    row = (report_id, format_time(when), host, accelerator, verdict, text)
-    keyed = schema_version >= IDEMPOTENCY_VERSION
-    with tx() as cur:  # one transaction: the report and its check rows, or nothing
-        stored = _insert_once(cur, sql, _INSERT_REPORT, row, key, keyed)
-        if stored is not None:
-            return _row(stored), False
-        if schema_version >= 2:  # (a version-1 database has no check table yet)
-            rows = check_rows(report_id, report, token_id)
-            _insert_checks(cur, sql, rows, schema_version)
-    return StoredReport(
-        report_id, parse_time(format_time(when)), host, accelerator, verdict, body
-    ), True
-
-
-def get(tx: Transaction, sql: Sql, report_id: str) -> StoredReport | None:
-    with tx() as cur:
-        cur.execute(sql(_REPORT_COLUMNS + " WHERE id = ?"), (report_id,))
-        row = cur.fetchone()
-    return _row(row) if row else None
-
-
-def list_reports(tx: Transaction, sql: Sql, flt: ReportFilter) -> tuple[list[StoredReport], int]:
-    # Each optional filter is "(? IS NULL OR column = ?)": the statement text never changes.
-    where = (
-        " WHERE (CAST(? AS TEXT) IS NULL OR host = ?)"
-        " AND (CAST(? AS TEXT) IS NULL OR accelerator = ?)"
-        " AND (CAST(? AS TEXT) IS NULL OR verdict = ?)"
-        " AND (CAST(? AS TEXT) IS NULL OR received_at >= ?)"
-        " AND (CAST(? AS TEXT) IS NULL OR received_at < ?)"
-    )
-    since = format_time(flt.since) if flt.since else None
-    until = format_time(flt.until) if flt.until else None
-    params = (
-        flt.host,
-        flt.host,
-        flt.accelerator,
-        flt.accelerator,
-        flt.verdict,
-        flt.verdict,
-        since,
-        since,
-        until,
-        until,
-    )
-    with tx() as cur:
-        cur.execute(sql("SELECT COUNT(*) FROM probe_reports" + where), params)
-        total = int(cur.fetchone()[0])
-        cur.execute(
-            sql(_REPORT_COLUMNS + where + " ORDER BY received_at DESC, id DESC LIMIT ? OFFSET ?"),
-            (*params, flt.limit, flt.offset),
+def _report_filter(flt: ReportFilter) -> list[sa.ColumnElement[bool]]:
+    t = probe_reports.c
+    where = [
+        column == value
+        for column, value in (
+            (t.host, flt.host),
+            (t.accelerator, flt.accelerator),
+            (t.verdict, flt.verdict),
         )
-        rows = cur.fetchall()
-    return [_row(r) for r in rows], total
+        if value is not None
+    ]
+    if flt.since is not None:
+        where.append(t.received_at >= format_time(flt.since))
+    if flt.until is not None:
+        where.append(t.received_at < format_time(flt.until))
+    return where
 
 
-def fleet(
-    tx: Transaction,
-    sql: Sql,
-    accelerator: str | None,
-    check: str | None = None,
-    schema_version: int = LATEST,
-) -> list[FleetSummary]:
-    with tx() as cur:
-        cur.execute(
-            sql(
-                "SELECT accelerator, verdict FROM probe_reports"
-                " WHERE (CAST(? AS TEXT) IS NULL OR accelerator = ?)"
-            ),
-            (accelerator, accelerator),
-        )
-        verdicts: dict[str | None, list[str]] = {}
-        for acc, verdict in cur.fetchall():
-            verdicts.setdefault(acc, []).append(verdict)
-        rows = _check_rows(cur, sql, accelerator, check, schema_version)
-    return summarize_fleet(rows, verdicts)
-
-
-def check_rows_named(
-    tx: Transaction, sql: Sql, check: str, schema_version: int = LATEST
-) -> list[CheckRow]:
-    with tx() as cur:
-        return _check_rows(cur, sql, None, check, schema_version)
-
-
-def _check_rows(
-    cur: Cursor, sql: Sql, accelerator: str | None, check: str | None, schema_version: int
-) -> list[CheckRow]:
-    token = ", token_id" if schema_version >= TOKEN_ID_VERSION else ""
-    cur.execute(
-        sql(
-            "SELECT report_id, host, accelerator, name, status, measured, expected"
-            + token
-            + " FROM probe_checks"
-            " WHERE (CAST(? AS TEXT) IS NULL OR accelerator = ?)"
-            " AND (CAST(? AS TEXT) IS NULL OR name = ?)"
-        ),
-        (accelerator, accelerator, check, check),
+def _checks_select(*, accelerator: str | None, check: str | None) -> sa.Select[Any]:
+    c = probe_checks.c
+    stmt = sa.select(
+        c.report_id, c.host, c.accelerator, c.name, c.status, c.measured, c.expected, c.token_id
     )
-    return [CheckRow(*r) for r in cur.fetchall()]
+    if accelerator is not None:
+        stmt = stmt.where(c.accelerator == accelerator)
+    if check is not None:
+        stmt = stmt.where(c.name == check)
+    return stmt
 
 
-def count(tx: Transaction, sql: Sql) -> int:
-    with tx() as cur:
-        cur.execute(sql("SELECT COUNT(*) FROM probe_reports"))
-        return int(cur.fetchone()[0])
+def _all(stmt: sa.Select[Any]) -> Callable[[sa.Connection], Sequence[Row]]:
+    return lambda conn: conn.execute(stmt).all()
 
 
-def _row(row: Iterable[Any]) -> StoredReport:
+def _report(row: Row) -> StoredReport:
     report_id, received_at, host, accelerator, verdict, body = row
     return StoredReport(
         report_id, parse_time(received_at), host, accelerator, verdict, json.loads(body)
     )
 
 
-# -- utilisation reports (schema step 3) ------------------------------------------------------
-_UTILISATION_COLUMNS = "SELECT id, received_at, host, body FROM utilisation_reports"
-ITER_PAGE = 500  # rows per transaction while iterating over every utilisation report
-
-
-_INSERT_UTILISATION = KeyedInsert(
-    "INSERT INTO utilisation_reports (id, received_at, host, body) VALUES (?, ?, ?, ?)",
-    "INSERT INTO utilisation_reports (id, received_at, host, body, idempotency_key)"
-    " VALUES (?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING",
-    _UTILISATION_COLUMNS + " WHERE idempotency_key = ?",
-)
-
-
-def add_utilisation(
-    tx: Transaction,
-    sql: Sql,
-    report: UtilisationReport,
-    received_at: dt.datetime | None,
-    schema_version: int = LATEST,
-    once: bool = False,
-    client_key: str | None = None,
-) -> tuple[StoredUtilisation, bool]:
-    """Store `report` unless `once` and a utilisation report with its idempotency key is stored
-    already: (the stored report, whether it was stored now)."""
-    report_id = uuid.uuid4().hex
-    when = format_time(received_at or dt.datetime.now(dt.UTC))
-    host = report.host
-    body = report.model_dump(mode="json")
-    text = canonical_json(body)
-    key = idempotency_key(text, client_key) if once else None
-    row = (report_id, when, host, text)
-    keyed = schema_version >= UTILISATION_IDEMPOTENCY_VERSION
-    with tx() as cur:
-        stored = _insert_once(cur, sql, _INSERT_UTILISATION, row, key, keyed)
-    if stored is not None:
-        return _utilisation_row(stored), False
-    return StoredUtilisation(report_id, parse_time(when), host, body), True
-
-
-def get_utilisation(tx: Transaction, sql: Sql, report_id: str) -> StoredUtilisation | None:
-    with tx() as cur:
-        cur.execute(sql(_UTILISATION_COLUMNS + " WHERE id = ?"), (report_id,))
-        row = cur.fetchone()
-    return _utilisation_row(row) if row else None
-
-
-def query_utilisation(
-    tx: Transaction, sql: Sql, host: str | None, limit: int, offset: int
-) -> tuple[list[StoredUtilisation], int]:
-    where = " WHERE (CAST(? AS TEXT) IS NULL OR host = ?)"
-    with tx() as cur:
-        cur.execute(sql("SELECT COUNT(*) FROM utilisation_reports" + where), (host, host))
-        total = int(cur.fetchone()[0])
-        cur.execute(
-            sql(
-                _UTILISATION_COLUMNS
-                + where
-                + " ORDER BY received_at DESC, id DESC LIMIT ? OFFSET ?"
-            ),
-            (host, host, limit, offset),
-        )
-        rows = cur.fetchall()
-    return [_utilisation_row(r) for r in rows], total
-
-
-def iter_utilisation(tx: Transaction, sql: Sql) -> Iterator[StoredUtilisation]:
-    """Every utilisation report, oldest first, a page per transaction (keyset pagination): no
-    lock or cursor is held while the caller works on a report, so it may use the store too."""
-    after: tuple[str, str] = ("", "")
-    while True:
-        with tx() as cur:
-            cur.execute(
-                sql(
-                    _UTILISATION_COLUMNS + " WHERE received_at > ? OR (received_at = ? AND id > ?)"
-                    " ORDER BY received_at, id LIMIT ?"
-                ),
-                (after[0], after[0], after[1], ITER_PAGE),
-            )
-            rows = cur.fetchall()
-        for row in rows:
-            yield _utilisation_row(row)
-        if len(rows) < ITER_PAGE:
-            return
-        after = (rows[-1][1], rows[-1][0])
-
-
-def _utilisation_row(row: Iterable[Any]) -> StoredUtilisation:
+def _utilisation(row: Row) -> StoredUtilisation:
     report_id, received_at, host, body = row
     return StoredUtilisation(report_id, parse_time(received_at), host, json.loads(body))
-
-
-_OPS_COLUMNS = "SELECT id, received_at, host, accelerator, body FROM ops_reports"
-_INSERT_OPS = KeyedInsert(
-    "INSERT INTO ops_reports (id, received_at, host, accelerator, body) VALUES (?, ?, ?, ?, ?)",
-    "INSERT INTO ops_reports (id, received_at, host, accelerator, body, idempotency_key)"
-    " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (idempotency_key) DO NOTHING",
-    _OPS_COLUMNS + " WHERE idempotency_key = ?",
-)
-# The newest operator tables read per accelerator for its fleet table: a bound on the read
-# (each full table is about 250 kB), many times the hosts of the fleets the service serves.
-OPS_TABLES_READ = 2000
-
-
-def add_ops(
-    tx: Transaction,
-    sql: Sql,
-    report: OpsReport,
-    received_at: dt.datetime | None,
-    client_key: str | None,
-) -> tuple[str, bool]:
-    """Store an operator table once per idempotency key: (its id, whether it was stored now)."""
-    report_id = uuid.uuid4().hex
-    when = format_time(received_at or dt.datetime.now(dt.UTC))
-    text = canonical_json(report.model_dump(mode="json"))
-    key = idempotency_key(text, client_key)
-    row = (report_id, when, report.host, report.table.accelerator, text)
-    with tx() as cur:
-        stored = _insert_once(cur, sql, _INSERT_OPS, row, key, True)
-    return (str(stored[0]), False) if stored is not None else (report_id, True)
-
-
-def ops_tables(tx: Transaction, sql: Sql, accelerator: str) -> list[OpsReport]:
-    """The newest OPS_TABLES_READ operator tables of one accelerator, newest first."""
-    with tx() as cur:
-        cur.execute(
-            sql(_OPS_COLUMNS + " WHERE accelerator = ? ORDER BY received_at DESC, id DESC LIMIT ?"),
-            (accelerator, OPS_TABLES_READ),
-        )
-        rows = cur.fetchall()
-    return [OpsReport.model_validate_json(body) for *_, body in rows]

@@ -73,7 +73,7 @@ MIN_FREE_BYTES = 64 * 1024 * 1024
 
 
 def _database(state: AppState) -> ComponentStatus:
-    breaker = state.store.breaker()
+    breaker = state.breaker.state()
     if breaker.open:  # answered at once: the breaker is what every request meets now
         return ComponentStatus(
             status="unavailable",
@@ -92,7 +92,7 @@ def _database(state: AppState) -> ComponentStatus:
 def _writes(state: AppState) -> ComponentStatus:
     free = _free_bytes(state.store)
     space = f"; {free / 2**20:,.0f} MiB free" if free is not None else ""
-    last = state.store.last_write
+    last = state.breaker.last_write
     if last is not None and not last.ok:
         ago = time.monotonic() - last.at
         return ComponentStatus(

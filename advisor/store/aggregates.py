@@ -1,0 +1,298 @@
+"""The fleet summary's aggregates, kept up to date in the transaction that stores each report
+(advisor/store/sql.py), so that GET /v1/fleet/summary reads a few thousand aggregate rows
+instead of every check of every report (tables: advisor/store/schema.py, created and filled
+from the stored checks by migration 0008).
+
+Counts are exact: reports per verdict, runs and failures per host, runs per check and status,
+ratios left out of the plausible band. The ratios behind the medians are kept as a histogram of
+relative width RATIO_STEP per (accelerator, check) bucket, with each bucket's count, lowest and
+highest ratio: a quantile that falls on a bucket's lowest or highest ratio (always, for a bucket
+of one or two) is exact, one inside a bucket of more is interpolated between them, off by less
+than RATIO_STEP of the ratio (0.1%: a tenth of a matmul probe's run-to-run noise). The
+calibration check's ratios are kept the same way per host, for its vote of one per host.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+import sqlalchemy as sa
+
+from advisor.fleet.statistics import PLAUSIBLE_RATIO, ratio_of, vote_of_medians
+from advisor.perf.calibration import CALIBRATION_CHECK
+from advisor.store.base import CheckRow, FleetSummary
+from advisor.store.schema import (
+    fleet_calibration,
+    fleet_calibration_tokens,
+    fleet_check_statuses,
+    fleet_hosts,
+    fleet_ratios,
+    fleet_verdicts,
+)
+from probes.stats import quantile
+
+RATIO_STEP = 1e-3  # a bucket's width, relative to its ratios
+_LOG_STEP = math.log1p(RATIO_STEP)
+IGNORED = -(10**6)  # the bucket of the ratios outside PLAUSIBLE_RATIO (counted, never read)
+NO_ACCELERATOR = ""  # the key of runs that matched no accelerator (a key column is never NULL)
+
+
+def bucket_of(ratio: float) -> int:
+    return math.floor(math.log(ratio) / _LOG_STEP)
+
+
+def acc_key(accelerator: str | None) -> str:
+    return accelerator if accelerator is not None else NO_ACCELERATOR
+
+
+@dataclass
+class Deltas:
+    """What one report adds to each aggregate table: rows keyed as the table is."""
+
+    verdicts: dict[tuple[str, str], int] = field(default_factory=dict)
+    hosts: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # [runs, failed]
+    statuses: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    ratios: dict[tuple[str, str, int], list[float]] = field(default_factory=dict)  # n, lo, hi
+    calibration: dict[tuple[str, str, int], list[float]] = field(default_factory=dict)
+    tokens: set[tuple[str, str, str]] = field(default_factory=set)
+
+
+def _add_ratio(
+    into: dict[tuple[str, str, int], list[float]], key: tuple[str, str, int], r: float
+) -> None:
+    kept = into.get(key)
+    if kept is None:
+        into[key] = [1, r, r]
+    else:
+        kept[0] += 1
+        kept[1], kept[2] = min(kept[1], r), max(kept[2], r)
+
+
+def deltas(reports: Iterable[tuple[str | None, str]], rows: Iterable[CheckRow]) -> Deltas:
+    """The aggregates' deltas of some reports ((accelerator, verdict) each) and their checks."""
+    d = Deltas()
+    for accelerator, verdict in reports:
+        key = (acc_key(accelerator), verdict)
+        d.verdicts[key] = d.verdicts.get(key, 0) + 1
+    for row in rows:
+        _add_check(d, row)
+    return d
+
+
+def _add_check(d: Deltas, row: CheckRow) -> None:
+    acc = acc_key(row.accelerator)
+    host = d.hosts.setdefault((acc, row.host), [0, 0])
+    host[0] += 1
+    host[1] += row.status == "fail"
+    skey = (acc, row.name, row.status)
+    d.statuses[skey] = d.statuses.get(skey, 0) + 1
+    ratio = ratio_of(row.measured, row.expected)
+    if ratio is None:
+        return
+    if not PLAUSIBLE_RATIO.holds(ratio):
+        _add_ratio(d.ratios, (acc, row.name, IGNORED), ratio)
+        return
+    _add_ratio(d.ratios, (acc, row.name, bucket_of(ratio)), ratio)
+    if row.name == CALIBRATION_CHECK:
+        _add_ratio(d.calibration, (acc, row.host, bucket_of(ratio)), ratio)
+        if row.token_id is not None:
+            d.tokens.add((acc, row.host, row.token_id))
+
+
+def apply(conn: sa.Connection, d: Deltas, *, insert: Any) -> None:
+    """Add `d` to the tables, in one fixed order of tables and of keys: simultaneous writers
+    lock the rows they share in the same order (no deadlock on PostgreSQL). `insert`: the
+    database's INSERT (its ON CONFLICT clause)."""
+    least, greatest = (
+        (sa.func.min, sa.func.max)
+        if conn.dialect.name == "sqlite"
+        else (
+            sa.func.least,
+            sa.func.greatest,
+        )
+    )
+    counted = (
+        (
+            fleet_verdicts,
+            ("accelerator", "verdict"),
+            {k: {"reports": n} for k, n in d.verdicts.items()},
+        ),
+        (
+            fleet_hosts,
+            ("accelerator", "host"),
+            {k: {"runs": v[0], "failed": v[1]} for k, v in d.hosts.items()},
+        ),
+        (
+            fleet_check_statuses,
+            ("accelerator", "name", "status"),
+            {k: {"runs": n} for k, n in d.statuses.items()},
+        ),
+    )
+    for table, keys, rows in counted:
+        added = [c.name for c in table.columns if c.name not in keys]
+        _upsert(
+            conn,
+            insert(table),
+            keys,
+            rows,
+            lambda t, x, added=added: {c: t.c[c] + x[c] for c in added},
+        )
+    for table, keys, ratio_rows in (
+        (fleet_ratios, ("accelerator", "name", "bucket"), d.ratios),
+        (fleet_calibration, ("accelerator", "host", "bucket"), d.calibration),
+    ):
+        _upsert(
+            conn,
+            insert(table),
+            keys,
+            {k: {"n": v[0], "lo": v[1], "hi": v[2]} for k, v in ratio_rows.items()},
+            lambda t, x: {
+                "n": t.c.n + x["n"],
+                "lo": least(t.c.lo, x["lo"]),
+                "hi": greatest(t.c.hi, x["hi"]),
+            },
+        )
+    if d.tokens:
+        stmt = insert(fleet_calibration_tokens).on_conflict_do_nothing()
+        names = ("accelerator", "host", "token_id")
+        conn.execute(stmt, [dict(zip(names, k, strict=True)) for k in sorted(d.tokens)])
+
+
+def _upsert(
+    conn: sa.Connection,
+    stmt: Any,
+    keys: tuple[str, ...],
+    rows: dict[Any, dict[str, Any]],
+    update: Any,
+) -> None:
+    if not rows:
+        return
+    stmt = stmt.on_conflict_do_update(
+        index_elements=list(keys), set_=update(stmt.table, stmt.excluded)
+    )
+    values = [{**dict(zip(keys, k, strict=True)), **v} for k, v in sorted(rows.items())]
+    conn.execute(stmt, values)
+
+
+class BucketValues(Sequence[float]):
+    """The ascending ratios of a histogram (bucket order), value by rank: a bucket's first and
+    last ranks are its lowest and highest ratios, the ranks between them interpolated."""
+
+    def __init__(self, buckets: Iterable[tuple[int, int, float, float]]) -> None:
+        self._buckets = sorted(buckets)  # (bucket, n, lo, hi)
+        self._ends: list[int] = []  # cumulative counts
+        total = 0
+        for _, n, _, _ in self._buckets:
+            total += n
+            self._ends.append(total)
+
+    def __len__(self) -> int:
+        return self._ends[-1] if self._ends else 0
+
+    @overload
+    def __getitem__(self, i: int) -> float: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[float]: ...
+    def __getitem__(self, i: int | slice) -> float | Sequence[float]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        if i < 0:
+            i += len(self)
+        b = bisect.bisect_right(self._ends, i)
+        _, n, lo, hi = self._buckets[b]
+        rank = i - (self._ends[b] - n)
+        if rank == 0 or n == 1:
+            return lo
+        if rank == n - 1:
+            return hi
+        return lo + (hi - lo) * rank / (n - 1)
+
+    def __iter__(self) -> Iterator[float]:
+        return (self[i] for i in range(len(self)))
+
+
+def summaries(conn: sa.Connection, accelerator: str | None) -> list[FleetSummary]:
+    """The fleet summary (advisor.store.base.summarize_fleet's figures) from the aggregates."""
+
+    def rows(table: sa.Table) -> Sequence[Any]:
+        stmt = sa.select(table)
+        if accelerator is not None:
+            stmt = stmt.where(table.c.accelerator == acc_key(accelerator))
+        return conn.execute(stmt).all()
+
+    verdicts: dict[str, dict[str, int]] = defaultdict(dict)
+    for acc, verdict, n in rows(fleet_verdicts):
+        if n:
+            verdicts[acc][verdict] = n
+    hosts: dict[str, list[tuple[str, int]]] = defaultdict(list)
+    for acc, host, _, failed in rows(fleet_hosts):
+        hosts[acc].append((host, failed))
+    statuses: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
+    for acc, name, status, n in rows(fleet_check_statuses):
+        statuses[acc][name][status] = n
+    ratios: dict[tuple[str, str], list[tuple[int, int, float, float]]] = defaultdict(list)
+    for acc, name, bucket, n, lo, hi in rows(fleet_ratios):
+        ratios[(acc, name)].append((bucket, n, lo, hi))
+    calibration: dict[str, dict[str, list[tuple[int, int, float, float]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for acc, host, bucket, n, lo, hi in rows(fleet_calibration):
+        calibration[acc][host].append((bucket, n, lo, hi))
+    tokens: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for acc, host, token in rows(fleet_calibration_tokens):
+        tokens[acc].append((host, token))
+    order = sorted(verdicts, key=lambda a: (a == NO_ACCELERATOR, a))
+    return [
+        FleetSummary(
+            acc or None,
+            sum(verdicts[acc].values()),
+            len(hosts[acc]),
+            verdicts[acc],
+            {
+                name: _figures(by_status, ratios.get((acc, name), []))
+                for name, by_status in sorted(statuses[acc].items())
+            },
+            sorted(h for h, failed in hosts[acc] if failed),
+            _vote(calibration.get(acc), tokens.get(acc, []))
+            if CALIBRATION_CHECK in statuses[acc]
+            else None,
+        )
+        for acc in order
+    ]
+
+
+def _figures(
+    by_status: dict[str, int], buckets: list[tuple[int, int, float, float]]
+) -> dict[str, float | int | None]:
+    """advisor.store.base._summary_figures's wording of one check."""
+    ignored = sum(n for b, n, _, _ in buckets if b == IGNORED)
+    values = BucketValues(b for b in buckets if b[0] != IGNORED)
+    return {
+        "count": sum(by_status.values()),
+        "ratios": len(values),
+        "ratio_median": quantile(values, 0.5),
+        "ratio_p10": quantile(values, 0.10),
+        "ratio_p90": quantile(values, 0.90),
+        "ratios_ignored": ignored,
+        **{f"status_{k}": n for k, n in sorted(by_status.items())},
+    }
+
+
+def _vote(
+    per_host: dict[str, list[tuple[int, int, float, float]]] | None,
+    host_tokens: list[tuple[str, str]],
+) -> Any:
+    from advisor.fleet.statistics import sources_of
+
+    medians = []
+    for host, buckets in sorted((per_host or {}).items()):
+        values = BucketValues(buckets)
+        median = quantile(values, 0.5)
+        if median is not None:
+            medians.append((host, median, len(values)))
+    return sources_of(host_tokens, vote_of_medians(medians))

@@ -1,0 +1,117 @@
+"""The store's tables as SQLAlchemy Core sees them at the newest migration
+(advisor/store/migrations/versions/): the queries of advisor/store/sql.py are built from them.
+The DDL itself lives in the migrations only, so that a database created today and one upgraded
+from an older version hold the same schema."""
+
+from __future__ import annotations
+
+from sqlalchemy import BigInteger, Column, Double, Integer, MetaData, String, Table, Text
+
+metadata = MetaData()
+
+probe_reports = Table(
+    "probe_reports",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("received_at", Text, nullable=False),  # advisor.store.sql.format_time: text order
+    Column("host", Text, nullable=False),
+    Column("accelerator", Text),
+    Column("verdict", Text, nullable=False),
+    Column("body", Text, nullable=False),  # advisor.store.base.canonical_json
+    Column("idempotency_key", Text, unique=True),
+)
+
+probe_checks = Table(
+    "probe_checks",
+    metadata,
+    Column("report_id", Text, nullable=False),
+    Column("host", Text, nullable=False),
+    Column("accelerator", Text),
+    Column("name", Text, nullable=False),
+    Column("status", Text, nullable=False),
+    Column("measured", Double),
+    Column("expected", Double),
+    Column("token_id", String),
+)
+
+utilisation_reports = Table(
+    "utilisation_reports",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("received_at", Text, nullable=False),
+    Column("host", Text, nullable=False),
+    Column("body", Text, nullable=False),
+    Column("idempotency_key", Text, unique=True),
+)
+
+ops_reports = Table(
+    "ops_reports",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("received_at", Text, nullable=False),
+    Column("host", Text, nullable=False),
+    Column("accelerator", Text),
+    Column("body", Text, nullable=False),
+    Column("idempotency_key", Text, unique=True),
+)
+
+# -- the fleet summary's aggregates (advisor/store/aggregates.py; migration 0008) -------------
+# accelerator: "" for runs that matched none (a key column is never NULL)
+fleet_verdicts = Table(
+    "fleet_verdicts",
+    metadata,
+    Column("accelerator", Text, primary_key=True),
+    Column("verdict", Text, primary_key=True),
+    Column("reports", BigInteger, nullable=False),
+)
+fleet_hosts = Table(
+    "fleet_hosts",
+    metadata,
+    Column("accelerator", Text, primary_key=True),
+    Column("host", Text, primary_key=True),
+    Column("runs", BigInteger, nullable=False),
+    Column("failed", BigInteger, nullable=False),
+)
+fleet_check_statuses = Table(
+    "fleet_check_statuses",
+    metadata,
+    Column("accelerator", Text, primary_key=True),
+    Column("name", Text, primary_key=True),
+    Column("status", Text, primary_key=True),
+    Column("runs", BigInteger, nullable=False),
+)
+fleet_ratios = Table(
+    "fleet_ratios",
+    metadata,
+    Column("accelerator", Text, primary_key=True),
+    Column("name", Text, primary_key=True),
+    Column("bucket", Integer, primary_key=True),
+    Column("n", BigInteger, nullable=False),
+    Column("lo", Double, nullable=False),
+    Column("hi", Double, nullable=False),
+)
+fleet_calibration = Table(
+    "fleet_calibration",
+    metadata,
+    Column("accelerator", Text, primary_key=True),
+    Column("host", Text, primary_key=True),
+    Column("bucket", Integer, primary_key=True),
+    Column("n", BigInteger, nullable=False),
+    Column("lo", Double, nullable=False),
+    Column("hi", Double, nullable=False),
+)
+fleet_calibration_tokens = Table(
+    "fleet_calibration_tokens",
+    metadata,
+    Column("accelerator", Text, primary_key=True),
+    Column("host", Text, primary_key=True),
+    Column("token_id", Text, primary_key=True),
+)
+AGGREGATES = (
+    fleet_verdicts,
+    fleet_hosts,
+    fleet_check_statuses,
+    fleet_ratios,
+    fleet_calibration,
+    fleet_calibration_tokens,
+)

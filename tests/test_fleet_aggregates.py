@@ -1,0 +1,246 @@
+"""The fleet summary's aggregates (advisor/store/aggregates.py), kept in each report's write
+transaction, against a scan of every stored check computed here by brute force: on SQLite and
+PostgreSQL, for writes one by one and simultaneous, for the migration that fills them from a
+store of before, and for a fleet whose ratios crowd the histogram's buckets."""
+
+from __future__ import annotations
+
+import os
+import random
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from advisor.fleet.statistics import PLAUSIBLE_RATIO
+from advisor.perf.calibration import CALIBRATION_CHECK
+from advisor.store import SqlStore
+from advisor.store.aggregates import RATIO_STEP
+from advisor.store.base import summarize_fleet, token_id
+from probes.report import ProbeReport
+from tests import store_steps
+from tests.reports import as_probe_report
+from tests.threads import simultaneously
+
+PG_URL = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
+ACCELERATORS = ("h200-sxm", "h100-sxm", "l40s")
+NAMES = (CALIBRATION_CHECK, "matmul_fp16", "h2d_pinned", "ecc")
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'agg.db'}"
+        return
+    if not PG_URL:
+        if os.environ.get("CI"):
+            pytest.fail("ADVISOR_TEST_POSTGRES_URL is not set in CI")
+        pytest.skip("no PostgreSQL (set ADVISOR_TEST_POSTGRES_URL; scripts/start-postgres.sh)")
+    store_steps.drop_all(PG_URL)
+    yield PG_URL
+    store_steps.drop_all(PG_URL)
+
+
+def fleet(
+    seed: int, n: int, *, spread: float, grid: bool = False
+) -> list[tuple[ProbeReport, str | None]]:
+    """`n` reports over a few hosts and accelerators (and runs that reached no GPU), each with
+    its write token: ratios around 1 within `spread`, a few implausible, some repeated exactly,
+    statuses of every kind, checks without an expectation."""
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        acc = rng.choice(ACCELERATORS)
+        no_gpu = rng.random() < 0.05
+        checks = []
+        for name in NAMES:
+            for _ in range(rng.randint(0, 3)):  # a node report holds a check once per GPU
+                if grid:  # 0.3% apart: never three in one bucket of the histogram
+                    ratio = 0.7 + 0.003 * rng.randint(0, 5)
+                elif rng.random() < 0.15:
+                    ratio = rng.choice([1.0, 0.5, 2.5, 0.01])
+                else:
+                    ratio = 1 + rng.uniform(-spread, spread)
+                expected = None if name == "ecc" else 781.0
+                status = rng.choice(["pass", "pass", "warn", "fail", "skip"])
+                checks.append(
+                    {
+                        "name": name,
+                        "status": status,
+                        "measured": ratio * 781.0 if expected else None,
+                        "expected": expected,
+                    }
+                )
+        body = {
+            "verdict": "error" if no_gpu else rng.choice(["pass", "warn", "fail"]),
+            "accelerator": acc,
+            "inventory": {"hostname": f"{acc[:4]}-{rng.randint(0, 7)}"},
+            "checks": checks,
+        }
+        out.append(
+            (
+                as_probe_report(body),
+                token_id(f"token-{rng.randint(0, 3)}") if rng.random() < 0.7 else None,
+            )
+        )
+    return out
+
+
+def brute_force(store: SqlStore, url: str) -> dict[str | None, dict[str, Any]]:
+    """The summary's figures by a scan of every stored report and check, computed here."""
+    reports, _ = store.query(store_filter())
+    rows = store_steps.all_check_rows(url)
+    out: dict[str | None, dict[str, Any]] = {}
+    verdicts: dict[str | None, Counter[str]] = defaultdict(Counter)
+    for r in reports:
+        verdicts[r.accelerator][r.verdict] += 1
+    for acc, counted in verdicts.items():
+        mine = [r for r in rows if r.accelerator == acc]
+        checks: dict[str, dict[str, Any]] = {}
+        for name in sorted({r.name for r in mine}):
+            runs = [r for r in mine if r.name == name]
+            ratios = [
+                r.measured / r.expected for r in runs if r.measured is not None and r.expected
+            ]
+            kept = sorted(x for x in ratios if PLAUSIBLE_RATIO.low <= x <= PLAUSIBLE_RATIO.high)
+            checks[name] = {
+                "count": len(runs),
+                "ratios": len(kept),
+                "ratio_median": _q(kept, 5),
+                "ratio_p10": _q(kept, 1),
+                "ratio_p90": _q(kept, 9),
+                "ratios_ignored": len(ratios) - len(kept),
+                **{f"status_{s}": n for s, n in Counter(r.status for r in runs).items()},
+            }
+        out[acc] = {
+            "reports": sum(counted.values()),
+            "verdicts": dict(counted),
+            "hosts": len({r.host for r in mine}),
+            "failing_hosts": sorted({r.host for r in mine if r.status == "fail"}),
+            "checks": checks,
+        }
+    return out
+
+
+def _q(values: list[float], tenth: int) -> float | None:
+    if len(values) < 2:
+        return values[0] if values else None
+    return statistics.quantiles(values, n=10, method="inclusive")[tenth - 1]
+
+
+def store_filter() -> Any:
+    from advisor.store import ReportFilter
+
+    return ReportFilter(limit=100_000)
+
+
+def assert_matches(store: SqlStore, url: str, *, rel: float) -> None:
+    want = brute_force(store, url)
+    got = {s.accelerator: s for s in store.fleet()}
+    assert set(got) == set(want)
+    for acc, w in want.items():
+        s = got[acc]
+        assert (s.reports, s.verdicts, s.hosts, s.failing_hosts) == (
+            w["reports"],
+            w["verdicts"],
+            w["hosts"],
+            w["failing_hosts"],
+        ), acc
+        assert set(s.checks) == set(w["checks"]), acc
+        for name, figures in w["checks"].items():
+            got_figures = s.checks[name]
+            assert set(got_figures) == set(figures), (acc, name)
+            for key, value in figures.items():
+                if value is None or isinstance(value, int):
+                    assert got_figures[key] == value, (acc, name, key)
+                else:
+                    assert got_figures[key] == pytest.approx(value, rel=rel), (acc, name, key)
+
+
+def add_all(store: SqlStore, reports: list[tuple[ProbeReport, str | None]]) -> None:
+    for i, (report, token) in enumerate(reports):
+        if i % 2:
+            store.add_once(report, f"k{i}", None, token)
+        else:
+            store.add(report)
+
+
+def test_aggregates_match_a_scan_exactly_where_ratios_are_apart(url: str) -> None:
+    """Ratios 0.3% or more apart (never three in one bucket): every figure is exact, and the
+    summary is the one the scan of every check (advisor.store.base.summarize_fleet) gives,
+    calibration vote and its tokens included."""
+    store = SqlStore(url)
+    add_all(store, fleet(1, 60, spread=0.0, grid=True))
+    assert_matches(store, url, rel=1e-12)
+    by_scan = {s.accelerator: s for s in scan_summary(store, url)}
+    for s in store.fleet():
+        assert s.calibration == by_scan[s.accelerator].calibration, s.accelerator
+    store.close()
+
+
+def test_aggregates_match_a_scan_within_a_bucket_where_ratios_crowd(url: str) -> None:
+    store = SqlStore(url)
+    add_all(store, fleet(3, 80, spread=0.01))  # hundreds of ratios within 2%: full buckets
+    assert_matches(store, url, rel=RATIO_STEP)
+    store.close()
+
+
+def test_simultaneous_writes_keep_the_aggregates_whole(url: str) -> None:
+    store = SqlStore(url)
+    reports = fleet(4, 24, spread=0.2)
+    batches = iter([reports[i::8] for i in range(8)])
+
+    def write() -> None:
+        add_all(store, next(batches))
+
+    simultaneously(write)
+    assert store.count() == 24
+    assert_matches(store, url, rel=RATIO_STEP)
+    store.close()
+
+
+def test_the_migration_fills_the_aggregates_from_the_stored_checks(url: str) -> None:
+    store = SqlStore(url)
+    add_all(store, fleet(5, 40, spread=0.2))
+    before = store.fleet()
+    store.close()
+    # back to the store before aggregates: the tables gone, the version 0007
+    store_steps.run(
+        url,
+        *(f"DROP TABLE {t}" for t in store_steps.TABLES[:6]),
+        "UPDATE alembic_version SET version_num = '0007'",
+    )
+    again = SqlStore(url)
+    assert again.fleet() == before
+    assert_matches(again, url, rel=RATIO_STEP)
+    again.close()
+
+
+def scan_summary(store: SqlStore, url: str) -> Any:
+    reports, _ = store.query(store_filter())
+    verdicts: dict[str | None, list[str]] = defaultdict(list)
+    for r in reports:
+        verdicts[r.accelerator].append(r.verdict)
+    return summarize_fleet(store_steps.all_check_rows(url), verdicts)
+
+
+def test_a_bucket_keeps_its_lowest_and_highest_ratio_whatever_the_order(url: str) -> None:
+    """Three ratios in one bucket (0.04% apart), the highest stored first: the quantiles come
+    from the bucket's lowest and highest, exact here (evenly spaced)."""
+    store = SqlStore(url)
+    for i, ratio in enumerate((1.0004, 1.0, 1.0002)):
+        check = {"name": "matmul_fp16", "status": "pass", "measured": ratio * 500, "expected": 500}
+        store.add(
+            as_probe_report(
+                {"accelerator": "h200-sxm", "inventory": {"hostname": f"h{i}"}, "checks": [check]}
+            )
+        )
+    (summary,) = store.fleet()
+    figures = summary.checks["matmul_fp16"]
+    assert figures["ratio_median"] == pytest.approx(1.0002, rel=1e-12)
+    assert figures["ratio_p10"] == pytest.approx(1.0 + 0.0002 * 0.2, rel=1e-12)
+    assert figures["ratio_p90"] == pytest.approx(1.0002 + 0.0002 * 0.8, rel=1e-12)
+    store.close()
