@@ -5,6 +5,7 @@ fine-tuning method, a latency target the options reach), and 16-bit serving in F
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from advisor.catalog.models import Price, WorkloadProfile
 from advisor.engine.candidates import CandidateIndex, CloudCandidate
@@ -23,9 +24,11 @@ from advisor.engine.result import Alternative, Recommendation, Result
 from advisor.engine.spot_risk import spot_case
 from advisor.perf.cost import option_hourly_usd
 from advisor.perf.spot import too_risky
-from advisor.planning.plans import Plan
 from advisor.planning.serving import latency_targets
 from advisor.request import Workload
+
+if TYPE_CHECKING:  # annotations only: the planners load with the first sized request
+    from advisor.planning.plans import Plan
 
 
 def nearest_alternatives(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from operator import attrgetter
+from typing import TYPE_CHECKING
 
 from advisor.catalog import Catalog
 from advisor.catalog.capability import mismatch_sentence, runs
@@ -64,8 +65,10 @@ from advisor.errors import InputError
 from advisor.perf.calibration import Calibration
 from advisor.perf.cost import edge_cost_per_year, option_hourly_usd
 from advisor.perf.spot import SpotPlan, too_risky
-from advisor.planning.plans import Plan, plan_for
 from advisor.request import Workload, refuse_idle_fields
+
+if TYPE_CHECKING:  # the planners load with the first sized request (recommend)
+    from advisor.planning.plans import Plan
 
 __all__ = ["Alternative", "Recommendation", "Rejection", "Result", "SizedFigures", "recommend"]
 
@@ -80,6 +83,9 @@ def recommend(
     reports); with enough reports it replaces the catalog's efficiency when sizing a model."""
     profile = _profile(catalog, workload)
     _check_request(catalog, workload, profile)
+    if workload.sized:
+        from advisor.planning.plans import plan_for  # only a sized request needs a planner
+
     plan = (
         plan_for(catalog, workload.work(), profile, fleet, min_fleet_reports)
         if workload.sized

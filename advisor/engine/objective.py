@@ -4,10 +4,12 @@ and its fit; the engine's candidates cache a Valuation per option group, rank.py
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from advisor.perf.cost import cost_per_million_tokens_usd, cost_to_completion_usd
-from advisor.planning.fit import Fit
+
+if TYPE_CHECKING:  # annotations only: an unsized request does not load the training model
+    from advisor.planning.fit import Fit
 
 OBJECTIVE_WORDS = {
     "cheapest": "lowest hourly price",

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from advisor.catalog.models import WorkloadProfile
 from advisor.engine.candidates import CloudCandidate
 from advisor.perf.sizing import min_gpus_for, usable_memory_gb
-from advisor.planning.fit import Fit
-from advisor.planning.plans import Plan
 from advisor.request import Workload
+
+if TYPE_CHECKING:  # annotations only: the planners load with the first sized request
+    from advisor.planning.fit import Fit
+    from advisor.planning.plans import Plan
 
 # The candidate attributes placement reads: part of the candidate-group signature.
 PLACEMENT_READS = (

@@ -4,9 +4,11 @@ the estimate, the engine's checks and ranking, and the review."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from advisor.perf.sizing import Figure
-from advisor.perf.training import Layout
+if TYPE_CHECKING:  # annotations only: an unsized request does not load the training model
+    from advisor.perf.sizing import Figure
+    from advisor.perf.training import Layout
 
 
 @dataclass(frozen=True)
