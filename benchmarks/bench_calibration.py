@@ -6,7 +6,8 @@ Offline max-throughput rows: throughput at the highest-throughput concurrency th
 Serving rows at a request rate (QPS): the figures the tool reports for `--request-rate`
 (InferenceModel.at_rate: TTFT and ITL at the concurrency Little's law gives); a rate above what
 the model says the deployment completes is compared on throughput at that capacity; saturated
-(QPS=INF) rows are compared on throughput only (their TTFT is queueing, not modelled).
+(QPS=INF) rows of a stated number of requests are that burst simulated (all arriving at once):
+its mean TTFT (the queue the burst builds), mean ITL and output throughput.
 SGLang/vLLM rows at a request rate (ShareGPT): the median TTFT and TPOT against the tool's figures
 at that rate, with ShareGPT's mean lengths (SHAREGPT_MEAN_TOKENS); vLLM 0.6's multi-step
 scheduling inflates its TTFT and ITL, so only its TPOT is compared. Rows the model cannot be
@@ -137,6 +138,9 @@ def _compare(row: dict[str, Any], cat: Catalog) -> list[Comparison]:
         if str(row["id"]).startswith("vllm"):  # multi-step scheduling: TTFT and ITL inflated
             return [tpot]
         return [Comparison(rid, "ttft_ms", got.ttft_ms, row["ttft_ms"]), tpot]
+    burst = re.search(r"(\d+) requests", str(row.get("notes", "")))
+    if "QPS=INF" in conc and burst:
+        return _burst(row, model, int(burst.group(1)))
     qps = re.search(r"QPS=(\d+)", conc)
     if qps:
         rate = float(qps.group(1))
@@ -158,6 +162,24 @@ def _compare(row: dict[str, Any], cat: Catalog) -> list[Comparison]:
     got = model.at()
     return [
         Comparison(rid, "throughput_tokens_s", got.throughput_tokens_s, row["throughput_tokens_s"])
+    ]
+
+
+def _burst(row: dict[str, Any], model: InferenceModel, requests: int) -> list[Comparison]:
+    """An unthrottled serving run (QPS=INF) of `requests` requests, as the source ran it: all
+    arriving at once, spread over the replicas; the run's output throughput and its mean TTFT
+    and ITL (the source's columns are means) against the simulation of that burst."""
+    rid, replicas = row["id"], model.dep.replicas
+    got = model.burst(max(1, requests // replicas))
+    return [
+        Comparison(rid, "ttft_ms", got.ttft.mean_s * 1e3, row["ttft_ms"]),
+        Comparison(rid, "itl_ms", got.itl.mean_s * 1e3, row["itl_ms"]),
+        Comparison(
+            rid,
+            "throughput_tokens_s",
+            got.throughput_tokens_s * replicas,
+            row["throughput_tokens_s"],
+        ),
     ]
 
 

@@ -377,3 +377,30 @@ def test_a_target_met_at_p50_but_not_p99_says_so() -> None:
     goodput = next(f for f in got.figures if f.name == "goodput_requests_s")
     assert "hold at p50 but not at p99" in goodput.formula
     assert got.ttft_ms == pytest.approx(load.ttft.p99_s * 1e3)
+
+
+def test_a_burst_of_one_is_its_prefill_then_its_decode_steps_by_hand() -> None:
+    # one request alone: its first token ends the iteration of its whole prompt, each later
+    # token one decode iteration of a batch of one; the run lasts exactly that long
+    m = _model(inp=467, out=256)
+    prefill, step = m.iteration_s(0, 467, 467), m.iteration_s(1, 0, 467)
+    got = m.burst(1)
+    assert got.ttft.mean_s == pytest.approx(prefill, rel=1e-9)
+    assert got.itl.mean_s == pytest.approx(step, rel=1e-9)
+    assert got.throughput_tokens_s == pytest.approx(256 / (prefill + 255 * step), rel=1e-9)
+
+
+def test_a_burst_queues_the_prompts_the_budget_cannot_take_at_once() -> None:
+    # 500 prompts of 467 tokens against an 8,192-token budget: 17 prompts an iteration at most,
+    # so the mean first token waits for many iterations; the last one's wait is the longest
+    m = _model(inp=467, out=256)
+    small, big = m.burst(2), m.burst(500)
+    both = m.iteration_s(0, 2 * 467, 467)  # two prompts fit one iteration
+    assert small.ttft.p99_s == pytest.approx(both, rel=1e-9)
+    assert big.ttft.mean_s > 10 * small.ttft.mean_s
+    assert big.ttft.p99_s > big.ttft.mean_s
+    # every request of the run counts, none left out as warm-up: tokens over the whole run
+    assert big.requests == 500
+    assert big.throughput_tokens_s == pytest.approx(500 * 256 / big.window_s, rel=1e-9)
+    with pytest.raises(ValueError, match="burst of 0"):
+        m.burst(0)

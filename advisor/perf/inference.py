@@ -888,6 +888,20 @@ class InferenceModel:
             found = _LOADS[key] = per_token(load, self.out, iters)
         return found
 
+    def burst(self, requests: int) -> LoadResult:
+        """`requests` requests of this model's lengths arriving at once at one replica (a
+        serving benchmark's unthrottled run, "QPS=INF"): the simulation over all of them, none
+        left out as warm-up, so the figures are the run's own: its throughput over the whole
+        run, its TTFT with the queue the burst builds, its token gaps at the batch it reaches."""
+        if requests < 1:
+            raise ValueError(f"a burst of {requests} requests")
+        iters = self.out if self.spec is None else iterations_for(self.out, self.spec)
+        sched = scheduler_for(self._fit_or_raise(), self.inp + iters, self.dep.acc.device_memory_gb)
+        load = simulate(
+            self._step_s, sched, [Request(0.0, self.inp, iters)] * requests, warmup_fraction=0.0
+        )
+        return per_token(load, self.out, iters)
+
     def _unbounded(self, rate: float, most: float, at: int) -> InputError:
         n = self.dep.replicas
         return InputError(
