@@ -50,3 +50,23 @@ def test_factor_turns_the_datasheet_ratio_into_the_measured_one(shipped: Catalog
 def test_estimate_names_the_source(shipped: Catalog) -> None:
     assert "SemiAnalysis" in _hours(shipped, "mi300x").efficiency_source
     assert "MLPerf Training v4.1" in _hours(shipped, "b200").efficiency_source
+
+
+def test_serving_reads_the_same_factor_for_the_same_gemms(shipped: Catalog) -> None:
+    """A prefill is GEMM-bound: the same model, prompt and GPU count on B200 and on MI300X
+    against H100 moves by the datasheet ratio times the generation's training factor (B200
+    2,250 / 989.4 x 0.923; MI300X 1,307.4 / 989.4 x 0.643), the factor's source in the words."""
+    from advisor.perf.inference import Deployment, InferenceModel, compute_efficiency
+    from advisor.perf.sizing import Shape
+
+    def gemm_rate(acc_id: str) -> float:
+        acc = shipped.accelerators[acc_id]
+        return acc.peak_tflops.bf16 * compute_efficiency(acc, "bf16")
+
+    h100 = gemm_rate("h100-sxm")
+    assert gemm_rate("b200") / h100 == pytest.approx(2250 / 989.4 * 0.923, rel=0.01)
+    assert gemm_rate("mi300x") / h100 == pytest.approx(1307.4 / 989.4 * 0.643, rel=0.01)
+    preset, acc = shipped.models["llama-3.1-8b"], shipped.accelerators["mi300x"]
+    model = InferenceModel(Shape.of(preset), Deployment(acc, 1, 1, "bf16", 0.0), 2048, 128)
+    assert CDNA3.source in model.speed_source
+    assert BLACKWELL.factor == pytest.approx(0.923) and CDNA3.factor == pytest.approx(0.643)

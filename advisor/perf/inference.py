@@ -64,6 +64,7 @@ from typing import NamedTuple
 from advisor.catalog.corrections import stored_correction
 from advisor.catalog.models import Accelerator, Generation
 from advisor.errors import InputError, field_name
+from advisor.perf.efficiency import BLACKWELL, CDNA3
 from advisor.perf.multi_lora import lora_pass_s
 from advisor.perf.op_model import OpModel, TableIteration
 from advisor.perf.precision import ComputePrecision, compute_precision
@@ -93,17 +94,28 @@ from advisor.units import GB, TERA
 # at max load implies ~47-49% of dense FP8 peak as model FLOPs; FP16 on A100 ~60-68%); memory
 # bandwidth efficiency 0.8 is the usual STREAM-like fraction of HBM/GDDR peak reached by large
 # reads (NVIDIA's own H100 decode guidance quotes ~80%; our H200 D2D measurement in
-# docs/reference-figures.md section 1 reached 4,198/4,800 = 0.87). Other generations: estimated at
-# the Hopper figures, uncalibrated.
+# docs/reference-figures.md section 1 reached 4,198/4,800 = 0.87). Blackwell and CDNA3/CDNA4
+# compute: Hopper's times the per-generation factor training reads for the same GEMMs
+# (advisor/perf/efficiency.py: a public end-to-end comparison against H100, estimated), so one
+# operator has one efficiency in serving and training. Other generations: estimated at the
+# Hopper figures, uncalibrated.
+HOPPER_COMPUTE_EFFICIENCY = 0.50
 EFFICIENCY: dict[Generation, tuple[float, float]] = {
-    Generation.hopper: (0.50, 0.80),
-    Generation.blackwell: (0.50, 0.80),  # estimated, uncalibrated
+    Generation.hopper: (HOPPER_COMPUTE_EFFICIENCY, 0.80),
+    Generation.blackwell: (HOPPER_COMPUTE_EFFICIENCY * BLACKWELL.factor, 0.80),
     Generation.ampere: (0.60, 0.80),
     Generation.ada: (0.50, 0.80),
     Generation.turing: (0.50, 0.75),  # estimated, uncalibrated
     Generation.volta: (0.50, 0.75),  # estimated, uncalibrated
-    Generation.cdna3: (0.40, 0.70),  # estimated, uncalibrated
+    Generation.cdna4: (HOPPER_COMPUTE_EFFICIENCY * CDNA3.factor, 0.70),  # bandwidth: estimated
+    Generation.cdna3: (HOPPER_COMPUTE_EFFICIENCY * CDNA3.factor, 0.70),  # bandwidth: estimated
     Generation.cdna2: (0.40, 0.70),  # estimated, uncalibrated
+}
+# Where each generation's compute share comes from, for the figures' words.
+EFFICIENCY_SOURCE: dict[Generation, str] = {
+    Generation.blackwell: f"Hopper's {BLACKWELL.words()}",
+    Generation.cdna4: f"Hopper's {CDNA3.words()}",
+    Generation.cdna3: f"Hopper's {CDNA3.words()}",
 }
 DEFAULT_EFFICIENCY = (0.40, 0.70)  # estimated: generations not listed above
 # A precision whose GEMM kernels reach a different share of their own peak than the generation's
@@ -548,7 +560,8 @@ class InferenceModel:
             else f"roofline: {dep.acc.name} datasheet peaks x estimated efficiencies "
             f"({dep.acc.generation.value}: {self.eff_c:g} of {self.cp.precision} compute, "
             f"{self.eff_bw:g} of memory bandwidth; advisor/perf/inference.py EFFICIENCY, set from "
-            "TensorRT-LLM perf-overview rows), kernel launches at "
+            f"{EFFICIENCY_SOURCE.get(dep.acc.generation, 'TensorRT-LLM perf-overview rows')}), "
+            "kernel launches at "
             f"{KERNEL_LAUNCH_S * 1e6:g} us (NVIDIA, Getting Started with CUDA Graphs, 2019)"
             + (f"; the operator table is not used: {built}" if isinstance(built, str) else "")
         )
