@@ -219,3 +219,70 @@ def test_every_serving_figure_says_where_its_speed_came_from(accelerator: str, n
     assert {f.name for f in timing} >= {"prefill_s", "decode_step_s", "itl_s", "ttft_p99_s"}
     for f in timing:
         assert named.split(" datasheet", maxsplit=1)[0] in f.formula, f.name
+
+
+# All-reduces between two H200s joined by NVLink, measured by the team through torch.distributed
+# (docs/reference-figures.md section 1): bus bandwidth in GB/s by buffer size. With two ranks
+# bus bandwidth = algorithm bandwidth, so one call takes bytes / busbw.
+TWO_H200_ALL_REDUCE = {
+    8 << 20: 92.0,
+    64 << 20: 207.0,
+    256 << 20: 277.0,
+    1 << 30: 313.0,
+    4 << 30: 337.0,
+}
+
+
+@pytest.fixture
+def with_collectives(table: OpsTable, monkeypatch: pytest.MonkeyPatch) -> OpsTable:
+    """The shipped H200 table with the two-GPU all-reduce rows the lent machine could not
+    measure (one GPU), put first among the model's tables."""
+    from advisor.perf import op_model
+    from probes.ops_table import CollectiveRow
+
+    rows = [
+        CollectiveRow(
+            op="all_reduce",
+            ranks=2,
+            bytes=nbytes,
+            busbw_gb_s=busbw,
+            median_us=nbytes / (busbw * 1e9) * 1e6,
+            iqr_us=0.0,
+            cv=0.0,
+        )
+        for nbytes, busbw in TWO_H200_ALL_REDUCE.items()
+    ]
+    both = table.model_copy(update={"collectives": rows})
+    monkeypatch.setattr(op_model, "TABLES", [lambda: {"h200-sxm": both}])
+    return both
+
+
+def test_tensor_parallel_all_reduces_come_from_the_tables_collectives(
+    with_collectives: OpsTable,
+) -> None:
+    catalog = load_catalog()
+    acc = catalog.accelerators["h200-sxm"]
+    shape = Shape.of(catalog.models["llama-3.1-70b"])
+    model = InferenceModel(shape, Deployment(acc, 2, 2, "bf16", acc.interconnect_gb_s), 8192, 256)
+    prefill = model.iteration(0, 8192, 8192)
+    assert isinstance(prefill, TableIteration)
+    # 8,192 tokens x 8,192 hidden x 2 bytes = 128 MiB a call, halfway in log bytes between the
+    # 64 MiB and 256 MiB rows: the geometric mean of their times, 2 calls a layer, 80 layers
+    t64 = (64 << 20) / 207e9
+    t256 = (256 << 20) / 277e9
+    assert prefill.ring_s == pytest.approx(2 * 80 * (t64 * t256) ** 0.5, rel=1e-9)
+    assert "over 2 GPUs (the operator table's)" in prefill.ring_formula
+    # one decode token: 16 KiB, below the smallest row: that row's time, a floor, and said so
+    decode = model.iteration(1, 0, 8192)
+    assert isinstance(decode, TableIteration)
+    assert decode.ring_s == pytest.approx(2 * 80 * (8 << 20) / 92e9, rel=1e-9)
+    assert "bytes 16384 < 8.38861e+06" in decode.ring_formula
+    # beyond the largest: linear in bytes (the bandwidth-bound regime)
+    ops = OperatorTable.of(with_collectives)
+    past = ops.collective_time("all_reduce", 2, 8 << 30)
+    assert past is not None and past.seconds == pytest.approx(2 * (4 << 30) / 337e9, rel=1e-9)
+    # another group size than the table's: the ring model, as without a table
+    four = InferenceModel(shape, Deployment(acc, 4, 4, "bf16", acc.interconnect_gb_s), 8192, 256)
+    step = four.iteration(0, 8192, 8192)
+    assert isinstance(step, TableIteration) and "GB/s" in step.ring_formula
+    assert ops.collective_time("all_reduce", 4, 1 << 20) is None

@@ -621,6 +621,21 @@ class InferenceModel:
             self.kv_precision,
         )
 
+    def _table_ring(self, tokens: float) -> tuple[float, str]:
+        """A pass's tensor-parallel all-reduces where the operator table is read: the table's
+        all-reduce over this many GPUs at the pass's message (tokens x hidden x 2 bytes), where
+        the node it was measured on had them; else the Ring's model."""
+        n, ops = self.dep.tensor_parallel, self.op_model.ops if self.op_model else None
+        nbytes = tokens * self.ring.hidden * ACTIVATION_BYTES
+        timed = ops.collective_time("all_reduce", n, nbytes) if ops and n > 1 and tokens else None
+        if timed is None:
+            return self.ring.seconds(tokens), self.ring.formula(tokens)
+        said = f"; beyond the measured sizes: {', '.join(timed.beyond)}" if timed.beyond else ""
+        return 2 * self.ring.layers * timed.seconds, (
+            f"2 x {self.ring.layers} layers x {timed.seconds:.6g} s all-reduces of "
+            f"{nbytes:.6g} bytes over {n} GPUs (the operator table's{said})"
+        )
+
     def iteration(
         self, decode: int, prompt_tokens: float, prompt_len: int
     ) -> Iteration | TableIteration:
@@ -640,7 +655,7 @@ class InferenceModel:
                 prompt_len,
                 context,
                 self.kv_token_bytes,
-                (self.ring.seconds(tokens), self.ring.formula(tokens)),
+                self._table_ring(tokens),
                 (lambda b: expected_experts(moe[0], moe[1], b)) if moe else (lambda b: 1.0),
                 UNEXPLAINED_LAYER_S,
                 self.scale,

@@ -3,12 +3,14 @@ Pure: the table is handed in.
 
 Between measured shapes a time is interpolated multilinearly in log space (log time against log
 M, log N, log K for a GEMM; log tokens and log head dim for prefill attention; log batch and log
-context for decode attention; log tokens and log width for a memory-bound operator): operator
+context for decode attention; log tokens and log width for a memory-bound operator; log bytes
+for a collective over a number of the node's GPUs): operator
 times follow power laws in their sizes (flat while launch- or latency-bound, then linear in
 bytes or FLOPs), which are straight lines in log space. Beyond the measured shapes nothing is
 extrapolated silently: the time at the edge is scaled by the operator's own power law in that
 size (GEMM time linear in M, N and K; causal prefill attention quadratic in tokens, linear in
-head dim; decode attention linear in batch and context; memory-bound operators linear in both),
+head dim; decode attention linear in batch and context; memory-bound operators linear in both;
+a collective linear in bytes, its bandwidth-bound regime),
 below the smallest shape the edge's time is kept (a floor), and the answer says it extrapolated.
 """
 
@@ -134,10 +136,16 @@ class OperatorTable:
     decode: LogGrid | None = None  # (batch, context) -> time at decode_token_bytes per token
     decode_token_bytes: float = 1.0  # K and V bytes per cached token of the table's rows
     memory: dict[str, LogGrid] = field(default_factory=dict)  # by operator
+    collectives: dict[tuple[str, int], LogGrid] = field(default_factory=dict)  # by (op, ranks)
 
     @classmethod
     def of(cls, table: OpsTable) -> OperatorTable:
-        out = cls(table, gemm=_gemm_grids(table), memory=_memory_grids(table))
+        out = cls(
+            table,
+            gemm=_gemm_grids(table),
+            memory=_memory_grids(table),
+            collectives=_collective_grids(table),
+        )
         if table.attention_prefill:
             out.prefill_heads = table.attention_prefill[0].heads
             out.prefill = LogGrid.build(
@@ -203,6 +211,13 @@ class OperatorTable:
         grid = self.memory.get(op)
         return grid((max(1.0, tokens), width)) if grid is not None else None
 
+    def collective_time(self, op: str, ranks: int, nbytes: float) -> Timed | None:
+        """One `op` over `ranks` GPUs of the node on a buffer of `nbytes` (nccl-tests' size:
+        the whole buffer); None where the table has no such rows (one GPU measured, another
+        group size)."""
+        grid = self.collectives.get((op, ranks))
+        return grid((max(1.0, nbytes),)) if grid is not None else None
+
 
 def _gemm_grids(table: OpsTable) -> dict[str, LogGrid]:
     """One (M, N, K) grid per precision, of the plain (not grouped) GEMM rows."""
@@ -229,4 +244,19 @@ def _memory_grids(table: OpsTable) -> dict[str, LogGrid]:
         grid = LogGrid.build(("tokens", "width"), points, (1.0, 1.0))
         if grid is not None:
             grids[op] = grid
+    return grids
+
+
+def _collective_grids(table: OpsTable) -> dict[tuple[str, int], LogGrid]:
+    """One bytes axis per collective and group size."""
+    grids: dict[tuple[str, int], LogGrid] = {}
+    for op, ranks in sorted({(c.op, c.ranks) for c in table.collectives}):
+        points: dict[Point, float] = {
+            (float(c.bytes),): c.median_us
+            for c in table.collectives
+            if (c.op, c.ranks) == (op, ranks)
+        }
+        grid = LogGrid.build(("bytes",), points, (1.0,))
+        if grid is not None:
+            grids[op, ranks] = grid
     return grids
