@@ -70,3 +70,20 @@ def test_serving_reads_the_same_factor_for_the_same_gemms(shipped: Catalog) -> N
     model = InferenceModel(Shape.of(preset), Deployment(acc, 1, 1, "bf16", 0.0), 2048, 128)
     assert CDNA3.source in model.speed_source
     assert BLACKWELL.factor == pytest.approx(0.923) and CDNA3.factor == pytest.approx(0.643)
+
+
+def test_a_precision_with_its_own_factor_names_its_own_source(shipped: Catalog) -> None:
+    """FP4 on Blackwell keeps its own 0.40 (set from TensorRT-LLM rows): its words must not
+    claim Hopper's factor, which BF16 on the same GPU reads."""
+    from advisor.perf.inference import Deployment, InferenceModel
+    from advisor.perf.sizing import Shape
+
+    preset, acc = shipped.models["llama-3.1-8b"], shipped.accelerators["b200"]
+
+    def source(precision: str) -> str:
+        deployment = Deployment(acc, 1, 1, precision, 0.0)
+        return InferenceModel(Shape.of(preset), deployment, 2048, 128).speed_source
+
+    assert "0.4 of fp4 compute" in source("fp4") and BLACKWELL.source not in source("fp4")
+    assert "TensorRT-LLM perf-overview rows" in source("fp4")
+    assert BLACKWELL.source in source("bf16")

@@ -366,6 +366,13 @@ def compute_efficiency(acc: Accelerator, precision: str) -> float:
     return PRECISION_COMPUTE_EFFICIENCY.get((acc.generation, precision), _efficiency(acc)[0])
 
 
+def compute_efficiency_source(acc: Accelerator, precision: str) -> str:
+    """Where compute_efficiency's figure for `precision` on `acc` comes from."""
+    if (acc.generation, precision) in PRECISION_COMPUTE_EFFICIENCY:
+        return "TensorRT-LLM perf-overview rows"
+    return EFFICIENCY_SOURCE.get(acc.generation, "TensorRT-LLM perf-overview rows")
+
+
 def bandwidth_efficiency(acc: Accelerator) -> tuple[float, str]:
     """The share of memory bandwidth a decode step reaches on `acc`, and where it comes from:
     what a served model's options report as their efficiency."""
@@ -560,7 +567,7 @@ class InferenceModel:
             else f"roofline: {dep.acc.name} datasheet peaks x estimated efficiencies "
             f"({dep.acc.generation.value}: {self.eff_c:g} of {self.cp.precision} compute, "
             f"{self.eff_bw:g} of memory bandwidth; advisor/perf/inference.py EFFICIENCY, set from "
-            f"{EFFICIENCY_SOURCE.get(dep.acc.generation, 'TensorRT-LLM perf-overview rows')}), "
+            f"{compute_efficiency_source(dep.acc, self.cp.precision)}), "
             "kernel launches at "
             f"{KERNEL_LAUNCH_S * 1e6:g} us (NVIDIA, Getting Started with CUDA Graphs, 2019)"
             + (f"; the operator table is not used: {built}" if isinstance(built, str) else "")
