@@ -33,6 +33,7 @@ from advisor.perf.training import (
     Cluster,
     Job,
     Layout,
+    expert_ridge_tokens,
     run_time,
     step_time,
     training_peaks,
@@ -111,7 +112,9 @@ def _cluster(row: dict[str, Any], cat: Catalog) -> tuple[Cluster, float]:
     """The row's nodes at its precision, and the efficiency factor of that precision."""
     acc = cat.accelerators[_accelerator(row)]
     gemm, attention, factor = training_peaks(acc, _precision(row))
-    return Cluster(gemm, 8, acc.interconnect_gb_s, NETWORK_GBPS[acc.id], attention), factor
+    network = NETWORK_GBPS[acc.id]
+    ridge = expert_ridge_tokens(acc)
+    return Cluster(gemm, 8, acc.interconnect_gb_s, network, attention, None, ridge), factor
 
 
 def _layout(row: dict[str, Any], stage: int) -> Layout:

@@ -36,14 +36,14 @@ layout (memory) and GPU count (deadline) and reads the time of each from here.
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 
 from advisor.catalog.models import Accelerator
-from advisor.perf.inference import link_bus_gb_s
+from advisor.perf.efficiency import REFERENCE_GEMM_SHARE
+from advisor.perf.inference import bandwidth_efficiency, link_bus_gb_s
 from advisor.perf.sizing import (
     DEFAULT_LORA_RANK,
     EVERY_WEIGHT,
@@ -137,6 +137,7 @@ class Cluster:
     attention_peak_tflops: float | None = None  # attention's matmuls (bf16); None: peak_tflops
     # GPUs on one NVLink switch fabric (GB200/GB300 NVL72: 72 over 18 trays of 4); None: a node
     domain_gpus: int | None = None
+    expert_ridge_tokens: float = 0.0  # expert_ridge_tokens of the GPU (0: not known, no bound)
 
     @property
     def domain(self) -> int:
@@ -298,34 +299,39 @@ def _compute_s(job: Job, cluster: Cluster, tokens: float, layout: Layout) -> flo
     share slowed by expert_gemm_factor, attention at the 16-bit peak and the fused attention
     kernels' (ATTENTION_EFFICIENCY)."""
     gemm = job.flops(tokens, job.recompute) / (cluster.peak_tflops * TERA * job.efficiency)
-    factor = expert_gemm_factor(job.shape, tokens_per_expert(job, layout))
+    factor = expert_gemm_factor(
+        job.shape, tokens_per_expert(job, layout), cluster.expert_ridge_tokens
+    )
     return gemm * factor + _attention_s(job, cluster, tokens)
 
 
-# The experts' grouped GEMM's FLOP rate over a dense GEMM's, by the tokens each expert gets in a
-# micro-batch (its M): measured on the H200, catalog/ops/h200-sxm--torch2.11.0-cu130-driver580.json,
-# the bf16 grouped rows of DeepSeek-V3's 2,048 x 7,168 experts (8, 32 and 128 groups, both
-# orientations; medians) over the same table's 8,192-cube GEMM. A few tokens an expert read its
-# weights for little work: 16 tokens reach a tenth of the dense rate, 128 about three quarters,
-# 1,024 the dense rate (1.03, taken as 1). Log-linear between, held at the ends; the curve is
-# applied to every accelerator and expert width (estimated beyond the H200's shapes).
-GROUPED_GEMM_SHARE = ((16, 0.102), (128, 0.727), (1024, 1.0))
+# An expert's GEMM on few tokens reads its weights for little work: below the tokens at which its
+# FLOPs (at the dense kernels' share of the peak, efficiency.REFERENCE_GEMM_SHARE) take as long as
+# reading its weights (at the generation's achieved share of the memory bandwidth,
+# inference.bandwidth_efficiency), the weight read sets its time and the grouped GEMM runs at
+# tokens / ridge of the dense rate. The same at FP8 (half the bytes at twice the rate). The H200's
+# own table shows exactly this: its grouped rows of DeepSeek-V3's 2,048 x 7,168 experts reach 0.10
+# of the dense rate at 16 tokens an expert, 0.73 at 128 and the dense rate at 1,024, where this
+# ridge (188 tokens on the H200, 270 on the H100) gives 0.085, 0.68 and 1
+# (tests/test_training_recipes.py).
 # The busiest expert's tokens over the mean: a step waits for it. ESTIMATED: DeepSeek-V3's
 # auxiliary-loss-free balancing (arXiv:2412.19437 section 2.1.2) and the auxiliary losses of
 # Switch/GShard keep the experts' loads within about 10% of the mean over a batch.
 EXPERT_LOAD_IMBALANCE = 1.1
 
 
-def grouped_gemm_share(tokens_per_expert: float) -> float:
-    """The grouped GEMM's rate over the dense one at `tokens_per_expert` (GROUPED_GEMM_SHARE)."""
-    points = GROUPED_GEMM_SHARE
-    if tokens_per_expert <= points[0][0]:
-        return points[0][1]
-    for (m0, s0), (m1, s1) in itertools.pairwise(points):
-        if tokens_per_expert <= m1:
-            w = math.log(tokens_per_expert / m0) / math.log(m1 / m0)
-            return s0 + w * (s1 - s0)
-    return points[-1][1]
+def grouped_gemm_share(tokens_per_expert: float, ridge_tokens: float) -> float:
+    """The grouped GEMM's rate over the dense one at `tokens_per_expert`: tokens / ridge below
+    the ridge (the weight read sets the time), the dense rate above; 1 where no ridge is known."""
+    return min(1.0, tokens_per_expert / ridge_tokens) if ridge_tokens > 0 else 1.0
+
+
+def expert_ridge_tokens(acc: Accelerator) -> float:
+    """Tokens an expert must get for its GEMM's FLOPs to take as long as reading its 16-bit
+    weights on `acc` (2 FLOPs and 2 bytes a weight and token; module comment above)."""
+    peak16 = peak16_tflops(acc) or 0.0
+    bandwidth = acc.memory_bandwidth_gbps * GB * bandwidth_efficiency(acc)[0]
+    return peak16 * TERA * REFERENCE_GEMM_SHARE / bandwidth if bandwidth else 0.0
 
 
 def tokens_per_expert(job: Job, layout: Layout) -> float:
@@ -336,16 +342,16 @@ def tokens_per_expert(job: Job, layout: Layout) -> float:
     return tokens * layout.ep * k / experts
 
 
-def expert_gemm_factor(shape: Shape, tokens: float = GROUPED_GEMM_SHARE[-1][0]) -> float:
+def expert_gemm_factor(shape: Shape, tokens: float, ridge_tokens: float) -> float:
     """Time of a mixture of experts' GEMMs over the same FLOPs at the dense efficiency: the
     routed experts' share of the active parameters (X k / E of N) run at the grouped GEMM's
-    share of the dense rate for `tokens` tokens an expert (grouped_gemm_share) and wait for the
-    busiest expert (EXPERT_LOAD_IMBALANCE); 1 for a dense model."""
+    share of the dense rate for `tokens` tokens an expert (grouped_gemm_share below the ridge)
+    and wait for the busiest expert (EXPERT_LOAD_IMBALANCE); 1 for a dense model."""
     experts, k = shape.experts, shape.experts_per_token
     if not experts or not k or not shape.expert_params:
         return 1.0
     share = shape.expert_params * k / experts / shape.active_params
-    slower = EXPERT_LOAD_IMBALANCE / grouped_gemm_share(tokens)
+    slower = EXPERT_LOAD_IMBALANCE / grouped_gemm_share(tokens, ridge_tokens)
     return 1 + min(1.0, share) * (slower - 1)
 
 

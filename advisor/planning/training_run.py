@@ -38,6 +38,7 @@ from advisor.perf.training import (
     Layout,
     Run,
     default_global_batch_tokens,
+    expert_ridge_tokens,
     step_time,
     training_peaks,
 )
@@ -128,7 +129,15 @@ class TrainingRun(Plan):
         plan that holds the work on fewer GPUs, then with fewer GPU-hours; ZeRO-3 among equals
         (it needs the least memory)."""
         gemm, attention, _ = training_peaks(acc, self.w.precision)
-        cluster = Cluster(gemm, per_node, link_gb_s, network, attention, self.domain_gpus)
+        cluster = Cluster(
+            gemm,
+            per_node,
+            link_gb_s,
+            network,
+            attention,
+            self.domain_gpus,
+            expert_ridge_tokens(acc),
+        )
         if self.w.zero_stage is not None:
             return self._with_recompute(acc, cluster)
         one, three = (self._variant(zero_stage=s)._with_recompute(acc, cluster) for s in (1, 3))
