@@ -8,8 +8,8 @@ import math
 import pytest
 
 from advisor import Catalog, recommend
-from advisor.perf.inference import Targets
 from advisor.perf.sizing import Shape
+from advisor.perf.targets import Targets
 from advisor.perf.work import Work
 from advisor.planning.across_nodes import ep_replica, serve_across_nodes
 from advisor.planning.estimate import estimate

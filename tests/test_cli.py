@@ -191,3 +191,21 @@ def test_recommend_imports_neither_torch_nor_fastapi() -> None:
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.stderr.strip().endswith("[]"), p.stderr
+
+
+def test_an_unsized_recommend_loads_no_performance_model() -> None:
+    """A request sized by memory alone needs the planners' limits (advisor/planning/limits.py),
+    not the serving or training models: those load only for sized work (start-up,
+    benchmarks/bench_startup.py)."""
+    code = (
+        "import sys\n"
+        "from advisor.cli import main\n"
+        "try:\n    main(['recommend', '--workload', 'high_throughput_inference',"
+        " '--memory-gb', '20', '--json'])\n"
+        "except SystemExit:\n    pass\n"
+        "models = ('advisor.perf.inference', 'advisor.perf.training', 'advisor.planning.serving',"
+        " 'advisor.planning.training_plan', 'advisor.perf.correction')\n"
+        "sys.stderr.write(repr([m for m in models if m in sys.modules]))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.stderr.strip().endswith("[]"), p.stderr

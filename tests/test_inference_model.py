@@ -318,7 +318,8 @@ def test_a_rate_above_capacity_is_refused_with_the_most_sustained() -> None:
 
 
 def test_the_rate_within_targets_is_below_the_capacity() -> None:
-    from advisor.perf.inference import SEARCH_REQUESTS, Targets
+    from advisor.perf.inference import SEARCH_REQUESTS
+    from advisor.perf.targets import Targets
 
     m = _model("llama-3.1-8b", "h100-sxm", inp=467, out=256)
     most, _ = m.max_request_rate()
@@ -362,7 +363,7 @@ def test_a_prefix_cache_hit_skips_that_share_of_the_prefill() -> None:
 def test_a_target_met_at_p50_but_not_p99_says_so() -> None:
     """At 90% of capacity the p99 TTFT is well above the p50 (bench_load's sweep): a TTFT target
     between the two is met at p50, missed at p99, and the goodput figure says which."""
-    from advisor.perf.inference import Targets
+    from advisor.perf.targets import Targets
 
     m = _model("llama-3.1-8b", "h100-sxm", inp=467, out=256)
     most, _ = m.max_request_rate()

@@ -20,8 +20,9 @@ from advisor.api.settings import Settings
 from advisor.catalog.loading import load_catalog
 from advisor.catalog.models import FormFactor
 from advisor.errors import flag_name
-from advisor.perf.inference import Deployment, InferenceModel, Targets, moe_of
+from advisor.perf.inference import Deployment, InferenceModel, moe_of
 from advisor.perf.sizing import Shape
+from advisor.perf.targets import Targets
 from advisor.planning.estimate import estimate
 from advisor.request import EstimateRequest
 

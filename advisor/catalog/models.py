@@ -421,7 +421,7 @@ class WorkloadProfile(Strict):
     sizing: Literal["training", "inference", "none"] = "none"
     efficiency: Annotated[float, Field(gt=0, le=1)] = 0.4
     default_batch: Annotated[int, Field(ge=1, le=100_000)] = 1  # micro-batch / sequences served
-    # Serving that must answer within a latency (advisor/planning/serving.py latency_targets).
+    # Serving that must answer within a latency (advisor/planning/limits.py latency_targets).
     latency_targets: LatencyTargets | None = None
     # Soft preferences, applied as multiplicative score penalties (0.2 = 20% worse) with a reason.
     prefer_gpu_link: tuple[GpuLink, ...] = ()

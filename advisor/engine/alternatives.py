@@ -24,7 +24,7 @@ from advisor.engine.result import Alternative, Recommendation, Result
 from advisor.engine.spot_risk import spot_case
 from advisor.perf.cost import option_hourly_usd
 from advisor.perf.spot import too_risky
-from advisor.planning.serving import latency_targets
+from advisor.planning.limits import latency_targets
 from advisor.request import Workload
 
 if TYPE_CHECKING:  # annotations only: the planners load with the first sized request

@@ -25,8 +25,7 @@ from advisor.perf.cost import option_hourly_usd
 from advisor.perf.precision import Unsupported
 from advisor.perf.sizing import usable_memory_gb
 from advisor.perf.spot import SpotPlan, too_risky
-from advisor.planning.serving import latency_targets
-from advisor.planning.training_plan import network_below_floor
+from advisor.planning.limits import latency_targets, network_below_floor
 from advisor.request import Workload
 
 

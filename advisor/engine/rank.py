@@ -29,8 +29,7 @@ from advisor.perf.cost import (
 from advisor.perf.spot import SpotPlan
 from advisor.planning.capacity import capacity_note
 from advisor.planning.fit import Fit
-from advisor.planning.serving import BARE_INFERENCE, latency_targets
-from advisor.planning.training_plan import LONG_PLAN_DAYS
+from advisor.planning.limits import BARE_INFERENCE, LONG_PLAN_DAYS, latency_targets
 from advisor.request import Workload
 
 

@@ -15,7 +15,7 @@ from advisor.fleet.bench_results import FACTOR_BOUNDS
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class MeasuredItl(_Model):

@@ -86,6 +86,7 @@ from advisor.perf.sizing import (
     usable_memory_gb,
 )
 from advisor.perf.speculative import Speculation, iterations_for, per_token, verify_step
+from advisor.perf.targets import Targets
 from advisor.perf.trace_file import Trace
 from advisor.units import GB, TERA
 
@@ -286,30 +287,6 @@ class Deployment:
     @property
     def replicas(self) -> int:
         return self.gpus // self.tensor_parallel
-
-
-@dataclass(frozen=True, slots=True)
-class Targets:
-    """Latency targets a deployment must meet (None: no target)."""
-
-    max_ttft_ms: float | None = None
-    max_itl_ms: float | None = None
-    percentile: int = 50  # under a request rate: the share of requests held to the targets
-
-    def met(self, ttft_ms: float, itl_ms: float) -> bool:
-        return (self.max_ttft_ms is None or ttft_ms <= self.max_ttft_ms) and (
-            self.max_itl_ms is None or itl_ms <= self.max_itl_ms
-        )
-
-    @property
-    def any(self) -> bool:
-        return self.max_ttft_ms is not None or self.max_itl_ms is not None
-
-    def met_under(self, load: LoadResult, percentile: int | None = None) -> bool:
-        """The targets at a percentile of simulated requests: TTFT and the mean token gap of a
-        request (TPOT), each at that percentile (the targets' own by default)."""
-        p = self.percentile if percentile is None else percentile
-        return self.met(load.ttft.at(p) * 1e3, load.tpot.at(p) * 1e3)
 
 
 @dataclass(frozen=True, slots=True)

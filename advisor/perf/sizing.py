@@ -82,7 +82,7 @@ UNQUANTISED_EMBEDDING_TABLES = 2
 LOGIT_BYTES = 4
 
 
-@pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid"))
+@pydantic_dataclass(frozen=True, config=ConfigDict(extra="forbid", defer_build=True))
 class Figure:
     """One step of an estimate: what it is, its value and unit, and the formula with numbers."""
 

@@ -28,7 +28,7 @@ MAX_TRACE_REQUESTS = 1_000_000  # a bound on what one simulation reads
 class TraceRow(BaseModel):
     """One request of a trace file."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     arrival_s: Annotated[float, Field(ge=0, allow_inf_nan=False)]
     input_tokens: Annotated[int, Field(ge=1, le=10_000_000)]

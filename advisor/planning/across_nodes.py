@@ -41,7 +41,6 @@ from advisor.perf.inference import (
     LOAD_REQUESTS,
     SCHEDULER_LARGE,
     SCHEDULER_SMALL,
-    Targets,
     arrivals,
     bandwidth_efficiency,
     load_figures,
@@ -57,6 +56,7 @@ from advisor.perf.speculative import (
     speculation_for,
     verify_step,
 )
+from advisor.perf.targets import Targets
 from advisor.perf.trace_file import Trace
 from advisor.perf.work import Work
 from advisor.planning.fit import Fit

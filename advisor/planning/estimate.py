@@ -31,16 +31,16 @@ from advisor.perf.cost import (
     option_hourly_usd,
 )
 from advisor.perf.efficiency import efficiency_bounds
-from advisor.perf.inference import Targets, check_tensor_parallel
+from advisor.perf.inference import check_tensor_parallel
 from advisor.perf.precision import require_precision
 from advisor.perf.sizing import Figure
 from advisor.perf.spot import SpotPlan, too_risky, training_spot_plan
+from advisor.perf.targets import Targets
 from advisor.perf.training import Layout
 from advisor.planning.capacity import capacity_note
 from advisor.planning.fit import Fit
+from advisor.planning.limits import BARE_INFERENCE, network_below_floor
 from advisor.planning.plans import plan_for
-from advisor.planning.serving import BARE_INFERENCE
-from advisor.planning.training_plan import network_below_floor
 from advisor.request import EstimateRequest, refuse_idle_fields
 
 

@@ -16,11 +16,12 @@ from advisor.catalog.queries import Catalog
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError, field_name
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration, efficiency
-from advisor.perf.inference import Targets, moe_of
+from advisor.perf.inference import moe_of
 from advisor.perf.sizing import Shape
+from advisor.perf.targets import Targets
 from advisor.perf.work import Work
 from advisor.planning.fit import Fit
-from advisor.planning.serving import latency_targets
+from advisor.planning.limits import latency_targets
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,19 +15,15 @@ from advisor.perf.inference import (
     Deployment,
     InferenceModel,
     InferenceResult,
-    Targets,
     bandwidth_efficiency,
 )
 from advisor.perf.sizing import USABLE_MEMORY, Figure, Shape, usable_memory_gb
 from advisor.perf.speculative import speculation_for
+from advisor.perf.targets import Targets
 from advisor.perf.work import TP_DEGREES, Work
 from advisor.planning.fit import Fit
+from advisor.planning.limits import NEEDS_SHAPE
 from advisor.request import SERVING_FIELDS
-
-# What an estimate's notes and a recommendation's reasons say of a model given as a bare size
-# for inference; the error of the same case names the field through field_name.
-_NEEDS_SHAPE = "TTFT, ITL and throughput need the model's architecture (layers, heads, KV heads)"
-BARE_INFERENCE = f"memory only: {_NEEDS_SHAPE}: give --model (a preset)"
 
 
 def refuse_serving_fields(w: Work) -> None:
@@ -36,7 +32,7 @@ def refuse_serving_fields(w: Work) -> None:
     if asked:
         names = ", ".join(field_name(name) for name in asked)
         raise InputError(
-            f"{names}: memory only: {_NEEDS_SHAPE}: give {field_name('model')} (a preset)",
+            f"{names}: memory only: {NEEDS_SHAPE}: give {field_name('model')} (a preset)",
             field=asked[0],
         )
 
@@ -52,26 +48,6 @@ class DeploymentChoice:
     floor: tuple[float, float]
     met: bool
     rate_per_replica: float | None = None  # load as a rate: the most one replica sustains
-
-
-def latency_targets(
-    profile: WorkloadProfile,
-    max_ttft_ms: float | None,
-    max_itl_ms: float | None,
-    output_tokens: int | None = None,
-    percentile: int | None = None,
-) -> Targets:
-    """The latency targets asked for, each falling back to the workload profile's default. One
-    output token is a time-to-first-token question: it has no inter-token latency to bound."""
-    default = profile.latency_targets
-    held_at = percentile or 50
-    if default is not None:
-        if percentile is None and (max_ttft_ms is None or max_itl_ms is None):
-            held_at = default.percentile  # a default target holds at its own percentile
-        max_ttft_ms = default.max_ttft_ms if max_ttft_ms is None else max_ttft_ms
-        max_itl_ms = default.max_itl_ms if max_itl_ms is None else max_itl_ms
-    itl = None if output_tokens == 1 else max_itl_ms
-    return Targets(max_ttft_ms, itl, held_at)
 
 
 def with_default_load(w: Work, profile: WorkloadProfile) -> Work:

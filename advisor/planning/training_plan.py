@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from advisor.catalog.models import Accelerator, WorkloadProfile
+from advisor.catalog.models import Accelerator
 from advisor.errors import InputError, field_name
 from advisor.perf.sizing import OPTIMIZER_BYTES, Figure, Shape, zero_split_bytes
 from advisor.perf.training import Cluster, Job, Layout, Run, gpu_hours, run_time
@@ -21,7 +21,6 @@ MAX_PLAN_GPUS = 100_000
 PP_DEGREES = (2, 4, 8, 16, 32, 64, 128)
 EP_DEGREES = (2, 4, 8, 16, 32, 64, 128, 256)
 CP_DEGREES = (2, 4, 8, 16, 32, 64)
-LONG_PLAN_DAYS = 90  # a plan longer than this is flagged in the reasons
 
 # (layout, nodes, run or None without a token count, fastest hours reached when the deadline is
 # missed, else None)
@@ -375,9 +374,3 @@ def over_max_gpus(
         least_gpus=least,
         lighter_methods=lighter,
     )
-
-
-def network_below_floor(profile: WorkloadProfile, network_gbps: float) -> bool:
-    """Whether a scale-out network is too slow for one job spread over several nodes: the one
-    rule `estimate` and the engine's NETWORK_TOO_SLOW constraint both apply."""
-    return network_gbps < profile.min_multi_node_network_gbps

@@ -44,12 +44,12 @@ from advisor.perf.training import (
 )
 from advisor.perf.work import DEFAULT_SEQ_LEN, Work
 from advisor.planning.fit import Fit
+from advisor.planning.limits import network_below_floor
 from advisor.planning.plan import ModelOf, Plan
 from advisor.planning.training_plan import (
     PP_DEGREES,
     deadline_hours,
     full_training_split,
-    network_below_floor,
     node_tp_degrees,
     over_max_gpus,
     plan_training,
