@@ -11,7 +11,7 @@ from advisor import Catalog, recommend
 from advisor.perf.sizing import Shape
 from advisor.perf.targets import Targets
 from advisor.perf.work import Work
-from advisor.planning.across_nodes import ep_replica, serve_across_nodes
+from advisor.planning.across_nodes import ep_replica, pp_replica, serve_across_nodes
 from advisor.planning.estimate import estimate
 from advisor.request import EstimateRequest, RecommendRequest
 
@@ -161,3 +161,32 @@ def test_a_slow_network_holds_no_replica(shipped: Catalog) -> None:
     big = Work(workload="high_throughput_inference", model="llama-3.1-405b")
     fit = serve_across_nodes(Shape.of(shipped.models["llama-3.1-405b"]), h100, big, Targets(), P5)
     assert fit is not None and fit.nodes == 2
+
+
+def test_the_kv_cache_format_asked_holds_over_several_nodes(shipped: Catalog) -> None:
+    """--kv-precision reaches a replica over nodes as on one: DeepSeek-V3's MLA caches 512 + 64
+    values a layer and token, 61 layers, so a token of context holds 35,136 bytes in FP8 and
+    70,272 in BF16 on every attention rank. FP8 weights with a BF16 cache: each sequence's KV
+    per GPU doubles, and fewer sequences fit; the dense 405B over PP stages likewise."""
+    h100 = shipped.accelerators["h100-sxm"]
+    shape = _v3(shipped)
+    fp8 = ep_replica(shape, h100, _work(precision="fp8"), (2, *P5), None)
+    bf16 = ep_replica(shape, h100, _work(precision="fp8", kv_precision="bf16"), (2, *P5), None)
+    assert fp8 is not None and bf16 is not None and fp8.layout == bf16.layout
+    ranks = fp8.gpus // fp8.tensor_parallel
+    tokens = fp8.inp + fp8.out
+    per_sequence_gb = (fp8.memory_gb(ranks) - fp8.memory_gb(0)) / tokens
+    assert per_sequence_gb == pytest.approx(35_136 / 1e9)  # the latent whole on every rank
+    assert bf16.memory_gb(ranks) - bf16.memory_gb(0) == pytest.approx(
+        2 * (fp8.memory_gb(ranks) - fp8.memory_gb(0))
+    )
+    assert bf16.max_sequences < fp8.max_sequences
+
+    l405 = Shape.of(shipped.models["llama-3.1-405b"])
+    work = {"model": "llama-3.1-405b", "precision": "bf16"}
+    full = pp_replica(l405, h100, _work(**work), (2, *P5))
+    half = pp_replica(l405, h100, _work(**work, kv_precision="fp8"), (2, *P5))
+    assert full is not None and half is not None
+    assert half.memory_gb(64) - half.memory_gb(0) == pytest.approx(
+        (full.memory_gb(64) - full.memory_gb(0)) / 2
+    )

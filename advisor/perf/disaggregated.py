@@ -23,7 +23,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from advisor.catalog.models import Accelerator
-from advisor.perf.inference import kv_precision_of
 from advisor.perf.moe_serving import NETWORK_A2A_EFFICIENCY, EpLayout, EpModel, best_layout
 from advisor.perf.sizing import Shape, kv_cache_bytes_per_token
 from advisor.units import GB
@@ -89,9 +88,10 @@ def aggregated(
     base: EpLayout,
     io_tokens: tuple[int, int],
     max_itl_s: float,
+    kv_precision: str | None = None,
 ) -> Served | None:
     """All GPUs one EP deployment with prompts packed in its steps, its best attention layout."""
-    got = best_layout(shape, acc, precision, base, io_tokens, max_itl_s)
+    got = best_layout(shape, acc, precision, base, io_tokens, max_itl_s, kv_precision)
     if got is None:
         return None
     layout, per_rank, itl = got
@@ -116,9 +116,9 @@ def prefill_requests_s(model: EpModel) -> float:
     return model.layout.dp_ranks * chunk / seconds / model.inp
 
 
-def kv_transfer_requests_s(shape: Shape, precision: str, layout: EpLayout, inp: int) -> float:
+def kv_transfer_requests_s(shape: Shape, kv_precision: str, layout: EpLayout, inp: int) -> float:
     """Prompts' KV caches per second the prefill GPUs' network shares carry to decode nodes."""
-    kv = kv_cache_bytes_per_token(shape, kv_precision_of(precision), inp).value * inp
+    kv = kv_cache_bytes_per_token(shape, kv_precision, inp).value * inp
     return layout.gpus * layout.network_gb_s * NETWORK_A2A_EFFICIENCY * GB / kv
 
 
@@ -129,6 +129,7 @@ def disaggregated(
     base: EpLayout,
     io_tokens: tuple[int, int],
     max_itl_s: float,
+    kv_precision: str | None = None,
 ) -> Served | None:
     """The best split of whole nodes into a prefill and a decode pool (module doc)."""
     g = base.gpus_per_node
@@ -140,15 +141,15 @@ def disaggregated(
         dec = _pool(base, (nodes - p_nodes) * g)
         if not _holds(shape, pre) or not _holds(shape, dec):
             continue
-        prefill = EpModel(shape, acc, precision, pre, inp, out, packed_prefill=False)
-        decode = EpModel(shape, acc, precision, dec, inp, out, packed_prefill=False)
+        prefill = EpModel(shape, acc, precision, pre, inp, out, False, kv_precision)
+        decode = EpModel(shape, acc, precision, dec, inp, out, False, kv_precision)
         got = decode.best(max_itl_s)
         if got is None or prefill.max_sequences_per_rank() < 1:
             continue
         per_rank, itl = got
         limits = {
             "prefill": prefill_requests_s(prefill),
-            "KV transfer": kv_transfer_requests_s(shape, precision, pre, inp),
+            "KV transfer": kv_transfer_requests_s(shape, prefill.kv_precision, pre, inp),
             "decode": per_rank * dec.dp_ranks / (out * itl),
         }
         bound = min(limits, key=lambda name: limits[name])
@@ -185,9 +186,10 @@ def compare(
     base: EpLayout,
     io_tokens: tuple[int, int],
     max_itl_s: float,
+    kv_precision: str | None = None,
 ) -> Comparison:
     """Aggregated and disaggregated serving of the same GPUs at the same ITL target."""
     return Comparison(
-        aggregated(shape, acc, precision, base, io_tokens, max_itl_s),
-        disaggregated(shape, acc, precision, base, io_tokens, max_itl_s),
+        aggregated(shape, acc, precision, base, io_tokens, max_itl_s, kv_precision),
+        disaggregated(shape, acc, precision, base, io_tokens, max_itl_s, kv_precision),
     )

@@ -157,6 +157,7 @@ class EpModel:
         input_tokens: int,
         output_tokens: int,
         packed_prefill: bool = True,
+        kv_precision: str | None = None,
     ) -> None:
         if not shape.experts or not shape.experts_per_token:
             raise InputError(f"{shape.name} is not a mixture of experts", field="model")
@@ -186,9 +187,8 @@ class EpModel:
         self.dense_active = shape.active_params - self.expert_params * k / e - shape.lookup_params
         self.peak = cp.peak_tflops * TERA * compute_efficiency(acc, cp.precision)
         self.bw = acc.memory_bandwidth_gbps * GB * bandwidth_efficiency(acc)[0]
-        kv = kv_cache_bytes_per_token(
-            shape, kv_precision_of(precision), input_tokens + output_tokens
-        ).value
+        self.kv_precision = kv_precision or kv_precision_of(precision)
+        kv = kv_cache_bytes_per_token(shape, self.kv_precision, input_tokens + output_tokens).value
         self.kv_gpu_token = kv * kv_copies(shape, tp) / tp  # one context token, one GPU
         if shape.mla_kv_dim and shape.mla_latent:
             self.decode_dims = shape.mla_kv_dim + shape.mla_latent
@@ -299,6 +299,7 @@ def best_layout(
     base: EpLayout,
     io_tokens: tuple[int, int],
     max_itl_s: float | None = None,
+    kv_precision: str | None = None,
 ) -> tuple[EpLayout, int, float] | None:
     """Of the attention degrees of `base`'s GPUs, the layout with the most output tokens/s per
     GPU within the ITL target: (layout, sequences per DP rank, ITL s); None when none fits."""
@@ -308,7 +309,7 @@ def best_layout(
         layout = EpLayout(
             base.gpus, base.gpus_per_node, tp, base.network_gb_s, base.nvlink_gb_s, base.imbalance
         )
-        model = EpModel(shape, acc, precision, layout, *io_tokens)
+        model = EpModel(shape, acc, precision, layout, *io_tokens, kv_precision=kv_precision)
         got = model.best(max_itl_s)
         if got is not None:
             found.append((model.tokens_per_gpu_s(got[0]), layout, *got))

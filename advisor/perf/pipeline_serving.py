@@ -51,10 +51,11 @@ class PipelineServing:
         stages: int,
         io_tokens: tuple[int, int],
         precision: str,
+        kv_precision: str | None = None,
     ) -> PipelineServing:
         """`node` is (GPUs per node, GPU link GB/s, network GB/s a GPU)."""
         tp, link_gb_s, network_gb_s = node
-        dep = Deployment(acc, tp, tp, precision, link_gb_s, tp)
+        dep = Deployment(acc, tp, tp, precision, link_gb_s, tp, kv_precision=kv_precision)
         moe = moe_of(shape.experts, shape.experts_per_token)
         stage = InferenceModel(stage_shape(shape, stages), dep, *io_tokens, moe)
         hidden = shape.need_layers("pipeline parallelism")[1]

@@ -21,10 +21,9 @@ them (advisor/perf/pipeline_serving.py). The same questions as one-node serving
 An MoE replica also says whether splitting its nodes into prefill and decode pools
 (advisor/perf/disaggregated.py) would serve more requests at the same ITL target.
 
-Speculative decoding and a trace apply as on one node; the KV cache follows the weights'
-precision (advisor/perf/moe_serving.py and pipeline_serving.py's models), and a prefix cache, an
-engine's stored correction and LoRA adapters are not modelled over several nodes (with adapters
-no replica spans nodes)."""
+Speculative decoding, a trace and the KV cache's format (--kv-precision; by default the weights'
+rule) apply as on one node; a prefix cache, an engine's stored correction and LoRA adapters are
+not modelled over several nodes (with adapters no replica spans nodes)."""
 
 from __future__ import annotations
 
@@ -186,13 +185,13 @@ def ep_replica(
     io = w.io_tokens()
     base = EpLayout(gpus, per_node, 1, network_gbps / per_node / BITS_PER_BYTE, link_gb_s)
     try:
-        got = best_layout(shape, acc, w.precision, base, io, max_itl_s)
+        got = best_layout(shape, acc, w.precision, base, io, max_itl_s, w.kv_precision)
     except InputError:
         return None
     if got is None:
         return None
     layout = got[0]
-    model = EpModel(shape, acc, w.precision, layout, *io)
+    model = EpModel(shape, acc, w.precision, layout, *io, kv_precision=w.kv_precision)
     ranks = layout.dp_ranks
     inp, out = io
 
@@ -232,7 +231,7 @@ def pp_replica(
     network = network_gbps / per_node / BITS_PER_BYTE
     try:
         pp = PipelineServing.build(
-            shape, acc, (per_node, link_gb_s, network), count, io, w.precision
+            shape, acc, (per_node, link_gb_s, network), count, io, w.precision, w.kv_precision
         )
         fit = pp.stage.max_concurrency()
     except InputError:
@@ -472,5 +471,5 @@ def _disaggregated(
     per_node, link_gb_s, network_gbps = node
     base = EpLayout(r.gpus, per_node, 1, network_gbps / per_node / BITS_PER_BYTE, link_gb_s)
     itl_s = targets.max_itl_ms / 1e3 if targets.max_itl_ms is not None else s.itl_s
-    got = compare(r.experts_of, acc, w.precision, base, w.io_tokens(), itl_s)
+    got = compare(r.experts_of, acc, w.precision, base, w.io_tokens(), itl_s, w.kv_precision)
     return f"disaggregated prefill/decode on these {r.gpus} GPUs: {got.why()}"
