@@ -190,3 +190,34 @@ def test_the_kv_cache_format_asked_holds_over_several_nodes(shipped: Catalog) ->
     assert half.memory_gb(64) - half.memory_gb(0) == pytest.approx(
         (full.memory_gb(64) - full.memory_gb(0)) / 2
     )
+
+
+def test_prefix_cache_hits_are_not_computed_again_over_several_nodes(shipped: Catalog) -> None:
+    """Half the prompt tokens in the prefix cache: an expert-parallel pass over an I-token prompt
+    costs what a pass over I / 2 computed tokens costs without one, a decode step is unchanged,
+    and a pipeline sends only the computed prompt tokens between stages (I / O x 0.5 of them a
+    decode token)."""
+    from advisor.perf.moe_serving import EpLayout, EpModel, KvCache, best_layout
+    from advisor.perf.pipeline_serving import PipelineServing
+
+    h100 = shipped.accelerators["h100-sxm"]
+    shape = _v3(shipped)
+    io = (2000, 500)
+    base = EpLayout(16, 8, 1, 3200 / 8 / 8, 900.0)
+    got = best_layout(shape, h100, "fp8", base, io)
+    assert got is not None
+    layout = got[0]
+    half = EpModel(shape, h100, "fp8", layout, *io, cache=KvCache(None, 0.5))
+    whole = EpModel(shape, h100, "fp8", layout, *io)
+    assert half.forward(0, 2000).seconds == pytest.approx(whole.forward(0, 1000).seconds)
+    assert half.forward(8, 0).seconds == pytest.approx(whole.forward(8, 0).seconds)
+
+    r0 = ep_replica(shape, h100, _work(precision="fp8"), (2, *P5), None)
+    r5 = ep_replica(shape, h100, _work(precision="fp8", prefix_cache_hit_rate=0.5), (2, *P5), None)
+    assert r0 is not None and r5 is not None
+    assert r5.step(16, 0.0) == pytest.approx(r0.step(16, 0.0))
+    assert r5.step(16, float(r5.inp * 16)) < r0.step(16, float(r0.inp * 16))
+
+    l405 = Shape.of(shipped.models["llama-3.1-405b"])
+    pp = PipelineServing.build(l405, h100, (8, 900.0, 50.0), 2, io, "bf16", KvCache(None, 0.5))
+    assert pp.hop_s(4) == pytest.approx(pp.hop_tokens_s(4 * (1 + 2000 / 500 * 0.5)))

@@ -23,7 +23,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from advisor.catalog.models import Accelerator
-from advisor.perf.moe_serving import NETWORK_A2A_EFFICIENCY, EpLayout, EpModel, best_layout
+from advisor.perf.moe_serving import (
+    NETWORK_A2A_EFFICIENCY,
+    NO_CACHE_OPTIONS,
+    EpLayout,
+    EpModel,
+    KvCache,
+    best_layout,
+)
 from advisor.perf.sizing import Shape, kv_cache_bytes_per_token
 from advisor.units import GB
 
@@ -88,10 +95,10 @@ def aggregated(
     base: EpLayout,
     io_tokens: tuple[int, int],
     max_itl_s: float,
-    kv_precision: str | None = None,
+    cache: KvCache = NO_CACHE_OPTIONS,
 ) -> Served | None:
     """All GPUs one EP deployment with prompts packed in its steps, its best attention layout."""
-    got = best_layout(shape, acc, precision, base, io_tokens, max_itl_s, kv_precision)
+    got = best_layout(shape, acc, precision, base, io_tokens, max_itl_s, cache)
     if got is None:
         return None
     layout, per_rank, itl = got
@@ -129,7 +136,7 @@ def disaggregated(
     base: EpLayout,
     io_tokens: tuple[int, int],
     max_itl_s: float,
-    kv_precision: str | None = None,
+    cache: KvCache = NO_CACHE_OPTIONS,
 ) -> Served | None:
     """The best split of whole nodes into a prefill and a decode pool (module doc)."""
     g = base.gpus_per_node
@@ -141,8 +148,8 @@ def disaggregated(
         dec = _pool(base, (nodes - p_nodes) * g)
         if not _holds(shape, pre) or not _holds(shape, dec):
             continue
-        prefill = EpModel(shape, acc, precision, pre, inp, out, False, kv_precision)
-        decode = EpModel(shape, acc, precision, dec, inp, out, False, kv_precision)
+        prefill = EpModel(shape, acc, precision, pre, inp, out, False, cache)
+        decode = EpModel(shape, acc, precision, dec, inp, out, False, cache)
         got = decode.best(max_itl_s)
         if got is None or prefill.max_sequences_per_rank() < 1:
             continue
@@ -186,10 +193,10 @@ def compare(
     base: EpLayout,
     io_tokens: tuple[int, int],
     max_itl_s: float,
-    kv_precision: str | None = None,
+    cache: KvCache = NO_CACHE_OPTIONS,
 ) -> Comparison:
     """Aggregated and disaggregated serving of the same GPUs at the same ITL target."""
     return Comparison(
-        aggregated(shape, acc, precision, base, io_tokens, max_itl_s, kv_precision),
-        disaggregated(shape, acc, precision, base, io_tokens, max_itl_s, kv_precision),
+        aggregated(shape, acc, precision, base, io_tokens, max_itl_s, cache),
+        disaggregated(shape, acc, precision, base, io_tokens, max_itl_s, cache),
     )

@@ -145,6 +145,19 @@ class EpStep:
         return self.dense_s + self.experts_s + self.attention_s + self.all_to_all_s + self.fixed_s
 
 
+@dataclass(frozen=True, slots=True)
+class KvCache:
+    """The KV cache as a request asks it: its format (None: the weights' rule,
+    kv_precision_of) and the share of prompt tokens a prefix cache already holds, which a
+    prefill does not compute again (advisor/perf/inference.py reads both the same way)."""
+
+    precision: str | None = None
+    prefix_hit_rate: float = 0.0
+
+
+NO_CACHE_OPTIONS = KvCache()
+
+
 class EpModel:
     """One MoE model on one EP layout serving I-token prompts and O-token outputs."""
 
@@ -157,7 +170,7 @@ class EpModel:
         input_tokens: int,
         output_tokens: int,
         packed_prefill: bool = True,
-        kv_precision: str | None = None,
+        cache: KvCache = NO_CACHE_OPTIONS,
     ) -> None:
         if not shape.experts or not shape.experts_per_token:
             raise InputError(f"{shape.name} is not a mixture of experts", field="model")
@@ -187,7 +200,8 @@ class EpModel:
         self.dense_active = shape.active_params - self.expert_params * k / e - shape.lookup_params
         self.peak = cp.peak_tflops * TERA * compute_efficiency(acc, cp.precision)
         self.bw = acc.memory_bandwidth_gbps * GB * bandwidth_efficiency(acc)[0]
-        self.kv_precision = kv_precision or kv_precision_of(precision)
+        self.kv_precision = cache.precision or kv_precision_of(precision)
+        self.prefill_share = 1.0 - cache.prefix_hit_rate  # a prefix-cache hit is not computed
         kv = kv_cache_bytes_per_token(shape, self.kv_precision, input_tokens + output_tokens).value
         self.kv_gpu_token = kv * kv_copies(shape, tp) / tp  # one context token, one GPU
         if shape.mla_kv_dim and shape.mla_latent:
@@ -215,6 +229,7 @@ class EpModel:
         lay, shape = self.layout, self.shape
         e, k = shape.experts or 1, shape.experts_per_token or 1
         tp = lay.attention_tp
+        prompt_tokens *= self.prefill_share
         tokens_rank = decode + prompt_tokens
         t = tokens_rank / tp
         total = lay.dp_ranks * tokens_rank
@@ -299,7 +314,7 @@ def best_layout(
     base: EpLayout,
     io_tokens: tuple[int, int],
     max_itl_s: float | None = None,
-    kv_precision: str | None = None,
+    cache: KvCache = NO_CACHE_OPTIONS,
 ) -> tuple[EpLayout, int, float] | None:
     """Of the attention degrees of `base`'s GPUs, the layout with the most output tokens/s per
     GPU within the ITL target: (layout, sequences per DP rank, ITL s); None when none fits."""
@@ -309,7 +324,7 @@ def best_layout(
         layout = EpLayout(
             base.gpus, base.gpus_per_node, tp, base.network_gb_s, base.nvlink_gb_s, base.imbalance
         )
-        model = EpModel(shape, acc, precision, layout, *io_tokens, kv_precision=kv_precision)
+        model = EpModel(shape, acc, precision, layout, *io_tokens, cache=cache)
         got = model.best(max_itl_s)
         if got is not None:
             found.append((model.tokens_per_gpu_s(got[0]), layout, *got))

@@ -17,7 +17,12 @@ import dataclasses
 
 from advisor.catalog.models import Accelerator
 from advisor.perf.inference import ACTIVATION_BYTES, Deployment, InferenceModel, moe_of
-from advisor.perf.moe_serving import A2A_LATENCY_S, NETWORK_A2A_EFFICIENCY
+from advisor.perf.moe_serving import (
+    A2A_LATENCY_S,
+    NETWORK_A2A_EFFICIENCY,
+    NO_CACHE_OPTIONS,
+    KvCache,
+)
 from advisor.perf.sizing import Shape
 from advisor.units import GB
 
@@ -51,18 +56,28 @@ class PipelineServing:
         stages: int,
         io_tokens: tuple[int, int],
         precision: str,
-        kv_precision: str | None = None,
+        cache: KvCache = NO_CACHE_OPTIONS,
     ) -> PipelineServing:
         """`node` is (GPUs per node, GPU link GB/s, network GB/s a GPU)."""
         tp, link_gb_s, network_gb_s = node
-        dep = Deployment(acc, tp, tp, precision, link_gb_s, tp, kv_precision=kv_precision)
+        dep = Deployment(
+            acc,
+            tp,
+            tp,
+            precision,
+            link_gb_s,
+            tp,
+            kv_precision=cache.precision,
+            prefix_cache_hit_rate=cache.prefix_hit_rate,
+        )
         moe = moe_of(shape.experts, shape.experts_per_token)
         stage = InferenceModel(stage_shape(shape, stages), dep, *io_tokens, moe)
         hidden = shape.need_layers("pipeline parallelism")[1]
         return cls(stage, stages, hidden, network_gb_s)
 
     def hop_s(self, per_micro_batch: int) -> float:
-        return self.hop_tokens_s(per_micro_batch * (1 + self.stage.inp / self.stage.out))
+        prompt = self.stage.inp / self.stage.out * self.stage.prefill_share  # computed tokens
+        return self.hop_tokens_s(per_micro_batch * (1 + prompt))
 
     def hop_tokens_s(self, tokens: float) -> float:
         """One network hop between stages carrying `tokens` tokens' activations."""

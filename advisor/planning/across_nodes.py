@@ -21,9 +21,10 @@ them (advisor/perf/pipeline_serving.py). The same questions as one-node serving
 An MoE replica also says whether splitting its nodes into prefill and decode pools
 (advisor/perf/disaggregated.py) would serve more requests at the same ITL target.
 
-Speculative decoding, a trace and the KV cache's format (--kv-precision; by default the weights'
-rule) apply as on one node; a prefix cache, an engine's stored correction and LoRA adapters are
-not modelled over several nodes (with adapters no replica spans nodes)."""
+Speculative decoding, a trace, the KV cache's format (--kv-precision; by default the weights'
+rule) and a prefix cache's hits (their prompt tokens not computed again, nor sent between
+pipeline stages) apply as on one node; an engine's stored correction and LoRA adapters are not
+modelled over several nodes (with adapters no replica spans nodes)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ from advisor.perf.inference import (
     bandwidth_efficiency,
     load_figures,
 )
-from advisor.perf.moe_serving import EpLayout, EpModel, best_layout
+from advisor.perf.moe_serving import EpLayout, EpModel, KvCache, best_layout
 from advisor.perf.pipeline_serving import PipelineServing
 from advisor.perf.serving_sim import LoadResult, Scheduler, simulate
 from advisor.perf.sizing import Figure, Shape
@@ -169,6 +170,11 @@ def _scheduler(fit: int, tokens: int, ranks: int, device_memory_gb: float) -> Sc
     return Scheduler(max(1, fit) * tokens, max(1, min(fit, seqs * ranks)), budget * ranks)
 
 
+def _cache(w: Work) -> KvCache:
+    """The KV cache's format and prefix-cache hits the work asks for."""
+    return KvCache(w.kv_precision, w.prefix_cache_hit_rate or 0.0)
+
+
 def ep_replica(
     shape: Shape,
     acc: Accelerator,
@@ -185,13 +191,13 @@ def ep_replica(
     io = w.io_tokens()
     base = EpLayout(gpus, per_node, 1, network_gbps / per_node / BITS_PER_BYTE, link_gb_s)
     try:
-        got = best_layout(shape, acc, w.precision, base, io, max_itl_s, w.kv_precision)
+        got = best_layout(shape, acc, w.precision, base, io, max_itl_s, _cache(w))
     except InputError:
         return None
     if got is None:
         return None
     layout = got[0]
-    model = EpModel(shape, acc, w.precision, layout, *io, kv_precision=w.kv_precision)
+    model = EpModel(shape, acc, w.precision, layout, *io, cache=_cache(w))
     ranks = layout.dp_ranks
     inp, out = io
 
@@ -231,7 +237,7 @@ def pp_replica(
     network = network_gbps / per_node / BITS_PER_BYTE
     try:
         pp = PipelineServing.build(
-            shape, acc, (per_node, link_gb_s, network), count, io, w.precision, w.kv_precision
+            shape, acc, (per_node, link_gb_s, network), count, io, w.precision, _cache(w)
         )
         fit = pp.stage.max_concurrency()
     except InputError:
@@ -242,7 +248,7 @@ def pp_replica(
         micro = math.ceil(decode / count)
         prompt = prompt_tokens / count
         stage = pp.stage.iteration_s(micro, prompt, inp)
-        return count * (stage + pp.hop_tokens_s(micro + prompt))
+        return count * (stage + pp.hop_tokens_s(micro + prompt * pp.stage.prefill_share))
 
     def memory_gb(sequences: int) -> float:
         return pp.stage.memory(max(1, sequences))[-1].value / per_node
@@ -471,5 +477,5 @@ def _disaggregated(
     per_node, link_gb_s, network_gbps = node
     base = EpLayout(r.gpus, per_node, 1, network_gbps / per_node / BITS_PER_BYTE, link_gb_s)
     itl_s = targets.max_itl_ms / 1e3 if targets.max_itl_ms is not None else s.itl_s
-    got = compare(r.experts_of, acc, w.precision, base, w.io_tokens(), itl_s, w.kv_precision)
+    got = compare(r.experts_of, acc, w.precision, base, w.io_tokens(), itl_s, _cache(w))
     return f"disaggregated prefill/decode on these {r.gpus} GPUs: {got.why()}"
