@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from advisor.catalog.models import Accelerator
 from advisor.perf.moe_serving import (
+    DEFAULT_KV_CACHE,
     NETWORK_A2A_EFFICIENCY,
-    NO_CACHE_OPTIONS,
     EpLayout,
     EpModel,
     KvCache,
@@ -95,7 +95,7 @@ def aggregated(
     base: EpLayout,
     io_tokens: tuple[int, int],
     max_itl_s: float,
-    cache: KvCache = NO_CACHE_OPTIONS,
+    cache: KvCache = DEFAULT_KV_CACHE,
 ) -> Served | None:
     """All GPUs one EP deployment with prompts packed in its steps, its best attention layout."""
     got = best_layout(shape, acc, precision, base, io_tokens, max_itl_s, cache)
@@ -136,7 +136,7 @@ def disaggregated(
     base: EpLayout,
     io_tokens: tuple[int, int],
     max_itl_s: float,
-    cache: KvCache = NO_CACHE_OPTIONS,
+    cache: KvCache = DEFAULT_KV_CACHE,
 ) -> Served | None:
     """The best split of whole nodes into a prefill and a decode pool (module doc)."""
     g = base.gpus_per_node
@@ -193,7 +193,7 @@ def compare(
     base: EpLayout,
     io_tokens: tuple[int, int],
     max_itl_s: float,
-    cache: KvCache = NO_CACHE_OPTIONS,
+    cache: KvCache = DEFAULT_KV_CACHE,
 ) -> Comparison:
     """Aggregated and disaggregated serving of the same GPUs at the same ITL target."""
     return Comparison(

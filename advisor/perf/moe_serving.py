@@ -155,7 +155,7 @@ class KvCache:
     prefix_hit_rate: float = 0.0
 
 
-NO_CACHE_OPTIONS = KvCache()
+DEFAULT_KV_CACHE = KvCache()  # the weights' format rule, no prefix cache
 
 
 class EpModel:
@@ -170,7 +170,7 @@ class EpModel:
         input_tokens: int,
         output_tokens: int,
         packed_prefill: bool = True,
-        cache: KvCache = NO_CACHE_OPTIONS,
+        cache: KvCache = DEFAULT_KV_CACHE,
     ) -> None:
         if not shape.experts or not shape.experts_per_token:
             raise InputError(f"{shape.name} is not a mixture of experts", field="model")
@@ -314,7 +314,7 @@ def best_layout(
     base: EpLayout,
     io_tokens: tuple[int, int],
     max_itl_s: float | None = None,
-    cache: KvCache = NO_CACHE_OPTIONS,
+    cache: KvCache = DEFAULT_KV_CACHE,
 ) -> tuple[EpLayout, int, float] | None:
     """Of the attention degrees of `base`'s GPUs, the layout with the most output tokens/s per
     GPU within the ITL target: (layout, sequences per DP rank, ITL s); None when none fits."""

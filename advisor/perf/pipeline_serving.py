@@ -19,8 +19,8 @@ from advisor.catalog.models import Accelerator
 from advisor.perf.inference import ACTIVATION_BYTES, Deployment, InferenceModel, moe_of
 from advisor.perf.moe_serving import (
     A2A_LATENCY_S,
+    DEFAULT_KV_CACHE,
     NETWORK_A2A_EFFICIENCY,
-    NO_CACHE_OPTIONS,
     KvCache,
 )
 from advisor.perf.sizing import Shape
@@ -56,7 +56,7 @@ class PipelineServing:
         stages: int,
         io_tokens: tuple[int, int],
         precision: str,
-        cache: KvCache = NO_CACHE_OPTIONS,
+        cache: KvCache = DEFAULT_KV_CACHE,
     ) -> PipelineServing:
         """`node` is (GPUs per node, GPU link GB/s, network GB/s a GPU)."""
         tp, link_gb_s, network_gb_s = node
