@@ -649,3 +649,29 @@ def test_llama3_405b_on_16k_gpus_lands_near_its_published_mfu(shipped: Catalog) 
         gpu_count=16_384,
     )
     assert r.mfu is not None and 0.38 / 1.5 <= r.mfu <= 0.43 * 1.5
+
+
+@pytest.mark.parametrize("method", ["full", "lora", "qlora"])
+@pytest.mark.parametrize("recompute", [0.0, 0.25, 1.0])
+def test_the_flops_planners_time_are_the_figures_they_print(
+    shipped: Catalog, method: str, recompute: float
+) -> None:
+    """What the layout search times (Job.flops, Job.attention_flops) is the printed figures'
+    value and the rule by hand: 6 + 2r FLOPs a weight and token (4 + 2r for frozen weights,
+    6 + 2r for the adapters' A), attention 6 + 2r x layers x sequence x heads x head dim."""
+    from advisor.perf.sizing import attention_training_flops, lora_adapter_params, training_flops
+
+    shape = Shape.of(shipped.models["llama-3.1-8b"])
+    job = Job(shape, 3e9, 4096, 1, recompute, 0.5, method=method, lora_rank=32)
+    k = 6 + 2 * recompute
+    if method == "full":
+        gemm = k * shape.active_params * 3e9
+    else:
+        adapters = lora_adapter_params(shape, 32)[1]
+        gemm = ((4 + 2 * recompute) * shape.active_params + k * adapters) * 3e9
+    attention = k * 32 * 4096 * 32 * 128 * 3e9  # Llama 3.1 8B: 32 layers, 32 heads of 128
+    assert job.flops(3e9, recompute) == pytest.approx(gemm, rel=1e-12)
+    assert job.flops(3e9, recompute) == training_flops(shape, 3e9, recompute, method, 32).value
+    assert job.attention_flops(3e9, recompute) == pytest.approx(attention, rel=1e-12)
+    printed = attention_training_flops(shape, 3e9, 4096, recompute).value
+    assert job.attention_flops(3e9, recompute) == printed

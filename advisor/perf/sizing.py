@@ -632,21 +632,36 @@ def training_flops(
     adapter parameters one token passes through (lora_adapter_params). QLoRA's NF4 weights are
     dequantised to bf16 before each matmul: the same FLOPs."""
     r = float(recompute)  # the share of the layers whose forward runs twice
+    flops = training_flops_value(shape, tokens, recompute, method, lora_rank)
     if method in EVERY_WEIGHT:
         k = 6 + 2 * r
-        flops = k * shape.active_params * tokens
         why = _recompute_words(r)
         formula = f"{k:g} x N {shape.active_params:.4g} x D {tokens:.4g} tokens ({why})"
         return Figure("training_flops", flops, "FLOP", formula)
     _, adapters = lora_adapter_params(shape, lora_rank)
     k_frozen, k_adapter = 4 + 2 * r, 6 + 2 * r
-    flops = (k_frozen * shape.active_params + k_adapter * adapters) * tokens
     why = "recomputed forward included" if recompute else "no weight gradients for frozen weights"
     formula = (
         f"({k_frozen:g} x N {shape.active_params:.4g} frozen + {k_adapter:g} x {adapters:.4g} "
         f"adapter params) x D {tokens:.4g} tokens ({method}: {why})"
     )
     return Figure("training_flops", flops, "FLOP", formula)
+
+
+def training_flops_value(
+    shape: Shape,
+    tokens: float,
+    recompute: float = False,
+    method: str = "full",
+    lora_rank: int = DEFAULT_LORA_RANK,
+) -> float:
+    """training_flops's value without its words: the planners time tens of thousands of
+    layouts and read only the number."""
+    r = float(recompute)
+    if method in EVERY_WEIGHT:
+        return (6 + 2 * r) * shape.active_params * tokens
+    _, adapters = lora_adapter_params(shape, lora_rank)
+    return ((4 + 2 * r) * shape.active_params + (6 + 2 * r) * adapters) * tokens
 
 
 def _recompute_words(share: float) -> str:
@@ -671,13 +686,23 @@ def attention_training_flops(
         return Figure("attention_flops", 0.0, "FLOP", "no model shape: attention not counted")
     k = 6 + 2 * float(recompute)
     width = shape.heads * shape.head_dim
-    flops = k * shape.layers * seq_len * width * tokens
+    flops = attention_training_flops_value(shape, tokens, seq_len, recompute)
     why = "causal attention, recomputed forward included" if recompute else "causal attention"
     formula = (
         f"{k:g} x {shape.layers} layers x {seq_len} tokens x {width} (heads x head dim) x D "
         f"{tokens:.4g} tokens ({why})"
     )
     return Figure("attention_flops", flops, "FLOP", formula)
+
+
+def attention_training_flops_value(
+    shape: Shape, tokens: float, seq_len: int, recompute: float = False
+) -> float:
+    """attention_training_flops's value without its words (training_flops_value says why)."""
+    if shape.layers is None or shape.heads is None or shape.head_dim is None:
+        return 0.0
+    k = 6 + 2 * float(recompute)
+    return k * shape.layers * seq_len * shape.heads * shape.head_dim * tokens
 
 
 def usable_memory_gb(gpu_memory_gb: float) -> float:

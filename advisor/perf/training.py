@@ -50,8 +50,10 @@ from advisor.perf.sizing import (
     Figure,
     Shape,
     attention_training_flops,
+    attention_training_flops_value,
     lora_adapter_params,
     training_flops,
+    training_flops_value,
 )
 from advisor.units import GB, SECONDS_PER_HOUR, TERA
 
@@ -212,12 +214,12 @@ class Job:
     def flops(self, tokens: float, recompute: float = False) -> float:
         """GEMM FLOPs (the recomputed forward's too with `recompute`) of `tokens` tokens for
         this method: the one FLOPs rule, sizing.training_flops."""
-        return training_flops(self.shape, tokens, recompute, self.method, self.lora_rank).value
+        return training_flops_value(self.shape, tokens, recompute, self.method, self.lora_rank)
 
     def attention_flops(self, tokens: float, recompute: float = False) -> float:
         """Attention's matmul FLOPs of `tokens` tokens in sequences of seq_len (0 without a
         model shape): sizing.attention_training_flops."""
-        return attention_training_flops(self.shape, tokens, self.seq_len, recompute).value
+        return attention_training_flops_value(self.shape, tokens, self.seq_len, recompute)
 
     def model_flops(self, tokens: float) -> float:
         """What MFU counts: GEMMs and attention, no recomputation."""
