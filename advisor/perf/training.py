@@ -314,8 +314,9 @@ def _compute_s(job: Job, cluster: Cluster, tokens: float, layout: Layout) -> flo
 # tokens / ridge of the dense rate. The same at FP8 (half the bytes at twice the rate). The H200's
 # own table shows exactly this: its grouped rows of DeepSeek-V3's 2,048 x 7,168 experts reach 0.10
 # of the dense rate at 16 tokens an expert, 0.73 at 128 and the dense rate at 1,024, where this
-# ridge (188 tokens on the H200, 270 on the H100) gives 0.085, 0.68 and 1
-# (tests/test_training_recipes.py).
+# ridge (188 tokens on the H200, 270 on the H100) gives 0.085, 0.68 and 1; the experts of four
+# presets measured on the H200 (benchmarks/expert_gemm_shapes.py, 144 shapes) sit at a median
+# 1.04 of it (tests/test_training_recipes.py).
 # The busiest expert's tokens over the mean: a step waits for it. ESTIMATED: DeepSeek-V3's
 # auxiliary-loss-free balancing (arXiv:2412.19437 section 2.1.2) and the auxiliary losses of
 # Switch/GShard keep the experts' loads within about 10% of the mean over a batch.
