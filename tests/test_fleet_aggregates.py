@@ -244,3 +244,47 @@ def test_a_bucket_keeps_its_lowest_and_highest_ratio_whatever_the_order(url: str
     assert figures["ratio_p10"] == pytest.approx(1.0 + 0.0002 * 0.2, rel=1e-12)
     assert figures["ratio_p90"] == pytest.approx(1.0002 + 0.0002 * 0.8, rel=1e-12)
     store.close()
+
+
+def test_an_infinite_measurement_is_stored_and_counted_as_implausible(url: str) -> None:
+    """A check may measure infinity (a time of zero): JSON has no such number, so the rows travel
+    to PostgreSQL with it as text (advisor/store/bulk.py); it reads back as infinity and is counted
+    among the ratios left out, beside a finite run in the same report."""
+    store = SqlStore(url)
+    checks = [
+        {"name": CALIBRATION_CHECK, "status": "pass", "measured": float("inf"), "expected": 500},
+        {"name": CALIBRATION_CHECK, "status": "pass", "measured": 400.0, "expected": 500},
+    ]
+    store.add(
+        as_probe_report(
+            {"accelerator": "h200-sxm", "inventory": {"hostname": "h"}, "checks": checks}
+        )
+    )
+    measured = sorted(r.measured for r in store_steps.all_check_rows(url) if r.measured)
+    assert measured == [400.0, float("inf")]
+    (summary,) = store.fleet()
+    figures = summary.checks[CALIBRATION_CHECK]
+    assert (figures["ratios"], figures["ratios_ignored"], figures["ratio_median"]) == (1, 1, 0.8)
+    store.close()
+
+
+def test_the_summary_is_built_once_per_count_of_reports_whoever_wrote_them(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kept summary serves reads while no report is added, and a report added by another
+    store on the same database (another process of the service) is in the next read."""
+    from advisor.store import aggregates
+
+    builds = []
+    build = aggregates.summaries
+    monkeypatch.setattr(aggregates, "summaries", lambda *a: builds.append(a) or build(*a))
+    reader, writer = SqlStore(url), SqlStore(url)
+    reports = fleet(6, 4, spread=0.1)
+    add_all(writer, reports[:3])
+    first = reader.fleet()
+    assert reader.fleet() == first and len(builds) == 1
+    add_all(writer, reports[3:])
+    assert sum(s.reports for s in reader.fleet()) == 4 and len(builds) == 2
+    assert_matches(reader, url, rel=RATIO_STEP)
+    reader.close()
+    writer.close()

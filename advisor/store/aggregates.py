@@ -25,6 +25,7 @@ import sqlalchemy as sa
 
 from advisor.fleet.statistics import PLAUSIBLE_RATIO, ratio_of, vote_of_medians
 from advisor.perf.calibration import CALIBRATION_CHECK
+from advisor.store import bulk
 from advisor.store.base import CheckRow, FleetSummary
 from advisor.store.schema import (
     fleet_calibration,
@@ -104,18 +105,28 @@ def _add_check(d: Deltas, row: CheckRow) -> None:
             d.tokens.add((acc, row.host, row.token_id))
 
 
-def apply(conn: sa.Connection, d: Deltas, *, insert: Any) -> None:
-    """Add `d` to the tables, in one fixed order of tables and of keys: simultaneous writers
-    lock the rows they share in the same order (no deadlock on PostgreSQL). `insert`: the
-    database's INSERT (its ON CONFLICT clause)."""
-    least, greatest = (
-        (sa.func.min, sa.func.max)
-        if conn.dialect.name == "sqlite"
-        else (
-            sa.func.least,
-            sa.func.greatest,
-        )
-    )
+def _add_counts(table: sa.Table, excluded: Any) -> dict[str, Any]:
+    """A counted table's SET clause: each count column plus the delta's."""
+    return {c.name: c + excluded[c.name] for c in table.columns if not c.primary_key}
+
+
+def _merge_buckets(table: sa.Table, excluded: Any) -> dict[str, Any]:
+    """A histogram bucket's SET clause: counts added, lowest and highest kept."""
+    return {
+        "n": table.c.n + excluded.n,
+        "lo": sa.case((excluded.lo < table.c.lo, excluded.lo), else_=table.c.lo),
+        "hi": sa.case((excluded.hi > table.c.hi, excluded.hi), else_=table.c.hi),
+    }
+
+
+def _keyed(keys: tuple[str, ...], rows: dict[Any, dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**dict(zip(keys, k, strict=True)), **v} for k, v in rows.items()]
+
+
+def apply(conn: sa.Connection, d: Deltas) -> None:
+    """Add `d` to the tables, a statement a table (advisor/store/bulk.py), tables in one fixed
+    order and each table's rows in key order: simultaneous writers lock the rows they share in
+    the same order (no deadlock on PostgreSQL)."""
     counted = (
         (
             fleet_verdicts,
@@ -134,49 +145,22 @@ def apply(conn: sa.Connection, d: Deltas, *, insert: Any) -> None:
         ),
     )
     for table, keys, rows in counted:
-        added = [c.name for c in table.columns if c.name not in keys]
-        _upsert(
-            conn,
-            insert(table),
-            keys,
-            rows,
-            lambda t, x, added=added: {c: t.c[c] + x[c] for c in added},
-        )
+        bulk.upsert_many(conn, table, keys, _keyed(keys, rows), _add_counts)
     for table, keys, ratio_rows in (
         (fleet_ratios, ("accelerator", "name", "bucket"), d.ratios),
         (fleet_calibration, ("accelerator", "host", "bucket"), d.calibration),
     ):
-        _upsert(
-            conn,
-            insert(table),
-            keys,
-            {k: {"n": v[0], "lo": v[1], "hi": v[2]} for k, v in ratio_rows.items()},
-            lambda t, x: {
-                "n": t.c.n + x["n"],
-                "lo": least(t.c.lo, x["lo"]),
-                "hi": greatest(t.c.hi, x["hi"]),
-            },
-        )
+        histogram = {k: {"n": v[0], "lo": v[1], "hi": v[2]} for k, v in ratio_rows.items()}
+        bulk.upsert_many(conn, table, keys, _keyed(keys, histogram), _merge_buckets)
     if d.tokens:
-        stmt = insert(fleet_calibration_tokens).on_conflict_do_nothing()
         names = ("accelerator", "host", "token_id")
-        conn.execute(stmt, [dict(zip(names, k, strict=True)) for k in sorted(d.tokens)])
-
-
-def _upsert(
-    conn: sa.Connection,
-    stmt: Any,
-    keys: tuple[str, ...],
-    rows: dict[Any, dict[str, Any]],
-    update: Any,
-) -> None:
-    if not rows:
-        return
-    stmt = stmt.on_conflict_do_update(
-        index_elements=list(keys), set_=update(stmt.table, stmt.excluded)
-    )
-    values = [{**dict(zip(keys, k, strict=True)), **v} for k, v in sorted(rows.items())]
-    conn.execute(stmt, values)
+        bulk.upsert_many(
+            conn,
+            fleet_calibration_tokens,
+            names,
+            [dict(zip(names, k, strict=True)) for k in d.tokens],
+            None,
+        )
 
 
 class BucketValues(Sequence[float]):
@@ -214,6 +198,12 @@ class BucketValues(Sequence[float]):
 
     def __iter__(self) -> Iterator[float]:
         return (self[i] for i in range(len(self)))
+
+
+def reports_counted(conn: sa.Connection) -> int:
+    """How many reports the aggregates hold (each adds one verdict)."""
+    stmt = sa.select(sa.func.coalesce(sa.func.sum(fleet_verdicts.c.reports), 0))
+    return int(conn.execute(stmt).scalar_one())
 
 
 def summaries(conn: sa.Connection, accelerator: str | None) -> list[FleetSummary]:

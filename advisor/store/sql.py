@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -34,7 +35,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.pool import QueuePool
 
-from advisor.store import aggregates, migrate
+from advisor.store import aggregates, bulk, migrate
 from advisor.store.base import (
     CheckRow,
     FleetSummary,
@@ -88,6 +89,9 @@ ITER_PAGE = 500  # rows per transaction while iterating over every utilisation r
 # The newest operator tables read per accelerator for its fleet table: a bound on the read
 # (each full table is about 250 kB), many times the hosts of the fleets the service serves.
 OPS_TABLES_READ = 2000
+# Fleet summaries kept (one per accelerator asked for); all are dropped when a client's
+# accelerator words fill the room.
+SUMMARIES_KEPT = 64
 
 
 def format_time(value: dt.datetime) -> str:
@@ -253,6 +257,9 @@ class SqlStore:
             self.path = path
             self._writer, self._reader = self._sqlite_engines(path, readers)
         self.revision = self._migrate()
+        # fleet summaries by accelerator asked (None: all), with the count of reports they hold
+        self._summaries: dict[str | None, tuple[int, list[FleetSummary]]] = {}
+        self._summaries_lock = threading.Lock()
 
     def _sqlite_engines(self, path: str, readers: int) -> tuple[sa.Engine, sa.Engine]:
         writer = sqlite_engine(path, connections=1, begin="BEGIN IMMEDIATE", wait_s=WRITER_WAIT_S)
@@ -329,7 +336,7 @@ class SqlStore:
             return StoreUnreachable(f"PostgreSQL unreachable: {_first_line(orig)}")
         return StoreError(f"PostgreSQL: {_first_line(orig)}")
 
-    def _insert(self, table: sa.Table) -> Any:  # (aggregates.apply's `insert` too)
+    def _insert(self, table: sa.Table) -> Any:
         """INSERT for this database, with its ON CONFLICT clause."""
         return (postgresql if self._postgres else sqlite).insert(table)
 
@@ -410,9 +417,8 @@ class SqlStore:
             # one transaction: the report, its check rows and the aggregates, or nothing
             stored = self._insert_once(conn, probe_reports, row, key)
             if stored is None:
-                if checks:
-                    conn.execute(sa.insert(probe_checks), checks)
-                aggregates.apply(conn, delta, insert=self._insert)
+                bulk.insert_many(conn, probe_checks, checks)
+                aggregates.apply(conn, delta)
             return stored
 
         stored = self._run(work, write=True)
@@ -445,7 +451,7 @@ class SqlStore:
         """The whole summary from the aggregates (advisor/store/aggregates.py: a few thousand
         rows at any fleet size); one check's, with its hosts, from that check's rows."""
         if check is None:
-            return self._run(lambda conn: aggregates.summaries(conn, accelerator), write=False)
+            return list(self._run(lambda conn: self._summary(conn, accelerator), write=False))
         verdicts_q = sa.select(probe_reports.c.accelerator, probe_reports.c.verdict)
         if accelerator is not None:
             verdicts_q = verdicts_q.where(probe_reports.c.accelerator == accelerator)
@@ -459,6 +465,23 @@ class SqlStore:
         for acc, verdict in found:
             verdicts.setdefault(acc, []).append(verdict)
         return summarize_fleet(rows, verdicts)
+
+    def _summary(self, conn: sa.Connection, accelerator: str | None) -> list[FleetSummary]:
+        """The summary built once for each count of stored reports: every write adds one report
+        to the aggregates in its transaction, and nothing removes one, so an unchanged count is
+        an unchanged summary. The count is read before the aggregates: a report committed in
+        between is in the summary kept under the older count, which the next read replaces."""
+        stored = aggregates.reports_counted(conn)
+        with self._summaries_lock:
+            kept = self._summaries.get(accelerator)
+        if kept is not None and kept[0] == stored:
+            return kept[1]
+        found = aggregates.summaries(conn, accelerator)
+        with self._summaries_lock:
+            if len(self._summaries) >= SUMMARIES_KEPT:  # `accelerator` is a client's word
+                self._summaries.clear()
+            self._summaries[accelerator] = (stored, found)
+        return found
 
     def check_rows_named(self, check: str) -> list[CheckRow]:
         stmt = _checks_select(accelerator=None, check=check)

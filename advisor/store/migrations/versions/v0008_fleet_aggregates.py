@@ -25,9 +25,8 @@ def upgrade() -> None:
         # again) is kept, as 0003 keeps the utilisation table
         table.create(bind, checkfirst=True)
         bind.execute(table.delete())  # and filled again below from what is stored now
-    insert = _insert_for(bind)
     reports = bind.execute(sa.text("SELECT accelerator, verdict FROM probe_reports")).all()
-    aggregates.apply(bind, aggregates.deltas([tuple(r) for r in reports], ()), insert=insert)
+    aggregates.apply(bind, aggregates.deltas([tuple(r) for r in reports], ()))
     # keyset pages of the checks, by their physical order's stand-in: (report_id, name) is not
     # unique, so pages go by report id, whole reports at a time
     after = ""
@@ -50,14 +49,8 @@ def upgrade() -> None:
             {"first": ids[0], "last": ids[-1]},
         ).all()
         checks = [CheckRow(*r) for r in rows]
-        aggregates.apply(bind, aggregates.deltas((), checks), insert=insert)
+        aggregates.apply(bind, aggregates.deltas((), checks))
         after = ids[-1]
-
-
-def _insert_for(bind: sa.Connection) -> object:
-    from sqlalchemy.dialects import postgresql, sqlite
-
-    return (postgresql if bind.dialect.name == "postgresql" else sqlite).insert
 
 
 def downgrade() -> None:
