@@ -829,7 +829,12 @@ LOW_PRECISION_TRAINING = ("fp8", "fp4")  # on tensor cores the chip must have (r
 # dominate at long context. ESTIMATED from the published kernel figures, not from the rows:
 # FlashAttention-2 reaches 50-73% of the A100's peak (Dao 2023, arXiv:2307.08691, abstract and
 # section 4.1); FlashAttention-3 75% of the H100's in the forward (Shah et al. 2024,
-# arXiv:2407.08608, abstract), its backward less.
+# arXiv:2407.08608, abstract), its backward less. Measured on the lent H200 through torch 2.11's
+# fused attention (benchmarks/attention_training_shapes.py, results under benchmarks/results/
+# attention-training-2026-12-04-*): 0.46 of the peak in this count from 16k to 128k tokens, less
+# below. Kept at 0.65: the long-context training rows (Transformer Engine's attention, 64k-1M
+# tokens) fit with it and fall to 0.59-0.76 of their published speed with 0.42; the kernels set
+# this share, so the operator table of the stack in use is where a measured one belongs.
 ATTENTION_EFFICIENCY = 0.65
 # The share of the FP8 dense peak an FP8 training step's kernels reach, relative to the share of
 # the 16-bit peak a 16-bit step reaches. ESTIMATED, set by hand as one value from the NeMo FP8
