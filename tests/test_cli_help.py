@@ -195,3 +195,18 @@ def test_the_top_level_help_lists_what_each_command_says_of_itself() -> None:
         timeout=60,
     ).stdout
     assert listing(lazy) == listing(built)
+
+
+def test_a_typer_without_the_type_hook_is_left_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Typer 0.27 (the GPU machines' image) has no TyperOption.display_type_rich, which the
+    flags' help wraps on 0.29: the CLI then builds without wrapping anything (it raised
+    AttributeError before any command ran)."""
+    from typer.core import TyperOption
+
+    for cls in TyperOption.__mro__:  # (0.29 defines it on TyperOption and its base)
+        if "display_type_rich" in vars(cls):
+            monkeypatch.delattr(cls, "display_type_rich")
+    monkeypatch.setattr(TyperOption, "_advisor_flags", False, raising=False)
+    cli._flags_without_metavar()
+    assert not hasattr(TyperOption, "display_type_rich")
+    assert TyperOption._advisor_flags is False  # type: ignore[attr-defined]

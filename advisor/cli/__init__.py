@@ -72,9 +72,9 @@ def _flags_without_metavar() -> None:
     `<bool>` type beside every --json or --wide, as if it took one."""
     from typer.core import TyperOption
 
-    if getattr(TyperOption, "_advisor_flags", False):
-        return
-    shown = TyperOption.display_type_rich
+    shown = getattr(TyperOption, "display_type_rich", None)
+    if shown is None or getattr(TyperOption, "_advisor_flags", False):
+        return  # a Typer without the hook (older or newer) prints its own help unchanged
 
     def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
         return None if self.is_flag else shown(self, ctx)
