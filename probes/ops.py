@@ -7,7 +7,8 @@ What is measured, over the shapes transformer layers use:
   torch._scaled_mm on compute capability 8.9+; fp4 where torch offers it, else noted), and the
   batched GEMMs of MoE experts (`groups` experts of M tokens each);
 - attention through scaled_dot_product_attention (FlashAttention on a GPU): causal prefill by
-  sequence length and head dim, decode (one query token) by batch x cached context;
+  sequence length and head dim, decode (one query token) by batch x cached context, and
+  training's causal forward and backward by sequence length and head dim;
 - memory-bound operators (RMSNorm, SiLU x gate, rotary, residual add, sampling over a vocabulary);
 - the launch cost of one kernel and of one tiny layer's launches.
 
@@ -42,6 +43,7 @@ class OpsPlan:
     gemm_nk: tuple[int, ...]
     grouped: tuple[tuple[int, int, int, int], ...]  # (groups, m per group, n, k)
     prefill_tokens: tuple[int, ...]
+    train_tokens: tuple[int, ...]  # training attention's sequence lengths
     decode_batch: tuple[int, ...]
     decode_context: tuple[int, ...]
     head_dims: tuple[int, ...]
@@ -65,6 +67,7 @@ PLANS: dict[str, OpsPlan] = {
         gemm_nk=(1024, 4096, 16384),
         grouped=((8, 16, 2048, 7168), (8, 256, 2048, 7168)),
         prefill_tokens=(512, 4096, 32768),
+        train_tokens=(2048, 8192),
         decode_batch=(1, 16, 256),
         decode_context=(512, 8192),
         head_dims=(128,),
@@ -87,6 +90,7 @@ PLANS: dict[str, OpsPlan] = {
             for n, k in ((2048, 7168), (7168, 2048))
         ),
         prefill_tokens=_pow2(7, 15),
+        train_tokens=_pow2(10, 15),
         decode_batch=_pow2(0, 8),
         decode_context=_pow2(7, 15),
         head_dims=(64, 128),
@@ -105,6 +109,7 @@ PLANS: dict[str, OpsPlan] = {
         gemm_nk=(64, 128),
         grouped=((2, 4, 64, 64),),
         prefill_tokens=(32, 64),
+        train_tokens=(32, 64),
         decode_batch=(1, 2),
         decode_context=(32, 64),
         head_dims=(16,),
@@ -296,6 +301,42 @@ def attention_rows(
             for c in plan.decode_context:
                 decode += _decode_row(dev, plan, timer, say, notes, (b, c, d))
     return prefill, decode
+
+
+def training_attention_rows(
+    dev: TorchDevice, plan: OpsPlan, timer: Timer, say: Progress
+) -> list[AttentionRow]:
+    """Causal forward and backward of one sequence by length, `heads` heads, 16-bit on a GPU
+    (the fused kernel torch picks, as a training step runs it). Eager, not replayed from a graph:
+    a training step's attention is not captured."""
+    torch = dev.torch
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    dtype = torch.float32 if not dev.is_cuda else torch.bfloat16
+    precision = "fp32" if not dev.is_cuda else "bf16"
+    h = plan.heads
+    rows: list[AttentionRow] = []
+    for d in plan.head_dims:
+        for s in plan.train_tokens:
+            say(f"attention training tokens={s} head_dim={d}")
+            with dev.oom_guard(f"training attention of {s} tokens"):
+                q, k, v = (
+                    torch.randn(1, h, s, d, device=dev.device, dtype=dtype, requires_grad=True)
+                    for _ in range(3)
+                )
+                grad = torch.randn(1, h, s, d, device=dev.device, dtype=dtype)
+
+                def step(q: Any = q, k: Any = k, v: Any = v, grad: Any = grad) -> Any:
+                    q.grad = k.grad = v.grad = None
+                    sdpa(q, k, v, is_causal=True).backward(grad)
+
+                t = timer(step, graph=False)
+            rows.append(
+                AttentionRow(
+                    precision=precision, batch=1, tokens=s, heads=h, kv_heads=h, head_dim=d, **t
+                )
+            )
+            dev.release()
+    return rows
 
 
 def _decode_row(

@@ -106,6 +106,12 @@ def measure_table(
         lambda: ops.attention_rows(dev, plan, timer, say, notes),
         ([], []),
     )
+    train = ops.safe(
+        "training attention",
+        notes,
+        lambda: ops.training_attention_rows(dev, plan, timer, say),
+        [],
+    )
     memory = ops.safe(
         "memory-bound operators",
         notes,
@@ -122,6 +128,7 @@ def measure_table(
         gemm=gemm,
         attention_prefill=prefill,
         attention_decode=decode,
+        attention_train=train,
         memory_ops=memory,
         launch=launch,
         notes=notes,

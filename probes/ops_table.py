@@ -40,7 +40,9 @@ class GemmRow(_Row):
 
 class AttentionRow(_Row):
     """Scaled dot-product attention. Prefill: `batch` causal sequences of `tokens` tokens.
-    Decode: `batch` sequences of one new token each over `tokens` cached ones."""
+    Decode: `batch` sequences of one new token each over `tokens` cached ones. Training: the
+    causal forward and backward (gradients of queries, keys and values) of `batch` sequences of
+    `tokens` tokens."""
 
     precision: Precision
     batch: int = Field(ge=1)
@@ -105,6 +107,7 @@ class OpsTable(BaseModel):
     gemm: list[GemmRow] = Field(default_factory=list)
     attention_prefill: list[AttentionRow] = Field(default_factory=list)
     attention_decode: list[AttentionRow] = Field(default_factory=list)
+    attention_train: list[AttentionRow] = Field(default_factory=list)
     memory_ops: list[MemoryOpRow] = Field(default_factory=list)
     launch: list[LaunchRow] = Field(default_factory=list)
     collectives: list[CollectiveRow] = Field(default_factory=list)
@@ -128,6 +131,7 @@ ROW_SECTIONS = (
     "gemm",
     "attention_prefill",
     "attention_decode",
+    "attention_train",
     "memory_ops",
     "launch",
     "collectives",

@@ -146,7 +146,7 @@ def test_h200_passes_come_from_its_table_and_others_from_the_roofline() -> None:
     h200, h100 = _model("h200-sxm"), _model("h100-sxm")
     assert h200.op_model is not None and h100.op_model is None
     step = h200.iteration(1, 0, 1000)
-    assert "operator table of h200-sxm measured 2026-12-02" in step.formula()
+    assert "operator table of h200-sxm measured 2026-12-04" in step.formula()
     assert "6e-05" not in step.formula()  # no fixed time per layer: launches are in the table
     assert "roofline" in h100.speed_source and "estimated" in h100.speed_source
 
@@ -192,7 +192,7 @@ def test_a_decode_gemm_is_the_tables_own_time_at_a_grid_shape(table: OpsTable) -
 @pytest.mark.parametrize(
     ("accelerator", "named"),
     [
-        ("h200-sxm", "operator table of h200-sxm measured 2026-12-02"),
+        ("h200-sxm", "operator table of h200-sxm measured 2026-12-04"),
         ("h100-sxm", "roofline: NVIDIA H100 SXM5 80GB datasheet peaks x estimated efficiencies"),
     ],
 )

@@ -32,6 +32,10 @@ def test_tiny_table_covers_the_plan(tiny: OpsTable) -> None:
     }
     assert [a.tokens for a in tiny.attention_prefill] == list(plan.prefill_tokens)
     assert len(tiny.attention_decode) == len(plan.decode_batch) * len(plan.decode_context)
+    assert [(a.tokens, a.heads, a.head_dim) for a in tiny.attention_train] == [
+        (s, plan.heads, d) for d in plan.head_dims for s in plan.train_tokens
+    ]
+    assert all(a.median_us > 0 for a in tiny.attention_train)
     assert {r.op for r in tiny.memory_ops} == {
         "rms_norm",
         "silu_mul",
@@ -51,7 +55,14 @@ def test_file_round_trips_one_row_a_line(tiny: OpsTable, tmp_path: Path) -> None
     lines = text.splitlines()
     rows = sum(
         len(getattr(tiny, s))
-        for s in ("gemm", "attention_prefill", "attention_decode", "memory_ops", "launch")
+        for s in (
+            "gemm",
+            "attention_prefill",
+            "attention_decode",
+            "attention_train",
+            "memory_ops",
+            "launch",
+        )
     )
     assert sum(1 for line in lines if line.startswith("    {")) == rows
     data = json.loads(text)

@@ -675,3 +675,64 @@ def test_the_flops_planners_time_are_the_figures_they_print(
     assert job.attention_flops(3e9, recompute) == pytest.approx(attention, rel=1e-12)
     printed = attention_training_flops(shape, 3e9, 4096, recompute).value
     assert job.attention_flops(3e9, recompute) == printed
+
+
+def _training_attention_table(rows: list[tuple[int, float]]) -> object:
+    """An OperatorTable of training attention rows only: (tokens, median microseconds) for one
+    sequence of 16 heads of 128."""
+    import datetime as dt
+
+    from advisor.perf.op_table import OperatorTable
+    from probes.ops_table import AttentionRow, OpsTable, Stack
+
+    table = OpsTable(
+        accelerator="h100-sxm",
+        mode="full",
+        measured_at=dt.datetime(2026, 12, 4, tzinfo=dt.UTC),
+        duration_s=1.0,
+        stack=Stack(device_name="NVIDIA H100", torch="2.11.0", python="3.12", machine="test"),
+        attention_train=[
+            AttentionRow(
+                precision="bf16", batch=1, tokens=s, heads=16, kv_heads=16, head_dim=128,
+                median_us=us, iqr_us=0.0, cv=0.0,
+            )
+            for s, us in rows
+        ],
+    )  # fmt: skip
+    return OperatorTable.of(table)
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+def test_training_attention_comes_from_the_tables_training_rows(recompute: bool) -> None:
+    """8,192 tokens a sequence, between the table's 4,096 (2,000 us) and 16,384 (30,000 us) rows
+    for 16 heads: log-linear, sqrt(2,000 x 30,000) = 7,746 us, x 32 / 16 heads, x 32 layers, x 4
+    sequences a step, x 4/3 with the forward recomputed. The step's compute is the table's time
+    in place of the roofline's 6 x 32 x 8,192 x 4,096 FLOPs a token at 989.5 TFLOP/s x 0.65,
+    and its words name the table."""
+    import dataclasses
+
+    from advisor.perf.training import ATTENTION_EFFICIENCY
+
+    shape = Shape("8b", 8.03e9, 8.03e9, 32, 4096, 32, 8, 128)
+    job = Job(shape, 1e9, 8192, 1, recompute, 0.5, global_batch_tokens=4 * 8192)
+    table = _training_attention_table([(4096, 2000.0), (16384, 30000.0)])
+    measured = dataclasses.replace(P5, attention_table=table)  # type: ignore[arg-type]
+    layout = Layout(1, 1, 1, 3)
+    per_layer_s = (2000.0 * 30000.0) ** 0.5 * 1e-6 * 32 / 16
+    by_table = per_layer_s * 32 * 4 * (4 / 3 if recompute else 1)
+    flops = (6 + 2 * recompute) * 32 * 8192 * 4096 * 4 * 8192
+    by_roofline = flops / (989.5e12 * ATTENTION_EFFICIENCY)
+    gap = step_time(job, measured, layout).compute_s - step_time(job, P5, layout).compute_s
+    assert gap == pytest.approx(by_table - by_roofline, rel=1e-9)
+    (compute,) = [
+        f for f in run_time(job, measured, layout, 1).figures if f.name == "compute_s_per_step"
+    ]
+    assert "operator table of h100-sxm measured 2026-12-04" in compute.formula
+    assert "extrapolated" not in compute.formula
+    longer = dataclasses.replace(job, seq_len=32768, global_batch_tokens=32768)
+    (words,) = [
+        f.formula
+        for f in run_time(longer, measured, layout, 1).figures
+        if f.name == "compute_s_per_step"
+    ]
+    assert "extrapolated: sequence tokens 32768 > 16384" in words

@@ -523,7 +523,8 @@ def ops_tables(
 
 
 def _ops_summary(path: Path, t: Any, used: bool) -> dict[str, Any]:
-    sections = ("gemm", "attention_prefill", "attention_decode", "memory_ops", "launch")
+    from probes.ops_table import ROW_SECTIONS
+
     return {
         "accelerator": t.accelerator,
         "device_name": t.stack.device_name,
@@ -533,7 +534,7 @@ def _ops_summary(path: Path, t: Any, used: bool) -> dict[str, Any]:
         "cuda": t.stack.cuda,
         "driver": t.stack.driver,
         "precisions": sorted({g.precision for g in t.gemm}),
-        "rows": {s: len(getattr(t, s)) for s in (*sections, "collectives")},
+        "rows": {s: len(getattr(t, s)) for s in ROW_SECTIONS},
         "used": used,
         "file": path.name,
     }

@@ -12,7 +12,7 @@ from rich.table import Table
 from advisor.cli.common import console, emit_json, err_console, esc, get_catalog
 from advisor.fleet.verification import match_by_name
 from advisor.outputs import write_atomically
-from probes.ops_table import OpsReport, OpsTable, dumps
+from probes.ops_table import ROW_SECTIONS, OpsReport, OpsTable, dumps
 
 
 def run_ops(
@@ -82,6 +82,16 @@ def headline(table: OpsTable) -> list[tuple[str, str, str]]:
                 "GB/s",
             )
         )
+    if table.attention_train:
+        best_t = max(table.attention_train, key=lambda a: train_flops(a) / a.median_us)
+        rows.append(
+            (
+                f"training attention, forward and backward ({best_t.tokens} tokens, "
+                f"head dim {best_t.head_dim})",
+                _num(train_flops(best_t) / best_t.median_us / 1e6),
+                "TFLOP/s",
+            )
+        )
     rows += [
         (
             f"launch: {r.name} ({r.kernels} kernels, {'graph' if r.graph else 'eager'})",
@@ -96,6 +106,12 @@ def headline(table: OpsTable) -> list[tuple[str, str, str]]:
     return rows
 
 
+def train_flops(row: Any) -> float:
+    """A training attention row's matmul FLOPs as the training model counts them (causal:
+    forward 2 and backward 4 x tokens^2 x heads x head dim; advisor/perf/sizing.py)."""
+    return float(6.0 * row.batch * row.tokens**2 * row.heads * row.head_dim)
+
+
 def kv_bytes(row: Any) -> float:
     elem = 4 if row.precision == "fp32" else 2
     return float(2 * row.batch * row.tokens * row.kv_heads * row.head_dim * elem)
@@ -105,16 +121,7 @@ def render(table: OpsTable) -> None:
     s = table.stack
     out = console()
     counts = ", ".join(
-        f"{len(getattr(table, name))} {name}"
-        for name in (
-            "gemm",
-            "attention_prefill",
-            "attention_decode",
-            "memory_ops",
-            "launch",
-            "collectives",
-        )
-        if getattr(table, name)
+        f"{len(getattr(table, name))} {name}" for name in ROW_SECTIONS if getattr(table, name)
     )
     view = Table(title=f"operator table ({table.mode}) of {s.device_name}: {counts}")
     for col in ("figure", "value", "unit"):
@@ -126,7 +133,12 @@ def render(table: OpsTable) -> None:
         out.print(f"[yellow]note:[/] {esc(note)}", highlight=False)
     noisy = sum(
         1
-        for section in (table.gemm, table.attention_prefill, table.attention_decode)
+        for section in (
+            table.gemm,
+            table.attention_prefill,
+            table.attention_decode,
+            table.attention_train,
+        )
         for r in section
         if r.cv > 0.05
     )

@@ -2,16 +2,16 @@
 Pure: the table is handed in.
 
 Between measured shapes a time is interpolated multilinearly in log space (log time against log
-M, log N, log K for a GEMM; log tokens and log head dim for prefill attention; log batch and log
-context for decode attention; log tokens and log width for a memory-bound operator; log bytes
-for a collective over a number of the node's GPUs): operator
-times follow power laws in their sizes (flat while launch- or latency-bound, then linear in
-bytes or FLOPs), which are straight lines in log space. Beyond the measured shapes nothing is
-extrapolated silently: the time at the edge is scaled by the operator's own power law in that
-size (GEMM time linear in M, N and K; causal prefill attention quadratic in tokens, linear in
-head dim; decode attention linear in batch and context; memory-bound operators linear in both;
-a collective linear in bytes, its bandwidth-bound regime),
-below the smallest shape the edge's time is kept (a floor), and the answer says it extrapolated.
+M, log N, log K for a GEMM; log tokens and log head dim for prefill and training attention; log
+batch and log context for decode attention; log tokens and log width for a memory-bound
+operator; log bytes for a collective over a number of the node's GPUs): operator times follow
+power laws in their sizes (flat while launch- or latency-bound, then linear in bytes or FLOPs),
+which are straight lines in log space. Beyond the measured shapes nothing is extrapolated
+silently: the time at the edge is scaled by the operator's own power law in that size (GEMM time
+linear in M, N and K; causal prefill and training attention quadratic in tokens, linear in head
+dim; decode attention linear in batch and context; memory-bound operators linear in both; a
+collective linear in bytes, its bandwidth-bound regime), below the smallest shape the edge's time
+is kept (a floor), and the answer says it extrapolated.
 """
 
 from __future__ import annotations
@@ -133,6 +133,8 @@ class OperatorTable:
     gemm: dict[str, LogGrid] = field(default_factory=dict)  # by precision
     prefill: LogGrid | None = None  # (tokens, head_dim) -> time of the table's heads
     prefill_heads: int = 1
+    train: LogGrid | None = None  # (tokens, head_dim) -> forward and backward of train_heads
+    train_heads: int = 1
     decode: LogGrid | None = None  # (batch, context) -> time at decode_token_bytes per token
     decode_token_bytes: float = 1.0  # K and V bytes per cached token of the table's rows
     memory: dict[str, LogGrid] = field(default_factory=dict)  # by operator
@@ -154,6 +156,17 @@ class OperatorTable:
                     (float(a.tokens), float(a.head_dim)): a.median_us
                     for a in table.attention_prefill
                     if a.heads == out.prefill_heads
+                },
+                (2.0, 1.0),
+            )
+        if table.attention_train:
+            out.train_heads = table.attention_train[0].heads
+            out.train = LogGrid.build(
+                ("sequence tokens", "head dim"),
+                {
+                    (float(a.tokens), float(a.head_dim)): a.median_us / a.batch
+                    for a in table.attention_train
+                    if a.heads == out.train_heads
                 },
                 (2.0, 1.0),
             )
@@ -194,6 +207,14 @@ class OperatorTable:
             return None
         t = self.prefill((tokens, head_dim))
         return Timed(t.seconds * heads / self.prefill_heads, t.beyond)
+
+    def train_attention_time(self, tokens: float, heads: float, head_dim: float) -> Timed | None:
+        """The causal forward and backward of one sequence of `tokens` over `heads` heads of
+        `head_dim`, one layer (the table's heads scaled linearly, as prefill_time)."""
+        if self.train is None:
+            return None
+        t = self.train((tokens, head_dim))
+        return Timed(t.seconds * heads / self.train_heads, t.beyond)
 
     def decode_time(self, batch: float, context: float, token_bytes: float) -> Timed | None:
         """`batch` single-token queries over `context` cached tokens of `token_bytes` K and V

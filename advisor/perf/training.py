@@ -44,6 +44,7 @@ from functools import partial
 from advisor.catalog.models import Accelerator
 from advisor.perf.efficiency import REFERENCE_GEMM_SHARE
 from advisor.perf.inference import bandwidth_efficiency, link_bus_gb_s
+from advisor.perf.op_table import OperatorTable, Timed
 from advisor.perf.sizing import (
     DEFAULT_LORA_RANK,
     EVERY_WEIGHT,
@@ -140,6 +141,10 @@ class Cluster:
     # GPUs on one NVLink switch fabric (GB200/GB300 NVL72: 72 over 18 trays of 4); None: a node
     domain_gpus: int | None = None
     expert_ridge_tokens: float = 0.0  # expert_ridge_tokens of the GPU (0: not known, no bound)
+    # The GPU's operator table (ADVISOR_OPERATOR_TABLES=on): attention's forward and backward
+    # read from its training rows where it has them (_attention_s). Not part of equality: the
+    # planners key their placements by accelerator, whose table this is.
+    attention_table: OperatorTable | None = field(default=None, compare=False, repr=False)
 
     @property
     def domain(self) -> int:
@@ -298,8 +303,8 @@ def step_time(job: Job, cluster: Cluster, layout: Layout) -> Step:
 def _compute_s(job: Job, cluster: Cluster, tokens: float, layout: Layout) -> float:
     """Seconds one GPU takes for `tokens` tokens' executed FLOPs: the GEMMs (and what runs
     between them) at the training precision's peak and the step's efficiency, the experts'
-    share slowed by expert_gemm_factor, attention at the 16-bit peak and the fused attention
-    kernels' (ATTENTION_EFFICIENCY)."""
+    share slowed by expert_gemm_factor, attention as _attention_s times it (the operator
+    table's training rows, else the 16-bit peak at ATTENTION_EFFICIENCY)."""
     gemm = job.flops(tokens, job.recompute) / (cluster.peak_tflops * TERA * job.efficiency)
     factor = expert_gemm_factor(
         job.shape, tokens_per_expert(job, layout), cluster.expert_ridge_tokens
@@ -359,8 +364,27 @@ def expert_gemm_factor(shape: Shape, tokens: float, ridge_tokens: float) -> floa
 
 
 def _attention_s(job: Job, cluster: Cluster, tokens: float) -> float:
+    """Seconds of attention's forward and backward (a recomputed forward too) for `tokens`
+    tokens on one GPU: the operator table's training rows where the GPU has them, else the
+    matmul FLOPs at the 16-bit peak x ATTENTION_EFFICIENCY."""
+    measured = _table_attention(job, cluster)
+    if measured is not None:
+        return measured.seconds * tokens / job.seq_len
     rate = cluster.attention_peak * TERA * ATTENTION_EFFICIENCY
     return job.attention_flops(tokens, job.recompute) / rate
+
+
+def _table_attention(job: Job, cluster: Cluster) -> Timed | None:
+    """One sequence's attention over every layer from the table's training rows (the causal
+    forward and backward of seq_len tokens, the model's heads and head dim); a recomputed
+    forward adds its share, 2 of the 6 units of forward and backward (sizing's FLOP count)."""
+    table, shape = cluster.attention_table, job.shape
+    if table is None or shape.layers is None or shape.heads is None or shape.head_dim is None:
+        return None
+    one = table.train_attention_time(job.seq_len, shape.heads, shape.head_dim)
+    if one is None:
+        return None
+    return Timed(one.seconds * shape.layers * (1 + float(job.recompute) / 3), one.beyond)
 
 
 def _exposed(comm_s: float, compute_s: float) -> float:
@@ -701,7 +725,7 @@ def _figures(
     bubble = _bubble(job, layout, micro)
     attention_part = (
         f" + {step_attention.value:.4g} attention FLOP [{step_attention.formula}] / "
-        f"({cluster.attention_peak:g} TFLOP/s x {ATTENTION_EFFICIENCY:g} attention kernels)"
+        + _attention_rate_words(job, cluster)
         if step_attention.value
         else ""
     )
@@ -818,6 +842,20 @@ def _figures(
     return tuple(out)
 
 
+def _attention_rate_words(job: Job, cluster: Cluster) -> str:
+    """The attention rate a step's compute figure divides by, and where it comes from."""
+    measured = _table_attention(job, cluster)
+    table = cluster.attention_table
+    if measured is None or table is None:
+        return f"({cluster.attention_peak:g} TFLOP/s x {ATTENTION_EFFICIENCY:g} attention kernels)"
+    flops = job.attention_flops(job.seq_len, job.recompute)
+    beyond = f", extrapolated: {'; '.join(measured.beyond)}" if measured.beyond else ""
+    return (
+        f"({flops / measured.seconds / TERA:.4g} TFLOP/s: a sequence's forward and backward as "
+        f"timed by the {table.source}{beyond})"
+    )
+
+
 def peak16_tflops(acc: Accelerator) -> float | None:
     """Dense 16-bit peak (bf16, else fp16) in TFLOP/s: what training and GPU fitting read."""
     return acc.peak_tflops.bf16 or acc.peak_tflops.fp16
@@ -834,7 +872,8 @@ LOW_PRECISION_TRAINING = ("fp8", "fp4")  # on tensor cores the chip must have (r
 # attention-training-2026-12-04-*): 0.46 of the peak in this count from 16k to 128k tokens, less
 # below. Kept at 0.65: the long-context training rows (Transformer Engine's attention, 64k-1M
 # tokens) fit with it and fall to 0.59-0.76 of their published speed with 0.42; the kernels set
-# this share, so the operator table of the stack in use is where a measured one belongs.
+# this share, so a measured one comes from the operator table of the stack in use: with tables on
+# (ADVISOR_OPERATOR_TABLES=on) its training rows replace this constant (_attention_s).
 ATTENTION_EFFICIENCY = 0.65
 # The share of the FP8 dense peak an FP8 training step's kernels reach, relative to the share of
 # the 16-bit peak a 16-bit step reaches. ESTIMATED, set by hand as one value from the NeMo FP8

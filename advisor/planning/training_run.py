@@ -17,6 +17,7 @@ from advisor.catalog.models import Accelerator, WorkloadProfile
 from advisor.errors import InputError, field_name
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
 from advisor.perf.efficiency import efficiency_bounds, relative_efficiency
+from advisor.perf.op_model import table_for
 from advisor.perf.sizing import (
     EVERY_WEIGHT,
     METHODS,
@@ -137,6 +138,7 @@ class TrainingRun(Plan):
             attention,
             self.domain_gpus,
             expert_ridge_tokens(acc),
+            table_for(acc.id),
         )
         if self.w.zero_stage is not None:
             return self._with_recompute(acc, cluster)
