@@ -138,6 +138,22 @@ ROW_SECTIONS = (
 )
 
 
+# Row sections added to schema 1 after tables were first stored: left out of a report's stored
+# form while empty (stored_form), so that a table measured before them, posted again, is the same
+# content under the same idempotency key.
+LATER_SECTIONS = ("attention_train",)
+
+
+def stored_form(report: OpsReport) -> dict[str, object]:
+    """The report as JSON data for storing and keying: LATER_SECTIONS dropped where empty."""
+    data = report.model_dump(mode="json")
+    table = data["table"]
+    for section in LATER_SECTIONS:
+        if not table[section]:
+            del table[section]
+    return data
+
+
 def dumps(table: OpsTable) -> str:
     """JSON with one row a line: readable, and a re-measurement diffs row by row."""
     data = table.model_dump(mode="json")

@@ -52,7 +52,7 @@ from advisor.store.base import (
 )
 from advisor.store.guard import CircuitBreaker
 from advisor.store.schema import ops_reports, probe_checks, probe_reports, utilisation_reports
-from probes.ops_table import OpsReport
+from probes.ops_table import OpsReport, stored_form
 from probes.report import ProbeReport, UtilisationReport
 
 T = TypeVar("T")
@@ -581,7 +581,7 @@ class SqlStore:
     ) -> tuple[str, bool]:
         """Store an operator table once per idempotency key: (its id, whether stored now)."""
         report_id = uuid.uuid4().hex
-        text = canonical_json(report.model_dump(mode="json"))
+        text = canonical_json(stored_form(report))
         row = {
             "id": report_id,
             "received_at": format_time(received_at or dt.datetime.now(dt.UTC)),
