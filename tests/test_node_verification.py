@@ -383,3 +383,31 @@ def test_cross_node_all_reduce_against_the_network(shipped: Catalog) -> None:
     (c,) = checks_named(summary.checks, "cross_node_all_reduce_1G")
     assert c.expected == pytest.approx(48.0) and c.status == "fail"  # 30 / 48 = 62%
     assert summary.nodes == 2 and summary.world_size == 16
+
+
+@pytest.mark.parametrize(
+    ("expect", "ranks", "name", "busbw", "words"),
+    [
+        # 16 GiB on 8 H100s: 2^34 x 1.75 / 370e9 = 81.256 ms + 56.0 us -> 211.28 x 1.75 = 369.7
+        (
+            "Standard_ND96isr_H100_v5",
+            8,
+            "all_reduce_16G",
+            400.0,
+            "the plans assume 369.7 (108% of it",
+        ),
+        # 1 GiB on 2 H200s: 2^30 / 370e9 = 2.9020 ms + 15.2 us (8.4 + 2 x 3.4) -> 368.1
+        ("h200-sxm", 2, "all_reduce_1G", 315.0, "the plans assume 368.1 (86% of it"),
+    ],
+)
+def test_a_collective_graded_by_a_sourced_figure_shows_the_plans_figure_too(
+    shipped: Catalog, expect: str, ranks: int, name: str, busbw: float, words: str
+) -> None:
+    """A node report shows measured against what the training plans assume of the link as well
+    as against the sourced threshold it is graded by (the grade stays the threshold's)."""
+    lead = rank(
+        0, H200_BF16, gpus=ranks, collectives=[collective(name, "all_reduce", busbw, ranks)]
+    )
+    (c,) = checks_named(verify_node(shipped, [lead], expect=expect).checks, name)
+    assert "of the expected" in c.detail and words in c.detail, c.detail
+    assert "estimated; training model" in c.detail

@@ -361,6 +361,13 @@ def collective_checks(
             checks.append(_against_plan(m, figure, basis, acc, instance, ranks))
             continue
         status, detail = graded(figure, m.value, expected, basis)
+        planned = _planned(m, acc, instance, ranks)
+        if planned is not None:  # what the training plans assume of this link, beside it
+            value, source = planned
+            detail += (
+                f"; the plans assume {value:,.1f} ({m.value / value:.0%} of it; estimated; "
+                f"{source})"
+            )
         checks.append(
             Check(
                 name=m.name,
@@ -387,9 +394,7 @@ def _against_plan(
     """A collective with no sourced figure, against the training model's plan for this link:
     an estimate, so at most a warning (below 75% of it, DCGM's share of a reference)."""
     assert m.value is not None
-    link = instance.interconnect_gb_s if instance else (acc.interconnect_gb_s if acc else None)
-    op = str(m.params.get("op", ""))
-    planned = planned_collective(m.name, op, ranks, link) if link is not None else None
+    planned = _planned(m, acc, instance, ranks)
     if planned is None:
         detail = f"{figure}; not compared ({basis})"
         return Check(
@@ -413,6 +418,16 @@ def _against_plan(
         action="monitor" if status == "warn" else None,
         scope="collective",
     )
+
+
+def _planned(
+    m: Measurement, acc: Accelerator | None, instance: InstanceType | None, ranks: int
+) -> tuple[float, str] | None:
+    """The training model's bus bandwidth for this collective over the node's GPU link (the
+    instance type's, else the accelerator's), with its formula; None without a link or size."""
+    link = instance.interconnect_gb_s if instance else (acc.interconnect_gb_s if acc else None)
+    op = str(m.params.get("op", ""))
+    return planned_collective(m.name, op, ranks, link) if link is not None else None
 
 
 def _collective_reference(
