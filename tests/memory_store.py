@@ -22,7 +22,7 @@ from advisor.store.base import (
     stored_probe_report,
     summarize_fleet,
 )
-from probes.ops_table import OpsReport
+from probes.ops_table import OpsReport, stored_form
 from probes.report import ProbeReport, UtilisationReport
 
 
@@ -152,10 +152,18 @@ class MemoryStore:
             chosen = sorted(self._utilisation.values(), key=lambda r: (r.received_at, r.id))
         return iter(chosen)
 
+    def iter_probe_bodies(self, until: dt.datetime) -> Iterator[tuple[str, str]]:
+        with self._lock:
+            chosen = sorted(
+                (r for r in self._reports.values() if r.received_at < until),
+                key=lambda r: (r.received_at, r.id),
+            )
+        return iter([(r.id, canonical_json(r.report)) for r in chosen])
+
     def add_ops(
         self, report: OpsReport, client_key: str | None, received_at: dt.datetime | None = None
     ) -> tuple[str, bool]:
-        key = idempotency_key(canonical_json(report.model_dump(mode="json")), client_key)
+        key = idempotency_key(canonical_json(stored_form(report)), client_key)
         with self._lock:
             if key in self._ops_keys:
                 return self._ops_keys[key], False

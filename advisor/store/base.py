@@ -160,6 +160,11 @@ class Store(Protocol):
         """Every utilisation report, oldest first (for reviews over the whole fleet)."""
         ...
 
+    def iter_probe_bodies(self, until: dt.datetime) -> Iterator[tuple[str, str]]:
+        """(id, the stored JSON text) of every probe report received before `until`, oldest
+        first: the review decodes and validates each text in one step."""
+        ...
+
     def add_ops(
         self, report: OpsReport, client_key: str | None, received_at: dt.datetime | None = None
     ) -> tuple[str, bool]:

@@ -552,14 +552,23 @@ class SqlStore:
         return [_utilisation(r) for r in rows], total
 
     def iter_utilisation(self) -> Iterator[StoredUtilisation]:
-        """Every utilisation report, oldest first, a page per transaction (keyset pagination):
-        no lock or cursor is held while the caller works on a report, so it may use the store
-        too."""
-        t = utilisation_reports.c
+        return (_utilisation(row) for row in self._pages(_UTILISATION_SELECT, utilisation_reports))
+
+    def iter_probe_bodies(self, until: dt.datetime) -> Iterator[tuple[str, str]]:
+        t = probe_reports.c
+        select = sa.select(t.id, t.received_at, t.body).where(t.received_at < format_time(until))
+        return ((row.id, row.body) for row in self._pages(select, probe_reports))
+
+    def _pages(self, select: sa.Select[Any], table: sa.Table) -> Iterator[Row]:
+        """The rows of `select` over `table`, oldest first, a page per transaction (keyset
+        pagination on received_at and id): no lock or cursor is held while the caller works on
+        a row, so it may use the store too, and rows stored meanwhile neither repeat nor shift
+        a page."""
+        t = table.c
         after = ("", "")
         while True:
             stmt = (
-                _UTILISATION_SELECT.where(
+                select.where(
                     sa.or_(
                         t.received_at > after[0],
                         sa.and_(t.received_at == after[0], t.id > after[1]),
@@ -569,8 +578,7 @@ class SqlStore:
                 .limit(ITER_PAGE)
             )
             rows = self._run(_all(stmt), write=False)
-            for row in rows:
-                yield _utilisation(row)
+            yield from rows
             if len(rows) < ITER_PAGE:
                 return
             after = (rows[-1].received_at, rows[-1].id)
