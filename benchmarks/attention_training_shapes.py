@@ -25,10 +25,13 @@ import argparse
 import datetime as dt
 import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.expert_gemm_shapes import driver_version
 
 # (preset, query heads, head dimension), from catalog/models.yaml
 MODELS = (
@@ -48,8 +51,11 @@ WARMUP, SAMPLES = 3, 15
 
 def model_flops(seq_len: int, heads: int, head_dim: int) -> float:
     """Forward and backward matmul FLOPs of one causal sequence and layer, counted as the model
-    counts them (advisor/perf/sizing.py attention_training_flops_value: 6 x s x width a token)."""
-    return 6.0 * seq_len * seq_len * heads * head_dim
+    counts them (the model's own rule; imported here, never on the GPU machine's measuring side)."""
+    from advisor.perf.sizing import Shape, attention_training_flops_value
+
+    layer = Shape("one layer", 0.0, 0.0, layers=1, heads=heads, head_dim=head_dim)
+    return attention_training_flops_value(layer, seq_len, seq_len)
 
 
 def _time_ms(torch: Any, fn: Any, samples: int) -> list[float]:
@@ -141,7 +147,7 @@ def measure(
     return {
         "date": dt.date.today().isoformat(),
         "device": torch.cuda.get_device_name(0),
-        "driver": _driver(),
+        "driver": driver_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "method": (
@@ -151,19 +157,6 @@ def measure(
         ),
         "rows": rows,
     }
-
-
-def _driver() -> str:
-    try:
-        out = subprocess.run(
-            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return out.stdout.strip().splitlines()[0]
-    except (OSError, subprocess.CalledProcessError, IndexError):
-        return "unknown"
 
 
 def shares(record: dict[str, Any], peak_tflops: float) -> list[dict[str, Any]]:
@@ -199,7 +192,6 @@ def best_backend(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def compare(path: Path) -> str:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from advisor.catalog import load_catalog
     from advisor.fleet.verification import match_by_name
     from advisor.perf.training import ATTENTION_EFFICIENCY, peak16_tflops

@@ -88,7 +88,7 @@ def measure() -> dict[str, Any]:
     return {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "device": torch.cuda.get_device_name(0),
-        "driver": _driver(),
+        "driver": driver_version(),
         "torch": torch.__version__,
         "method": f"bf16 torch.bmm, CUDA events, {WARMUP} warm-up, {SAMPLES} samples of "
         f"{CALLS} calls, weights rotated over >= {ROTATE_BYTES >> 20} MiB",
@@ -97,7 +97,8 @@ def measure() -> dict[str, Any]:
     }
 
 
-def _driver() -> str:
+def driver_version() -> str:
+    """The NVIDIA driver nvidia-smi reports ("unknown" without one): a GPU record's stack."""
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
@@ -105,9 +106,9 @@ def _driver() -> str:
             text=True,
             check=True,
         )
-    except (OSError, subprocess.CalledProcessError):
+        return out.stdout.strip().splitlines()[0]
+    except (OSError, subprocess.CalledProcessError, IndexError):
         return "unknown"
-    return out.stdout.strip().splitlines()[0]
 
 
 def shares(data: dict[str, Any]) -> list[tuple[dict[str, Any], float, float]]:

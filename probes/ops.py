@@ -189,6 +189,11 @@ def torch_dtype(torch: Any, precision: str) -> Any:
     return {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
 
 
+def attention_precision(dev: TorchDevice) -> str:
+    """What attention runs in: 16-bit on a GPU (bf16), fp32 on a CPU (its bf16 is emulated)."""
+    return "bf16" if dev.is_cuda else "fp32"
+
+
 def supported(dev: TorchDevice, precision: str) -> str | None:
     """None when `precision` GEMMs can be timed here, else why not."""
     torch = dev.torch
@@ -280,8 +285,8 @@ def attention_rows(
     SDPA on a GPU); decode of `batch` single-token queries over a cached context, 16-bit."""
     torch = dev.torch
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    dtype = torch.float32 if not dev.is_cuda else torch.bfloat16
-    precision = "fp32" if not dev.is_cuda else "bf16"
+    precision = attention_precision(dev)
+    dtype = torch_dtype(torch, precision)
     h = plan.heads
     prefill: list[AttentionRow] = []
     decode: list[AttentionRow] = []
@@ -311,8 +316,8 @@ def training_attention_rows(
     a training step's attention is not captured."""
     torch = dev.torch
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    dtype = torch.float32 if not dev.is_cuda else torch.bfloat16
-    precision = "fp32" if not dev.is_cuda else "bf16"
+    precision = attention_precision(dev)
+    dtype = torch_dtype(torch, precision)
     h = plan.heads
     rows: list[AttentionRow] = []
     for d in plan.head_dims:
@@ -351,8 +356,8 @@ def _decode_row(
     what a GQA kernel reads is the KV cache, whatever the query heads sharing it)."""
     torch = dev.torch
     sdpa = torch.nn.functional.scaled_dot_product_attention
-    dtype = torch.float32 if not dev.is_cuda else torch.bfloat16
-    precision = "fp32" if not dev.is_cuda else "bf16"
+    precision = attention_precision(dev)
+    dtype = torch_dtype(torch, precision)
     b, c, d = shape
     kvh = plan.kv_heads
     cache_bytes = 2 * b * kvh * c * d * (4 if not dev.is_cuda else 2)

@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor import Catalog, InputError, Workload, recommend
+from advisor.perf.op_table import OperatorTable
 from advisor.perf.sizing import Shape
 from advisor.perf.training import Cluster, Job, Layout, run_time, step_time
 from advisor.planning.estimate import estimate
@@ -677,12 +678,11 @@ def test_the_flops_planners_time_are_the_figures_they_print(
     assert job.attention_flops(3e9, recompute) == printed
 
 
-def _training_attention_table(rows: list[tuple[int, float]]) -> object:
+def _training_attention_table(rows: list[tuple[int, float]]) -> OperatorTable:
     """An OperatorTable of training attention rows only: (tokens, median microseconds) for one
     sequence of 16 heads of 128."""
     import datetime as dt
 
-    from advisor.perf.op_table import OperatorTable
     from probes.ops_table import AttentionRow, OpsTable, Stack
 
     table = OpsTable(
@@ -716,7 +716,7 @@ def test_training_attention_comes_from_the_tables_training_rows(recompute: bool)
     shape = Shape("8b", 8.03e9, 8.03e9, 32, 4096, 32, 8, 128)
     job = Job(shape, 1e9, 8192, 1, recompute, 0.5, global_batch_tokens=4 * 8192)
     table = _training_attention_table([(4096, 2000.0), (16384, 30000.0)])
-    measured = dataclasses.replace(P5, attention_table=table)  # type: ignore[arg-type]
+    measured = dataclasses.replace(P5, attention_table=table)
     layout = Layout(1, 1, 1, 3)
     per_layer_s = (2000.0 * 30000.0) ** 0.5 * 1e-6 * 32 / 16
     by_table = per_layer_s * 32 * 4 * (4 / 3 if recompute else 1)

@@ -107,9 +107,12 @@ def headline(table: OpsTable) -> list[tuple[str, str, str]]:
 
 
 def train_flops(row: Any) -> float:
-    """A training attention row's matmul FLOPs as the training model counts them (causal:
-    forward 2 and backward 4 x tokens^2 x heads x head dim; advisor/perf/sizing.py)."""
-    return float(6.0 * row.batch * row.tokens**2 * row.heads * row.head_dim)
+    """A training attention row's matmul FLOPs as the training model counts them: the row's
+    sequences as one layer of its heads (advisor/perf/sizing.py)."""
+    from advisor.perf.sizing import Shape, attention_training_flops_value
+
+    layer = Shape("one layer", 0.0, 0.0, layers=1, heads=row.heads, head_dim=row.head_dim)
+    return attention_training_flops_value(layer, row.batch * row.tokens, row.tokens)
 
 
 def kv_bytes(row: Any) -> float:
