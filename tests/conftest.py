@@ -72,3 +72,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason="no CUDA GPU visible")
     for item in gpu_items:
         item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_consoles() -> Iterator[None]:
+    """The CLI makes its consoles once a process (advisor/cli/common.py), reading COLUMNS then;
+    in the test process each test gets its own, so that one test's terminal width (an 80-column
+    run before it in the same worker) is not another's."""
+    from advisor.cli.common import console, err_console
+
+    console.cache_clear()
+    err_console.cache_clear()
+    yield
