@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from advisor.api import create_app
 from advisor.api.state import FleetCalibration
-from advisor.perf.calibration import CALIBRATION_CHECK, Calibration, calibration_from
+from advisor.perf.calibration import CALIBRATION_CHECK, LINK_CHECK, Calibration, calibration_from
 from advisor.store import Store, open_store
 from advisor.store.base import check_rows
 from probes.report import ProbeReport
@@ -219,3 +219,32 @@ def test_report_posts_do_not_wait_for_each_others_writes(tmp_path: Path) -> None
         # while holding the lock they need
         assert simultaneously(post_one, times=4) == [201] * 4
         assert app.state.advisor.calibration.value["h100-sxm"].reports == 4
+
+
+def test_the_gpu_link_is_voted_beside_the_matmul(tmp_path: Path) -> None:
+    """Node reports' all_reduce_vs_plan ratios vote as matmul_bf16's do, one vote per host, and
+    ride on the accelerator's calibration: hosts' medians 0.85 (0.9 and 0.8), 0.80 and 0.90 ->
+    0.85 over 4 runs from 3 hosts; the same after a whole read of the store."""
+    store = open_store(f"sqlite:///{tmp_path}/l.db")
+    calibration = FleetCalibration(store)
+    calibration.refresh_if_changed()
+    link = LINK_CHECK
+    rows: list[tuple[str, str, Checks]] = [
+        ("n1", "h200-sxm", [(BF16, 900.0, 989.0), (link, 0.9 * 368.1, 368.1)]),
+        ("n1", "h200-sxm", [(BF16, 900.0, 989.0), (link, 0.8 * 368.1, 368.1)]),
+        ("n2", "h200-sxm", [(BF16, 900.0, 989.0), (link, 0.8 * 368.1, 368.1)]),
+        ("n3", "h200-sxm", [(BF16, 900.0, 989.0), (link, 0.9 * 368.1, 368.1)]),
+        ("n4", "h200-sxm", [(BF16, 900.0, 989.0), ("all_reduce_1G", 10.0, 368.1)]),  # not voted
+    ]
+    for i, (host, accelerator, checks) in enumerate(rows):
+        with calibration.storing() as stored_rows:
+            body = ProbeReport.model_validate(report(host, accelerator, checks))
+            stored, _ = store.add_once(body, f"key-{i}")
+            stored_rows(check_rows(stored.id, body))
+    voted = calibration.value["h200-sxm"].link
+    assert voted is not None
+    assert (voted.ratio, voted.reports, voted.hosts) == (pytest.approx(0.85), 4, 3)
+    assert calibration.value["h200-sxm"].reports == 5  # the matmul's own vote is unchanged
+    fresh = FleetCalibration(store)
+    fresh.refresh_if_changed()
+    assert fresh.value == calibration.value

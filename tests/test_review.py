@@ -25,7 +25,7 @@ from advisor import Catalog, load_catalog
 from advisor.api import create_app
 from advisor.api.settings import Settings
 from advisor.catalog.models import Accelerator, InstanceType, WorkloadProfile
-from advisor.perf.calibration import Calibration
+from advisor.perf.calibration import LINK_CHECK, Calibration
 from advisor.perf.efficiency import relative_efficiency
 from advisor.planning.estimate import estimate
 from advisor.request import EstimateRequest
@@ -412,6 +412,26 @@ def test_fleet_calibration_applies_from_five_reports(
     (mine,) = [f for f in review.calibration if f.accelerator == "big"]
     assert mine.ratio == (pytest.approx(median) if median is not None else None)
     assert (mine.reports, mine.applied) == (reports, applied)
+
+
+def test_the_gpu_links_vote_is_shown_beside_the_matmul() -> None:
+    """Node reports' all_reduce_vs_plan: one vote per host (medians 0.8, 0.85, 0.9, 0.95, 0.9 ->
+    0.9), applied from five reports as the matmul's is; four reports are shown, not applied."""
+    link = {"h0": 0.8, "h1": 0.85, "h2": 0.9, "h3": 0.95, "h4": 0.9}
+    probes = [
+        rec(h, "big", {"matmul_bf16": (99.0, 100.0, "pass"), LINK_CHECK: (r * 100, 100.0, "pass")})
+        for h, r in link.items()
+    ]
+    (mine,) = [
+        f
+        for f in build_review(ReviewData("t", probes), tiny_catalog(), workloads=[]).calibration
+        if f.accelerator == "big"
+    ]
+    assert (mine.link_ratio, mine.link_reports, mine.link_applied) == (pytest.approx(0.9), 5, True)
+    review = build_review(ReviewData("t", probes[:4]), tiny_catalog(), workloads=[])
+    (few,) = [f for f in review.calibration if f.accelerator == "big"]
+    assert (few.link_reports, few.link_applied) == (4, False)
+    assert "GPU link all-reduce measured / planned" in render_html(review)
 
 
 def _hand_hours(

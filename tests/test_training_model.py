@@ -3,6 +3,7 @@ properties and hand calculations."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -736,3 +737,42 @@ def test_training_attention_comes_from_the_tables_training_rows(recompute: bool)
         if f.name == "compute_s_per_step"
     ]
     assert "extrapolated: sequence tokens 32768 > 16384" in words
+
+
+def test_the_fleets_link_vote_plans_on_the_link_it_measured(shipped: Catalog) -> None:
+    """Nodes of an accelerator that deliver half the all-reduce the plans assume (the fleet's
+    all_reduce_vs_plan vote, advisor.perf.calibration.link_factor) are planned as on an instance
+    type whose GPU link is half as fast: the same figures and hours as a catalog where
+    p5.48xlarge's link is halved by hand, plus the figure that says why. A vote from too few
+    reports changes nothing."""
+    from advisor.perf.calibration import Calibration
+
+    common = {
+        "workload": "large_scale_training",
+        "model": "llama-3.1-70b",
+        "tokens": 1e11,
+        "instance_type": "p5.48xlarge",
+        "gpu_count": 64,
+    }
+    p5 = shipped.instance_types["p5.48xlarge"]
+    assert p5.interconnect_gb_s
+    slow = p5.model_copy(update={"interconnect_gb_s": p5.interconnect_gb_s / 2})
+    halved = dataclasses.replace(
+        shipped, instance_types={**shipped.instance_types, "p5.48xlarge": slow}
+    )
+    matmul = Calibration(1.0, 10, 5)
+    fed = Calibration(1.0, 10, 5, link=Calibration(0.5, 10, 5))
+    voted = estimate(shipped, EstimateRequest(**common), {"h100-sxm": fed})  # type: ignore[arg-type]
+    by_hand = estimate(halved, EstimateRequest(**common), {"h100-sxm": matmul})  # type: ignore[arg-type]
+    said = {f.name: f for f in voted.figures}
+    factor = said.pop("fleet_link_factor")
+    assert factor.value == 0.5 and "900 GB/s x 0.50 = 450 GB/s" in factor.formula
+    assert "from 5 hosts" in factor.formula
+    assert said == {f.name: f for f in by_hand.figures}
+    assert voted.hours == by_hand.hours and voted.hours is not None
+    plain = estimate(shipped, EstimateRequest(**common), {"h100-sxm": matmul})  # type: ignore[arg-type]
+    assert plain.hours is not None and plain.hours < voted.hours  # the slower link shows
+    few = Calibration(1.0, 10, 5, link=Calibration(0.5, 4, 4))
+    unvoted = estimate(shipped, EstimateRequest(**common), {"h100-sxm": few})  # type: ignore[arg-type]
+    assert unvoted.hours == plain.hours
+    assert "fleet_link_factor" not in {f.name for f in unvoted.figures}

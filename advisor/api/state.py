@@ -10,7 +10,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from starlette.concurrency import run_in_threadpool
@@ -21,7 +21,7 @@ from advisor.catalog import Catalog
 from advisor.catalog.loading import load_catalog
 from advisor.errors import AdvisorError
 from advisor.fleet.statistics import PLAUSIBLE_RATIO, RunningVote, ratio_of
-from advisor.perf.calibration import CALIBRATION_CHECK, Calibration, calibration_from
+from advisor.perf.calibration import VOTED_CHECKS, Calibration, calibration_from
 from advisor.store import Store, StoredReport, StoreError
 from advisor.store.base import CheckRow, check_rows
 from advisor.store.guard import CircuitBreaker
@@ -114,7 +114,8 @@ class ResponseCache:
 
 
 class FleetCalibration:
-    """The fleet's calibration (median measured / expected matmul per accelerator), kept in
+    """The fleet's calibration (median measured / expected matmul per accelerator, with its GPU
+    link's measured / planned all-reduce: advisor.perf.calibration.VOTED_CHECKS), kept in
     memory and never computed on the read path: `value` only reads memory.
 
     Each accelerator's plausible ratios are kept sorted. A report this process stores adds its
@@ -135,8 +136,8 @@ class FleetCalibration:
         # Report posts share it; a whole read of the store takes it alone, so that no report is
         # counted twice or missed (stored but not yet counted while the rows are read).
         self._gate = _Gate()
-        # per accelerator: its plausible ratios by host (one vote per host), kept voting
-        self._ratios: dict[str, RunningVote] = {}
+        # per (accelerator, voted check): its plausible ratios by host (one vote per host)
+        self._ratios: dict[tuple[str, str], RunningVote] = {}
         self._counted = -1  # reports the ratios include: -1 before the first whole read
         self.value: dict[str, Calibration] = {}
         self.recomputed = 0  # whole reads of the store (tests, metrics)
@@ -167,9 +168,10 @@ class FleetCalibration:
             stored = self._store.count()
             if stored == self._counted:
                 return False
-            ratios: dict[str, RunningVote] = {}
-            _add_ratios(ratios, self._store.check_rows_named(CALIBRATION_CHECK))
-            value = _calibrations(ratios, ratios)
+            ratios: dict[tuple[str, str], RunningVote] = {}
+            for check in VOTED_CHECKS:
+                _add_ratios(ratios, self._store.check_rows_named(check))
+            value = _calibrations(ratios, {acc for acc, _ in ratios})
             with self._lock:
                 self._ratios, self._counted, self.value = ratios, stored, value
                 self.recomputed += 1
@@ -216,26 +218,40 @@ class _Gate:
                 self._cond.notify_all()
 
 
-def _add_ratios(ratios: dict[str, RunningVote], rows: Iterable[CheckRow]) -> set[str]:
-    """Add the plausible CALIBRATION_CHECK ratios of `rows` to their accelerator's vote
-    (advisor.fleet.statistics, the fleet summary's vote); returns the accelerators that got one."""
+def _add_ratios(ratios: dict[tuple[str, str], RunningVote], rows: Iterable[CheckRow]) -> set[str]:
+    """Add the plausible ratios of the VOTED_CHECKS in `rows` to their accelerator's and check's
+    vote (advisor.fleet.statistics, the fleet summary's vote); returns the accelerators that got
+    one."""
     touched = set()
     for row in rows:
         ratio = ratio_of(row.measured, row.expected)
-        if row.name != CALIBRATION_CHECK or not row.accelerator or ratio is None:
+        if row.name not in VOTED_CHECKS or not row.accelerator or ratio is None:
             continue
         if PLAUSIBLE_RATIO.holds(ratio):
-            ratios.setdefault(row.accelerator, RunningVote()).add(row.host, ratio, row.token_id)
+            key = (row.accelerator, row.name)
+            ratios.setdefault(key, RunningVote()).add(row.host, ratio, row.token_id)
             touched.add(row.accelerator)
     return touched
 
 
-def _calibrations(ratios: dict[str, RunningVote], which: Iterable[str]) -> dict[str, Calibration]:
+def _calibrations(
+    ratios: dict[tuple[str, str], RunningVote], which: Iterable[str]
+) -> dict[str, Calibration]:
+    """Each accelerator's matmul calibration with its link's beside it; an accelerator without a
+    matmul vote has none (node reports carry both)."""
     found = {}
     for acc in which:
-        vote = ratios[acc].vote()
-        found[acc] = calibration_from(vote.ratio, vote.runs, vote.hosts, vote.tokens)
-    return {acc: cal for acc, cal in found.items() if cal is not None}
+        cal, link = (_voted(ratios.get((acc, check))) for check in VOTED_CHECKS)
+        if cal is not None:
+            found[acc] = replace(cal, link=link)
+    return found
+
+
+def _voted(running: RunningVote | None) -> Calibration | None:
+    if running is None:
+        return None
+    vote = running.vote()
+    return calibration_from(vote.ratio, vote.runs, vote.hosts, vote.tokens)
 
 
 class ReviewCache:

@@ -25,8 +25,10 @@ from advisor.fleet.verification import (
     verify,
     worst_verdict,
 )
+from advisor.perf.calibration import LINK_CHECK
 from advisor.perf.inference import one_way_gb_s
 from advisor.units import GB, MIB
+from probes.collectives import parse_size
 from probes.report import Check, GpuVerdict, PeerLink, RankFailure, Status, Verdict
 from probes.stats import Measurement
 from probes.worker import RankResult
@@ -380,7 +382,49 @@ def collective_checks(
                 **base,
             )
         )
-    return checks
+    link = _link_against_plan(measurements, acc, instance, ranks)
+    return checks if link is None else [*checks, link]
+
+
+def _link_against_plan(
+    measurements: Sequence[Measurement],
+    acc: Accelerator | None,
+    instance: InstanceType | None,
+    ranks: int,
+) -> Check | None:
+    """The node's GPU link as the fleet feeds it back into plans (LINK_CHECK): the largest
+    all-reduce measured (the most bandwidth-bound) over what the training model assumes of it.
+    An estimate, so at most a warning, as `_against_plan`; None with one rank or no plan."""
+    sized = []
+    for m in measurements:
+        if m.error is None and m.value is not None and m.params.get("op") == "all_reduce":
+            try:
+                sized.append((parse_size(m.name.removeprefix("all_reduce_")), m))
+            except ValueError:
+                continue
+    if ranks < 2 or not sized:
+        return None
+    _, largest = max(sized, key=lambda s: s[0])
+    planned = _planned(largest, acc, instance, ranks)
+    if planned is None or largest.value is None:
+        return None
+    value, source = planned
+    ratio = largest.value / value
+    status: Status = "warn" if ratio < PLANNED_WARN_AT else "pass"
+    return Check(
+        name=LINK_CHECK,
+        status=status,
+        measured=largest.value,
+        expected=value,
+        unit=largest.unit,
+        detail=(
+            f"{largest.name} {largest.value:,.1f} GB/s busbw over {ranks} ranks = {ratio:.0%} of "
+            f"what the training plans assume of this link, {value:,.1f} (estimated; {source}); "
+            "the fleet's vote of this ratio scales the link in its training plans"
+        ),
+        action="monitor" if status == "warn" else None,
+        scope="collective",
+    )
 
 
 def _against_plan(

@@ -3,6 +3,10 @@
 Efficiency (model FLOP utilisation for training, share of memory bandwidth for decode) is the
 workload profile's base efficiency (catalog), times the fleet's median measured / expected
 matmul_bf16 for the accelerator when at least `min_reports` probe reports give that ratio.
+
+The GPU link is fed back the same way: a node report's LINK_CHECK is its largest all-reduce
+measured over what the training model assumes of that link (advisor/fleet/node_verification.py),
+and the fleet's vote of that ratio scales the link the training plans place work on (`link_factor`).
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ class Calibration:
     # Distinct write tokens behind the voting hosts' reports: the other count of independent
     # sources (one token can name many hosts). None where not known (no tokens, older reports).
     tokens: int | None = None
+    # The fleet's vote of LINK_CHECK for the same accelerator (the node reports that carry
+    # matmul_bf16 carry it too), None where no node report measured a link against the plan.
+    link: Calibration | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,26 @@ def efficiency(
 
 
 CALIBRATION_CHECK = "matmul_bf16"  # the probe check whose measured / expected scales efficiency
+LINK_CHECK = "all_reduce_vs_plan"  # measured / planned bus bandwidth of a node's GPU link
+VOTED_CHECKS = (CALIBRATION_CHECK, LINK_CHECK)
+
+
+def link_factor(
+    cal: Calibration | None, min_reports: int = MIN_FLEET_REPORTS
+) -> tuple[float, str] | None:
+    """The share of its planned bus bandwidth the fleet's nodes of this accelerator deliver over
+    their GPU link, and why, when the fleet's vote `calibrates`; None otherwise (the plan keeps
+    the catalog's link)."""
+    link = cal.link if cal is not None else None
+    if link is None or not calibrates(link, min_reports):
+        return None
+    why = (
+        f"the fleet's median measured / planned all-reduce bus bandwidth {link.ratio:.2f} over "
+        f"{link.reports} node reports"
+        + (f" from {link.hosts} hosts (one vote each)" if link.hosts is not None else "")
+        + (f" through {link.tokens} write token(s)" if link.tokens is not None else "")
+    )
+    return link.ratio, why
 
 
 def calibration_from(

@@ -19,7 +19,13 @@ from typing import Any
 from advisor.catalog import Catalog
 from advisor.fleet.grading import grade
 from advisor.fleet.statistics import CheckStats, HostCheck, fleet_statistics
-from advisor.perf.calibration import CALIBRATION_CHECK, MIN_FLEET_REPORTS, calibration_from
+from advisor.perf.calibration import (
+    CALIBRATION_CHECK,
+    LINK_CHECK,
+    MIN_FLEET_REPORTS,
+    Calibration,
+    calibration_from,
+)
 from advisor.review.costs import (
     CostedJob,
     FleetFactor,
@@ -282,10 +288,9 @@ def build_review(
     with gc_paused():  # see data.gc_paused: many small objects, none in a cycle
         stats, hosts = aggregate(data.probes)
     calibration = {
-        acc: cal
+        acc: dataclasses.replace(cal, link=_voted(stats.get((acc, LINK_CHECK))))
         for (acc, name), st in stats.items()
-        if name == CALIBRATION_CHECK
-        and (cal := calibration_from(st.vote.ratio, st.vote.runs, st.vote.hosts)) is not None
+        if name == CALIBRATION_CHECK and (cal := _voted(st)) is not None
     }
     gpu_accelerators = sorted(
         {it.accelerator for it in catalog.instance_types.values() if it.accelerator}
@@ -310,6 +315,11 @@ def build_review(
         workloads=workload_costs(catalog, jobs, calibration, region, min_fleet_reports),
         jobs=job_rows(data.usage),
     )
+
+
+def _voted(st: CheckStats[str] | None) -> Calibration | None:
+    """A check's host vote over the fleet as a calibration (advisor.perf.calibration)."""
+    return None if st is None else calibration_from(st.vote.ratio, st.vote.runs, st.vote.hosts)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -356,12 +356,16 @@ def default_jobs(catalog: Catalog) -> list[CostedJob]:
 @dataclass(frozen=True)
 class FleetFactor:
     """The fleet's measured / expected matmul_bf16 for one accelerator, and whether the
-    efficiency rule (advisor.perf.calibration) applies it."""
+    efficiency rule (advisor.perf.calibration) applies it; its GPU link's measured / planned
+    all-reduce likewise (link_factor)."""
 
     accelerator: str
     ratio: float | None
     reports: int
     applied: bool
+    link_ratio: float | None = None
+    link_reports: int = 0
+    link_applied: bool = False
 
 
 def fleet_factors(
@@ -372,12 +376,16 @@ def fleet_factors(
     out = []
     for acc in accelerators:
         cal = calibration.get(acc)
+        link = cal.link if cal else None
         out.append(
             FleetFactor(
                 acc,
                 cal.ratio if cal else None,
                 cal.reports if cal else 0,
                 calibrates(cal, min_reports),
+                link.ratio if link else None,
+                link.reports if link else 0,
+                calibrates(link, min_reports),
             )
         )
     return out
