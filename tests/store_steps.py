@@ -14,13 +14,15 @@ from advisor.store.base import CheckRow, canonical_json, check_rows, report_fiel
 from advisor.store.sql import engine_for, format_time
 from probes.report import ProbeReport, UtilisationReport
 
+# tables a migration created and a later one replaced (0009: the matmul-only votes)
+FORMER_TABLES = ("fleet_calibration", "fleet_calibration_tokens")
 TABLES = (  # every table a migration creates, dependants first
     "fleet_verdicts",
     "fleet_hosts",
     "fleet_check_statuses",
     "fleet_ratios",
-    "fleet_calibration",
-    "fleet_calibration_tokens",
+    "fleet_votes",
+    "fleet_vote_tokens",
     "probe_checks",
     "probe_reports",
     "utilisation_reports",
@@ -50,8 +52,16 @@ def run(url: str, *statements: str) -> None:
         engine.dispose()
 
 
+def table_names(url: str) -> set[str]:
+    engine = engine_for(url)
+    try:
+        return set(sa.inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
 def drop_all(url: str) -> None:
-    run(url, *(f"DROP TABLE IF EXISTS {table}" for table in TABLES))
+    run(url, *(f"DROP TABLE IF EXISTS {table}" for table in (*TABLES, *FORMER_TABLES)))
 
 
 def add_v1_report(url: str, report: ProbeReport, *, checks: bool = False) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from advisor.fleet.statistics import PLAUSIBLE_RATIO
-from advisor.perf.calibration import CALIBRATION_CHECK
+from advisor.perf.calibration import CALIBRATION_CHECK, LINK_CHECK
 from advisor.store import SqlStore
 from advisor.store.aggregates import RATIO_STEP
 from advisor.store.base import summarize_fleet, token_id
@@ -27,7 +27,7 @@ from tests.threads import simultaneously
 
 PG_URL = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
 ACCELERATORS = ("h200-sxm", "h100-sxm", "l40s")
-NAMES = (CALIBRATION_CHECK, "matmul_fp16", "h2d_pinned", "ecc")
+NAMES = (CALIBRATION_CHECK, LINK_CHECK, "matmul_fp16", "h2d_pinned", "ecc")
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -178,6 +178,8 @@ def test_aggregates_match_a_scan_exactly_where_ratios_are_apart(url: str) -> Non
     by_scan = {s.accelerator: s for s in scan_summary(store, url)}
     for s in store.fleet():
         assert s.calibration == by_scan[s.accelerator].calibration, s.accelerator
+        assert s.link_calibration == by_scan[s.accelerator].link_calibration, s.accelerator
+        assert s.link_calibration is not None and s.link_calibration.ratio is not None
     store.close()
 
 
@@ -288,3 +290,28 @@ def test_the_summary_is_built_once_per_count_of_reports_whoever_wrote_them(
     assert_matches(reader, url, rel=RATIO_STEP)
     reader.close()
     writer.close()
+
+
+def test_a_database_of_the_matmul_only_votes_upgrades(url: str) -> None:
+    """A store at migration 0008 (the votes of matmul_bf16 alone, in fleet_calibration and its
+    tokens) upgrades to the votes of every voted check: the old tables go, the summary is the
+    one a scan gives, the GPU link's vote included."""
+    store = SqlStore(url)
+    add_all(store, fleet(6, 40, spread=0.0, grid=True))
+    before = store.fleet()
+    store.close()
+    store_steps.run(
+        url,
+        "DROP TABLE fleet_vote_tokens",
+        "DROP TABLE fleet_votes",
+        "CREATE TABLE fleet_calibration (accelerator TEXT, host TEXT, bucket INTEGER, n BIGINT,"
+        " lo DOUBLE PRECISION, hi DOUBLE PRECISION, PRIMARY KEY (accelerator, host, bucket))",
+        "CREATE TABLE fleet_calibration_tokens (accelerator TEXT, host TEXT, token_id TEXT,"
+        " PRIMARY KEY (accelerator, host, token_id))",
+        "UPDATE alembic_version SET version_num = '0008'",
+    )
+    again = SqlStore(url)
+    assert again.fleet() == before
+    assert any(s.link_calibration is not None for s in before)
+    assert not {"fleet_calibration", "fleet_calibration_tokens"} & store_steps.table_names(url)
+    again.close()

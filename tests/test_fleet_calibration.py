@@ -248,3 +248,29 @@ def test_the_gpu_link_is_voted_beside_the_matmul(tmp_path: Path) -> None:
     fresh = FleetCalibration(store)
     fresh.refresh_if_changed()
     assert fresh.value == calibration.value
+
+
+def test_the_summary_words_the_links_vote_and_a_client_reads_it(tmp_path: Path) -> None:
+    """GET /v1/fleet/summary carries the GPU link's vote beside the matmul's (check named), and
+    advisor.perf.calibration.calibrations, what `--server` reads, puts it on the accelerator's
+    calibration: hosts' medians 0.85, 0.80 and 0.90 -> 0.85 over 4 runs from 3 hosts."""
+    from advisor.perf.calibration import calibrations
+
+    link = LINK_CHECK
+    rows: list[tuple[str, str, Checks]] = [
+        ("n1", "h200-sxm", [(BF16, 900.0, 989.0), (link, 0.9 * 368.1, 368.1)]),
+        ("n1", "h200-sxm", [(BF16, 900.0, 989.0), (link, 0.8 * 368.1, 368.1)]),
+        ("n2", "h200-sxm", [(BF16, 900.0, 989.0), (link, 0.8 * 368.1, 368.1)]),
+        ("n3", "h200-sxm", [(BF16, 900.0, 989.0), (link, 0.9 * 368.1, 368.1)]),
+    ]
+    app = create_app(settings(tmp_path))
+    with TestClient(app) as c:
+        post_all(c, [report(*row) for row in rows], itertools.count())
+        (summary,) = c.get("/v1/fleet/summary", headers=AUTH).json()
+    voted = summary["link_calibration"]
+    assert (voted["check"], voted["hosts"], voted["reports"]) == (LINK_CHECK, 3, 4)
+    assert voted["ratio"] == pytest.approx(0.85) and summary["calibration"]["check"] == BF16
+    cal = calibrations([summary])["h200-sxm"]
+    assert cal.link is not None
+    assert (cal.link.ratio, cal.link.reports, cal.link.hosts) == (pytest.approx(0.85), 4, 3)
+    assert cal.ratio == pytest.approx(900 / 989)

@@ -55,8 +55,9 @@ class IgnoredHostOut(_Out):
 
 
 class FleetCalibrationOut(_Out):
-    """The calibration check's fleet ratio (matmul_bf16, measured / expected): one vote per host
-    (its median), hosts far from the fleet's median left out and named."""
+    """A voted check's fleet ratio (matmul_bf16 measured / expected, or the GPU link's
+    all_reduce_vs_plan measured / planned): one vote per host (its median), hosts far from the
+    fleet's median left out and named."""
 
     check: str
     ratio: float | None = Field(description="The median of the voting hosts' medians")
@@ -81,6 +82,11 @@ class FleetSummaryOut(_Out):
     checks: dict[str, dict[str, float | int | None]]
     failing_hosts: list[str]
     calibration: FleetCalibrationOut | None
+    link_calibration: FleetCalibrationOut | None = Field(
+        None,
+        description="The GPU link's vote (all_reduce_vs_plan of node reports): where it "
+        "calibrates, training plans on this accelerator use that share of the link",
+    )
 
 
 class Health(_Out):

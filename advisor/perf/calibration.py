@@ -11,6 +11,7 @@ and the fleet's vote of that ratio scales the link the training plans place work
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,28 +110,18 @@ def calibration_from(
 
 
 def calibrations(fleet: list[dict[str, Any]]) -> dict[str, Calibration]:
-    """Calibration per accelerator from fleet summaries (GET /v1/fleet/summary, or the store)."""
+    """Calibration per accelerator from fleet summaries (GET /v1/fleet/summary, or the store),
+    with the GPU link's vote where the summary has one."""
     out = {}
     for summary in fleet:
         acc = summary.get("accelerator")
-        vote = summary.get("calibration")
-        if vote is not None and not isinstance(vote, dict):  # the store's own summary's vote
-            vote = {
-                "ratio": vote.ratio,
-                "reports": vote.runs,
-                "hosts": vote.hosts,
-                "tokens": vote.tokens,
-            }
-        if acc and isinstance(vote, dict):  # a service with host votes: its own calibration
-            hosts, tokens = vote.get("hosts"), vote.get("tokens")
-            cal = calibration_from(
-                vote.get("ratio"),
-                int(vote.get("reports") or 0),
-                int(hosts or 0),
-                None if tokens is None else int(tokens),
-            )
+        vote = _vote_fields(summary.get("calibration"))
+        if acc and vote is not None:  # a service with host votes: its own calibration
+            cal = _from_vote(vote)
             if cal is not None:
-                out[str(acc)] = cal
+                link_vote = _vote_fields(summary.get("link_calibration"))
+                link = _from_vote(link_vote) if link_vote is not None else None
+                out[str(acc)] = dataclasses.replace(cal, link=link)
             continue
         stats = (summary.get("checks") or {}).get(CALIBRATION_CHECK) or {}
         # the runs whose ratio the median is of (a service before "ratios": every run)
@@ -139,3 +130,25 @@ def calibrations(fleet: list[dict[str, Any]]) -> dict[str, Calibration]:
         if acc and cal is not None:
             out[str(acc)] = cal
     return out
+
+
+def _vote_fields(vote: object) -> dict[str, Any] | None:
+    """A summary's vote as the service words it (the store's own summary holds a HostVote)."""
+    if vote is None or isinstance(vote, dict):
+        return vote
+    return {
+        "ratio": getattr(vote, "ratio", None),
+        "reports": getattr(vote, "runs", 0),
+        "hosts": getattr(vote, "hosts", 0),
+        "tokens": getattr(vote, "tokens", None),
+    }
+
+
+def _from_vote(vote: dict[str, Any]) -> Calibration | None:
+    hosts, tokens = vote.get("hosts"), vote.get("tokens")
+    return calibration_from(
+        vote.get("ratio"),
+        int(vote.get("reports") or 0),
+        int(hosts or 0),
+        None if tokens is None else int(tokens),
+    )

@@ -8,8 +8,9 @@ ratios left out of the plausible band. The ratios behind the medians are kept as
 relative width RATIO_STEP per (accelerator, check) bucket, with each bucket's count, lowest and
 highest ratio: a quantile that falls on a bucket's lowest or highest ratio (always, for a bucket
 of one or two) is exact, one inside a bucket of more is interpolated between them, off by less
-than RATIO_STEP of the ratio (0.1%: a tenth of a matmul probe's run-to-run noise). The
-calibration check's ratios are kept the same way per host, for its vote of one per host.
+than RATIO_STEP of the ratio (0.1%: a tenth of a matmul probe's run-to-run noise). The voted
+checks' ratios (advisor.perf.calibration.VOTED_CHECKS: the matmul and the GPU link) are kept the
+same way per host, for their votes of one per host.
 """
 
 from __future__ import annotations
@@ -24,16 +25,17 @@ from typing import Any, overload
 import sqlalchemy as sa
 
 from advisor.fleet.statistics import PLAUSIBLE_RATIO, ratio_of, vote_of_medians
-from advisor.perf.calibration import CALIBRATION_CHECK
+from advisor.perf.calibration import CALIBRATION_CHECK, LINK_CHECK, VOTED_CHECKS
 from advisor.store import bulk
 from advisor.store.base import CheckRow, FleetSummary
 from advisor.store.schema import (
-    fleet_calibration,
-    fleet_calibration_tokens,
+    AGGREGATES,
     fleet_check_statuses,
     fleet_hosts,
     fleet_ratios,
     fleet_verdicts,
+    fleet_vote_tokens,
+    fleet_votes,
 )
 from probes.stats import quantile
 
@@ -59,13 +61,12 @@ class Deltas:
     hosts: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # [runs, failed]
     statuses: dict[tuple[str, str, str], int] = field(default_factory=dict)
     ratios: dict[tuple[str, str, int], list[float]] = field(default_factory=dict)  # n, lo, hi
-    calibration: dict[tuple[str, str, int], list[float]] = field(default_factory=dict)
-    tokens: set[tuple[str, str, str]] = field(default_factory=set)
+    # (accelerator, voted check, host, bucket) and (accelerator, voted check, host, token)
+    votes: dict[tuple[str, str, str, int], list[float]] = field(default_factory=dict)
+    tokens: set[tuple[str, str, str, str]] = field(default_factory=set)
 
 
-def _add_ratio(
-    into: dict[tuple[str, str, int], list[float]], key: tuple[str, str, int], r: float
-) -> None:
+def _add_ratio(into: dict[Any, list[float]], key: tuple[Any, ...], r: float) -> None:
     kept = into.get(key)
     if kept is None:
         into[key] = [1, r, r]
@@ -99,10 +100,10 @@ def _add_check(d: Deltas, row: CheckRow) -> None:
         _add_ratio(d.ratios, (acc, row.name, IGNORED), ratio)
         return
     _add_ratio(d.ratios, (acc, row.name, bucket_of(ratio)), ratio)
-    if row.name == CALIBRATION_CHECK:
-        _add_ratio(d.calibration, (acc, row.host, bucket_of(ratio)), ratio)
+    if row.name in VOTED_CHECKS:
+        _add_ratio(d.votes, (acc, row.name, row.host, bucket_of(ratio)), ratio)
         if row.token_id is not None:
-            d.tokens.add((acc, row.host, row.token_id))
+            d.tokens.add((acc, row.name, row.host, row.token_id))
 
 
 def _add_counts(table: sa.Table, excluded: Any) -> dict[str, Any]:
@@ -146,21 +147,60 @@ def apply(conn: sa.Connection, d: Deltas) -> None:
     )
     for table, keys, rows in counted:
         bulk.upsert_many(conn, table, keys, _keyed(keys, rows), _add_counts)
-    for table, keys, ratio_rows in (
+    histograms: tuple[tuple[sa.Table, tuple[str, ...], dict[Any, list[float]]], ...] = (
         (fleet_ratios, ("accelerator", "name", "bucket"), d.ratios),
-        (fleet_calibration, ("accelerator", "host", "bucket"), d.calibration),
-    ):
+        (fleet_votes, ("accelerator", "name", "host", "bucket"), d.votes),
+    )
+    for table, columns, ratio_rows in histograms:
         histogram = {k: {"n": v[0], "lo": v[1], "hi": v[2]} for k, v in ratio_rows.items()}
-        bulk.upsert_many(conn, table, keys, _keyed(keys, histogram), _merge_buckets)
+        bulk.upsert_many(conn, table, columns, _keyed(columns, histogram), _merge_buckets)
     if d.tokens:
-        names = ("accelerator", "host", "token_id")
+        names = ("accelerator", "name", "host", "token_id")
         bulk.upsert_many(
             conn,
-            fleet_calibration_tokens,
+            fleet_vote_tokens,
             names,
             [dict(zip(names, k, strict=True)) for k in d.tokens],
             None,
         )
+
+
+REBUILD_PAGE = 20_000  # check rows read at a time by `rebuild`
+
+
+def rebuild(conn: sa.Connection) -> None:
+    """Every aggregate emptied and filled again from the stored reports and checks (the
+    migrations that create or reshape them)."""
+    for table in AGGREGATES:
+        # checkfirst: a table that outlived the probe tables (dropped by an operator, migrated
+        # again) is kept, as 0003 keeps the utilisation table
+        table.create(conn, checkfirst=True)
+        conn.execute(table.delete())
+    reports = conn.execute(sa.text("SELECT accelerator, verdict FROM probe_reports")).all()
+    apply(conn, deltas([tuple(r) for r in reports], ()))
+    # keyset pages of the checks by report id, whole reports at a time ((report_id, name) is
+    # not unique)
+    after = ""
+    while True:
+        ids = (
+            conn.execute(
+                sa.text("SELECT id FROM probe_reports WHERE id > :after ORDER BY id LIMIT :n"),
+                {"after": after, "n": max(REBUILD_PAGE // 300, 1)},
+            )
+            .scalars()
+            .all()
+        )
+        if not ids:
+            return
+        rows = conn.execute(
+            sa.text(
+                "SELECT report_id, host, accelerator, name, status, measured, expected, token_id"
+                " FROM probe_checks WHERE report_id >= :first AND report_id <= :last"
+            ),
+            {"first": ids[0], "last": ids[-1]},
+        ).all()
+        apply(conn, deltas((), [CheckRow(*r) for r in rows]))
+        after = ids[-1]
 
 
 class BucketValues(Sequence[float]):
@@ -228,14 +268,7 @@ def summaries(conn: sa.Connection, accelerator: str | None) -> list[FleetSummary
     ratios: dict[tuple[str, str], list[tuple[int, int, float, float]]] = defaultdict(list)
     for acc, name, bucket, n, lo, hi in rows(fleet_ratios):
         ratios[(acc, name)].append((bucket, n, lo, hi))
-    calibration: dict[str, dict[str, list[tuple[int, int, float, float]]]] = defaultdict(
-        lambda: defaultdict(list)
-    )
-    for acc, host, bucket, n, lo, hi in rows(fleet_calibration):
-        calibration[acc][host].append((bucket, n, lo, hi))
-    tokens: dict[str, list[tuple[str, str]]] = defaultdict(list)
-    for acc, host, token in rows(fleet_calibration_tokens):
-        tokens[acc].append((host, token))
+    voted = _host_votes(rows(fleet_votes), rows(fleet_vote_tokens))
     order = sorted(verdicts, key=lambda a: (a == NO_ACCELERATOR, a))
     return [
         FleetSummary(
@@ -248,12 +281,34 @@ def summaries(conn: sa.Connection, accelerator: str | None) -> list[FleetSummary
                 for name, by_status in sorted(statuses[acc].items())
             },
             sorted(h for h, failed in hosts[acc] if failed),
-            _vote(calibration.get(acc), tokens.get(acc, []))
-            if CALIBRATION_CHECK in statuses[acc]
-            else None,
+            _vote_of(voted, acc, CALIBRATION_CHECK, statuses[acc]),
+            _vote_of(voted, acc, LINK_CHECK, statuses[acc]),
         )
         for acc in order
     ]
+
+
+def _host_votes(vote_rows: Sequence[Any], token_rows: Sequence[Any]) -> dict[tuple[str, str], Any]:
+    """Each (accelerator, voted check)'s vote of one per host, from fleet_votes and its tokens."""
+    per_host: dict[tuple[str, str], dict[str, list[tuple[int, int, float, float]]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for acc, name, host, bucket, n, lo, hi in vote_rows:
+        per_host[(acc, name)][host].append((bucket, n, lo, hi))
+    tokens: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+    for acc, name, host, token in token_rows:
+        tokens[(acc, name)].append((host, token))
+    return {key: _vote(hosts, tokens.get(key, [])) for key, hosts in per_host.items()}
+
+
+def _vote_of(
+    voted: dict[tuple[str, str], Any], acc: str, check: str, statuses: dict[str, Any]
+) -> Any:
+    """A voted check's vote where the accelerator ran it (an empty vote where none of its runs
+    had a plausible ratio); None where it never ran it."""
+    if check not in statuses:
+        return None
+    return voted.get((acc, check)) or _vote(None, [])
 
 
 def _figures(

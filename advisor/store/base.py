@@ -19,7 +19,7 @@ from advisor.fleet.statistics import (
     ratio_of,
     sources_of,
 )
-from advisor.perf.calibration import CALIBRATION_CHECK
+from advisor.perf.calibration import CALIBRATION_CHECK, LINK_CHECK
 from probes.ops_table import OpsReport
 from probes.report import ProbeReport, UtilisationReport
 
@@ -99,6 +99,8 @@ class FleetSummary:
     failing_hosts: list[str] = field(default_factory=list)
     # The CALIBRATION_CHECK's vote (one per host, outliers left out and named); None without it
     calibration: HostVote | None = None
+    # The LINK_CHECK's vote likewise (the GPU link's measured / planned all-reduce)
+    link_calibration: HostVote | None = None
 
 
 class Store(Protocol):
@@ -266,6 +268,7 @@ def summarize_fleet(
             {st.check: _summary_figures(st) for st in found.for_accelerator(acc)},
             found.failing_hosts(acc),
             _calibration_vote(found.checks.get((acc, CALIBRATION_CHECK)), rows),
+            _calibration_vote(found.checks.get((acc, LINK_CHECK)), rows),
         )
         for acc in sorted(reports, key=lambda a: (a is None, a or ""))
     ]

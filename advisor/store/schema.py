@@ -90,20 +90,23 @@ fleet_ratios = Table(
     Column("lo", Double, nullable=False),
     Column("hi", Double, nullable=False),
 )
-fleet_calibration = Table(
-    "fleet_calibration",
+# The voted checks' ratios per host (advisor.perf.calibration.VOTED_CHECKS; migration 0009)
+fleet_votes = Table(
+    "fleet_votes",
     metadata,
     Column("accelerator", Text, primary_key=True),
+    Column("name", Text, primary_key=True),
     Column("host", Text, primary_key=True),
     Column("bucket", Integer, primary_key=True),
     Column("n", BigInteger, nullable=False),
     Column("lo", Double, nullable=False),
     Column("hi", Double, nullable=False),
 )
-fleet_calibration_tokens = Table(
-    "fleet_calibration_tokens",
+fleet_vote_tokens = Table(
+    "fleet_vote_tokens",
     metadata,
     Column("accelerator", Text, primary_key=True),
+    Column("name", Text, primary_key=True),
     Column("host", Text, primary_key=True),
     Column("token_id", Text, primary_key=True),
 )
@@ -112,6 +115,6 @@ AGGREGATES = (
     fleet_hosts,
     fleet_check_statuses,
     fleet_ratios,
-    fleet_calibration,
-    fleet_calibration_tokens,
+    fleet_votes,
+    fleet_vote_tokens,
 )

@@ -33,6 +33,7 @@ from advisor.fleet.intake import admit_probe_report
 from advisor.fleet.statistics import HostVote
 from advisor.perf.calibration import (
     CALIBRATION_CHECK,
+    LINK_CHECK,
     MIN_FLEET_HOSTS,
     calibrates,
     calibration_from,
@@ -147,17 +148,23 @@ def fleet_summary(
 ) -> list[FleetSummaryOut]:
     min_reports = state.settings.min_fleet_reports
     return [
-        FleetSummaryOut(**{**vars(s), "calibration": _calibration(s.calibration, min_reports)})
+        FleetSummaryOut(
+            **{
+                **vars(s),
+                "calibration": _calibration(s.calibration, CALIBRATION_CHECK, min_reports),
+                "link_calibration": _calibration(s.link_calibration, LINK_CHECK, min_reports),
+            }
+        )
         for s in state.store.fleet(accelerator)
     ]
 
 
-def _calibration(vote: HostVote | None, min_reports: int) -> FleetCalibrationOut | None:
+def _calibration(vote: HostVote | None, check: str, min_reports: int) -> FleetCalibrationOut | None:
     if vote is None:
         return None
     cal = calibration_from(vote.ratio, vote.runs, vote.hosts, vote.tokens)
     return FleetCalibrationOut(
-        check=CALIBRATION_CHECK,
+        check=check,
         ratio=vote.ratio,
         hosts=vote.hosts,
         tokens=vote.tokens,
