@@ -69,6 +69,8 @@ def test_every_guarded_route_refuses_before_the_body(
         assert r.status_code == status, (method, path, r.text[:300])
         assert r.headers["content-type"] == "application/problem+json"
         assert "errors" not in r.json()  # nothing about the body's fields
+        # the body was not read: the server drops the rest and closes (advisor/api/limits.py)
+        assert r.headers["connection"] == "close", (method, path)
 
 
 def test_a_read_token_cannot_write(client: TestClient) -> None:
@@ -87,3 +89,5 @@ def test_with_the_token_the_body_is_checked(client: TestClient) -> None:
         headers={"Authorization": f"Bearer {WRITE}", "content-type": "application/json"},
     )
     assert r.status_code == 422, r.text
+    assert "connection" not in r.headers  # the body was read: the connection is kept
+    assert "connection" not in client.get("/healthz").headers

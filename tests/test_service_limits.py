@@ -363,3 +363,20 @@ def test_at_the_cap_a_stalled_request_makes_room(tmp_path: Path) -> None:
         finally:
             for sock in held:
                 sock.close()
+
+
+def test_a_body_refused_unread_closes_its_connection_after_the_answer(server: LiveServer) -> None:
+    """An anonymous 1 MiB body: 401 before it is read, with Connection: close (RFC 9112,
+    section 9.6), the whole answer received while the server drops the rest of the body and
+    then closes; the client's next request goes on a new connection and is answered (sent on
+    the old one while the server closed it, it was lost under load)."""
+    import httpx
+
+    body = b"[" + b"0," * (512 * 1024) + b"0]"
+    with httpx.Client(base_url=server.base_url, timeout=30) as client:
+        r = client.post(
+            "/v1/probe-reports", content=body, headers={"content-type": "application/json"}
+        )
+        assert r.status_code == 401 and r.headers["connection"] == "close"
+        assert r.json()["status"] == 401
+        assert client.get("/healthz").status_code == 200

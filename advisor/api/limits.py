@@ -1,10 +1,16 @@
-"""Request body size limit (413), enforced before the body reaches any route."""
+"""Request body size limit (413), enforced before the body reaches any route; and a response
+sent before the request's body was read to its end (a 401 before an anonymous body is parsed,
+a 413) says `Connection: close` (RFC 9112, section 9.6): the server drops the rest of that body
+and closes (advisor/api/server.py), and a client that kept the connection for its next request
+lost that request under load ("Server disconnected without sending a response")."""
 
 from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from advisor.api.problems import problem_json
+
+CLOSE = (b"connection", b"close")
 
 
 class BodyLimitMiddleware:
@@ -21,12 +27,15 @@ class BodyLimitMiddleware:
             return
         seen = 0
         started = rejected = False
+        headers = dict(scope.get("headers") or [])
+        complete = b"transfer-encoding" not in headers and declared in (None, b"0")
 
         async def limited_receive() -> Message:
-            nonlocal seen, rejected
+            nonlocal seen, rejected, complete
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
+                complete = complete or not message.get("more_body", False)
                 if seen > self.max_bytes and not rejected:
                     # A chunked body has no Content-Length to trust: answer 413 now and tell the
                     # app the client is gone, so that it stops reading (its reply is dropped).
@@ -42,6 +51,8 @@ class BodyLimitMiddleware:
                 return
             if message["type"] == "http.response.start":
                 started = True
+                if not complete:
+                    message = {**message, "headers": [*message.get("headers", ()), CLOSE]}
             await send(message)
 
         await self.app(scope, limited_receive, tracking_send)
@@ -57,6 +68,7 @@ class BodyLimitMiddleware:
                 "headers": [
                     (b"content-type", b"application/problem+json"),
                     (b"content-length", str(len(body)).encode()),
+                    CLOSE,
                 ],
             }
         )

@@ -41,7 +41,7 @@ import asyncio
 import contextlib
 import ipaddress
 from http import HTTPStatus
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import h11
 from uvicorn import Config
@@ -99,6 +99,28 @@ def _may_be_operations(prefix: bytes) -> bool:
     return any(start.startswith(prefix) or prefix.startswith(start) for start in OPERATIONS_STARTS)
 
 
+class _CycleTransport:
+    """The connection's transport as uvicorn sees it. uvicorn closes a connection as soon as a
+    response that says Connection: close is sent; one sent before the request's body was read
+    says so (advisor/api/limits.py), and closing while that body still arrives would reset the
+    connection and could lose the response on the client's side: that close lingers first
+    (BoundedH11Protocol._linger). Every other call passes through."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: BoundedH11Protocol) -> None:
+        self._transport, self._protocol = transport, protocol
+
+    def close(self) -> None:
+        p = self._protocol
+        unread = p.conn.our_state is h11.CLOSED and p.conn.their_state is h11.SEND_BODY
+        if unread and not (p._lingering or p._lost or self._transport.is_closing()):
+            p._linger()
+            return
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class BoundedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with a request deadline, a connection cap with a reserve for the
     health endpoints, a short deadline for connections that send nothing, and a limit on the
@@ -124,10 +146,13 @@ class BoundedH11Protocol(H11Protocol):
     _operations_only: bool = False  # one of the reserved connections beyond the cap
     _operations_prefix = b""  # its first bytes, until they are known to begin a health request
     _lingering: bool = False
+    _lost: bool = False
     _discarded = 0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        self._raw = transport  # this protocol's own closes are meant at once
+        self.transport = cast(asyncio.Transport, _CycleTransport(transport, self))
         self._idle_since = self.loop.time()
         if self.max_connections_per_client and not self._within_client_cap(transport):
             return
@@ -147,6 +172,7 @@ class BoundedH11Protocol(H11Protocol):
         self._arm_request_timer(self.idle_timeout_s)  # nothing sent yet: the short deadline
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
         self._cancel_request_timer()
         address = self._client_address
         if address is not None:
@@ -209,7 +235,8 @@ class BoundedH11Protocol(H11Protocol):
 
     def on_response_complete(self) -> None:
         if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
-            self._linger()  # answered before the body was read (413): never read it to its end
+            if not self._lingering:  # (the response's Connection: close may have begun it)
+                self._linger()  # answered before the body was read: never read it to its end
             return
         if self._operations_only:  # a reserved connection serves one health request
             self._close_with(b"")
@@ -339,8 +366,8 @@ class BoundedH11Protocol(H11Protocol):
     def _close_with(self, data: bytes) -> None:
         self._cancel_request_timer()
         if data and not self._lingering:
-            self.transport.write(data)
-        self.transport.close()
+            self._raw.write(data)
+        self._raw.close()
 
 
 def bounded_protocol(settings: Settings) -> type[BoundedH11Protocol]:
