@@ -21,7 +21,7 @@ from advisor.catalog import Catalog
 from advisor.catalog.loading import load_catalog
 from advisor.errors import AdvisorError
 from advisor.fleet.statistics import PLAUSIBLE_RATIO, RunningVote, ratio_of
-from advisor.perf.calibration import VOTED_CHECKS, Calibration, calibration_from
+from advisor.perf.calibration import VOTED_CHECKS, Calibration, calibration_of
 from advisor.store import Store, StoredReport, StoreError
 from advisor.store.base import CheckRow, check_rows
 from advisor.store.guard import CircuitBreaker
@@ -241,17 +241,11 @@ def _calibrations(
     matmul vote has none (node reports carry both)."""
     found = {}
     for acc in which:
-        cal, link = (_voted(ratios.get((acc, check))) for check in VOTED_CHECKS)
+        running = (ratios.get((acc, check)) for check in VOTED_CHECKS)
+        cal, link = (calibration_of(r.vote() if r else None) for r in running)
         if cal is not None:
             found[acc] = replace(cal, link=link)
     return found
-
-
-def _voted(running: RunningVote | None) -> Calibration | None:
-    if running is None:
-        return None
-    vote = running.vote()
-    return calibration_from(vote.ratio, vote.runs, vote.hosts, vote.tokens)
 
 
 class ReviewCache:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 MIN_FLEET_REPORTS = 5  # fewer measured reports than this: the fleet's median is noise
 # Fewer hosts voting than this: one or two machines (or names) would set the whole fleet's
@@ -107,6 +107,26 @@ def calibration_from(
     if isinstance(ratio_median, bool) or not isinstance(ratio_median, int | float):
         return None
     return Calibration(float(ratio_median), runs, hosts, tokens) if ratio_median > 0 else None
+
+
+class Vote(Protocol):
+    """A check's vote of one per host (advisor.fleet.statistics.HostVote)."""
+
+    @property
+    def ratio(self) -> float | None: ...
+    @property
+    def runs(self) -> int: ...
+    @property
+    def hosts(self) -> int: ...
+    @property
+    def tokens(self) -> int | None: ...
+
+
+def calibration_of(vote: Vote | None) -> Calibration | None:
+    """A host vote as a calibration; None without a vote or a positive ratio."""
+    if vote is None:
+        return None
+    return calibration_from(vote.ratio, vote.runs, vote.hosts, vote.tokens)
 
 
 def calibrations(fleet: list[dict[str, Any]]) -> dict[str, Calibration]:

@@ -23,8 +23,7 @@ from advisor.perf.calibration import (
     CALIBRATION_CHECK,
     LINK_CHECK,
     MIN_FLEET_REPORTS,
-    Calibration,
-    calibration_from,
+    calibration_of,
 )
 from advisor.review.costs import (
     CostedJob,
@@ -287,10 +286,11 @@ def build_review(
 ) -> Review:
     with gc_paused():  # see data.gc_paused: many small objects, none in a cycle
         stats, hosts = aggregate(data.probes)
+    links = {acc: st.vote for (acc, name), st in stats.items() if name == LINK_CHECK}
     calibration = {
-        acc: dataclasses.replace(cal, link=_voted(stats.get((acc, LINK_CHECK))))
+        acc: dataclasses.replace(cal, link=calibration_of(links.get(acc)))
         for (acc, name), st in stats.items()
-        if name == CALIBRATION_CHECK and (cal := _voted(st)) is not None
+        if name == CALIBRATION_CHECK and (cal := calibration_of(st.vote)) is not None
     }
     gpu_accelerators = sorted(
         {it.accelerator for it in catalog.instance_types.values() if it.accelerator}
@@ -315,11 +315,6 @@ def build_review(
         workloads=workload_costs(catalog, jobs, calibration, region, min_fleet_reports),
         jobs=job_rows(data.usage),
     )
-
-
-def _voted(st: CheckStats[str] | None) -> Calibration | None:
-    """A check's host vote over the fleet as a calibration (advisor.perf.calibration)."""
-    return None if st is None else calibration_from(st.vote.ratio, st.vote.runs, st.vote.hosts)
 
 
 @dataclasses.dataclass(frozen=True)

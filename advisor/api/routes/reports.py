@@ -36,7 +36,7 @@ from advisor.perf.calibration import (
     LINK_CHECK,
     MIN_FLEET_HOSTS,
     calibrates,
-    calibration_from,
+    calibration_of,
 )
 from advisor.store import ReportFilter, StoredReport
 from advisor.store.base import token_id
@@ -162,7 +162,7 @@ def fleet_summary(
 def _calibration(vote: HostVote | None, check: str, min_reports: int) -> FleetCalibrationOut | None:
     if vote is None:
         return None
-    cal = calibration_from(vote.ratio, vote.runs, vote.hosts, vote.tokens)
+    cal = calibration_of(vote)
     return FleetCalibrationOut(
         check=check,
         ratio=vote.ratio,
