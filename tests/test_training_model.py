@@ -776,3 +776,35 @@ def test_the_fleets_link_vote_plans_on_the_link_it_measured(shipped: Catalog) ->
     unvoted = estimate(shipped, EstimateRequest(**common), {"h100-sxm": few})  # type: ignore[arg-type]
     assert unvoted.hours == plain.hours
     assert "fleet_link_factor" not in {f.name for f in unvoted.figures}
+
+
+def test_serving_reads_the_fleets_link_vote_too(shipped: Catalog) -> None:
+    """Serving's tensor-parallel all-reduce runs over the same measured link (Plan.fit): 70B on
+    p5.48xlarge at TP 8 with the fleet's link vote at 0.5 is the deployment of a catalog whose
+    link is halved by hand, with the figure that says why, and a slower step than the catalog's
+    link gives."""
+    from advisor.perf.calibration import Calibration
+
+    common = {
+        "workload": "low_latency_inference",
+        "model": "llama-3.1-70b",
+        "instance_type": "p5.48xlarge",
+        "tensor_parallel": 8,
+    }
+    p5 = shipped.instance_types["p5.48xlarge"]
+    assert p5.interconnect_gb_s
+    slow = p5.model_copy(update={"interconnect_gb_s": p5.interconnect_gb_s / 2})
+    halved = dataclasses.replace(
+        shipped, instance_types={**shipped.instance_types, "p5.48xlarge": slow}
+    )
+    matmul = Calibration(1.0, 10, 5)
+    fed = Calibration(1.0, 10, 5, link=Calibration(0.5, 10, 5))
+    request = EstimateRequest(**common)  # type: ignore[arg-type]
+    voted = estimate(shipped, request, {"h100-sxm": fed})
+    by_hand = estimate(halved, request, {"h100-sxm": matmul})
+    plain = estimate(shipped, request, {"h100-sxm": matmul})
+    said = {f.name: f for f in voted.figures}
+    assert said.pop("fleet_link_factor").value == 0.5
+    assert said == {f.name: f for f in by_hand.figures}
+    assert voted.itl_ms == by_hand.itl_ms
+    assert voted.itl_ms is not None and plain.itl_ms is not None and voted.itl_ms > plain.itl_ms

@@ -85,7 +85,8 @@ class FleetSummaryOut(_Out):
     link_calibration: FleetCalibrationOut | None = Field(
         None,
         description="The GPU link's vote (all_reduce_vs_plan of node reports): where it "
-        "calibrates, training plans on this accelerator use that share of the link",
+        "calibrates, plans on this accelerator (training's collectives, serving's tensor-parallel "
+        "all-reduce) use that share of the link",
     )
 
 

@@ -420,7 +420,7 @@ def _link_against_plan(
         detail=(
             f"{largest.name} {largest.value:,.1f} GB/s busbw over {ranks} ranks = {ratio:.0%} of "
             f"what the training plans assume of this link, {value:,.1f} (estimated; {source}); "
-            "the fleet's vote of this ratio scales the link in its training plans"
+            "the fleet's vote of this ratio scales the link in its training and serving plans"
         ),
         action="monitor" if status == "warn" else None,
         scope="collective",

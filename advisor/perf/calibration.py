@@ -6,7 +6,7 @@ matmul_bf16 for the accelerator when at least `min_reports` probe reports give t
 
 The GPU link is fed back the same way: a node report's LINK_CHECK is its largest all-reduce
 measured over what the training model assumes of that link (advisor/fleet/node_verification.py),
-and the fleet's vote of that ratio scales the link the training plans place work on (`link_factor`).
+and the fleet's vote of that ratio scales the link every plan places work on (`link_factor`).
 """
 
 from __future__ import annotations

@@ -15,9 +15,9 @@ from advisor.catalog.models import Accelerator, WorkloadProfile
 from advisor.catalog.queries import Catalog
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError, field_name
-from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration, efficiency
+from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration, efficiency, link_factor
 from advisor.perf.inference import moe_of
-from advisor.perf.sizing import Shape
+from advisor.perf.sizing import Figure, Shape
 from advisor.perf.targets import Targets
 from advisor.perf.work import Work
 from advisor.planning.fit import Fit
@@ -110,8 +110,28 @@ class Plan(ABC):
         key = (acc.id, gpus_per_node, link, network, domain_gpus or 0)
         if key not in self._cache:
             self.domain_gpus = domain_gpus
-            self._cache[key] = self._place(acc, gpus_per_node, link, network)
+            self._cache[key] = self._on_fleet_link(acc, gpus_per_node, link, network)
         return self._cache[key]
+
+    def _on_fleet_link(
+        self, acc: Accelerator, per_node: int, link_gb_s: float, network: float
+    ) -> Fit:
+        """The work placed on the node's GPU link as the fleet measures it where its vote
+        calibrates (advisor.perf.calibration.link_factor: nodes that deliver 0.9x the all-reduce
+        the plans assume are planned on 0.9x the link, training's collectives and serving's
+        tensor-parallel all-reduce alike), said in a figure; else on the catalog's link."""
+        fed = link_factor(self.fleet.get(acc.id), self.min_fleet_reports) if link_gb_s else None
+        if fed is None:
+            return self._place(acc, per_node, link_gb_s, network)
+        ratio, why = fed
+        fit = self._place(acc, per_node, link_gb_s * ratio, network)
+        figure = Figure(
+            "fleet_link_factor",
+            ratio,
+            "x the catalog's link",
+            f"GPU link {link_gb_s:,.0f} GB/s x {ratio:.2f} = {link_gb_s * ratio:,.0f} GB/s: {why}",
+        )
+        return dataclasses.replace(fit, figures=(*fit.figures, figure))
 
     @abstractmethod
     def _place(self, acc: Accelerator, per_node: int, link_gb_s: float, network: float) -> Fit:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from advisor.catalog.models import Accelerator, WorkloadProfile
 from advisor.errors import InputError, field_name
-from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration, link_factor
+from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
 from advisor.perf.efficiency import efficiency_bounds, relative_efficiency
 from advisor.perf.op_model import table_for
 from advisor.perf.sizing import (
@@ -124,23 +124,6 @@ class TrainingRun(Plan):
         return 3 if self.w.zero_stage is None else self.w.zero_stage
 
     def _place(self, acc: Accelerator, per_node: int, link_gb_s: float, network: float) -> Fit:
-        """The work on the node's GPU link as the fleet measures it where its vote calibrates
-        (advisor.perf.calibration.link_factor: nodes that deliver 0.9x the all-reduce the plans
-        assume are planned on 0.9x the link), said in a figure; else on the catalog's link."""
-        fed = link_factor(self.fleet.get(acc.id), self.min_fleet_reports) if link_gb_s else None
-        if fed is None:
-            return self._place_on(acc, per_node, link_gb_s, network)
-        ratio, why = fed
-        fit = self._place_on(acc, per_node, link_gb_s * ratio, network)
-        figure = Figure(
-            "fleet_link_factor",
-            ratio,
-            "x the catalog's link",
-            f"GPU link {link_gb_s:,.0f} GB/s x {ratio:.2f} = {link_gb_s * ratio:,.0f} GB/s: {why}",
-        )
-        return dataclasses.replace(fit, figures=(*fit.figures, figure))
-
-    def _place_on(self, acc: Accelerator, per_node: int, link_gb_s: float, network: float) -> Fit:
         """The ZeRO stage as asked; unasked, of ZeRO-1 (Megatron's distributed optimizer: states
         sharded, weights and gradients whole, one gradient reduce-scatter and weight all-gather
         a step) and ZeRO-3 (FSDP: everything sharded, weights gathered every micro-batch) the
