@@ -221,6 +221,16 @@ def test_report_posts_do_not_wait_for_each_others_writes(tmp_path: Path) -> None
         assert app.state.advisor.calibration.value["h100-sxm"].reports == 4
 
 
+# Node reports of the GPU link against the plan (368.1 GB/s planned): hosts' medians 0.85 (0.9
+# and 0.8), 0.80 and 0.90, each beside a matmul_bf16 run.
+LINK_REPORTS: list[tuple[str, str, Checks]] = [
+    ("n1", "h200-sxm", [(BF16, 900.0, 989.0), (LINK_CHECK, 0.9 * 368.1, 368.1)]),
+    ("n1", "h200-sxm", [(BF16, 900.0, 989.0), (LINK_CHECK, 0.8 * 368.1, 368.1)]),
+    ("n2", "h200-sxm", [(BF16, 900.0, 989.0), (LINK_CHECK, 0.8 * 368.1, 368.1)]),
+    ("n3", "h200-sxm", [(BF16, 900.0, 989.0), (LINK_CHECK, 0.9 * 368.1, 368.1)]),
+]
+
+
 def test_the_gpu_link_is_voted_beside_the_matmul(tmp_path: Path) -> None:
     """Node reports' all_reduce_vs_plan ratios vote as matmul_bf16's do, one vote per host, and
     ride on the accelerator's calibration: hosts' medians 0.85 (0.9 and 0.8), 0.80 and 0.90 ->
@@ -228,12 +238,8 @@ def test_the_gpu_link_is_voted_beside_the_matmul(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path}/l.db")
     calibration = FleetCalibration(store)
     calibration.refresh_if_changed()
-    link = LINK_CHECK
-    rows: list[tuple[str, str, Checks]] = [
-        ("n1", "h200-sxm", [(BF16, 900.0, 989.0), (link, 0.9 * 368.1, 368.1)]),
-        ("n1", "h200-sxm", [(BF16, 900.0, 989.0), (link, 0.8 * 368.1, 368.1)]),
-        ("n2", "h200-sxm", [(BF16, 900.0, 989.0), (link, 0.8 * 368.1, 368.1)]),
-        ("n3", "h200-sxm", [(BF16, 900.0, 989.0), (link, 0.9 * 368.1, 368.1)]),
+    rows = [
+        *LINK_REPORTS,
         ("n4", "h200-sxm", [(BF16, 900.0, 989.0), ("all_reduce_1G", 10.0, 368.1)]),  # not voted
     ]
     for i, (host, accelerator, checks) in enumerate(rows):
@@ -256,13 +262,7 @@ def test_the_summary_words_the_links_vote_and_a_client_reads_it(tmp_path: Path) 
     calibration: hosts' medians 0.85, 0.80 and 0.90 -> 0.85 over 4 runs from 3 hosts."""
     from advisor.perf.calibration import calibrations
 
-    link = LINK_CHECK
-    rows: list[tuple[str, str, Checks]] = [
-        ("n1", "h200-sxm", [(BF16, 900.0, 989.0), (link, 0.9 * 368.1, 368.1)]),
-        ("n1", "h200-sxm", [(BF16, 900.0, 989.0), (link, 0.8 * 368.1, 368.1)]),
-        ("n2", "h200-sxm", [(BF16, 900.0, 989.0), (link, 0.8 * 368.1, 368.1)]),
-        ("n3", "h200-sxm", [(BF16, 900.0, 989.0), (link, 0.9 * 368.1, 368.1)]),
-    ]
+    rows = LINK_REPORTS
     app = create_app(settings(tmp_path))
     with TestClient(app) as c:
         post_all(c, [report(*row) for row in rows], itertools.count())

@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from advisor import Catalog, InputError, Workload, recommend
+from advisor.perf.calibration import Calibration
 from advisor.perf.op_table import OperatorTable
 from advisor.perf.sizing import Shape
 from advisor.perf.training import Cluster, Job, Layout, run_time, step_time
@@ -739,14 +740,28 @@ def test_training_attention_comes_from_the_tables_training_rows(recompute: bool)
     assert "extrapolated: sequence tokens 32768 > 16384" in words
 
 
+# A fleet calibration of the matmul at 1.0, alone and with the GPU link's vote at 0.5 (10 node
+# reports from 5 hosts: enough to calibrate).
+MATMUL_ONLY = Calibration(1.0, 10, 5)
+LINK_AT_HALF = Calibration(1.0, 10, 5, link=Calibration(0.5, 10, 5))
+
+
+def _p5_link_halved(shipped: Catalog) -> Catalog:
+    """The shipped catalog with p5.48xlarge's GPU link halved by hand."""
+    p5 = shipped.instance_types["p5.48xlarge"]
+    assert p5.interconnect_gb_s
+    slow = p5.model_copy(update={"interconnect_gb_s": p5.interconnect_gb_s / 2})
+    return dataclasses.replace(
+        shipped, instance_types={**shipped.instance_types, "p5.48xlarge": slow}
+    )
+
+
 def test_the_fleets_link_vote_plans_on_the_link_it_measured(shipped: Catalog) -> None:
     """Nodes of an accelerator that deliver half the all-reduce the plans assume (the fleet's
     all_reduce_vs_plan vote, advisor.perf.calibration.link_factor) are planned as on an instance
     type whose GPU link is half as fast: the same figures and hours as a catalog where
     p5.48xlarge's link is halved by hand, plus the figure that says why. A vote from too few
     reports changes nothing."""
-    from advisor.perf.calibration import Calibration
-
     common = {
         "workload": "large_scale_training",
         "model": "llama-3.1-70b",
@@ -754,14 +769,8 @@ def test_the_fleets_link_vote_plans_on_the_link_it_measured(shipped: Catalog) ->
         "instance_type": "p5.48xlarge",
         "gpu_count": 64,
     }
-    p5 = shipped.instance_types["p5.48xlarge"]
-    assert p5.interconnect_gb_s
-    slow = p5.model_copy(update={"interconnect_gb_s": p5.interconnect_gb_s / 2})
-    halved = dataclasses.replace(
-        shipped, instance_types={**shipped.instance_types, "p5.48xlarge": slow}
-    )
-    matmul = Calibration(1.0, 10, 5)
-    fed = Calibration(1.0, 10, 5, link=Calibration(0.5, 10, 5))
+    halved = _p5_link_halved(shipped)
+    matmul, fed = MATMUL_ONLY, LINK_AT_HALF
     voted = estimate(shipped, EstimateRequest(**common), {"h100-sxm": fed})  # type: ignore[arg-type]
     by_hand = estimate(halved, EstimateRequest(**common), {"h100-sxm": matmul})  # type: ignore[arg-type]
     said = {f.name: f for f in voted.figures}
@@ -783,22 +792,14 @@ def test_serving_reads_the_fleets_link_vote_too(shipped: Catalog) -> None:
     p5.48xlarge at TP 8 with the fleet's link vote at 0.5 is the deployment of a catalog whose
     link is halved by hand, with the figure that says why, and a slower step than the catalog's
     link gives."""
-    from advisor.perf.calibration import Calibration
-
     common = {
         "workload": "low_latency_inference",
         "model": "llama-3.1-70b",
         "instance_type": "p5.48xlarge",
         "tensor_parallel": 8,
     }
-    p5 = shipped.instance_types["p5.48xlarge"]
-    assert p5.interconnect_gb_s
-    slow = p5.model_copy(update={"interconnect_gb_s": p5.interconnect_gb_s / 2})
-    halved = dataclasses.replace(
-        shipped, instance_types={**shipped.instance_types, "p5.48xlarge": slow}
-    )
-    matmul = Calibration(1.0, 10, 5)
-    fed = Calibration(1.0, 10, 5, link=Calibration(0.5, 10, 5))
+    halved = _p5_link_halved(shipped)
+    matmul, fed = MATMUL_ONLY, LINK_AT_HALF
     request = EstimateRequest(**common)  # type: ignore[arg-type]
     voted = estimate(shipped, request, {"h100-sxm": fed})
     by_hand = estimate(halved, request, {"h100-sxm": matmul})

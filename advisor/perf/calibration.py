@@ -135,12 +135,11 @@ def calibrations(fleet: list[dict[str, Any]]) -> dict[str, Calibration]:
     out = {}
     for summary in fleet:
         acc = summary.get("accelerator")
-        vote = _vote_fields(summary.get("calibration"))
+        vote = summary.get("calibration")
         if acc and vote is not None:  # a service with host votes: its own calibration
-            cal = _from_vote(vote)
+            cal = _summary_vote(vote)
             if cal is not None:
-                link_vote = _vote_fields(summary.get("link_calibration"))
-                link = _from_vote(link_vote) if link_vote is not None else None
+                link = _summary_vote(summary.get("link_calibration"))
                 out[str(acc)] = dataclasses.replace(cal, link=link)
             continue
         stats = (summary.get("checks") or {}).get(CALIBRATION_CHECK) or {}
@@ -152,19 +151,11 @@ def calibrations(fleet: list[dict[str, Any]]) -> dict[str, Calibration]:
     return out
 
 
-def _vote_fields(vote: object) -> dict[str, Any] | None:
-    """A summary's vote as the service words it (the store's own summary holds a HostVote)."""
-    if vote is None or isinstance(vote, dict):
-        return vote
-    return {
-        "ratio": getattr(vote, "ratio", None),
-        "reports": getattr(vote, "runs", 0),
-        "hosts": getattr(vote, "hosts", 0),
-        "tokens": getattr(vote, "tokens", None),
-    }
-
-
-def _from_vote(vote: dict[str, Any]) -> Calibration | None:
+def _summary_vote(vote: Any) -> Calibration | None:
+    """A summary's vote as the service words it, or as the store's own summary holds it (a
+    HostVote: calibration_of)."""
+    if not isinstance(vote, dict):
+        return calibration_of(vote)
     hosts, tokens = vote.get("hosts"), vote.get("tokens")
     return calibration_from(
         vote.get("ratio"),
