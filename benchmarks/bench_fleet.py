@@ -51,8 +51,9 @@ TOKEN = "bench-token"
 
 
 def node_reports(catalog: Any, base: dict[str, Any], nodes: int, day: int) -> Iterator[ProbeReport]:
-    """One day's node reports: each node's GPUs' runs as one report."""
-    runs = synthetic.probe_reports(catalog, base, nodes * 8, nodes, seed=7 + day)
+    """One day's node reports: each node's GPUs' runs as one report (the same nodes every day,
+    measured with each day's noise)."""
+    runs = synthetic.probe_reports(catalog, base, nodes * 8, nodes, seed=7 + day, host_seed=7)
     by_host: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for run in runs:
         by_host[run["inventory"]["hostname"]].append(run)

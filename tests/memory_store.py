@@ -9,6 +9,8 @@ import threading
 import uuid
 from collections.abc import Iterator
 
+from advisor.fleet.digest import FleetDigest, digest_of
+from advisor.fleet.records import probe_record, report_fields
 from advisor.store.base import (
     CheckRow,
     FleetSummary,
@@ -18,7 +20,6 @@ from advisor.store.base import (
     canonical_json,
     check_rows,
     idempotency_key,
-    report_fields,
     stored_probe_report,
     summarize_fleet,
 )
@@ -152,13 +153,11 @@ class MemoryStore:
             chosen = sorted(self._utilisation.values(), key=lambda r: (r.received_at, r.id))
         return iter(chosen)
 
-    def iter_probe_bodies(self, until: dt.datetime) -> Iterator[tuple[str, str]]:
+    def fleet_digest(self) -> FleetDigest:
+        """The digest by one pass over every stored report (advisor.fleet.digest.digest_of)."""
         with self._lock:
-            chosen = sorted(
-                (r for r in self._reports.values() if r.received_at < until),
-                key=lambda r: (r.received_at, r.id),
-            )
-        return iter([(r.id, canonical_json(r.report)) for r in chosen])
+            chosen = sorted(self._reports.values(), key=lambda r: (r.received_at, r.id))
+        return digest_of([probe_record(r.id, stored_probe_report(r.report)) for r in chosen])
 
     def add_ops(
         self, report: OpsReport, client_key: str | None, received_at: dt.datetime | None = None

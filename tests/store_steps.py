@@ -6,23 +6,31 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from typing import Any
 
 import sqlalchemy as sa
+from alembic import command
 
+from advisor.fleet.records import report_fields
 from advisor.store import migrate
-from advisor.store.base import CheckRow, canonical_json, check_rows, report_fields
+from advisor.store.base import CheckRow, canonical_json, check_rows
 from advisor.store.sql import engine_for, format_time
 from probes.report import ProbeReport, UtilisationReport
 
-# tables a migration created and a later one replaced (0009: the matmul-only votes)
-FORMER_TABLES = ("fleet_calibration", "fleet_calibration_tokens")
+# tables a migration created and a later one replaced (0009: the matmul-only votes; 0010: the
+# per-host counts)
+FORMER_TABLES = ("fleet_calibration", "fleet_calibration_tokens", "fleet_hosts")
 TABLES = (  # every table a migration creates, dependants first
     "fleet_verdicts",
-    "fleet_hosts",
     "fleet_check_statuses",
     "fleet_ratios",
     "fleet_votes",
     "fleet_vote_tokens",
+    "fleet_host_checks",
+    "fleet_host_ratios",
+    "fleet_check_units",
+    "fleet_latest_hosts",
+    "fleet_latest_gpus",
     "probe_checks",
     "probe_reports",
     "utilisation_reports",
@@ -38,6 +46,25 @@ def at_revision(url: str, revision: str) -> None:
     try:
         with engine.begin() as conn:
             migrate.upgrade(conn, to=revision)
+    finally:
+        engine.dispose()
+
+
+def down_to(url: str, revision: str) -> None:
+    """Migrate the database at `url` down to `revision` through the migrations' downgrades."""
+    engine = engine_for(url)
+    try:
+        with engine.begin() as conn:
+            command.downgrade(migrate.config(conn), revision)
+    finally:
+        engine.dispose()
+
+
+def query(url: str, statement: str) -> list[tuple[Any, ...]]:
+    engine = engine_for(url)
+    try:
+        with engine.begin() as conn:
+            return [tuple(r) for r in conn.exec_driver_sql(statement)]
     finally:
         engine.dispose()
 
@@ -123,7 +150,7 @@ def _insert(url: str, statement: str, row: dict[str, object]) -> None:
 
 def truncate_reports(url: str) -> None:
     """Empty the probe tables and the aggregates kept from them (PostgreSQL)."""
-    run(url, f"TRUNCATE {', '.join(t for t in TABLES[:8])}")
+    run(url, f"TRUNCATE {', '.join(TABLES[: TABLES.index('probe_reports') + 1])}")
 
 
 def all_check_rows(url: str) -> list[CheckRow]:

@@ -90,10 +90,12 @@ def probe_reports(
     n_hosts: int,
     seed: int = 7,
     sick: Mapping[int, str] | None = None,
+    host_seed: int | None = None,
 ) -> list[dict[str, Any]]:
-    """`n_reports` probe reports spread over `n_hosts` hosts and 30 days, newest last."""
+    """`n_reports` probe reports spread over `n_hosts` hosts and 30 days, newest last; the
+    hosts drawn with `host_seed` where given (the same fleet, measured again), else `seed`."""
     rng = random.Random(seed + 1)
-    fleet = hosts(n_hosts, seed, sick)
+    fleet = hosts(n_hosts, seed if host_seed is None else host_seed, sick)
     base_checks = base.get("checks") or []
     base_ratio = {
         c["name"]: c["measured"] / c["expected"]

@@ -25,27 +25,21 @@ from advisor import Catalog, load_catalog
 from advisor.api import create_app
 from advisor.api.settings import Settings
 from advisor.catalog.models import Accelerator, InstanceType, WorkloadProfile
+from advisor.fleet.digest import digest_of
+from advisor.fleet.records import CheckResult, GpuRecord, ProbeRecord, probe_record
 from advisor.perf.calibration import LINK_CHECK, Calibration
 from advisor.perf.efficiency import relative_efficiency
 from advisor.planning.estimate import estimate
 from advisor.request import EstimateRequest
-from advisor.review import build_review, from_dir, from_store, render_html
-from advisor.review.analysis import aggregate, band, find_outliers
+from advisor.review import build_review, from_dir, render_html
+from advisor.review.analysis import band, find_outliers, named_statistics
 from advisor.review.costs import (
     GB_PER_MIB,
     CostedJob,
     savings,
     workload_costs,
 )
-from advisor.review.data import (
-    CheckResult,
-    GpuRecord,
-    GpuUsage,
-    ProbeRecord,
-    ReviewData,
-    UsageRecord,
-    probe_record,
-)
+from advisor.review.data import GpuUsage, ReviewData, UsageRecord
 from advisor.review.html import templates
 from advisor.review.svg import Bar, RatioBar, bar_chart, ratio_chart
 from probes.report import ProbeReport
@@ -209,7 +203,7 @@ def test_aggregate_matches_the_service_fleet_summary(catalog: Catalog) -> None:
     for r in synthetic.probe_reports(catalog, real_run("expect-mi300x"), 120, 12):
         # grown from a failing run: the summary's statuses include failures
         store.add(ProbeReport.model_validate(r))
-    stats, _ = aggregate(from_store(store).probes)
+    stats, _ = named_statistics(store.fleet_digest().statistics)
     for summary in store.fleet():
         for name, st in summary.checks.items():
             mine = stats[(summary.accelerator or "unknown", name)]
@@ -237,7 +231,7 @@ STEADY = {f"h{i:02d}": 1.0 + (i % 5 - 2) * 0.005 for i in range(20)}  # 0.99 .. 
 def test_outliers_below_p10_and_clearly_below_the_median(
     extra: dict[str, float], flagged: set[tuple[str, float]]
 ) -> None:
-    stats, hosts = aggregate(fleet({**STEADY, **extra}))
+    stats, hosts = named_statistics(digest_of(fleet({**STEADY, **extra})).statistics)
     found = {(o.host, round(o.ratio or 0, 2)) for o in find_outliers(stats, hosts)}
     assert found == flagged
 
@@ -246,7 +240,7 @@ def test_outliers_include_failed_runs_and_checks_without_a_ratio() -> None:
     probes = fleet(STEADY)
     probes.append(rec("h00", "big", {"matmul_bf16": (101.0, 100.0, "fail")}))  # odd, but failed
     probes.append(rec("wrong", "big", {"gpu_model": (None, None, "fail")}))
-    stats, hosts = aggregate(probes)
+    stats, hosts = named_statistics(digest_of(probes).statistics)
     out = {(o.host, o.check): o for o in find_outliers(stats, hosts)}
     assert set(out) == {("h00", "matmul_bf16"), ("wrong", "gpu_model")}
     assert out[("h00", "matmul_bf16")].why == "failed 1 of 2 runs"
@@ -254,7 +248,9 @@ def test_outliers_include_failed_runs_and_checks_without_a_ratio() -> None:
 
 
 def test_a_single_host_is_never_its_own_outlier() -> None:
-    stats, hosts = aggregate(fleet({"only": 0.95}) + fleet({"only": 0.96}))
+    stats, hosts = named_statistics(
+        digest_of(fleet({"only": 0.95}) + fleet({"only": 0.96})).statistics
+    )
     assert find_outliers(stats, hosts) == []
 
 
@@ -845,10 +841,10 @@ def test_page_has_every_section_and_makes_no_requests(reports_dir: Path, catalog
 
 
 def test_the_stored_reading_gives_the_whole_models_records() -> None:
-    """from_store reads each stored text through data.StoredView (only what the review keeps);
+    """The store reads each stored text through StoredView (only what the review keeps);
     every recorded GPU probe and node report, a CPU machine's and a node report with a failed rank
     give the same record as through the whole ProbeReport."""
-    from advisor.review.data import StoredView, probe_record
+    from advisor.fleet.records import StoredView
 
     root = Path(__file__).parents[1]
     texts = [p.read_text() for p in sorted(FIXTURES.glob("probe-*.json"))]

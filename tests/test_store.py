@@ -212,24 +212,3 @@ def test_add_once_stores_a_key_once_even_when_posted_simultaneously(store: Store
     assert summary.checks["matmul_bf16"]["count"] == 1  # check rows stored once too
     other, created = store.add_once(body, "key-2")
     assert created and other.id != results[0][0] and store.count() == 2
-
-
-def test_probe_bodies_come_oldest_first_each_once_before_the_moment_asked(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Pages of two (one ending exactly at the last row), three reports at one instant, one
-    received at the moment asked (left out): each body is the stored text of its report."""
-    from advisor.store import sql
-
-    monkeypatch.setattr(sql, "ITER_PAGE", 2)
-    base = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
-    same = base + dt.timedelta(hours=1)
-    ids = [store.add(report(host=f"h{i}"), base + dt.timedelta(minutes=i)).id for i in range(2)]
-    ids += [store.add(report(host=f"s{i}"), same).id for i in range(3)]
-    store.add(report(host="late"), same + dt.timedelta(hours=1))
-    seen = []
-    for report_id, text in store.iter_probe_bodies(same + dt.timedelta(hours=1)):
-        seen.append(report_id)
-        stored = store.get(report_id)  # the store stays usable while iterating
-        assert stored is not None and json.loads(text) == stored.report
-    assert seen[:2] == ids[:2] and sorted(seen[2:]) == sorted(ids[2:]) and len(seen) == 5

@@ -13,12 +13,13 @@ import dataclasses
 import datetime as dt
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar, cast
 
 from advisor.catalog import Catalog
+from advisor.fleet.digest import FleetDigest, digest_of
 from advisor.fleet.grading import grade
-from advisor.fleet.statistics import CheckStats, HostCheck, fleet_statistics
+from advisor.fleet.statistics import CheckStats, FleetStatistics, HostCheck
 from advisor.perf.calibration import (
     CALIBRATION_CHECK,
     LINK_CHECK,
@@ -37,15 +38,10 @@ from advisor.review.costs import (
     savings,
     workload_costs,
 )
-from advisor.review.data import (
-    GpuRecord,
-    JobRecord,
-    ProbeRecord,
-    ReviewData,
-    UsageRecord,
-    gc_paused,
-)
+from advisor.review.data import JobRecord, ReviewData, UsageRecord, gc_paused
 
+UNKNOWN = "unknown"  # the review's name for runs that matched no accelerator
+T = TypeVar("T", CheckStats[str | None], HostCheck[str | None])
 OUTLIER_GAP = 0.03  # below p10 only counts when also this far below the fleet median (noise)
 
 
@@ -76,27 +72,6 @@ class FleetInventory:
     usage_gpus: int
 
 
-def _latest_by_host(records: Iterable[ProbeRecord]) -> dict[str, ProbeRecord]:
-    """Each host's latest record."""
-    out: dict[str, ProbeRecord] = {}
-    for r in records:
-        held = out.get(r.host)
-        if held is None or (r.created_at or "") >= (held.created_at or ""):
-            out[r.host] = r
-    return out
-
-
-def _latest_by_gpu(records: Iterable[ProbeRecord]) -> dict[str, tuple[ProbeRecord, GpuRecord]]:
-    """Each measured GPU's latest record, and the GPU in it (a node report holds several)."""
-    out: dict[str, tuple[ProbeRecord, GpuRecord]] = {}
-    for r in records:
-        for g in r.gpus:
-            held = out.get(g.key)
-            if held is None or (r.created_at or "") >= (held[0].created_at or ""):
-                out[g.key] = (r, g)
-    return out
-
-
 @dataclass(frozen=True)
 class NodeRow:
     """A host's latest report: its GPUs and their verdicts."""
@@ -110,7 +85,7 @@ class NodeRow:
     failed_ranks: int
 
 
-def nodes(data: ReviewData) -> list[NodeRow]:
+def nodes(digest: FleetDigest) -> list[NodeRow]:
     """Every host's latest report, the ones in trouble first (failed GPUs, then by host)."""
     rows = [
         NodeRow(
@@ -122,32 +97,29 @@ def nodes(data: ReviewData) -> list[NodeRow]:
             failed_gpus=[g.gpu for g in r.gpus if g.verdict in ("fail", "error")],
             failed_ranks=r.failed_ranks,
         )
-        for r in _latest_by_host(data.probes).values()
+        for r in digest.hosts.values()
     ]
     order = {"fail": 0, "error": 1, "warn": 2, "pass": 3}
     return sorted(rows, key=lambda n: (order.get(n.verdict, 4), -len(n.failed_gpus), n.host))
 
 
-def inventory(data: ReviewData) -> FleetInventory:
-    probes = data.probes
-    by_gpu = _latest_by_gpu(probes)
-    by_host = _latest_by_host(probes)
-    accelerators = Counter(r.matched or g.name or "unknown" for r, g in by_gpu.values())
-    drivers = Counter(r.driver_version or "unknown" for r in by_host.values())
-    times = sorted(r.created_at for r in probes if r.created_at)
-    usage = latest_usage(data.usage)
+def inventory(digest: FleetDigest, usage_reports: Sequence[UsageRecord]) -> FleetInventory:
+    by_gpu = digest.gpus.values()
+    accelerators = Counter(g.matched or g.gpu.name or "unknown" for g in by_gpu)
+    drivers = Counter(h.driver_version or "unknown" for h in digest.hosts.values())
+    usage = latest_usage(usage_reports)
     return FleetInventory(
-        reports=len(probes),
-        hosts=len(by_host),
-        hosts_without_gpu=len(set(by_host) - {r.host for r, _ in by_gpu.values()}),
-        gpus=len(by_gpu),
+        reports=digest.reports,
+        hosts=len(digest.hosts),
+        hosts_without_gpu=len(set(digest.hosts) - {g.host for g in by_gpu}),
+        gpus=len(digest.gpus),
         gpus_by_accelerator=sorted(accelerators.items(), key=lambda kv: (-kv[1], kv[0])),
         drivers=sorted(drivers.items(), key=lambda kv: (-kv[1], kv[0])),
-        verdicts=dict(sorted(Counter(r.verdict for r in probes).items())),
-        latest_verdicts=dict(sorted(Counter(g.verdict for _, g in by_gpu.values()).items())),
-        first_report=times[0] if times else None,
-        last_report=times[-1] if times else None,
-        usage_reports=len(data.usage),
+        verdicts=digest.verdicts,
+        latest_verdicts=dict(sorted(Counter(g.gpu.verdict for g in by_gpu).items())),
+        first_report=digest.first_report,
+        last_report=digest.last_report,
+        usage_reports=len(usage_reports),
         usage_hosts=len(usage),
         usage_gpus=sum(len(u.gpus) for u in usage),
     )
@@ -170,13 +142,23 @@ class RatioRow:
     warned: int
 
 
-def aggregate(
-    probes: Iterable[ProbeRecord],
+def named_statistics(
+    statistics: FleetStatistics[str | None],
 ) -> tuple[dict[tuple[str, str], CheckStats[str]], list[HostCheck[str]]]:
-    """Per (accelerator, check) fleet statistics and per (host, accelerator, check) medians, in
-    one pass (advisor.fleet.statistics, which the service's fleet summary uses too)."""
-    found = fleet_statistics((p.accelerator or "unknown", p.host, p.checks) for p in probes)
-    return found.checks, found.hosts
+    """The digest's per (accelerator, check) statistics and per (host, accelerator, check)
+    medians (advisor.fleet.statistics, which the service's fleet summary uses too), runs that
+    matched no accelerator named "unknown"."""
+    checks = {
+        (acc or UNKNOWN, name): cast(CheckStats[str], _named(st))
+        for (acc, name), st in statistics.checks.items()
+    }
+    return checks, [cast(HostCheck[str], _named(h)) for h in statistics.hosts]
+
+
+def _named(found: T) -> T:
+    """`found` (CheckStats or HostCheck) with its accelerator named (copied only where it has
+    none: a fleet's hosts make tens of thousands)."""
+    return found if found.accelerator is not None else replace(found, accelerator=UNKNOWN)
 
 
 def ratio_rows(stats: dict[tuple[str, str], CheckStats[str]]) -> list[RatioRow]:
@@ -284,8 +266,12 @@ def build_review(
     now: dt.datetime | None = None,
     min_fleet_reports: int = MIN_FLEET_REPORTS,
 ) -> Review:
-    with gc_paused():  # see data.gc_paused: many small objects, none in a cycle
-        stats, hosts = aggregate(data.probes)
+    if data.digest is not None:
+        digest = data.digest
+    else:
+        with gc_paused():  # see data.gc_paused: many small objects, none in a cycle
+            digest = digest_of(data.probes)
+    stats, hosts = named_statistics(digest.statistics)
     links = {acc: st.vote for (acc, name), st in stats.items() if name == LINK_CHECK}
     calibration = {
         acc: dataclasses.replace(cal, link=calibration_of(links.get(acc)))
@@ -303,8 +289,8 @@ def build_review(
         source=data.source,
         region=region,
         notes=list(data.notes),
-        inventory=inventory(data),
-        nodes=nodes(data),
+        inventory=inventory(digest, data.usage),
+        nodes=nodes(digest),
         ratios=ratio_rows(stats),
         outliers=find_outliers(stats, hosts),
         outlier_gap=OUTLIER_GAP,

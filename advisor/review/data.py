@@ -2,7 +2,8 @@
 
 Three sources, one result (ReviewData):
 - a directory of *.json files (probe reports and utilisation reports, told apart by "kind");
-- the service's store, read directly (`store.iter_probe_bodies`, then `store.iter_utilisation`);
+- the service's store, read directly: its digest of the probe reports (`store.fleet_digest`,
+  advisor/fleet/digest.py), then `store.iter_utilisation`;
 - the service over HTTP (`GET /v1/probe-reports` pages, then each body, several at a time),
   through advisor.http_client.
 
@@ -13,7 +14,6 @@ memory stays flat however many reports the fleet holds.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import gc
 import json
 import threading
@@ -22,16 +22,16 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from advisor.errors import AdvisorError, InputError
+from advisor.fleet.digest import FleetDigest
+from advisor.fleet.records import ProbeRecord, probe_record, utc_text
 from advisor.http_client import HttpClient
 from advisor.store import Store
-from advisor.store.base import measured_a_gpu, report_fields
 from probes.report import JobReport, ProbeReport, UtilisationReport
-from probes.timestamps import ReportTime
 
 if TYPE_CHECKING:
     import httpx
@@ -70,47 +70,6 @@ def gc_paused() -> Iterator[None]:
 
 class SourceError(AdvisorError):
     """The reports could not be read (directory, store or service)."""
-
-
-class CheckResult(NamedTuple):
-    """One check of one run. Named tuples of plain values: the garbage collector stops tracking
-    them, which keeps a review over 10,000 reports (170,000 checks) fast."""
-
-    name: str
-    status: str
-    measured: float | None
-    expected: float | None
-    unit: str | None
-
-    @property
-    def ratio(self) -> float | None:
-        if self.measured is None or not self.expected:
-            return None
-        return self.measured / self.expected
-
-
-class GpuRecord(NamedTuple):
-    """One GPU of a report: a node report has one per GPU, a single-GPU report one."""
-
-    key: str  # the GPU's UUID, else host#index
-    gpu: int | None  # CUDA index on its host
-    name: str | None
-    verdict: str
-
-
-class ProbeRecord(NamedTuple):
-    id: str
-    host: str
-    accelerator: str | None  # what the checks were verified against (expected, else matched)
-    matched: str | None  # the accelerator the probe recognised
-    verdict: str
-    created_at: str | None  # RFC 3339 in UTC, fixed width (_utc)
-    driver_version: str | None
-    gpu_name: str | None
-    gpu_id: str | None  # the GPU's UUID, else host#device; None when the run reached no GPU
-    checks: tuple[CheckResult, ...]
-    gpus: tuple[GpuRecord, ...] = ()  # every GPU the report measured, with its verdict
-    failed_ranks: int = 0  # ranks of a node probe that did not finish
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +121,8 @@ class UsageRecord:
 class ReviewData:
     source: str  # where the reports came from, in words
     probes: list[ProbeRecord] = field(default_factory=list)
+    # the probe reports already digested (the store's aggregates): `probes` is then empty
+    digest: FleetDigest | None = None
     usage: list[UsageRecord] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was skipped or missing, and why
 
@@ -172,111 +133,11 @@ class ReviewData:
             self.notes.append("(further notes left out)")
 
 
-def _utc(when: dt.datetime) -> str:
-    """A report's time in one fixed-width UTC form, so that text order is time order whatever
-    offset the report was written with."""
-    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-class _Read(BaseModel):
-    """Part of a stored probe report, as the review reads it back: the store validated the whole
-    report when it was posted, so only what probe_record keeps is decoded and the rest skipped
-    (0.64 against 1.02 ms a node report of 296 checks, records included)."""
-
-    model_config = ConfigDict(extra="ignore")
-
-
-class _CheckRead(_Read):
-    name: str
-    status: str
-    measured: float | None = None
-    expected: float | None = None
-    unit: str | None = None
-
-
-class _GpuRead(_Read):
-    uuid: str | None = None
-    name: str | None = None
-
-
-class _InventoryRead(_Read):
-    hostname: str
-    driver_version: str | None = None
-    gpu: _GpuRead | None = None
-
-
-class _GpuVerdictRead(_Read):
-    gpu: int
-    uuid: str | None = None
-    name: str | None = None
-    verdict: str
-
-
-class StoredView(_Read):
-    """A stored probe report read for the review (probes.report.ProbeReport's names)."""
-
-    created_at: ReportTime
-    device: int
-    verdict: str
-    accelerator: str | None = None
-    inventory: _InventoryRead
-    checks: list[_CheckRead] = Field(default_factory=list)
-    gpu_verdicts: list[_GpuVerdictRead] = Field(default_factory=list)
-    failed_ranks: list[Any] = Field(default_factory=list)
-
-
-def probe_record(report_id: str, report: ProbeReport | StoredView) -> ProbeRecord:
-    """The parts of a probe report the review shows."""
-    host, accelerator, verdict = report_fields(report)
-    gpu = report.inventory.gpu
-    checks = tuple(
-        CheckResult(c.name, c.status, c.measured, c.expected, c.unit) for c in report.checks
-    )
-    gpu_id = (
-        ((gpu.uuid if gpu is not None else None) or f"{host}#{report.device}")
-        if measured_a_gpu(report)
-        else None
-    )
-    gpu_name = gpu.name if gpu is not None else None
-    return ProbeRecord(
-        id=report_id,
-        host=host,
-        accelerator=accelerator,
-        matched=report.accelerator,
-        verdict=verdict,
-        created_at=_utc(report.created_at),
-        driver_version=report.inventory.driver_version,
-        gpu_name=gpu_name,
-        gpu_id=gpu_id,
-        checks=checks,
-        gpus=_gpus(report, host, gpu_id, gpu_name, verdict),
-        failed_ranks=len(report.failed_ranks),
-    )
-
-
-def _gpus(
-    report: ProbeReport | StoredView,
-    host: str,
-    gpu_id: str | None,
-    name: str | None,
-    verdict: str,
-) -> tuple[GpuRecord, ...]:
-    """A node report's GPUs from its per-GPU verdicts; a single-GPU report's one GPU."""
-    if report.gpu_verdicts:
-        return tuple(
-            GpuRecord(g.uuid or f"{host}#{g.gpu}", g.gpu, g.name, g.verdict)
-            for g in report.gpu_verdicts
-        )
-    if gpu_id is None:
-        return ()
-    return (GpuRecord(gpu_id, report.device, name, verdict),)
-
-
 def usage_record(report: UtilisationReport) -> UsageRecord:
     return UsageRecord(
         host=report.host,
         instance_type=report.instance_type,
-        created_at=_utc(report.created_at),
+        created_at=utc_text(report.created_at),
         duration_s=report.duration_s,
         gpus=tuple(
             GpuUsage(
@@ -354,20 +215,10 @@ def from_dir(directory: Path) -> ReviewData:
 # --- the store ---------------------------------------------------------------------------------
 
 
-def from_store(store: Store, now: dt.datetime | None = None) -> ReviewData:
-    """Every probe report stored before `now` (a fixed snapshot while paging), and utilisation."""
-    until = now or dt.datetime.now(dt.UTC)
-    data = ReviewData(source="the service's store")
-    with gc_paused():
-        # Each stored text decoded and read in one step (pydantic's JSON parser), only what
-        # the review keeps (StoredView).
-        for report_id, text in store.iter_probe_bodies(until):
-            try:
-                report = StoredView.model_validate_json(text)
-            except ValidationError as exc:
-                _invalid(data, f"stored report {report_id}", "probe report", exc)
-                continue
-            data.probes.append(probe_record(report_id, report))
+def from_store(store: Store) -> ReviewData:
+    """The store's digest of every probe report (kept up to date on each write, so that the
+    review reads aggregates, not reports) and every utilisation report."""
+    data = ReviewData(source="the service's store", digest=store.fleet_digest())
     for stored_usage in store.iter_utilisation():
         _add_body(data, stored_usage.id, stored_usage.report, f"utilisation {stored_usage.id}")
     return data

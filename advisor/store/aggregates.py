@@ -1,7 +1,8 @@
-"""The fleet summary's aggregates, kept up to date in the transaction that stores each report
-(advisor/store/sql.py), so that GET /v1/fleet/summary reads a few thousand aggregate rows
-instead of every check of every report (tables: advisor/store/schema.py, created and filled
-from the stored checks by migration 0008).
+"""The fleet summary's and the review's aggregates, kept up to date in the transaction that
+stores each report (advisor/store/sql.py), so that GET /v1/fleet/summary reads a few thousand
+aggregate rows and the review (advisor/store/digest.py) about a hundred a host, instead of every
+check of every report (tables: advisor/store/schema.py, created and filled from the stored
+reports by migrations 0008 to 0010).
 
 Counts are exact: reports per verdict, runs and failures per host, runs per check and status,
 ratios left out of the plausible band. The ratios behind the medians are kept as a histogram of
@@ -10,12 +11,15 @@ highest ratio: a quantile that falls on a bucket's lowest or highest ratio (alwa
 of one or two) is exact, one inside a bucket of more is interpolated between them, off by less
 than RATIO_STEP of the ratio (0.1%: a tenth of a matmul probe's run-to-run noise). The voted
 checks' ratios (advisor.perf.calibration.VOTED_CHECKS: the matmul and the GPU link) are kept the
-same way per host, for their votes of one per host.
+same way per host, for their votes of one per host; every check's ratios per host in wider
+buckets (HOST_RATIO_STEP), for the review's outliers. Each host's and GPU's latest report is
+kept whole (what the review shows of it), replaced by a newer one only.
 """
 
 from __future__ import annotations
 
 import bisect
+import json
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
@@ -24,6 +28,8 @@ from typing import Any, overload
 
 import sqlalchemy as sa
 
+from advisor.fleet.digest import LatestGpu, LatestHost, latest_gpus, latest_host, newer
+from advisor.fleet.records import ProbeRecord, StoredView, probe_record
 from advisor.fleet.statistics import PLAUSIBLE_RATIO, ratio_of, vote_of_medians
 from advisor.perf.calibration import CALIBRATION_CHECK, LINK_CHECK, VOTED_CHECKS
 from advisor.store import bulk
@@ -31,7 +37,11 @@ from advisor.store.base import CheckRow, FleetSummary
 from advisor.store.schema import (
     AGGREGATES,
     fleet_check_statuses,
-    fleet_hosts,
+    fleet_check_units,
+    fleet_host_checks,
+    fleet_host_ratios,
+    fleet_latest_gpus,
+    fleet_latest_hosts,
     fleet_ratios,
     fleet_verdicts,
     fleet_vote_tokens,
@@ -41,12 +51,21 @@ from probes.stats import quantile
 
 RATIO_STEP = 1e-3  # a bucket's width, relative to its ratios
 _LOG_STEP = math.log1p(RATIO_STEP)
+# Each host's ratios of every check, for its median (the review's outliers), in buckets ten times
+# as wide: a host's median is then off by less than 1% of it (a third of the review's
+# OUTLIER_GAP), and a fleet of 1,000 hosts keeps about 100,000 such rows, not a million.
+HOST_RATIO_STEP = 1e-2
+_HOST_LOG_STEP = math.log1p(HOST_RATIO_STEP)
 IGNORED = -(10**6)  # the bucket of the ratios outside PLAUSIBLE_RATIO (counted, never read)
 NO_ACCELERATOR = ""  # the key of runs that matched no accelerator (a key column is never NULL)
 
 
 def bucket_of(ratio: float) -> int:
     return math.floor(math.log(ratio) / _LOG_STEP)
+
+
+def host_bucket_of(ratio: float) -> int:
+    return math.floor(math.log(ratio) / _HOST_LOG_STEP)
 
 
 def acc_key(accelerator: str | None) -> str:
@@ -58,12 +77,20 @@ class Deltas:
     """What one report adds to each aggregate table: rows keyed as the table is."""
 
     verdicts: dict[tuple[str, str], int] = field(default_factory=dict)
-    hosts: dict[tuple[str, str], list[int]] = field(default_factory=dict)  # [runs, failed]
     statuses: dict[tuple[str, str, str], int] = field(default_factory=dict)
     ratios: dict[tuple[str, str, int], list[float]] = field(default_factory=dict)  # n, lo, hi
     # (accelerator, voted check, host, bucket) and (accelerator, voted check, host, token)
     votes: dict[tuple[str, str, str, int], list[float]] = field(default_factory=dict)
     tokens: set[tuple[str, str, str, str]] = field(default_factory=set)
+    # (accelerator, host, check) -> [runs, failed] (the summary's hosts, the review's too);
+    # the review's (advisor/fleet/digest.py): (accelerator, host, check, host bucket) ->
+    # [n, lo, hi]; (accelerator, check) -> unit;
+    # host -> its latest report and earliest created_at; GPU key -> its latest report
+    host_checks: dict[tuple[str, str, str], list[int]] = field(default_factory=dict)
+    host_ratios: dict[tuple[str, str, str, int], list[float]] = field(default_factory=dict)
+    units: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    latest_hosts: dict[str, tuple[LatestHost, str]] = field(default_factory=dict)
+    latest_gpus: dict[str, LatestGpu] = field(default_factory=dict)
 
 
 def _add_ratio(into: dict[Any, list[float]], key: tuple[Any, ...], r: float) -> None:
@@ -75,22 +102,41 @@ def _add_ratio(into: dict[Any, list[float]], key: tuple[Any, ...], r: float) -> 
         kept[1], kept[2] = min(kept[1], r), max(kept[2], r)
 
 
-def deltas(reports: Iterable[tuple[str | None, str]], rows: Iterable[CheckRow]) -> Deltas:
-    """The aggregates' deltas of some reports ((accelerator, verdict) each) and their checks."""
+def deltas(records: Iterable[ProbeRecord], rows: Iterable[CheckRow]) -> Deltas:
+    """The aggregates' deltas of some reports (the store's records of them) and their checks."""
     d = Deltas()
-    for accelerator, verdict in reports:
-        key = (acc_key(accelerator), verdict)
-        d.verdicts[key] = d.verdicts.get(key, 0) + 1
+    for record in records:
+        _add_report(d, record)
     for row in rows:
         _add_check(d, row)
     return d
 
 
+def _add_report(d: Deltas, r: ProbeRecord) -> None:
+    acc = acc_key(r.accelerator)
+    key = (acc, r.verdict)
+    d.verdicts[key] = d.verdicts.get(key, 0) + 1
+    for c in r.checks:
+        ratio = ratio_of(c.measured, c.expected)
+        if ratio is not None and PLAUSIBLE_RATIO.holds(ratio):
+            d.units.setdefault((acc, c.name), c.unit)
+    held = d.latest_hosts.get(r.host)
+    first = min(filter(None, (r.created_at, held[1] if held else None)), default="")
+    if held is None or newer(r.created_at, held[0].created_at):
+        d.latest_hosts[r.host] = (latest_host(r), first)
+    else:
+        d.latest_hosts[r.host] = (held[0], first)
+    for gpu_key, gpu in latest_gpus(r):
+        seen = d.latest_gpus.get(gpu_key)
+        if seen is None or newer(r.created_at, seen.created_at):
+            d.latest_gpus[gpu_key] = gpu
+
+
 def _add_check(d: Deltas, row: CheckRow) -> None:
     acc = acc_key(row.accelerator)
-    host = d.hosts.setdefault((acc, row.host), [0, 0])
-    host[0] += 1
-    host[1] += row.status == "fail"
+    mine = d.host_checks.setdefault((acc, row.host, row.name), [0, 0])
+    mine[0] += 1
+    mine[1] += row.status == "fail"
     skey = (acc, row.name, row.status)
     d.statuses[skey] = d.statuses.get(skey, 0) + 1
     ratio = ratio_of(row.measured, row.expected)
@@ -100,6 +146,7 @@ def _add_check(d: Deltas, row: CheckRow) -> None:
         _add_ratio(d.ratios, (acc, row.name, IGNORED), ratio)
         return
     _add_ratio(d.ratios, (acc, row.name, bucket_of(ratio)), ratio)
+    _add_ratio(d.host_ratios, (acc, row.host, row.name, host_bucket_of(ratio)), ratio)
     if row.name in VOTED_CHECKS:
         _add_ratio(d.votes, (acc, row.name, row.host, bucket_of(ratio)), ratio)
         if row.token_id is not None:
@@ -135,14 +182,14 @@ def apply(conn: sa.Connection, d: Deltas) -> None:
             {k: {"reports": n} for k, n in d.verdicts.items()},
         ),
         (
-            fleet_hosts,
-            ("accelerator", "host"),
-            {k: {"runs": v[0], "failed": v[1]} for k, v in d.hosts.items()},
-        ),
-        (
             fleet_check_statuses,
             ("accelerator", "name", "status"),
             {k: {"runs": n} for k, n in d.statuses.items()},
+        ),
+        (
+            fleet_host_checks,
+            ("accelerator", "host", "name"),
+            {k: {"runs": v[0], "failed": v[1]} for k, v in d.host_checks.items()},
         ),
     )
     for table, keys, rows in counted:
@@ -150,6 +197,7 @@ def apply(conn: sa.Connection, d: Deltas) -> None:
     histograms: tuple[tuple[sa.Table, tuple[str, ...], dict[Any, list[float]]], ...] = (
         (fleet_ratios, ("accelerator", "name", "bucket"), d.ratios),
         (fleet_votes, ("accelerator", "name", "host", "bucket"), d.votes),
+        (fleet_host_ratios, ("accelerator", "host", "name", "bucket"), d.host_ratios),
     )
     for table, columns, ratio_rows in histograms:
         histogram = {k: {"n": v[0], "lo": v[1], "hi": v[2]} for k, v in ratio_rows.items()}
@@ -163,6 +211,52 @@ def apply(conn: sa.Connection, d: Deltas) -> None:
             [dict(zip(names, k, strict=True)) for k in d.tokens],
             None,
         )
+    units = [{"accelerator": a, "name": n, "unit": u} for (a, n), u in d.units.items()]
+    bulk.upsert_many(conn, fleet_check_units, ("accelerator", "name"), units, None)
+    hosts = [_latest_host_row(h, first) for h, first in d.latest_hosts.values()]
+    bulk.upsert_many(conn, fleet_latest_hosts, ("host",), hosts, _if_newer)
+    gpus = [_latest_gpu_row(k, g) for k, g in d.latest_gpus.items()]
+    bulk.upsert_many(conn, fleet_latest_gpus, ("gpu_key",), gpus, _if_newer)
+
+
+def _latest_host_row(h: LatestHost, first: str) -> dict[str, Any]:
+    return {
+        "host": h.host,
+        "created_at": h.created_at or "",
+        "first_at": first,
+        "verdict": h.verdict,
+        "driver_version": h.driver_version,
+        "failed_ranks": h.failed_ranks,
+        "gpus": json.dumps([list(g) for g in h.gpus]),
+    }
+
+
+def _latest_gpu_row(key: str, g: LatestGpu) -> dict[str, Any]:
+    return {
+        "gpu_key": key,
+        "host": g.host,
+        "created_at": g.created_at or "",
+        "matched": g.matched,
+        "gpu": g.gpu.gpu,
+        "name": g.gpu.name,
+        "verdict": g.gpu.verdict,
+    }
+
+
+def _if_newer(table: sa.Table, excluded: Any) -> dict[str, Any]:
+    """A latest report's SET clause: the stored row replaced where the new one is newer
+    (advisor.fleet.digest.newer); the earliest time kept (an empty one is none)."""
+    is_newer = excluded.created_at >= table.c.created_at
+    out: dict[str, Any] = {
+        c.name: sa.case((is_newer, excluded[c.name]), else_=c)
+        for c in table.columns
+        if not c.primary_key and c.name != "first_at"
+    }
+    if "first_at" in table.c:
+        first, mine = table.c.first_at, excluded.first_at
+        earlier = sa.or_(first == "", sa.and_(mine != "", mine < first))
+        out["first_at"] = sa.case((earlier, mine), else_=first)
+    return out
 
 
 REBUILD_PAGE = 20_000  # check rows read at a time by `rebuild`
@@ -170,37 +264,32 @@ REBUILD_PAGE = 20_000  # check rows read at a time by `rebuild`
 
 def rebuild(conn: sa.Connection) -> None:
     """Every aggregate emptied and filled again from the stored reports and checks (the
-    migrations that create or reshape them)."""
+    migrations that create or reshape them). Each stored text is read again (StoredView), a
+    page of reports at a time with their checks."""
     for table in AGGREGATES:
         # checkfirst: a table that outlived the probe tables (dropped by an operator, migrated
         # again) is kept, as 0003 keeps the utilisation table
         table.create(conn, checkfirst=True)
         conn.execute(table.delete())
-    reports = conn.execute(sa.text("SELECT accelerator, verdict FROM probe_reports")).all()
-    apply(conn, deltas([tuple(r) for r in reports], ()))
-    # keyset pages of the checks by report id, whole reports at a time ((report_id, name) is
-    # not unique)
+    # keyset pages by report id, whole reports at a time ((report_id, name) is not unique)
     after = ""
     while True:
-        ids = (
-            conn.execute(
-                sa.text("SELECT id FROM probe_reports WHERE id > :after ORDER BY id LIMIT :n"),
-                {"after": after, "n": max(REBUILD_PAGE // 300, 1)},
-            )
-            .scalars()
-            .all()
-        )
-        if not ids:
+        page = conn.execute(
+            sa.text("SELECT id, body FROM probe_reports WHERE id > :after ORDER BY id LIMIT :n"),
+            {"after": after, "n": max(REBUILD_PAGE // 300, 1)},
+        ).all()
+        if not page:
             return
+        records = [probe_record(i, StoredView.model_validate_json(body)) for i, body in page]
         rows = conn.execute(
             sa.text(
                 "SELECT report_id, host, accelerator, name, status, measured, expected, token_id"
                 " FROM probe_checks WHERE report_id >= :first AND report_id <= :last"
             ),
-            {"first": ids[0], "last": ids[-1]},
+            {"first": page[0].id, "last": page[-1].id},
         ).all()
-        apply(conn, deltas((), [CheckRow(*r) for r in rows]))
-        after = ids[-1]
+        apply(conn, deltas(records, [CheckRow(*r) for r in rows]))
+        after = page[-1].id
 
 
 class BucketValues(Sequence[float]):
@@ -260,7 +349,7 @@ def summaries(conn: sa.Connection, accelerator: str | None) -> list[FleetSummary
         if n:
             verdicts[acc][verdict] = n
     hosts: dict[str, list[tuple[str, int]]] = defaultdict(list)
-    for acc, host, _, failed in rows(fleet_hosts):
+    for acc, host, failed in _host_failures(conn, accelerator):
         hosts[acc].append((host, failed))
     statuses: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
     for acc, name, status, n in rows(fleet_check_statuses):
@@ -268,7 +357,7 @@ def summaries(conn: sa.Connection, accelerator: str | None) -> list[FleetSummary
     ratios: dict[tuple[str, str], list[tuple[int, int, float, float]]] = defaultdict(list)
     for acc, name, bucket, n, lo, hi in rows(fleet_ratios):
         ratios[(acc, name)].append((bucket, n, lo, hi))
-    voted = _host_votes(rows(fleet_votes), rows(fleet_vote_tokens))
+    voted = host_votes(rows(fleet_votes), rows(fleet_vote_tokens))
     order = sorted(verdicts, key=lambda a: (a == NO_ACCELERATOR, a))
     return [
         FleetSummary(
@@ -288,7 +377,16 @@ def summaries(conn: sa.Connection, accelerator: str | None) -> list[FleetSummary
     ]
 
 
-def _host_votes(vote_rows: Sequence[Any], token_rows: Sequence[Any]) -> dict[tuple[str, str], Any]:
+def _host_failures(conn: sa.Connection, accelerator: str | None) -> Sequence[Any]:
+    """(accelerator, host, failed runs) of every host that ran a check, from its checks' rows."""
+    t = fleet_host_checks.c
+    stmt = sa.select(t.accelerator, t.host, sa.func.sum(t.failed)).group_by(t.accelerator, t.host)
+    if accelerator is not None:
+        stmt = stmt.where(t.accelerator == acc_key(accelerator))
+    return conn.execute(stmt).all()
+
+
+def host_votes(vote_rows: Sequence[Any], token_rows: Sequence[Any]) -> dict[tuple[str, str], Any]:
     """Each (accelerator, voted check)'s vote of one per host, from fleet_votes and its tokens."""
     per_host: dict[tuple[str, str], dict[str, list[tuple[int, int, float, float]]]] = defaultdict(
         lambda: defaultdict(list)

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from advisor.errors import AdvisorError
+from advisor.fleet.digest import FleetDigest
+from advisor.fleet.records import report_fields
 from advisor.fleet.statistics import (
     PLAUSIBLE_RATIO,
     CheckStats,
@@ -162,9 +164,8 @@ class Store(Protocol):
         """Every utilisation report, oldest first (for reviews over the whole fleet)."""
         ...
 
-    def iter_probe_bodies(self, until: dt.datetime) -> Iterator[tuple[str, str]]:
-        """(id, the stored JSON text) of every probe report received before `until`, oldest
-        first: the review decodes and validates each text in one step."""
+    def fleet_digest(self) -> FleetDigest:
+        """What the review reads of every probe report (advisor/fleet/digest.py)."""
         ...
 
     def add_ops(
@@ -199,42 +200,6 @@ def idempotency_key(stored_text: str, client_key: str | None) -> str:
     ':' keeps the forms apart: a client's key has none ([A-Za-z0-9._~-])."""
     digest = "sha256:" + hashlib.sha256(stored_text.encode()).hexdigest()
     return f"{client_key}:{digest}" if client_key else digest
-
-
-class _InventoryFields(Protocol):
-    @property
-    def hostname(self) -> str: ...
-    @property
-    def gpu(self) -> object | None: ...
-
-
-class ReportFields(Protocol):
-    """What report_fields reads: a ProbeReport, or the review's lighter reading of a stored one
-    (advisor/review/data.py StoredView)."""
-
-    @property
-    def accelerator(self) -> str | None: ...
-    @property
-    def verdict(self) -> str: ...
-    @property
-    def inventory(self) -> _InventoryFields: ...
-
-
-def measured_a_gpu(report: ReportFields) -> bool:
-    """False for a run that reached no GPU (a CPU machine, no driver, no CUDA): its verdict is
-    error and its inventory holds no GPU. Its checks are CPU figures and diagnoses, which say
-    nothing about the accelerator that --expect named."""
-    return report.inventory.gpu is not None or report.verdict != "error"
-
-
-def report_fields(report: ReportFields) -> tuple[str, str | None, str]:
-    """(host, accelerator, verdict) of a probe report. The accelerator is the one it measured
-    (the inventory's match), never the one --expect named: an H200 run told to expect an MI300X
-    once became an MI300X calibration ratio. None for a run that reached no GPU."""
-    accelerator = report.accelerator
-    if not measured_a_gpu(report):
-        accelerator = None
-    return report.inventory.hostname, accelerator, report.verdict
 
 
 def check_rows(report_id: str, report: ProbeReport, token_id: str | None = None) -> list[CheckRow]:

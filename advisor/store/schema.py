@@ -64,14 +64,6 @@ fleet_verdicts = Table(
     Column("verdict", Text, primary_key=True),
     Column("reports", BigInteger, nullable=False),
 )
-fleet_hosts = Table(
-    "fleet_hosts",
-    metadata,
-    Column("accelerator", Text, primary_key=True),
-    Column("host", Text, primary_key=True),
-    Column("runs", BigInteger, nullable=False),
-    Column("failed", BigInteger, nullable=False),
-)
 fleet_check_statuses = Table(
     "fleet_check_statuses",
     metadata,
@@ -110,11 +102,71 @@ fleet_vote_tokens = Table(
     Column("host", Text, primary_key=True),
     Column("token_id", Text, primary_key=True),
 )
+# -- the review's aggregates (advisor/fleet/digest.py's FleetDigest; migration 0010) ----------
+# Each (accelerator, host, check)'s runs and failures (the summary's hosts and failing hosts,
+# the review's outliers; it replaced 0008's fleet_hosts), and its plausible ratios at a coarser
+# step (advisor.store.aggregates.HOST_RATIO_STEP) for the host's median
+fleet_host_checks = Table(
+    "fleet_host_checks",
+    metadata,
+    Column("accelerator", Text, primary_key=True),
+    Column("host", Text, primary_key=True),
+    Column("name", Text, primary_key=True),
+    Column("runs", BigInteger, nullable=False),
+    Column("failed", BigInteger, nullable=False),
+)
+fleet_host_ratios = Table(
+    "fleet_host_ratios",
+    metadata,
+    Column("accelerator", Text, primary_key=True),
+    Column("host", Text, primary_key=True),
+    Column("name", Text, primary_key=True),
+    Column("bucket", Integer, primary_key=True),
+    Column("n", BigInteger, nullable=False),
+    Column("lo", Double, nullable=False),
+    Column("hi", Double, nullable=False),
+)
+# The unit of each (accelerator, check), from the first run stored with a plausible ratio
+fleet_check_units = Table(
+    "fleet_check_units",
+    metadata,
+    Column("accelerator", Text, primary_key=True),
+    Column("name", Text, primary_key=True),
+    Column("unit", Text),
+)
+# Each host's latest report (created_at "" where a report has none) and its earliest created_at
+fleet_latest_hosts = Table(
+    "fleet_latest_hosts",
+    metadata,
+    Column("host", Text, primary_key=True),
+    Column("created_at", Text, nullable=False),
+    Column("first_at", Text, nullable=False),
+    Column("verdict", Text, nullable=False),
+    Column("driver_version", Text),
+    Column("failed_ranks", Integer, nullable=False),
+    Column("gpus", Text, nullable=False),  # JSON: [[key, index, name, verdict], ...]
+)
+# Each measured GPU's latest report
+fleet_latest_gpus = Table(
+    "fleet_latest_gpus",
+    metadata,
+    Column("gpu_key", Text, primary_key=True),
+    Column("host", Text, nullable=False),
+    Column("created_at", Text, nullable=False),
+    Column("matched", Text),
+    Column("gpu", Integer),
+    Column("name", Text),
+    Column("verdict", Text, nullable=False),
+)
 AGGREGATES = (
     fleet_verdicts,
-    fleet_hosts,
     fleet_check_statuses,
     fleet_ratios,
     fleet_votes,
     fleet_vote_tokens,
+    fleet_host_checks,
+    fleet_host_ratios,
+    fleet_check_units,
+    fleet_latest_hosts,
+    fleet_latest_gpus,
 )

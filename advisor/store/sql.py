@@ -35,6 +35,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.pool import QueuePool
 
+from advisor.fleet.digest import FleetDigest
+from advisor.fleet.records import probe_record, report_fields
 from advisor.store import aggregates, bulk, migrate
 from advisor.store.base import (
     CheckRow,
@@ -47,9 +49,9 @@ from advisor.store.base import (
     canonical_json,
     check_rows,
     idempotency_key,
-    report_fields,
     summarize_fleet,
 )
+from advisor.store.digest import read_digest
 from advisor.store.guard import CircuitBreaker
 from advisor.store.schema import ops_reports, probe_checks, probe_reports, utilisation_reports
 from probes.ops_table import OpsReport, stored_form
@@ -411,7 +413,7 @@ class SqlStore:
         checks = [vars(r) for r in rows]
         # what the report adds to the fleet summary's aggregates (computed outside the
         # transaction: it holds the aggregate rows' locks only for the upserts)
-        delta = aggregates.deltas([(accelerator, verdict)], rows)
+        delta = aggregates.deltas([probe_record(report_id, report)], rows)
 
         def work(conn: sa.Connection) -> Row | None:
             # one transaction: the report, its check rows and the aggregates, or nothing
@@ -554,10 +556,10 @@ class SqlStore:
     def iter_utilisation(self) -> Iterator[StoredUtilisation]:
         return (_utilisation(row) for row in self._pages(_UTILISATION_SELECT, utilisation_reports))
 
-    def iter_probe_bodies(self, until: dt.datetime) -> Iterator[tuple[str, str]]:
-        t = probe_reports.c
-        select = sa.select(t.id, t.received_at, t.body).where(t.received_at < format_time(until))
-        return ((row.id, row.body) for row in self._pages(select, probe_reports))
+    def fleet_digest(self) -> FleetDigest:
+        """The review's digest of every probe report, from the aggregates (advisor/store/
+        digest.py) and the summary, in one transaction: a consistent snapshot."""
+        return self._run(lambda conn: read_digest(conn, self._summary(conn, None)), write=False)
 
     def _pages(self, select: sa.Select[Any], table: sa.Table) -> Iterator[Row]:
         """The rows of `select` over `table`, oldest first, a page per transaction (keyset
