@@ -11,9 +11,10 @@ between writes (advisor/store/sql.py), so a review after a summary reads them fo
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -39,7 +40,7 @@ from advisor.store.schema import (
 )
 from probes.stats import quantile
 
-Buckets = list[tuple[int, int, float, float]]  # (bucket, n, lo, hi)
+FETCH_ROWS = 5_000  # rows taken from the driver at a time
 
 
 def _key(acc: str) -> str | None:
@@ -50,13 +51,15 @@ def read_digest(conn: sa.Connection, summaries: Sequence[FleetSummary]) -> Fleet
     """The digest from the aggregates and the fleet summary read from them already (its
     counts, quantiles and votes per accelerator and check: advisor.store.aggregates.summaries)."""
 
-    def rows(table: sa.Table) -> Sequence[Any]:
-        """Plain tuples from the driver's cursor (CursorResult.cursor: these columns need no
-        conversion, and SQLAlchemy's rows cost twice the CPU over the 100,000s of a fleet's
-        host rows), in key order: the same digest whatever order the writes came in."""
+    def rows(table: sa.Table) -> Iterator[Any]:
+        """Plain tuples from the driver's cursor, one at a time (CursorResult.cursor: these
+        columns need no conversion, and SQLAlchemy's rows cost twice the CPU over the 100,000s
+        of a fleet's host rows), in key order: the same digest whatever order the writes came
+        in, and each host's buckets of a check one after another."""
         result = conn.execute(sa.select(table).order_by(*table.primary_key.columns))
         try:
-            return list(result.cursor.fetchall())
+            while batch := result.cursor.fetchmany(FETCH_ROWS):
+                yield from batch
         finally:
             result.close()
 
@@ -64,7 +67,7 @@ def read_digest(conn: sa.Connection, summaries: Sequence[FleetSummary]) -> Fleet
     for summary in summaries:
         for verdict, n in summary.verdicts.items():
             verdicts[verdict] += n
-    host_rows = rows(fleet_latest_hosts)
+    host_rows = list(rows(fleet_latest_hosts))
     hosts = {r[0]: _latest_host(*r) for r in host_rows}
     gpus = {r[0]: _latest_gpu(*r) for r in rows(fleet_latest_gpus)}
     return FleetDigest(
@@ -107,12 +110,11 @@ def _latest_gpu(
 
 def _statistics(rows: Any, summaries: Sequence[FleetSummary]) -> FleetStatistics[str | None]:
     units = {(_key(acc), name): unit for acc, name, unit in rows(fleet_check_units)}
-    per_host: dict[tuple[str, str, str], Buckets] = defaultdict(list)
-    for acc, host, name, bucket, n, lo, hi in rows(fleet_host_ratios):
-        per_host[(acc, host, name)].append((bucket, n, lo, hi))
     medians: dict[tuple[str, str, str], tuple[float | None, int]] = {}
-    for hk, buckets in per_host.items():
-        values = BucketValues(buckets)
+    # (accelerator, host, check)'s buckets come together (key order): one median at a time,
+    # never every host's buckets at once
+    for hk, found in itertools.groupby(rows(fleet_host_ratios), key=lambda r: r[:3]):
+        values = BucketValues(r[3:] for r in found)
         medians[hk] = (quantile(values, 0.5), len(values))
     hosts = [
         HostCheck(host, _key(acc), name, runs, failed, medians.get((acc, host, name), (None,))[0])
@@ -122,13 +124,13 @@ def _statistics(rows: Any, summaries: Sequence[FleetSummary]) -> FleetStatistics
     for (acc, host, name), (median, n) in medians.items():
         if median is not None:
             by_check[(_key(acc), name)].append((host, median, n))
-    checks = {}
+    checks: dict[tuple[str | None, str], CheckStats[str | None]] = {}
     for summary in summaries:  # accelerators in the statistics' order, no accelerator last
-        acc = summary.accelerator
+        key = summary.accelerator
         voted = {CALIBRATION_CHECK: summary.calibration, LINK_CHECK: summary.link_calibration}
         for name, figures in summary.checks.items():
-            vote = voted.get(name) if name in voted else vote_of_medians(by_check[(acc, name)])
-            checks[(acc, name)] = _check(acc, name, figures, units.get((acc, name)), vote)
+            vote = voted.get(name) if name in voted else vote_of_medians(by_check[(key, name)])
+            checks[(key, name)] = _check(key, name, figures, units.get((key, name)), vote)
     return FleetStatistics(checks, hosts)
 
 
