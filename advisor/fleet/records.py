@@ -80,7 +80,7 @@ class GpuRecord(NamedTuple):
 class ProbeRecord(NamedTuple):
     id: str
     host: str
-    accelerator: str | None  # what the checks were verified against (expected, else matched)
+    accelerator: str | None  # the one it measured (report_fields); None: it reached no GPU
     matched: str | None  # the accelerator the probe recognised
     verdict: str
     created_at: str | None  # RFC 3339 in UTC, fixed width (utc_text)
