@@ -12,13 +12,14 @@ from collections.abc import Iterator
 from advisor.fleet.digest import FleetDigest, digest_of
 from advisor.fleet.records import probe_record, report_fields
 from advisor.store.base import (
-    CheckRow,
     FleetSummary,
+    HostRatios,
     ReportFilter,
     StoredReport,
     StoredUtilisation,
     canonical_json,
     check_rows,
+    host_ratios_of,
     idempotency_key,
     stored_probe_report,
     summarize_fleet,
@@ -101,15 +102,17 @@ class MemoryStore:
             ]
         return summarize_fleet(rows, verdicts)
 
-    def check_rows_named(self, check: str) -> list[CheckRow]:
+    def host_ratios(self, check: str) -> list[HostRatios]:
         with self._lock:
             reports = list(self._reports.values())
-        return [
+        rows = [
             row
             for r in reports
+            if r.accelerator is not None
             for row in check_rows(r.id, stored_probe_report(r.report), self._token_ids.get(r.id))
             if row.name == check
         ]
+        return host_ratios_of(rows)
 
     def add_utilisation(
         self, report: UtilisationReport, received_at: dt.datetime | None = None

@@ -95,9 +95,9 @@ class CountingStore:
         self.fleet_reads += 1
         return self.store.fleet(accelerator, check)
 
-    def check_rows_named(self, check: str) -> Any:
+    def host_ratios(self, check: str) -> Any:
         self.fleet_reads += 1
-        return self.store.check_rows_named(check)
+        return self.store.host_ratios(check)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)

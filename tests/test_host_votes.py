@@ -101,3 +101,30 @@ def test_the_running_vote_gives_the_whole_votes_floats(seed: int) -> None:
         whole = host_vote((h, sorted(r)) for h, r in runs.items())
         got = running.vote()
         assert (got.ratio, got.hosts, got.runs) == (whole.ratio, whole.hosts, whole.runs)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_host_added_whole_votes_as_its_ratios_added_one_by_one(seed: int) -> None:
+    """RunningVote.add_host (the fleet calibration's whole read) then more ratios one by one:
+    the same floats as host_vote over every ratio, and as adding each ratio alone."""
+    rng = random.Random(seed)
+    runs = {
+        f"h{i}": sorted(rng.gauss(0.8, 0.05) for _ in range(rng.randint(1, 9)))
+        for i in range(rng.randint(1, 12))
+    }
+    whole_read, one_by_one = RunningVote(), RunningVote()
+    for host, ratios in runs.items():
+        whole_read.add_host(host, ratios, [f"t{len(ratios) % 3}"])
+        for r in ratios:
+            one_by_one.add(host, r, f"t{len(ratios) % 3}")
+    later = [(rng.choice(list(runs)), rng.gauss(0.8, 0.05)) for _ in range(5)]
+    for host, r in later:
+        whole_read.add(host, r)
+        one_by_one.add(host, r)
+        runs[host] = sorted([*runs[host], r])
+    want = host_vote(runs.items())
+    for got in (whole_read.vote(), one_by_one.vote()):
+        assert (got.ratio, got.hosts, got.runs) == (want.ratio, want.hosts, want.runs)
+    assert whole_read.vote().tokens == one_by_one.vote().tokens
+    with pytest.raises(ValueError):
+        whole_read.add_host(next(iter(runs)), [0.8])

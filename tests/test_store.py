@@ -127,18 +127,24 @@ def test_fleet_summary_of_one_check(store: Store) -> None:
     assert (one.reports, one.verdicts) == (whole.reports, whole.verdicts)
 
 
-def test_rows_of_one_check_are_every_stored_run_of_it(store: Store) -> None:
-    """The fleet calibration's whole read: each stored run of the check, on any accelerator."""
-    stored = [
-        store.add(report(host=h, bf16=b, acc=a))
-        for h, b, a in (("a", 781.0, "h200-sxm"), ("b", 390.5, "h100-sxm"))
+def test_a_checks_ratios_host_by_host_are_every_plausible_run_of_it(store: Store) -> None:
+    """The fleet calibration's whole read: each (accelerator, host)'s plausible ratios of the
+    check, ascending, with its write tokens; an implausible run (0.01) and runs of other checks
+    left out. By hand: 781 and 702.9 of 781 are 1.0 and 0.9; 390.5 of 781 is 0.5."""
+    for host, bf16, acc, token in (
+        ("a", 781.0, "h200-sxm", "t1"),
+        ("a", 702.9, "h200-sxm", "t2"),
+        ("a", 7.81, "h200-sxm", "t3"),
+        ("b", 390.5, "h100-sxm", None),
+    ):
+        store.add_once(report(host=host, bf16=bf16, acc=acc), None, token_id=token)
+    found = sorted(store.host_ratios("matmul_bf16"), key=lambda h: h.host)
+    assert [(h.accelerator, h.host, h.token_ids) for h in found] == [
+        ("h200-sxm", "a", ("t1", "t2")),
+        ("h100-sxm", "b", ()),
     ]
-    rows = sorted(store.check_rows_named("matmul_bf16"), key=lambda r: r.host)
-    assert [(r.report_id, r.host, r.accelerator, r.measured, r.expected) for r in rows] == [
-        (stored[0].id, "a", "h200-sxm", 781.0, 781.0),
-        (stored[1].id, "b", "h100-sxm", 390.5, 781.0),
-    ]
-    assert store.check_rows_named("no_such_check") == []
+    assert [list(h.ratios) for h in found] == [[pytest.approx(0.9), 1.0], [0.5]]
+    assert store.host_ratios("no_such_check") == []
 
 
 def _upgrade_from_step_1_keeps_reports(url: str) -> None:

@@ -121,9 +121,10 @@ class FleetCalibration:
     Each accelerator's plausible ratios are kept sorted. A report this process stores adds its
     own rows (a bisection per ratio and one median), so that ingestion costs the same at any
     fleet size (benchmarks/bench_ingest.py, against the re-read of the accelerator's every
-    stored check that each report did before). The store is read whole only at start and when
-    it holds reports this process did not count (others stored them; the service's periodic
-    refresh). Reports are stored inside a gate that whole reads close (`storing`): a whole read
+    stored check that each report did before). The store's ratios are read whole only at start
+    and when it holds reports this process did not count (others stored them; the service's
+    periodic refresh), from its per-host histograms (Store.host_ratios: each ratio exact at its
+    bucket's ends, else within 0.1%, as the summary's vote), not from every stored run. Reports are stored inside a gate that whole reads close (`storing`): a whole read
     never races a report into being counted twice or not at all. The price: this process's
     report posts wait while a whole read runs, which only others' reports cause.
     """
@@ -170,7 +171,10 @@ class FleetCalibration:
                 return False
             ratios: dict[tuple[str, str], RunningVote] = {}
             for check in VOTED_CHECKS:
-                _add_ratios(ratios, self._store.check_rows_named(check))
+                for found in self._store.host_ratios(check):
+                    if found.accelerator and found.ratios:
+                        vote = ratios.setdefault((found.accelerator, check), RunningVote())
+                        vote.add_host(found.host, found.ratios, found.token_ids)
             value = _calibrations(ratios, {acc for acc, _ in ratios})
             with self._lock:
                 self._ratios, self._counted, self.value = ratios, stored, value

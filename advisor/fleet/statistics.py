@@ -141,6 +141,17 @@ class RunningVote:
         # per write token id: the hosts it reported for (sources_of counts the tokens)
         self._token_hosts: dict[str, set[str]] = {}
 
+    def add_host(self, host: str, ratios: Sequence[float], token_ids: Iterable[str] = ()) -> None:
+        """A host not voting yet, with its ratios (ascending) at once: a whole read of a fleet's
+        ratios costs one median a host, not one a ratio."""
+        if host in self._ratios or not ratios:
+            raise ValueError(f"add_host: {host!r} votes already, or has no ratio")
+        for token in token_ids:
+            self._token_hosts.setdefault(token, set()).add(host)
+        kept = self._ratios[host] = list(ratios)
+        bisect.insort(self._medians, (quantile(kept, 0.5) or 0.0, host))
+        self._runs += len(kept)
+
     def add(self, host: str, ratio: float, token_id: str | None = None) -> None:
         if token_id is not None:
             self._token_hosts.setdefault(token_id, set()).add(host)

@@ -19,6 +19,7 @@ kept whole (what the review shows of it), replaced by a newer one only.
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import math
 from collections import defaultdict
@@ -33,7 +34,7 @@ from advisor.fleet.records import ProbeRecord, StoredView, probe_record
 from advisor.fleet.statistics import PLAUSIBLE_RATIO, ratio_of, vote_of_medians
 from advisor.perf.calibration import CALIBRATION_CHECK, LINK_CHECK, VOTED_CHECKS
 from advisor.store import bulk
-from advisor.store.base import CheckRow, FleetSummary
+from advisor.store.base import CheckRow, FleetSummary, HostRatios
 from advisor.store.schema import (
     AGGREGATES,
     fleet_check_statuses,
@@ -384,6 +385,29 @@ def _host_failures(conn: sa.Connection, accelerator: str | None) -> Sequence[Any
     if accelerator is not None:
         stmt = stmt.where(t.accelerator == acc_key(accelerator))
     return conn.execute(stmt).all()
+
+
+def host_ratios(conn: sa.Connection, check: str) -> list[HostRatios]:
+    """One voted check's ratios per (accelerator, host) from its histogram (BucketValues), with
+    the host's write tokens; runs that matched no accelerator are left out, as the votes do."""
+    tokens: dict[tuple[str, str], list[str]] = defaultdict(list)
+    t = fleet_vote_tokens.c
+    for acc, host, token in conn.execute(
+        sa.select(t.accelerator, t.host, t.token_id).where(t.name == check)
+    ):
+        tokens[(acc, host)].append(token)
+    v = fleet_votes.c
+    stmt = (
+        sa.select(v.accelerator, v.host, v.bucket, v.n, v.lo, v.hi)
+        .where(v.name == check, v.accelerator != NO_ACCELERATOR)
+        .order_by(v.accelerator, v.host, v.bucket)
+    )
+    return [
+        HostRatios(
+            acc, host, list(BucketValues(r[2:] for r in found)), tuple(sorted(tokens[(acc, host)]))
+        )
+        for (acc, host), found in itertools.groupby(conn.execute(stmt), key=lambda r: (r[0], r[1]))
+    ]
 
 
 def host_votes(vote_rows: Sequence[Any], token_rows: Sequence[Any]) -> dict[tuple[str, str], Any]:

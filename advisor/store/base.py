@@ -6,7 +6,7 @@ import datetime as dt
 import hashlib
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -74,6 +74,16 @@ class CheckRow:
     token_id: str | None = None
 
 
+@dataclass(frozen=True)
+class HostRatios:
+    """One host's plausible measured / expected ratios of one check on one accelerator."""
+
+    accelerator: str | None
+    host: str
+    ratios: Sequence[float]  # ascending
+    token_ids: tuple[str, ...]  # the write tokens its runs came through (token_id)
+
+
 def token_id(token: str | None) -> str | None:
     """A write token's identity as stored with its reports: the first 16 hex digits of its
     SHA-256, so that the fleet counts distinct tokens without the store holding a secret."""
@@ -131,8 +141,9 @@ class Store(Protocol):
         alone)."""
         ...
 
-    def check_rows_named(self, check: str) -> list[CheckRow]:
-        """Every stored run of one check (the fleet calibration's whole read)."""
+    def host_ratios(self, check: str) -> list[HostRatios]:
+        """One voted check's plausible ratios, host by host (the fleet calibration's whole
+        read: advisor.perf.calibration.VOTED_CHECKS)."""
         ...
 
     def add_utilisation(
@@ -213,6 +224,23 @@ def check_rows(report_id: str, report: ProbeReport, token_id: str | None = None)
 def stored_probe_report(body: dict[str, Any]) -> ProbeReport:
     """A stored body read back through the report model (every body was one when stored)."""
     return ProbeReport.model_validate(body)
+
+
+def host_ratios_of(rows: Iterable[CheckRow]) -> list[HostRatios]:
+    """Each (accelerator, host)'s plausible ratios among `rows`, with their write tokens."""
+    found: dict[tuple[str | None, str], tuple[list[float], set[str]]] = {}
+    for r in rows:
+        ratio = ratio_of(r.measured, r.expected)
+        if ratio is None or not PLAUSIBLE_RATIO.holds(ratio):
+            continue
+        ratios, tokens = found.setdefault((r.accelerator, r.host), ([], set()))
+        ratios.append(ratio)
+        if r.token_id is not None:
+            tokens.add(r.token_id)
+    return [
+        HostRatios(acc, host, sorted(ratios), tuple(sorted(tokens)))
+        for (acc, host), (ratios, tokens) in found.items()
+    ]
 
 
 def summarize_fleet(

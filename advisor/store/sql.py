@@ -41,6 +41,7 @@ from advisor.store import aggregates, bulk, migrate
 from advisor.store.base import (
     CheckRow,
     FleetSummary,
+    HostRatios,
     ReportFilter,
     StoredReport,
     StoredUtilisation,
@@ -485,9 +486,12 @@ class SqlStore:
             self._summaries[accelerator] = (stored, found)
         return found
 
-    def check_rows_named(self, check: str) -> list[CheckRow]:
-        stmt = _checks_select(accelerator=None, check=check)
-        return self._run(lambda conn: [CheckRow(*r) for r in conn.execute(stmt)], write=False)
+    def host_ratios(self, check: str) -> list[HostRatios]:
+        """From the aggregates (advisor/store/aggregates.py: the check's per-host histogram and
+        its tokens), not the check's rows: a fleet's 240,000 runs of a check cost 2.3 s and
+        200 MB to read as rows at 30,000 node reports. Each ratio is exact where it is a
+        bucket's lowest or highest, else within aggregates.RATIO_STEP (as the summary's vote)."""
+        return self._run(lambda conn: aggregates.host_ratios(conn, check), write=False)
 
     def count(self) -> int:
         stmt = sa.select(sa.func.count()).select_from(probe_reports)
