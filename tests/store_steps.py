@@ -18,8 +18,8 @@ from advisor.store.sql import engine_for, format_time
 from probes.report import ProbeReport, UtilisationReport
 
 # tables a migration created and a later one replaced (0009: the matmul-only votes; 0010: the
-# per-host counts)
-FORMER_TABLES = ("fleet_calibration", "fleet_calibration_tokens", "fleet_hosts")
+# per-host counts; 0011: the check rows)
+FORMER_TABLES = ("fleet_calibration", "fleet_calibration_tokens", "fleet_hosts", "probe_checks")
 TABLES = (  # every table a migration creates, dependants first
     "fleet_verdicts",
     "fleet_check_statuses",
@@ -31,7 +31,6 @@ TABLES = (  # every table a migration creates, dependants first
     "fleet_check_units",
     "fleet_latest_hosts",
     "fleet_latest_gpus",
-    "probe_checks",
     "probe_reports",
     "utilisation_reports",
     "ops_reports",
@@ -88,7 +87,8 @@ def table_names(url: str) -> set[str]:
 
 
 def drop_all(url: str) -> None:
-    run(url, *(f"DROP TABLE IF EXISTS {table}" for table in (*TABLES, *FORMER_TABLES)))
+    # the former tables first: probe_checks refers to probe_reports
+    run(url, *(f"DROP TABLE IF EXISTS {table}" for table in (*FORMER_TABLES, *TABLES)))
 
 
 def add_v1_report(url: str, report: ProbeReport, *, checks: bool = False) -> str:
@@ -154,14 +154,11 @@ def truncate_reports(url: str) -> None:
 
 
 def all_check_rows(url: str) -> list[CheckRow]:
-    """Every stored check row, read outside the store (for scans by brute force)."""
-    engine = engine_for(url)
-    try:
-        with engine.begin() as conn:
-            rows = conn.exec_driver_sql(
-                "SELECT report_id, host, accelerator, name, status, measured, expected, token_id"
-                " FROM probe_checks"
-            ).all()
-    finally:
-        engine.dispose()
-    return [CheckRow(*r) for r in rows]
+    """Every check of every stored report, each with its report's write token, read from the
+    stored bodies outside the store (for scans by brute force)."""
+    rows = query(url, "SELECT id, body, token_id FROM probe_reports")
+    return [
+        row
+        for report_id, body, token in rows
+        for row in check_rows(report_id, ProbeReport.model_validate_json(body), token)
+    ]

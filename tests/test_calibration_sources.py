@@ -67,9 +67,9 @@ def test_six_hosts_through_one_token_are_one_token(client: TestClient) -> None:
 def test_the_store_keeps_a_digest_never_the_token(client: TestClient, tmp_path: Path) -> None:
     post(client, "h1", RACK)
     with sqlite3.connect(tmp_path / "s.db") as db:
-        rows = db.execute("SELECT * FROM probe_checks").fetchall()
+        rows = db.execute("SELECT * FROM probe_reports").fetchall()
     assert rows and all(RACK not in str(row) for row in rows)
-    ids = {row[-1] for row in rows}
+    ids = {row[-1] for row in rows}  # token_id
     assert ids == {hashlib.sha256(RACK.encode()).hexdigest()[:16]}
 
 

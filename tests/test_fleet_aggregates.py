@@ -209,15 +209,10 @@ def test_the_migration_fills_the_aggregates_from_the_stored_checks(url: str) -> 
     add_all(store, fleet(5, 40, spread=0.2))
     before = store.fleet()
     store.close()
-    # back to the store before aggregates: the tables gone, the version 0007
-    store_steps.run(
-        url,
-        *(
-            f"DROP TABLE {t}"
-            for t in store_steps.TABLES[: store_steps.TABLES.index("probe_checks")]
-        ),
-        "UPDATE alembic_version SET version_num = '0007'",
-    )
+    # back to the store before aggregates through the migrations' downgrades (0011 makes the
+    # check rows again from the bodies), then up again
+    store_steps.down_to(url, "0007")
+    assert store_steps.table_names(url) & {"fleet_verdicts", "fleet_hosts"} == set()
     again = SqlStore(url)
     assert again.fleet() == before
     assert_matches(again, url, rel=RATIO_STEP)
@@ -252,9 +247,10 @@ def test_a_bucket_keeps_its_lowest_and_highest_ratio_whatever_the_order(url: str
 
 
 def test_an_infinite_measurement_is_stored_and_counted_as_implausible(url: str) -> None:
-    """A check may measure infinity (a time of zero): JSON has no such number, so the rows travel
-    to PostgreSQL with it as text (advisor/store/bulk.py); it reads back as infinity and is counted
-    among the ratios left out, beside a finite run in the same report."""
+    """A check may measure infinity (a time of zero): JSON has no such number, so the aggregate
+    rows travel to PostgreSQL with it as text (advisor/store/bulk.py: the left-out bucket's lowest
+    and highest ratio); the body keeps it, and it is counted among the ratios left out, beside a
+    finite run in the same report."""
     store = SqlStore(url)
     checks = [
         {"name": CALIBRATION_CHECK, "status": "pass", "measured": float("inf"), "expected": 500},
@@ -303,16 +299,8 @@ def test_a_database_of_the_matmul_only_votes_upgrades(url: str) -> None:
     add_all(store, fleet(6, 40, spread=0.0, grid=True))
     before = store.fleet()
     store.close()
-    store_steps.run(
-        url,
-        "DROP TABLE fleet_vote_tokens",
-        "DROP TABLE fleet_votes",
-        "CREATE TABLE fleet_calibration (accelerator TEXT, host TEXT, bucket INTEGER, n BIGINT,"
-        " lo DOUBLE PRECISION, hi DOUBLE PRECISION, PRIMARY KEY (accelerator, host, bucket))",
-        "CREATE TABLE fleet_calibration_tokens (accelerator TEXT, host TEXT, token_id TEXT,"
-        " PRIMARY KEY (accelerator, host, token_id))",
-        "UPDATE alembic_version SET version_num = '0008'",
-    )
+    store_steps.down_to(url, "0008")  # through the migrations' own downgrades
+    assert {"fleet_calibration", "fleet_calibration_tokens"} <= store_steps.table_names(url)
     again = SqlStore(url)
     assert again.fleet() == before
     assert any(s.link_calibration is not None for s in before)

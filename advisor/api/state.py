@@ -124,9 +124,10 @@ class FleetCalibration:
     stored check that each report did before). The store's ratios are read whole only at start
     and when it holds reports this process did not count (others stored them; the service's
     periodic refresh), from its per-host histograms (Store.host_ratios: each ratio exact at its
-    bucket's ends, else within 0.1%, as the summary's vote), not from every stored run. Reports are stored inside a gate that whole reads close (`storing`): a whole read
-    never races a report into being counted twice or not at all. The price: this process's
-    report posts wait while a whole read runs, which only others' reports cause.
+    bucket's ends, else within 0.1%, as the summary's vote), not from every stored run. Reports
+    are stored inside a gate that whole reads close (`storing`): a whole read never races a
+    report into being counted twice or not at all. The price: this process's report posts wait
+    while a whole read runs, which only others' reports cause.
     """
 
     def __init__(self, store: Store) -> None:

@@ -260,7 +260,7 @@ def _if_newer(table: sa.Table, excluded: Any) -> dict[str, Any]:
     return out
 
 
-REBUILD_PAGE = 20_000  # check rows read at a time by `rebuild`
+REBUILD_PAGE = 20_000  # checks read at a time by `rebuild` (about 300 a node report)
 
 
 def rebuild(conn: sa.Connection) -> None:
@@ -272,25 +272,38 @@ def rebuild(conn: sa.Connection) -> None:
         # again) is kept, as 0003 keeps the utilisation table
         table.create(conn, checkfirst=True)
         conn.execute(table.delete())
-    # keyset pages by report id, whole reports at a time ((report_id, name) is not unique)
-    after = ""
+    # Each report's write token: its own column, or before migration 0011 its check rows' (read
+    # once, grouped: that table has no index on report_id)
+    before_0011 = "probe_checks" in sa.inspect(conn).get_table_names()
+    tokens: dict[str, str] = {}
+    if before_0011:
+        grouped = "SELECT report_id, MAX(token_id) FROM probe_checks GROUP BY report_id"
+        tokens = {i: t for i, t in conn.execute(sa.text(grouped)) if t is not None}
+    page_q = sa.text(
+        f"SELECT id, body, {'NULL' if before_0011 else 'token_id'} FROM probe_reports"
+        " WHERE id > :after ORDER BY id LIMIT :n"
+    )
+    after = ""  # keyset pages by report id
     while True:
-        page = conn.execute(
-            sa.text("SELECT id, body FROM probe_reports WHERE id > :after ORDER BY id LIMIT :n"),
-            {"after": after, "n": max(REBUILD_PAGE // 300, 1)},
-        ).all()
+        page = conn.execute(page_q, {"after": after, "n": max(REBUILD_PAGE // 300, 1)}).all()
         if not page:
             return
-        records = [probe_record(i, StoredView.model_validate_json(body)) for i, body in page]
-        rows = conn.execute(
-            sa.text(
-                "SELECT report_id, host, accelerator, name, status, measured, expected, token_id"
-                " FROM probe_checks WHERE report_id >= :first AND report_id <= :last"
-            ),
-            {"first": page[0].id, "last": page[-1].id},
-        ).all()
-        apply(conn, deltas(records, [CheckRow(*r) for r in rows]))
+        records = [probe_record(i, StoredView.model_validate_json(body)) for i, body, _ in page]
+        rows = [
+            row
+            for (report_id, _, token_id), r in zip(page, records, strict=True)
+            for row in check_rows_of(r, token_id or tokens.get(report_id))
+        ]
+        apply(conn, deltas(records, rows))
         after = page[-1].id
+
+
+def check_rows_of(r: ProbeRecord, token: str | None) -> list[CheckRow]:
+    """A record's checks as the aggregates take them (advisor.store.base.check_rows's rows)."""
+    return [
+        CheckRow(r.id, r.host, r.accelerator, c.name, c.status, c.measured, c.expected, token)
+        for c in r.checks
+    ]
 
 
 class BucketValues(Sequence[float]):
@@ -336,13 +349,18 @@ def reports_counted(conn: sa.Connection) -> int:
     return int(conn.execute(stmt).scalar_one())
 
 
-def summaries(conn: sa.Connection, accelerator: str | None) -> list[FleetSummary]:
-    """The fleet summary (advisor.store.base.summarize_fleet's figures) from the aggregates."""
+def summaries(
+    conn: sa.Connection, accelerator: str | None, check: str | None = None
+) -> list[FleetSummary]:
+    """The fleet summary (advisor.store.base.summarize_fleet's figures) from the aggregates;
+    with `check`, that check's alone (its hosts and failing hosts, every report's verdict)."""
 
     def rows(table: sa.Table) -> Sequence[Any]:
         stmt = sa.select(table)
         if accelerator is not None:
             stmt = stmt.where(table.c.accelerator == acc_key(accelerator))
+        if check is not None and "name" in table.c:
+            stmt = stmt.where(table.c.name == check)
         return conn.execute(stmt).all()
 
     verdicts: dict[str, dict[str, int]] = defaultdict(dict)
@@ -350,7 +368,7 @@ def summaries(conn: sa.Connection, accelerator: str | None) -> list[FleetSummary
         if n:
             verdicts[acc][verdict] = n
     hosts: dict[str, list[tuple[str, int]]] = defaultdict(list)
-    for acc, host, failed in _host_failures(conn, accelerator):
+    for acc, host, failed in _host_failures(conn, accelerator, check):
         hosts[acc].append((host, failed))
     statuses: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
     for acc, name, status, n in rows(fleet_check_statuses):
@@ -378,12 +396,17 @@ def summaries(conn: sa.Connection, accelerator: str | None) -> list[FleetSummary
     ]
 
 
-def _host_failures(conn: sa.Connection, accelerator: str | None) -> Sequence[Any]:
-    """(accelerator, host, failed runs) of every host that ran a check, from its checks' rows."""
+def _host_failures(
+    conn: sa.Connection, accelerator: str | None, check: str | None
+) -> Sequence[Any]:
+    """(accelerator, host, failed runs) of every host that ran a check (`check`, where given),
+    from its checks' counts."""
     t = fleet_host_checks.c
     stmt = sa.select(t.accelerator, t.host, sa.func.sum(t.failed)).group_by(t.accelerator, t.host)
     if accelerator is not None:
         stmt = stmt.where(t.accelerator == acc_key(accelerator))
+    if check is not None:
+        stmt = stmt.where(t.name == check)
     return conn.execute(stmt).all()
 
 

@@ -60,7 +60,7 @@ class StoredUtilisation:
 
 @dataclass(frozen=True)
 class CheckRow:
-    """One check of one report, kept in its own table for fleet aggregation."""
+    """One check of one report, as the fleet's aggregates take it (advisor/store/aggregates.py)."""
 
     report_id: str
     host: str
@@ -129,7 +129,7 @@ class Store(Protocol):
     ) -> tuple[StoredReport, bool]:
         """Store `report` unless a report is stored under its idempotency key already
         (idempotency_key: the client's key and the content): (the stored report, True when
-        stored now). `token_id`: the write token's, kept with its check rows."""
+        stored now). `token_id`: the write token's, kept with the report."""
         ...
 
     def get(self, report_id: str) -> StoredReport | None: ...

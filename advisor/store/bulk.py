@@ -1,12 +1,13 @@
-"""Many rows written in one statement: a stored report's check rows and its aggregates' upserts.
+"""Many rows written in one statement: a stored report's upserts of each aggregate table.
 
-A node report of 8 GPUs carries about 300 checks and 120 aggregate rows. psycopg's executemany
+A node report of 8 GPUs carries about 300 checks and 200 aggregate rows. psycopg's executemany
 sends each row as its own statement (in a pipeline): about 50 ms of CPU a report, which held
 intake to 25 reports/s (and arrays, one per column, still cost 9 ms: psycopg dumps each element
 in Python). On PostgreSQL the rows travel instead as one JSON text, encoded in C by the json
 module and read by the server: `INSERT ... SELECT ... FROM json_to_recordset(:rows) AS r(a type,
-...)`, one statement per table whose text never changes (SQLAlchemy compiles it once). SQLite
-keeps executemany: its driver runs it in C, in process, without a round trip per row.
+...) ON CONFLICT ...`, one statement per table whose text never changes (SQLAlchemy compiles it
+once). SQLite keeps executemany: its driver runs it in C, in process, without a round trip per
+row.
 
 The rows of an upsert are inserted in their key order (ORDER BY the key columns): simultaneous
 writers lock the aggregate rows they share in one order, so they cannot deadlock.
@@ -25,16 +26,6 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 # SET clause of an upsert: (the table, its `excluded` pseudo-table) -> column -> new value
 Update = Callable[[sa.Table, Any], Mapping[str, Any]]
-
-
-def insert_many(conn: sa.Connection, table: sa.Table, rows: Sequence[Mapping[str, Any]]) -> None:
-    """Insert `rows` (each with the same columns) into `table`."""
-    if not rows:
-        return
-    if conn.dialect.name != "postgresql":
-        conn.execute(sa.insert(table), list(rows))
-        return
-    conn.execute(_json_insert(table, tuple(rows[0])), {"rows": _json(rows)})
 
 
 def upsert_many(
@@ -75,14 +66,6 @@ def _rows_of(table: sa.Table, columns: tuple[str, ...]) -> Any:
     rows = sa.cast(sa.bindparam("rows", type_=sa.Text), postgresql.JSON)
     typed = [sa.column(c, table.c[c].type) for c in columns]
     return sa.func.json_to_recordset(rows).table_valued(*typed).render_derived(with_types=True)
-
-
-@functools.cache
-def _json_insert(table: sa.Table, columns: tuple[str, ...]) -> Any:
-    source = _rows_of(table, columns)
-    return postgresql.insert(table).from_select(
-        list(columns), sa.select(*[source.c[c] for c in columns])
-    )
 
 
 @functools.cache

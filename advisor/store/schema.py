@@ -5,7 +5,7 @@ from an older version hold the same schema."""
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Column, Double, Integer, MetaData, String, Table, Text
+from sqlalchemy import BigInteger, Column, Double, Integer, MetaData, Table, Text
 
 metadata = MetaData()
 
@@ -19,19 +19,9 @@ probe_reports = Table(
     Column("verdict", Text, nullable=False),
     Column("body", Text, nullable=False),  # advisor.store.base.canonical_json
     Column("idempotency_key", Text, unique=True),
-)
-
-probe_checks = Table(
-    "probe_checks",
-    metadata,
-    Column("report_id", Text, nullable=False),
-    Column("host", Text, nullable=False),
-    Column("accelerator", Text),
-    Column("name", Text, nullable=False),
-    Column("status", Text, nullable=False),
-    Column("measured", Double),
-    Column("expected", Double),
-    Column("token_id", String),
+    # Which write token stored the report (advisor.store.base.token_id, never the token); None
+    # without one. Kept with each check row before migration 0011.
+    Column("token_id", Text),
 )
 
 utilisation_reports = Table(

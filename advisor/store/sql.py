@@ -37,9 +37,8 @@ from sqlalchemy.pool import QueuePool
 
 from advisor.fleet.digest import FleetDigest
 from advisor.fleet.records import probe_record, report_fields
-from advisor.store import aggregates, bulk, migrate
+from advisor.store import aggregates, migrate
 from advisor.store.base import (
-    CheckRow,
     FleetSummary,
     HostRatios,
     ReportFilter,
@@ -48,13 +47,11 @@ from advisor.store.base import (
     StoreError,
     StoreUnreachable,
     canonical_json,
-    check_rows,
     idempotency_key,
-    summarize_fleet,
 )
 from advisor.store.digest import read_digest
 from advisor.store.guard import CircuitBreaker
-from advisor.store.schema import ops_reports, probe_checks, probe_reports, utilisation_reports
+from advisor.store.schema import ops_reports, probe_reports, utilisation_reports
 from probes.ops_table import OpsReport, stored_form
 from probes.report import ProbeReport, UtilisationReport
 
@@ -261,7 +258,8 @@ class SqlStore:
             self._writer, self._reader = self._sqlite_engines(path, readers)
         self.revision = self._migrate()
         # fleet summaries by accelerator asked (None: all), with the count of reports they hold
-        self._summaries: dict[str | None, tuple[int, list[FleetSummary]]] = {}
+        # (accelerator, check) -> (reports counted, the summary)
+        self._summaries: dict[tuple[str | None, str | None], tuple[int, list[FleetSummary]]] = {}
         self._summaries_lock = threading.Lock()
 
     def _sqlite_engines(self, path: str, readers: int) -> tuple[sa.Engine, sa.Engine]:
@@ -344,12 +342,17 @@ class SqlStore:
         return (postgresql if self._postgres else sqlite).insert(table)
 
     def _insert_once(
-        self, conn: sa.Connection, table: sa.Table, row: dict[str, Any], key: str | None
+        self,
+        conn: sa.Connection,
+        table: sa.Table,
+        row: dict[str, Any],
+        key: str | None,
+        returned: Sequence[str] | None = None,
     ) -> Row | None:
         """Insert `row` unless a row is stored under `key` already: None when inserted, else the
-        stored row. The unique index decides, inside the caller's transaction, so that
-        simultaneous posts with one key store one row on either database; a None key (always
-        store) never collides."""
+        stored row's `returned` columns (default: `row`'s). The unique index decides, inside the
+        caller's transaction, so that simultaneous posts with one key store one row on either
+        database; a None key (always store) never collides."""
         if key is None:
             conn.execute(sa.insert(table).values(**row))
             return None
@@ -362,7 +365,7 @@ class SqlStore:
         )
         if conn.execute(stmt).first() is not None:
             return None
-        columns = [table.c[name] for name in row]
+        columns = [table.c[name] for name in (row if returned is None else returned)]
         return conn.execute(sa.select(*columns).where(table.c.idempotency_key == key)).one()
 
     # -- probe reports -------------------------------------------------------------------------
@@ -395,7 +398,7 @@ class SqlStore:
     ) -> tuple[StoredReport, bool]:
         """Store `report` unless `once` and a report with its idempotency key (the client's key
         and the content) is stored already: (the stored report, whether it was stored now).
-        `token_id`: the write token's (advisor.store.base.token_id), kept with the check rows."""
+        `token_id`: the write token's (advisor.store.base.token_id), kept with the report."""
         report_id = uuid.uuid4().hex
         when = format_time(received_at or dt.datetime.now(dt.UTC))
         host, accelerator, verdict = report_fields(report)
@@ -408,19 +411,18 @@ class SqlStore:
             "accelerator": accelerator,
             "verdict": verdict,
             "body": text,
+            "token_id": token_id,
         }
         key = idempotency_key(text, client_key) if once else None
-        rows = check_rows(report_id, report, token_id)
-        checks = [vars(r) for r in rows]
-        # what the report adds to the fleet summary's aggregates (computed outside the
-        # transaction: it holds the aggregate rows' locks only for the upserts)
-        delta = aggregates.deltas([probe_record(report_id, report)], rows)
+        # what the report adds to the aggregates (computed outside the transaction: it holds
+        # the aggregate rows' locks only for the upserts)
+        record = probe_record(report_id, report)
+        delta = aggregates.deltas([record], aggregates.check_rows_of(record, token_id))
 
         def work(conn: sa.Connection) -> Row | None:
-            # one transaction: the report, its check rows and the aggregates, or nothing
-            stored = self._insert_once(conn, probe_reports, row, key)
+            # one transaction: the report and the aggregates, or nothing
+            stored = self._insert_once(conn, probe_reports, row, key, _REPORT_COLUMNS)
             if stored is None:
-                bulk.insert_many(conn, probe_checks, checks)
                 aggregates.apply(conn, delta)
             return stored
 
@@ -451,39 +453,27 @@ class SqlStore:
         return [_report(r) for r in rows], total
 
     def fleet(self, accelerator: str | None = None, check: str | None = None) -> list[FleetSummary]:
-        """The whole summary from the aggregates (advisor/store/aggregates.py: a few thousand
-        rows at any fleet size); one check's, with its hosts, from that check's rows."""
-        if check is None:
-            return list(self._run(lambda conn: self._summary(conn, accelerator), write=False))
-        verdicts_q = sa.select(probe_reports.c.accelerator, probe_reports.c.verdict)
-        if accelerator is not None:
-            verdicts_q = verdicts_q.where(probe_reports.c.accelerator == accelerator)
-        checks_q = _checks_select(accelerator=accelerator, check=check)
+        """The summary from the aggregates (advisor/store/aggregates.py: a few thousand rows at
+        any fleet size), whole or one check's."""
+        return list(self._run(lambda conn: self._summary(conn, accelerator, check), write=False))
 
-        def work(conn: sa.Connection) -> tuple[Sequence[Row], list[CheckRow]]:
-            return conn.execute(verdicts_q).all(), [CheckRow(*r) for r in conn.execute(checks_q)]
-
-        found, rows = self._run(work, write=False)
-        verdicts: dict[str | None, list[str]] = {}
-        for acc, verdict in found:
-            verdicts.setdefault(acc, []).append(verdict)
-        return summarize_fleet(rows, verdicts)
-
-    def _summary(self, conn: sa.Connection, accelerator: str | None) -> list[FleetSummary]:
+    def _summary(
+        self, conn: sa.Connection, accelerator: str | None, check: str | None = None
+    ) -> list[FleetSummary]:
         """The summary built once for each count of stored reports: every write adds one report
         to the aggregates in its transaction, and nothing removes one, so an unchanged count is
         an unchanged summary. The count is read before the aggregates: a report committed in
         between is in the summary kept under the older count, which the next read replaces."""
         stored = aggregates.reports_counted(conn)
         with self._summaries_lock:
-            kept = self._summaries.get(accelerator)
+            kept = self._summaries.get((accelerator, check))
         if kept is not None and kept[0] == stored:
             return kept[1]
-        found = aggregates.summaries(conn, accelerator)
+        found = aggregates.summaries(conn, accelerator, check)
         with self._summaries_lock:
-            if len(self._summaries) >= SUMMARIES_KEPT:  # `accelerator` is a client's word
+            if len(self._summaries) >= SUMMARIES_KEPT:  # both are a client's words
                 self._summaries.clear()
-            self._summaries[accelerator] = (stored, found)
+            self._summaries[(accelerator, check)] = (stored, found)
         return found
 
     def host_ratios(self, check: str) -> list[HostRatios]:
@@ -630,14 +620,8 @@ class SqlStore:
             self._reader.dispose()
 
 
-_REPORT_SELECT = sa.select(
-    probe_reports.c.id,
-    probe_reports.c.received_at,
-    probe_reports.c.host,
-    probe_reports.c.accelerator,
-    probe_reports.c.verdict,
-    probe_reports.c.body,
-)
+_REPORT_COLUMNS = ("id", "received_at", "host", "accelerator", "verdict", "body")  # _report's
+_REPORT_SELECT = sa.select(*(probe_reports.c[name] for name in _REPORT_COLUMNS))
 _UTILISATION_SELECT = sa.select(
     utilisation_reports.c.id,
     utilisation_reports.c.received_at,
@@ -662,18 +646,6 @@ def _report_filter(flt: ReportFilter) -> list[sa.ColumnElement[bool]]:
     if flt.until is not None:
         where.append(t.received_at < format_time(flt.until))
     return where
-
-
-def _checks_select(*, accelerator: str | None, check: str | None) -> sa.Select[Any]:
-    c = probe_checks.c
-    stmt = sa.select(
-        c.report_id, c.host, c.accelerator, c.name, c.status, c.measured, c.expected, c.token_id
-    )
-    if accelerator is not None:
-        stmt = stmt.where(c.accelerator == accelerator)
-    if check is not None:
-        stmt = stmt.where(c.name == check)
-    return stmt
 
 
 def _all(stmt: sa.Select[Any]) -> Callable[[sa.Connection], Sequence[Row]]:

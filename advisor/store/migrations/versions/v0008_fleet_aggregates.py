@@ -27,6 +27,7 @@ def downgrade() -> None:
     for name in (
         "fleet_calibration_tokens",
         "fleet_calibration",
-    ):  # this revision's (0009 replaced them)
+        "fleet_hosts",
+    ):  # this revision's (0009 and 0010 replaced them)
         if name in present:
             op.drop_table(name)
