@@ -19,13 +19,11 @@ from advisor.store.base import (
     StoredUtilisation,
     canonical_json,
     check_rows,
-    host_ratios_of,
     idempotency_key,
-    stored_probe_report,
-    summarize_fleet,
 )
 from probes.ops_table import OpsReport, stored_form
 from probes.report import ProbeReport, UtilisationReport
+from tests.fleet_scan import host_ratios_of, stored_probe_report, summarize_fleet
 
 
 class MemoryStore:

@@ -19,9 +19,10 @@ from advisor.fleet.statistics import PLAUSIBLE_RATIO
 from advisor.perf.calibration import CALIBRATION_CHECK, LINK_CHECK
 from advisor.store import SqlStore
 from advisor.store.aggregates import RATIO_STEP
-from advisor.store.base import summarize_fleet, token_id
+from advisor.store.base import token_id
 from probes.report import ProbeReport
 from tests import store_steps
+from tests.fleet_scan import summarize_fleet
 from tests.reports import as_probe_report
 from tests.threads import simultaneously
 
@@ -170,7 +171,7 @@ def add_all(store: SqlStore, reports: list[tuple[ProbeReport, str | None]]) -> N
 
 def test_aggregates_match_a_scan_exactly_where_ratios_are_apart(url: str) -> None:
     """Ratios 0.3% or more apart (never three in one bucket): every figure is exact, and the
-    summary is the one the scan of every check (advisor.store.base.summarize_fleet) gives,
+    summary is the one the scan of every check (tests/fleet_scan.py summarize_fleet) gives,
     calibration vote and its tokens included."""
     store = SqlStore(url)
     add_all(store, fleet(1, 60, spread=0.0, grid=True))

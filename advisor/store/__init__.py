@@ -14,7 +14,6 @@ from advisor.store.base import (
     StoredReport,
     StoreError,
     StoreUnreachable,
-    summarize_fleet,
 )
 from advisor.store.guard import CircuitBreaker
 from advisor.store.sql import CONNECT_TIMEOUT_S, SqlStore
@@ -44,5 +43,4 @@ __all__ = [
     "StoreUnreachable",
     "StoredReport",
     "open_store",
-    "summarize_fleet",
 ]

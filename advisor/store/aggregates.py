@@ -352,7 +352,8 @@ def reports_counted(conn: sa.Connection) -> int:
 def summaries(
     conn: sa.Connection, accelerator: str | None, check: str | None = None
 ) -> list[FleetSummary]:
-    """The fleet summary (advisor.store.base.summarize_fleet's figures) from the aggregates;
+    """The fleet summary (the figures of a scan of every check: tests/fleet_scan.py) from the
+    aggregates;
     with `check`, that check's alone (its hosts and failing hosts, every report's verdict)."""
 
     def rows(table: sa.Table) -> Sequence[Any]:
@@ -459,7 +460,8 @@ def _vote_of(
 def _figures(
     by_status: dict[str, int], buckets: list[tuple[int, int, float, float]]
 ) -> dict[str, float | int | None]:
-    """advisor.store.base._summary_figures's wording of one check."""
+    """The service's wording of one check (GET /v1/fleet/summary; tests/fleet_scan.py words a
+    scan's alike)."""
     ignored = sum(n for b, n, _, _ in buckets if b == IGNORED)
     values = BucketValues(b for b in buckets if b[0] != IGNORED)
     return {
