@@ -34,7 +34,7 @@ from advisor.fleet.records import ProbeRecord, StoredView, probe_record
 from advisor.fleet.statistics import PLAUSIBLE_RATIO, ratio_of, vote_of_medians
 from advisor.perf.calibration import CALIBRATION_CHECK, LINK_CHECK, VOTED_CHECKS
 from advisor.store import bulk
-from advisor.store.base import CheckRow, FleetSummary, HostRatios
+from advisor.store.base import CheckRow, FleetSummary, HostRatios, check_rows
 from advisor.store.schema import (
     AGGREGATES,
     fleet_check_statuses,
@@ -288,22 +288,13 @@ def rebuild(conn: sa.Connection) -> None:
         page = conn.execute(page_q, {"after": after, "n": max(REBUILD_PAGE // 300, 1)}).all()
         if not page:
             return
-        records = [probe_record(i, StoredView.model_validate_json(body)) for i, body, _ in page]
+        views = [(i, StoredView.model_validate_json(body), token) for i, body, token in page]
+        records = [probe_record(i, view) for i, view, _ in views]
         rows = [
-            row
-            for (report_id, _, token_id), r in zip(page, records, strict=True)
-            for row in check_rows_of(r, token_id or tokens.get(report_id))
+            row for i, view, token in views for row in check_rows(i, view, token or tokens.get(i))
         ]
         apply(conn, deltas(records, rows))
         after = page[-1].id
-
-
-def check_rows_of(r: ProbeRecord, token: str | None) -> list[CheckRow]:
-    """A record's checks as the aggregates take them (advisor.store.base.check_rows's rows)."""
-    return [
-        CheckRow(r.id, r.host, r.accelerator, c.name, c.status, c.measured, c.expected, token)
-        for c in r.checks
-    ]
 
 
 class BucketValues(Sequence[float]):

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from advisor.errors import AdvisorError
 from advisor.fleet.digest import FleetDigest
-from advisor.fleet.records import report_fields
+from advisor.fleet.records import StoredView, report_fields
 from advisor.fleet.statistics import (
     HostVote,
 )
@@ -206,7 +206,10 @@ def idempotency_key(stored_text: str, client_key: str | None) -> str:
     return f"{client_key}:{digest}" if client_key else digest
 
 
-def check_rows(report_id: str, report: ProbeReport, token_id: str | None = None) -> list[CheckRow]:
+def check_rows(
+    report_id: str, report: ProbeReport | StoredView, token_id: str | None = None
+) -> list[CheckRow]:
+    """A report's checks as the aggregates take them, from the report or its stored reading."""
     host, accelerator, _ = report_fields(report)
     return [
         CheckRow(report_id, host, accelerator, c.name, c.status, c.measured, c.expected, token_id)

@@ -47,6 +47,7 @@ from advisor.store.base import (
     StoreError,
     StoreUnreachable,
     canonical_json,
+    check_rows,
     idempotency_key,
 )
 from advisor.store.digest import read_digest
@@ -417,7 +418,7 @@ class SqlStore:
         # what the report adds to the aggregates (computed outside the transaction: it holds
         # the aggregate rows' locks only for the upserts)
         record = probe_record(report_id, report)
-        delta = aggregates.deltas([record], aggregates.check_rows_of(record, token_id))
+        delta = aggregates.deltas([record], check_rows(report_id, report, token_id))
 
         def work(conn: sa.Connection) -> Row | None:
             # one transaction: the report and the aggregates, or nothing

@@ -8,8 +8,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-from advisor.fleet.records import StoredView, probe_record
-from advisor.store.aggregates import check_rows_of
+from advisor.fleet.records import StoredView
+from advisor.store.base import check_rows
 
 revision = "0011"
 down_revision = "0010"
@@ -57,9 +57,7 @@ def downgrade() -> None:
         rows = [
             vars(row)
             for report_id, body, token_id in page
-            for row in check_rows_of(
-                probe_record(report_id, StoredView.model_validate_json(body)), token_id
-            )
+            for row in check_rows(report_id, StoredView.model_validate_json(body), token_id)
         ]
         if rows:
             bind.execute(insert, rows)
