@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from advisor.api import create_app
 from advisor.api.settings import Settings
-from advisor.store import SqlStore, StoreError, migrate, open_store
+from advisor.store import SqlStore, StoreError, migrate, open_store, sql
 from tests import store_steps
 from tests.reports import as_probe_report
 
@@ -77,6 +77,35 @@ def test_an_open_waits_for_a_lock_held_by_another_process(tmp_path: Path) -> Non
     finally:
         release.join()
         holder.close()
+
+
+def test_an_open_waits_out_another_process_migrating_longer_than_a_write_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process's migration of a large file holds the write lock for longer than a
+    write waits (BUSY_TIMEOUT_S, made short here): the open still waits for it, and once open
+    the store's writes wait BUSY_TIMEOUT_S again, not the migration's wait."""
+    monkeypatch.setattr(sql, "BUSY_TIMEOUT_S", 0.2)
+    path = str(tmp_path / "m.db")
+    open_store(f"sqlite:///{path}").close()
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    release = threading.Timer(1.0, holder.execute, ("ROLLBACK",))
+    release.start()
+    try:
+        store = open_store(f"sqlite:///{path}")  # waits about 1 s, five times BUSY_TIMEOUT_S
+    finally:
+        release.join()
+    holder.execute("BEGIN EXCLUSIVE")
+    release = threading.Timer(1.0, holder.execute, ("ROLLBACK",))
+    release.start()
+    try:  # a write that waited as long as the open would have succeeded once the lock went
+        with pytest.raises(StoreError, match="locked"):
+            store.add(as_probe_report({"inventory": {"hostname": "h"}}))
+    finally:
+        release.join()
+        holder.close()
+        store.close()
 
 
 def test_reads_do_not_wait_for_a_writer_or_for_each_other(tmp_path: Path) -> None:

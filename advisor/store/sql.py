@@ -65,6 +65,10 @@ TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # fixed width, UTC: text order is time or
 BUSY_TIMEOUT_S = 5.0  # how long a statement waits for another connection's lock
 READERS = 8  # read connections; a ninth concurrent read waits for one to be free
 WRITER_WAIT_S = 60.0  # how long a write waits for the one write connection (writes queue)
+# How long an open waits for another process's migration of the same file: revisions that fill
+# the aggregates again read every stored report (about 0.7 ms each), and 48 processes opening a
+# fresh file together on a loaded 2-core machine took more than BUSY_TIMEOUT_S in turn.
+MIGRATION_WAIT_S = 600.0
 # PostgreSQL. Seconds to make a connection (libpq rounds values below 2 up to 2) and to wait for
 # a free pooled one: the service passes ADVISOR_DATABASE_TIMEOUT_S. A database that is down once
 # cost every request 5 s here; the service's circuit breaker then answers the following ones at
@@ -215,6 +219,15 @@ def _use_wal(engine: sa.Engine) -> None:
         raw.close()
 
 
+def _set_busy_timeout(engine: sa.Engine, seconds: float) -> None:
+    """How long the statements of `engine`'s one pooled connection wait for another's lock."""
+    raw = engine.raw_connection()
+    try:
+        raw.driver_connection.execute(f"PRAGMA busy_timeout={int(seconds * 1000)}")  # type: ignore[union-attr]
+    finally:
+        raw.close()
+
+
 def _first_line(exc: BaseException) -> str:
     """The error's first line: driver messages never carry the password, the URL is not logged."""
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -280,8 +293,14 @@ class SqlStore:
         return writer, reader
 
     def _migrate(self) -> str:
+        migrate.head()  # read before the lock is taken: the others wait while it is held
         try:
-            return self._transaction(migrate.upgrade, write=True)
+            if self._postgres or self.path == ":memory:":
+                return self._transaction(migrate.upgrade, write=True)
+            _set_busy_timeout(self._writer, MIGRATION_WAIT_S)
+            reached = self._transaction(migrate.upgrade, write=True)
+            _set_busy_timeout(self._writer, BUSY_TIMEOUT_S)
+            return reached
         except StoreError as exc:
             self.close()
             if self._postgres:
