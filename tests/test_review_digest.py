@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import random
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -222,3 +224,38 @@ def test_a_store_of_before_upgrades_and_its_review_reads_the_same(url: str) -> N
     again = SqlStore(url)
     assert again.fleet_digest() == before and again.fleet() == summary
     again.close()
+
+
+H200_RUN = (
+    Path(__file__).resolve().parents[1]
+    / "benchmarks/results/deploy-gpu-2026-12-04-h200-driver580.159.04-torch2.11.0_cu130"
+)
+
+
+def test_the_reports_of_a_real_h200_are_digested_as_they_read(url: str) -> None:  # noqa: F811
+    """The three reports one H200 made (the Job's node probe, the sbatch task's, the level-1
+    health check), stored: the digest equals the scan, and by hand from the files: one host,
+    its one GPU by UUID, the bf16 matmul's ratio the median of its three runs."""
+    bodies = [
+        json.loads((H200_RUN / f).read_bytes()) for f in ("probe-job.json", "probe-gpu0.json")
+    ]
+    health = json.loads((H200_RUN / "health.json").read_bytes())
+    assert health.pop("health")["status"] == "ok"  # --health-check --json: the report and this
+    reports = [ProbeReport.model_validate(b) for b in [*bodies, health]]
+    store = SqlStore(url)
+    ids = store_all(store, reports)
+    got = store.fleet_digest()
+    store.close()
+    assert_same(got, scanned(reports, ids))
+    assert (got.reports, got.verdicts, list(got.hosts)) == (3, {"pass": 3}, ["vm"])
+    assert [g.key for g in got.hosts["vm"].gpus] == ["GPU-aedfc982-8400-7c42-14fb-e39ef3a27d40"]
+    assert got.last_report == "2026-12-04T11:00:55.278115Z"  # the health check, made last
+    bf16 = [
+        c.measured / c.expected
+        for r in reports
+        for c in r.checks
+        if c.name == CALIBRATION_CHECK and c.measured is not None and c.expected
+    ]
+    assert len(bf16) == 3  # the level-1 health check times the bf16 matmul too
+    stats = got.statistics.checks[("h200-sxm", CALIBRATION_CHECK)]
+    assert stats.runs == 3 and stats.median == pytest.approx(sorted(bf16)[1], rel=RATIO_STEP)
