@@ -372,18 +372,54 @@ def test_one_slow_pair_names_no_node(shipped: Catalog) -> None:
     ) == 1
 
 
-def test_cross_node_all_reduce_against_the_network(shipped: Catalog) -> None:
-    # p5en: 3200 Gbit/s over 8 GPUs = 50 GB/s per GPU; x 0.96 = 48 GB/s expected
-    m = summarize("all_reduce_1G", "GB/s", [30.0] * 3, op="all_reduce", ranks=16)
-    world = [
-        rank(i, H200_BF16, node=n, cluster_collectives=[m]).model_copy(update={"world_size": 16})
-        for n in (0, 1)
+def _two_or_more_nodes(nodes: int, m: Measurement) -> list[RankResult]:
+    return [
+        rank(i, H200_BF16, node=n, cluster_collectives=[m]).model_copy(
+            update={"world_size": 8 * nodes}
+        )
+        for n in range(nodes)
         for i in range(8)
     ]
-    summary = verify_cluster(shipped, world, expect="p5en.48xlarge")
+
+
+def test_cross_node_all_reduce_against_what_the_plans_assume_of_the_network(
+    shipped: Catalog,
+) -> None:
+    """By hand, 1 GiB over 16 GPUs of two p5en nodes (3200 Gbit/s, NVLink 900 GB/s): the ring's
+    bus is min(the link's 370, the node's network 400) = 370 GB/s; latency 8.4 + min(ring 28 x
+    3.4 + 2 x 14, tree 2 x (7 x 4.0 + 14)) = 92.4 us; 2^31 x 15/16 / 370e9 + 92.4 us = 5.5337
+    ms, busbw 2^30 x 1.875 / 5.5337 ms = 363.8 GB/s. (Each GPU's share of the network, 48 GB/s,
+    was expected before: every healthy node passed at an eighth of its network.)"""
+    m = summarize("all_reduce_1G", "GB/s", [30.0] * 3, op="all_reduce", ranks=16)
+    summary = verify_cluster(shipped, _two_or_more_nodes(2, m), expect="p5en.48xlarge")
     (c,) = checks_named(summary.checks, "cross_node_all_reduce_1G")
-    assert c.expected == pytest.approx(48.0) and c.status == "fail"  # 30 / 48 = 62%
+    assert c.expected == pytest.approx(363.8, abs=0.05)
+    # an estimate: 8% of it warns and is watched, never drained
+    assert (c.status, c.action) == ("warn", "monitor")
+    assert "8% of what the training plans assume" in c.detail and "3200 Gbit/s" in c.detail
     assert summary.nodes == 2 and summary.world_size == 16
+
+
+@pytest.mark.parametrize(
+    ("name", "busbw", "ratio", "status"),
+    [  # 4 p5.48xlarge (32 GPUs, EFA 3200 Gbit/s), nccl-tests out-of-place busbw: see the test
+        ("all_reduce_4G", 354.45, 0.96, "pass"),
+        ("all_reduce_1G", 280.30, 0.77, "pass"),
+        ("all_reduce_64M", 152.41, 0.55, "warn"),
+    ],
+)
+def test_a_published_multi_node_run_against_the_plan(
+    shipped: Catalog, name: str, busbw: float, ratio: float, status: str
+) -> None:
+    """Four p5.48xlarge nodes as measured by others (crazyguitar/aws-gpu-communication-benchmark,
+    data/nccl_all_reduce.csv; docs/reference-figures.md section 2): large messages reach the
+    plan, EFA's mid-sized ones fall short of it, a warning rather than a drain."""
+    m = summarize(name, "GB/s", [busbw] * 3, op="all_reduce", ranks=32)
+    summary = verify_cluster(shipped, _two_or_more_nodes(4, m), expect="p5.48xlarge")
+    (c,) = checks_named(summary.checks, f"cross_node_{name}")
+    assert c.measured is not None and c.expected is not None
+    assert c.measured / c.expected == pytest.approx(ratio, abs=0.005)
+    assert c.status == status
 
 
 @pytest.mark.parametrize(

@@ -104,20 +104,31 @@ class Planned:
     published: Published | None = None
 
 
-def planned_busbw(op: str, nbytes: int, ranks: int, link_gb_s: float) -> tuple[float, str]:
-    """nccl-tests busbw of `op` on `ranks` GPUs of one node, by the training model's ring: the
-    bytes each rank moves over the link's bus bandwidth plus NCCL's latency per step."""
-    cluster = Cluster(peak_tflops=1.0, per_node=ranks, link_gb_s=link_gb_s, network_gbps=0.0)
+def planned_busbw(
+    op: str, nbytes: int, ranks: int, link_gb_s: float, per_node: int = 0, network_gbps: float = 0.0
+) -> tuple[float, str]:
+    """nccl-tests busbw of `op` on `ranks` GPUs by the training model's ring: the bytes each rank
+    moves over the ring's bus bandwidth plus NCCL's latency per step. On one node (`per_node` 0:
+    every rank on one) the bus is the GPU link's; across nodes of `per_node` GPUs it is also
+    bounded by the node's `network_gbps` (Cluster.ring_gb_s: each GPU's NIC share carries one of
+    the node's parallel rings, so the bus moves at the whole node's network)."""
+    per_node = per_node or ranks
+    cluster = Cluster(1.0, per_node, link_gb_s, network_gbps)
     reduce = op == "all_reduce"
     ring = Ring(
         volume=nbytes * (2 if reduce else 1), ranks=ranks, stride=1, calls=1, all_reduce=reduce
     )
     seconds = ring.seconds(cluster)
     busbw = nbytes / seconds * bus_factor(op, ranks) / GB
-    formula = (
-        f"training model: {ranks} ranks at {cluster.intra_gb_s():.0f} GB/s bus bandwidth + "
-        f"{ring.latency_s(cluster) * 1e6:.0f} us NCCL latency"
-    )
+    where = f"{ranks} ranks at {cluster.ring_gb_s(ranks, 1):.0f} GB/s bus bandwidth"
+    if ranks > per_node:
+        nodes = -(-ranks // per_node)
+        where = (
+            f"{ranks} ranks over {nodes} nodes at {cluster.ring_gb_s(ranks, 1):.0f} GB/s bus "
+            f"bandwidth (the GPU link's {cluster.intra_gb_s():.0f}, the node's "
+            f"{network_gbps:g} Gbit/s network {network_gbps / 8:.0f})"
+        )
+    formula = f"training model: {where} + {ring.latency_s(cluster) * 1e6:.0f} us NCCL latency"
     return busbw, formula
 
 
@@ -139,17 +150,13 @@ def plan_expectations(catalog: Catalog, instance: InstanceType) -> list[Planned]
             for size in PLANNED_SIZES:
                 busbw, formula = planned_busbw(op, parse_size(size), instance.gpu_count, link)
                 found.append(Planned(f"{op}_{size}", busbw, "GB/s", formula))
-    if instance.network_gbps:
-        cluster = Cluster(1.0, instance.gpu_count or 1, link, instance.network_gbps)
-        found.append(
-            Planned(
-                "cross_node_all_reduce",
-                cluster.inter_gb_s(),
-                "GB/s",
-                f"training model: {instance.network_gbps:g} Gbit/s over "
-                f"{instance.gpu_count or 1} GPU(s) per node",
+    if instance.network_gbps:  # the all-reduce across every GPU of two nodes
+        per_node = instance.gpu_count or 1
+        for size in PLANNED_SIZES:
+            busbw, formula = planned_busbw(
+                "all_reduce", parse_size(size), 2 * per_node, link, per_node, instance.network_gbps
             )
-        )
+            found.append(Planned(f"cross_node_all_reduce_{size}", busbw, "GB/s", formula))
     return [Planned(p.check, p.planned, p.unit, p.source, published.get(p.check)) for p in found]
 
 

@@ -40,9 +40,6 @@ OUTLIER_UNITS = {"TFLOP/s", "GB/s"}  # higher is better; latencies and ratios ar
 # One-direction NVLink copy against the link's one-direction rate: 392 of 450 GB/s measured
 # between two H200s (NV18; docs/reference-figures.md section 1).
 P2P_EFFICIENCY = 392 / 450
-# Across nodes, nccl-tests' maintainers see about 24 GB/s busbw per 200 Gbit/s NIC
-# (NVIDIA/nccl-tests#212; docs/reference-figures.md section 2): 0.96 of the NIC's rate.
-NETWORK_EFFICIENCY = 24 / 25
 # A figure planned by the model (an estimate) warns below this share of it, never fails: DCGM's
 # per-SKU thresholds are 0.75 x a measured reference.
 PLANNED_WARN_AT = 0.75
