@@ -16,7 +16,7 @@ from advisor.fleet.statistics import (
     ratio_of,
     sources_of,
 )
-from advisor.perf.calibration import CALIBRATION_CHECK, LINK_CHECK
+from advisor.perf.calibration import CALIBRATION_CHECK, LINK_CHECK, NETWORK_CHECK
 from advisor.store.base import CheckRow, FleetSummary, HostRatios
 from probes.report import ProbeReport
 
@@ -62,6 +62,7 @@ def summarize_fleet(
             found.failing_hosts(acc),
             _calibration_vote(found.checks.get((acc, CALIBRATION_CHECK)), rows),
             _calibration_vote(found.checks.get((acc, LINK_CHECK)), rows),
+            _calibration_vote(found.checks.get((acc, NETWORK_CHECK)), rows),
         )
         for acc in sorted(reports, key=lambda a: (a is None, a or ""))
     ]

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from advisor.fleet.statistics import PLAUSIBLE_RATIO
-from advisor.perf.calibration import CALIBRATION_CHECK, LINK_CHECK
+from advisor.perf.calibration import CALIBRATION_CHECK, LINK_CHECK, NETWORK_CHECK
 from advisor.store import SqlStore
 from advisor.store.aggregates import RATIO_STEP
 from advisor.store.base import token_id
@@ -28,7 +28,7 @@ from tests.threads import simultaneously
 
 PG_URL = os.environ.get("ADVISOR_TEST_POSTGRES_URL")
 ACCELERATORS = ("h200-sxm", "h100-sxm", "l40s")
-NAMES = (CALIBRATION_CHECK, LINK_CHECK, "matmul_fp16", "h2d_pinned", "ecc")
+NAMES = (CALIBRATION_CHECK, LINK_CHECK, NETWORK_CHECK, "matmul_fp16", "h2d_pinned", "ecc")
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -181,6 +181,8 @@ def test_aggregates_match_a_scan_exactly_where_ratios_are_apart(url: str) -> Non
         assert s.calibration == by_scan[s.accelerator].calibration, s.accelerator
         assert s.link_calibration == by_scan[s.accelerator].link_calibration, s.accelerator
         assert s.link_calibration is not None and s.link_calibration.ratio is not None
+        assert s.network_calibration == by_scan[s.accelerator].network_calibration
+        assert s.network_calibration is not None and s.network_calibration.ratio is not None
     store.close()
 
 

@@ -17,7 +17,13 @@ from fastapi.testclient import TestClient
 
 from advisor.api import create_app
 from advisor.api.state import FleetCalibration
-from advisor.perf.calibration import CALIBRATION_CHECK, LINK_CHECK, Calibration, calibration_from
+from advisor.perf.calibration import (
+    CALIBRATION_CHECK,
+    LINK_CHECK,
+    NETWORK_CHECK,
+    Calibration,
+    calibration_from,
+)
 from advisor.store import Store, open_store
 from advisor.store.base import check_rows
 from probes.report import ProbeReport
@@ -274,3 +280,50 @@ def test_the_summary_words_the_links_vote_and_a_client_reads_it(tmp_path: Path) 
     assert cal.link is not None
     assert (cal.link.ratio, cal.link.reports, cal.link.hosts) == (pytest.approx(0.85), 4, 3)
     assert cal.ratio == pytest.approx(900 / 989)
+
+
+def test_the_network_is_voted_kept_and_worded_as_the_link_is(tmp_path: Path) -> None:
+    """Several-node probes' cross_node_all_reduce_vs_plan: hosts' medians 0.75 (0.7 and 0.8),
+    0.6 and 0.8 -> 0.75 over 4 runs from 3 hosts, in the service's running calibration, after a
+    whole read of the store, in GET /v1/fleet/summary (check named) and in what a client reads
+    from it; the link's vote stays None (none measured)."""
+    from advisor.perf.calibration import calibrations
+
+    net = 363.8
+    rows = [
+        ("m1", "h200-sxm", [(BF16, 900.0, 989.0), (NETWORK_CHECK, 0.7 * net, net)]),
+        ("m1", "h200-sxm", [(BF16, 900.0, 989.0), (NETWORK_CHECK, 0.8 * net, net)]),
+        ("m2", "h200-sxm", [(BF16, 900.0, 989.0), (NETWORK_CHECK, 0.6 * net, net)]),
+        ("m3", "h200-sxm", [(BF16, 900.0, 989.0), (NETWORK_CHECK, 0.8 * net, net)]),
+    ]
+    store = open_store(f"sqlite:///{tmp_path}/n.db")
+    calibration = FleetCalibration(store)
+    calibration.refresh_if_changed()
+    for i, (host, accelerator, checks) in enumerate(rows):
+        with calibration.storing() as stored_rows:
+            body = ProbeReport.model_validate(report(host, accelerator, checks))
+            stored, _ = store.add_once(body, f"key-{i}")
+            stored_rows(check_rows(stored.id, body))
+    running = calibration.value["h200-sxm"]
+    assert running.network is not None and running.link is None
+    assert (running.network.ratio, running.network.reports, running.network.hosts) == (
+        pytest.approx(0.75),
+        4,
+        3,
+    )
+    fresh = FleetCalibration(store)
+    fresh.refresh_if_changed()
+    assert fresh.value == calibration.value
+    store.close()
+    with TestClient(create_app(settings(tmp_path))) as c:
+        post_all(c, [report(*row) for row in rows], itertools.count())
+        (summary,) = c.get("/v1/fleet/summary", headers=AUTH).json()
+    voted = summary["network_calibration"]
+    assert (voted["check"], voted["hosts"], voted["reports"]) == (NETWORK_CHECK, 3, 4)
+    assert voted["ratio"] == pytest.approx(0.75) and summary["link_calibration"] is None
+    read = calibrations([summary])["h200-sxm"].network
+    assert read is not None and (read.ratio, read.reports, read.hosts) == (
+        pytest.approx(0.75),
+        4,
+        3,
+    )

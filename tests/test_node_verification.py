@@ -11,7 +11,7 @@ from advisor import Catalog
 from advisor.fleet.cluster_verification import verify_cluster
 from advisor.fleet.health import health_checks
 from advisor.fleet.node_verification import P2P_EFFICIENCY, verify_node
-from advisor.perf.calibration import LINK_CHECK
+from advisor.perf.calibration import LINK_CHECK, NETWORK_CHECK
 from probes.report import Check, GpuHealth, GpuInventory, Inventory, NvLinkState, PeerLink
 from probes.stats import Measurement, summarize
 from probes.worker import RankResult
@@ -398,6 +398,23 @@ def test_cross_node_all_reduce_against_what_the_plans_assume_of_the_network(
     assert (c.status, c.action) == ("warn", "monitor")
     assert "8% of what the training plans assume" in c.detail and "3200 Gbit/s" in c.detail
     assert summary.nodes == 2 and summary.world_size == 16
+
+
+def test_the_largest_all_reduce_across_nodes_is_what_the_fleet_votes(shipped: Catalog) -> None:
+    """NETWORK_CHECK carries the largest size's measured / planned (1 GiB here: 30 of 363.8),
+    not a smaller one's; without --expect nothing is planned, so nothing is voted."""
+    small = summarize("all_reduce_256M", "GB/s", [200.0] * 3, op="all_reduce", ranks=16)
+    large = summarize("all_reduce_1G", "GB/s", [30.0] * 3, op="all_reduce", ranks=16)
+    world = [
+        r.model_copy(update={"cluster_collectives": [small, large]})
+        for r in _two_or_more_nodes(2, large)
+    ]
+    summary = verify_cluster(shipped, world, expect="p5en.48xlarge")
+    (vote,) = checks_named(summary.checks, NETWORK_CHECK)
+    assert (vote.measured, vote.expected) == (30.0, pytest.approx(363.8, abs=0.05))
+    assert vote.status == "warn" and vote.detail.startswith("cross_node_all_reduce_1G: ")
+    unplanned = verify_cluster(shipped, world)
+    assert checks_named(unplanned.checks, NETWORK_CHECK) == []
 
 
 @pytest.mark.parametrize(

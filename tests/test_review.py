@@ -27,7 +27,7 @@ from advisor.api.settings import Settings
 from advisor.catalog.models import Accelerator, InstanceType, WorkloadProfile
 from advisor.fleet.digest import digest_of
 from advisor.fleet.records import CheckResult, GpuRecord, ProbeRecord, probe_record
-from advisor.perf.calibration import LINK_CHECK, Calibration
+from advisor.perf.calibration import LINK_CHECK, NETWORK_CHECK, Calibration
 from advisor.perf.efficiency import relative_efficiency
 from advisor.planning.estimate import estimate
 from advisor.request import EstimateRequest
@@ -1076,3 +1076,29 @@ def test_api_review_applies_the_services_min_fleet_reports(tmp_path: Path) -> No
             pages[min_reports] = c.get("/v1/review").text
     assert "where at least 2 reports give one" in pages[2]
     assert "fewer than 5" not in pages[2] and "fewer than 5" in pages[5]
+
+
+def test_the_networks_vote_is_shown_beside_the_links() -> None:
+    """Several-node probes' cross_node_all_reduce_vs_plan: one vote per host (medians 0.7, 0.75,
+    0.8, 0.85, 0.8 -> 0.8), applied from five reports; four are shown, not applied."""
+    network = {"h0": 0.7, "h1": 0.75, "h2": 0.8, "h3": 0.85, "h4": 0.8}
+    probes = [
+        rec(
+            h,
+            "big",
+            {"matmul_bf16": (99.0, 100.0, "pass"), NETWORK_CHECK: (r * 100, 100.0, "warn")},
+        )
+        for h, r in network.items()
+    ]
+    review = build_review(ReviewData("t", probes), tiny_catalog(), workloads=[])
+    (mine,) = [f for f in review.calibration if f.accelerator == "big"]
+    assert (mine.network_ratio, mine.network_reports, mine.network_applied) == (
+        pytest.approx(0.8),
+        5,
+        True,
+    )
+    assert mine.link_ratio is None  # no GPU link measured against the plan
+    review = build_review(ReviewData("t", probes[:4]), tiny_catalog(), workloads=[])
+    (few,) = [f for f in review.calibration if f.accelerator == "big"]
+    assert (few.network_reports, few.network_applied) == (4, False)
+    assert "all-reduce across nodes measured / planned" in render_html(review)

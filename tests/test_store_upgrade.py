@@ -47,13 +47,14 @@ def v7_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 
 def summary(store: SqlStore) -> list[dict[str, Any]]:
-    """The fleet summary as the fixture's generator wrote it down (before the GPU link's vote:
-    none of its reports carries one)."""
+    """The fleet summary as the fixture's generator wrote it down (before the GPU link's and the
+    network's votes: none of its reports carries one)."""
     fleet = store.fleet()
-    assert all(f.link_calibration is None for f in fleet)
+    later = ("link_calibration", "network_calibration")
+    assert all(getattr(f, name) is None for f in fleet for name in later)
     found = [
         {
-            **{k: v for k, v in vars(f).items() if k != "link_calibration"},
+            **{k: v for k, v in vars(f).items() if k not in later},
             "calibration": vars(f.calibration) if f.calibration else None,
         }
         for f in fleet

@@ -809,3 +809,42 @@ def test_serving_reads_the_fleets_link_vote_too(shipped: Catalog) -> None:
     assert said == {f.name: f for f in by_hand.figures}
     assert voted.itl_ms == by_hand.itl_ms
     assert voted.itl_ms is not None and plain.itl_ms is not None and voted.itl_ms > plain.itl_ms
+
+
+def test_the_fleets_network_vote_plans_on_the_network_it_measured(shipped: Catalog) -> None:
+    """Nodes whose all-reduce across nodes reaches half of what the plans assume (the fleet's
+    cross_node_all_reduce_vs_plan vote, advisor.perf.calibration.network_factor) are planned as
+    on an instance type whose network is half as fast: the same figures and hours as a catalog
+    where p5.48xlarge's 3200 Gbit/s is halved by hand, plus the figure that says why; slower
+    than the catalog's network. A vote from too few hosts changes nothing."""
+    common = {
+        "workload": "large_scale_training",
+        "model": "llama-3.1-70b",
+        "tokens": 1e11,
+        "instance_type": "p5.48xlarge",
+        "gpu_count": 64,
+    }
+    p5 = shipped.instance_types["p5.48xlarge"]
+    assert p5.network_gbps == 3200
+    halved = dataclasses.replace(
+        shipped,
+        instance_types={
+            **shipped.instance_types,
+            "p5.48xlarge": p5.model_copy(update={"network_gbps": 1600.0}),
+        },
+    )
+    fed = Calibration(1.0, 10, 5, network=Calibration(0.5, 10, 5))
+    voted = estimate(shipped, EstimateRequest(**common), {"h100-sxm": fed})  # type: ignore[arg-type]
+    by_hand = estimate(halved, EstimateRequest(**common), {"h100-sxm": MATMUL_ONLY})  # type: ignore[arg-type]
+    said = {f.name: f for f in voted.figures}
+    factor = said.pop("fleet_network_factor")
+    assert factor.value == 0.5 and "3,200 Gbit/s a node x 0.50 = 1,600 Gbit/s" in factor.formula
+    assert "all-reduce across nodes bus bandwidth 0.50 over 10 node reports" in factor.formula
+    assert said == {f.name: f for f in by_hand.figures}
+    assert voted.hours == by_hand.hours and voted.hours is not None
+    plain = estimate(shipped, EstimateRequest(**common), {"h100-sxm": MATMUL_ONLY})  # type: ignore[arg-type]
+    assert plain.hours is not None and plain.hours < voted.hours
+    few = Calibration(1.0, 10, 5, network=Calibration(0.5, 10, 2))
+    unvoted = estimate(shipped, EstimateRequest(**common), {"h100-sxm": few})  # type: ignore[arg-type]
+    assert unvoted.hours == plain.hours
+    assert "fleet_network_factor" not in {f.name for f in unvoted.figures}

@@ -56,8 +56,8 @@ class IgnoredHostOut(_Out):
 
 class FleetCalibrationOut(_Out):
     """A voted check's fleet ratio (matmul_bf16 measured / expected, or the GPU link's
-    all_reduce_vs_plan measured / planned): one vote per host (its median), hosts far from the
-    fleet's median left out and named."""
+    all_reduce_vs_plan or the network's cross_node_all_reduce_vs_plan measured / planned): one
+    vote per host (its median), hosts far from the fleet's median left out and named."""
 
     check: str
     ratio: float | None = Field(description="The median of the voting hosts' medians")
@@ -87,6 +87,12 @@ class FleetSummaryOut(_Out):
         description="The GPU link's vote (all_reduce_vs_plan of node reports): where it "
         "calibrates, plans on this accelerator (training's collectives, serving's tensor-parallel "
         "all-reduce) use that share of the link",
+    )
+    network_calibration: FleetCalibrationOut | None = Field(
+        None,
+        description="The network's vote (cross_node_all_reduce_vs_plan of several-node probes): "
+        "where it calibrates, plans across nodes of this accelerator use that share of the "
+        "network",
     )
 
 

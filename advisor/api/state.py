@@ -115,7 +115,8 @@ class ResponseCache:
 
 class FleetCalibration:
     """The fleet's calibration (median measured / expected matmul per accelerator, with its GPU
-    link's measured / planned all-reduce: advisor.perf.calibration.VOTED_CHECKS), kept in
+    link's and its network's measured / planned all-reduce: advisor.perf.calibration.
+    VOTED_CHECKS), kept in
     memory and never computed on the read path: `value` only reads memory.
 
     Each accelerator's plausible ratios are kept sorted. A report this process stores adds its
@@ -242,14 +243,14 @@ def _add_ratios(ratios: dict[tuple[str, str], RunningVote], rows: Iterable[Check
 def _calibrations(
     ratios: dict[tuple[str, str], RunningVote], which: Iterable[str]
 ) -> dict[str, Calibration]:
-    """Each accelerator's matmul calibration with its link's beside it; an accelerator without a
-    matmul vote has none (node reports carry both)."""
+    """Each accelerator's matmul calibration with its link's and its network's beside it; an
+    accelerator without a matmul vote has none (node reports carry the matmul)."""
     found = {}
     for acc in which:
         running = (ratios.get((acc, check)) for check in VOTED_CHECKS)
-        cal, link = (calibration_of(r.vote() if r else None) for r in running)
+        cal, link, network = (calibration_of(r.vote() if r else None) for r in running)
         if cal is not None:
-            found[acc] = replace(cal, link=link)
+            found[acc] = replace(cal, link=link, network=network)
     return found
 
 

@@ -12,6 +12,7 @@ from advisor.catalog.models import InstanceType
 from advisor.fleet.expectations import planned_busbw
 from advisor.fleet.node_verification import PLANNED_WARN_AT, verify_node
 from advisor.fleet.verification import resolve_expect, worst_verdict
+from advisor.perf.calibration import NETWORK_CHECK
 from probes.collectives import parse_size, size_label
 from probes.pairing import PairwisePlan, Test
 from probes.report import Check, ClusterSummary, NodeSummary, Status
@@ -65,7 +66,7 @@ def network_checks(
     EFA on p5.48xlarge reaches 0.55-1.2x of it, docs/reference-figures.md), so it warns below
     PLANNED_WARN_AT and never drains; a slow node is named by --pairwise against its peers."""
     instance = resolve_expect(catalog, expect)[1] if expect else None
-    checks = []
+    checks: list[Check] = []
     for m in measurements:
         name = f"cross_node_{m.name}"
         if m.error is not None:
@@ -119,7 +120,31 @@ def network_checks(
                 action="monitor" if status == "warn" else None,
             )
         )
-    return checks
+    vote = _network_against_plan(checks)
+    return checks if vote is None else [*checks, vote]
+
+
+def _network_against_plan(checks: list[Check]) -> Check | None:
+    """The network as the fleet feeds it back into plans (NETWORK_CHECK): the largest all-reduce
+    across nodes compared with the plan (the most bandwidth-bound), under its own name so that
+    the fleet votes one ratio per host whatever sizes each run measured."""
+    sized = []
+    for c in checks:
+        if c.expected and c.measured is not None:
+            try:
+                sized.append((parse_size(c.name.removeprefix("cross_node_all_reduce_")), c))
+            except ValueError:
+                continue
+    if not sized:
+        return None
+    _, largest = max(sized, key=lambda s: s[0])
+    return largest.model_copy(
+        update={
+            "name": NETWORK_CHECK,
+            "detail": f"{largest.name}: {largest.detail}; the fleet's vote of this ratio scales "
+            "the network in its plans across nodes",
+        }
+    )
 
 
 def _planned_across_nodes(

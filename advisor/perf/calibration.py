@@ -6,7 +6,10 @@ matmul_bf16 for the accelerator when at least `min_reports` probe reports give t
 
 The GPU link is fed back the same way: a node report's LINK_CHECK is its largest all-reduce
 measured over what the training model assumes of that link (advisor/fleet/node_verification.py),
-and the fleet's vote of that ratio scales the link every plan places work on (`link_factor`).
+and the fleet's vote of that ratio scales the link every plan places work on (`link_factor`);
+the network between nodes likewise, from a several-node probe's NETWORK_CHECK
+(advisor/fleet/cluster_verification.py) to the network every plan across nodes assumes
+(`network_factor`).
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ class Calibration:
     # The fleet's vote of LINK_CHECK for the same accelerator (the node reports that carry
     # matmul_bf16 carry it too), None where no node report measured a link against the plan.
     link: Calibration | None = None
+    # The fleet's vote of NETWORK_CHECK (the all-reduce across nodes over the plan's figure for
+    # the nodes' network), None where no several-node probe measured it against the plan.
+    network: Calibration | None = None
 
 
 @dataclass(frozen=True)
@@ -78,7 +84,9 @@ def efficiency(
 
 CALIBRATION_CHECK = "matmul_bf16"  # the probe check whose measured / expected scales efficiency
 LINK_CHECK = "all_reduce_vs_plan"  # measured / planned bus bandwidth of a node's GPU link
-VOTED_CHECKS = (CALIBRATION_CHECK, LINK_CHECK)
+# measured / planned bus bandwidth of the all-reduce across every GPU of several nodes
+NETWORK_CHECK = "cross_node_all_reduce_vs_plan"
+VOTED_CHECKS = (CALIBRATION_CHECK, LINK_CHECK, NETWORK_CHECK)
 
 
 def link_factor(
@@ -87,16 +95,28 @@ def link_factor(
     """The share of its planned bus bandwidth the fleet's nodes of this accelerator deliver over
     their GPU link, and why, when the fleet's vote `calibrates`; None otherwise (the plan keeps
     the catalog's link)."""
-    link = cal.link if cal is not None else None
-    if link is None or not calibrates(link, min_reports):
+    return _vote_factor(cal.link if cal else None, min_reports, "all-reduce")
+
+
+def network_factor(
+    cal: Calibration | None, min_reports: int = MIN_FLEET_REPORTS
+) -> tuple[float, str] | None:
+    """The share of its planned bus bandwidth the fleet's all-reduce across nodes of this
+    accelerator reaches, and why, when the fleet's vote `calibrates`; None otherwise (the plan
+    keeps the catalog's network)."""
+    return _vote_factor(cal.network if cal else None, min_reports, "all-reduce across nodes")
+
+
+def _vote_factor(vote: Calibration | None, min_reports: int, what: str) -> tuple[float, str] | None:
+    if vote is None or not calibrates(vote, min_reports):
         return None
     why = (
-        f"the fleet's median measured / planned all-reduce bus bandwidth {link.ratio:.2f} over "
-        f"{link.reports} node reports"
-        + (f" from {link.hosts} hosts (one vote each)" if link.hosts is not None else "")
-        + (f" through {link.tokens} write token(s)" if link.tokens is not None else "")
+        f"the fleet's median measured / planned {what} bus bandwidth {vote.ratio:.2f} over "
+        f"{vote.reports} node reports"
+        + (f" from {vote.hosts} hosts (one vote each)" if vote.hosts is not None else "")
+        + (f" through {vote.tokens} write token(s)" if vote.tokens is not None else "")
     )
-    return link.ratio, why
+    return vote.ratio, why
 
 
 def calibration_from(
@@ -131,7 +151,7 @@ def calibration_of(vote: Vote | None) -> Calibration | None:
 
 def calibrations(fleet: list[dict[str, Any]]) -> dict[str, Calibration]:
     """Calibration per accelerator from fleet summaries (GET /v1/fleet/summary, or the store),
-    with the GPU link's vote where the summary has one."""
+    with the GPU link's and the network's votes where the summary has them."""
     out = {}
     for summary in fleet:
         acc = summary.get("accelerator")
@@ -140,7 +160,8 @@ def calibrations(fleet: list[dict[str, Any]]) -> dict[str, Calibration]:
             cal = _summary_vote(vote)
             if cal is not None:
                 link = _summary_vote(summary.get("link_calibration"))
-                out[str(acc)] = dataclasses.replace(cal, link=link)
+                network = _summary_vote(summary.get("network_calibration"))
+                out[str(acc)] = dataclasses.replace(cal, link=link, network=network)
             continue
         stats = (summary.get("checks") or {}).get(CALIBRATION_CHECK) or {}
         # the runs whose ratio the median is of (a service before "ratios": every run)

@@ -15,7 +15,13 @@ from advisor.catalog.models import Accelerator, WorkloadProfile
 from advisor.catalog.queries import Catalog
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError, field_name
-from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration, efficiency, link_factor
+from advisor.perf.calibration import (
+    MIN_FLEET_REPORTS,
+    Calibration,
+    efficiency,
+    link_factor,
+    network_factor,
+)
 from advisor.perf.inference import moe_of
 from advisor.perf.sizing import Figure, Shape
 from advisor.perf.targets import Targets
@@ -116,22 +122,45 @@ class Plan(ABC):
     def _on_fleet_link(
         self, acc: Accelerator, per_node: int, link_gb_s: float, network: float
     ) -> Fit:
-        """The work placed on the node's GPU link as the fleet measures it where its vote
-        calibrates (advisor.perf.calibration.link_factor: nodes that deliver 0.9x the all-reduce
-        the plans assume are planned on 0.9x the link, training's collectives and serving's
-        tensor-parallel all-reduce alike), said in a figure; else on the catalog's link."""
-        fed = link_factor(self.fleet.get(acc.id), self.min_fleet_reports) if link_gb_s else None
-        if fed is None:
-            return self._place(acc, per_node, link_gb_s, network)
-        ratio, why = fed
-        fit = self._place(acc, per_node, link_gb_s * ratio, network)
-        figure = Figure(
-            "fleet_link_factor",
-            ratio,
-            "x the catalog's link",
-            f"GPU link {link_gb_s:,.0f} GB/s x {ratio:.2f} = {link_gb_s * ratio:,.0f} GB/s: {why}",
+        """The work placed on the node's GPU link and the network between nodes as the fleet
+        measures them where its votes calibrate (advisor.perf.calibration.link_factor: nodes that
+        deliver 0.9x the all-reduce the plans assume are planned on 0.9x the link, training's
+        collectives and serving's tensor-parallel all-reduce alike; network_factor: the
+        all-reduce across nodes likewise, on the network), each said in a figure; else on the
+        catalog's."""
+        cal = self.fleet.get(acc.id)
+        link = link_factor(cal, self.min_fleet_reports) if link_gb_s else None
+        across = network_factor(cal, self.min_fleet_reports) if network else None
+        fit = self._place(
+            acc,
+            per_node,
+            link_gb_s * link[0] if link else link_gb_s,
+            network * across[0] if across else network,
         )
-        return dataclasses.replace(fit, figures=(*fit.figures, figure))
+        figures = []
+        if link is not None:
+            ratio, why = link
+            figures.append(
+                Figure(
+                    "fleet_link_factor",
+                    ratio,
+                    "x the catalog's link",
+                    f"GPU link {link_gb_s:,.0f} GB/s x {ratio:.2f} = {link_gb_s * ratio:,.0f} "
+                    f"GB/s: {why}",
+                )
+            )
+        if across is not None:
+            ratio, why = across
+            figures.append(
+                Figure(
+                    "fleet_network_factor",
+                    ratio,
+                    "x the catalog's network",
+                    f"network {network:,.0f} Gbit/s a node x {ratio:.2f} = {network * ratio:,.0f} "
+                    f"Gbit/s: {why}",
+                )
+            )
+        return dataclasses.replace(fit, figures=(*fit.figures, *figures)) if figures else fit
 
     @abstractmethod
     def _place(self, acc: Accelerator, per_node: int, link_gb_s: float, network: float) -> Fit:

@@ -24,6 +24,7 @@ from advisor.perf.calibration import (
     CALIBRATION_CHECK,
     LINK_CHECK,
     MIN_FLEET_REPORTS,
+    NETWORK_CHECK,
     calibration_of,
 )
 from advisor.review.costs import (
@@ -273,8 +274,13 @@ def build_review(
             digest = digest_of(data.probes)
     stats, hosts = named_statistics(digest.statistics)
     links = {acc: st.vote for (acc, name), st in stats.items() if name == LINK_CHECK}
+    networks = {acc: st.vote for (acc, name), st in stats.items() if name == NETWORK_CHECK}
     calibration = {
-        acc: dataclasses.replace(cal, link=calibration_of(links.get(acc)))
+        acc: dataclasses.replace(
+            cal,
+            link=calibration_of(links.get(acc)),
+            network=calibration_of(networks.get(acc)),
+        )
         for (acc, name), st in stats.items()
         if name == CALIBRATION_CHECK and (cal := calibration_of(st.vote)) is not None
     }

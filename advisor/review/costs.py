@@ -356,8 +356,8 @@ def default_jobs(catalog: Catalog) -> list[CostedJob]:
 @dataclass(frozen=True)
 class FleetFactor:
     """The fleet's measured / expected matmul_bf16 for one accelerator, and whether the
-    efficiency rule (advisor.perf.calibration) applies it; its GPU link's measured / planned
-    all-reduce likewise (link_factor)."""
+    efficiency rule (advisor.perf.calibration) applies it; its GPU link's and its network's
+    measured / planned all-reduce likewise (link_factor, network_factor)."""
 
     accelerator: str
     ratio: float | None
@@ -366,6 +366,9 @@ class FleetFactor:
     link_ratio: float | None = None
     link_reports: int = 0
     link_applied: bool = False
+    network_ratio: float | None = None
+    network_reports: int = 0
+    network_applied: bool = False
 
 
 def fleet_factors(
@@ -377,6 +380,7 @@ def fleet_factors(
     for acc in accelerators:
         cal = calibration.get(acc)
         link = cal.link if cal else None
+        network = cal.network if cal else None
         out.append(
             FleetFactor(
                 acc,
@@ -386,6 +390,9 @@ def fleet_factors(
                 link.ratio if link else None,
                 link.reports if link else 0,
                 calibrates(link, min_reports),
+                network.ratio if network else None,
+                network.reports if network else 0,
+                calibrates(network, min_reports),
             )
         )
     return out

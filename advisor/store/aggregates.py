@@ -10,10 +10,10 @@ relative width RATIO_STEP per (accelerator, check) bucket, with each bucket's co
 highest ratio: a quantile that falls on a bucket's lowest or highest ratio (always, for a bucket
 of one or two) is exact, one inside a bucket of more is interpolated between them, off by less
 than RATIO_STEP of the ratio (0.1%: a tenth of a matmul probe's run-to-run noise). The voted
-checks' ratios (advisor.perf.calibration.VOTED_CHECKS: the matmul and the GPU link) are kept the
-same way per host, for their votes of one per host; every check's ratios per host in wider
-buckets (HOST_RATIO_STEP), for the review's outliers. Each host's and GPU's latest report is
-kept whole (what the review shows of it), replaced by a newer one only.
+checks' ratios (advisor.perf.calibration.VOTED_CHECKS: the matmul, the GPU link, the network)
+are kept the same way per host, for their votes of one per host; every check's ratios per host
+in wider buckets (HOST_RATIO_STEP), for the review's outliers. Each host's and GPU's latest
+report is kept whole (what the review shows of it), replaced by a newer one only.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import sqlalchemy as sa
 from advisor.fleet.digest import LatestGpu, LatestHost, latest_gpus, latest_host, newer
 from advisor.fleet.records import ProbeRecord, StoredView, probe_record
 from advisor.fleet.statistics import PLAUSIBLE_RATIO, ratio_of, vote_of_medians
-from advisor.perf.calibration import CALIBRATION_CHECK, LINK_CHECK, VOTED_CHECKS
+from advisor.perf.calibration import CALIBRATION_CHECK, LINK_CHECK, NETWORK_CHECK, VOTED_CHECKS
 from advisor.store import bulk
 from advisor.store.base import CheckRow, FleetSummary, HostRatios, check_rows
 from advisor.store.schema import (
@@ -383,6 +383,7 @@ def summaries(
             sorted(h for h, failed in hosts[acc] if failed),
             _vote_of(voted, acc, CALIBRATION_CHECK, statuses[acc]),
             _vote_of(voted, acc, LINK_CHECK, statuses[acc]),
+            _vote_of(voted, acc, NETWORK_CHECK, statuses[acc]),
         )
         for acc in order
     ]

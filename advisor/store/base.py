@@ -106,6 +106,8 @@ class FleetSummary:
     calibration: HostVote | None = None
     # The LINK_CHECK's vote likewise (the GPU link's measured / planned all-reduce)
     link_calibration: HostVote | None = None
+    # The NETWORK_CHECK's vote likewise (the all-reduce across nodes over the plan's)
+    network_calibration: HostVote | None = None
 
 
 class Store(Protocol):

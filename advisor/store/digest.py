@@ -28,7 +28,7 @@ from advisor.fleet.statistics import (
     HostVote,
     vote_of_medians,
 )
-from advisor.perf.calibration import CALIBRATION_CHECK, LINK_CHECK
+from advisor.perf.calibration import CALIBRATION_CHECK, LINK_CHECK, NETWORK_CHECK
 from advisor.store.aggregates import NO_ACCELERATOR, BucketValues
 from advisor.store.base import FleetSummary
 from advisor.store.schema import (
@@ -127,7 +127,11 @@ def _statistics(rows: Any, summaries: Sequence[FleetSummary]) -> FleetStatistics
     checks: dict[tuple[str | None, str], CheckStats[str | None]] = {}
     for summary in summaries:  # accelerators in the statistics' order, no accelerator last
         key = summary.accelerator
-        voted = {CALIBRATION_CHECK: summary.calibration, LINK_CHECK: summary.link_calibration}
+        voted = {
+            CALIBRATION_CHECK: summary.calibration,
+            LINK_CHECK: summary.link_calibration,
+            NETWORK_CHECK: summary.network_calibration,
+        }
         for name, figures in summary.checks.items():
             vote = voted.get(name) if name in voted else vote_of_medians(by_check[(key, name)])
             checks[(key, name)] = _check(key, name, figures, units.get((key, name)), vote)

@@ -35,6 +35,7 @@ from advisor.perf.calibration import (
     CALIBRATION_CHECK,
     LINK_CHECK,
     MIN_FLEET_HOSTS,
+    NETWORK_CHECK,
     calibrates,
     calibration_of,
 )
@@ -153,6 +154,9 @@ def fleet_summary(
                 **vars(s),
                 "calibration": _calibration(s.calibration, CALIBRATION_CHECK, min_reports),
                 "link_calibration": _calibration(s.link_calibration, LINK_CHECK, min_reports),
+                "network_calibration": _calibration(
+                    s.network_calibration, NETWORK_CHECK, min_reports
+                ),
             }
         )
         for s in state.store.fleet(accelerator)
