@@ -308,7 +308,8 @@ class AppState:
         with self.calibration.storing() as stored_rows:
             stored, created = self.store.add_once(report, client_key, None, token_id)
             if created:
-                stored_rows(check_rows(stored.id, report, token_id))
+                # the voted checks alone: the store kept every check's figures already
+                stored_rows(check_rows(stored.id, report, token_id, VOTED_CHECKS))
         if created:
             self.report_stored()
         return stored, created

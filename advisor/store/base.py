@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -209,11 +209,16 @@ def idempotency_key(stored_text: str, client_key: str | None) -> str:
 
 
 def check_rows(
-    report_id: str, report: ProbeReport | StoredView, token_id: str | None = None
+    report_id: str,
+    report: ProbeReport | StoredView,
+    token_id: str | None = None,
+    names: Collection[str] | None = None,
 ) -> list[CheckRow]:
-    """A report's checks as the aggregates take them, from the report or its stored reading."""
+    """A report's checks as the aggregates take them, from the report or its stored reading;
+    `names`: only the checks of these names (the voted ones, for the running calibration)."""
     host, accelerator, _ = report_fields(report)
     return [
         CheckRow(report_id, host, accelerator, c.name, c.status, c.measured, c.expected, token_id)
         for c in report.checks
+        if names is None or c.name in names
     ]
