@@ -115,9 +115,8 @@ class ResponseCache:
 
 class FleetCalibration:
     """The fleet's calibration (median measured / expected matmul per accelerator, with its GPU
-    link's and its network's measured / planned all-reduce: advisor.perf.calibration.
-    VOTED_CHECKS), kept in
-    memory and never computed on the read path: `value` only reads memory.
+    link's and its network's measured / planned all-reduce: advisor.perf.calibration
+    VOTED_CHECKS), kept in memory and never computed on the read path: `value` only reads memory.
 
     Each accelerator's plausible ratios are kept sorted. A report this process stores adds its
     own rows (a bisection per ratio and one median), so that ingestion costs the same at any

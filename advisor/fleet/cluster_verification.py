@@ -89,7 +89,7 @@ def network_checks(
             why = (
                 "give --expect INSTANCE_TYPE for its network"
                 if instance is None
-                else (f"{instance.id} has no network figure")
+                else f"{instance.id} has no network figure"
             )
             checks.append(
                 Check(
