@@ -9,8 +9,9 @@ import pytest
 
 from advisor import Catalog
 from advisor.fleet.cluster_verification import verify_cluster
+from advisor.fleet.expectations import P2P_EFFICIENCY
 from advisor.fleet.health import health_checks
-from advisor.fleet.node_verification import P2P_EFFICIENCY, verify_node
+from advisor.fleet.node_verification import verify_node
 from advisor.perf.calibration import LINK_CHECK, NETWORK_CHECK
 from probes.report import Check, GpuHealth, GpuInventory, Inventory, NvLinkState, PeerLink
 from probes.stats import Measurement, summarize

@@ -24,7 +24,8 @@ from probes.collectives import bus_factor, parse_size, size_label
 PLANNED_SIZES = ("8M", "64M", "256M", "1G", "4G", "16G")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "fp8")
 # Peer copy one way against the link's one-way rate: 392 of 450 GB/s measured between two H200s
-# over NVLink (NV18), 2026-11-30, on this project's test machine.
+# over NVLink (NV18), 2026-11-30, on this project's test machine (docs/reference-figures.md
+# section 1); node reports grade the peer copy against it too (advisor/fleet/node_verification.py).
 P2P_EFFICIENCY = 392 / 450
 GB = 1e9
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import Accelerator, CollectiveReference, GpuLink, InstanceType
-from advisor.fleet.expectations import planned_collective
+from advisor.fleet.expectations import P2P_EFFICIENCY, planned_collective
 from advisor.fleet.grading import PASS_AT, grade
 from advisor.fleet.health import health_checks
 from advisor.fleet.verification import (
@@ -37,9 +37,6 @@ from probes.worker import RankResult
 # below the best of its node): warn beyond 5% below the median, fail beyond 10%.
 OUTLIER_WARN_AT, OUTLIER_FAIL_AT = 0.95, 0.90
 OUTLIER_UNITS = {"TFLOP/s", "GB/s"}  # higher is better; latencies and ratios are left out
-# One-direction NVLink copy against the link's one-direction rate: 392 of 450 GB/s measured
-# between two H200s (NV18; docs/reference-figures.md section 1).
-P2P_EFFICIENCY = 392 / 450
 # A figure planned by the model (an estimate) warns below this share of it, never fails: DCGM's
 # per-SKU thresholds are 0.75 x a measured reference.
 PLANNED_WARN_AT = 0.75
