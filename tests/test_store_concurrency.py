@@ -97,13 +97,18 @@ def test_an_open_waits_out_another_process_migrating_longer_than_a_write_would(
     finally:
         release.join()
     holder.execute("BEGIN EXCLUSIVE")
-    release = threading.Timer(1.0, holder.execute, ("ROLLBACK",))
+    # released in 5 s unless the write gave up first (then at once): a write that waited as
+    # long as the open would succeed once the lock went
+    release = threading.Timer(5.0, holder.execute, ("ROLLBACK",))
     release.start()
-    try:  # a write that waited as long as the open would have succeeded once the lock went
+    try:
         with pytest.raises(StoreError, match="locked"):
             store.add(as_probe_report({"inventory": {"hostname": "h"}}))
     finally:
+        release.cancel()
         release.join()
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
         holder.close()
         store.close()
 
