@@ -401,13 +401,15 @@ def test_cross_node_all_reduce_against_what_the_plans_assume_of_the_network(
     assert summary.nodes == 2 and summary.world_size == 16
 
 
-def test_the_largest_all_reduce_across_nodes_is_what_the_fleet_votes(shipped: Catalog) -> None:
-    """NETWORK_CHECK carries the largest size's measured / planned (1 GiB here: 30 of 363.8),
-    not a smaller one's; without --expect nothing is planned, so nothing is voted."""
+def test_the_all_reduce_across_nodes_the_fleet_votes_is_1_gib(shipped: Catalog) -> None:
+    """NETWORK_CHECK carries 1 GiB's measured / planned (30 of 363.8), the size both probe modes
+    measure, neither a smaller nor a larger run's (a full run's 4 GiB); the largest where 1 GiB
+    is missing; without --expect nothing is planned, so nothing is voted."""
     small = summarize("all_reduce_256M", "GB/s", [200.0] * 3, op="all_reduce", ranks=16)
     large = summarize("all_reduce_1G", "GB/s", [30.0] * 3, op="all_reduce", ranks=16)
+    full = summarize("all_reduce_4G", "GB/s", [350.0] * 3, op="all_reduce", ranks=16)
     world = [
-        r.model_copy(update={"cluster_collectives": [small, large]})
+        r.model_copy(update={"cluster_collectives": [small, large, full]})
         for r in _two_or_more_nodes(2, large)
     ]
     summary = verify_cluster(shipped, world, expect="p5en.48xlarge")
@@ -416,6 +418,11 @@ def test_the_largest_all_reduce_across_nodes_is_what_the_fleet_votes(shipped: Ca
     assert vote.status == "warn" and vote.detail.startswith("cross_node_all_reduce_1G: ")
     unplanned = verify_cluster(shipped, world)
     assert checks_named(unplanned.checks, NETWORK_CHECK) == []
+    quick_sizes_only = [r.model_copy(update={"cluster_collectives": [small]}) for r in world]
+    (vote,) = checks_named(
+        verify_cluster(shipped, quick_sizes_only, expect="p5en.48xlarge").checks, NETWORK_CHECK
+    )
+    assert vote.measured == 200.0
 
 
 @pytest.mark.parametrize(
@@ -468,14 +475,16 @@ def test_a_collective_graded_by_a_sourced_figure_shows_the_plans_figure_too(
     assert "estimated; training model" in c.detail
 
 
-def test_the_largest_all_reduce_is_the_link_the_fleet_feeds_back(shipped: Catalog) -> None:
-    """all_reduce_vs_plan: the largest all-reduce measured over what the plans assume of it (the
-    figure the fleet votes into training plans), by hand: 2 H200s, 1 GiB at 250 GB/s against the
-    planned 368.1 (above) = 68%, under 75%: a warning to watch, never a drain; the 256 MiB run
-    beside it is not the one compared. One rank: no link, no check."""
+def test_the_1_gib_all_reduce_is_the_link_the_fleet_feeds_back(shipped: Catalog) -> None:
+    """all_reduce_vs_plan: the 1 GiB all-reduce (measured in either probe mode) over what the
+    plans assume of it (the figure the fleet votes into training plans), by hand: 2 H200s, 1 GiB
+    at 250 GB/s against the planned 368.1 (above) = 68%, under 75%: a warning to watch, never a
+    drain; the 256 MiB and 4 GiB runs beside it are not the one compared. One rank: no link, no
+    check."""
     runs = [
         collective("all_reduce_256M", "all_reduce", 300.0, 2),
         collective("all_reduce_1G", "all_reduce", 250.0, 2),
+        collective("all_reduce_4G", "all_reduce", 360.0, 2),
         collective("all_gather_1G", "all_gather", 290.0, 2),
     ]
     lead = rank(0, H200_BF16, gpus=2, collectives=runs)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from advisor.catalog import Catalog
 from advisor.catalog.models import InstanceType
 from advisor.fleet.expectations import planned_busbw
-from advisor.fleet.node_verification import PLANNED_WARN_AT, verify_node
+from advisor.fleet.node_verification import PLANNED_WARN_AT, verify_node, voted_run
 from advisor.fleet.verification import resolve_expect, worst_verdict
 from advisor.perf.calibration import NETWORK_CHECK
 from probes.collectives import parse_size, size_label
@@ -125,9 +125,9 @@ def network_checks(
 
 
 def _network_against_plan(checks: list[Check]) -> Check | None:
-    """The network as the fleet feeds it back into plans (NETWORK_CHECK): the largest all-reduce
-    across nodes compared with the plan (the most bandwidth-bound), under its own name so that
-    the fleet votes one ratio per host whatever sizes each run measured."""
+    """The network as the fleet feeds it back into plans (NETWORK_CHECK): the all-reduce across
+    nodes of VOTED_BYTES (else the largest measured) compared with the plan, under its own name
+    so that the fleet votes one ratio per host whatever sizes each run measured."""
     sized = []
     for c in checks:
         if c.expected and c.measured is not None:
@@ -137,11 +137,11 @@ def _network_against_plan(checks: list[Check]) -> Check | None:
                 continue
     if not sized:
         return None
-    _, largest = max(sized, key=lambda s: s[0])
-    return largest.model_copy(
+    voted = voted_run(sized)
+    return voted.model_copy(
         update={
             "name": NETWORK_CHECK,
-            "detail": f"{largest.name}: {largest.detail}; the fleet's vote of this ratio scales "
+            "detail": f"{voted.name}: {voted.detail}; the fleet's vote of this ratio scales "
             "the network in its plans across nodes",
         }
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import Accelerator, CollectiveReference, GpuLink, InstanceType
@@ -37,6 +38,12 @@ from probes.worker import RankResult
 # below the best of its node): warn beyond 5% below the median, fail beyond 10%.
 OUTLIER_WARN_AT, OUTLIER_FAIL_AT = 0.95, 0.90
 OUTLIER_UNITS = {"TFLOP/s", "GB/s"}  # higher is better; latencies and ratios are left out
+# The all-reduce size the fleet's link and network votes compare: one that both probe modes
+# measure (quick 64 MiB-1 GiB, full 8 MiB-4 GiB), so that a fleet running either votes like with
+# like (over EFA the plan's share grows from 0.77 at 1 GiB to 0.96 at 4 GiB:
+# docs/reference-figures.md section 2); the largest measured where it is missing.
+VOTED_BYTES = 1 << 30
+T = TypeVar("T")
 # A figure planned by the model (an estimate) warns below this share of it, never fails: DCGM's
 # per-SKU thresholds are 0.75 x a measured reference.
 PLANNED_WARN_AT = 0.75
@@ -380,14 +387,19 @@ def collective_checks(
     return checks if link is None else [*checks, link]
 
 
+def voted_run(sized: Sequence[tuple[int, T]]) -> T:
+    """Of (bytes, run) pairs, the run the fleet's votes compare: VOTED_BYTES, else the largest."""
+    return next((run for n, run in sized if n == VOTED_BYTES), max(sized, key=lambda s: s[0])[1])
+
+
 def _link_against_plan(
     measurements: Sequence[Measurement],
     acc: Accelerator | None,
     instance: InstanceType | None,
     ranks: int,
 ) -> Check | None:
-    """The node's GPU link as the fleet feeds it back into plans (LINK_CHECK): the largest
-    all-reduce measured (the most bandwidth-bound) over what the training model assumes of it.
+    """The node's GPU link as the fleet feeds it back into plans (LINK_CHECK): the all-reduce of
+    VOTED_BYTES (else the largest measured) over what the training model assumes of it.
     An estimate, so at most a warning, as `_against_plan`; None with one rank or no plan."""
     sized = []
     for m in measurements:
@@ -398,21 +410,21 @@ def _link_against_plan(
                 continue
     if ranks < 2 or not sized:
         return None
-    _, largest = max(sized, key=lambda s: s[0])
-    planned = _planned(largest, acc, instance, ranks)
-    if planned is None or largest.value is None:
+    voted = voted_run(sized)
+    planned = _planned(voted, acc, instance, ranks)
+    if planned is None or voted.value is None:
         return None
     value, source = planned
-    ratio = largest.value / value
+    ratio = voted.value / value
     status: Status = "warn" if ratio < PLANNED_WARN_AT else "pass"
     return Check(
         name=LINK_CHECK,
         status=status,
-        measured=largest.value,
+        measured=voted.value,
         expected=value,
-        unit=largest.unit,
+        unit=voted.unit,
         detail=(
-            f"{largest.name} {largest.value:,.1f} GB/s busbw over {ranks} ranks = {ratio:.0%} of "
+            f"{voted.name} {voted.value:,.1f} GB/s busbw over {ranks} ranks = {ratio:.0%} of "
             f"what the training plans assume of this link, {value:,.1f} (estimated; {source}); "
             "the fleet's vote of this ratio scales the link in its training and serving plans"
         ),

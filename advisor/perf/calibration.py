@@ -4,8 +4,8 @@ Efficiency (model FLOP utilisation for training, share of memory bandwidth for d
 workload profile's base efficiency (catalog), times the fleet's median measured / expected
 matmul_bf16 for the accelerator when at least `min_reports` probe reports give that ratio.
 
-The GPU link is fed back the same way: a node report's LINK_CHECK is its largest all-reduce
-measured over what the training model assumes of that link (advisor/fleet/node_verification.py),
+The GPU link is fed back the same way: a node report's LINK_CHECK is its 1 GiB all-reduce (else
+its largest) over what the training model assumes of that link (advisor/fleet/node_verification.py),
 and the fleet's vote of that ratio scales the link every plan places work on (`link_factor`);
 the network between nodes likewise, from a several-node probe's NETWORK_CHECK
 (advisor/fleet/cluster_verification.py) to the network every plan across nodes assumes
