@@ -62,15 +62,21 @@ def test_simultaneous_first_opens_of_a_fresh_file_all_succeed(tmp_path: Path) ->
             assert stored == OPENERS
 
 
+def _lock_held(path: str, seconds: float) -> tuple[sqlite3.Connection, threading.Timer]:
+    """Another connection holding `path`'s write lock, released `seconds` on by the timer."""
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    release = threading.Timer(seconds, holder.execute, ("ROLLBACK",))
+    release.start()
+    return holder, release
+
+
 def test_an_open_waits_for_a_lock_held_by_another_process(tmp_path: Path) -> None:
     """busy_timeout is in force from the first statement of a connection: an open (PRAGMAs,
     migration) while another connection holds the write lock waits for it, then succeeds."""
     path = str(tmp_path / "b.db")
     open_store(f"sqlite:///{path}").close()
-    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    holder.execute("BEGIN EXCLUSIVE")
-    release = threading.Timer(0.5, holder.execute, ("ROLLBACK",))
-    release.start()
+    holder, release = _lock_held(path, 0.5)
     try:
         store = open_store(f"sqlite:///{path}")
         store.close()
@@ -88,19 +94,15 @@ def test_an_open_waits_out_another_process_migrating_longer_than_a_write_would(
     monkeypatch.setattr(sql, "BUSY_TIMEOUT_S", 0.2)
     path = str(tmp_path / "m.db")
     open_store(f"sqlite:///{path}").close()
-    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    holder.execute("BEGIN EXCLUSIVE")
-    release = threading.Timer(1.0, holder.execute, ("ROLLBACK",))
-    release.start()
+    holder, release = _lock_held(path, 1.0)
     try:
         store = open_store(f"sqlite:///{path}")  # waits about 1 s, five times BUSY_TIMEOUT_S
     finally:
         release.join()
-    holder.execute("BEGIN EXCLUSIVE")
+        holder.close()
     # released in 5 s unless the write gave up first (then at once): a write that waited as
     # long as the open would succeed once the lock went
-    release = threading.Timer(5.0, holder.execute, ("ROLLBACK",))
-    release.start()
+    holder, release = _lock_held(path, 5.0)
     try:
         with pytest.raises(StoreError, match="locked"):
             store.add(as_probe_report({"inventory": {"hostname": "h"}}))

@@ -746,11 +746,13 @@ MATMUL_ONLY = Calibration(1.0, 10, 5)
 LINK_AT_HALF = Calibration(1.0, 10, 5, link=Calibration(0.5, 10, 5))
 
 
-def _p5_link_halved(shipped: Catalog) -> Catalog:
-    """The shipped catalog with p5.48xlarge's GPU link halved by hand."""
+def _p5_halved(shipped: Catalog, field: str) -> Catalog:
+    """The shipped catalog with one of p5.48xlarge's rates (its GPU link, its network) halved by
+    hand."""
     p5 = shipped.instance_types["p5.48xlarge"]
-    assert p5.interconnect_gb_s
-    slow = p5.model_copy(update={"interconnect_gb_s": p5.interconnect_gb_s / 2})
+    rate = getattr(p5, field)
+    assert rate
+    slow = p5.model_copy(update={field: rate / 2})
     return dataclasses.replace(
         shipped, instance_types={**shipped.instance_types, "p5.48xlarge": slow}
     )
@@ -769,7 +771,7 @@ def test_the_fleets_link_vote_plans_on_the_link_it_measured(shipped: Catalog) ->
         "instance_type": "p5.48xlarge",
         "gpu_count": 64,
     }
-    halved = _p5_link_halved(shipped)
+    halved = _p5_halved(shipped, "interconnect_gb_s")
     matmul, fed = MATMUL_ONLY, LINK_AT_HALF
     voted = estimate(shipped, EstimateRequest(**common), {"h100-sxm": fed})  # type: ignore[arg-type]
     by_hand = estimate(halved, EstimateRequest(**common), {"h100-sxm": matmul})  # type: ignore[arg-type]
@@ -798,7 +800,7 @@ def test_serving_reads_the_fleets_link_vote_too(shipped: Catalog) -> None:
         "instance_type": "p5.48xlarge",
         "tensor_parallel": 8,
     }
-    halved = _p5_link_halved(shipped)
+    halved = _p5_halved(shipped, "interconnect_gb_s")
     matmul, fed = MATMUL_ONLY, LINK_AT_HALF
     request = EstimateRequest(**common)  # type: ignore[arg-type]
     voted = estimate(shipped, request, {"h100-sxm": fed})
@@ -824,15 +826,8 @@ def test_the_fleets_network_vote_plans_on_the_network_it_measured(shipped: Catal
         "instance_type": "p5.48xlarge",
         "gpu_count": 64,
     }
-    p5 = shipped.instance_types["p5.48xlarge"]
-    assert p5.network_gbps == 3200
-    halved = dataclasses.replace(
-        shipped,
-        instance_types={
-            **shipped.instance_types,
-            "p5.48xlarge": p5.model_copy(update={"network_gbps": 1600.0}),
-        },
-    )
+    assert shipped.instance_types["p5.48xlarge"].network_gbps == 3200
+    halved = _p5_halved(shipped, "network_gbps")
     fed = Calibration(1.0, 10, 5, network=Calibration(0.5, 10, 5))
     voted = estimate(shipped, EstimateRequest(**common), {"h100-sxm": fed})  # type: ignore[arg-type]
     by_hand = estimate(halved, EstimateRequest(**common), {"h100-sxm": MATMUL_ONLY})  # type: ignore[arg-type]

@@ -9,11 +9,11 @@ from collections.abc import Sequence
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import InstanceType
-from advisor.fleet.expectations import planned_busbw
+from advisor.fleet.expectations import planned_collective
 from advisor.fleet.node_verification import PLANNED_WARN_AT, verify_node, voted_run
 from advisor.fleet.verification import resolve_expect, worst_verdict
 from advisor.perf.calibration import NETWORK_CHECK
-from probes.collectives import parse_size, size_label
+from probes.collectives import parse_size
 from probes.pairing import PairwisePlan, Test
 from probes.report import Check, ClusterSummary, NodeSummary, Status
 from probes.stats import Measurement
@@ -150,17 +150,16 @@ def _network_against_plan(checks: list[Check]) -> Check | None:
 def _planned_across_nodes(
     m: Measurement, instance: InstanceType | None, ranks: int, gpus_per_node: int
 ) -> tuple[float, str] | None:
-    if instance is None or not instance.network_gbps or ranks < 2:
+    if instance is None or not instance.network_gbps:
         return None
-    try:
-        nbytes = parse_size(m.name.removeprefix("all_reduce_"))
-    except ValueError:
-        return None
-    per_node = max(1, gpus_per_node)
-    busbw, formula = planned_busbw(
-        "all_reduce", nbytes, ranks, instance.interconnect_gb_s, per_node, instance.network_gbps
+    return planned_collective(
+        m.name,
+        "all_reduce",
+        ranks,
+        instance.interconnect_gb_s,
+        max(1, gpus_per_node),
+        instance.network_gbps,
     )
-    return busbw, f"{formula}, at {size_label(nbytes)}"
 
 
 def pairwise_checks(world: Sequence[RankResult], hosts: dict[int, str]) -> list[Check]:

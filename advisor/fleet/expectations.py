@@ -121,13 +121,14 @@ def planned_busbw(
     )
     seconds = ring.seconds(cluster)
     busbw = nbytes / seconds * bus_factor(op, ranks) / GB
-    where = f"{ranks} ranks at {cluster.ring_gb_s(ranks, 1):.0f} GB/s bus bandwidth"
+    bus = cluster.ring_gb_s(ranks, 1)
+    where = f"{ranks} ranks at {bus:.0f} GB/s bus bandwidth"
     if ranks > per_node:
         nodes = -(-ranks // per_node)
         where = (
-            f"{ranks} ranks over {nodes} nodes at {cluster.ring_gb_s(ranks, 1):.0f} GB/s bus "
-            f"bandwidth (the GPU link's {cluster.intra_gb_s():.0f}, the node's "
-            f"{network_gbps:g} Gbit/s network {network_gbps / 8:.0f})"
+            f"{ranks} ranks over {nodes} nodes at {bus:.0f} GB/s bus bandwidth (the GPU link's "
+            f"{cluster.intra_gb_s():.0f}, the node's {network_gbps:g} Gbit/s network "
+            f"{network_gbps / 8:.0f})"
         )
     formula = f"training model: {where} + {ring.latency_s(cluster) * 1e6:.0f} us NCCL latency"
     return busbw, formula
@@ -180,10 +181,11 @@ def _per_gpu(catalog: Catalog, acc: Accelerator) -> list[Planned]:
 
 
 def planned_collective(
-    name: str, op: str, ranks: int, link_gb_s: float
+    name: str, op: str, ranks: int, link_gb_s: float, per_node: int = 0, network_gbps: float = 0.0
 ) -> tuple[float, str] | None:
     """The model's figure for a measured collective named like all_reduce_256M (None: a size
-    the name does not give)."""
+    the name does not give); across nodes of `per_node` GPUs and `network_gbps` as
+    planned_busbw."""
     size = name.removeprefix(f"{op}_")
     try:
         nbytes = parse_size(size)
@@ -192,6 +194,11 @@ def planned_collective(
     if op not in ("all_reduce", "all_gather", "reduce_scatter") or ranks < 2:
         return None
     busbw, formula = planned_busbw(
-        "all_gather" if op == "reduce_scatter" else op, nbytes, ranks, link_gb_s
+        "all_gather" if op == "reduce_scatter" else op,
+        nbytes,
+        ranks,
+        link_gb_s,
+        per_node,
+        network_gbps,
     )
     return busbw, f"{formula}, at {size_label(nbytes)}"
