@@ -16,7 +16,7 @@ from advisor import Catalog, recommend
 from advisor.catalog.models import SpotPolicy
 from advisor.catalog.queries import purchase_matches
 from advisor.engine import alternatives as alternatives_module
-from advisor.engine.candidates import CloudCandidate, candidate_index
+from advisor.engine.candidates import CloudCandidate, attribute, candidate_index
 from advisor.engine.checks import (
     CODE_WORDS,
     EDGE,
@@ -29,7 +29,8 @@ from advisor.engine.checks import (
     static_violations,
 )
 from advisor.engine.constraints import RELAXATIONS, Direction
-from advisor.engine.placement import PLACEMENT_READS, place
+from advisor.engine.evaluation import _closest_offer
+from advisor.engine.placement import PLACEMENT_READS, UNSIZED_READS, place, placer
 from advisor.perf.spot import SpotPlan
 from advisor.planning.plans import plan_for
 from advisor.request import RecommendRequest
@@ -141,6 +142,49 @@ def test_each_applies_condition_only_drops_checks_that_find_nothing(shipped: Cat
             elif found:
                 fired.add(entry.check.__name__)
     assert fired == {e.check.__name__ for e in gated}, "no request here makes these fail"
+
+
+def test_spans_only_checks_find_nothing_within_one_node(shipped: Catalog) -> None:
+    """The engine skips a `spans_only` entry on a group the request fits inside one node. Were
+    that wrong, a candidate would lose a reason (and could be recommended): each such check runs
+    here on every shipped candidate placed within one node and must find nothing there, and
+    each finds something somewhere (across nodes), so the test is not vacuous."""
+    gated = [e for e in STATIC if e.spans_only]
+    assert {e.code for e in gated} >= {"MEMORY_INSUFFICIENT", "NETWORK_TOO_SLOW"}
+    fired: set[str] = set()
+    index = candidate_index(shipped, GROUP_SIGNATURE)
+    for kw in APPLIES_REQUESTS:
+        w = RecommendRequest(**kw)
+        p = shipped.workloads[w.workload]
+        plan = plan_for(shipped, w.work(), p) if w.sized else None
+        for c in index.cloud:
+            k = StaticCase(c, place(c, w, p, plan), w, p)
+            for entry in gated:
+                found = entry.check(k)
+                assert found is None or k.s.spans_nodes, (entry.code, c.instance.id, kw)
+                if found is not None:
+                    fired.add(entry.check.__name__)
+    assert fired == {e.check.__name__ for e in gated}, "no request here makes these fail"
+
+
+def test_unsized_placement_reads_only_the_placement_key(mini: Catalog, shipped: Catalog) -> None:
+    """Without a model, one request places candidates alike in UNSIZED_READS alike
+    (advisor/engine/placement.py placer keeps one placement per key): placement must read
+    nothing else, the key must hold those attributes, and the placer must answer as place()."""
+    read: set[str] = set()
+    for kw, c in itertools.product(REQUESTS, candidate_index(mini, GROUP_SIGNATURE).cloud):
+        w = RecommendRequest(**kw)
+        read |= _reads(place, c, w, mini.workloads[w.workload])
+    assert read == set(UNSIZED_READS)
+    cloud = candidate_index(shipped, GROUP_SIGNATURE).cloud
+    for c in cloud:
+        assert c.placement_key == tuple(attribute(c, path) for path in UNSIZED_READS)
+    for kw in APPLIES_REQUESTS:
+        w = RecommendRequest(**kw)
+        p = shipped.workloads[w.workload]
+        plan = plan_for(shipped, w.work(), p) if w.sized else None
+        placed = placer(w, p, plan)
+        assert [placed(c) for c in cloud] == [place(c, w, p, plan) for c in cloud], kw
 
 
 def test_request_free_checks_read_neither_the_request_nor_the_placement(shipped: Catalog) -> None:
@@ -424,6 +468,29 @@ def test_offer_fault_bits_are_what_the_registry_finds(shipped: Catalog) -> None:
                 assert faults == expected, (c.instance.id, offer[:3], kw, nodes, risky)
                 seen |= faults
     assert seen == (1 << len(codes)) - 1, f"bits never set here: {seen:b}"
+
+
+def test_closest_offering_is_the_first_with_fewest_faults(shipped: Catalog) -> None:
+    """A rejected option is explained by its offering that fails the fewest OFFERING checks,
+    the first (cheapest) among equals. The engine looks only at the first offering of each
+    pattern of faults other than the budget; the long way looks at every offering."""
+    cases = 0
+    for (kw, nodes), risky in itertools.product(FAULT_CASES, (False, True)):
+        w = RecommendRequest(**kw)
+        skip_flagged = not w.include_flagged_prices
+        for c in candidate_index(shipped, GROUP_SIGNATURE).cloud:
+            if not c.offers:
+                continue
+            faults = [offer_faults(o, w, nodes, risky, skip_flagged).bit_count() for o in c.offers]
+            first = faults.index(min(faults))
+            assert _closest_offer(c, w, nodes, risky, skip_flagged) is c.offers[first][3], (
+                c.instance.id,
+                kw,
+                nodes,
+                risky,
+            )
+            cases += first > 0  # the cheapest offering is not always the answer
+    assert cases > 100
 
 
 # Requests nothing satisfies, so that the engine looks for the nearest alternatives: by budget,

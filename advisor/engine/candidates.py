@@ -132,6 +132,13 @@ class CloudCandidate:
     power: NodePower
     # How often spot capacity of this instance type is reclaimed (catalog/spot.yaml), if known.
     spot: SpotInterruption | None
+    # The values of advisor/engine/placement.py UNSIZED_READS, in that order
+    placement_key: tuple[bool, float, int, float]
+    # (region, purchase, risky, skip_flagged) -> the first offering of each pattern of faults
+    # but the budget (advisor/engine/evaluation.py _first_of_each_fault), built on first use
+    fault_patterns: dict[
+        tuple[str | None, Purchase | None, bool, bool], tuple[tuple[int, int, Offer], ...]
+    ] = field(default_factory=dict, compare=False, repr=False)
     # (region, purchase) filter (None = any) -> its pool, built on first use
     _pools: dict[tuple[str | None, Purchase | None], OfferPool] = field(
         default_factory=dict, compare=False, repr=False
@@ -177,9 +184,10 @@ class CandidateIndex:
     edge: tuple[EdgeCandidate, ...]
     # Per workload type: the rejections that depend on the catalog alone (advisor/engine).
     memo: dict[str, tuple[Rejection, ...]] = field(default_factory=dict, compare=False)
-    # Per workload type: whether each cloud group fails a request-free static check
-    # (advisor/engine/checks.py Constraint.request_free).
-    fails_request_free: dict[str, tuple[bool, ...]] = field(default_factory=dict, compare=False)
+    # Per workload type: the cloud groups it runs on (the others are its mismatches), each by
+    # index with whether it fails a request-free static check (advisor/engine/checks.py
+    # Constraint.request_free).
+    running: dict[str, tuple[tuple[int, bool], ...]] = field(default_factory=dict, compare=False)
     # (group index, nodes, workload type, objective) -> how the group's offerings are valued
     # without a model (advisor/engine/rank.py valuation): at most groups x node counts x types x
     # objectives, a few thousand.
@@ -243,9 +251,10 @@ def _build(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:
         peaks = {prec: key_peak(hardware, prec) for prec in PRECISIONS}
         support = {prec: compute_precision(hardware, prec) for prec in REQUEST_PRECISIONS}
         spot = spot_interruption(it, catalog.spot_interruptions.values())
+        key = (is_gpu, hardware.device_memory_gb, it.gpu_count, memory)
         cloud.append(
             CloudCandidate(
-                it, hardware, is_gpu, memory, power.watts, offers, peaks, support, power, spot
+                it, hardware, is_gpu, memory, power.watts, offers, peaks, support, power, spot, key
             )
         )
     edge = []

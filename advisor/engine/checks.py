@@ -353,6 +353,7 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         _one_node_by_memory,
         ("per_node_memory_gb", "is_gpu", "hardware.device_memory_gb", "instance.gpu_count"),
         applies=lambda w, p: not p.scale_out and bool(w.memory_gb or w.sized),
+        spans_only=True,
     ),
     Constraint(
         "GPU_COUNT_TOO_HIGH",
@@ -361,6 +362,7 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         _one_node_by_count,
         ("per_node_memory_gb", "instance.gpu_count"),
         applies=lambda w, p: not p.scale_out and not w.memory_gb,
+        spans_only=True,
     ),
     Constraint(
         "NETWORK_TOO_SLOW",
@@ -369,6 +371,7 @@ STATIC: tuple[Constraint[StaticCase], ...] = (
         _network_too_slow,
         ("instance.network_gbps",),
         applies=lambda w, p: p.scale_out,
+        spans_only=True,
     ),
     Constraint(
         "NO_GPU",
@@ -584,6 +587,9 @@ CODE_WORDS: dict[str, str] = {
 }
 
 
+OVER_BUDGET = 1 << 2  # offer_faults' bit for the budget (_over_budget)
+
+
 def offer_faults(offer: Offer, w: Workload, nodes: int, risky: bool, skip_flagged: bool) -> int:
     """The OFFERING checks an offering fails, one bit each in the registry's order, worked out
     inline: cheap enough to run on every offering, to find the few worth explaining with the
@@ -594,7 +600,7 @@ def offer_faults(offer: Offer, w: Workload, nodes: int, risky: bool, skip_flagge
         (not region_matches(w.region, o_region))
         # purchase_matches and price_usable inline: this runs on every offering
         | (w.purchase is not None and o_purchase is not w.purchase) << 1
-        | (budget is not None and option_hourly_usd(hourly, nodes) > budget) << 2
+        | (budget is not None and option_hourly_usd(hourly, nodes) > budget) * OVER_BUDGET
         | (risky and o_purchase is Purchase.spot) << 3
         | (skip_flagged and price.flag is not None) << 4
     )

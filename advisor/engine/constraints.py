@@ -160,6 +160,10 @@ class Constraint(Generic[Case]):
     # fails, and runs it per request only on those (tests/test_constraints.py holds each such
     # check to reading nothing else).
     request_free: bool = False
+    # The check fails only where the placement spans nodes (Placement.spans_nodes): the engine
+    # skips it on the groups a request fits inside one node, most of them for everyday sizes
+    # (tests/test_constraints.py holds each such check to finding nothing elsewhere).
+    spans_only: bool = False
 
     @property
     def direction(self) -> Direction:

@@ -26,6 +26,7 @@ from advisor.engine.candidates import (
 from advisor.engine.checks import (
     CODE_WORDS,
     GROUP_SIGNATURE,
+    OVER_BUDGET,
     STATIC,
     edge_violations,
     offer_faults,
@@ -41,7 +42,7 @@ from advisor.engine.objective import (
     objective_value,
     ranked_figure,
 )
-from advisor.engine.placement import Placement, place
+from advisor.engine.placement import Placement, placer
 from advisor.engine.rank import (
     Bound,
     Hit,
@@ -182,16 +183,24 @@ def _evaluate_cloud(
     feasible = types = 0
     bound = Bound(w.limit)
     registry = applicable(STATIC, w, p)
-    # Groups that pass every request-free check are checked by the other entries alone.
+    # The entries a group runs, by 2 x (it fails a request-free entry) + (the request spans its
+    # nodes): groups that pass every request-free entry are checked by the others alone, and
+    # groups that hold the request in one node skip the entries that only fail across nodes.
     per_request = tuple(entry for entry in registry if not entry.request_free)
-    fails_request_free = _fails_request_free(index, p)
-    for i, group in enumerate(index.cloud_groups):
-        if not runs(group[0].hardware, p):
-            continue  # in _mismatches
+    entries = (
+        tuple(entry for entry in per_request if not entry.spans_only),
+        per_request,
+        tuple(entry for entry in registry if not entry.spans_only),
+        registry,
+    )
+    placed = placer(w, p, plan)
+    groups = index.cloud_groups
+    for i, fails_request_free in _running(index, p):  # the others are in _mismatches
+        group = groups[i]
         # Members share everything the static checks and placement read (GROUP_SIGNATURE).
-        placement = place(group[0], w, p, plan)
-        checks = registry if fails_request_free[i] else per_request
-        static = static_violations(group[0], placement, w, p, checks)
+        placement = placed(group[0])
+        checks = entries[2 * fails_request_free + placement.spans_nodes]
+        static = static_violations(group[0], placement, w, p, checks) if checks else None
         if static:  # the whole group is out for reasons that no offering changes
             codes, sentences = _codes_and_sentences(static)
             rejected.extend(
@@ -239,14 +248,19 @@ def _group_valuation(
     return found
 
 
-def _fails_request_free(index: CandidateIndex, p: WorkloadProfile) -> tuple[bool, ...]:
-    """Per cloud group, whether a request-free static check fails it for this workload type:
-    known before any request, so worked out once per catalog and workload type."""
-    found = index.fails_request_free.get(p.id)
+def _running(index: CandidateIndex, p: WorkloadProfile) -> tuple[tuple[int, bool], ...]:
+    """The cloud groups this workload type runs on, each with whether a request-free static
+    check fails it: known before any request, so worked out once per catalog and workload
+    type."""
+    found = index.running.get(p.id)
     if found is None:
         free = tuple(entry for entry in STATIC if entry.request_free)
-        found = tuple(bool(request_free_violations(g[0], p, free)) for g in index.cloud_groups)
-        index.fails_request_free[p.id] = found
+        found = tuple(
+            (i, bool(request_free_violations(g[0], p, free)))
+            for i, g in enumerate(index.cloud_groups)
+            if runs(g[0].hardware, p)
+        )
+        index.running[p.id] = found
     return found
 
 
@@ -402,15 +416,35 @@ def _closest_offer(
     c: CloudCandidate, w: Workload, nodes: int, risky: bool, skip_flagged: bool
 ) -> Price:
     """The offering of an option none of whose offerings fits that breaks the fewest offering
-    checks, cheapest first: it explains the rejection."""
-    best_bad, best = 6, c.offers[0][3]
-    for offer in c.offers:
-        bad = offer_faults(offer, w, nodes, risky, skip_flagged).bit_count()
-        if bad < best_bad:
-            best_bad, best = bad, offer[3]
-            if bad == 1:
-                break  # none has none (the caller found no feasible offering)
-    return best
+    checks, cheapest first: it explains the rejection. Only the first (cheapest) offering of
+    each pattern of faults other than the budget can be it: the budget fails the cheaper one
+    no more often."""
+    budget = w.max_hourly_usd
+    return min(
+        (
+            count + (budget is not None and option_hourly_usd(offer[2], nodes) > budget),
+            position,
+            offer,
+        )
+        for count, position, offer in _first_of_each_fault(c, w, risky, skip_flagged)
+    )[2][3]
+
+
+def _first_of_each_fault(
+    c: CloudCandidate, w: Workload, risky: bool, skip_flagged: bool
+) -> tuple[tuple[int, int, Offer], ...]:
+    """(faults, position, offering) of the option's first offering with each pattern of
+    OFFERING faults other than the budget: the same for every budget, so kept on the candidate
+    per (region, purchase, risky, skip_flagged) of the request, at most a few hundred keys."""
+    key = (w.region, w.purchase, risky, skip_flagged)
+    found = c.fault_patterns.get(key)
+    if found is None:
+        firsts: dict[int, tuple[int, int, Offer]] = {}
+        for position, offer in enumerate(c.offers):
+            faults = offer_faults(offer, w, 1, risky, skip_flagged) & ~OVER_BUDGET
+            firsts.setdefault(faults, (faults.bit_count(), position, offer))
+        found = c.fault_patterns[key] = tuple(firsts.values())
+    return found
 
 
 _MISMATCH = ("WORKLOAD_MISMATCH",)

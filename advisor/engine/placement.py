@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from advisor.catalog.models import WorkloadProfile
@@ -25,6 +26,9 @@ PLACEMENT_READS = (
     "instance.network_gbps",  # training's data-parallel collectives across nodes (perf/training.py)
     "instance.nvlink_domain_gpus",  # training's collectives and layout inside an NVL72 rack
 )
+# What placement reads without a model (CloudCandidate.placement_key holds their values):
+# candidates equal on these are placed alike by one request.
+UNSIZED_READS = ("is_gpu", "hardware.device_memory_gb", "instance.gpu_count", "per_node_memory_gb")
 
 
 class Placement(NamedTuple):
@@ -65,3 +69,22 @@ def place(
     # RAM keeps the same headroom as GPU memory (the OS, runtime and page cache take a share)
     nodes = max(1, math.ceil(need_gb / usable_memory_gb(c.per_node_memory_gb) - 1e-9))
     return Placement(0, nodes, nodes > 1)
+
+
+def placer(
+    w: Workload, p: WorkloadProfile, plan: Plan | None = None
+) -> Callable[[CloudCandidate], Placement]:
+    """place() for one request over every candidate: without a model, candidates with one
+    placement key (UNSIZED_READS) share one placement, worked out once (a catalog's groups hold
+    about a third as many keys)."""
+    if plan is not None:
+        return lambda c: place(c, w, p, plan)
+    memo: dict[tuple[object, ...], Placement] = {}
+
+    def placed(c: CloudCandidate) -> Placement:
+        found = memo.get(c.placement_key)
+        if found is None:
+            found = memo[c.placement_key] = place(c, w, p)
+        return found
+
+    return placed
