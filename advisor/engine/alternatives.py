@@ -4,6 +4,7 @@ fine-tuning method, a latency target the options reach), and 16-bit serving in F
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -11,15 +12,17 @@ from advisor.catalog.models import Price, WorkloadProfile
 from advisor.engine.candidates import CandidateIndex, CloudCandidate
 from advisor.engine.checks import (
     LATENCY_CODES,
+    STATIC,
+    FaultGroup,
     edge_violations,
+    fault_groups,
     latency_relax_to,
-    offer_faults,
     offering_violations,
     static_violations,
 )
-from advisor.engine.constraints import Violation
+from advisor.engine.constraints import Violation, applicable
 from advisor.engine.explain import AlternativeTracker
-from advisor.engine.placement import Placement, place
+from advisor.engine.placement import Placement, placer
 from advisor.engine.result import Alternative, Recommendation, Result
 from advisor.engine.spot_risk import spot_case
 from advisor.perf.cost import option_hourly_usd
@@ -37,8 +40,15 @@ def nearest_alternatives(
     """For each constraint that alone blocks a candidate, the smallest relaxation that helps;
     for latency targets, the lowest figure any option blocked by latency alone reaches."""
     tracker = AlternativeTracker()
+    placed = placer(w, p, plan)
+    # The entries that can fail for this request, and those of them that can within one node
+    # (Constraint.applies and spans_only, as advisor/engine/evaluation.py runs them)
+    registry = applicable(STATIC, w, p)
+    entries = (tuple(entry for entry in registry if not entry.spans_only), registry)
     for c in index.cloud:
-        _cloud_alternatives(tracker, c, w, p, plan)
+        placement = placed(c)
+        static = static_violations(c, placement, w, p, entries[placement.spans_nodes])
+        _cloud_alternatives(tracker, c, placement, static, w, p)
     for e in index.edge:
         violations = edge_violations(e, w, p)
         if len(violations) == 1 and violations[0].constraint:
@@ -51,13 +61,13 @@ def nearest_alternatives(
 def _cloud_alternatives(
     tracker: AlternativeTracker,
     c: CloudCandidate,
+    placement: Placement,
+    static: list[Violation],
     w: Workload,
     p: WorkloadProfile,
-    plan: Plan | None,
 ) -> None:
-    """One instance type's offerings that one relaxation (or latency alone) would admit."""
-    placement = place(c, w, p, plan)
-    static = static_violations(c, placement, w, p)
+    """One instance type's offerings that one relaxation (or latency alone) would admit, given
+    the static checks it fails."""
     latency_only = bool(static) and all(v.code in LATENCY_CODES for v in static)
     if len(static) > 1 and not latency_only:
         return
@@ -103,23 +113,35 @@ def _offer_relaxation(
 def _offers_worth_explaining(
     c: CloudCandidate, static: bool, nodes: int, w: Workload, risky: bool
 ) -> Iterator[Price]:
-    """The offerings that can give an option's nearest alternative. One is worth explaining
-    when, with the static failures (`static`), it fails one check alone (or latency alone).
-    Offerings come cheapest first, and the tracker prefers the nearest relaxation, then the
-    lower price, then the label: of each kind of failure, only the first offering and those at
-    its price can be nearest. The registry explains just those; a bit count sorts out the rest
-    (explaining every offering took 30 ms on the shipped catalog, 130 ms at 10,000)."""
-    first_hourly: dict[int, float] = {}
-    skip_flagged = not w.include_flagged_prices
-    for offer in c.offers:
-        if static and first_hourly and offer[2] > first_hourly[0]:
-            return  # the one kind that helps here (no offering fault) is found
-        faults = offer_faults(offer, w, nodes, risky, skip_flagged)
-        if faults.bit_count() > (0 if static else 1):
+    """The offerings that can give an option's nearest alternative, cheapest first. One is
+    worth explaining when, with the static failures (`static`), it fails one check alone (or
+    latency alone). The tracker prefers the nearest relaxation, then the lower price, then the
+    label: of each kind of failure, only the first offering and those at its price can be
+    nearest. The registry explains just those (explaining every offering took 30 ms on the
+    shipped catalog, 130 ms at 10,000). The offerings come grouped by their faults other than
+    the budget (advisor/engine/checks.py fault_groups), cheapest first: in each group the budget
+    allows a prefix, one kind of failure, and the rest fail it too, another."""
+    allowed = 0 if static else 1
+    budget = w.max_hourly_usd
+    picked: list[int] = []
+    for group in fault_groups(c, w, risky, not w.include_flagged_prices):
+        faults = group.faults.bit_count()
+        if faults > allowed:
             continue
-        if offer[2] > first_hourly.setdefault(faults, offer[2]):
-            continue
-        yield offer[3]
+        within = group.within(budget, nodes)
+        picked += _first_and_ties(group, 0, within)
+        if faults < allowed:  # the budget's fault is then one more that may be the only one
+            picked += _first_and_ties(group, within, len(group.positions))
+    for position in sorted(picked):
+        yield c.offers[position][3]
+
+
+def _first_and_ties(group: FaultGroup, start: int, stop: int) -> tuple[int, ...]:
+    """Of the group's offerings start:stop, the first and those at its price."""
+    if start >= stop:
+        return ()
+    end = bisect_right(group.hourly_usd, group.hourly_usd[start], start, stop)
+    return group.positions[start:end]
 
 
 # Serving in 16 bits that fits nowhere may fit in 8: weights and KV cache halve on accelerators

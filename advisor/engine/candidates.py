@@ -10,6 +10,7 @@ import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
+from typing import TYPE_CHECKING
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import (
@@ -33,6 +34,9 @@ from advisor.perf.precision import (
     key_peak,
 )
 from advisor.units import GB, GIB
+
+if TYPE_CHECKING:  # built by advisor/engine/checks.py, which reads the candidates
+    from advisor.engine.checks import FaultGroup
 
 GIB_PER_GB = GB / GIB  # instance RAM is stated in GiB, requirements in GB
 
@@ -134,11 +138,11 @@ class CloudCandidate:
     spot: SpotInterruption | None
     # The values of advisor/engine/placement.py UNSIZED_READS, in that order
     placement_key: tuple[bool, float, int, float]
-    # (region, purchase, risky, skip_flagged) -> the first offering of each pattern of faults
-    # but the budget (advisor/engine/evaluation.py _first_of_each_fault), built on first use
-    fault_patterns: dict[
-        tuple[str | None, Purchase | None, bool, bool], tuple[tuple[int, int, Offer], ...]
-    ] = field(default_factory=dict, compare=False, repr=False)
+    # (region, purchase, risky, skip_flagged) -> the offerings by their faults other than the
+    # budget (advisor/engine/checks.py fault_groups), built on first use
+    fault_groups: dict[tuple[str | None, Purchase | None, bool, bool], tuple[FaultGroup, ...]] = (
+        field(default_factory=dict, compare=False, repr=False)
+    )
     # (region, purchase) filter (None = any) -> its pool, built on first use
     _pools: dict[tuple[str | None, Purchase | None], OfferPool] = field(
         default_factory=dict, compare=False, repr=False

@@ -7,6 +7,7 @@ group), what depends on one priced offering (`OFFERING`), and edge devices (`EDG
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from typing import NamedTuple
 
 from advisor.catalog.capability import mismatch_sentence, runs
@@ -604,3 +605,39 @@ def offer_faults(offer: Offer, w: Workload, nodes: int, risky: bool, skip_flagge
         | (risky and o_purchase is Purchase.spot) << 3
         | (skip_flagged and price.flag is not None) << 4
     )
+
+
+class FaultGroup(NamedTuple):
+    """An option's offerings that fail the same OFFERING checks other than the budget (one bit
+    each, as offer_faults counts them): no budget changes that part."""
+
+    faults: int
+    positions: tuple[int, ...]  # in CloudCandidate.offers: cheapest first
+    hourly_usd: tuple[float, ...]  # one node's, in the same order
+
+    def within(self, budget_usd: float | None, nodes: int) -> int:
+        """How many of them (a prefix) the budget allows on `nodes` nodes (_over_budget)."""
+        if budget_usd is None:
+            return len(self.positions)
+        return bisect_right(self.hourly_usd, budget_usd, key=lambda h: option_hourly_usd(h, nodes))
+
+
+def fault_groups(
+    c: CloudCandidate, w: Workload, risky: bool, skip_flagged: bool
+) -> tuple[FaultGroup, ...]:
+    """The option's offerings by their faults other than the budget, under the request's
+    region, purchase and flagged-price filters and whether its spot offerings are too risky:
+    the same for every budget and node count, so kept on the candidate per (region, purchase,
+    risky, skip_flagged), a few hundred keys at most."""
+    key = (w.region, w.purchase, risky, skip_flagged)
+    found = c.fault_groups.get(key)
+    if found is None:
+        members: dict[int, list[int]] = {}
+        for position, offer in enumerate(c.offers):
+            faults = offer_faults(offer, w, 1, risky, skip_flagged) & ~OVER_BUDGET
+            members.setdefault(faults, []).append(position)
+        found = c.fault_groups[key] = tuple(
+            FaultGroup(faults, tuple(ps), tuple(c.offers[i][2] for i in ps))
+            for faults, ps in members.items()
+        )
+    return found

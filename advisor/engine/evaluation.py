@@ -26,10 +26,9 @@ from advisor.engine.candidates import (
 from advisor.engine.checks import (
     CODE_WORDS,
     GROUP_SIGNATURE,
-    OVER_BUDGET,
     STATIC,
     edge_violations,
-    offer_faults,
+    fault_groups,
     offering_violations,
     request_free_violations,
     static_violations,
@@ -417,34 +416,18 @@ def _closest_offer(
 ) -> Price:
     """The offering of an option none of whose offerings fits that breaks the fewest offering
     checks, cheapest first: it explains the rejection. Only the first (cheapest) offering of
-    each pattern of faults other than the budget can be it: the budget fails the cheaper one
-    no more often."""
+    each group of faults other than the budget can be it: the budget fails the cheaper one no
+    more often."""
     budget = w.max_hourly_usd
-    return min(
+    position = min(
         (
-            count + (budget is not None and option_hourly_usd(offer[2], nodes) > budget),
-            position,
-            offer,
+            g.faults.bit_count()
+            + (budget is not None and option_hourly_usd(g.hourly_usd[0], nodes) > budget),
+            g.positions[0],
         )
-        for count, position, offer in _first_of_each_fault(c, w, risky, skip_flagged)
-    )[2][3]
-
-
-def _first_of_each_fault(
-    c: CloudCandidate, w: Workload, risky: bool, skip_flagged: bool
-) -> tuple[tuple[int, int, Offer], ...]:
-    """(faults, position, offering) of the option's first offering with each pattern of
-    OFFERING faults other than the budget: the same for every budget, so kept on the candidate
-    per (region, purchase, risky, skip_flagged) of the request, at most a few hundred keys."""
-    key = (w.region, w.purchase, risky, skip_flagged)
-    found = c.fault_patterns.get(key)
-    if found is None:
-        firsts: dict[int, tuple[int, int, Offer]] = {}
-        for position, offer in enumerate(c.offers):
-            faults = offer_faults(offer, w, 1, risky, skip_flagged) & ~OVER_BUDGET
-            firsts.setdefault(faults, (faults.bit_count(), position, offer))
-        found = c.fault_patterns[key] = tuple(firsts.values())
-    return found
+        for g in fault_groups(c, w, risky, skip_flagged)
+    )[1]
+    return c.offers[position][3]
 
 
 _MISMATCH = ("WORKLOAD_MISMATCH",)
