@@ -5,24 +5,22 @@ fine-tuning method, a latency target the options reach), and 16-bit serving in F
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Sequence
+from typing import NamedTuple
 
 from advisor.catalog.models import Price, WorkloadProfile
 from advisor.engine.candidates import CandidateIndex, CloudCandidate
 from advisor.engine.checks import (
     LATENCY_CODES,
-    STATIC,
     FaultGroup,
     edge_violations,
     fault_groups,
     latency_relax_to,
     offering_violations,
-    static_violations,
 )
-from advisor.engine.constraints import Violation, applicable
+from advisor.engine.constraints import Violation
 from advisor.engine.explain import AlternativeTracker
-from advisor.engine.placement import Placement, placer
+from advisor.engine.placement import Placement
 from advisor.engine.result import Alternative, Recommendation, Result
 from advisor.engine.spot_risk import spot_case
 from advisor.perf.cost import option_hourly_usd
@@ -30,25 +28,26 @@ from advisor.perf.spot import too_risky
 from advisor.planning.limits import latency_targets
 from advisor.request import Workload
 
-if TYPE_CHECKING:  # annotations only: the planners load with the first sized request
-    from advisor.planning.plans import Plan
+
+class Placed(NamedTuple):
+    """A candidate group the workload runs on, as the engine's pass placed and checked it."""
+
+    group: int  # in CandidateIndex.cloud_groups
+    placement: Placement
+    static: Sequence[Violation]  # the static entries it fails
 
 
 def nearest_alternatives(
-    index: CandidateIndex, w: Workload, p: WorkloadProfile, plan: Plan | None
+    index: CandidateIndex, placed: Sequence[Placed], w: Workload, p: WorkloadProfile
 ) -> list[Alternative]:
     """For each constraint that alone blocks a candidate, the smallest relaxation that helps;
-    for latency targets, the lowest figure any option blocked by latency alone reaches."""
+    for latency targets, the lowest figure any option blocked by latency alone reaches.
+    `placed`: the groups the workload runs on as the engine's pass left them (a group it does
+    not run on fails a check that no request field relaxes, and gives none)."""
     tracker = AlternativeTracker()
-    placed = placer(w, p, plan)
-    # The entries that can fail for this request, and those of them that can within one node
-    # (Constraint.applies and spans_only, as advisor/engine/evaluation.py runs them)
-    registry = applicable(STATIC, w, p)
-    entries = (tuple(entry for entry in registry if not entry.spans_only), registry)
-    for c in index.cloud:
-        placement = placed(c)
-        static = static_violations(c, placement, w, p, entries[placement.spans_nodes])
-        _cloud_alternatives(tracker, c, placement, static, w, p)
+    for group, placement, static in placed:
+        for c in index.cloud_groups[group]:
+            _cloud_alternatives(tracker, c, placement, static, w, p)
     for e in index.edge:
         violations = edge_violations(e, w, p)
         if len(violations) == 1 and violations[0].constraint:
@@ -62,7 +61,7 @@ def _cloud_alternatives(
     tracker: AlternativeTracker,
     c: CloudCandidate,
     placement: Placement,
-    static: list[Violation],
+    static: Sequence[Violation],
     w: Workload,
     p: WorkloadProfile,
 ) -> None:
@@ -74,7 +73,7 @@ def _cloud_alternatives(
     spot = spot_case(c, placement, w, p)
     risky = spot is not None and too_risky(spot[1], spot[2])
     for price in _offers_worth_explaining(c, bool(static), placement.nodes, w, risky):
-        violations = static + offering_violations(price, placement.nodes, w, spot)
+        violations = [*static, *offering_violations(price, placement.nodes, w, spot)]
         where = f"{c.instance.provider} {price.region}, {price.purchase}"
         if latency_only and len(violations) == len(static):
             hourly = option_hourly_usd(price.hourly_usd, placement.nodes)

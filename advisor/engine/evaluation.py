@@ -6,7 +6,7 @@ Pure and deterministic: the same catalog and workload always give the same resul
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -15,7 +15,12 @@ from advisor.catalog.capability import mismatch_sentence, runs
 from advisor.catalog.models import FormFactor, Price, Purchase, WorkloadProfile
 from advisor.catalog.queries import check_region
 from advisor.did_you_mean import unknown
-from advisor.engine.alternatives import across_nodes, lower_precision, nearest_alternatives
+from advisor.engine.alternatives import (
+    Placed,
+    across_nodes,
+    lower_precision,
+    nearest_alternatives,
+)
 from advisor.engine.candidates import (
     CandidateIndex,
     CloudCandidate,
@@ -95,7 +100,10 @@ def recommend(
     index = candidate_index(catalog, GROUP_SIGNATURE)
     hits: list[Hit] = []
     rejected: list[Rejection] = list(_mismatches(catalog, index, profile))
-    feasible, types = _evaluate_cloud(index, workload, profile, plan, objective, hits, rejected)
+    checked: list[Placed] = []
+    feasible, types = _evaluate_cloud(
+        index, workload, profile, plan, objective, hits, rejected, checked
+    )
     if FormFactor.edge in profile.form_factors:
         before = len(hits)
         types += _evaluate_edge(index, workload, profile, objective, hits, rejected)
@@ -121,7 +129,7 @@ def recommend(
         )
     else:
         # Only now is it worth finding what single relaxation would help (a second, rare pass).
-        alternatives = nearest_alternatives(index, workload, profile, plan)
+        alternatives = nearest_alternatives(index, checked, workload, profile)
 
         def answer(w: Workload) -> Result:
             return recommend(catalog, w, fleet, min_fleet_reports)
@@ -175,10 +183,13 @@ def _evaluate_cloud(
     objective: str,
     hits: list[Hit],
     rejected: list[Rejection],
+    checked: list[Placed],
 ) -> tuple[int, int]:
-    """Adds the options worth ranking to `hits` and the rejected ones to `rejected`; returns
-    how many priced offerings are feasible and how many instance types they belong to (a
-    listing shows one row a type: the counts must say which they count)."""
+    """Adds the options worth ranking to `hits`, the rejected ones to `rejected` and each group
+    the workload runs on, placed and checked, to `checked` (the nearest alternatives read them
+    when nothing fits); returns how many priced offerings are feasible and how many instance
+    types they belong to (a listing shows one row a type: the counts must say which they
+    count)."""
     feasible = types = 0
     bound = Bound(w.limit)
     registry = applicable(STATIC, w, p)
@@ -199,7 +210,8 @@ def _evaluate_cloud(
         # Members share everything the static checks and placement read (GROUP_SIGNATURE).
         placement = placed(group[0])
         checks = entries[2 * fails_request_free + placement.spans_nodes]
-        static = static_violations(group[0], placement, w, p, checks) if checks else None
+        static = static_violations(group[0], placement, w, p, checks) if checks else ()
+        checked.append(Placed(i, placement, static))
         if static:  # the whole group is out for reasons that no offering changes
             codes, sentences = _codes_and_sentences(static)
             rejected.extend(
@@ -447,7 +459,9 @@ def rejected_summary(rejected: list[Rejection]) -> tuple[RejectedCount, ...]:
     )
 
 
-def _codes_and_sentences(violations: list[Violation]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _codes_and_sentences(
+    violations: Sequence[Violation],
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
     if len(violations) == 1:  # the common case, on the per-candidate path
         return (violations[0].code,), (violations[0].sentence,)
     return tuple(dict.fromkeys(v.code for v in violations)), tuple(v.sentence for v in violations)
