@@ -4,7 +4,9 @@ slows both alike; the ratio is the figure). Usage:
 Each round, in each tree: the engine at 10,000 synthetic offerings (bench_recommend.QUERIES,
 median per query set); the engine and its JSON for the service benchmark's distinct bodies
 (bench_service.DISTINCT_BODIES, the first 800, shipped catalog: CPU time per body, the best of
-5 passes); and `advisor recommend --workload fine_tuning --json` wall time."""
+5 passes); the same for all 4,000 of them as the service answers them (rejections summarised;
+the best of 2 passes), which include the requests nothing satisfies (the nearest alternatives'
+pass); and `advisor recommend --workload fine_tuning --json` wall time."""
 
 from __future__ import annotations
 
@@ -48,6 +50,23 @@ for _ in range(5):
     passes.append((time.process_time() - t0) / len(reqs) * 1000)
 print(min(passes))
 """
+ALL_DISTINCT = """
+import sys, time
+sys.path.insert(0, "benchmarks")
+from bench_service import DISTINCT_BODIES
+from advisor.catalog import load_catalog
+from advisor.engine import recommend
+from advisor.request import RecommendRequest
+cat = load_catalog()
+reqs = [RecommendRequest.model_validate_json(b) for b in DISTINCT_BODIES]
+for r in reqs[:200]: recommend(cat, r).model_dump_json()
+passes = []
+for _ in range(2):
+    t0 = time.process_time()
+    for r in reqs: recommend(cat, r).listing(r.show_rejected).model_dump_json()
+    passes.append((time.process_time() - t0) / len(reqs) * 1000)
+print(min(passes))
+"""
 CLI = ["-m", "advisor", "recommend", "--workload", "fine_tuning", "--json"]
 
 
@@ -86,12 +105,14 @@ def main() -> None:
     parser.add_argument("--record", help="file name under benchmarks/results/")
     args = parser.parse_args()
     samples: dict[str, dict[str, list[float]]] = {
-        t: {"engine_ms": [], "distinct_ms": [], "cli_s": []} for t in ("old", "new")
+        t: {"engine_ms": [], "distinct_ms": [], "all_distinct_ms": [], "cli_s": []}
+        for t in ("old", "new")
     }
     for _ in range(args.rounds):
         for name, tree in (("old", args.old), ("new", args.new)):
             samples[name]["engine_ms"].append(engine_ms(tree))
             samples[name]["distinct_ms"].append(engine_ms(tree, DISTINCT))
+            samples[name]["all_distinct_ms"].append(engine_ms(tree, ALL_DISTINCT))
             samples[name]["cli_s"].append(cli_s(tree))
     lines = [
         f"# compare_trees: old={args.old} new={args.new}, {args.rounds} interleaved rounds, "
@@ -101,11 +122,13 @@ def main() -> None:
     labels = {
         "engine_ms": "engine, 10,000 offerings (median)",
         "distinct_ms": "engine + JSON, service's distinct bodies",
+        "all_distinct_ms": "the same, all 4,000, as served",
         "cli_s": "advisor recommend wall",
     }
     for key, unit, scale in (
         ("engine_ms", "ms", 1.0),
         ("distinct_ms", "ms", 1.0),
+        ("all_distinct_ms", "ms", 1.0),
         ("cli_s", "ms", 1000.0),
     ):
         old = statistics.median(samples["old"][key]) * scale
