@@ -16,7 +16,7 @@ from advisor import Catalog, recommend
 from advisor.catalog.models import SpotPolicy
 from advisor.catalog.queries import purchase_matches
 from advisor.engine import alternatives as alternatives_module
-from advisor.engine.candidates import CloudCandidate, attribute, candidate_index
+from advisor.engine.candidates import FILTERS_KEPT, CloudCandidate, attribute, candidate_index
 from advisor.engine.checks import (
     CODE_WORDS,
     EDGE,
@@ -554,3 +554,22 @@ def test_alternatives_among_offerings_at_one_price_are_the_first_by_label(
 
     monkeypatch.setattr(alternatives_module, "_offers_worth_explaining", every_offering)
     assert list(result.alternatives) == list(recommend(catalog, w).alternatives)
+
+
+def test_caches_keyed_by_request_filters_stay_bounded(mini: Catalog) -> None:
+    """A request's region may be spelt in endless ways ("us-east-1 ", "us-east-1,us-east-1"),
+    each a new key to the per-filter caches (offer pools, group pools, fault groups): they are
+    bounded (candidates.py FILTERS_KEPT), and a spelling answers as the plain name does."""
+    index = candidate_index(mini, GROUP_SIGNATURE)
+    plain = recommend(mini, RecommendRequest(workload="fine_tuning", region="us-east-1"))
+    # a budget below every offering: each option is rejected by its closest offering
+    for k in range(2 * FILTERS_KEPT + 5):
+        spelt = "us-east-1" + " " * k
+        w = RecommendRequest(workload="fine_tuning", region=spelt, max_hourly_usd=0.01)
+        assert not recommend(mini, w).recommendations
+        again = recommend(mini, RecommendRequest(workload="fine_tuning", region=spelt))
+        assert again.recommendations == plain.recommendations
+    pools = max(len(c._pools) for c in index.cloud)
+    faults = max(len(c.fault_groups) for c in index.cloud)
+    assert 0 < pools <= FILTERS_KEPT and 0 < faults <= FILTERS_KEPT
+    assert 0 < len(index._group_pools) <= FILTERS_KEPT * len(index.cloud_groups)

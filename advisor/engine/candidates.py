@@ -10,7 +10,7 @@ import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import (
@@ -42,6 +42,24 @@ GIB_PER_GB = GB / GIB  # instance RAM is stated in GiB, requirements in GB
 
 
 Offer = tuple[str, Purchase, float, Price, str]  # region, purchase, hourly_usd, price, sort id
+
+# Request filters kept per candidate (and per group on the index) by the caches below. A request's
+# region may list any regions, in any order and spelling ("us-east-1 ", "us-east-1,us-east-1"):
+# their number is not bounded by the catalog, and an anonymous client sending new ones grew the
+# service by about 175 kB a request. Past this many the cache starts over, rebuilt from the
+# requests that follow.
+FILTERS_KEPT = 64
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+def kept(cache: dict[K, V], limit: int = FILTERS_KEPT) -> dict[K, V]:
+    """`cache`, emptied first when it holds `limit` entries: room for one more."""
+    if len(cache) >= limit:
+        cache.clear()
+    return cache
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +178,7 @@ class CloudCandidate:
             found = OfferPool.of(
                 tuple(o for o in self.offers if price_matches(o[3], purchase, region))
             )
-            self._pools[key] = found
+            kept(self._pools)[key] = found
         return found
 
 
@@ -210,7 +228,7 @@ class CandidateIndex:
         if found is None:
             members = self.cloud_groups[group]
             found = GroupPool.of([c.pool(region, purchase) for c in members])
-            self._group_pools[key] = found
+            kept(self._group_pools, FILTERS_KEPT * len(self.cloud_groups))[key] = found
         return found
 
 

@@ -18,7 +18,7 @@ from advisor.catalog.models import (
     WorkloadProfile,
 )
 from advisor.catalog.queries import price_usable, purchase_matches, region_matches
-from advisor.engine.candidates import CloudCandidate, EdgeCandidate, Offer
+from advisor.engine.candidates import CloudCandidate, EdgeCandidate, Offer, kept
 from advisor.engine.constraints import Constraint, Finding, Violation, violations
 from advisor.engine.placement import PLACEMENT_READS, Placement
 from advisor.engine.spot_risk import risk_sentence
@@ -636,7 +636,7 @@ def fault_groups(
         for position, offer in enumerate(c.offers):
             faults = offer_faults(offer, w, 1, risky, skip_flagged) & ~OVER_BUDGET
             members.setdefault(faults, []).append(position)
-        found = c.fault_groups[key] = tuple(
+        found = kept(c.fault_groups)[key] = tuple(
             FaultGroup(faults, tuple(ps), tuple(c.offers[i][2] for i in ps))
             for faults, ps in members.items()
         )
