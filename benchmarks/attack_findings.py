@@ -1,8 +1,8 @@
 """The second round of findings against `advisor serve`, replayed one line each: slow and
-partial requests from many clients, anonymous bodies, invented host spellings, trusted verdicts
-and checks, unbounded numbers, and the small HTTP findings. Used by attack_service.py; runs
-against whichever code `tests.api_server` serves (this checkout's, or another's on PYTHONPATH:
-that is how the "before" figures were taken).
+partial requests from many clients, anonymous bodies, endless spellings of a region, invented
+host spellings, trusted verdicts and checks, unbounded numbers, and the small HTTP findings.
+Used by attack_service.py; runs against whichever code `tests.api_server` serves (this
+checkout's, or another's on PYTHONPATH: that is how the "before" figures were taken).
 """
 
 from __future__ import annotations
@@ -120,6 +120,27 @@ def anonymous_bodies(url: str, pid: int) -> None:
     for t in threads:
         t.join()
     print(f"/healthz p50 with 4 anonymous posters: {statistics.median(times) * 1000:.0f} ms")
+
+
+def region_spellings(url: str, pid: int, count: int = 1000, first: int = 0) -> None:
+    """`count` anonymous recommendation requests, each with the same region spelt anew (a
+    trailing space more each time, `first` spaces at the start): their answers and what the
+    server's memory grew by."""
+    server = psutil.Process(pid)
+    before = server.memory_info().rss
+    codes = set()
+    with httpx.Client(base_url=url, timeout=30) as client:
+        for k in range(count):
+            body = {
+                "workload": "fine_tuning",
+                "memory_gb": 80,
+                "region": "us-east-1" + " " * (first + k),
+            }
+            codes.add(client.post("/v1/recommendations", json=body).status_code)
+    grown = (server.memory_info().rss - before) / 2**20
+    print(
+        f"{count} spellings of one region, anonymous: {sorted(codes)}; server RSS +{grown:.0f} MB"
+    )
 
 
 def _post(url: str, token: str, body: dict[str, Any], path: str = "/v1/probe-reports") -> Any:
@@ -256,6 +277,7 @@ def replay(url: str, token: str, pid: int) -> None:
         slow_clients(url, name, first, then)
         time.sleep(2)
     anonymous_bodies(url, pid)
+    region_spellings(url, pid)
     host_spellings(url, token)
     trusted_verdicts(url, token)
     wrong_hardware(url, token)
