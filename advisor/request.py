@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar, get_args
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -31,6 +32,7 @@ from pydantic_core import PydanticCustomError
 
 from advisor.catalog.hf_config import ConfigError, preset_from_config
 from advisor.catalog.models import ModelPreset, Objective, Purchase
+from advisor.catalog.queries import canonical_region
 from advisor.errors import InputError, field_name
 from advisor.perf.serving_sim import Request
 from advisor.perf.trace_file import Trace, TraceRow
@@ -662,12 +664,25 @@ _GIVEN_MEMORY = _given("memory_gb", "number")
 _GIVEN_GPUS = _given("gpus", "integer")
 
 
+# A region list need name each catalog region once at most (the shipped 80 take 1,033
+# characters joined): longer is refused, and the spelling is made canonical (queries.py
+# canonical_region), so that a rejection's "not offered in <region>", repeated for every
+# candidate a show_rejected answer lists, is never larger than the list itself (a region
+# padded to 100 kB made a 3.3 MB answer).
+REGION_MAX_CHARS = 2048
+
+
+def _canonical_region(spec: str | None) -> str | None:
+    return None if spec is None else canonical_region(spec)
+
+
 class _PriceChoice(_Request):
     """Which prices count: where, and how bought."""
 
     region: Annotated[
         str | None,
-        Field(min_length=1),
+        Field(min_length=1, max_length=REGION_MAX_CHARS),
+        AfterValidator(_canonical_region),
         Cli(
             "Cloud region, e.g. us-east-1; several comma-separated (us-east-1,eu-west-1); a "
             "prefix ending in * (europe-*).",
@@ -827,7 +842,11 @@ class EstimateRequest(_PriceChoice, SizedWork):
             "-g",
         ),
     ] = None
-    region: Annotated[str | None, Field(min_length=1), Cli("Price region.", HARDWARE, "-r")] = None
+    region: Annotated[
+        str | None,
+        Field(min_length=1, max_length=REGION_MAX_CHARS),
+        Cli("Price region.", HARDWARE, "-r"),
+    ] = None
     budget_usd: Annotated[
         float | None,
         Field(gt=0, le=1e12, description="training: the most to spend on the whole run, USD"),

@@ -1,5 +1,5 @@
 """The second round of findings against `advisor serve`, replayed one line each: slow and
-partial requests from many clients, anonymous bodies, endless spellings of a region, invented
+partial requests from many clients, anonymous bodies, endless region lists and padding, invented
 host spellings, trusted verdicts and checks, unbounded numbers, and the small HTTP findings.
 Used by attack_service.py; runs against whichever code `tests.api_server` serves (this
 checkout's, or another's on PYTHONPATH: that is how the "before" figures were taken).
@@ -122,25 +122,36 @@ def anonymous_bodies(url: str, pid: int) -> None:
     print(f"/healthz p50 with 4 anonymous posters: {statistics.median(times) * 1000:.0f} ms")
 
 
-def region_spellings(url: str, pid: int, count: int = 1000, first: int = 0) -> None:
-    """`count` anonymous recommendation requests, each with the same region spelt anew (a
-    trailing space more each time, `first` spaces at the start): their answers and what the
-    server's memory grew by."""
+def region_lists(url: str, pid: int, count: int = 1000, first: int = 0) -> None:
+    """`count` anonymous recommendation requests, each with a region list not asked before
+    (ordered pairs of the shipped catalog's regions, from the `first`-th): their answers and
+    what the server's memory grew by."""
+    from advisor.catalog import load_catalog
+
+    regions = sorted(load_catalog().regions)
+    pairs = [f"{a},{b}" for a in regions for b in regions if a != b][first : first + count]
     server = psutil.Process(pid)
     before = server.memory_info().rss
     codes = set()
     with httpx.Client(base_url=url, timeout=30) as client:
-        for k in range(count):
-            body = {
-                "workload": "fine_tuning",
-                "memory_gb": 80,
-                "region": "us-east-1" + " " * (first + k),
-            }
+        for spec in pairs:
+            body = {"workload": "fine_tuning", "memory_gb": 80, "region": spec}
             codes.add(client.post("/v1/recommendations", json=body).status_code)
     grown = (server.memory_info().rss - before) / 2**20
-    print(
-        f"{count} spellings of one region, anonymous: {sorted(codes)}; server RSS +{grown:.0f} MB"
-    )
+    print(f"{len(pairs)} new region lists, anonymous: {sorted(codes)}; server RSS +{grown:.0f} MB")
+
+
+def padded_region(url: str) -> None:
+    """One anonymous request whose region is padded with 100,000 spaces, every rejection
+    listed: the answer's size."""
+    body = {
+        "workload": "fine_tuning",
+        "memory_gb": 80,
+        "region": "us-east-1" + " " * 100_000,
+        "show_rejected": True,
+    }
+    r = httpx.post(f"{url}/v1/recommendations", json=body, timeout=60)
+    print(f"region padded to 100 kB, rejections listed: {r.status_code}, {len(r.content):,} bytes")
 
 
 def _post(url: str, token: str, body: dict[str, Any], path: str = "/v1/probe-reports") -> Any:
@@ -277,7 +288,8 @@ def replay(url: str, token: str, pid: int) -> None:
         slow_clients(url, name, first, then)
         time.sleep(2)
     anonymous_bodies(url, pid)
-    region_spellings(url, pid)
+    region_lists(url, pid)
+    padded_region(url)
     host_spellings(url, token)
     trusted_verdicts(url, token)
     wrong_hardware(url, token)

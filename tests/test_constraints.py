@@ -11,10 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from advisor import Catalog, recommend
 from advisor.catalog.models import SpotPolicy
-from advisor.catalog.queries import purchase_matches
+from advisor.catalog.queries import purchase_matches, region_spec
 from advisor.engine import alternatives as alternatives_module
 from advisor.engine.candidates import FILTERS_KEPT, CloudCandidate, attribute, candidate_index
 from advisor.engine.checks import (
@@ -33,7 +34,7 @@ from advisor.engine.evaluation import _closest_offer
 from advisor.engine.placement import PLACEMENT_READS, UNSIZED_READS, place, placer
 from advisor.perf.spot import SpotPlan
 from advisor.planning.plans import plan_for
-from advisor.request import RecommendRequest
+from advisor.request import REGION_MAX_CHARS, RecommendRequest
 from tests.factories import load_mini
 from tests.factories import price as price_entry
 
@@ -556,20 +557,48 @@ def test_alternatives_among_offerings_at_one_price_are_the_first_by_label(
     assert list(result.alternatives) == list(recommend(catalog, w).alternatives)
 
 
-def test_caches_keyed_by_request_filters_stay_bounded(mini: Catalog) -> None:
-    """A request's region may be spelt in endless ways ("us-east-1 ", "us-east-1,us-east-1"),
-    each a new key to the per-filter caches (offer pools, group pools, fault groups): they are
-    bounded (candidates.py FILTERS_KEPT), and a spelling answers as the plain name does."""
-    index = candidate_index(mini, GROUP_SIGNATURE)
-    plain = recommend(mini, RecommendRequest(workload="fine_tuning", region="us-east-1"))
-    # a budget below every offering: each option is rejected by its closest offering
-    for k in range(2 * FILTERS_KEPT + 5):
-        spelt = "us-east-1" + " " * k
-        w = RecommendRequest(workload="fine_tuning", region=spelt, max_hourly_usd=0.01)
-        assert not recommend(mini, w).recommendations
-        again = recommend(mini, RecommendRequest(workload="fine_tuning", region=spelt))
-        assert again.recommendations == plain.recommendations
+def test_caches_keyed_by_request_filters_stay_bounded(shipped: Catalog) -> None:
+    """A request may list any regions, so region lists are endless keys to the per-filter caches
+    (offer pools, group pools, fault groups): they are bounded (candidates.py FILTERS_KEPT), and
+    an answer under a list keeps to its regions."""
+    index = candidate_index(shipped, GROUP_SIGNATURE)
+    regions = sorted(shipped.regions)
+    lists = [(a, b) for a in regions for b in regions if a != b][: 2 * FILTERS_KEPT + 5]
+    for pair in lists:
+        spec = ",".join(pair)
+        # a budget below every offering: each option is rejected by its closest offering
+        w = RecommendRequest(workload="fine_tuning", region=spec, max_hourly_usd=0.01)
+        assert not recommend(shipped, w).recommendations
+        listed = recommend(shipped, RecommendRequest(workload="fine_tuning", region=spec))
+        assert {r.region for r in listed.recommendations} <= set(pair)
     pools = max(len(c._pools) for c in index.cloud)
     faults = max(len(c.fault_groups) for c in index.cloud)
     assert 0 < pools <= FILTERS_KEPT and 0 < faults <= FILTERS_KEPT
     assert 0 < len(index._group_pools) <= FILTERS_KEPT * len(index.cloud_groups)
+
+
+def test_a_region_is_kept_in_one_spelling_and_bounded(mini: Catalog) -> None:
+    """Spaces and repeats are dropped from a region list (an answer repeats it in every
+    listed rejection's "not offered in ..."), its order kept; longer than REGION_MAX_CHARS is
+    refused, naming the field."""
+    plain = RecommendRequest(workload="fine_tuning", region="us-east-1,eu-*", show_rejected=True)
+    spelt = RecommendRequest(
+        workload="fine_tuning", region=" us-east-1 ,us-east-1,, eu-* ", show_rejected=True
+    )
+    assert spelt.region == "us-east-1,eu-*"
+    assert recommend(mini, spelt) == recommend(mini, plain)
+    assert RecommendRequest(workload="fine_tuning", region="eu-*,us-east-1").region == (
+        "eu-*,us-east-1"
+    )
+    with pytest.raises(ValidationError, match="region"):
+        RecommendRequest(workload="fine_tuning", region="us-east-1" + " " * REGION_MAX_CHARS)
+
+
+def test_parsed_region_specs_stay_bounded() -> None:
+    """Region specs are parsed once each (queries.py region_spec), and they come from requests:
+    past the bound the oldest are dropped, so endless spellings cannot grow the process."""
+    bound = region_spec.cache_info().maxsize
+    assert bound is not None
+    for k in range(bound + 100):
+        assert region_spec("us-east-1," + " " * k + "eu-*") == (frozenset({"us-east-1"}), ("eu-",))
+    assert region_spec.cache_info().currsize <= bound

@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import lru_cache
 
 from advisor.catalog import purchase
 from advisor.catalog.models import (
@@ -54,7 +54,15 @@ class Catalog:
         return sum(len(it.prices) for it in self.instance_types.values())
 
 
-@cache
+def canonical_region(spec: str) -> str:
+    """A region spec spelt one way: its items in their order, each once, without spaces
+    ("us-east-1 , us-east-1" -> "us-east-1"). region_spec reads the same from it; requests keep
+    it, so answers never echo a spelling larger than the list it names."""
+    return ",".join(dict.fromkeys(item.strip() for item in spec.split(",") if item.strip()))
+
+
+# Bounded: the specs come from requests, and one region may be spelt endlessly ("us-east-1 ").
+@lru_cache(maxsize=1024)
 def region_spec(spec: str) -> tuple[frozenset[str], tuple[str, ...]]:
     """A request's region as (names, prefixes): "us-east-1" one name; "us-east-1,eu-west-1"
     several; "europe-*" every region whose name starts with "europe-" (spaces ignored)."""
