@@ -17,7 +17,8 @@ from advisor import Catalog, recommend
 from advisor.catalog.models import SpotPolicy
 from advisor.catalog.queries import purchase_matches, region_spec
 from advisor.engine import alternatives as alternatives_module
-from advisor.engine.candidates import FILTERS_KEPT, CloudCandidate, attribute, candidate_index
+from advisor.engine import candidates as candidates_module
+from advisor.engine.candidates import CloudCandidate, attribute, candidate_index
 from advisor.engine.checks import (
     CODE_WORDS,
     EDGE,
@@ -557,13 +558,21 @@ def test_alternatives_among_offerings_at_one_price_are_the_first_by_label(
     assert list(result.alternatives) == list(recommend(catalog, w).alternatives)
 
 
-def test_caches_keyed_by_request_filters_stay_bounded(shipped: Catalog) -> None:
+def test_caches_keyed_by_request_filters_stay_bounded(
+    shipped: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A request may list any regions, so region lists are endless keys to the per-filter caches
-    (offer pools, group pools, fault groups): they are bounded (candidates.py FILTERS_KEPT), and
-    an answer under a list keeps to its regions."""
+    (offer pools, group pools, fault groups): they are bounded (candidates.py FILTERS_KEPT, made
+    small here), and an answer under a list keeps to its regions."""
+    bound = 8
+    monkeypatch.setattr(candidates_module, "FILTERS_KEPT", bound)
     index = candidate_index(shipped, GROUP_SIGNATURE)
+    for c in index.cloud:  # what earlier tests left
+        c._pools.clear()
+        c.fault_groups.clear()
+    index._group_pools.clear()
     regions = sorted(shipped.regions)
-    lists = [(a, b) for a in regions for b in regions if a != b][: 2 * FILTERS_KEPT + 5]
+    lists = [(a, b) for a in regions for b in regions if a != b][: 3 * bound + 5]
     for pair in lists:
         spec = ",".join(pair)
         # a budget below every offering: each option is rejected by its closest offering
@@ -573,8 +582,8 @@ def test_caches_keyed_by_request_filters_stay_bounded(shipped: Catalog) -> None:
         assert {r.region for r in listed.recommendations} <= set(pair)
     pools = max(len(c._pools) for c in index.cloud)
     faults = max(len(c.fault_groups) for c in index.cloud)
-    assert 0 < pools <= FILTERS_KEPT and 0 < faults <= FILTERS_KEPT
-    assert 0 < len(index._group_pools) <= FILTERS_KEPT * len(index.cloud_groups)
+    assert 0 < pools <= bound and 0 < faults <= bound
+    assert 0 < len(index._group_pools) <= bound * len(index.cloud_groups)
 
 
 def test_a_region_is_kept_in_one_spelling_and_bounded(mini: Catalog) -> None:

@@ -43,21 +43,23 @@ GIB_PER_GB = GB / GIB  # instance RAM is stated in GiB, requirements in GB
 
 Offer = tuple[str, Purchase, float, Price, str]  # region, purchase, hourly_usd, price, sort id
 
-# Request filters kept per candidate (and per group on the index) by the caches below. A request's
-# region may list any regions, in any order and spelling ("us-east-1 ", "us-east-1,us-east-1"):
-# their number is not bounded by the catalog, and an anonymous client sending new ones grew the
-# service by about 175 kB a request. Past this many the cache starts over, rebuilt from the
-# requests that follow.
-FILTERS_KEPT = 64
+# Request filters kept per candidate (and per group on the index) by the caches below. A request
+# may list any regions, so their number is not bounded by the catalog, and an anonymous client
+# sending new lists grew the service by about 75 kB a request (175 kB with a budget). Past this
+# many the cache starts over, rebuilt from the requests that follow: room for each region of the
+# shipped catalog (80) and then some, about 27 MB at most under such a client
+# (benchmarks/results/attack-findings-2026-12-04.txt).
+FILTERS_KEPT = 128
 
 
 K = TypeVar("K")
 V = TypeVar("V")
 
 
-def kept(cache: dict[K, V], limit: int = FILTERS_KEPT) -> dict[K, V]:
-    """`cache`, emptied first when it holds `limit` entries: room for one more."""
-    if len(cache) >= limit:
+def kept(cache: dict[K, V], per: int = 1) -> dict[K, V]:
+    """`cache`, emptied first when it holds FILTERS_KEPT entries for each of `per` keepers
+    (candidates or groups): room for one more."""
+    if len(cache) >= FILTERS_KEPT * per:
         cache.clear()
     return cache
 
@@ -228,7 +230,7 @@ class CandidateIndex:
         if found is None:
             members = self.cloud_groups[group]
             found = GroupPool.of([c.pool(region, purchase) for c in members])
-            kept(self._group_pools, FILTERS_KEPT * len(self.cloud_groups))[key] = found
+            kept(self._group_pools, len(self.cloud_groups))[key] = found
         return found
 
 
