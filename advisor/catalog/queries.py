@@ -61,7 +61,7 @@ def canonical_region(spec: str) -> str:
     return ",".join(dict.fromkeys(item.strip() for item in spec.split(",") if item.strip()))
 
 
-# Bounded: the specs come from requests, and one region may be spelt endlessly ("us-east-1 ").
+# Bounded: the specs come from requests, which may list any regions in any order.
 @lru_cache(maxsize=1024)
 def region_spec(spec: str) -> tuple[frozenset[str], tuple[str, ...]]:
     """A request's region as (names, prefixes): "us-east-1" one name; "us-east-1,eu-west-1"
