@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
-from typing import NamedTuple
 
 from advisor.catalog.models import Price, WorkloadProfile
 from advisor.engine.candidates import CandidateIndex, CloudCandidate
@@ -28,13 +27,10 @@ from advisor.perf.spot import too_risky
 from advisor.planning.limits import latency_targets
 from advisor.request import Workload
 
-
-class Placed(NamedTuple):
-    """A candidate group the workload runs on, as the engine's pass placed and checked it."""
-
-    group: int  # in CandidateIndex.cloud_groups
-    placement: Placement
-    static: Sequence[Violation]  # the static entries it fails
+# A candidate group the workload runs on, as the engine's pass placed and checked it: (its index
+# in CandidateIndex.cloud_groups, its placement, the static entries it fails). A plain tuple:
+# the pass makes one for every group of every request.
+Placed = tuple[int, Placement, Sequence[Violation]]
 
 
 def nearest_alternatives(

@@ -211,12 +211,10 @@ def _evaluate_cloud(
         placement = placed(group[0])
         checks = entries[2 * fails_request_free + placement.spans_nodes]
         static = static_violations(group[0], placement, w, p, checks) if checks else ()
-        checked.append(Placed(i, placement, static))
+        checked.append((i, placement, static))
         if static:  # the whole group is out for reasons that no offering changes
             codes, sentences = _codes_and_sentences(static)
-            rejected.extend(
-                Rejection(id=c.instance.id, codes=codes, reasons=sentences) for c in group
-            )
+            rejected.extend(Rejection(c.instance.id, codes, sentences) for c in group)
             continue
         # So do the option's peak, soft-preference penalty and objective (rank.py reads only
         # signature attributes): valued once per group.
