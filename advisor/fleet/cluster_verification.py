@@ -13,7 +13,6 @@ from advisor.fleet.expectations import planned_collective
 from advisor.fleet.node_verification import PLANNED_WARN_AT, verify_node, voted_run
 from advisor.fleet.verification import resolve_expect, worst_verdict
 from advisor.perf.calibration import NETWORK_CHECK
-from probes.collectives import parse_size
 from probes.pairing import PairwisePlan, Test
 from probes.report import Check, ClusterSummary, NodeSummary, Status
 from probes.stats import Measurement
@@ -128,16 +127,11 @@ def _network_against_plan(checks: list[Check]) -> Check | None:
     """The network as the fleet feeds it back into plans (NETWORK_CHECK): the all-reduce across
     nodes of VOTED_BYTES (else the largest measured) compared with the plan, under its own name
     so that the fleet votes one ratio per host whatever sizes each run measured."""
-    sized = []
-    for c in checks:
-        if c.expected and c.measured is not None:
-            try:
-                sized.append((parse_size(c.name.removeprefix("cross_node_all_reduce_")), c))
-            except ValueError:
-                continue
-    if not sized:
+    voted = voted_run(
+        (c for c in checks if c.expected and c.measured is not None), "cross_node_all_reduce_"
+    )
+    if voted is None:
         return None
-    voted = voted_run(sized)
     return voted.model_copy(
         update={
             "name": NETWORK_CHECK,

@@ -9,9 +9,9 @@ GPU; the rest are the node's own. The node's verdict is the worst of all of them
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import Accelerator, CollectiveReference, GpuLink, InstanceType
@@ -43,7 +43,6 @@ OUTLIER_UNITS = {"TFLOP/s", "GB/s"}  # higher is better; latencies and ratios ar
 # like (over EFA the plan's share grows from 0.77 at 1 GiB to 0.96 at 4 GiB:
 # docs/reference-figures.md section 2); the largest measured where it is missing.
 VOTED_BYTES = 1 << 30
-T = TypeVar("T")
 # A figure planned by the model (an estimate) warns below this share of it, never fails: DCGM's
 # per-SKU thresholds are 0.75 x a measured reference.
 PLANNED_WARN_AT = 0.75
@@ -387,8 +386,25 @@ def collective_checks(
     return checks if link is None else [*checks, link]
 
 
-def voted_run(sized: Sequence[tuple[int, T]]) -> T:
-    """Of (bytes, run) pairs, the run the fleet's votes compare: VOTED_BYTES, else the largest."""
+class _Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+N = TypeVar("N", bound=_Named)  # a measurement or a check: what voted_run reads is its name
+
+
+def voted_run(runs: Iterable[N], prefix: str) -> N | None:
+    """Of runs named `prefix` + a size (all_reduce_1G), the one the fleet's votes compare:
+    VOTED_BYTES, else the largest; None where no name gives a size."""
+    sized = []
+    for run in runs:
+        try:
+            sized.append((parse_size(run.name.removeprefix(prefix)), run))
+        except ValueError:
+            continue
+    if not sized:
+        return None
     return next((run for n, run in sized if n == VOTED_BYTES), max(sized, key=lambda s: s[0])[1])
 
 
@@ -401,16 +417,16 @@ def _link_against_plan(
     """The node's GPU link as the fleet feeds it back into plans (LINK_CHECK): the all-reduce of
     VOTED_BYTES (else the largest measured) over what the training model assumes of it.
     An estimate, so at most a warning, as `_against_plan`; None with one rank or no plan."""
-    sized = []
-    for m in measurements:
-        if m.error is None and m.value is not None and m.params.get("op") == "all_reduce":
-            try:
-                sized.append((parse_size(m.name.removeprefix("all_reduce_")), m))
-            except ValueError:
-                continue
-    if ranks < 2 or not sized:
+    voted = voted_run(
+        (
+            m
+            for m in measurements
+            if m.error is None and m.value is not None and m.params.get("op") == "all_reduce"
+        ),
+        "all_reduce_",
+    )
+    if ranks < 2 or voted is None:
         return None
-    voted = voted_run(sized)
     planned = _planned(voted, acc, instance, ranks)
     if planned is None or voted.value is None:
         return None
