@@ -123,7 +123,21 @@ APPLIES_REQUESTS = [
 ]
 
 
-def test_each_applies_condition_only_drops_checks_that_find_nothing(shipped: Catalog) -> None:
+@pytest.fixture(scope="module")
+def applies_cases(shipped: Catalog) -> list[tuple[dict[str, Any], RecommendRequest, Any, Any]]:
+    """(request fields, request, workload type, plan) of each of APPLIES_REQUESTS on the
+    shipped catalog: the sized ones' plans made once for the tests below."""
+    cases = []
+    for kw in APPLIES_REQUESTS:
+        w = RecommendRequest(**kw)
+        p = shipped.workloads[w.workload]
+        cases.append((kw, w, p, plan_for(shipped, w.work(), p) if w.sized else None))
+    return cases
+
+
+def test_each_applies_condition_only_drops_checks_that_find_nothing(
+    shipped: Catalog, applies_cases: list[Any]
+) -> None:
     """An entry's `applies` says when its check can fail at all; the engine drops the entry for
     requests where it says no, once per request. Were a condition wrong, a candidate would lose
     a reason (and could be recommended): every check is run on every candidate of the shipped
@@ -131,10 +145,7 @@ def test_each_applies_condition_only_drops_checks_that_find_nothing(shipped: Cat
     gated = [e for e in STATIC if e.applies is not None]
     fired: set[str] = set()
     index = candidate_index(shipped, GROUP_SIGNATURE)
-    for kw in APPLIES_REQUESTS:
-        w = RecommendRequest(**kw)
-        p = shipped.workloads[w.workload]
-        plan = plan_for(shipped, w.work(), p) if w.sized else None
+    for kw, w, p, plan in applies_cases:
         cases = [StaticCase(c, place(c, w, p, plan), w, p) for c in index.cloud]
         for entry in gated:
             assert entry.applies is not None
@@ -146,7 +157,9 @@ def test_each_applies_condition_only_drops_checks_that_find_nothing(shipped: Cat
     assert fired == {e.check.__name__ for e in gated}, "no request here makes these fail"
 
 
-def test_spans_only_checks_find_nothing_within_one_node(shipped: Catalog) -> None:
+def test_spans_only_checks_find_nothing_within_one_node(
+    shipped: Catalog, applies_cases: list[Any]
+) -> None:
     """The engine skips a `spans_only` entry on a group the request fits inside one node. Were
     that wrong, a candidate would lose a reason (and could be recommended): each such check runs
     here on every shipped candidate placed within one node and must find nothing there, and
@@ -155,10 +168,7 @@ def test_spans_only_checks_find_nothing_within_one_node(shipped: Catalog) -> Non
     assert {e.code for e in gated} >= {"MEMORY_INSUFFICIENT", "NETWORK_TOO_SLOW"}
     fired: set[str] = set()
     index = candidate_index(shipped, GROUP_SIGNATURE)
-    for kw in APPLIES_REQUESTS:
-        w = RecommendRequest(**kw)
-        p = shipped.workloads[w.workload]
-        plan = plan_for(shipped, w.work(), p) if w.sized else None
+    for kw, w, p, plan in applies_cases:
         for c in index.cloud:
             k = StaticCase(c, place(c, w, p, plan), w, p)
             for entry in gated:
@@ -169,7 +179,9 @@ def test_spans_only_checks_find_nothing_within_one_node(shipped: Catalog) -> Non
     assert fired == {e.check.__name__ for e in gated}, "no request here makes these fail"
 
 
-def test_unsized_placement_reads_only_the_placement_key(mini: Catalog, shipped: Catalog) -> None:
+def test_unsized_placement_reads_only_the_placement_key(
+    mini: Catalog, shipped: Catalog, applies_cases: list[Any]
+) -> None:
     """Without a model, one request places candidates alike in UNSIZED_READS alike
     (advisor/engine/placement.py placer keeps one placement per key): placement must read
     nothing else, the key must hold those attributes, and the placer must answer as place()."""
@@ -181,15 +193,14 @@ def test_unsized_placement_reads_only_the_placement_key(mini: Catalog, shipped: 
     cloud = candidate_index(shipped, GROUP_SIGNATURE).cloud
     for c in cloud:
         assert c.placement_key == tuple(attribute(c, path) for path in UNSIZED_READS)
-    for kw in APPLIES_REQUESTS:
-        w = RecommendRequest(**kw)
-        p = shipped.workloads[w.workload]
-        plan = plan_for(shipped, w.work(), p) if w.sized else None
+    for kw, w, p, plan in applies_cases:
         placed = placer(w, p, plan)
         assert [placed(c) for c in cloud] == [place(c, w, p, plan) for c in cloud], kw
 
 
-def test_request_free_checks_read_neither_the_request_nor_the_placement(shipped: Catalog) -> None:
+def test_request_free_checks_read_neither_the_request_nor_the_placement(
+    shipped: Catalog, applies_cases: list[Any]
+) -> None:
     """The engine works out once per workload type which groups a request-free entry fails and
     runs it per request on those alone. Each such check runs here on every shipped candidate,
     for every workload type, with no request and no placement to read (reading one raises), and
@@ -197,10 +208,7 @@ def test_request_free_checks_read_neither_the_request_nor_the_placement(shipped:
     free = [e for e in STATIC if e.request_free]
     assert {e.code for e in free} >= {"WORKLOAD_MISMATCH", "NO_PRICE"}
     index = candidate_index(shipped, GROUP_SIGNATURE)
-    for kw in APPLIES_REQUESTS:
-        w = RecommendRequest(**kw)
-        p = shipped.workloads[w.workload]
-        plan = plan_for(shipped, w.work(), p) if w.sized else None
+    for kw, w, p, plan in applies_cases:
         for c in index.cloud:
             with_request = StaticCase(c, place(c, w, p, plan), w, p)
             without = StaticCase(c, None, None, p)  # type: ignore[arg-type]
