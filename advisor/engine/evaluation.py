@@ -428,13 +428,8 @@ def _closest_offer(
     checks, cheapest first: it explains the rejection. Only the first (cheapest) offering of
     each group of faults other than the budget can be it: the budget fails the cheaper one no
     more often."""
-    budget = w.max_hourly_usd
     position = min(
-        (
-            g.faults.bit_count()
-            + (budget is not None and option_hourly_usd(g.hourly_usd[0], nodes) > budget),
-            g.positions[0],
-        )
+        (g.faults.bit_count() + (g.within(w.max_hourly_usd, nodes) == 0), g.positions[0])
         for g in fault_groups(c, w, risky, skip_flagged)
     )[1]
     return c.offers[position][3]
