@@ -1,6 +1,7 @@
 """The second round of findings against `advisor serve`, replayed one line each: slow and
-partial requests from many clients, anonymous bodies, endless region lists and padding, invented
-host spellings, trusted verdicts and checks, unbounded numbers, and the small HTTP findings.
+partial requests from many clients, anonymous bodies, endless region lists and padding, ids of
+900,000 characters, invented host spellings, trusted verdicts and checks, unbounded numbers, and
+the small HTTP findings.
 Used by attack_service.py; runs against whichever code `tests.api_server` serves (this
 checkout's, or another's on PYTHONPATH: that is how the "before" figures were taken).
 """
@@ -154,6 +155,26 @@ def padded_region(url: str) -> None:
     print(f"region padded to 100 kB, rejections listed: {r.status_code}, {len(r.content):,} bytes")
 
 
+def long_ids(url: str, pid: int, count: int = 5) -> None:
+    """Anonymous requests naming a workload, model or provider of 900,000 characters: the
+    server's CPU time for each (psutil) and the answer's size (an unknown id is echoed in its
+    error, beside the "did you mean" found by comparing it with every known id)."""
+    server = psutil.Process(pid)
+    for field in ("workload", "model", "provider"):
+        body = {"workload": "fine_tuning", field: "q" * 900_000}
+        cpu = sum(server.cpu_times()[:2])
+        codes, sizes = set(), set()
+        for _ in range(count):
+            r = httpx.post(f"{url}/v1/recommendations", json=body, timeout=60)
+            codes.add(r.status_code)
+            sizes.add(len(r.content))
+        spent = (sum(server.cpu_times()[:2]) - cpu) / count
+        print(
+            f"{field} of 900,000 characters, anonymous: {sorted(codes)}, "
+            f"{max(sizes):,} bytes, server CPU {spent * 1000:.0f} ms each"
+        )
+
+
 def _post(url: str, token: str, body: dict[str, Any], path: str = "/v1/probe-reports") -> Any:
     auth = {"Authorization": f"Bearer {token}"}
     return httpx.post(f"{url}{path}", json=body, headers=auth, timeout=30)
@@ -290,6 +311,7 @@ def replay(url: str, token: str, pid: int) -> None:
     anonymous_bodies(url, pid)
     region_lists(url, pid)
     padded_region(url)
+    long_ids(url, pid)
     host_spellings(url, token)
     trusted_verdicts(url, token)
     wrong_hardware(url, token)

@@ -26,6 +26,7 @@ from advisor.api.problems import STORE_RETRY_AFTER_S
 from advisor.api.settings import ENV, Settings
 from advisor.errors import InputError
 from advisor.fleet.statistics import PLAUSIBLE_RATIO
+from advisor.request import ID_MAX_CHARS
 from advisor.store import Store, StoreError, open_store
 from tests.api_server import REPO
 from tests.factories import mini_catalog_data, write_catalog
@@ -578,3 +579,39 @@ def test_a_trailing_slash_redirects_without_the_host_header(
 @pytest.mark.parametrize("path", ["//evil.example/", "/no/such/", "/v1/probe-reports/x/y/"])
 def test_a_trailing_slash_outside_the_contract_is_a_404(client: TestClient, path: str) -> None:
     assert_problem(client.get(path, follow_redirects=False), 404)
+
+
+INFERENCE = {"workload": "high_throughput_inference", "model": "llama-3-8b"}
+ID_CASES = [
+    ("/v1/recommendations", {"workload": "fine_tuning"}, "workload"),
+    ("/v1/recommendations", {"workload": "fine_tuning"}, "model"),
+    ("/v1/recommendations", {"workload": "fine_tuning"}, "provider"),
+    ("/v1/estimates", {**INFERENCE, "instance_type": "p5.48xlarge"}, "engine"),
+    ("/v1/estimates", {k: v for k, v in FINE_TUNE.items() if k != "instance_type"}, "accelerator"),
+    ("/v1/estimates", FINE_TUNE, "instance_type"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "field"), ID_CASES)
+def test_an_overlong_id_is_refused_before_any_lookup(
+    client: TestClient, shipped: Catalog, path: str, body: dict[str, Any], field: str
+) -> None:
+    """An id longer than any the catalog could hold is a 422 naming the field, and the answer
+    does not repeat it whole (an unknown id is echoed with a "did you mean"); one at the bound is
+    taken (the engine names a stored correction, which none is) or looked up and named."""
+    longest = max(
+        len(i)
+        for ids in (shipped.workloads, shipped.models, shipped.accelerators, shipped.instance_types)
+        for i in ids
+    )
+    assert longest < ID_MAX_CHARS
+    for length in (ID_MAX_CHARS + 1, 100_000):
+        r = client.post(path, json={**body, field: "q" * length})
+        problem = assert_problem(r, 422)
+        assert problem["errors"][0]["field"] == field and len(r.content) < 1000
+    at_bound = client.post(path, json={**body, field: "q" * ID_MAX_CHARS})
+    if field == "engine":
+        assert at_bound.status_code == 200, at_bound.text
+    else:
+        assert_problem(at_bound, 422)
+        assert "q" * ID_MAX_CHARS in at_bound.text
