@@ -125,21 +125,26 @@ def anonymous_bodies(url: str, pid: int) -> None:
 
 def region_lists(url: str, pid: int, count: int = 1000, first: int = 0) -> None:
     """`count` anonymous recommendation requests, each with a region list not asked before
-    (ordered pairs of the shipped catalog's regions, from the `first`-th): their answers and
-    what the server's memory grew by."""
+    (ordered pairs of the shipped catalog's regions, from the `first`-th): their answers, what
+    the server's memory grew by and its CPU time a request."""
     from advisor.catalog import load_catalog
 
     regions = sorted(load_catalog().regions)
     pairs = [f"{a},{b}" for a in regions for b in regions if a != b][first : first + count]
     server = psutil.Process(pid)
     before = server.memory_info().rss
+    cpu = sum(server.cpu_times()[:2])
     codes = set()
     with httpx.Client(base_url=url, timeout=30) as client:
         for spec in pairs:
             body = {"workload": "fine_tuning", "memory_gb": 80, "region": spec}
             codes.add(client.post("/v1/recommendations", json=body).status_code)
     grown = (server.memory_info().rss - before) / 2**20
-    print(f"{len(pairs)} new region lists, anonymous: {sorted(codes)}; server RSS +{grown:.0f} MB")
+    spent = (sum(server.cpu_times()[:2]) - cpu) / len(pairs)
+    print(
+        f"{len(pairs)} new region lists, anonymous: {sorted(codes)}; server RSS +{grown:.0f} MB, "
+        f"server CPU {spent * 1000:.1f} ms a request"
+    )
 
 
 def padded_region(url: str) -> None:

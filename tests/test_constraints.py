@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,11 @@ import pytest
 from pydantic import ValidationError
 
 from advisor import Catalog, recommend
-from advisor.catalog.models import SpotPolicy
+from advisor.catalog.models import Purchase, SpotPolicy
 from advisor.catalog.queries import purchase_matches, region_spec
 from advisor.engine import alternatives as alternatives_module
 from advisor.engine import candidates as candidates_module
-from advisor.engine.candidates import CloudCandidate, attribute, candidate_index
+from advisor.engine.candidates import CandidateIndex, CloudCandidate, attribute, candidate_index
 from advisor.engine.checks import (
     CODE_WORDS,
     EDGE,
@@ -575,10 +576,7 @@ def test_caches_keyed_by_request_filters_stay_bounded(
     bound = 8
     monkeypatch.setattr(candidates_module, "FILTERS_KEPT", bound)
     index = candidate_index(shipped, GROUP_SIGNATURE)
-    for c in index.cloud:  # what earlier tests left
-        c._pools.clear()
-        c.fault_groups.clear()
-    index._group_pools.clear()
+    forget_filters(index)  # what earlier tests left
     regions = sorted(shipped.regions)
     lists = [(a, b) for a in regions for b in regions if a != b][: 3 * bound + 5]
     for pair in lists:
@@ -588,10 +586,54 @@ def test_caches_keyed_by_request_filters_stay_bounded(
         assert not recommend(shipped, w).recommendations
         listed = recommend(shipped, RecommendRequest(workload="fine_tuning", region=spec))
         assert {r.region for r in listed.recommendations} <= set(pair)
-    pools = max(len(c._pools) for c in index.cloud)
-    faults = max(len(c.fault_groups) for c in index.cloud)
-    assert 0 < pools <= bound and 0 < faults <= bound
-    assert 0 < len(index._group_pools) <= bound * len(index.cloud_groups)
+    for kept in ("_pools", "_pools_by_regions", "fault_groups", "fault_groups_by_regions"):
+        assert 0 < max(len(getattr(c, kept)) for c in index.cloud) <= bound, kept
+    for kept in ("_group_pools", "_group_pools_by_regions"):
+        assert 0 < len(getattr(index, kept)) <= bound * len(index.cloud_groups), kept
+
+
+def forget_filters(index: CandidateIndex) -> None:
+    """Empties every cache kept per request filter (candidates.py per_filter)."""
+    for c in index.cloud:
+        for kept in (c._pools, c._pools_by_regions, c.fault_groups, c.fault_groups_by_regions):
+            kept.clear()
+    index._group_pools.clear()
+    index._group_pools_by_regions.clear()
+
+
+def test_region_lists_that_admit_the_same_regions_share_what_is_kept(shipped: Catalog) -> None:
+    """What is kept per region filter is shared by the lists that admit the same regions of an
+    instance type (a list of regions it is not offered in adds nothing new to it), and answers
+    from shared entries are those of entries built for the request alone: region lists of
+    names and prefixes, purchase options and budgets, each answered with the caches as the
+    requests before left them and again with them emptied."""
+    index = candidate_index(shipped, GROUP_SIGNATURE)
+    forget_filters(index)
+    c = next(c for c in index.cloud if len(c.regions) > 1)
+    inside = sorted(c.regions)[0]
+    outside = sorted(shipped.regions - c.regions)[0]
+    alone = c.pool(inside, Purchase.on_demand)
+    assert c.pool(f"{outside},{inside}", Purchase.on_demand) is alone
+    assert c.pool(f"{inside},{outside}", Purchase.spot) is not alone
+    assert c.pool(None, None).offers and not c.pool(outside, None).offers
+    assert c.pool(outside, None) is c.pool(f"{outside},{outside}*", None)
+
+    regions = sorted(shipped.regions)
+    prefixes = sorted({r.split("-")[0] + "-*" for r in regions if "-" in r})
+    rng = random.Random(5)
+    for _ in range(60):
+        items = [rng.choice(regions if rng.random() < 0.8 else prefixes) for _ in range(3)]
+        w = RecommendRequest(
+            workload=rng.choice(["fine_tuning", "high_throughput_inference"]),
+            memory_gb=rng.choice([20, 80, 300]),
+            region=",".join(items),
+            purchase=rng.choice([Purchase.on_demand, Purchase.spot, None]),
+            max_hourly_usd=rng.choice([None, 2.0, 30.0]),
+            show_rejected=True,
+        )
+        shared = recommend(shipped, w)
+        forget_filters(index)
+        assert shared == recommend(shipped, w), w
 
 
 def test_a_region_is_kept_in_one_spelling_and_bounded(mini: Catalog) -> None:

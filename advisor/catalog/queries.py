@@ -82,6 +82,18 @@ def region_matches(spec: str | None, region: str) -> bool:
     return region in names or region.startswith(prefixes)
 
 
+def admitted_regions(spec: str | None, regions: frozenset[str]) -> frozenset[str]:
+    """The regions among `regions` that a request's region admits (region_matches): the engine
+    keys what it keeps per region filter by them, so that the lists that admit the same regions
+    of an instance type share its offer pool (a list of regions it is not offered in, its empty
+    one)."""
+    if spec is None:
+        return regions
+    names, prefixes = region_spec(spec)
+    found = regions & names
+    return found | {r for r in regions if r.startswith(prefixes)} if prefixes else found
+
+
 def check_region(spec: str, known: Iterable[str]) -> None:
     """InputError for a name the catalog lacks or a prefix that matches none, with a hint; an
     empty list is refused too."""

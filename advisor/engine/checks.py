@@ -18,7 +18,7 @@ from advisor.catalog.models import (
     WorkloadProfile,
 )
 from advisor.catalog.queries import price_usable, purchase_matches, region_matches
-from advisor.engine.candidates import CloudCandidate, EdgeCandidate, Offer, kept
+from advisor.engine.candidates import CloudCandidate, EdgeCandidate, Offer, per_filter
 from advisor.engine.constraints import Constraint, Finding, Violation, violations
 from advisor.engine.placement import PLACEMENT_READS, Placement
 from advisor.engine.spot_risk import risk_sentence
@@ -630,14 +630,18 @@ def fault_groups(
     the same for every budget and node count, so kept on the candidate per (region, purchase,
     risky, skip_flagged), a few hundred keys at most."""
     key = (w.region, w.purchase, risky, skip_flagged)
-    found = c.fault_groups.get(key)
-    if found is None:
+    found = c.fault_groups.get(key)  # the common case, inline
+    if found is not None:
+        return found
+
+    def build() -> tuple[FaultGroup, ...]:
         members: dict[int, list[int]] = {}
         for position, offer in enumerate(c.offers):
             faults = offer_faults(offer, w, 1, risky, skip_flagged) & ~OVER_BUDGET
             members.setdefault(faults, []).append(position)
-        found = kept(c.fault_groups)[key] = tuple(
+        return tuple(
             FaultGroup(faults, tuple(ps), tuple(c.offers[i][2] for i in ps))
             for faults, ps in members.items()
         )
-    return found
+
+    return per_filter(c.fault_groups, c.fault_groups_by_regions, key, c.regions, build)
