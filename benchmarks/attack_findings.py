@@ -1,6 +1,6 @@
 """The second round of findings against `advisor serve`, replayed one line each: slow and
 partial requests from many clients, anonymous bodies, endless region lists and padding, ids of
-900,000 characters, invented host spellings, trusted verdicts and checks, unbounded numbers, and
+900,000 characters, floods of sized answers, invented host spellings, trusted verdicts and checks, unbounded numbers, and
 the small HTTP findings.
 Used by attack_service.py; runs against whichever code `tests.api_server` serves (this
 checkout's, or another's on PYTHONPATH: that is how the "before" figures were taken).
@@ -180,6 +180,91 @@ def long_ids(url: str, pid: int, count: int = 5) -> None:
         )
 
 
+def _sized_flood(
+    url: str, path: str, body: bytes, label: str, clients: int = CLIENTS, each: int = 2
+) -> None:
+    """`clients` anonymous clients (one address each), `each` connections each, post `body` to
+    `path` over and over; meanwhile /healthz and another client's sized recommendation are
+    timed."""
+    stop = threading.Event()
+    codes: dict[int, int] = {}
+
+    def flood(source: str) -> None:
+        transport = httpx.HTTPTransport(local_address=source)
+        with httpx.Client(base_url=url, timeout=300, transport=transport) as client:
+            while not stop.is_set():
+                r = client.post(path, content=body, headers=JSON)
+                codes[r.status_code] = codes.get(r.status_code, 0) + 1
+
+    def timed(method: str, target: str, content: bytes | None = None) -> tuple[float, int]:
+        transport = httpx.HTTPTransport(local_address="127.0.0.200")
+        with httpx.Client(base_url=url, timeout=300, transport=transport) as client:
+            t0 = time.perf_counter()
+            r = client.request(method, target, content=content, headers=JSON)
+            return time.perf_counter() - t0, r.status_code
+
+    alone = [timed("GET", "/healthz")[0] for _ in range(10)]
+    threads = [
+        threading.Thread(target=flood, args=(f"127.0.0.{2 + i % clients}",), daemon=True)
+        for i in range(each * clients)
+    ]
+    for t in threads:
+        t.start()
+    time.sleep(3)
+    legit = json.dumps(
+        {"workload": "high_throughput_inference", "model": "llama-3-8b", "request_rate": 2}
+    ).encode()
+    health, other = [], []
+    for _ in range(10):
+        health.append(timed("GET", "/healthz")[0])
+        other.append(timed("POST", "/v1/recommendations", legit))
+    stop.set()
+    for t in threads:
+        t.join(timeout=300)
+    waits = [s for s, _ in other]
+    print(
+        f"{label}, {clients} anonymous client(s) x {each} connections: /healthz p50 "
+        f"{statistics.median(alone) * 1000:.0f} ms alone, under them p50 "
+        f"{statistics.median(health) * 1000:.0f} ms max {max(health) * 1000:.0f} ms; another "
+        f"client's sized recommendation p50 {statistics.median(waits) * 1000:.0f} ms max "
+        f"{max(waits) * 1000:.0f} ms {sorted({c for _, c in other})}; their answers "
+        f"{dict(sorted(codes.items()))}"
+    )
+
+
+def sized_floods(url: str) -> None:
+    """Anonymous clients asking for sized answers without pause: estimates of a served model
+    under a trace of 14,000 requests (a body just under 1 MiB, 0.3 s of CPU each), then sized
+    recommendations (70B at 20 requests/s) from many clients and from one client on 32
+    connections."""
+    import random
+
+    rng = random.Random(1)
+    trace = [
+        {
+            "arrival_s": round(i * 0.01, 2),
+            "input_tokens": rng.randint(100, 8000),
+            "output_tokens": rng.randint(10, 2000),
+        }
+        for i in range(14_000)
+    ]
+    estimate = {
+        "workload": "high_throughput_inference",
+        "model": "llama-3.1-405b",
+        "instance_type": "p5.48xlarge",
+        "trace": trace,
+    }
+    _sized_flood(url, "/v1/estimates", json.dumps(estimate).encode(), "sized estimates")
+    recommendation = {
+        "workload": "high_throughput_inference",
+        "model": "llama-3.1-70b",
+        "request_rate": 20,
+    }
+    body = json.dumps(recommendation).encode()
+    _sized_flood(url, "/v1/recommendations", body, "sized recommendations")
+    _sized_flood(url, "/v1/recommendations", body, "sized recommendations", clients=1, each=32)
+
+
 def _post(url: str, token: str, body: dict[str, Any], path: str = "/v1/probe-reports") -> Any:
     auth = {"Authorization": f"Bearer {token}"}
     return httpx.post(f"{url}{path}", json=body, headers=auth, timeout=30)
@@ -317,6 +402,7 @@ def replay(url: str, token: str, pid: int) -> None:
     region_lists(url, pid)
     padded_region(url)
     long_ids(url, pid)
+    sized_floods(url)
     host_spellings(url, token)
     trusted_verdicts(url, token)
     wrong_hardware(url, token)

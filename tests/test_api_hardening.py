@@ -460,6 +460,8 @@ def test_docs_need_nothing_from_outside(client: TestClient) -> None:
         ("ADVISOR_DATABASE_TIMEOUT_S", "0.5"),
         ("ADVISOR_DATABASE_RETRY_S", "0"),
         ("ADVISOR_MAX_CONNECTIONS_PER_CLIENT", "-1"),
+        ("ADVISOR_ENGINE_MAX_PER_CLIENT", "-1"),
+        ("ADVISOR_ENGINE_MAX_QUEUED", "0"),
     ],
 )
 def test_every_service_setting_is_validated_at_start_up(variable: str, value: str) -> None:

@@ -206,6 +206,7 @@ def responses(*codes: int) -> dict[int | str, dict[str, Any]]:
         404: "Not found",
         413: "Body too large",
         422: "Invalid request",
+        429: "Too many requests from this client",
         503: "Unavailable",
     }
     return {

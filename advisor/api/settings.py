@@ -106,6 +106,13 @@ class Settings(BaseSettings, CatalogSettings):
     # address cannot fill the cap); behind a proxy or load balancer every client has the proxy's
     # address: raise it there, or 0 for no cap.
     max_connections_per_client: Annotated[int, Field(ge=0, le=1_000_000)] = 64
+    # Sized recommendations and estimates (tens of ms to a second of CPU each) run one at a
+    # time on the engine's thread (advisor/api/engine_queue.py): one client (counted as the
+    # connection cap counts it) may have this many waiting or running, beyond that a 429
+    # (0: no bound; behind a proxy every client is the proxy, as above); all clients together
+    # engine_max_queued, beyond that a 503.
+    engine_max_per_client: Annotated[int, Field(ge=0, le=1_000_000)] = 2
+    engine_max_queued: Annotated[int, Field(ge=1, le=1_000_000)] = 64
     # The request line plus headers (bytes), complete or not: larger is a 400 before any route.
     max_header_bytes: Annotated[int, Field(ge=1024, le=1024 * 1024)] = 16 * 1024
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from starlette.concurrency import run_in_threadpool
 
+from advisor.api.engine_queue import EngineQueue
 from advisor.api.metrics import Metrics
 from advisor.api.settings import Settings
 from advisor.catalog import Catalog
@@ -292,11 +293,18 @@ class AppState:
     calibration: FleetCalibration
     reviews: ReviewCache
     responses: ResponseCache = field(default_factory=ResponseCache)
+    # sized recommendations and estimates, one at a time, each client's share bounded (settings)
+    engine: EngineQueue = field(init=False)
     # around the store's calls (advisor/store/guard.py); /readyz reads its state and last write
     breaker: CircuitBreaker = field(default_factory=lambda: CircuitBreaker(retry_s=2.0))
     # Bumped by every report this process stores and by the periodic refresh when the store
     # changed under it: keys the review cache.
     generation: int = 0
+
+    def __post_init__(self) -> None:
+        self.engine = EngineQueue(
+            self.settings.engine_max_per_client, self.settings.engine_max_queued
+        )
 
     def add_probe_report(
         self, report: ProbeReport, client_key: str | None, token_id: str | None = None

@@ -28,14 +28,17 @@ import math
 from collections.abc import Callable, Coroutine, Iterable, Iterator
 from typing import Any
 
+import anyio.to_thread
+from anyio import CapacityLimiter
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
 from advisor.api.deps import early_guard
+from advisor.api.engine_queue import client_of
 from advisor.api.problems import MAX_FIELD_PROBLEMS, CappedValidationError
+from advisor.api.state import AppState
 
 # Integers a body may hold: 64-bit signed, what every store column and client language takes
 # (integers of 309 digits were accepted in several fields). A float field takes any finite
@@ -202,6 +205,8 @@ def _unknown_key_errors(unknown: list[str], total_before: int) -> list[dict[str,
 
 
 def _parse_and_check(body: bytes, model: type[BaseModel] | None) -> Any:
+    """The body's value, or the route's model validated from it (FastAPI takes the instance as
+    it is: a large body is not validated a second time, on the event loop)."""
     value = loads(body)
     if model is not None:
         known = _known_fields(model)
@@ -217,16 +222,16 @@ def _parse_and_check(body: bytes, model: type[BaseModel] | None) -> Any:
                         exc.total + len(unknown),
                     ) from None
                 raise CappedValidationError(_unknown_key_errors(unknown, 0), len(unknown))
-        _validate(value, model)
+        return _validate(value, model)
     return value
 
 
-def _validate(value: Any, model: type[BaseModel]) -> None:
+def _validate(value: Any, model: type[BaseModel]) -> BaseModel:
     """`value` against `model` in strict mode; CappedValidationError with the first problems."""
     try:
         # strict: JSON types as the contract states them (false is not a number, "1.5" is
-        # not a number); FastAPI validates the same value again, in its lax mode, after this
-        model.model_validate_json(json.dumps(value), strict=True)
+        # not a number)
+        return model.model_validate_json(json.dumps(value), strict=True)
     except ValidationError as strict:
         try:  # a body that lax validation refuses too gets its words (the CLI's)
             model.model_validate(value)
@@ -246,8 +251,18 @@ def _capped(exc: ValidationError) -> CappedValidationError:
     )
 
 
+# Large bodies are parsed on one thread: parsing holds the interpreter, so more threads parse no
+# faster and take it from the event loop (32 clients posting 1 MB bodies at once made /healthz
+# wait seconds).
+_PARSE_THREADS = CapacityLimiter(1)
+
+
 class StrictJSONRoute(APIRoute):
     """A route whose JSON body is parsed strictly and checked in a thread (see the module)."""
+
+    # a route that may run the engine refuses a client at its bound of engine work before it
+    # reads the body (advisor/api/engine_queue.py EngineQueue.admit)
+    engine_admits = False
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -263,6 +278,9 @@ class StrictJSONRoute(APIRoute):
         async def strict(request: Request) -> Response:
             if guard is not None:  # 401/403 before a byte of the body is read
                 await guard(request)
+            if self.engine_admits:  # 429/503 before the body is read
+                state: AppState = request.app.state.advisor
+                state.engine.admit(client_of(request))
             if self.body_field is not None and _is_json(request.headers.get("content-type")):
                 try:
                     body = await request.body()
@@ -273,7 +291,9 @@ class StrictJSONRoute(APIRoute):
                         parsed = (
                             _parse_and_check(body, model)
                             if len(body) <= INLINE_MAX_BYTES
-                            else await run_in_threadpool(_parse_and_check, body, model)
+                            else await anyio.to_thread.run_sync(
+                                _parse_and_check, body, model, limiter=_PARSE_THREADS
+                            )
                         )
                     except ValueError:
                         pass  # not JSON at all: FastAPI parses it again and words the error
@@ -282,3 +302,10 @@ class StrictJSONRoute(APIRoute):
             return await handler(request)
 
         return strict
+
+
+class EngineRoute(StrictJSONRoute):
+    """A strict-JSON route that may run the engine: a client at its bound of engine work is
+    refused before its body is read (advisor/api/engine_queue.py)."""
+
+    engine_admits = True

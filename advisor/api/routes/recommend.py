@@ -2,27 +2,19 @@
 
 from __future__ import annotations
 
-import anyio.to_thread
-from anyio import CapacityLimiter
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from advisor.api.deps import CatalogDep, StateDep
+from advisor.api.engine_queue import client_of
 from advisor.api.problems import responses
 from advisor.api.state import AppState
-from advisor.api.strict_json import StrictJSONRoute
+from advisor.api.strict_json import EngineRoute
 from advisor.catalog import Catalog
 from advisor.engine import Result, recommend
 from advisor.request import RecommendRequest
 
-router = APIRouter(
-    prefix="/v1", tags=["recommendations and estimates"], route_class=StrictJSONRoute
-)
-
-# The engine is pure Python: threads cannot run it in parallel (the GIL), and many of them
-# contending for the interpreter cost more than they overlap. One thread runs the long answers;
-# requests queue for it while the event loop keeps answering everything else.
-_ENGINE_THREADS = CapacityLimiter(1)
+router = APIRouter(prefix="/v1", tags=["recommendations and estimates"], route_class=EngineRoute)
 
 # An unsized question with a short list is one pass over the catalog, a few ms
 # (benchmarks/bench_recommend.py), the order of parsing a 16 KiB body, which is done on the
@@ -31,7 +23,8 @@ _ENGINE_THREADS = CapacityLimiter(1)
 # interpreter with the event loop on every socket operation; the price is that a health check
 # waits behind the engine runs queued before it (benchmarks/results/service-*.txt: the distinct
 # and engine-thread rows, and /healthz beside each). Sized questions search cluster sizes and
-# deployments (tens of ms), and long lists grow with their length: those go to the thread.
+# deployments (tens of ms), and long lists grow with their length: those go to the engine's
+# thread (advisor/api/engine_queue.py), one at a time, each client's share bounded.
 INLINE_MAX_LIMIT = 10
 
 EXAMPLE = {"workload": "large_scale_training", "memory_gb": 80, "interconnect_gb_s": 900}
@@ -43,11 +36,14 @@ EXAMPLE = {"workload": "large_scale_training", "memory_gb": 80, "interconnect_gb
     # The engine's Result is the documented schema; the route returns its JSON bytes itself
     # (validated once, when the engine built it), so FastAPI does not validate it a second time.
     response_model=Result,
-    responses={200: {"description": "Recommendations, best first"}, **responses(400, 413, 422)},
+    responses={
+        200: {"description": "Recommendations, best first"},
+        **responses(400, 413, 422, 429, 503),
+    },
     openapi_extra={"requestBody": {"content": {"application/json": {"example": EXAMPLE}}}},
 )
 async def create_recommendation(
-    workload: RecommendRequest, catalog: CatalogDep, state: StateDep
+    workload: RecommendRequest, catalog: CatalogDep, state: StateDep, http: Request
 ) -> Response:
     # Results of unsized requests depend on the catalog alone and are memoised: a hit is
     # answered here, and so is a short unsized question (INLINE_MAX_LIMIT). The rest run on the
@@ -58,9 +54,8 @@ async def create_recommendation(
     cached = None if workload.sized else state.responses.get(key)
     if cached is None:
         if workload.sized or workload.limit > INLINE_MAX_LIMIT:
-            cached = await anyio.to_thread.run_sync(
-                _answer, workload, catalog, state, limiter=_ENGINE_THREADS
-            )
+            client = client_of(http) if workload.sized else None  # sized work is counted
+            cached = await state.engine.run(client, lambda: _answer(workload, catalog, state))
         else:
             cached = _answer(workload, catalog, state)
         if not workload.sized:

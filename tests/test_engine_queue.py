@@ -1,0 +1,127 @@
+"""Sized answers under many clients (advisor/api/engine_queue.py): estimates and sized
+recommendations run one at a time on the engine's thread, and each client's requests in flight
+to those routes are bounded, refused (429, or 503 past the bound of all) before the body is
+read."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+import advisor.api.routes.estimate as estimate_route
+from advisor.api import create_app
+from advisor.api.settings import Settings
+
+SIZED = {
+    "workload": "fine_tuning",
+    "model": "llama-3-8b",
+    "tokens": 2e9,
+    "instance_type": "p5.48xlarge",
+}
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    for _ in range(2000):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("never came to pass")
+
+
+def _client(app: Any, address: str) -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=app, client=(address, 40000))
+    return httpx.AsyncClient(transport=transport, base_url="http://t")
+
+
+def test_sized_answers_run_one_at_a_time_each_client_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path}/e.db",  # type: ignore[arg-type]
+        engine_max_per_client=2,
+        engine_max_queued=3,
+    )
+    app = create_app(settings)
+    engine = app.state.advisor.engine
+    release = threading.Event()
+    lock = threading.Lock()
+    running = most = 0
+    real = estimate_route.estimate
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        try:
+            release.wait(60)
+            return real(*args, **kwargs)
+        finally:
+            with lock:
+                running -= 1
+
+    monkeypatch.setattr(estimate_route, "estimate", held)
+
+    async def run() -> dict[str, Any]:
+        async with (
+            _client(app, "10.0.0.1") as one,
+            _client(app, "10.0.0.2") as two,
+            _client(app, "2001:db8::1") as three,
+        ):
+            first = [asyncio.create_task(one.post("/v1/estimates", json=SIZED)) for _ in range(2)]
+            await _until(lambda: engine.per_client.get("10.0.0.1") == 2)
+            # at its bound, a client is refused before its body is read: this one is no JSON
+            over = await one.post("/v1/estimates", content=b"{not json")
+            other = asyncio.create_task(two.post("/v1/estimates", json=SIZED))
+            await _until(lambda: engine.queued == 3)
+            full = await three.post("/v1/estimates", json=SIZED)
+            release.set()
+            done = await asyncio.gather(*first, other)
+            unknown = await one.post("/v1/estimates", json={**SIZED, "instance_type": "nope.1"})
+            after = await three.post("/v1/estimates", json=SIZED)
+            return {"over": over, "full": full, "done": done, "unknown": unknown, "after": after}
+
+    answers = asyncio.run(run())
+    over, full = answers["over"], answers["full"]
+    assert over.status_code == 429, over.text
+    assert over.headers["Retry-After"] == "1" and "ENGINE_MAX_PER_CLIENT" in over.json()["detail"]
+    assert full.status_code == 503, full.text
+    assert full.headers["Retry-After"] == "1" and "ENGINE_MAX_QUEUED" in full.json()["detail"]
+    assert [r.status_code for r in answers["done"]] == [200, 200, 200]
+    assert answers["unknown"].status_code == 422 and answers["after"].status_code == 200
+    assert most == 1  # one estimate at a time, on the engine's thread
+    assert engine.per_client == {}  # every turn given back, an error's too
+    app.state.advisor.store.close()
+
+
+def test_only_sized_recommendations_count_against_a_client(tmp_path: Path) -> None:
+    """A sized recommendation counts against its client until answered; an unsized one never
+    does, though a long list runs on the engine's thread too (tens of ms at most): a client
+    asking many at once is not refused."""
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path}/e.db",  # type: ignore[arg-type]
+        engine_max_per_client=1,
+    )
+    app = create_app(settings)
+    sized = {"workload": "fine_tuning", "model": "llama-3-8b", "tokens": 2e9, "limit": 3}
+    long_lists = [{"workload": "fine_tuning", "memory_gb": 10 + i, "limit": 50} for i in range(6)]
+
+    async def run() -> tuple[list[httpx.Response], list[httpx.Response]]:
+        async with _client(app, "10.0.0.9") as client:
+            one_by_one = [await client.post("/v1/recommendations", json=sized) for _ in range(2)]
+            together = await asyncio.gather(
+                *(client.post("/v1/recommendations", json=body) for body in long_lists)
+            )
+            return one_by_one, list(together)
+
+    one_by_one, together = asyncio.run(run())
+    assert [r.status_code for r in one_by_one] == [200, 200]  # each gave its turn back
+    assert [r.status_code for r in together] == [200] * len(long_lists)
+    assert app.state.advisor.engine.per_client == {}
+    app.state.advisor.store.close()
