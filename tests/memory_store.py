@@ -15,6 +15,7 @@ from advisor.store.base import (
     FleetSummary,
     HostRatios,
     ReportFilter,
+    ReportSummary,
     StoredReport,
     StoredUtilisation,
     canonical_json,
@@ -82,6 +83,12 @@ class MemoryStore:
         ]
         found.sort(key=lambda r: (r.received_at, r.id), reverse=True)
         return found[flt.offset : flt.offset + flt.limit], len(found)
+
+    def summaries(self, flt: ReportFilter) -> tuple[list[ReportSummary], int]:
+        page, total = self.query(flt)
+        return [
+            ReportSummary(r.id, r.received_at, r.host, r.accelerator, r.verdict) for r in page
+        ], (total)
 
     def fleet(self, accelerator: str | None = None, check: str | None = None) -> list[FleetSummary]:
         chosen = [

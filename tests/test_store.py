@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
 
 from advisor.store import ReportFilter, SqlStore, Store, StoreError, migrate, open_store
 from probes.report import ProbeReport
@@ -92,6 +93,43 @@ def test_filters_and_pagination(store: Store) -> None:
     assert store.query(ReportFilter(accelerator="nope"))[1] == 0
     window = ReportFilter(since=base + dt.timedelta(hours=2), until=base + dt.timedelta(hours=5))
     assert store.query(window)[1] == 3  # hours 2, 3, 4: since inclusive, until exclusive
+    for flt in (ReportFilter(limit=3), ReportFilter(limit=3, offset=3), window):
+        full, total = store.query(flt)
+        named = ("id", "received_at", "host", "accelerator", "verdict")
+        listed = [tuple(getattr(r, n) for n in named) for r in full]
+        summaries, counted = store.summaries(flt)
+        assert [tuple(getattr(r, n) for n in named) for r in summaries] == listed
+        assert counted == total
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_listing_reads_no_report_body(backend: str, tmp_path: Path) -> None:
+    """A page of summaries is read without the reports' bodies (a page of 500 node reports is
+    32 MB of them): no statement names them, and with every stored body made unreadable the
+    listing still answers."""
+    if backend == "postgres" and not PG_URL:
+        pytest.skip("no PostgreSQL (set ADVISOR_TEST_POSTGRES_URL; scripts/start-postgres.sh)")
+    url = PG_URL if backend == "postgres" else f"sqlite:///{tmp_path}/reports.db"
+    assert url is not None
+    if backend == "postgres":
+        _truncate_pg(url)
+    store = open_store(url)
+    assert isinstance(store, SqlStore)
+    ids = {store.add(report(host=f"h{i}")).id for i in range(3)}
+    with store._writer.begin() as conn:
+        conn.execute(sa.text("UPDATE probe_reports SET body = 'not json'"))
+    with pytest.raises(json.JSONDecodeError):
+        store.query(ReportFilter())
+    sent: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        sent.append(statement)
+
+    sa.event.listen(store._reader, "before_cursor_execute", seen)
+    summaries, total = store.summaries(ReportFilter())
+    assert {s.id for s in summaries} == ids and total == 3
+    assert sent and not [text for text in sent if "body" in text], sent  # not even fetched
+    store.close()
 
 
 def test_hostile_values_are_data_not_sql(store: Store) -> None:

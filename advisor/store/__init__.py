@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from advisor.store.base import (
     ReportFilter,
+    ReportSummary,
     Store,
     StoredReport,
     StoreError,
@@ -37,6 +38,7 @@ def open_store(
 __all__ = [
     "CircuitBreaker",
     "ReportFilter",
+    "ReportSummary",
     "SqlStore",
     "Store",
     "StoreError",

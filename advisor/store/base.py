@@ -34,12 +34,18 @@ class StoreUnreachable(StoreError):
 
 
 @dataclass(frozen=True)
-class StoredReport:
+class ReportSummary:
+    """A stored probe report as a listing names it, without its body."""
+
     id: str
     received_at: dt.datetime
     host: str
     accelerator: str | None
     verdict: str
+
+
+@dataclass(frozen=True)
+class StoredReport(ReportSummary):
     report: dict[str, Any]  # the probe report as it was received
 
 
@@ -130,6 +136,11 @@ class Store(Protocol):
     def get(self, report_id: str) -> StoredReport | None: ...
 
     def query(self, flt: ReportFilter) -> tuple[list[StoredReport], int]: ...
+
+    def summaries(self, flt: ReportFilter) -> tuple[list[ReportSummary], int]:
+        """The page `query` answers without the reports' bodies (a listing's: a page of 500
+        node reports is 32 MB of bodies), with the total before limit and offset."""
+        ...
 
     def fleet(self, accelerator: str | None = None, check: str | None = None) -> list[FleetSummary]:
         """Per accelerator: verdict counts and statistics per check (`check`: that check's

@@ -42,6 +42,7 @@ from advisor.store.base import (
     FleetSummary,
     HostRatios,
     ReportFilter,
+    ReportSummary,
     StoredReport,
     StoredUtilisation,
     StoreError,
@@ -457,10 +458,19 @@ class SqlStore:
         return _report(row) if row else None
 
     def query(self, flt: ReportFilter) -> tuple[list[StoredReport], int]:
+        rows, total = self._page(_REPORT_SELECT, flt)
+        return [_report(r) for r in rows], total
+
+    def summaries(self, flt: ReportFilter) -> tuple[list[ReportSummary], int]:
+        rows, total = self._page(_SUMMARY_SELECT, flt)
+        return [ReportSummary(i, parse_time(at), h, a, v) for i, at, h, a, v in rows], total
+
+    def _page(self, select: sa.Select[Any], flt: ReportFilter) -> tuple[Sequence[Row], int]:
+        """The rows of `select` that `flt` keeps, newest first, and their total."""
         where = _report_filter(flt)
         count = sa.select(sa.func.count()).select_from(probe_reports).where(*where)
         page = (
-            _REPORT_SELECT.where(*where)
+            select.where(*where)
             .order_by(probe_reports.c.received_at.desc(), probe_reports.c.id.desc())
             .limit(flt.limit)
             .offset(flt.offset)
@@ -469,8 +479,7 @@ class SqlStore:
         def work(conn: sa.Connection) -> tuple[Sequence[Row], int]:
             return conn.execute(page).all(), int(conn.execute(count).scalar_one())
 
-        rows, total = self._run(work, write=False)
-        return [_report(r) for r in rows], total
+        return self._run(work, write=False)
 
     def fleet(self, accelerator: str | None = None, check: str | None = None) -> list[FleetSummary]:
         """The summary from the aggregates (advisor/store/aggregates.py: a few thousand rows at
@@ -642,6 +651,7 @@ class SqlStore:
 
 _REPORT_COLUMNS = ("id", "received_at", "host", "accelerator", "verdict", "body")  # _report's
 _REPORT_SELECT = sa.select(*(probe_reports.c[name] for name in _REPORT_COLUMNS))
+_SUMMARY_SELECT = sa.select(*(probe_reports.c[name] for name in _REPORT_COLUMNS[:-1]))
 _UTILISATION_SELECT = sa.select(
     utilisation_reports.c.id,
     utilisation_reports.c.received_at,

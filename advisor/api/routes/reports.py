@@ -39,7 +39,7 @@ from advisor.perf.calibration import (
     calibrates,
     calibration_of,
 )
-from advisor.store import ReportFilter, StoredReport
+from advisor.store import ReportFilter, ReportSummary
 from advisor.store.base import token_id
 from probes.report import ProbeReport
 from probes.timestamps import Rfc3339
@@ -48,7 +48,7 @@ router = APIRouter(prefix="/v1", tags=["probe reports"], route_class=StrictJSONR
 Verdict = Literal["pass", "warn", "fail", "error"]
 
 
-def _summary(r: StoredReport) -> StoredReportOut:
+def _summary(r: ReportSummary) -> StoredReportOut:
     return StoredReportOut(
         id=r.id,
         received_at=r.received_at,
@@ -110,7 +110,7 @@ def list_reports(
     offset: Annotated[int, Query(ge=0, le=10_000_000)] = 0,
 ) -> ReportPage:
     flt = ReportFilter(host, accelerator, verdict, since, until, limit, offset)
-    items, total = store.query(flt)
+    items, total = store.summaries(flt)
     next_offset = offset + limit if offset + limit < total else None
     return ReportPage(
         items=[_summary(r) for r in items],
