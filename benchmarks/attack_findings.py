@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
+import random
 import socket
 import statistics
 import threading
@@ -237,8 +238,6 @@ def sized_floods(url: str) -> None:
     under a trace of 14,000 requests (a body just under 1 MiB, 0.3 s of CPU each), then sized
     recommendations (70B at 20 requests/s) from many clients and from one client on 32
     connections."""
-    import random
-
     rng = random.Random(1)
     trace = [
         {

@@ -86,9 +86,10 @@ class MemoryStore:
 
     def summaries(self, flt: ReportFilter) -> tuple[list[ReportSummary], int]:
         page, total = self.query(flt)
-        return [
+        listed = [
             ReportSummary(r.id, r.received_at, r.host, r.accelerator, r.verdict) for r in page
-        ], (total)
+        ]
+        return listed, total
 
     def fleet(self, accelerator: str | None = None, check: str | None = None) -> list[FleetSummary]:
         chosen = [
