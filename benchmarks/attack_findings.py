@@ -181,6 +181,26 @@ def long_ids(url: str, pid: int, count: int = 5) -> None:
         )
 
 
+def long_path_ids(url: str, pid: int, count: int = 20) -> None:
+    """Anonymous lookups of an accelerator and an instance type whose id is 15,000 characters
+    (a request line within the 16 KiB header limit): the server's CPU time for each and the
+    answer's size (an unknown id is compared with every known one and echoed)."""
+    server = psutil.Process(pid)
+    for route in ("/v1/accelerators/", "/v1/instance-types/"):
+        cpu = sum(server.cpu_times()[:2])
+        codes, sizes = set(), set()
+        with httpx.Client(base_url=url, timeout=60) as client:
+            for _ in range(count):
+                r = client.get(route + "q" * 15_000)
+                codes.add(r.status_code)
+                sizes.add(len(r.content))
+        spent = (sum(server.cpu_times()[:2]) - cpu) / count
+        print(
+            f"GET {route}<15,000 characters>, anonymous: {sorted(codes)}, "
+            f"{max(sizes):,} bytes, server CPU {spent * 1000:.1f} ms each"
+        )
+
+
 def _sized_flood(
     url: str, path: str, body: bytes, label: str, clients: int = CLIENTS, each: int = 2
 ) -> None:
@@ -401,6 +421,7 @@ def replay(url: str, token: str, pid: int) -> None:
     region_lists(url, pid)
     padded_region(url)
     long_ids(url, pid)
+    long_path_ids(url, pid)
     sized_floods(url)
     host_spellings(url, token)
     trusted_verdicts(url, token)

@@ -617,3 +617,21 @@ def test_an_overlong_id_is_refused_before_any_lookup(
     else:
         assert_problem(at_bound, 422)
         assert "q" * ID_MAX_CHARS in at_bound.text
+
+
+@pytest.mark.parametrize(
+    ("route", "field"),
+    [("/v1/accelerators/", "accelerator_id"), ("/v1/instance-types/", "instance_type_id")],
+)
+def test_an_overlong_catalog_path_id_is_refused_before_any_lookup(
+    client: TestClient, route: str, field: str
+) -> None:
+    """A path id is bounded as a request's are: beyond the bound a short 422 naming it (an
+    unknown id is compared with every known one and echoed); at the bound a 404 naming it."""
+    for length in (ID_MAX_CHARS + 1, 16_000):
+        problem = assert_problem(client.get(route + "q" * length), 422)
+        assert problem["errors"][0]["field"] == field
+        assert len(json.dumps(problem)) < 1000
+    at_bound = client.get(route + "q" * ID_MAX_CHARS)
+    assert_problem(at_bound, 404)
+    assert "q" * ID_MAX_CHARS in at_bound.text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Path, Query
 
 from advisor.api.deps import CatalogDep
 from advisor.api.problems import responses
@@ -17,8 +17,13 @@ from advisor.catalog import (
 from advisor.catalog.models import Accelerator, FormFactor, InstanceType
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError
+from advisor.request import ID_MAX_CHARS
 
 router = APIRouter(prefix="/v1", tags=["catalog"])
+
+# An id in the path is bounded as a request's ids are: an unknown one is compared with every
+# known id for a "did you mean", which over a 16 kB id (the header limit) costs twice an answer.
+PathId = Annotated[str, Path(max_length=ID_MAX_CHARS)]
 
 
 @router.get(
@@ -39,9 +44,9 @@ def accelerators(
     "/accelerators/{accelerator_id}",
     operation_id="getAccelerator",
     response_model=Accelerator,
-    responses=responses(404),
+    responses=responses(404, 422),
 )
-def accelerator(catalog: CatalogDep, accelerator_id: str) -> Accelerator:
+def accelerator(catalog: CatalogDep, accelerator_id: PathId) -> Accelerator:
     return get_accelerator(catalog, accelerator_id)
 
 
@@ -73,7 +78,7 @@ def instance_types(
     "/instance-types/{instance_type_id}",
     operation_id="getInstanceType",
     response_model=InstanceType,
-    responses=responses(404),
+    responses=responses(404, 422),
 )
-def instance_type(catalog: CatalogDep, instance_type_id: str) -> InstanceType:
+def instance_type(catalog: CatalogDep, instance_type_id: PathId) -> InstanceType:
     return get_instance_type(catalog, instance_type_id)
