@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 import advisor.api.routes.estimate as estimate_route
-from advisor.api import create_app
+from advisor.api import create_app, engine_queue
 from advisor.api.settings import Settings
 
 SIZED = {
@@ -67,6 +67,12 @@ def test_sized_answers_run_one_at_a_time_each_client_bounded(
                 running -= 1
 
     monkeypatch.setattr(estimate_route, "estimate", held)
+    holds: list[str] = []  # refusals before the body is read are held before they are sent
+
+    async def hold() -> None:
+        holds.append(f"{engine.per_client}")
+
+    monkeypatch.setattr(engine_queue, "_hold_refusal", hold)
 
     async def run() -> dict[str, Any]:
         async with (
@@ -93,6 +99,7 @@ def test_sized_answers_run_one_at_a_time_each_client_bounded(
     assert over.headers["Retry-After"] == "1" and "ENGINE_MAX_PER_CLIENT" in over.json()["detail"]
     assert full.status_code == 503, full.text
     assert full.headers["Retry-After"] == "1" and "ENGINE_MAX_QUEUED" in full.json()["detail"]
+    assert holds == ["{'10.0.0.1': 2}", "{'10.0.0.1': 2, '10.0.0.2': 1}"]
     assert [r.status_code for r in answers["done"]] == [200, 200, 200]
     assert answers["unknown"].status_code == 422 and answers["after"].status_code == 200
     assert most == 1  # one estimate at a time, on the engine's thread
@@ -124,4 +131,78 @@ def test_only_sized_recommendations_count_against_a_client(tmp_path: Path) -> No
     assert [r.status_code for r in one_by_one] == [200, 200]  # each gave its turn back
     assert [r.status_code for r in together] == [200] * len(long_lists)
     assert app.state.advisor.engine.per_client == {}
+    app.state.advisor.store.close()
+
+
+def test_clients_take_turns_on_the_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The thread goes to the client that has waited longest for a turn: a newcomer behind two
+    clients with three estimates each is answered third, not seventh (first come, first
+    served), and a client whose turn ends goes behind every other waiting client."""
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path}/e.db",  # type: ignore[arg-type]
+        engine_max_per_client=3,
+    )
+    app = create_app(settings)
+    engine = app.state.advisor.engine
+    release = threading.Event()
+    order: list[str] = []
+    real = estimate_route.estimate
+
+    def held(catalog: Any, request: Any, *args: Any) -> Any:
+        release.wait(60)
+        order.append(f"{request.tokens:.0f}")
+        return real(catalog, request, *args)
+
+    monkeypatch.setattr(estimate_route, "estimate", held)
+
+    def body(client: str, n: int) -> dict[str, Any]:
+        return {**SIZED, "tokens": float(f"{client}{n}")}  # 11: client 1's first
+
+    async def run() -> list[httpx.Response]:
+        async with (
+            _client(app, "10.0.0.1") as one,
+            _client(app, "10.0.0.2") as two,
+            _client(app, "10.0.0.3") as three,
+        ):
+            tasks = []
+            for client, http, count in (("1", one, 3), ("2", two, 3), ("3", three, 1)):
+                for n in range(1, count + 1):
+                    tasks.append(
+                        asyncio.create_task(http.post("/v1/estimates", json=body(client, n)))
+                    )
+                    await _until(lambda: engine.queued == len(tasks))
+            release.set()
+            return list(await asyncio.gather(*tasks))
+
+    answers = asyncio.run(run())
+    assert [r.status_code for r in answers] == [200] * 7
+    assert order == ["11", "21", "31", "12", "22", "13", "23"]
+    assert engine.per_client == {} and engine.waiting == {} and not engine.busy
+    app.state.advisor.store.close()
+
+
+def test_a_client_gone_while_waiting_gives_up_its_place(tmp_path: Path) -> None:
+    """A request cancelled while it waits leaves the queue; one cancelled just after its turn
+    came hands the turn on: the thread is never left held by nobody."""
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/e.db")  # type: ignore[arg-type]
+    app = create_app(settings)
+    engine = app.state.advisor.engine
+    ran: list[str] = []
+
+    async def run() -> list[BaseException | None]:
+        await engine._turn("x")  # the thread taken by hand, so that the others wait
+        waiting = [
+            asyncio.create_task(engine.run(c, lambda c=c: ran.append(c))) for c in ("a", "b", "c")
+        ]
+        await _until(lambda: len(engine.waiting) == 3)
+        waiting[0].cancel()  # gone while waiting
+        await _until(lambda: "a" not in engine.waiting)
+        engine._hand_on("x")  # b's turn is handed to it...
+        waiting[1].cancel()  # ...and b is gone before it ran: c gets the thread
+        return await asyncio.wait_for(asyncio.gather(*waiting, return_exceptions=True), 30)
+
+    results = asyncio.run(run())
+    assert [type(r).__name__ for r in results] == ["CancelledError", "CancelledError", "NoneType"]
+    assert ran == ["c"]
+    assert engine.per_client == {} and engine.waiting == {} and not engine.busy
     app.state.advisor.store.close()

@@ -10,16 +10,21 @@ benchmarks/results/attack-findings-2026-12-04.txt). Here one thread runs them (t
 pure Python: threads cannot run it in parallel, and many contending for the interpreter cost
 more than they overlap); each client may have `max_per_client` of them waiting or running (an
 IPv4 address or an IPv6 /64, as the connection cap counts it: beyond, 429) and all clients
-together `max_queued` (beyond, 503), each with Retry-After."""
+together `max_queued` (beyond, 503), each with Retry-After. The clients take turns: the thread
+goes to the client that has waited longest for one, so a newcomer waits at most one answer of
+each other client, not every answer queued before it (first come, first served put it behind
+40 answers of 20 clients with two each)."""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
+import anyio
 import anyio.to_thread
-from anyio import CapacityLimiter
+from anyio import CapacityLimiter, Event
 from fastapi import HTTPException, Request
 
 from advisor.api.server import client_key
@@ -28,6 +33,11 @@ T = TypeVar("T")
 
 # What a refused client is told to wait, seconds: about what one queued answer costs.
 RETRY_AFTER_S = 1
+# How long a refusal before the body is read is held before it is sent, seconds: a client that
+# retries without pause then costs the event loop at most one refusal a second per connection
+# (one client on 32 connections retrying at once held /healthz at 127-180 ms; the connection
+# cap bounds its connections). A held refusal costs nothing while it waits.
+REFUSAL_HOLD_S = 1.0
 
 
 @dataclass
@@ -37,6 +47,10 @@ class EngineQueue:
     limiter: CapacityLimiter = field(default_factory=lambda: CapacityLimiter(1))
     # client -> its sized requests waiting for or running on the engine's thread
     per_client: dict[str, int] = field(default_factory=dict)
+    # client -> its requests waiting for the thread, oldest first; the clients in the order
+    # their turn comes (a dict keeps its insertion order)
+    waiting: dict[str, deque[Event]] = field(default_factory=dict)
+    busy: bool = False  # the thread is running a request's work or has been handed to one
 
     @property
     def queued(self) -> int:
@@ -62,22 +76,78 @@ class EngineQueue:
                 "the most it queues (ADVISOR_ENGINE_MAX_QUEUED)",
             )
 
-    async def run(self, client: str | None, work: Callable[[], T]) -> T:
-        """`work()` on the engine's thread once the work queued before it is done, counted
-        against `client` (admit) until then; None: not counted (an unsized answer with a long
-        list, tens of ms at most)."""
-        if client is None:
-            return await anyio.to_thread.run_sync(work, limiter=self.limiter)
+    async def admit_before_body(self, client: str) -> None:
+        """admit, for a request whose body is not read yet; a refusal is sent after
+        REFUSAL_HOLD_S."""
+        try:
+            self.admit(client)
+        except HTTPException:
+            await _hold_refusal()
+            raise
+
+    async def run(self, client: str, work: Callable[[], T], counted: bool = True) -> T:
+        """`work()` on the engine's thread at `client`'s turn, counted against it (admit) until
+        done; `counted` False: an unsized answer with a long list (tens of ms at most) takes
+        its client's turn without counting against its bound."""
+        if not counted:
+            return await self._on_thread(client, work)
         self.admit(client)
         self.per_client[client] = self.per_client.get(client, 0) + 1
         try:
-            return await anyio.to_thread.run_sync(work, limiter=self.limiter)
+            return await self._on_thread(client, work)
         finally:
             left = self.per_client[client] - 1
             if left:
                 self.per_client[client] = left
             else:
                 del self.per_client[client]
+
+    async def _on_thread(self, client: str, work: Callable[[], T]) -> T:
+        await self._turn(client)
+        try:
+            return await anyio.to_thread.run_sync(work, limiter=self.limiter)
+        finally:
+            self._hand_on(client)
+
+    async def _turn(self, client: str) -> None:
+        """Return when the thread is this request's: at once when it is free and nobody waits,
+        else when handed on (_hand_on)."""
+        if not self.busy and not self.waiting:
+            self.busy = True
+            return
+        turn = Event()
+        self.waiting.setdefault(client, deque()).append(turn)
+        try:
+            await turn.wait()
+        except BaseException:  # cancelled while waiting: the client went away
+            if turn.is_set():  # the turn had been handed to it: hand it on
+                self._hand_on(client)
+            else:
+                queue = self.waiting[client]
+                queue.remove(turn)
+                if not queue:
+                    del self.waiting[client]
+            raise
+
+    def _hand_on(self, last: str) -> None:
+        """Give the thread to the oldest request of the client that has waited longest for a
+        turn; `last` (whose turn ends) goes behind every other waiting client."""
+        if not self.waiting:
+            self.busy = False
+            return
+        client = next(iter(self.waiting))
+        if client == last and len(self.waiting) > 1:
+            self.waiting[last] = self.waiting.pop(last)  # to the back
+            client = next(iter(self.waiting))
+        queue = self.waiting.pop(client)
+        turn = queue.popleft()
+        if queue:
+            self.waiting[client] = queue  # its next request waits for its next turn
+        turn.set()
+
+
+async def _hold_refusal() -> None:
+    await anyio.sleep(REFUSAL_HOLD_S)
 
 
 def _busy(status: int, detail: str) -> HTTPException:

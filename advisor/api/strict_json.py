@@ -280,7 +280,7 @@ class StrictJSONRoute(APIRoute):
                 await guard(request)
             if self.engine_admits:  # 429/503 before the body is read
                 state: AppState = request.app.state.advisor
-                state.engine.admit(client_of(request))
+                await state.engine.admit_before_body(client_of(request))
             if self.body_field is not None and _is_json(request.headers.get("content-type")):
                 try:
                     body = await request.body()

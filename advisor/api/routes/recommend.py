@@ -54,8 +54,9 @@ async def create_recommendation(
     cached = None if workload.sized else state.responses.get(key)
     if cached is None:
         if workload.sized or workload.limit > INLINE_MAX_LIMIT:
-            client = client_of(http) if workload.sized else None  # sized work is counted
-            cached = await state.engine.run(client, lambda: _answer(workload, catalog, state))
+            cached = await state.engine.run(  # only sized work counts against a client
+                client_of(http), lambda: _answer(workload, catalog, state), workload.sized
+            )
         else:
             cached = _answer(workload, catalog, state)
         if not workload.sized:
