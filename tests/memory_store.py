@@ -18,9 +18,11 @@ from advisor.store.base import (
     ReportSummary,
     StoredReport,
     StoredUtilisation,
+    UtilisationSummary,
     canonical_json,
     check_rows,
     idempotency_key,
+    utilisation_figures,
 )
 from probes.ops_table import OpsReport, stored_form
 from probes.report import ProbeReport, UtilisationReport
@@ -123,11 +125,13 @@ class MemoryStore:
     def add_utilisation(
         self, report: UtilisationReport, received_at: dt.datetime | None = None
     ) -> StoredUtilisation:
+        body = report.model_dump(mode="json")
         stored = StoredUtilisation(
             uuid.uuid4().hex,
             received_at or dt.datetime.now(dt.UTC),
             report.host,
-            report.model_dump(mode="json"),
+            *utilisation_figures(body),
+            body,
         )
         with self._lock:
             self._utilisation[stored.id] = stored
@@ -152,10 +156,14 @@ class MemoryStore:
 
     def query_utilisation(
         self, host: str | None = None, limit: int = 50, offset: int = 0
-    ) -> tuple[list[StoredUtilisation], int]:
+    ) -> tuple[list[UtilisationSummary], int]:
         found = [r for r in self._utilisation.values() if host is None or r.host == host]
         found.sort(key=lambda r: (r.received_at, r.id), reverse=True)
-        return found[offset : offset + limit], len(found)
+        page = [
+            UtilisationSummary(r.id, r.received_at, r.host, r.instance_type, r.gpus, r.findings)
+            for r in found[offset : offset + limit]
+        ]
+        return page, len(found)
 
     def iter_utilisation(self) -> Iterator[StoredUtilisation]:
         with self._lock:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,16 @@ def test_a_version_7_database_upgrades_and_reads_back_every_report(v7_url: str) 
             usage = store.get_utilisation(report_id)
             assert usage is not None and usage.report == want
         assert {u.id for u in store.iter_utilisation()} == set(EXPECTED["utilisation_reports"])
+        # a listing names each what its body says, from the columns the upgrade filled in
+        listed, _ = store.query_utilisation(limit=50)
+        assert {u.id: (u.instance_type, u.gpus, u.findings) for u in listed} == {
+            report_id: (
+                want.get("instance_type"),
+                len(want["gpus"]),
+                dict(Counter(g.get("finding") or "unclassified" for g in want["gpus"])),
+            )
+            for report_id, want in EXPECTED["utilisation_reports"].items()
+        }
         ((ops_id, ops_body),) = EXPECTED["ops_reports"].items()
         assert store.ops_tables("h200-sxm") == [OpsReport.model_validate(ops_body)]
         assert summary(store) == EXPECTED["fleet"]

@@ -15,6 +15,7 @@ from typing import Any, get_type_hints
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
@@ -177,6 +178,32 @@ def _database(backend: str, tmp_path: Path) -> str:
     url = _require_pg()
     store_steps.drop_all(url)
     return url
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_listing_of_utilisation_reports_reads_no_body(backend: str, tmp_path: Path) -> None:
+    """A page names each report's instance type, GPUs and findings without its body (up to
+    1 MiB each, 500 a page): no statement names the body, and with every stored body made
+    unreadable the listing still answers, as the bodies said when they were stored."""
+    url = _database(backend, tmp_path)
+    store = SqlStore(url)
+    bodies = [utilisation(host="h1"), utilisation(host="h2", finding=None)]
+    bodies[1]["instance_type"] = None
+    ids = [store.add_utilisation(as_model(b)).id for b in bodies]
+    store_steps.run(url, "UPDATE utilisation_reports SET body = 'not json'")
+    sent: list[str] = []
+
+    def seen(_conn: object, _cursor: object, statement: str, *_: object) -> None:
+        sent.append(statement)
+
+    sa.event.listen(store._reader, "before_cursor_execute", seen)
+    listed, total = store.query_utilisation()
+    assert total == 2 and sent and not [text for text in sent if "body" in text], sent
+    assert {u.id: (u.host, u.instance_type, u.gpus, u.findings) for u in listed} == {
+        ids[0]: ("h1", "p5en.48xlarge", 2, {"idle": 1, "unclassified": 1}),
+        ids[1]: ("h2", None, 2, {"unclassified": 2}),
+    }
+    store.close()
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])

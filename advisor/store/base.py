@@ -50,11 +50,42 @@ class StoredReport(ReportSummary):
 
 
 @dataclass(frozen=True)
-class StoredUtilisation:
+class UtilisationSummary:
+    """A stored utilisation report as a listing names it, without its body (kept in columns
+    when it is stored: a body may be 1 MiB, and a listing names 500)."""
+
     id: str
     received_at: dt.datetime
     host: str
+    instance_type: str | None
+    gpus: int
+    findings: dict[str, int]  # GPUs by finding ("unclassified": none), keys sorted
+
+
+@dataclass(frozen=True)
+class StoredUtilisation(UtilisationSummary):
     report: dict[str, Any]  # the utilisation report as it was received
+
+
+def utilisation_figures(body: dict[str, Any]) -> tuple[str | None, int, dict[str, int]]:
+    """A utilisation report's instance type, GPU count and GPUs by finding, from its stored
+    body (read leniently: the bodies of an older store are read too)."""
+    gpus = [g for g in body.get("gpus") or [] if isinstance(g, dict)]
+    findings: dict[str, int] = {}
+    for g in gpus:
+        key = str(g.get("finding") or "unclassified")
+        findings[key] = findings.get(key, 0) + 1
+    instance_type = body.get("instance_type")
+    return (
+        instance_type if isinstance(instance_type, str) else None,
+        len(gpus),
+        dict(sorted(findings.items())),
+    )
+
+
+def findings_text(findings: dict[str, int]) -> str:
+    """The stored column of utilisation_figures' findings (keys sorted already)."""
+    return json.dumps(findings, separators=(",", ":"))
 
 
 @dataclass(frozen=True)
@@ -173,8 +204,9 @@ class Store(Protocol):
 
     def query_utilisation(
         self, host: str | None = None, limit: int = 50, offset: int = 0
-    ) -> tuple[list[StoredUtilisation], int]:
-        """Newest first, optionally one host's; with the total before limit and offset."""
+    ) -> tuple[list[UtilisationSummary], int]:
+        """Newest first, optionally one host's, without their bodies; with the total before
+        limit and offset."""
         ...
 
     def iter_utilisation(self) -> Iterator[StoredUtilisation]:

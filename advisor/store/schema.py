@@ -32,6 +32,11 @@ utilisation_reports = Table(
     Column("host", Text, nullable=False),
     Column("body", Text, nullable=False),
     Column("idempotency_key", Text, unique=True),
+    # What a listing names, kept beside the body (advisor.store.base.utilisation_figures;
+    # migration 0012 filled them in for the reports stored before it)
+    Column("instance_type", Text),
+    Column("gpu_count", Integer, nullable=False, server_default="0"),
+    Column("findings", Text, nullable=False, server_default="{}"),  # JSON, keys sorted
 )
 
 ops_reports = Table(

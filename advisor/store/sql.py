@@ -47,9 +47,12 @@ from advisor.store.base import (
     StoredUtilisation,
     StoreError,
     StoreUnreachable,
+    UtilisationSummary,
     canonical_json,
     check_rows,
+    findings_text,
     idempotency_key,
+    utilisation_figures,
 )
 from advisor.store.digest import read_digest
 from advisor.store.guard import CircuitBreaker
@@ -544,14 +547,29 @@ class SqlStore:
         when = format_time(received_at or dt.datetime.now(dt.UTC))
         body = report.model_dump(mode="json")
         text = canonical_json(body)
-        row = {"id": report_id, "received_at": when, "host": report.host, "body": text}
+        instance_type, gpus, findings = utilisation_figures(body)
+        row = {
+            "id": report_id,
+            "received_at": when,
+            "host": report.host,
+            "body": text,
+            "instance_type": instance_type,
+            "gpu_count": gpus,
+            "findings": findings_text(findings),
+        }
         key = idempotency_key(text, client_key) if once else None
         stored = self._run(
-            lambda conn: self._insert_once(conn, utilisation_reports, row, key), write=True
+            lambda conn: self._insert_once(
+                conn, utilisation_reports, row, key, _UTILISATION_COLUMNS
+            ),
+            write=True,
         )
         if stored is not None:
             return _utilisation(stored), False
-        return StoredUtilisation(report_id, parse_time(when), report.host, body), True
+        when_at = parse_time(when)
+        return StoredUtilisation(
+            report_id, when_at, report.host, instance_type, gpus, findings, body
+        ), True
 
     def get_utilisation(self, report_id: str) -> StoredUtilisation | None:
         stmt = _UTILISATION_SELECT.where(utilisation_reports.c.id == report_id)
@@ -560,11 +578,11 @@ class SqlStore:
 
     def query_utilisation(
         self, host: str | None = None, limit: int = 50, offset: int = 0
-    ) -> tuple[list[StoredUtilisation], int]:
+    ) -> tuple[list[UtilisationSummary], int]:
         where = [] if host is None else [utilisation_reports.c.host == host]
         count = sa.select(sa.func.count()).select_from(utilisation_reports).where(*where)
         page = (
-            _UTILISATION_SELECT.where(*where)
+            _UTILISATION_SUMMARY_SELECT.where(*where)
             .order_by(utilisation_reports.c.received_at.desc(), utilisation_reports.c.id.desc())
             .limit(limit)
             .offset(offset)
@@ -574,7 +592,7 @@ class SqlStore:
             return conn.execute(page).all(), int(conn.execute(count).scalar_one())
 
         rows, total = self._run(work, write=False)
-        return [_utilisation(r) for r in rows], total
+        return [_utilisation_summary(r) for r in rows], total
 
     def iter_utilisation(self) -> Iterator[StoredUtilisation]:
         return (_utilisation(row) for row in self._pages(_UTILISATION_SELECT, utilisation_reports))
@@ -652,12 +670,16 @@ class SqlStore:
 _REPORT_COLUMNS = ("id", "received_at", "host", "accelerator", "verdict", "body")  # _report's
 _REPORT_SELECT = sa.select(*(probe_reports.c[name] for name in _REPORT_COLUMNS))
 _SUMMARY_SELECT = sa.select(*(probe_reports.c[name] for name in _REPORT_COLUMNS[:-1]))
-_UTILISATION_SELECT = sa.select(
+_UTILISATION_SUMMARY_SELECT = sa.select(
     utilisation_reports.c.id,
     utilisation_reports.c.received_at,
     utilisation_reports.c.host,
-    utilisation_reports.c.body,
+    utilisation_reports.c.instance_type,
+    utilisation_reports.c.gpu_count,
+    utilisation_reports.c.findings,
 )
+_UTILISATION_SELECT = _UTILISATION_SUMMARY_SELECT.add_columns(utilisation_reports.c.body)
+_UTILISATION_COLUMNS = tuple(c.name for c in _UTILISATION_SELECT.selected_columns)
 
 
 def _report_filter(flt: ReportFilter) -> list[sa.ColumnElement[bool]]:
@@ -689,6 +711,13 @@ def _report(row: Row) -> StoredReport:
     )
 
 
+def _utilisation_summary(row: Row) -> UtilisationSummary:
+    report_id, received_at, host, instance_type, gpus, findings = row
+    return UtilisationSummary(
+        report_id, parse_time(received_at), host, instance_type, gpus, json.loads(findings)
+    )
+
+
 def _utilisation(row: Row) -> StoredUtilisation:
-    report_id, received_at, host, body = row
-    return StoredUtilisation(report_id, parse_time(received_at), host, json.loads(body))
+    *summary, body = row
+    return StoredUtilisation(**vars(_utilisation_summary(summary)), report=json.loads(body))

@@ -22,7 +22,7 @@ from advisor.api.problems import responses
 from advisor.api.strict_json import StrictJSONRoute
 from advisor.fleet.hosts import normalise_host, token_may_report
 from advisor.fleet.intake import check_report_time
-from advisor.store.base import StoredUtilisation
+from advisor.store.base import UtilisationSummary
 from probes.report import UtilisationReport
 
 router = APIRouter(prefix="/v1", tags=["utilisation reports"], route_class=StrictJSONRoute)
@@ -53,19 +53,14 @@ class UtilisationPage(BaseModel):
     next_offset: int | None
 
 
-def _summary(r: StoredUtilisation) -> StoredUtilisationOut:
-    gpus = [g for g in r.report.get("gpus") or [] if isinstance(g, dict)]
-    findings: dict[str, int] = {}
-    for g in gpus:
-        key = str(g.get("finding") or "unclassified")
-        findings[key] = findings.get(key, 0) + 1
+def _summary(r: UtilisationSummary) -> StoredUtilisationOut:
     return StoredUtilisationOut(
         id=r.id,
         received_at=r.received_at,
         host=r.host,
-        instance_type=r.report.get("instance_type"),
-        gpus=len(gpus),
-        findings=dict(sorted(findings.items())),
+        instance_type=r.instance_type,
+        gpus=r.gpus,
+        findings=r.findings,
     )
 
 
