@@ -16,12 +16,14 @@ import socket
 import statistics
 import threading
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 import psutil
 
+from probes.ops_table import OpsReport, OpsTable
 from tests.test_estimate_api import probe_report
 
 JSON = {"content-type": "application/json"}
@@ -404,6 +406,34 @@ def http_findings(url: str) -> None:
     print(f"/metrics route labels of GET requests: {sorted(set(labels))}")
 
 
+def fleet_ops_reads(url: str, token: str, pid: int, hosts: int = 50, count: int = 5) -> None:
+    """`hosts` hosts post the shipped H200 operator table (about 210 kB each) with the write
+    token; then anonymous GETs of the fleet's table: the server's CPU for each (voting reads
+    and parses every stored table of the accelerator)."""
+    shipped = Path(__file__).resolve().parents[1] / "catalog" / "ops"
+    table = OpsTable.model_validate_json(
+        (shipped / "h200-sxm--torch2.11.0-cu130-driver580.json").read_bytes()
+    )
+    auth = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    with httpx.Client(base_url=url, timeout=120) as client:
+        for i in range(hosts):
+            report = OpsReport(created_at=dt.datetime.now(dt.UTC), host=f"ops-{i}", table=table)
+            r = client.post("/v1/ops-tables", content=report.model_dump_json(), headers=auth)
+            assert r.status_code in (200, 201), r.text
+        server = psutil.Process(pid)
+        spent, codes = [], set()
+        for n in (1, count):  # the first after the writes, then the next `count`
+            cpu = sum(server.cpu_times()[:2])
+            for _ in range(n):
+                codes.add(client.get("/v1/fleet/ops-tables/h200-sxm").status_code)
+            spent.append((sum(server.cpu_times()[:2]) - cpu) / n * 1000)
+    print(
+        f"GET /v1/fleet/ops-tables/h200-sxm over {hosts} hosts' tables, anonymous: "
+        f"{sorted(codes)}, server CPU {spent[0]:.0f} ms the first, {spent[1]:.0f} ms each of "
+        f"the next {count}"
+    )
+
+
 def replay(url: str, token: str, pid: int) -> None:
     for name, first, then in (
         ("one byte each", b"G", b""),
@@ -428,3 +458,4 @@ def replay(url: str, token: str, pid: int) -> None:
     wrong_hardware(url, token)
     numbers(url, token)
     http_findings(url)
+    fleet_ops_reads(url, token, pid)

@@ -193,6 +193,10 @@ class MemoryStore:
             mine = [o for o in self._ops if o[2].table.accelerator == accelerator]
         return [r for _, _, r in sorted(mine, key=lambda o: (o[1], o[0]), reverse=True)]
 
+    def ops_tables_count(self, accelerator: str) -> int:
+        with self._lock:
+            return sum(o[2].table.accelerator == accelerator for o in self._ops)
+
     def count(self) -> int:
         return len(self._reports)
 

@@ -88,3 +88,26 @@ def test_posted_tables_become_the_fleets_table(client: TestClient, h200: OpsTabl
     assert {i["host"] for i in body["ignored"]} == {"slow"}
     fleet = OpsTable.model_validate(body["table"])
     assert [r.median_us for r in fleet.gemm] == pytest.approx([r.median_us for r in h200.gemm])
+
+
+def test_the_fleet_table_is_voted_once_per_stored_count(tmp_path: Path, h200: OpsTable) -> None:
+    """Voting reads and parses every stored table of the accelerator: an answer is kept until
+    another is stored, by this service or by another process writing the same database, and
+    the next answer counts it."""
+    url = f"sqlite:///{tmp_path}/api.db"
+    settings = Settings(database_url=url, api_tokens=(TOKEN,))  # type: ignore[arg-type]
+    with TestClient(create_app(settings)) as client:
+        kept = client.app.state.advisor.fleet_ops_tables  # type: ignore[attr-defined]
+        for host in ("gpu-a", "gpu-b"):
+            client.post("/v1/ops-tables", json=posted(h200, host), headers=AUTH)
+        answers = [client.get("/v1/fleet/ops-tables/h200-sxm") for _ in range(3)]
+        assert [r.status_code for r in answers] == [200] * 3
+        assert kept.builds == 1 and answers[0].content == answers[2].content
+        assert answers[0].json()["tables"] == 2
+        other = open_store(url)  # another process's write
+        other.add_ops(OpsReport.model_validate(posted(h200, "gpu-c", 1.01)), None)
+        other.close()
+        after = client.get("/v1/fleet/ops-tables/h200-sxm").json()
+        assert kept.builds == 2 and after["tables"] == 3 and "gpu-c" in after["hosts"]
+        problem(client.get("/v1/fleet/ops-tables/h100-sxm"), 404)
+        assert kept.builds == 2  # none stored: nothing built or kept

@@ -284,6 +284,31 @@ class ReviewCache:
             return page
 
 
+class KeptWhileCount:
+    """Answers built from stored reports, kept per key while the count of reports they were
+    built from is the count now (none is ever removed: a new one, stored by any process, changes
+    it); built one at a time, so that the callers after a write share one build. A key is a
+    name the stored reports carry (an accelerator): at most `size` are kept."""
+
+    def __init__(self, size: int = 64) -> None:
+        self._size = size
+        self._kept: dict[str, tuple[int, bytes | None]] = {}
+        self._lock = threading.Lock()
+        self.builds = 0
+
+    def get(self, key: str, count: int, build: Callable[[], bytes | None]) -> bytes | None:
+        with self._lock:
+            hit = self._kept.get(key)
+            if hit is not None and hit[0] == count:
+                return hit[1]
+            answer = build()
+            self.builds += 1
+            if key not in self._kept and len(self._kept) >= self._size:
+                self._kept.clear()  # bounded; rebuilt by the requests that follow
+            self._kept[key] = (count, answer)
+            return answer
+
+
 @dataclass
 class AppState:
     settings: Settings
@@ -293,6 +318,8 @@ class AppState:
     calibration: FleetCalibration
     reviews: ReviewCache
     responses: ResponseCache = field(default_factory=ResponseCache)
+    # each accelerator's fleet operator table as answered, while its stored tables' count holds
+    fleet_ops_tables: KeptWhileCount = field(default_factory=KeptWhileCount)
     # sized recommendations and estimates, one at a time, each client's share bounded (settings)
     engine: EngineQueue = field(init=False)
     # around the store's calls (advisor/store/guard.py); /readyz reads its state and last write

@@ -656,6 +656,13 @@ class SqlStore:
         bodies = self._run(lambda conn: conn.execute(stmt).scalars().all(), write=False)
         return [OpsReport.model_validate_json(body) for body in bodies]
 
+    def ops_tables_count(self, accelerator: str) -> int:
+        t = ops_reports.c
+        stmt = (
+            sa.select(sa.func.count()).select_from(ops_reports).where(t.accelerator == accelerator)
+        )
+        return int(self._run(lambda conn: conn.execute(stmt).scalar_one(), write=False))
+
     # -- the rest ------------------------------------------------------------------------------
     def ping(self) -> None:
         self._run(lambda conn: conn.exec_driver_sql("SELECT 1").all(), write=False)

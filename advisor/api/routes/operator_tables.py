@@ -24,6 +24,7 @@ from advisor.api.strict_json import StrictJSONRoute
 from advisor.fleet.hosts import normalise_host, token_may_report
 from advisor.fleet.intake import check_report_time
 from advisor.fleet.ops_tables import fleet_ops_table
+from advisor.store import Store
 from probes.ops_table import OpsReport
 
 router = APIRouter(prefix="/v1", tags=["operator tables"], route_class=StrictJSONRoute)
@@ -69,17 +70,36 @@ def create_ops_table(
     responses=responses(401, 403, 404, 503),
 )
 def get_fleet_ops_table(
-    accelerator: Annotated[str, Path(max_length=100)], store: StoreDep
-) -> FleetOpsTableOut:
+    accelerator: Annotated[str, Path(max_length=100)], store: StoreDep, state: StateDep
+) -> Response:
     """The voted table of the accelerator's stored tables; 404 when none is stored."""
+    # Voting reads and parses every stored table (about 0.2 MB each, up to advisor.store.sql
+    # OPS_TABLES_READ): 50 hosts' took 3 s of CPU a request. The answer is kept until another
+    # table of the accelerator is stored (advisor/api/state.py KeptWhileCount).
+    count = store.ops_tables_count(accelerator)
+    body = (
+        state.fleet_ops_tables.get(accelerator, count, lambda: _fleet_table(accelerator, store))
+        if count
+        else None
+    )
+    if body is None:
+        raise HTTPException(404, f"no operator table of {accelerator!r} is stored")
+    return Response(body, media_type="application/json")
+
+
+def _fleet_table(accelerator: str, store: Store) -> bytes | None:
     reports = store.ops_tables(accelerator)
     fleet = fleet_ops_table((r.host, r.table) for r in reports)
     if fleet is None:
-        raise HTTPException(404, f"no operator table of {accelerator!r} is stored")
-    return FleetOpsTableOut(
-        accelerator=accelerator,
-        hosts=list(fleet.hosts),
-        tables=len(reports),
-        ignored=[IgnoredOpsHostOut(row=r, host=h, why=w) for r, h, w in fleet.ignored],
-        table=fleet.table,
+        return None
+    return (
+        FleetOpsTableOut(
+            accelerator=accelerator,
+            hosts=list(fleet.hosts),
+            tables=len(reports),
+            ignored=[IgnoredOpsHostOut(row=r, host=h, why=w) for r, h, w in fleet.ignored],
+            table=fleet.table,
+        )
+        .model_dump_json()
+        .encode()
     )
