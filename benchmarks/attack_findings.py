@@ -434,6 +434,23 @@ def fleet_ops_reads(url: str, token: str, pid: int, hosts: int = 50, count: int 
     )
 
 
+def catalog_reads(url: str, pid: int, count: int = 50) -> None:
+    """Anonymous GETs of what depends on the catalog alone (the unfiltered listings, the API
+    page) beside /healthz: the server's CPU for each (psutil) and the answer's size."""
+    server = psutil.Process(pid)
+    with httpx.Client(base_url=url, timeout=60) as client:
+        for path in ("/healthz", "/v1/accelerators", "/v1/instance-types", "/docs"):
+            client.get(path)  # the first builds what is kept
+            cpu = sum(server.cpu_times()[:2])
+            for _ in range(count):
+                r = client.get(path)
+            spent = (sum(server.cpu_times()[:2]) - cpu) / count
+            print(
+                f"GET {path}, anonymous: {r.status_code}, {len(r.content):,} bytes, "
+                f"server CPU {spent * 1000:.1f} ms each"
+            )
+
+
 def replay(url: str, token: str, pid: int) -> None:
     for name, first, then in (
         ("one byte each", b"G", b""),
@@ -459,3 +476,4 @@ def replay(url: str, token: str, pid: int) -> None:
     numbers(url, token)
     http_findings(url)
     fleet_ops_reads(url, token, pid)
+    catalog_reads(url, pid)

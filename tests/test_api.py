@@ -287,3 +287,28 @@ def test_a_node_report_is_stored_whole_and_counted_per_gpu_check(client: TestCli
     assert bf16["gpu"] == 0 and bf16["scope"] == "gpu" and bf16["gpu_uuid"].startswith("GPU-")
     (fleet,) = client.get("/v1/fleet/summary").json()
     assert fleet["accelerator"] == "h200-sxm" and fleet["checks"]["matmul_bf16"]["count"] == 1
+
+
+def test_unfiltered_catalog_listings_and_the_docs_page_follow_a_reload(tmp_path: Path) -> None:
+    """The unfiltered listings and the /docs page are kept for the catalog loaded now: equal to
+    what a filter admitting everything answers, and new after a reload."""
+    user = write_catalog(tmp_path / "cat", mini_catalog_data())
+    s = settings(tmp_path, catalog_dir=str(user), catalog_mode="replace")
+    with TestClient(create_app(s)) as c:
+        before = [c.get(p) for p in ("/v1/instance-types", "/v1/accelerators", "/docs")]
+        assert before[0].content == c.get("/v1/instance-types?min_gpus=0").content
+        assert before[0].headers["content-type"] == "application/json"
+        assert {a["id"] for a in before[1].json()} >= {"big", "small"}
+        again = [c.get(p) for p in ("/v1/instance-types", "/v1/accelerators", "/docs")]
+        assert [r.content for r in before] == [r.content for r in again]
+        data = mini_catalog_data()
+        data["accelerators"][0]["name"] = "Renamed Big"
+        data["instance_types"][0]["id"] = "big8-renamed"
+        write_catalog(user, data)
+        assert c.post("/v1/catalog/reload", headers=AUTH).json()["reloaded"] is True
+        types = c.get("/v1/instance-types")
+        assert "big8-renamed" in {t["id"] for t in types.json()}
+        assert types.content == c.get("/v1/instance-types?min_gpus=0").content
+        accelerators = {a["id"]: a["name"] for a in c.get("/v1/accelerators").json()}
+        assert accelerators["big"] == "Renamed Big"
+        assert "big8-renamed" in c.get("/docs").text and "big8-renamed" not in before[2].text
