@@ -256,3 +256,36 @@ def test_add_once_stores_a_key_once_even_when_posted_simultaneously(store: Store
     assert summary.checks["matmul_bf16"]["count"] == 1  # check rows stored once too
     other, created = store.add_once(body, "key-2")
     assert created and other.id != results[0][0] and store.count() == 2
+
+
+def test_postgresql_stores_report_bodies_with_lz4() -> None:
+    """Migration 0013: the bodies of every report table are compressed with LZ4 on a
+    PostgreSQL that offers it (the test command's does): a body large enough to be compressed
+    is stored so, and reads back whole."""
+    if not PG_URL:
+        pytest.skip("no PostgreSQL (set ADVISOR_TEST_POSTGRES_URL; scripts/start-postgres.sh)")
+    store = open_store(PG_URL)  # migrated first: the database may be new
+    _truncate_pg(PG_URL)
+    assert isinstance(store, SqlStore)
+    big = report(host="lz4-host")
+    big = big.model_copy(update={"checks": big.checks * 200})  # about 60 kB of JSON
+    stored = store.add(big)
+    with store._writer.connect() as conn:
+        methods = conn.execute(
+            sa.text(
+                "SELECT c.relname, a.attcompression FROM pg_attribute a JOIN pg_class c"
+                " ON c.oid = a.attrelid WHERE a.attname = 'body' AND c.relname IN"
+                " ('probe_reports', 'utilisation_reports', 'ops_reports')"
+            )
+        ).all()
+        used = conn.execute(
+            sa.text("SELECT pg_column_compression(body) FROM probe_reports WHERE id = :id"),
+            {"id": stored.id},
+        ).scalar_one()
+    assert dict(methods) == dict.fromkeys(
+        ("probe_reports", "utilisation_reports", "ops_reports"), "l"
+    )
+    assert used == "lz4"
+    again = store.get(stored.id)
+    assert again is not None and again.report == stored.report
+    store.close()
