@@ -165,8 +165,8 @@ def page(spec: dict[str, Any], openapi_url: str) -> str:
     return _PAGE.render(spec=spec, operations=operations, schemas=schemas, openapi_url=openapi_url)
 
 
-# The page rendered from the document served now (18 ms of CPU to render), kept while that
-# document is the one served (advisor/api/contract.py builds one per catalog loaded).
+# The page rendered from the document served now (about 20 ms of CPU to render), kept while
+# that document is the one served (advisor/api/contract.py builds one per catalog loaded).
 _KEPT: list[tuple[dict[str, Any], str, str]] = []
 
 
