@@ -436,10 +436,17 @@ def fleet_ops_reads(url: str, token: str, pid: int, hosts: int = 50, count: int 
 
 def catalog_reads(url: str, pid: int, count: int = 50) -> None:
     """Anonymous GETs of what depends on the catalog alone (the unfiltered listings, the API
-    page) beside /healthz: the server's CPU for each (psutil) and the answer's size."""
+    page and document) beside /healthz: the server's CPU for each (psutil) and the answer's
+    size."""
     server = psutil.Process(pid)
     with httpx.Client(base_url=url, timeout=60) as client:
-        for path in ("/healthz", "/v1/accelerators", "/v1/instance-types", "/docs"):
+        for path in (
+            "/healthz",
+            "/v1/accelerators",
+            "/v1/instance-types",
+            "/docs",
+            "/openapi.json",
+        ):
             client.get(path)  # the first builds what is kept
             cpu = sum(server.cpu_times()[:2])
             for _ in range(count):

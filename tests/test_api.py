@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import yaml
 from fastapi.testclient import TestClient
+from starlette.responses import JSONResponse
 
 from advisor import Workload, load_catalog, recommend
 from advisor.api import create_app
@@ -312,3 +313,25 @@ def test_unfiltered_catalog_listings_and_the_docs_page_follow_a_reload(tmp_path:
         accelerators = {a["id"]: a["name"] for a in c.get("/v1/accelerators").json()}
         assert accelerators["big"] == "Renamed Big"
         assert "big8-renamed" in c.get("/docs").text and "big8-renamed" not in before[2].text
+
+
+def test_the_openapi_document_is_served_as_starlette_encodes_it(tmp_path: Path) -> None:
+    """/openapi.json is encoded once per document (advisor/api/docs.py): the bytes Starlette's
+    JSONResponse makes of the live document, again after a reload changed it; behind a root
+    path the document names it as a server, as FastAPI's own route did."""
+    user = write_catalog(tmp_path / "cat", mini_catalog_data())
+    s = settings(tmp_path, catalog_dir=str(user), catalog_mode="replace")
+    app = create_app(s)
+    with TestClient(app) as c:
+        first = c.get("/openapi.json")
+        assert first.content == JSONResponse(app.openapi()).body
+        assert first.headers["content-type"] == "application/json"
+        data = mini_catalog_data()
+        data["instance_types"][0]["id"] = "big8-renamed"
+        write_catalog(user, data)
+        assert c.post("/v1/catalog/reload", headers=AUTH).json()["reloaded"] is True
+        after = c.get("/openapi.json")
+        assert after.content == JSONResponse(app.openapi()).body != first.content
+        assert b"big8-renamed" in after.content
+    with TestClient(app, root_path="/behind") as c:
+        assert c.get("/openapi.json").json()["servers"] == [{"url": "/behind"}]

@@ -85,6 +85,7 @@ def create_app(settings: Settings | None = None, store: Store | None = None) -> 
         lifespan=lifespan,
         docs_url=None,  # Swagger UI and ReDoc load from a CDN: advisor.api.docs serves /docs
         redoc_url=None,
+        openapi_url=None,  # advisor.api.docs serves /openapi.json, encoded once per document
         dependencies=[Depends(known_query_only)],
         redirect_slashes=False,  # advisor.api.problems redirects without the Host header
     )
