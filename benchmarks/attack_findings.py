@@ -16,6 +16,8 @@ import socket
 import statistics
 import threading
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -85,20 +87,36 @@ def slow_clients(url: str, name: str, first: bytes, then: bytes = b"") -> None:
     )
 
 
+def _cpu_ms_each(
+    server: psutil.Process, send: Callable[[], httpx.Response], count: int
+) -> tuple[float, list[httpx.Response]]:
+    """`count` calls of `send`: the server's CPU (user + system, psutil's ticks) a call, in ms,
+    and the answers."""
+    cpu = sum(server.cpu_times()[:2])
+    answers = [send() for _ in range(count)]
+    return (sum(server.cpu_times()[:2]) - cpu) / count * 1000, answers
+
+
+def _codes(answers: list[httpx.Response]) -> list[int]:
+    return sorted({r.status_code for r in answers})
+
+
+def _largest(answers: list[httpx.Response]) -> int:
+    return max(len(r.content) for r in answers)
+
+
 def anonymous_bodies(url: str, pid: int) -> None:
     """A 1 MiB body of 74k nested objects without a token: its answer, the server's CPU time
     for it (psutil, the server process), and /healthz while four such clients post."""
     body = "[" + ",".join('{"a":{"b":1}}' for _ in range(74_000)) + "]"  # just under 1 MiB
-    server = psutil.Process(pid)
-    cpu = sum(server.cpu_times()[:2])
-    codes = set()
-    for _ in range(5):
-        r = httpx.post(f"{url}/v1/probe-reports", content=body, headers=JSON, timeout=60)
-        codes.add(r.status_code)
-    spent = (sum(server.cpu_times()[:2]) - cpu) / 5
+    spent, answers = _cpu_ms_each(
+        psutil.Process(pid),
+        lambda: httpx.post(f"{url}/v1/probe-reports", content=body, headers=JSON, timeout=60),
+        5,
+    )
     print(
-        f"anonymous {len(body) / 2**20:.2f} MiB body x5: {sorted(codes)}, server CPU "
-        f"{spent * 1000:.0f} ms each"
+        f"anonymous {len(body) / 2**20:.2f} MiB body x5: {_codes(answers)}, server CPU "
+        f"{spent:.0f} ms each"
     )
     alone = []
     for _ in range(20):
@@ -170,16 +188,14 @@ def long_ids(url: str, pid: int, count: int = 5) -> None:
     server = psutil.Process(pid)
     for field in ("workload", "model", "provider"):
         body = {"workload": "fine_tuning", field: "q" * 900_000}
-        cpu = sum(server.cpu_times()[:2])
-        codes, sizes = set(), set()
-        for _ in range(count):
-            r = httpx.post(f"{url}/v1/recommendations", json=body, timeout=60)
-            codes.add(r.status_code)
-            sizes.add(len(r.content))
-        spent = (sum(server.cpu_times()[:2]) - cpu) / count
+        spent, answers = _cpu_ms_each(
+            server,
+            partial(httpx.post, f"{url}/v1/recommendations", json=body, timeout=60),
+            count,
+        )
         print(
-            f"{field} of 900,000 characters, anonymous: {sorted(codes)}, "
-            f"{max(sizes):,} bytes, server CPU {spent * 1000:.0f} ms each"
+            f"{field} of 900,000 characters, anonymous: {_codes(answers)}, "
+            f"{_largest(answers):,} bytes, server CPU {spent:.0f} ms each"
         )
 
 
@@ -188,19 +204,13 @@ def long_path_ids(url: str, pid: int, count: int = 20) -> None:
     (a request line within the 16 KiB header limit): the server's CPU time for each and the
     answer's size (an unknown id is compared with every known one and echoed)."""
     server = psutil.Process(pid)
-    for route in ("/v1/accelerators/", "/v1/instance-types/"):
-        cpu = sum(server.cpu_times()[:2])
-        codes, sizes = set(), set()
-        with httpx.Client(base_url=url, timeout=60) as client:
-            for _ in range(count):
-                r = client.get(route + "q" * 15_000)
-                codes.add(r.status_code)
-                sizes.add(len(r.content))
-        spent = (sum(server.cpu_times()[:2]) - cpu) / count
-        print(
-            f"GET {route}<15,000 characters>, anonymous: {sorted(codes)}, "
-            f"{max(sizes):,} bytes, server CPU {spent * 1000:.1f} ms each"
-        )
+    with httpx.Client(base_url=url, timeout=60) as client:
+        for route in ("/v1/accelerators/", "/v1/instance-types/"):
+            spent, answers = _cpu_ms_each(server, partial(client.get, route + "q" * 15_000), count)
+            print(
+                f"GET {route}<15,000 characters>, anonymous: {_codes(answers)}, "
+                f"{_largest(answers):,} bytes, server CPU {spent:.1f} ms each"
+            )
 
 
 def _sized_flood(
@@ -421,15 +431,15 @@ def fleet_ops_reads(url: str, token: str, pid: int, hosts: int = 50, count: int 
             r = client.post("/v1/ops-tables", content=report.model_dump_json(), headers=auth)
             assert r.status_code in (200, 201), r.text
         server = psutil.Process(pid)
-        spent, codes = [], set()
-        for n in (1, count):  # the first after the writes, then the next `count`
-            cpu = sum(server.cpu_times()[:2])
-            for _ in range(n):
-                codes.add(client.get("/v1/fleet/ops-tables/h200-sxm").status_code)
-            spent.append((sum(server.cpu_times()[:2]) - cpu) / n * 1000)
+
+        def send() -> httpx.Response:
+            return client.get("/v1/fleet/ops-tables/h200-sxm")
+
+        first, answers = _cpu_ms_each(server, send, 1)  # the first after the writes
+        spent, more = _cpu_ms_each(server, send, count)
     print(
         f"GET /v1/fleet/ops-tables/h200-sxm over {hosts} hosts' tables, anonymous: "
-        f"{sorted(codes)}, server CPU {spent[0]:.0f} ms the first, {spent[1]:.0f} ms each of "
+        f"{_codes(answers + more)}, server CPU {first:.0f} ms the first, {spent:.0f} ms each of "
         f"the next {count}"
     )
 
@@ -448,13 +458,10 @@ def catalog_reads(url: str, pid: int, count: int = 50) -> None:
             "/openapi.json",
         ):
             client.get(path)  # the first builds what is kept
-            cpu = sum(server.cpu_times()[:2])
-            for _ in range(count):
-                r = client.get(path)
-            spent = (sum(server.cpu_times()[:2]) - cpu) / count
+            spent, answers = _cpu_ms_each(server, partial(client.get, path), count)
             print(
-                f"GET {path}, anonymous: {r.status_code}, {len(r.content):,} bytes, "
-                f"server CPU {spent * 1000:.1f} ms each"
+                f"GET {path}, anonymous: {answers[-1].status_code}, "
+                f"{len(answers[-1].content):,} bytes, server CPU {spent:.1f} ms each"
             )
 
 

@@ -14,6 +14,8 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
 from jinja2 import Environment, StrictUndefined
 
+from advisor.api.state import built_for
+
 router = APIRouter()
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
@@ -166,24 +168,22 @@ def page(spec: dict[str, Any], openapi_url: str) -> str:
     return _PAGE.render(spec=spec, operations=operations, schemas=schemas, openapi_url=openapi_url)
 
 
-# The document's JSON (130 kB, 4-5 ms of CPU to encode on the event loop, as FastAPI's own route
-# did for every request) and the page rendered from it, kept while the document they come from
-# is the one served (advisor/api/contract.py builds one per catalog loaded).
-_DOCUMENT: list[tuple[dict[str, Any], bytes]] = []
+# The API document is served at this path (FastAPI's own route is off: advisor/api/__init__.py).
+OPENAPI_PATH = "/openapi.json"
 
 
-@router.get("/openapi.json", include_in_schema=False)
+# The document's JSON (130 kB: 4-5 ms of CPU to encode on the event loop, as FastAPI's own route
+# did for every request) and the page rendered from it (about 20 ms) are built once per document
+# (advisor/api/contract.py builds one per catalog loaded).
+@router.get(OPENAPI_PATH, include_in_schema=False)
 def openapi_document(request: Request) -> Response:
     spec = request.app.openapi()
     root_path = request.scope.get("root_path", "").rstrip("/")
     if root_path and root_path not in {s.get("url") for s in spec.get("servers", [])}:
         spec = {**spec, "servers": [{"url": root_path}, *spec.get("servers", [])]}  # as FastAPI
         return Response(_encoded(spec), media_type="application/json")
-    kept = _DOCUMENT[0] if _DOCUMENT else None
-    if kept is None or kept[0] is not spec:
-        kept = (spec, _encoded(spec))
-        _DOCUMENT[:] = [kept]
-    return Response(kept[1], media_type="application/json")
+    body = built_for(spec, "openapi.json", lambda: _encoded(spec))
+    return Response(body, media_type="application/json")
 
 
 def _encoded(spec: dict[str, Any]) -> bytes:
@@ -191,16 +191,8 @@ def _encoded(spec: dict[str, Any]) -> bytes:
     return json.dumps(spec, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
-# The page rendered from the document served now (about 20 ms of CPU to render), kept while
-# that document is the one served (advisor/api/contract.py builds one per catalog loaded).
-_KEPT: list[tuple[dict[str, Any], str, str]] = []
-
-
 @router.get("/docs", include_in_schema=False)
 def docs(request: Request) -> HTMLResponse:
-    spec, url = request.app.openapi(), request.app.openapi_url or "/openapi.json"
-    kept = _KEPT[0] if _KEPT else None
-    if kept is None or kept[0] is not spec or kept[1] != url:
-        kept = (spec, url, page(spec, url))
-        _KEPT[:] = [kept]
-    return HTMLResponse(kept[2], headers={"Content-Security-Policy": CSP})
+    spec = request.app.openapi()
+    html = built_for(spec, "docs", lambda: page(spec, OPENAPI_PATH))
+    return HTMLResponse(html, headers={"Content-Security-Policy": CSP})

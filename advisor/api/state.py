@@ -12,6 +12,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 
@@ -27,6 +28,8 @@ from advisor.store import Store, StoredReport, StoreError
 from advisor.store.base import CheckRow, check_rows
 from advisor.store.guard import CircuitBreaker
 from probes.report import ProbeReport
+
+T = TypeVar("T")
 
 log = logging.getLogger("advisor.api")
 
@@ -282,6 +285,20 @@ class ReviewCache:
             while len(self._pages) > self._size:
                 self._pages.popitem(last=False)
             return page
+
+
+# What built_for keeps: name -> (the source it was built from, what was built)
+_BUILT: dict[str, tuple[object, Any]] = {}
+
+
+def built_for(source: object, name: str, build: Callable[[], T]) -> T:
+    """What `build` makes of `source` (the catalog loaded now, the API document served now),
+    kept under `name` while `source` is the object asked for: answers that depend on it alone
+    are the same bytes for every request, and a reload makes a new one."""
+    kept = _BUILT.get(name)
+    if kept is None or kept[0] is not source:
+        kept = _BUILT[name] = (source, build())
+    return kept[1]
 
 
 class KeptWhileCount:
