@@ -309,3 +309,32 @@ def test_a_database_of_the_matmul_only_votes_upgrades(url: str) -> None:
     assert any(s.link_calibration is not None for s in before)
     assert not {"fleet_calibration", "fleet_calibration_tokens"} & store_steps.table_names(url)
     again.close()
+
+
+def test_the_fleet_wide_rows_are_written_last_before_the_commit(url: str) -> None:
+    """Every writer updates the fleet-wide counts and histograms (one row per accelerator and
+    check): written last, their row locks are held only for their own upserts and the commit,
+    not while the report's own host rows are written. The order is fixed for every writer."""
+    import sqlalchemy as sa
+
+    store = SqlStore(url)
+    add_all(store, fleet(5, 1, spread=0.1))  # migrated and warm
+    written: list[str] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("INSERT INTO "):
+            written.append(statement.split()[2].strip('"'))
+
+    engine = store._writer
+    sa.event.listen(engine, "before_cursor_execute", seen)
+    try:
+        store.add(fleet(6, 1, spread=0.1)[0][0])
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", seen)
+    shared = ["fleet_check_units", "fleet_verdicts", "fleet_check_statuses", "fleet_ratios"]
+    assert written[0] == "probe_reports"
+    assert written[-len(shared) :] == shared, written
+    assert {"fleet_host_checks", "fleet_host_ratios", "fleet_latest_hosts"} <= set(
+        written[: -len(shared)]
+    ), written
+    store.close()

@@ -168,41 +168,24 @@ def _merge_buckets(table: sa.Table, excluded: Any) -> dict[str, Any]:
     }
 
 
-def _keyed(keys: tuple[str, ...], rows: dict[Any, dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**dict(zip(keys, k, strict=True)), **v} for k, v in rows.items()]
-
-
 def apply(conn: sa.Connection, d: Deltas) -> None:
     """Add `d` to the tables, a statement a table (advisor/store/bulk.py), tables in one fixed
     order and each table's rows in key order: simultaneous writers lock the rows they share in
-    the same order (no deadlock on PostgreSQL)."""
-    counted = (
-        (
-            fleet_verdicts,
-            ("accelerator", "verdict"),
-            {k: {"reports": n} for k, n in d.verdicts.items()},
-        ),
-        (
-            fleet_check_statuses,
-            ("accelerator", "name", "status"),
-            {k: {"runs": n} for k, n in d.statuses.items()},
-        ),
-        (
-            fleet_host_checks,
-            ("accelerator", "host", "name"),
-            {k: {"runs": v[0], "failed": v[1]} for k, v in d.host_checks.items()},
-        ),
+    the same order (no deadlock on PostgreSQL). The rows of the report's own host come first;
+    the fleet-wide counts and histograms, which every writer updates, come last, so that a
+    writer holds their locks for the least time before its commit."""
+    bulk.upsert_many(
+        conn,
+        fleet_host_checks,
+        ("accelerator", "host", "name"),
+        [
+            {"accelerator": a, "host": h, "name": n, "runs": v[0], "failed": v[1]}
+            for (a, h, n), v in d.host_checks.items()
+        ],
+        _add_counts,
     )
-    for table, keys, rows in counted:
-        bulk.upsert_many(conn, table, keys, _keyed(keys, rows), _add_counts)
-    histograms: tuple[tuple[sa.Table, tuple[str, ...], dict[Any, list[float]]], ...] = (
-        (fleet_ratios, ("accelerator", "name", "bucket"), d.ratios),
-        (fleet_votes, ("accelerator", "name", "host", "bucket"), d.votes),
-        (fleet_host_ratios, ("accelerator", "host", "name", "bucket"), d.host_ratios),
-    )
-    for table, columns, ratio_rows in histograms:
-        histogram = {k: {"n": v[0], "lo": v[1], "hi": v[2]} for k, v in ratio_rows.items()}
-        bulk.upsert_many(conn, table, columns, _keyed(columns, histogram), _merge_buckets)
+    _histogram(conn, fleet_votes, ("accelerator", "name", "host", "bucket"), d.votes)
+    _histogram(conn, fleet_host_ratios, ("accelerator", "host", "name", "bucket"), d.host_ratios)
     if d.tokens:
         names = ("accelerator", "name", "host", "token_id")
         bulk.upsert_many(
@@ -212,12 +195,33 @@ def apply(conn: sa.Connection, d: Deltas) -> None:
             [dict(zip(names, k, strict=True)) for k in d.tokens],
             None,
         )
-    units = [{"accelerator": a, "name": n, "unit": u} for (a, n), u in d.units.items()]
-    bulk.upsert_many(conn, fleet_check_units, ("accelerator", "name"), units, None)
     hosts = [_latest_host_row(h, first) for h, first in d.latest_hosts.values()]
     bulk.upsert_many(conn, fleet_latest_hosts, ("host",), hosts, _if_newer)
     gpus = [_latest_gpu_row(k, g) for k, g in d.latest_gpus.items()]
     bulk.upsert_many(conn, fleet_latest_gpus, ("gpu_key",), gpus, _if_newer)
+    units = [{"accelerator": a, "name": n, "unit": u} for (a, n), u in d.units.items()]
+    bulk.upsert_many(conn, fleet_check_units, ("accelerator", "name"), units, None)
+    verdicts = [{"accelerator": a, "verdict": v, "reports": n} for (a, v), n in d.verdicts.items()]
+    bulk.upsert_many(conn, fleet_verdicts, ("accelerator", "verdict"), verdicts, _add_counts)
+    statuses = [
+        {"accelerator": a, "name": n, "status": s, "runs": runs}
+        for (a, n, s), runs in d.statuses.items()
+    ]
+    bulk.upsert_many(
+        conn, fleet_check_statuses, ("accelerator", "name", "status"), statuses, _add_counts
+    )
+    _histogram(conn, fleet_ratios, ("accelerator", "name", "bucket"), d.ratios)
+
+
+def _histogram(
+    conn: sa.Connection, table: sa.Table, keys: tuple[str, ...], rows: dict[Any, list[float]]
+) -> None:
+    """Merge histogram buckets (key -> [n, lo, hi]) into `table`."""
+    named = [
+        {**dict(zip(keys, k, strict=True)), "n": n, "lo": lo, "hi": hi}
+        for k, (n, lo, hi) in rows.items()
+    ]
+    bulk.upsert_many(conn, table, keys, named, _merge_buckets)
 
 
 def _latest_host_row(h: LatestHost, first: str) -> dict[str, Any]:
