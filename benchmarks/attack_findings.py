@@ -214,11 +214,17 @@ def long_path_ids(url: str, pid: int, count: int = 20) -> None:
 
 
 def _sized_flood(
-    url: str, path: str, body: bytes, label: str, clients: int = CLIENTS, each: int = 2
+    url: str,
+    path: str,
+    body: bytes,
+    label: str,
+    clients: int = CLIENTS,
+    each: int = 2,
+    other: tuple[str, bytes, dict[str, str]] | None = None,
 ) -> None:
     """`clients` anonymous clients (one address each), `each` connections each, post `body` to
-    `path` over and over; meanwhile /healthz and another client's sized recommendation are
-    timed."""
+    `path` over and over; meanwhile /healthz and another client's request are timed: `other`
+    (path, body, headers) or a sized recommendation."""
     stop = threading.Event()
     codes: dict[int, int] = {}
 
@@ -229,11 +235,13 @@ def _sized_flood(
                 r = client.post(path, content=body, headers=JSON)
                 codes[r.status_code] = codes.get(r.status_code, 0) + 1
 
-    def timed(method: str, target: str, content: bytes | None = None) -> tuple[float, int]:
+    def timed(
+        method: str, target: str, content: bytes | None = None, headers: dict[str, str] = JSON
+    ) -> tuple[float, int]:
         transport = httpx.HTTPTransport(local_address="127.0.0.200")
         with httpx.Client(base_url=url, timeout=300, transport=transport) as client:
             t0 = time.perf_counter()
-            r = client.request(method, target, content=content, headers=JSON)
+            r = client.request(method, target, content=content, headers=headers)
             return time.perf_counter() - t0, r.status_code
 
     alone = [timed("GET", "/healthz")[0] for _ in range(10)]
@@ -247,29 +255,29 @@ def _sized_flood(
     legit = json.dumps(
         {"workload": "high_throughput_inference", "model": "llama-3-8b", "request_rate": 2}
     ).encode()
-    health, other = [], []
+    target, content, headers = other or ("/v1/recommendations", legit, JSON)
+    what = "node report" if other else "sized recommendation"
+    health, answers = [], []
     for _ in range(10):
         health.append(timed("GET", "/healthz")[0])
-        other.append(timed("POST", "/v1/recommendations", legit))
+        answers.append(timed("POST", target, content, headers))
     stop.set()
     for t in threads:
         t.join(timeout=300)
-    waits = [s for s, _ in other]
+    waits = [s for s, _ in answers]
     print(
         f"{label}, {clients} anonymous client(s) x {each} connections: /healthz p50 "
         f"{statistics.median(alone) * 1000:.0f} ms alone, under them p50 "
         f"{statistics.median(health) * 1000:.0f} ms max {max(health) * 1000:.0f} ms; another "
-        f"client's sized recommendation p50 {statistics.median(waits) * 1000:.0f} ms max "
-        f"{max(waits) * 1000:.0f} ms {sorted({c for _, c in other})}; their answers "
+        f"client's {what} p50 {statistics.median(waits) * 1000:.0f} ms max "
+        f"{max(waits) * 1000:.0f} ms {sorted({c for _, c in answers})}; their answers "
         f"{dict(sorted(codes.items()))}"
     )
 
 
-def sized_floods(url: str) -> None:
-    """Anonymous clients asking for sized answers without pause: estimates of a served model
-    under a trace of 14,000 requests (a body just under 1 MiB, 0.3 s of CPU each), then sized
-    recommendations (70B at 20 requests/s) from many clients and from one client on 32
-    connections."""
+def _trace_estimate() -> bytes:
+    """An estimate of a served model under a trace of 14,000 requests: a body just under 1 MiB,
+    0.3 s of CPU each."""
     rng = random.Random(1)
     trace = [
         {
@@ -285,7 +293,14 @@ def sized_floods(url: str) -> None:
         "instance_type": "p5.48xlarge",
         "trace": trace,
     }
-    _sized_flood(url, "/v1/estimates", json.dumps(estimate).encode(), "sized estimates")
+    return json.dumps(estimate).encode()
+
+
+def sized_floods(url: str) -> None:
+    """Anonymous clients asking for sized answers without pause: estimates under a trace
+    (_trace_estimate), then sized recommendations (70B at 20 requests/s) from many clients and
+    from one client on 32 connections."""
+    _sized_flood(url, "/v1/estimates", _trace_estimate(), "sized estimates")
     recommendation = {
         "workload": "high_throughput_inference",
         "model": "llama-3.1-70b",
@@ -294,6 +309,23 @@ def sized_floods(url: str) -> None:
     body = json.dumps(recommendation).encode()
     _sized_flood(url, "/v1/recommendations", body, "sized recommendations")
     _sized_flood(url, "/v1/recommendations", body, "sized recommendations", clients=1, each=32)
+
+
+def report_under_estimates(url: str, token: str) -> None:
+    """A node report (bench_fleet's 8-GPU report, 66 kB: parsed off the event loop, as the
+    estimates' 1 MiB bodies are) posted with the write token while 20 anonymous clients post
+    estimates under a trace."""
+    from benchmarks.bench_fleet import day_bodies
+
+    report = day_bodies(1, 0)[0].encode()
+    headers = {**JSON, "Authorization": f"Bearer {token}"}
+    _sized_flood(
+        url,
+        "/v1/estimates",
+        _trace_estimate(),
+        "sized estimates",
+        other=("/v1/probe-reports", report, headers),
+    )
 
 
 def _post(url: str, token: str, body: dict[str, Any], path: str = "/v1/probe-reports") -> Any:
@@ -484,6 +516,7 @@ def replay(url: str, token: str, pid: int) -> None:
     long_ids(url, pid)
     long_path_ids(url, pid)
     sized_floods(url)
+    report_under_estimates(url, token)
     host_spellings(url, token)
     trusted_verdicts(url, token)
     wrong_hardware(url, token)

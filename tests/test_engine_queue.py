@@ -6,6 +6,7 @@ read."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +16,7 @@ import httpx
 import pytest
 
 import advisor.api.routes.estimate as estimate_route
-from advisor.api import create_app, engine_queue
+from advisor.api import create_app, engine_queue, strict_json
 from advisor.api.settings import Settings
 
 SIZED = {
@@ -178,6 +179,62 @@ def test_clients_take_turns_on_the_engine(tmp_path: Path, monkeypatch: pytest.Mo
     assert [r.status_code for r in answers] == [200] * 7
     assert order == ["11", "21", "31", "12", "22", "13", "23"]
     assert engine.per_client == {} and engine.waiting == {} and not engine.busy
+    app.state.advisor.store.close()
+
+
+def test_clients_take_turns_on_the_thread_that_parses_large_bodies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bodies over INLINE_MAX_BYTES are parsed on one thread, by turns as on the engine's: a
+    newcomer's body behind two clients' three each is parsed third, not seventh."""
+    settings = Settings(
+        database_url=f"sqlite:///{tmp_path}/e.db",  # type: ignore[arg-type]
+        engine_max_per_client=3,
+    )
+    app = create_app(settings)
+    parsing = app.state.advisor.parsing
+    release = threading.Event()
+    order: list[str] = []
+    real = strict_json._parse_and_check
+
+    def held(body: bytes, model: Any) -> Any:
+        release.wait(60)
+        parsed = real(body, model)
+        order.append(f"{parsed.tokens:.0f}")
+        return parsed
+
+    monkeypatch.setattr(strict_json, "_parse_and_check", held)
+    pad = " " * strict_json.INLINE_MAX_BYTES
+
+    def body(client: str, n: int) -> bytes:
+        return json.dumps({**SIZED, "tokens": float(f"{client}{n}")}).encode() + pad.encode()
+
+    def held_or_waiting() -> int:
+        return parsing.busy + sum(len(q) for q in parsing.waiting.values())
+
+    async def run() -> list[httpx.Response]:
+        async with (
+            _client(app, "10.0.0.1") as one,
+            _client(app, "10.0.0.2") as two,
+            _client(app, "10.0.0.3") as three,
+        ):
+            tasks = []
+            for client, http, count in (("1", one, 3), ("2", two, 3), ("3", three, 1)):
+                for n in range(1, count + 1):
+                    post = http.post(
+                        "/v1/estimates",
+                        content=body(client, n),
+                        headers={"content-type": "application/json"},
+                    )
+                    tasks.append(asyncio.create_task(post))
+                    await _until(lambda: held_or_waiting() == len(tasks))
+            release.set()
+            return list(await asyncio.gather(*tasks))
+
+    answers = asyncio.run(run())
+    assert [r.status_code for r in answers] == [200] * 7
+    assert order == ["11", "21", "31", "12", "22", "13", "23"]
+    assert parsing.waiting == {} and not parsing.busy
     app.state.advisor.store.close()
 
 

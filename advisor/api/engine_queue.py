@@ -40,69 +40,21 @@ RETRY_AFTER_S = 1
 REFUSAL_HOLD_S = 1.0
 
 
-@dataclass
-class EngineQueue:
-    max_per_client: int  # 0: no per-client bound
-    max_queued: int
+@dataclass(kw_only=True)
+class Turns:
+    """One worker thread that clients take by turns: the next turn goes to the oldest request
+    of the client that has waited longest for one, and a client whose turn ends goes behind
+    every other waiting client. The engine's thread (EngineQueue) and the thread that parses
+    large bodies (advisor/api/strict_json.py) are each one."""
+
     limiter: CapacityLimiter = field(default_factory=lambda: CapacityLimiter(1))
-    # client -> its sized requests waiting for or running on the engine's thread
-    per_client: dict[str, int] = field(default_factory=dict)
     # client -> its requests waiting for the thread, oldest first; the clients in the order
     # their turn comes (a dict keeps its insertion order)
     waiting: dict[str, deque[Event]] = field(default_factory=dict)
     busy: bool = False  # the thread is running a request's work or has been handed to one
 
-    @property
-    def queued(self) -> int:
-        return sum(self.per_client.values())
-
-    def admit(self, client: str) -> None:
-        """429 or 503 (with Retry-After) when `client`, or everyone, has as many sized requests
-        waiting for or running on the engine as allowed. The routes ask before they read a body
-        (advisor/api/strict_json.py EngineRoute), so that a client at its bound costs no read
-        or parse, and again as the work is queued (run)."""
-        held = self.per_client.get(client, 0)
-        if self.max_per_client and held >= self.max_per_client:
-            raise _busy(
-                429,
-                f"this client has {held} sized requests waiting for or running on the engine, "
-                "the most one client may (ADVISOR_ENGINE_MAX_PER_CLIENT): send the next when "
-                "one is answered",
-            )
-        if self.queued >= self.max_queued:
-            raise _busy(
-                503,
-                f"{self.max_queued} sized requests are waiting for or running on the engine, "
-                "the most it queues (ADVISOR_ENGINE_MAX_QUEUED)",
-            )
-
-    async def admit_before_body(self, client: str) -> None:
-        """admit, for a request whose body is not read yet; a refusal is sent after
-        REFUSAL_HOLD_S."""
-        try:
-            self.admit(client)
-        except HTTPException:
-            await _hold_refusal()
-            raise
-
-    async def run(self, client: str, work: Callable[[], T], counted: bool = True) -> T:
-        """`work()` on the engine's thread at `client`'s turn, counted against it (admit) until
-        done; `counted` False: an unsized answer with a long list (tens of ms at most) takes
-        its client's turn without counting against its bound."""
-        if not counted:
-            return await self._on_thread(client, work)
-        self.admit(client)
-        self.per_client[client] = self.per_client.get(client, 0) + 1
-        try:
-            return await self._on_thread(client, work)
-        finally:
-            left = self.per_client[client] - 1
-            if left:
-                self.per_client[client] = left
-            else:
-                del self.per_client[client]
-
-    async def _on_thread(self, client: str, work: Callable[[], T]) -> T:
+    async def on_thread(self, client: str, work: Callable[[], T]) -> T:
+        """`work()` on the thread at `client`'s turn."""
         await self._turn(client)
         try:
             return await anyio.to_thread.run_sync(work, limiter=self.limiter)
@@ -144,6 +96,64 @@ class EngineQueue:
         if queue:
             self.waiting[client] = queue  # its next request waits for its next turn
         turn.set()
+
+
+@dataclass(kw_only=True)
+class EngineQueue(Turns):
+    max_per_client: int  # 0: no per-client bound
+    max_queued: int
+    # client -> its sized requests waiting for or running on the engine's thread
+    per_client: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def queued(self) -> int:
+        return sum(self.per_client.values())
+
+    def admit(self, client: str) -> None:
+        """429 or 503 (with Retry-After) when `client`, or everyone, has as many sized requests
+        waiting for or running on the engine as allowed. The routes ask before they read a body
+        (advisor/api/strict_json.py EngineRoute), so that a client at its bound costs no read
+        or parse, and again as the work is queued (run)."""
+        held = self.per_client.get(client, 0)
+        if self.max_per_client and held >= self.max_per_client:
+            raise _busy(
+                429,
+                f"this client has {held} sized requests waiting for or running on the engine, "
+                "the most one client may (ADVISOR_ENGINE_MAX_PER_CLIENT): send the next when "
+                "one is answered",
+            )
+        if self.queued >= self.max_queued:
+            raise _busy(
+                503,
+                f"{self.max_queued} sized requests are waiting for or running on the engine, "
+                "the most it queues (ADVISOR_ENGINE_MAX_QUEUED)",
+            )
+
+    async def admit_before_body(self, client: str) -> None:
+        """admit, for a request whose body is not read yet; a refusal is sent after
+        REFUSAL_HOLD_S."""
+        try:
+            self.admit(client)
+        except HTTPException:
+            await _hold_refusal()
+            raise
+
+    async def run(self, client: str, work: Callable[[], T], counted: bool = True) -> T:
+        """`work()` on the engine's thread at `client`'s turn, counted against it (admit) until
+        done; `counted` False: an unsized answer with a long list (tens of ms at most) takes
+        its client's turn without counting against its bound."""
+        if not counted:
+            return await self.on_thread(client, work)
+        self.admit(client)
+        self.per_client[client] = self.per_client.get(client, 0) + 1
+        try:
+            return await self.on_thread(client, work)
+        finally:
+            left = self.per_client[client] - 1
+            if left:
+                self.per_client[client] = left
+            else:
+                del self.per_client[client]
 
 
 async def _hold_refusal() -> None:

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 
-from advisor.api.engine_queue import EngineQueue
+from advisor.api.engine_queue import EngineQueue, Turns
 from advisor.api.metrics import Metrics
 from advisor.api.settings import Settings
 from advisor.catalog import Catalog
@@ -339,6 +339,9 @@ class AppState:
     fleet_ops_tables: KeptWhileCount = field(default_factory=KeptWhileCount)
     # sized recommendations and estimates, one at a time, each client's share bounded (settings)
     engine: EngineQueue = field(init=False)
+    # large bodies parsed and checked off the event loop, one at a time, clients by turns
+    # (advisor/api/strict_json.py)
+    parsing: Turns = field(default_factory=Turns)
     # around the store's calls (advisor/store/guard.py); /readyz reads its state and last write
     breaker: CircuitBreaker = field(default_factory=lambda: CircuitBreaker(retry_s=2.0))
     # Bumped by every report this process stores and by the periodic refresh when the store
@@ -347,7 +350,8 @@ class AppState:
 
     def __post_init__(self) -> None:
         self.engine = EngineQueue(
-            self.settings.engine_max_per_client, self.settings.engine_max_queued
+            max_per_client=self.settings.engine_max_per_client,
+            max_queued=self.settings.engine_max_queued,
         )
 
     def add_probe_report(

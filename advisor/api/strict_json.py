@@ -26,17 +26,16 @@ import gc
 import json
 import math
 from collections.abc import Callable, Coroutine, Iterable, Iterator
+from functools import partial
 from typing import Any
 
-import anyio.to_thread
-from anyio import CapacityLimiter
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect
 
 from advisor.api.deps import early_guard
-from advisor.api.engine_queue import client_of
+from advisor.api.engine_queue import Turns, client_of
 from advisor.api.problems import MAX_FIELD_PROBLEMS, CappedValidationError
 from advisor.api.state import AppState
 
@@ -251,10 +250,12 @@ def _capped(exc: ValidationError) -> CappedValidationError:
     )
 
 
-# Large bodies are parsed on one thread: parsing holds the interpreter, so more threads parse no
-# faster and take it from the event loop (32 clients posting 1 MB bodies at once made /healthz
-# wait seconds).
-_PARSE_THREADS = CapacityLimiter(1)
+def _parsing(request: Request) -> Turns:
+    """Large bodies are parsed on one thread: parsing holds the interpreter, so more threads
+    parse no faster and take it from the event loop (32 clients posting 1 MB bodies at once made
+    /healthz wait seconds). Clients take it by turns, as they take the engine's (AppState)."""
+    state: AppState = request.app.state.advisor
+    return state.parsing
 
 
 class StrictJSONRoute(APIRoute):
@@ -291,8 +292,8 @@ class StrictJSONRoute(APIRoute):
                         parsed = (
                             _parse_and_check(body, model)
                             if len(body) <= INLINE_MAX_BYTES
-                            else await anyio.to_thread.run_sync(
-                                _parse_and_check, body, model, limiter=_PARSE_THREADS
+                            else await _parsing(request).on_thread(
+                                client_of(request), partial(_parse_and_check, body, model)
                             )
                         )
                     except ValueError:
