@@ -17,7 +17,7 @@ import pytest
 
 from advisor.fleet.statistics import PLAUSIBLE_RATIO
 from advisor.perf.calibration import CALIBRATION_CHECK, LINK_CHECK, NETWORK_CHECK
-from advisor.store import SqlStore
+from advisor.store import SqlStore, StoreError, StoreUnreachable, bulk
 from advisor.store.aggregates import RATIO_STEP
 from advisor.store.base import token_id
 from probes.report import ProbeReport
@@ -311,30 +311,102 @@ def test_a_database_of_the_matmul_only_votes_upgrades(url: str) -> None:
     again.close()
 
 
-def test_the_fleet_wide_rows_are_written_last_before_the_commit(url: str) -> None:
+def test_the_fleet_wide_rows_are_written_last_before_the_commit(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every writer updates the fleet-wide counts and histograms (one row per accelerator and
     check): written last, their row locks are held only for their own upserts and the commit,
-    not while the report's own host rows are written. The order is fixed for every writer."""
-    import sqlalchemy as sa
-
+    not while the report's own host rows are written. The order is fixed for every writer, and
+    kept on PostgreSQL, where the upserts travel in one pipeline: the stored aggregates are
+    those of a scan (the other tests) and each table's rows are written."""
     store = SqlStore(url)
     add_all(store, fleet(5, 1, spread=0.1))  # migrated and warm
-    written: list[str] = []
+    written: list[list[str]] = []
+    real = bulk.upsert_all
 
-    def seen(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if statement.lstrip().upper().startswith("INSERT INTO "):
-            written.append(statement.split()[2].strip('"'))
+    def spy(conn: Any, upserts: Any) -> None:
+        written.append([u.table.name for u in upserts if u.rows])
+        real(conn, upserts)
 
-    engine = store._writer
-    sa.event.listen(engine, "before_cursor_execute", seen)
-    try:
-        store.add(fleet(6, 1, spread=0.1)[0][0])
-    finally:
-        sa.event.remove(engine, "before_cursor_execute", seen)
+    piped: list[int] = []
+    real_pipelined = bulk._pipelined
+
+    def pipelined(conn: Any, statements: Any) -> None:
+        piped.append(len(statements))
+        real_pipelined(conn, statements)
+
+    monkeypatch.setattr(bulk, "upsert_all", spy)
+    monkeypatch.setattr(bulk, "_pipelined", pipelined)
+    store.add(fleet(6, 1, spread=0.1)[0][0])
     shared = ["fleet_check_units", "fleet_verdicts", "fleet_check_statuses", "fleet_ratios"]
-    assert written[0] == "probe_reports"
-    assert written[-len(shared) :] == shared, written
+    (tables,) = written
+    # on PostgreSQL, one round trip for them all
+    assert piped == ([len(tables)] if url.startswith("postgresql") else [])
+    assert tables[-len(shared) :] == shared, tables
     assert {"fleet_host_checks", "fleet_host_ratios", "fleet_latest_hosts"} <= set(
-        written[: -len(shared)]
-    ), written
+        tables[: -len(shared)]
+    ), tables
+    store.close()
+
+
+@pytest.fixture
+def pg_url() -> Iterator[str]:
+    if not PG_URL:
+        if os.environ.get("CI"):
+            pytest.fail("ADVISOR_TEST_POSTGRES_URL is not set in CI")
+        pytest.skip("no PostgreSQL (set ADVISOR_TEST_POSTGRES_URL; scripts/start-postgres.sh)")
+    store_steps.drop_all(PG_URL)
+    yield PG_URL
+    store_steps.drop_all(PG_URL)
+
+
+def test_a_statement_failing_in_the_pipeline_stores_nothing_and_is_worded(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An upsert PostgreSQL refuses inside the pipeline: the store's error names PostgreSQL's
+    reason, the report and every aggregate row roll back, and the next write goes through."""
+    store = SqlStore(pg_url)
+    reports = fleet(7, 3, spread=0.1)
+    add_all(store, reports[:1])
+    before = store.fleet()
+    real = bulk._json
+    monkeypatch.setattr(bulk, "_json", lambda rows: real(rows)[:-1])  # cut short: not JSON
+    with pytest.raises(StoreError, match="PostgreSQL: .*json") as raised:
+        store.add(reports[1][0])
+    assert not isinstance(raised.value, StoreUnreachable)
+    assert store.count() == 1 and store.fleet() == before
+    monkeypatch.setattr(bulk, "_json", real)
+    store.add(reports[2][0])
+    assert store.count() == 2
+    store.close()
+
+
+def test_a_connection_lost_in_the_pipeline_is_dropped_from_the_pool(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer's connection ended by the server between the report's insert and its
+    aggregates: the store says PostgreSQL is unreachable and the pool drops the connection, so
+    the next write takes a live one and goes through."""
+    import sqlalchemy as sa
+
+    from advisor.store import aggregates
+
+    store = SqlStore(pg_url)
+    reports = fleet(8, 2, spread=0.1)
+    admin = sa.create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    real = aggregates.apply
+
+    def killed_first(conn: Any, d: Any) -> None:
+        pid = conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        with admin.begin() as other:
+            other.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})")
+        real(conn, d)
+
+    monkeypatch.setattr(aggregates, "apply", killed_first)
+    with pytest.raises(StoreUnreachable):
+        store.add(reports[0][0])
+    monkeypatch.setattr(aggregates, "apply", real)
+    store.add(reports[1][0])
+    assert store.count() == 1
+    admin.dispose()
     store.close()

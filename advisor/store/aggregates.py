@@ -174,54 +174,78 @@ def apply(conn: sa.Connection, d: Deltas) -> None:
     the same order (no deadlock on PostgreSQL). The rows of the report's own host come first;
     the fleet-wide counts and histograms, which every writer updates, come last, so that a
     writer holds their locks for the least time before its commit."""
-    bulk.upsert_many(
+    Upsert = bulk.Upsert
+    bulk.upsert_all(
         conn,
-        fleet_host_checks,
-        ("accelerator", "host", "name"),
         [
-            {"accelerator": a, "host": h, "name": n, "runs": v[0], "failed": v[1]}
-            for (a, h, n), v in d.host_checks.items()
+            Upsert(
+                fleet_host_checks,
+                ("accelerator", "host", "name"),
+                [
+                    {"accelerator": a, "host": h, "name": n, "runs": v[0], "failed": v[1]}
+                    for (a, h, n), v in d.host_checks.items()
+                ],
+                _add_counts,
+            ),
+            _histogram(fleet_votes, ("accelerator", "name", "host", "bucket"), d.votes),
+            _histogram(fleet_host_ratios, ("accelerator", "host", "name", "bucket"), d.host_ratios),
+            Upsert(
+                fleet_vote_tokens,
+                ("accelerator", "name", "host", "token_id"),
+                [
+                    {"accelerator": a, "name": n, "host": h, "token_id": t}
+                    for a, n, h, t in sorted(d.tokens)
+                ],
+                None,
+            ),
+            Upsert(
+                fleet_latest_hosts,
+                ("host",),
+                [_latest_host_row(h, first) for h, first in d.latest_hosts.values()],
+                _if_newer,
+            ),
+            Upsert(
+                fleet_latest_gpus,
+                ("gpu_key",),
+                [_latest_gpu_row(k, g) for k, g in d.latest_gpus.items()],
+                _if_newer,
+            ),
+            Upsert(
+                fleet_check_units,
+                ("accelerator", "name"),
+                [{"accelerator": a, "name": n, "unit": u} for (a, n), u in d.units.items()],
+                None,
+            ),
+            Upsert(
+                fleet_verdicts,
+                ("accelerator", "verdict"),
+                [
+                    {"accelerator": a, "verdict": v, "reports": n}
+                    for (a, v), n in d.verdicts.items()
+                ],
+                _add_counts,
+            ),
+            Upsert(
+                fleet_check_statuses,
+                ("accelerator", "name", "status"),
+                [
+                    {"accelerator": a, "name": n, "status": s, "runs": runs}
+                    for (a, n, s), runs in d.statuses.items()
+                ],
+                _add_counts,
+            ),
+            _histogram(fleet_ratios, ("accelerator", "name", "bucket"), d.ratios),
         ],
-        _add_counts,
     )
-    _histogram(conn, fleet_votes, ("accelerator", "name", "host", "bucket"), d.votes)
-    _histogram(conn, fleet_host_ratios, ("accelerator", "host", "name", "bucket"), d.host_ratios)
-    if d.tokens:
-        names = ("accelerator", "name", "host", "token_id")
-        bulk.upsert_many(
-            conn,
-            fleet_vote_tokens,
-            names,
-            [dict(zip(names, k, strict=True)) for k in d.tokens],
-            None,
-        )
-    hosts = [_latest_host_row(h, first) for h, first in d.latest_hosts.values()]
-    bulk.upsert_many(conn, fleet_latest_hosts, ("host",), hosts, _if_newer)
-    gpus = [_latest_gpu_row(k, g) for k, g in d.latest_gpus.items()]
-    bulk.upsert_many(conn, fleet_latest_gpus, ("gpu_key",), gpus, _if_newer)
-    units = [{"accelerator": a, "name": n, "unit": u} for (a, n), u in d.units.items()]
-    bulk.upsert_many(conn, fleet_check_units, ("accelerator", "name"), units, None)
-    verdicts = [{"accelerator": a, "verdict": v, "reports": n} for (a, v), n in d.verdicts.items()]
-    bulk.upsert_many(conn, fleet_verdicts, ("accelerator", "verdict"), verdicts, _add_counts)
-    statuses = [
-        {"accelerator": a, "name": n, "status": s, "runs": runs}
-        for (a, n, s), runs in d.statuses.items()
-    ]
-    bulk.upsert_many(
-        conn, fleet_check_statuses, ("accelerator", "name", "status"), statuses, _add_counts
-    )
-    _histogram(conn, fleet_ratios, ("accelerator", "name", "bucket"), d.ratios)
 
 
-def _histogram(
-    conn: sa.Connection, table: sa.Table, keys: tuple[str, ...], rows: dict[Any, list[float]]
-) -> None:
-    """Merge histogram buckets (key -> [n, lo, hi]) into `table`."""
+def _histogram(table: sa.Table, keys: tuple[str, ...], rows: dict[Any, list[float]]) -> bulk.Upsert:
+    """Histogram buckets (key -> [n, lo, hi]) merged into `table`."""
     named = [
         {**dict(zip(keys, k, strict=True)), "n": n, "lo": lo, "hi": hi}
         for k, (n, lo, hi) in rows.items()
     ]
-    bulk.upsert_many(conn, table, keys, named, _merge_buckets)
+    return bulk.Upsert(table, keys, named, _merge_buckets)
 
 
 def _latest_host_row(h: LatestHost, first: str) -> dict[str, Any]:
