@@ -410,3 +410,17 @@ def test_a_connection_lost_in_the_pipeline_is_dropped_from_the_pool(
     assert store.count() == 1
     admin.dispose()
     store.close()
+
+
+def test_a_reports_deltas_are_those_of_its_check_rows() -> None:
+    """The store's write takes a report's deltas in one pass over its checks
+    (aggregates.report_deltas): the same as the deltas of its check rows, which the migrations
+    and the scan read, for reports of every kind, with and without a write token."""
+    from advisor.fleet.records import probe_record
+    from advisor.store import aggregates
+    from advisor.store.base import check_rows
+
+    for i, (report, token) in enumerate(fleet(9, 60, spread=0.2)):
+        record = probe_record(f"r{i}", report)
+        want = aggregates.deltas([record], check_rows(f"r{i}", report, token))
+        assert aggregates.report_deltas(record, report, token) == want, i

@@ -49,7 +49,6 @@ from advisor.store.base import (
     StoreUnreachable,
     UtilisationSummary,
     canonical_json,
-    check_rows,
     findings_text,
     idempotency_key,
     utilisation_figures,
@@ -441,7 +440,7 @@ class SqlStore:
         # what the report adds to the aggregates (computed outside the transaction: it holds
         # the aggregate rows' locks only for the upserts)
         record = probe_record(report_id, report)
-        delta = aggregates.deltas([record], check_rows(report_id, report, token_id))
+        delta = aggregates.report_deltas(record, report, token_id)
 
         def work(conn: sa.Connection) -> Row | None:
             # one transaction: the report and the aggregates, or nothing
