@@ -35,6 +35,7 @@ from advisor.fleet.statistics import PLAUSIBLE_RATIO, ratio_of, vote_of_medians
 from advisor.perf.calibration import CALIBRATION_CHECK, LINK_CHECK, NETWORK_CHECK, VOTED_CHECKS
 from advisor.store import bulk
 from advisor.store.base import CheckRow, FleetSummary, HostRatios, check_rows
+from advisor.store.bulk import Upsert
 from advisor.store.schema import (
     AGGREGATES,
     fleet_check_statuses,
@@ -202,7 +203,6 @@ def apply(conn: sa.Connection, d: Deltas) -> None:
     the same order (no deadlock on PostgreSQL). The rows of the report's own host come first;
     the fleet-wide counts and histograms, which every writer updates, come last, so that a
     writer holds their locks for the least time before its commit."""
-    Upsert = bulk.Upsert
     bulk.upsert_all(
         conn,
         [
@@ -222,7 +222,7 @@ def apply(conn: sa.Connection, d: Deltas) -> None:
                 ("accelerator", "name", "host", "token_id"),
                 [
                     {"accelerator": a, "name": n, "host": h, "token_id": t}
-                    for a, n, h, t in sorted(d.tokens)
+                    for a, n, h, t in d.tokens
                 ],
                 None,
             ),
@@ -267,13 +267,13 @@ def apply(conn: sa.Connection, d: Deltas) -> None:
     )
 
 
-def _histogram(table: sa.Table, keys: tuple[str, ...], rows: dict[Any, list[float]]) -> bulk.Upsert:
+def _histogram(table: sa.Table, keys: tuple[str, ...], rows: dict[Any, list[float]]) -> Upsert:
     """Histogram buckets (key -> [n, lo, hi]) merged into `table`."""
     named = [
         {**dict(zip(keys, k, strict=True)), "n": n, "lo": lo, "hi": hi}
         for k, (n, lo, hi) in rows.items()
     ]
-    return bulk.Upsert(table, keys, named, _merge_buckets)
+    return Upsert(table, keys, named, _merge_buckets)
 
 
 def _latest_host_row(h: LatestHost, first: str) -> dict[str, Any]:
