@@ -6,9 +6,11 @@ import asyncio
 import contextlib
 import logging
 import signal
+import warnings
 from collections.abc import AsyncIterator
 
 from fastapi import Depends, FastAPI
+from pydantic.warnings import UnsupportedFieldAttributeWarning
 from starlette.concurrency import run_in_threadpool
 
 from advisor import __version__
@@ -37,6 +39,15 @@ log = logging.getLogger("advisor.api")
 def create_app(settings: Settings | None = None, store: Store | None = None) -> FastAPI:
     """Validate settings, load the catalog and open the store now: a bad one fails at start-up."""
     settings = settings or Settings.from_env()
+    # FastAPI silences this warning while it makes the type adapter of a route's body parameter
+    # (the parameter's name as an alias, which pydantic ignores there), but pydantic now builds
+    # the adapter at its first validation, after that filter: the server's log showed the
+    # warning at the first request of each route with a body. The same filter, for that message.
+    warnings.filterwarnings(
+        "ignore",
+        message=r"The 'alias' attribute with value '\w+' was provided to the `Field\(\)` function",
+        category=UnsupportedFieldAttributeWarning,
+    )
     holder = CatalogHolder.load(settings, catalog_cache_dir())
     # the breaker answers at once while the database is down (advisor/store/guard.py): it
     # wraps the store's one call seam; a store of the tests' own (a fake) runs without it
