@@ -135,15 +135,20 @@ def test_only_sized_recommendations_count_against_a_client(tmp_path: Path) -> No
     app.state.advisor.store.close()
 
 
-def test_clients_take_turns_on_the_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The thread goes to the client that has waited longest for a turn: a newcomer behind two
-    clients with three estimates each is answered third, not seventh (first come, first
-    served), and a client whose turn ends goes behind every other waiting client."""
+def _three_per_client(tmp_path: Path) -> Any:
+    """An app whose clients may each have three sized requests waiting or running."""
     settings = Settings(
         database_url=f"sqlite:///{tmp_path}/e.db",  # type: ignore[arg-type]
         engine_max_per_client=3,
     )
-    app = create_app(settings)
+    return create_app(settings)
+
+
+def test_clients_take_turns_on_the_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The thread goes to the client that has waited longest for a turn: a newcomer behind two
+    clients with three estimates each is answered third, not seventh (first come, first
+    served), and a client whose turn ends goes behind every other waiting client."""
+    app = _three_per_client(tmp_path)
     engine = app.state.advisor.engine
     release = threading.Event()
     order: list[str] = []
@@ -187,11 +192,7 @@ def test_clients_take_turns_on_the_thread_that_parses_large_bodies(
 ) -> None:
     """Bodies over INLINE_MAX_BYTES are parsed on one thread, by turns as on the engine's: a
     newcomer's body behind two clients' three each is parsed third, not seventh."""
-    settings = Settings(
-        database_url=f"sqlite:///{tmp_path}/e.db",  # type: ignore[arg-type]
-        engine_max_per_client=3,
-    )
-    app = create_app(settings)
+    app = _three_per_client(tmp_path)
     parsing = app.state.advisor.parsing
     release = threading.Event()
     order: list[str] = []

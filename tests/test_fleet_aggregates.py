@@ -36,6 +36,11 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'agg.db'}"
         return
+    yield from _postgres()
+
+
+def _postgres() -> Iterator[str]:
+    """The test database, emptied before and after (skipped where there is none, failed in CI)."""
     if not PG_URL:
         if os.environ.get("CI"):
             pytest.fail("ADVISOR_TEST_POSTGRES_URL is not set in CI")
@@ -351,13 +356,7 @@ def test_the_fleet_wide_rows_are_written_last_before_the_commit(
 
 @pytest.fixture
 def pg_url() -> Iterator[str]:
-    if not PG_URL:
-        if os.environ.get("CI"):
-            pytest.fail("ADVISOR_TEST_POSTGRES_URL is not set in CI")
-        pytest.skip("no PostgreSQL (set ADVISOR_TEST_POSTGRES_URL; scripts/start-postgres.sh)")
-    store_steps.drop_all(PG_URL)
-    yield PG_URL
-    store_steps.drop_all(PG_URL)
+    yield from _postgres()
 
 
 def test_a_statement_failing_in_the_pipeline_stores_nothing_and_is_worded(
