@@ -477,15 +477,20 @@ def fleet_ops_reads(url: str, token: str, pid: int, hosts: int = 50, count: int 
 
 
 def catalog_reads(url: str, pid: int, count: int = 50) -> None:
-    """Anonymous GETs of what depends on the catalog alone (the unfiltered listings, the API
-    page and document) beside /healthz: the server's CPU for each (psutil) and the answer's
-    size."""
+    """Anonymous GETs of what depends on the catalog alone (the listings, filtered or not, the
+    API page and document) and of what reads the store (/readyz, /metrics) beside /healthz: the
+    server's CPU for each (psutil) and the answer's size."""
     server = psutil.Process(pid)
     with httpx.Client(base_url=url, timeout=60) as client:
         for path in (
             "/healthz",
+            "/readyz",
+            "/metrics",
             "/v1/accelerators",
+            "/v1/accelerators?vendor=nvidia",
             "/v1/instance-types",
+            "/v1/instance-types?provider=aws",
+            "/v1/instance-types?region=us-east-1",
             "/docs",
             "/openapi.json",
         ):

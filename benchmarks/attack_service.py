@@ -2,8 +2,9 @@
 4 MiB body limit), and, with ADVISOR_TEST_POSTGRES_URL set, a PostgreSQL outage (a TCP proxy that
 stops answering, tests/tcp_proxy.py) under eight concurrent report posts. Prints one line each.
 
-Run:  PYTHONPATH=. .venv/bin/python benchmarks/attack_service.py [--findings-only]
-(--findings-only: the second round alone, benchmarks/attack_findings.py)
+Run:  PYTHONPATH=. .venv/bin/python benchmarks/attack_service.py [--findings-only | --catalog-reads]
+(--findings-only: the second round alone, benchmarks/attack_findings.py; --catalog-reads: its
+anonymous reads alone)
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from urllib.parse import urlsplit, urlunsplit
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from benchmarks.attack_findings import replay
+from benchmarks.attack_findings import catalog_reads, replay
 from tests.api_server import live_server
 from tests.tcp_proxy import TcpProxy
 from tests.test_estimate_api import probe_report
@@ -144,6 +145,10 @@ def outage(pg_url: str) -> None:
 
 
 def main() -> int:
+    if "--catalog-reads" in sys.argv:  # that replay alone, 200 calls of each read
+        with tempfile.TemporaryDirectory() as tmp, live_server(Path(tmp), "t") as srv:
+            catalog_reads(srv.base_url, srv.pid, count=200)
+        return 0
     if "--findings-only" not in sys.argv:
         with tempfile.TemporaryDirectory() as tmp, live_server(Path(tmp), "t", 4 * 2**20) as srv:
             service(srv.base_url)

@@ -27,7 +27,7 @@ from tests.api_server import live_server
 from tests.factories import mini_catalog_data, write_catalog
 from tests.memory_store import MemoryStore
 from tests.reports import RECENT
-from tests.test_api import problem
+from tests.test_api import problem, readyz_once_unready
 from tests.test_ops_tables_api import H200, posted
 
 WRITER = "writer-t0ken"
@@ -217,7 +217,7 @@ def test_readyz_names_no_server_path_in_any_state(tmp_path: Path) -> None:
         c.post("/v1/catalog/reload", headers=bearer(WRITER))
         states["no catalog directory"] = c.get("/readyz").text
         store.close()
-        states["database closed"] = c.get("/readyz").text
+        states["database closed"] = readyz_once_unready(c).text
     (tmp_path / "a-file").write_text("")
     with pytest.raises(StoreError) as opened:  # the real adapter's error, naming its path
         open_store(f"sqlite:///{tmp_path / 'a-file' / 'fleet.db'}")

@@ -12,12 +12,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 
 from advisor.api.engine_queue import EngineQueue, Turns
 from advisor.api.metrics import Metrics
+from advisor.api.public_text import Redactor, server_directories
 from advisor.api.settings import Settings
 from advisor.catalog import Catalog
 from advisor.catalog.loading import load_catalog
@@ -326,6 +327,40 @@ class KeptWhileCount:
             return answer
 
 
+# How long a reading of the store that anyone may ask for (/readyz's ping, /metrics' report
+# count) is shared: a flood of anonymous probes or scrapes costs the database one statement a
+# second at most. Orchestrators probe every few seconds and Prometheus scrapes every 15 s or more.
+SHARED_READING_S = 1.0
+
+
+class Recent(Generic[T]):
+    """The last reading of `read`, shared by every caller within `interval_s` of it; taken by
+    one caller at a time, so that callers arriving together share one reading. A failed reading
+    is never kept: the next caller reads again (while the store is down the circuit breaker
+    answers those at once)."""
+
+    def __init__(
+        self,
+        read: Callable[[], T],
+        interval_s: float = SHARED_READING_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._read, self._interval_s, self._clock = read, interval_s, clock
+        self._kept: tuple[float, T] | None = None
+        self._lock = threading.Lock()
+        self.readings = 0
+
+    def get(self) -> T:
+        with self._lock:
+            now = self._clock()
+            if self._kept is not None and now - self._kept[0] < self._interval_s:
+                return self._kept[1]
+            value = self._read()
+            self.readings += 1
+            self._kept = (now, value)
+            return value
+
+
 @dataclass
 class AppState:
     settings: Settings
@@ -347,12 +382,20 @@ class AppState:
     # Bumped by every report this process stores and by the periodic refresh when the store
     # changed under it: keys the review cache.
     generation: int = 0
+    # what anyone may ask of the store, read at most once a second (SHARED_READING_S)
+    ping: Recent[None] = field(init=False)
+    report_count: Recent[int] = field(init=False)
+    # text shown to anyone (/readyz), without the server's paths
+    redact: Redactor = field(init=False)
 
     def __post_init__(self) -> None:
         self.engine = EngineQueue(
             max_per_client=self.settings.engine_max_per_client,
             max_queued=self.settings.engine_max_queued,
         )
+        self.ping = Recent(self.store.ping)
+        self.report_count = Recent(self.store.count)
+        self.redact = Redactor.of(server_directories(self.settings))
 
     def add_probe_report(
         self, report: ProbeReport, client_key: str | None, token_id: str | None = None
@@ -405,7 +448,7 @@ class AppState:
         try:
             out["advisor_probe_reports_in_store"] = (
                 "Probe reports in the store.",
-                float(self.store.count()),
+                float(self.report_count.get()),
             )
             out["advisor_store_up"] = ("1 while the store answers.", 1.0)
         except StoreError:

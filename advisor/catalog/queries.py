@@ -156,6 +156,9 @@ def list_instance_types(
 ) -> list[InstanceType]:
     """Instance types matching every filter given; prices are narrowed to the region / budget."""
     result = []
+    # the regions the filter admits, worked out once: a price's region is then one set lookup
+    # (region_matches for each of 2,700 prices took 0.5 ms)
+    admitted = None if region is None else admitted_regions(region, catalog.regions)
     for it in catalog.instance_types.values():
         if provider is not None and it.provider != provider:
             continue
@@ -164,8 +167,8 @@ def list_instance_types(
         if min_gpus is not None and it.gpu_count < min_gpus:
             continue
         prices = it.prices
-        if region is not None:
-            prices = tuple(p for p in prices if region_matches(region, p.region))
+        if admitted is not None:
+            prices = tuple(p for p in prices if p.region in admitted)
         if max_hourly_usd is not None:
             prices = tuple(p for p in prices if p.hourly_usd <= max_hourly_usd)
         if (region is not None or max_hourly_usd is not None) and not prices:

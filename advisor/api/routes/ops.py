@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import shutil
 import time
-from collections.abc import Mapping
 from pathlib import Path
 
 from fastapi import APIRouter
@@ -13,7 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from advisor.api.deps import StateDep, WriteAccess
 from advisor.api.problems import responses
-from advisor.api.public_text import server_directories, without_paths
+from advisor.api.public_text import Redactor
 from advisor.api.schemas import ComponentStatus, Health, Readiness, ReloadResult
 from advisor.api.state import AppState
 from advisor.store import StoreError, StoreUnreachable
@@ -37,7 +37,6 @@ def readyz(state: StateDep) -> JSONResponse:
     unreachable is 503 "unavailable"; writes failing (the last write failed, or little free space
     where a SQLite file lies) or the catalog's last reload failing is 200 "degraded", each with
     its own component: reads and recommendations still work there."""
-    directories = server_directories(state.settings)
     database = _database(state)
     writes = _writes(state)
     holder = state.catalog
@@ -50,7 +49,7 @@ def readyz(state: StateDep) -> JSONResponse:
         catalog = ComponentStatus(
             status="degraded",
             detail=f"last reload failed, serving the last good catalog ({loaded}): "
-            f"{without_paths(holder.reload_error, directories)}",
+            f"{state.redact(holder.reload_error)}",
         )
     else:
         catalog = ComponentStatus(status="ok", detail=loaded)
@@ -61,8 +60,8 @@ def readyz(state: StateDep) -> JSONResponse:
         overall, code = ("degraded" if degraded else "ready"), 200
     body = Readiness(
         status=overall,
-        database=_public(database, directories),
-        writes=_public(writes, directories),
+        database=_public(database, state.redact),
+        writes=_public(writes, state.redact),
         catalog=catalog,
     )
     return JSONResponse(body.model_dump(), status_code=code)
@@ -81,7 +80,7 @@ def _database(state: AppState) -> ComponentStatus:
             f" {breaker.retry_in_s * 1000:.0f} ms",
         )
     try:
-        state.store.ping()
+        state.ping.get()
     except StoreUnreachable as exc:
         return ComponentStatus(status="unavailable", detail=f"unreachable: {exc}")
     except StoreError as exc:
@@ -117,15 +116,19 @@ def _free_bytes(store: object) -> int | None:
     if not isinstance(path, str) or path == ":memory:":
         return None
     try:
-        return shutil.disk_usage(Path(path).resolve().parent).free
+        return shutil.disk_usage(_directory_of(path)).free
     except OSError:
         return None
 
 
-def _public(component: ComponentStatus, directories: Mapping[str, str]) -> ComponentStatus:
-    return ComponentStatus(
-        status=component.status, detail=without_paths(component.detail, directories)
-    )
+@functools.lru_cache(maxsize=4)
+def _directory_of(path: str) -> Path:
+    """The directory a database file lies in, resolved once (a store's file never moves)."""
+    return Path(path).resolve().parent
+
+
+def _public(component: ComponentStatus, redact: Redactor) -> ComponentStatus:
+    return ComponentStatus(status=component.status, detail=redact(component.detail))
 
 
 @router.get(
@@ -148,7 +151,7 @@ def metrics(state: StateDep) -> Response:
 def reload_catalog(state: StateDep) -> ReloadResult:
     ok = state.catalog.reload()
     # the loader's message names files by their server paths: the log has them, not the answer
-    reason = without_paths(state.catalog.reload_error or "", server_directories(state.settings))
+    reason = state.redact(state.catalog.reload_error or "")
     detail = (
         "catalog reloaded"
         if ok
