@@ -243,8 +243,8 @@ def training_report(cat: Catalog) -> str:
         f"constants: kernel efficiency {cat.workloads['large_scale_training'].efficiency:.2f} "
         f"(large_scale_training), {cat.workloads['fine_tuning'].efficiency:.2f} (fine_tuning), "
         f"x {FP8_RELATIVE_EFFICIENCY:g} in FP8 (catalog, perf/training.py), goodput "
-        "1 / (1 + failures per GPU-hour x GPUs x hours each) (Llama 3), overlap 0.8 (estimated), 2 layers per virtual pipeline stage (NeMo "
-        "recipes)",
+        "1 / (1 + failures per GPU-hour x GPUs x hours each) (Llama 3), overlap 0.8 (estimated), "
+        "whole-layer pipeline stages in chunks of about 2 layers (NeMo recipes)",
         *(f"skipped: {s}" for s in skipped),
     ]
     return "\n".join(lines)

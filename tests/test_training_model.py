@@ -616,6 +616,19 @@ def test_pipeline_stages_pass_hidden_states_per_virtual_stage() -> None:
     assert step.pp_comm_s == pytest.approx(2 * 10 * 1024 * message / 50e9)
 
 
+def test_a_stage_holds_whole_layers_and_the_step_waits_for_the_fullest() -> None:
+    """Llama 3 405B's 126 layers over PP 8: the fullest stage holds 16 against 15.75 on
+    average, and every stage waits for it: one DP rank's 16 sequences (16 micro-batches) take
+    1/8 of the PP 1 compute x 16 / 15.75 x (1 + bubble 7 / (7 virtual stages x 16)). 128
+    layers divide evenly: no more than the bubble."""
+    shape = Shape("405b", 405e9, 405e9, 126, 16384, 128, 8, 128)
+    for layers, fullest in ((126, 16), (128, 16)):
+        job = Job(dataclasses.replace(shape, layers=layers), 1e9, 8192, 1, False, 0.5, 16 * 8192)
+        one, eight = (step_time(job, P5, Layout(1, 8, pp, 1)).compute_s for pp in (1, 8))
+        expected = 1 / 8 * fullest / (layers / 8) * (1 + 7 / (layers // 16 * 16))
+        assert eight / one == pytest.approx(expected, rel=1e-12), layers
+
+
 def test_the_planner_picks_the_zero_stage_unless_asked(shipped: Catalog) -> None:
     """Llama 3 8B fine-tuned on one p5.48xlarge: ZeRO-1 (2 + 2 + 12/8 bytes a parameter = 44.2
     GB with 23.0 GB of activations, inside 72 GB) moves the weights and gradients once a step,

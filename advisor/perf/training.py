@@ -27,7 +27,9 @@ layout (memory) and GPU count (deadline) and reads the time of each from here.
   parallelism): per layer and token, 4 all-reduce-equivalents of the hidden state (2 forward, 2
   backward; 6 with full recomputation), inside one node, on the critical path (each layer's
   GEMM waits for its input's all-gather). Pipeline parallelism: bubble (p-1)/(v m)
-  of the compute, m micro-batches per step, v virtual stages (Narayanan et al. 2021 2.2).
+  of the compute, m micro-batches per step, v virtual stages (Narayanan et al. 2021 2.2);
+  a stage holds whole layers and every stage waits for the fullest (126 layers over 8 stages:
+  16 on some, 15.75 on average).
 - Bandwidth: inside a node the instance's GPU link per direction at the bus efficiency NCCL
   reaches (inference.link_bus_gb_s: 370 of 450 GB/s on 8 H100s; PCIe when 0, the inference
   model's figure); across nodes the instance network per GPU (Gbit/s / 8 / GPUs per
@@ -278,7 +280,12 @@ def step_time(job: Job, cluster: Cluster, layout: Layout) -> Step:
     busy, micro = _ranks(job, layout)
     split = busy * layout.tp * layout.pp * layout.cp
     tokens = seqs * job.seq_len
-    compute = _compute_s(job, cluster, tokens, layout) / split * (1 + _bubble(job, layout, micro))
+    compute = (
+        _compute_s(job, cluster, tokens, layout)
+        / split
+        * _stage_imbalance(job, layout)
+        * (1 + _bubble(job, layout, micro))
+    )
     dp = _dp_comm_s(job, cluster, layout, micro)
     tp = _tp_comm_s(job, cluster, layout, tokens / busy / layout.cp)
     cp = _cp_comm_s(job, cluster, layout, micro)
@@ -395,6 +402,27 @@ def _exposed(comm_s: float, compute_s: float) -> float:
 
 def _virtual_stages(job: Job, layout: Layout) -> int:
     return max(1, (job.shape.layers or layout.pp) // (layout.pp * LAYERS_PER_VIRTUAL_STAGE))
+
+
+def _stage_layers(job: Job, layout: Layout) -> tuple[int, float]:
+    """(the layers of the fullest pipeline stage, the mean): a stage holds whole layers, so
+    126 layers over 8 stages put 16 on some (Llama 3 405B; its paper, arXiv:2407.21783
+    section 3.3.2, balances its 16 stages by taking a layer from the first and the last)."""
+    layers = job.shape.layers or layout.pp
+    return math.ceil(layers / layout.pp), layers / layout.pp
+
+
+def _stage_imbalance(job: Job, layout: Layout) -> float:
+    """Every stage waits for the fullest one: its layers over the mean (1 when they divide)."""
+    fullest, mean = _stage_layers(job, layout)
+    return fullest / mean
+
+
+def _stage_words(job: Job, layout: Layout) -> str:
+    fullest, mean = _stage_layers(job, layout)
+    if fullest == mean:
+        return ""
+    return f" x {fullest} / {mean:.4g} layers (the fullest pipeline stage over the mean)"
 
 
 def _bubble(job: Job, layout: Layout, micro_batches: int) -> float:
@@ -740,6 +768,7 @@ def _figures(
             f"({step_gemm.value:.4g} GEMM FLOP [{step_gemm.formula}] / ({cluster.peak_tflops:g} "
             f"TFLOP/s x {job.efficiency:.4g} efficiency){attention_part}) / ({busy} x "
             f"{layout.tp * layout.pp * layout.cp} GPUs)"
+            + _stage_words(job, layout)
             + (f" x (1 + pipeline bubble {bubble:.3g})" if bubble else ""),
         ),
         Figure("dp_comm_s_per_step", step.dp_comm_s, "s", _dp_formula(job, cluster, layout, micro)),
