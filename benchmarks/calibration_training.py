@@ -244,7 +244,7 @@ def training_report(cat: Catalog) -> str:
         f"(large_scale_training), {cat.workloads['fine_tuning'].efficiency:.2f} (fine_tuning), "
         f"x {FP8_RELATIVE_EFFICIENCY:g} in FP8 (catalog, perf/training.py), goodput "
         "1 / (1 + failures per GPU-hour x GPUs x hours each) (Llama 3), overlap 0.8 (estimated), "
-        "whole-layer pipeline stages in chunks of about 2 layers (NeMo recipes)",
+        "whole-layer pipeline stages, 2 layers per virtual stage (NeMo recipes)",
         *(f"skipped: {s}" for s in skipped),
     ]
     return "\n".join(lines)
