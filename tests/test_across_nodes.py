@@ -221,3 +221,45 @@ def test_prefix_cache_hits_are_not_computed_again_over_several_nodes(shipped: Ca
     l405 = Shape.of(shipped.models["llama-3.1-405b"])
     pp = PipelineServing.build(l405, h100, (8, 900.0, 50.0), 2, io, "bf16", KvCache(None, 0.5))
     assert pp.hop_s(4) == pytest.approx(pp.hop_tokens_s(4 * (1 + 2000 / 500 * 0.5)))
+
+
+GB300_TRAY = (4, 1800.0, 3200.0)  # BM.GPU.GB300.4: 4 GPUs, NVLink 1,800 GB/s, 3,200 Gbit/s
+
+
+def test_a_replica_inside_an_nvlink_rack_talks_over_nvlink(shipped: Catalog) -> None:
+    """DeepSeek-V3 in FP8 on GB300 trays of 4: a replica over two trays of one NVL72 rack sends
+    its experts' all-to-all over NVLink (740 GB/s a GPU where NCCL gets 370 of 450) instead of
+    its 100 GB/s network share, so the same replica serves more at a lower ITL; the layout and
+    the recommendation say so. A dense 405B over PP stages passes its activations over
+    NVLink too (one direction of the link: 900 GB/s a GPU against 100)."""
+    gb300 = shipped.accelerators["gb300"]
+    rack = serve_across_nodes(
+        _v3(shipped), gb300, _work(precision="fp8"), Targets(), GB300_TRAY, 72
+    )
+    trays = serve_across_nodes(_v3(shipped), gb300, _work(precision="fp8"), Targets(), GB300_TRAY)
+    assert rack is not None and trays is not None and rack.gpus_needed == trays.gpus_needed
+    assert (
+        rack.serving_layout is not None and "in one NVLink domain of 72 GPUs" in rack.serving_layout
+    )
+    assert trays.serving_layout is not None and "NVLink domain" not in trays.serving_layout
+    assert rack.itl_ms is not None and trays.itl_ms is not None and rack.itl_ms < trays.itl_ms
+    assert (rack.tokens_per_s or 0) > (trays.tokens_per_s or 0)
+
+    l405 = Shape.of(shipped.models["llama-3.1-405b"])
+    work = _work(model="llama-3.1-405b", precision="bf16")
+    inside = pp_replica(l405, gb300, work, (2, *GB300_TRAY), 72)
+    outside = pp_replica(l405, gb300, work, (2, *GB300_TRAY))
+    assert inside is not None and outside is not None
+    assert inside.step(64, 0.0) < outside.step(64, 0.0)
+
+    result = recommend(
+        shipped,
+        # bf16 weights: 2 TB, two trays of 1.1 TB
+        RecommendRequest(workload="high_throughput_inference", model="deepseek-v3", limit=50),
+    )
+    tray = next(r for r in result.recommendations if r.instance_type == "BM.GPU.GB300.4")
+    assert any(
+        reason.startswith("one replica spans nodes over NVLink (1800 GB/s a GPU): EP")
+        and "in one NVLink domain of 72 GPUs" in reason  # the layout planned on it
+        for reason in tray.reasons
+    ), tray.reasons

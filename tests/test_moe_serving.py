@@ -34,6 +34,25 @@ def test_all_to_all_by_hand_and_against_deepep() -> None:
     assert got == pytest.approx(313e-6, rel=0.15)
 
 
+def test_an_nvlink_domain_keeps_the_all_to_all_on_nvlink_by_hand() -> None:
+    # GB200 NVL72 trays of 4 GPUs, link 1,800 GB/s both ways: EP 16 over 4 trays of one rack
+    # sends 15/16 of the 22,020,096 bytes (128 tokens, top-8, FP8 out + BF16 back) over NVLink
+    # at 1800 / 2 x 370/450 = 740 GB/s (27.90 us) and none over the network: 27.90 + 2 x 30 us.
+    # The same trays outside a rack send 12/16 over their 50 GB/s at 43 GB/s: 384.07 + 60 us.
+    def a2a(gpus: int, domain: int) -> float:
+        layout = EpLayout(gpus, 4, 1, 50.0, 1800.0, 1.0, domain_gpus=domain)
+        return EpModel(V3, H100, "fp8", layout, 2000, 100).all_to_all_s(128)
+
+    per_token = 128 * 8 * 7168 * 3
+    assert a2a(16, 72) == pytest.approx(per_token * 15 / 16 / 740e9 + 60e-6, rel=1e-9)
+    assert a2a(16, 0) == pytest.approx(per_token * 12 / 16 / 43e9 + 60e-6, rel=1e-9)
+    # 144 GPUs over two racks of 72: half of the pairs leave the rack over the network
+    assert a2a(144, 72) == pytest.approx(per_token * 72 / 144 / 43e9 + 60e-6, rel=1e-9)
+    inside = EpLayout(16, 4, 1, 50.0, 1800.0, 1.0, domain_gpus=72)
+    assert "EP 16 over 4 node(s) of 4 in one NVLink domain of 72 GPUs" in inside.describe()
+    assert "NVLink domain" not in EpLayout(16, 4, 1, 50.0, 1800.0, 1.0).describe()
+
+
 def test_wide_ep_decode_near_sglang_96_h100() -> None:
     # SGLang's DeepSeek deployment (lmsys.org blog 2025-05-05): decode on 9 nodes (72 H100s,
     # EP 72, DP attention), 22.3k output tokens/s per node at 2,000-token inputs = 2,788 per GPU.

@@ -7,7 +7,14 @@ import math
 from typing import NamedTuple
 
 from advisor.catalog import purchase as purchase_option
-from advisor.catalog.models import PORTING, FormFactor, Price, Purchase, WorkloadProfile
+from advisor.catalog.models import (
+    PORTING,
+    FormFactor,
+    InstanceType,
+    Price,
+    Purchase,
+    WorkloadProfile,
+)
 from advisor.engine.candidates import CloudCandidate, EdgeCandidate
 from advisor.engine.objective import (
     COST_LIKE,
@@ -152,7 +159,7 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
     if porting is not None:
         out.append(f"{c.hardware.name} {porting}")
     if s.spans_nodes:
-        out.append(_spans_words(s, it.network_gbps, p))
+        out.append(_spans_words(s, it, p))
     out += _plan_reasons(h, w, p)
     if h.spot is not None:
         out.append(plan_sentence(c, h.spot))
@@ -372,12 +379,18 @@ def _training_reasons(
     return out
 
 
-def _spans_words(s: Placement, network_gbps: float, p: WorkloadProfile) -> str:
-    """Why one copy of the work spans nodes: a served replica's layout, or a job that scales
-    out over the network."""
-    layout = s.fit.serving_layout if s.fit is not None else None
-    if layout is not None:
-        return f"one replica spans nodes over {network_gbps:g} Gbit/s: {layout}"
+def _spans_words(s: Placement, it: InstanceType, p: WorkloadProfile) -> str:
+    """Why one copy of the work spans nodes: a served replica's layout (over NVLink when it
+    lies inside one NVLink domain, an NVL72 rack), or a job that scales out over the network."""
+    fit, network_gbps = s.fit, it.network_gbps
+    if fit is not None and fit.serving_layout is not None:
+        replica = fit.gpus_needed // (fit.replicas or 1)
+        if replica <= (it.nvlink_domain_gpus or 0):
+            return (
+                f"one replica spans nodes over NVLink ({it.interconnect_gb_s:g} GB/s a GPU): "
+                f"{fit.serving_layout}"
+            )
+        return f"one replica spans nodes over {network_gbps:g} Gbit/s: {fit.serving_layout}"
     return (
         f"spans {s.nodes} nodes over {network_gbps:g} Gbit/s; {p.id} scales out "
         f"(needs >= {p.min_multi_node_network_gbps:g} Gbit/s between nodes)"

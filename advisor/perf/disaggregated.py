@@ -20,7 +20,7 @@ leaves unused in one pool (and the KV it moves, when that is the bound).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from advisor.catalog.models import Accelerator
 from advisor.perf.moe_serving import (
@@ -177,9 +177,7 @@ def disaggregated(
 
 
 def _pool(base: EpLayout, gpus: int) -> EpLayout:
-    return EpLayout(
-        gpus, base.gpus_per_node, 1, base.network_gb_s, base.nvlink_gb_s, base.imbalance
-    )
+    return replace(base, gpus=gpus, attention_tp=1)
 
 
 def _holds(shape: Shape, layout: EpLayout) -> bool:

@@ -21,7 +21,8 @@ tokens per GPU and T = GPUs x t tokens over the deployment:
   perf/inference.py);
 - dispatch and combine (all-to-all) per layer: each token goes to k experts, FP8 out and BF16
   back (DeepEP's decoding setting); with uniform routing (EP - 1) / EP of the pairs leave the GPU,
-  (EP - g) / EP leave the node of g GPUs over its network share, the rest stay on NVLink; the
+  (EP - g) / EP leave the node of g GPUs over its network share, the rest stay on NVLink (g is
+  every GPU of a deployment inside one NVLink domain larger than a node: an NVL72 rack); the
   slower of the two paths at its achieved bandwidth, plus a latency per call; not overlapped
   with compute (two-batch overlap would hide part of it: this is the conservative bound);
 - the per-layer fixed time of perf/inference.py.
@@ -33,7 +34,7 @@ I + O tokens x kv_copies / TP within the usable memory.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from advisor.catalog.models import Accelerator
 from advisor.errors import InputError
@@ -90,10 +91,19 @@ class EpLayout:
     network_gb_s: float = 50.0  # one GPU's share of its node's scale-out network, one way
     nvlink_gb_s: float = 900.0  # the catalog's per-GPU link, both directions
     imbalance: float = EXPERT_IMBALANCE
+    # GPUs one NVLink switch fabric reaches beyond a node (GB200/GB300 NVL72: 72 over 18 trays
+    # of 4); 0: a node's own
+    domain_gpus: int = 0
 
     @property
     def nodes(self) -> int:
         return math.ceil(self.gpus / self.gpus_per_node)
+
+    @property
+    def on_nvlink(self) -> int:
+        """GPUs of the deployment that reach each other over NVLink: a node's, or the whole
+        NVLink domain's (every GPU of a deployment inside one NVL72 rack)."""
+        return min(self.gpus, max(self.gpus_per_node, self.domain_gpus))
 
     @property
     def dp_ranks(self) -> int:
@@ -103,9 +113,14 @@ class EpLayout:
         attention = (
             "DP attention" if self.attention_tp == 1 else f"attention TP {self.attention_tp}"
         )
+        fabric = (
+            f" in one NVLink domain of {self.domain_gpus} GPUs"
+            if self.nodes > 1 and self.on_nvlink == self.gpus
+            else ""
+        )
         return (
-            f"EP {self.gpus} over {self.nodes} node(s) of {self.gpus_per_node}, {attention} "
-            f"x {self.dp_ranks} ranks, expert imbalance {self.imbalance:g}"
+            f"EP {self.gpus} over {self.nodes} node(s) of {self.gpus_per_node}{fabric}, "
+            f"{attention} x {self.dp_ranks} ranks, expert imbalance {self.imbalance:g}"
         )
 
 
@@ -265,7 +280,7 @@ class EpModel:
         lay = self.layout
         k = self.shape.experts_per_token or 1
         per_copy = tokens * self.hidden * (DISPATCH_BYTES + COMBINE_BYTES) * lay.imbalance
-        g = min(lay.gpus, lay.gpus_per_node)
+        g = lay.on_nvlink
         n = lay.gpus / g
         off_copies = (
             (n - 1) * (1 - (1 - 1 / n) ** k) if forwarded else k * (lay.gpus - g) / lay.gpus
@@ -321,9 +336,7 @@ def best_layout(
     _, _, heads, _, _ = shape.need_layers("expert parallelism")
     found: list[tuple[float, EpLayout, int, float]] = []
     for tp in attention_degrees(base.gpus, base.gpus_per_node, heads):
-        layout = EpLayout(
-            base.gpus, base.gpus_per_node, tp, base.network_gb_s, base.nvlink_gb_s, base.imbalance
-        )
+        layout = replace(base, attention_tp=tp)
         model = EpModel(shape, acc, precision, layout, *io_tokens, cache=cache)
         got = model.best(max_itl_s)
         if got is not None:

@@ -175,21 +175,31 @@ def _cache(w: Work) -> KvCache:
     return KvCache(w.kv_precision, w.prefix_cache_hit_rate or 0.0)
 
 
+def _ep_base(gpus: int, node: tuple[int, float, float], domain_gpus: int) -> EpLayout:
+    """Experts over `gpus` GPUs of nodes `node` = (GPUs per node, link GB/s, network Gbit/s per
+    node) in an NVLink domain of `domain_gpus` (0: none beyond a node)."""
+    per_node, link_gb_s, network_gbps = node
+    network = network_gbps / per_node / BITS_PER_BYTE
+    return EpLayout(gpus, per_node, 1, network, link_gb_s, domain_gpus=domain_gpus)
+
+
 def ep_replica(
     shape: Shape,
     acc: Accelerator,
     w: Work,
     nodes: tuple[int, int, float, float],
     max_itl_s: float | None,
+    domain_gpus: int = 0,
 ) -> Replica | None:
     """Expert parallelism over `nodes` = (nodes, GPUs per node, link GB/s, network Gbit/s per
-    node): the attention degree with the most tokens per GPU within the ITL target."""
+    node), the nodes of an NVLink domain of `domain_gpus` (an NVL72 rack) talking over NVLink:
+    the attention degree with the most tokens per GPU within the ITL target."""
     count, per_node, link_gb_s, network_gbps = nodes
     gpus = count * per_node
     if gpus > (shape.experts or 0):
         return None
     io = w.io_tokens()
-    base = EpLayout(gpus, per_node, 1, network_gbps / per_node / BITS_PER_BYTE, link_gb_s)
+    base = _ep_base(gpus, (per_node, link_gb_s, network_gbps), domain_gpus)
     try:
         got = best_layout(shape, acc, w.precision, base, io, max_itl_s, _cache(w))
     except InputError:
@@ -226,15 +236,22 @@ def ep_replica(
 
 
 def pp_replica(
-    shape: Shape, acc: Accelerator, w: Work, nodes: tuple[int, int, float, float]
+    shape: Shape,
+    acc: Accelerator,
+    w: Work,
+    nodes: tuple[int, int, float, float],
+    domain_gpus: int = 0,
 ) -> Replica | None:
     """TP over each node's GPUs, PP over `nodes` = (nodes, GPUs per node, link GB/s, network
-    Gbit/s per node). A stage holds its layers' KV of every sequence in flight."""
+    Gbit/s per node). A stage holds its layers' KV of every sequence in flight. Stages inside
+    one NVLink domain of `domain_gpus` (an NVL72 rack) pass their activations over NVLink, one
+    direction of the GPU's link."""
     count, per_node, link_gb_s, network_gbps = nodes
     if count > (shape.layers or 0):
         return None
     io = w.io_tokens()
-    network = network_gbps / per_node / BITS_PER_BYTE
+    inside = count * per_node <= domain_gpus
+    network = link_gb_s / 2 if inside else network_gbps / per_node / BITS_PER_BYTE
     try:
         pp = PipelineServing.build(
             shape, acc, (per_node, link_gb_s, network), count, io, w.precision, _cache(w)
@@ -335,7 +352,12 @@ def _simulated(s: _Sized, rate: float, targets: Targets) -> _Sized:
 
 
 def _sizes(
-    shape: Shape, acc: Accelerator, w: Work, targets: Targets, node: tuple[int, float, float]
+    shape: Shape,
+    acc: Accelerator,
+    w: Work,
+    targets: Targets,
+    node: tuple[int, float, float],
+    domain_gpus: int,
 ) -> list[_Sized]:
     """Every replica size that holds the model, from 2 nodes up, sized for the load; stops
     where one replica alone needs more GPUs than a size already within the targets."""
@@ -349,9 +371,9 @@ def _sizes(
             break
         nodes = (count, per_node, link_gb_s, network_gbps)
         r = (
-            ep_replica(shape, acc, w, nodes, max_itl_s)
+            ep_replica(shape, acc, w, nodes, max_itl_s, domain_gpus)
             if shape.experts
-            else pp_replica(shape, acc, w, nodes)
+            else pp_replica(shape, acc, w, nodes, domain_gpus)
         )
         if r is not None:
             r.spec, r.trace = spec, w.trace
@@ -367,17 +389,19 @@ def serve_across_nodes(
     w: Work,
     targets: Targets,
     node: tuple[int, float, float],
+    domain_gpus: int = 0,
 ) -> Fit | None:
     """Replicas over several nodes of `node` = (GPUs per node, link GB/s, network Gbit/s per
     node) for the work: the replica size needing the fewest GPUs (module doc); None without a
     network of MIN_NETWORK_GBPS, with a TP degree asked (it lives inside a node), with LoRA
-    adapters or when no size holds the model."""
+    adapters or when no size holds the model. `domain_gpus`: the GPUs one NVLink domain spans
+    beyond a node (GB200/GB300 NVL72: 72), over which a replica inside it talks."""
     network_gbps = node[2]
     # multi-LoRA over several nodes is not modelled: such a request stays on one node
     slow = network_gbps < MIN_NETWORK_GBPS
     if slow or w.tensor_parallel or w.lora_adapters or shape.layers is None:
         return None
-    found = _sizes(shape, acc, w, targets, node)
+    found = _sizes(shape, acc, w, targets, node, domain_gpus)
     if not found:
         return None
     pool = [s for s in found if s.met] or found
@@ -388,7 +412,7 @@ def serve_across_nodes(
         min(s.replica.ttft_s(0) for s in found) * 1e3,
         min(s.replica.itl_s(1) for s in found) * 1e3,
     )
-    return _fit(best, acc, w, targets, node, floor)
+    return _fit(best, acc, w, targets, (node, domain_gpus), floor)
 
 
 def _fit(
@@ -396,10 +420,11 @@ def _fit(
     acc: Accelerator,
     w: Work,
     targets: Targets,
-    node: tuple[int, float, float],
+    placed: tuple[tuple[int, float, float], int],
     floor: tuple[float, float],
 ) -> Fit:
-    r, per_node = s.replica, node[0]
+    """`placed`: the node (GPUs, link GB/s, network Gbit/s) and the NVLink domain's GPUs."""
+    r, per_node = s.replica, placed[0][0]
     per_gpu = r.memory_gb(s.batch)
     capacity = s.tokens_s if w.request_rate is None else w.request_rate * r.out
     eff, source = bandwidth_efficiency(acc)
@@ -423,7 +448,7 @@ def _fit(
         latency_floor=floor,
         latency_met=s.met,
         serving_layout=r.layout,
-        serving_alternative=_disaggregated(r, acc, w, node, targets, s),
+        serving_alternative=_disaggregated(r, acc, w, placed, targets, s),
         figures=_figures(s, w, targets),
     )
 
@@ -466,7 +491,7 @@ def _disaggregated(
     r: Replica,
     acc: Accelerator,
     w: Work,
-    node: tuple[int, float, float],
+    placed: tuple[tuple[int, float, float], int],
     targets: Targets,
     s: _Sized,
 ) -> str | None:
@@ -474,8 +499,7 @@ def _disaggregated(
     (the replica's ITL without one); None for a dense model."""
     if r.experts_of is None:
         return None
-    per_node, link_gb_s, network_gbps = node
-    base = EpLayout(r.gpus, per_node, 1, network_gbps / per_node / BITS_PER_BYTE, link_gb_s)
+    base = _ep_base(r.gpus, *placed)
     itl_s = targets.max_itl_ms / 1e3 if targets.max_itl_ms is not None else s.itl_s
     got = compare(r.experts_of, acc, w.precision, base, w.io_tokens(), itl_s, _cache(w))
     return f"disaggregated prefill/decode on these {r.gpus} GPUs: {got.why()}"

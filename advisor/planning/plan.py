@@ -110,7 +110,8 @@ class Plan(ABC):
         (an instance type's link; the accelerator's own when None; 0: over PCIe) and whose nodes
         talk at `network_gbps` (an instance type's network; the profile's multi-node floor when
         None); `domain_gpus`, an NVLink domain larger than a node (GB200 NVL72: 72), which
-        training's collectives and layout read (self.domain_gpus while placing)."""
+        training's collectives and layout and a served replica over several nodes read
+        (self.domain_gpus while placing)."""
         link = acc.interconnect_gb_s if link_gb_s is None else link_gb_s
         network = self.profile.min_multi_node_network_gbps if network_gbps is None else network_gbps
         key = (acc.id, gpus_per_node, link, network, domain_gpus or 0)

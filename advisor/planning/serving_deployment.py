@@ -68,7 +68,12 @@ class ServingDeployment(Plan):
                 None
                 if held
                 else serve_across_nodes(
-                    self.shape, acc, w, self.targets, (per_node, link_gb_s, network)
+                    self.shape,
+                    acc,
+                    w,
+                    self.targets,
+                    (per_node, link_gb_s, network),
+                    self.domain_gpus or 0,
                 )
             )
             return across or self._unfit(acc, per_node, e.render(flag_name))
