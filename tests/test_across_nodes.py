@@ -4,6 +4,7 @@ in the estimate and in recommend."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -263,3 +264,18 @@ def test_a_replica_inside_an_nvlink_rack_talks_over_nvlink(shipped: Catalog) -> 
         and "in one NVLink domain of 72 GPUs" in reason  # the layout planned on it
         for reason in tray.reasons
     ), tray.reasons
+
+
+def test_a_bare_rack_scale_accelerator_is_estimated_on_its_trays_nvlink(shipped: Catalog) -> None:
+    """--accelerator gb300 is estimated on its host instance type's trays (BM.GPU.GB300.4),
+    their NVLink domain included: the same replica and speed as the instance type itself, and
+    the note says what it was taken to be."""
+
+    def run(**kw: object) -> Any:
+        req = {"workload": "high_throughput_inference", "model": "deepseek-v3", **kw}
+        return estimate(shipped, EstimateRequest(**req))  # type: ignore[arg-type]
+
+    bare, tray = run(accelerator="gb300", gpu_count=8), run(instance_type="BM.GPU.GB300.4")
+    assert bare.tokens_per_s == pytest.approx(tray.tokens_per_s, rel=1e-12)
+    assert any("in one NVLink domain of 72 GPUs" in n for n in bare.notes)
+    assert any("1800 GB/s GPU link across an NVLink domain of 72 GPUs" in n for n in bare.notes)

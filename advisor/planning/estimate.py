@@ -135,8 +135,7 @@ def estimate(
         # GPUs are at least a node's
         whole = per_node if instance is not None else req.tensor_parallel
         check_tensor_parallel(req.gpu_count or whole, req.tensor_parallel, per_node)
-    domain = instance.nvlink_domain_gpus if instance is not None else None
-    fit = plan.fit(acc, per_node, node.link_gb_s, node.network_gbps, domain)
+    fit = plan.fit(acc, per_node, node.link_gb_s, node.network_gbps, node.domain_gpus)
     price = _price(instance, req) if instance is not None else None
     # an unfit estimate keeps every figure (fits false, and why), its price at the count shown
     hourly = option_hourly_usd(price.hourly_usd, fit.nodes) if price and fit.nodes else None
@@ -265,12 +264,17 @@ class _Node:
     link_gb_s: float
     network_gbps: float  # between nodes, per node; 0: none known
     name: str  # what the notes call it
+    # GPUs one NVLink domain spans beyond a node (GB200/GB300 NVL72: 72): the instance type's,
+    # or a bare accelerator's host instance type's
+    domain_gpus: int | None = None
 
     def words(self) -> str | None:
         """What a bare accelerator was taken to be, for the notes (None on an instance type)."""
         if self.instance is not None:
             return None
         link = f"{self.link_gb_s:g} GB/s GPU link" if self.link_gb_s else "no GPU link (PCIe)"
+        if self.domain_gpus:
+            link += f" across an NVLink domain of {self.domain_gpus} GPUs"
         network = (
             f"{self.network_gbps:,.0f} Gbit/s between nodes"
             if self.network_gbps
@@ -298,6 +302,7 @@ def _hardware(catalog: Catalog, req: EstimateRequest) -> _Node:
             instance.interconnect_gb_s,
             instance.network_gbps,
             instance.id,
+            instance.nvlink_domain_gpus,
         )
     if req.accelerator is None:
         raise InputError(
@@ -319,7 +324,9 @@ def _hardware(catalog: Catalog, req: EstimateRequest) -> _Node:
         if per_node < board:
             name = f"{per_node} of the {board} chips of {name}"
         link = host.interconnect_gb_s if per_node > 1 else 0.0
-        return _Node(None, acc, per_node, link, host.network_gbps, name)
+        whole = per_node == board  # trays of the host's size: its NVLink domain holds
+        domain = host.nvlink_domain_gpus if whole else None
+        return _Node(None, acc, per_node, link, host.network_gbps, name, domain)
     if system is not None and req.gpus_per_node in (None, system.gpu_count):
         network = system.network_gbps or 0.0
         name = f"the {system.name} (the reference system of {acc.id}, catalog/systems.yaml)"
