@@ -252,6 +252,8 @@ def test_a_replica_inside_an_nvlink_rack_talks_over_nvlink(shipped: Catalog) -> 
     outside = pp_replica(l405, gb300, work, (2, *GB300_TRAY))
     assert inside is not None and outside is not None
     assert inside.step(64, 0.0) < outside.step(64, 0.0)
+    assert "PP 2 across nodes of one NVLink domain of 72 GPUs" in inside.layout
+    assert "NVLink" not in outside.layout
 
     result = recommend(
         shipped,

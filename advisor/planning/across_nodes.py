@@ -273,8 +273,9 @@ def pp_replica(
     return Replica(
         count * per_node,
         count,
-        f"TP {per_node} in each node x PP {count} across nodes, {count} micro-batches in "
-        "flight (advisor/perf/pipeline_serving.py)",
+        f"TP {per_node} in each node x PP {count} across nodes"
+        + (f" of one NVLink domain of {domain_gpus} GPUs" if inside else "")
+        + f", {count} micro-batches in flight (advisor/perf/pipeline_serving.py)",
         per_node,
         fit,
         step,
