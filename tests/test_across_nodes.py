@@ -266,6 +266,11 @@ def test_a_replica_inside_an_nvlink_rack_talks_over_nvlink(shipped: Catalog) -> 
         and "in one NVLink domain of 72 GPUs" in reason  # the layout planned on it
         for reason in tray.reasons
     ), tray.reasons
+    # the table's replicas x GPUs: one replica of 8 GPUs, though its attention's TP is 1
+    from advisor.cli.recommend_cmd import _replicas_cell
+
+    assert tray.sizing is not None and tray.sizing.tensor_parallel == 1
+    assert _replicas_cell(tray.sizing) == "1 x 8"
 
 
 def test_a_bare_rack_scale_accelerator_is_estimated_on_its_trays_nvlink(shipped: Catalog) -> None:

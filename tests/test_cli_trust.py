@@ -117,7 +117,7 @@ def test_default_columns_at_80_are_the_chosen_four() -> None:
         assert "left out" not in p.stdout
     wide = run("recommend", *LOW_LATENCY, "--wide", columns="200")
     header = " ".join(wide.stdout.split("─")[0].split())
-    for name in ("TTFT ms", "ITL ms", "tokens/s", "replicas x TP", "$/h", "score", "penalty"):
+    for name in ("TTFT ms", "ITL ms", "tokens/s", "replicas x GPUs", "$/h", "score", "penalty"):
         assert name in header, header
 
 

@@ -285,6 +285,13 @@ def _serving(r: Recommendation, figure: Callable[[SizedFigures], str]) -> str:
     return figure(r.sizing) if r.sizing is not None and r.sizing.itl_ms is not None else "-"
 
 
+def _replicas_cell(s: SizedFigures) -> str:
+    """Replicas x the GPUs of one: its TP degree inside a node, or an expert- or pipeline-
+    parallel replica's GPUs over several nodes (whose TP is attention's or a stage's)."""
+    replicas = s.replicas or 1
+    return f"{replicas} x {s.gpus_needed // replicas}"
+
+
 # What a served model's option delivers (advisor/perf/inference.py), in the table.
 SERVING_COLUMNS: list[tuple[Column, Callable[[Recommendation], str]]] = [
     (
@@ -297,8 +304,8 @@ SERVING_COLUMNS: list[tuple[Column, Callable[[Recommendation], str]]] = [
         lambda r: _serving(r, lambda s: f"{s.tokens_per_s or 0:,.0f}"),
     ),
     (
-        Column("replicas x TP", "right", drop_rank=12),
-        lambda r: _serving(r, lambda s: f"{s.replicas} x {s.tensor_parallel}"),
+        Column("replicas x GPUs", "right", drop_rank=12),
+        lambda r: _serving(r, _replicas_cell),
     ),
     (
         Column("$/M tokens", "right", drop_rank=11),

@@ -33,7 +33,11 @@ class SizedFigures(_Out):
     ttft_ms: float | None = Field(None, description="inference: time to first token")
     itl_ms: float | None = Field(None, description="inference: inter-token latency")
     concurrency: int | None = Field(None, description="inference: sequences per replica")
-    tensor_parallel: int | None = Field(None, description="inference: GPUs per replica")
+    tensor_parallel: int | None = Field(
+        None,
+        description="inference: a replica's tensor-parallel degree (its GPUs inside one node; "
+        "over several nodes, attention's degree (expert parallel) or a stage's (pipeline))",
+    )
     gpu_hours: float | None = Field(None, description="training: GPUs x wall hours")
     mfu: float | None = Field(
         None, description="training: model FLOPs utilisation (6ND; 4ND + 6AD with LoRA adapters)"
