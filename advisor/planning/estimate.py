@@ -310,23 +310,19 @@ def _hardware(catalog: Catalog, req: EstimateRequest) -> _Node:
             "(unpriced) to estimate on",
             field="instance_type",
         )
-    acc = get_accelerator(catalog, req.accelerator)
+    return _bare(catalog, get_accelerator(catalog, req.accelerator), req)
+
+
+def _bare(catalog: Catalog, acc: Accelerator, req: EstimateRequest) -> _Node:
+    """A bare accelerator on its reference system, else on its largest instance type (the
+    host), else on nodes of the GPUs per node asked for."""
     system = reference_system(catalog, acc.id)
     host = reference_instance(catalog, acc.id) if system is None else None
     default_board = system.gpu_count if system else host.gpu_count if host else None
     board = req.gpus_per_node or default_board or DEFAULT_GPUS_PER_NODE
     per_node = min(req.gpu_count, board) if req.gpu_count else board
     if host is not None and req.gpus_per_node in (None, host.gpu_count):
-        name = (
-            f"the {host.id} (the catalog's largest {acc.id} instance type; no vendor system in "
-            "catalog/systems.yaml)"
-        )
-        if per_node < board:
-            name = f"{per_node} of the {board} chips of {name}"
-        link = host.interconnect_gb_s if per_node > 1 else 0.0
-        whole = per_node == board  # trays of the host's size: its NVLink domain holds
-        domain = host.nvlink_domain_gpus if whole else None
-        return _Node(None, acc, per_node, link, host.network_gbps, name, domain)
+        return _on_host(acc, host, per_node, board)
     if system is not None and req.gpus_per_node in (None, system.gpu_count):
         network = system.network_gbps or 0.0
         name = f"the {system.name} (the reference system of {acc.id}, catalog/systems.yaml)"
@@ -341,6 +337,20 @@ def _hardware(catalog: Catalog, req: EstimateRequest) -> _Node:
         )
         name = f"nodes of {per_node} x {acc.id} ({why})"
     return _Node(None, acc, per_node, acc.interconnect_gb_s if per_node > 1 else 0.0, network, name)
+
+
+def _on_host(acc: Accelerator, host: InstanceType, per_node: int, board: int) -> _Node:
+    """`per_node` of the `board` chips of the host instance type: its link (none for one
+    chip), its network, and its NVLink domain while whole trays are used."""
+    name = (
+        f"the {host.id} (the catalog's largest {acc.id} instance type; no vendor system in "
+        "catalog/systems.yaml)"
+    )
+    if per_node < board:
+        name = f"{per_node} of the {board} chips of {name}"
+    link = host.interconnect_gb_s if per_node > 1 else 0.0
+    domain = host.nvlink_domain_gpus if per_node == board else None
+    return _Node(None, acc, per_node, link, host.network_gbps, name, domain)
 
 
 def _notes(fit: Fit, profile: WorkloadProfile, node: _Node) -> list[str]:
