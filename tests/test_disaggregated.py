@@ -23,6 +23,26 @@ def test_kv_transfer_by_hand() -> None:
     # 2,000-token prompt 70.272 MB; 8 GPUs x 50 GB/s x 43/50 = 344 GB/s: 4,895.3 prompts/s.
     got = kv_transfer_requests_s(V3, "fp8", _base(8), 2000)
     assert got == pytest.approx(344e9 / 70.272e6, rel=1e-6)
+    # both pools inside one NVL72 rack: 8 GPUs x 1,800 / 2 GB/s x 43/50 = 6,192 GB/s
+    rack = EpLayout(8, 4, 1, 100.0, 1800.0, domain_gpus=72)
+    inside = kv_transfer_requests_s(V3, "fp8", rack, 2000, over_nvlink=True)
+    assert inside == pytest.approx(6192e9 / 70.272e6, rel=1e-6)
+
+
+def test_pools_inside_an_nvlink_rack_move_the_kv_over_it() -> None:
+    """18 trays of 4 GB300 in one rack, or the same trays apart: a prefill pool of n trays
+    carries 8,000-token prompts' KV (35,136 bytes a token in FP8: 281.088 MB) at 4n GPUs x
+    1,800 / 2 GB/s x 43/50 inside the rack, at 4n x 100 GB/s x 43/50 over the network."""
+    gb300 = CAT.accelerators["gb300"]
+    prompt = 35_136 * 8000
+    for domain, per_gpu in ((72, 900e9), (0, 100e9)):
+        base = EpLayout(72, 4, 1, 100.0, 1800.0, domain_gpus=domain)
+        got = compare(V3, gb300, "fp8", base, (8000, 100), 0.1).disaggregated
+        assert got is not None
+        trays = int(got.detail.split(" prefill node(s)")[0])
+        bound = float(got.detail.split("KV transfer ")[1].split(" req/s")[0])
+        expected = 4 * trays * per_gpu * 43 / 50 / prompt
+        assert bound == pytest.approx(expected, abs=0.051), (domain, got.detail)
 
 
 def test_two_nodes_cannot_split_deepseek_v3() -> None:

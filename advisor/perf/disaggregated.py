@@ -123,10 +123,15 @@ def prefill_requests_s(model: EpModel) -> float:
     return model.layout.dp_ranks * chunk / seconds / model.inp
 
 
-def kv_transfer_requests_s(shape: Shape, kv_precision: str, layout: EpLayout, inp: int) -> float:
-    """Prompts' KV caches per second the prefill GPUs' network shares carry to decode nodes."""
+def kv_transfer_requests_s(
+    shape: Shape, kv_precision: str, layout: EpLayout, inp: int, over_nvlink: bool = False
+) -> float:
+    """Prompts' KV caches per second the prefill GPUs' network shares carry to decode nodes;
+    `over_nvlink`, both pools inside one NVLink domain (an NVL72 rack): one direction of each
+    GPU's link instead, at the same achieved share."""
     kv = kv_cache_bytes_per_token(shape, kv_precision, inp).value * inp
-    return layout.gpus * layout.network_gb_s * NETWORK_A2A_EFFICIENCY * GB / kv
+    per_gpu = layout.nvlink_gb_s / 2 if over_nvlink else layout.network_gb_s
+    return layout.gpus * per_gpu * NETWORK_A2A_EFFICIENCY * GB / kv
 
 
 def disaggregated(
@@ -156,7 +161,9 @@ def disaggregated(
         per_rank, itl = got
         limits = {
             "prefill": prefill_requests_s(prefill),
-            "KV transfer": kv_transfer_requests_s(shape, prefill.kv_precision, pre, inp),
+            "KV transfer": kv_transfer_requests_s(
+                shape, prefill.kv_precision, pre, inp, base.on_nvlink == base.gpus
+            ),
             "decode": per_rank * dec.dp_ranks / (out * itl),
         }
         bound = min(limits, key=lambda name: limits[name])
