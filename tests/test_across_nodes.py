@@ -12,7 +12,7 @@ from advisor import Catalog, recommend
 from advisor.perf.sizing import Shape
 from advisor.perf.targets import Targets
 from advisor.perf.work import Work
-from advisor.planning.across_nodes import ep_replica, pp_replica, serve_across_nodes
+from advisor.planning.across_nodes import ep_replica, pp_replica, serve_across_nodes, tp_replica
 from advisor.planning.estimate import estimate
 from advisor.request import EstimateRequest, RecommendRequest
 
@@ -286,3 +286,34 @@ def test_a_bare_rack_scale_accelerator_is_estimated_on_its_trays_nvlink(shipped:
     assert bare.tokens_per_s == pytest.approx(tray.tokens_per_s, rel=1e-12)
     assert any("in one NVLink domain of 72 GPUs" in n for n in bare.notes)
     assert any("1800 GB/s GPU link across an NVLink domain of 72 GPUs" in n for n in bare.notes)
+
+
+GB200_TRAY = (4, 1800.0, 1600.0)  # BM.GPU.GB200.4: 4 GPUs, NVLink 1,800 GB/s, 1,600 Gbit/s
+
+
+def test_tensor_parallelism_spans_the_trays_of_a_rack(shipped: Catalog) -> None:
+    """Llama 3.1 405B in bf16 (810 GB) holds in no tray of 4 GB200s: inside an NVL72 rack TP 8
+    spans two trays over their NVLink, and a token passes one replica of all 8 GPUs once instead
+    of two pipeline stages of 4 in turn: each GPU reads the same eighth of the weights, so TP 8's
+    ITL is below PP 2's (about half, plus its all-reduces). Outside a rack, or at a degree that
+    does not divide the 128 heads (12 GPUs), there is none; a low-latency estimate takes it."""
+    gb200 = shipped.accelerators["gb200"]
+    l405 = Shape.of(shipped.models["llama-3.1-405b"])
+    work = _work(model="llama-3.1-405b", workload="low_latency_inference")
+    tp = tp_replica(l405, gb200, work, (2, *GB200_TRAY), 72)
+    pp = pp_replica(l405, gb200, work, (2, *GB200_TRAY), 72)
+    assert tp is not None and pp is not None
+    assert tp.layout.startswith("TP 8 over 2 nodes of one NVLink domain of 72 GPUs")
+    assert tp.gpus == pp.gpus == 8 and tp.tensor_parallel == 8
+    assert pp.itl_s(1) / 2 < tp.itl_s(1) < pp.itl_s(1)
+    assert tp_replica(l405, gb200, work, (2, *GB200_TRAY)) is None
+    assert tp_replica(l405, gb200, work, (3, *GB200_TRAY), 72) is None
+    e = estimate(
+        shipped,
+        EstimateRequest(
+            workload="low_latency_inference",
+            model="llama-3.1-405b",
+            instance_type="BM.GPU.GB200.4",
+        ),
+    )
+    assert any("TP 8 over 2 nodes of one NVLink domain" in n for n in e.notes), e.notes

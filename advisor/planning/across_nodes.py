@@ -1,7 +1,8 @@
 """A served model no tensor-parallel degree inside one node holds, served by replicas that span
 nodes: a mixture of experts with expert parallelism over every GPU of the replica and attention
 data-parallel (advisor/perf/moe_serving.py), a dense model with TP inside each node and PP across
-them (advisor/perf/pipeline_serving.py). The same questions as one-node serving
+them (advisor/perf/pipeline_serving.py), or, over the trays of one NVLink domain (an NVL72 rack),
+TP over all of them. The same questions as one-node serving
 (advisor/planning/serving.py) on a replica of several nodes:
 
 - the replica's iteration time for d decode sequences and p prompt tokens: EP, every DP rank at
@@ -41,9 +42,12 @@ from advisor.perf.inference import (
     LOAD_REQUESTS,
     SCHEDULER_LARGE,
     SCHEDULER_SMALL,
+    Deployment,
+    InferenceModel,
     arrivals,
     bandwidth_efficiency,
     load_figures,
+    moe_of,
 )
 from advisor.perf.moe_serving import EpLayout, EpModel, KvCache, best_layout
 from advisor.perf.pipeline_serving import PipelineServing
@@ -285,6 +289,59 @@ def pp_replica(
     )
 
 
+def tp_replica(
+    shape: Shape,
+    acc: Accelerator,
+    w: Work,
+    nodes: tuple[int, int, float, float],
+    domain_gpus: int = 0,
+) -> Replica | None:
+    """TP over every GPU of `nodes` = (nodes, GPUs per node, link GB/s, network Gbit/s per
+    node) when they lie in one NVLink domain of `domain_gpus` (an NVL72 rack: its trays reach
+    each other over the same NVLink, so tensor parallelism spans them); None outside one, or
+    where the degree does not divide the heads."""
+    count, per_node, link_gb_s, _ = nodes
+    gpus = count * per_node
+    if gpus > domain_gpus or not shape.heads or shape.heads % gpus:
+        return None
+    io, cache = w.io_tokens(), _cache(w)
+    dep = Deployment(
+        acc,
+        gpus,
+        gpus,
+        w.precision,
+        link_gb_s,
+        gpus,
+        kv_precision=cache.precision,
+        prefix_cache_hit_rate=cache.prefix_hit_rate,
+    )
+    try:
+        model = InferenceModel(shape, dep, *io, moe_of(shape.experts, shape.experts_per_token))
+        fit = model.max_concurrency()
+    except InputError:
+        return None
+    inp = io[0]
+
+    def step(decode: int, prompt_tokens: float) -> float:
+        return model.iteration_s(decode, prompt_tokens, inp)
+
+    def memory_gb(sequences: int) -> float:
+        return model.memory(max(1, sequences))[-1].value / gpus
+
+    return Replica(
+        gpus,
+        count,
+        f"TP {gpus} over {count} nodes of one NVLink domain of {domain_gpus} GPUs "
+        "(advisor/perf/inference.py)",
+        gpus,
+        fit,
+        step,
+        memory_gb,
+        _scheduler(fit, sum(io), 1, acc.device_memory_gb),
+        *io,
+    )
+
+
 @dataclass(frozen=True)
 class _Sized:
     replica: Replica
@@ -371,16 +428,21 @@ def _sizes(
         if met and count * per_node > min(met):
             break
         nodes = (count, per_node, link_gb_s, network_gbps)
-        r = (
-            ep_replica(shape, acc, w, nodes, max_itl_s, domain_gpus)
+        replicas = (
+            [ep_replica(shape, acc, w, nodes, max_itl_s, domain_gpus)]
             if shape.experts
-            else pp_replica(shape, acc, w, nodes, domain_gpus)
+            else [
+                pp_replica(shape, acc, w, nodes, domain_gpus),
+                tp_replica(shape, acc, w, nodes, domain_gpus),
+            ]
         )
-        if r is not None:
+        for r in replicas:
+            if r is None:
+                continue
             r.spec, r.trace = spec, w.trace
-        sized = _size(r, w, targets, w.gpu_count or 0) if r is not None else None
-        if sized is not None:
-            found.append(sized)
+            sized = _size(r, w, targets, w.gpu_count or 0)
+            if sized is not None:
+                found.append(sized)
     return found
 
 
