@@ -47,7 +47,6 @@ from advisor.perf.inference import (
     arrivals,
     bandwidth_efficiency,
     load_figures,
-    moe_of,
 )
 from advisor.perf.moe_serving import EpLayout, EpModel, KvCache, best_layout
 from advisor.perf.pipeline_serving import PipelineServing
@@ -316,7 +315,7 @@ def tp_replica(
         prefix_cache_hit_rate=cache.prefix_hit_rate,
     )
     try:
-        model = InferenceModel(shape, dep, *io, moe_of(shape.experts, shape.experts_per_token))
+        model = InferenceModel(shape, dep, *io)  # a dense model (an MoE takes ep_replica)
         fit = model.max_concurrency()
     except InputError:
         return None
