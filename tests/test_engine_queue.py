@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +144,32 @@ def _three_per_client(tmp_path: Path) -> Any:
     return create_app(settings)
 
 
+def _three_clients_post(
+    app: Any,
+    post: Callable[[httpx.AsyncClient, str, int], Awaitable[httpx.Response]],
+    held: Callable[[int], bool],
+    release: threading.Event,
+) -> list[httpx.Response]:
+    """Clients 1, 2 and 3 (an address each) post 3, 3 and 1 requests in that order, each once
+    the ones before it are held (`held(posted)`); then `release` lets the held work go."""
+
+    async def run() -> list[httpx.Response]:
+        async with (
+            _client(app, "10.0.0.1") as one,
+            _client(app, "10.0.0.2") as two,
+            _client(app, "10.0.0.3") as three,
+        ):
+            tasks = []
+            for client, http, count in (("1", one, 3), ("2", two, 3), ("3", three, 1)):
+                for n in range(1, count + 1):
+                    tasks.append(asyncio.create_task(post(http, client, n)))
+                    await _until(lambda: held(len(tasks)))
+            release.set()
+            return list(await asyncio.gather(*tasks))
+
+    return asyncio.run(run())
+
+
 def test_clients_take_turns_on_the_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The thread goes to the client that has waited longest for a turn: a newcomer behind two
     clients with three estimates each is answered third, not seventh (first come, first
@@ -164,23 +190,12 @@ def test_clients_take_turns_on_the_engine(tmp_path: Path, monkeypatch: pytest.Mo
     def body(client: str, n: int) -> dict[str, Any]:
         return {**SIZED, "tokens": float(f"{client}{n}")}  # 11: client 1's first
 
-    async def run() -> list[httpx.Response]:
-        async with (
-            _client(app, "10.0.0.1") as one,
-            _client(app, "10.0.0.2") as two,
-            _client(app, "10.0.0.3") as three,
-        ):
-            tasks = []
-            for client, http, count in (("1", one, 3), ("2", two, 3), ("3", three, 1)):
-                for n in range(1, count + 1):
-                    tasks.append(
-                        asyncio.create_task(http.post("/v1/estimates", json=body(client, n)))
-                    )
-                    await _until(lambda: engine.queued == len(tasks))
-            release.set()
-            return list(await asyncio.gather(*tasks))
-
-    answers = asyncio.run(run())
+    answers = _three_clients_post(
+        app,
+        lambda http, client, n: http.post("/v1/estimates", json=body(client, n)),
+        lambda posted: engine.queued == posted,
+        release,
+    )
     assert [r.status_code for r in answers] == [200] * 7
     assert order == ["11", "21", "31", "12", "22", "13", "23"]
     assert engine.per_client == {} and engine.waiting == {} and not engine.busy
@@ -213,26 +228,14 @@ def test_clients_take_turns_on_the_thread_that_parses_large_bodies(
     def held_or_waiting() -> int:
         return parsing.busy + sum(len(q) for q in parsing.waiting.values())
 
-    async def run() -> list[httpx.Response]:
-        async with (
-            _client(app, "10.0.0.1") as one,
-            _client(app, "10.0.0.2") as two,
-            _client(app, "10.0.0.3") as three,
-        ):
-            tasks = []
-            for client, http, count in (("1", one, 3), ("2", two, 3), ("3", three, 1)):
-                for n in range(1, count + 1):
-                    post = http.post(
-                        "/v1/estimates",
-                        content=body(client, n),
-                        headers={"content-type": "application/json"},
-                    )
-                    tasks.append(asyncio.create_task(post))
-                    await _until(lambda: held_or_waiting() == len(tasks))
-            release.set()
-            return list(await asyncio.gather(*tasks))
-
-    answers = asyncio.run(run())
+    answers = _three_clients_post(
+        app,
+        lambda http, client, n: http.post(
+            "/v1/estimates", content=body(client, n), headers={"content-type": "application/json"}
+        ),
+        lambda posted: held_or_waiting() == posted,
+        release,
+    )
     assert [r.status_code for r in answers] == [200] * 7
     assert order == ["11", "21", "31", "12", "22", "13", "23"]
     assert parsing.waiting == {} and not parsing.busy

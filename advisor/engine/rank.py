@@ -384,8 +384,7 @@ def _spans_words(s: Placement, it: InstanceType, p: WorkloadProfile) -> str:
     lies inside one NVLink domain, an NVL72 rack), or a job that scales out over the network."""
     fit, network_gbps = s.fit, it.network_gbps
     if fit is not None and fit.serving_layout is not None:
-        replica = fit.gpus_needed // (fit.replicas or 1)
-        if replica <= (it.nvlink_domain_gpus or 0):
+        if fit.gpus_per_replica <= (it.nvlink_domain_gpus or 0):
             return (
                 f"one replica spans nodes over NVLink ({it.interconnect_gb_s:g} GB/s a GPU): "
                 f"{fit.serving_layout}"
@@ -399,7 +398,7 @@ def _spans_words(s: Placement, it: InstanceType, p: WorkloadProfile) -> str:
 
 def _tp_words(fit: Fit) -> str:
     if fit.serving_layout is not None:
-        return f" of {fit.gpus_needed // (fit.replicas or 1)} GPUs"
+        return f" of {fit.gpus_per_replica} GPUs"
     return f" x TP {fit.tensor_parallel}" if fit.tensor_parallel else ""
 
 

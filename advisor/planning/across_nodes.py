@@ -42,8 +42,6 @@ from advisor.perf.inference import (
     LOAD_REQUESTS,
     SCHEDULER_LARGE,
     SCHEDULER_SMALL,
-    Deployment,
-    InferenceModel,
     arrivals,
     bandwidth_efficiency,
     load_figures,
@@ -303,19 +301,11 @@ def tp_replica(
     gpus = count * per_node
     if gpus > domain_gpus or not shape.heads or shape.heads % gpus:
         return None
-    io, cache = w.io_tokens(), _cache(w)
-    dep = Deployment(
-        acc,
-        gpus,
-        gpus,
-        w.precision,
-        link_gb_s,
-        gpus,
-        kv_precision=cache.precision,
-        prefix_cache_hit_rate=cache.prefix_hit_rate,
-    )
+    io = w.io_tokens()
     try:
-        model = InferenceModel(shape, dep, *io)  # a dense model (an MoE takes ep_replica)
+        # one stage of TP over every GPU: the pipeline's own stage model, the whole model on it
+        one = (gpus, link_gb_s, 0.0)
+        model = PipelineServing.build(shape, acc, one, 1, io, w.precision, _cache(w)).stage
         fit = model.max_concurrency()
     except InputError:
         return None

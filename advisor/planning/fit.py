@@ -63,3 +63,8 @@ class Fit:
     # (advisor/perf/efficiency.py efficiency_bounds)
     hours_range: tuple[float, float] | None = None
     figures: tuple[Figure, ...] = field(default=(), compare=False)
+
+    @property
+    def gpus_per_replica(self) -> int:
+        """Serving: the GPUs of one model copy (its TP degree, or a replica over several nodes)."""
+        return self.gpus_needed // (self.replicas or 1)
