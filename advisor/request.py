@@ -31,7 +31,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from advisor.catalog.hf_config import ConfigError, preset_from_config
-from advisor.catalog.models import ModelPreset, Objective, Purchase
+from advisor.catalog.models import ModelPreset, Objective, Provider, Purchase
 from advisor.catalog.queries import canonical_region
 from advisor.errors import InputError, field_name
 from advisor.perf.serving_sim import Request
@@ -746,7 +746,7 @@ class RecommendRequest(_PriceChoice, SizedWork):
     provider: Annotated[
         str | None,
         Field(min_length=1, max_length=ID_MAX_CHARS),
-        Cli("aws, gcp or azure.", CONSTRAINTS, "-P"),
+        Cli(f"{', '.join(get_args(Provider))}: only its offerings.", CONSTRAINTS, "-P"),
     ] = None
     max_hourly_usd: Annotated[
         float | None, Field(gt=0), Cli("Budget in USD per hour.", CONSTRAINTS)

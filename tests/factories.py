@@ -11,7 +11,7 @@ import yaml
 from advisor.catalog import Catalog
 from advisor.catalog.loading import load_catalog
 
-TODAY = dt.date(2026, 12, 3)  # the latest date shipped snapshot rows were read (catalog/README.md)
+TODAY = dt.date(2026, 12, 5)  # the latest date shipped snapshot rows were read (catalog/README.md)
 AS_OF = "2026-11-01"
 
 

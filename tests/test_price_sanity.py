@@ -178,8 +178,10 @@ def test_gpu_clouds_are_not_held_to_hyperscale_prices(tmp_path: Path) -> None:
 
 def test_shipped_gpu_cloud_prices_are_ranked(shipped: Catalog) -> None:
     # Lambda (SkyPilot snapshot): 8 x H100 SXM $31.92/h = $3.99/GPU-h, under half the hyperscale
-    # median; compared with GPU clouds only it is not flagged, so it can be recommended.
-    for it_id in ("gpu_8x_h100_sxm5", "gpu_8x_b200_sxm6", "tensorwave-mi325x-8"):
+    # median; compared with GPU clouds only it is not flagged, so it can be recommended. RunPod
+    # (SkyPilot snapshot): 8 x H100 SXM $26.32/h = $3.29/GPU-h, 8 x MI300X $19.12/h likewise.
+    gpu_clouds = ("gpu_8x_h100_sxm5", "gpu_8x_b200_sxm6", "tensorwave-mi325x-8")
+    for it_id in (*gpu_clouds, "8x_H100-SXM_SECURE", "8x_MI300X_SECURE", "8x_B200_SECURE"):
         assert all(p.flag is None for p in shipped.instance_types[it_id].prices), it_id
 
 

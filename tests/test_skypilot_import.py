@@ -475,3 +475,60 @@ def test_lambda_layout_imports_the_gpu_families_with_hand_facts_kept() -> None:
         "gpu_4x_h100_sxm5",
     }
     assert _price(by_id["gpu_8x_b200_sxm6"], "europe-central-1", "on_demand") == 53.52
+
+
+# --- RunPod (a GPU cloud priced per GPU, countries as regions) -------------------------------
+
+RUNPOD_CSV = (
+    shipped_catalog_dir().parent
+    / "catalog/snapshots/skypilot-01acdfd419ce5afae1289ff14825b893ced0c196/catalogs/v8/runpod/vms.csv"
+)
+
+
+def test_runpod_imports_on_demand_per_country_and_no_spot() -> None:
+    # The snapshot rows (real figures of catalogs/v8/runpod/vms.csv @01acdfd): 8x_H100-SXM_SECURE
+    # Price 26.32 (8 x $3.29) and SpotPrice 26.32 in each of 48 data centres of 14 countries.
+    # One on-demand price per country; the SpotPrice column is not read (RunPod publishes no
+    # interruption rate to plan spot with), though every row has one.
+    entries, summary = _import("runpod", RUNPOD_CSV, [], KNOWN | {"b200", "h200-sxm", "mi300x"})
+    by_id = {e["id"]: e for e in entries}
+    assert set(summary.added) == {
+        f"{n}x_{name}_SECURE" for name in ("B200", "H100-SXM", "H200-SXM", "MI300X") for n in (1, 8)
+    }
+    h100 = by_id["8x_H100-SXM_SECURE"]
+    assert (h100["accelerator"], h100["gpu_count"], h100["vcpus"]) == ("h100-sxm", 8, 160)
+    assert {p["purchase"] for p in h100["prices"]} == {"on_demand"}
+    assert len(h100["prices"]) == 14
+    assert _price(h100, "US", "on_demand") == 26.32
+    assert _price(by_id["8x_MI300X_SECURE"], "IS", "on_demand") == 19.12  # 8 x 2.39
+    assert by_id["1x_H200-SXM_SECURE"]["accelerator"] == "h200-sxm"
+    assert not summary.unknown_accelerators
+
+
+def test_runpod_names_its_pcie_parts_without_a_suffix() -> None:
+    # RunPod's "A100-80GB" and "H100" are the PCIe cards (its fetcher renames A100-PCIe and
+    # H100-PCIe so); on AWS "A100-80GB" is the SXM part of p4de and "H100" the SXM part of p5.
+    assert skypilot.accelerator_id("runpod", "1x_A100-80GB_SECURE", "A100-80GB") == "a100-80gb-pcie"
+    assert skypilot.accelerator_id("runpod", "8x_H100_SECURE", "H100") == "h100-pcie"
+    assert skypilot.accelerator_id("runpod", "8x_H100-SXM_SECURE", "H100-SXM") == "h100-sxm"
+    assert skypilot.accelerator_id("aws", "p4de.24xlarge", "A100-80GB") == "a100-80gb-sxm"
+    assert skypilot.accelerator_id("aws", "p5.48xlarge", "H100") == "h100-sxm"
+
+
+def test_runpod_layout_reads_a_real_row_and_its_workstation_cards() -> None:
+    # A real row of the same file (1x_A100-80GB_SECURE, India) and a row (figures made up) of a
+    # workstation card RunPod rents that the catalog has no id for: parsed, not an error.
+    header = RUNPOD_CSV.read_text().splitlines()[0]
+    gpu_info = "\"{'Gpus': []}\""
+    text = "\n".join(
+        [
+            header,
+            f"1x_A100-80GB_SECURE,A100-80GB,1.0,8.0,117.0,IN,1.39,1.39,AP-IN-1,{gpu_info}",
+            f"1x_RTX4090_SECURE,RTX4090,1.0,5.0,29.0,US,0.69,0.69,US-TX-3,{gpu_info}",
+        ]
+    )
+    rows = skypilot.parse_csv(text, "vms.csv", "runpod")
+    assert [(r.instance_type, r.region, r.zone, r.price) for r in rows] == [
+        ("1x_A100-80GB_SECURE", "IN", "AP-IN-1", 1.39),
+        ("1x_RTX4090_SECURE", "US", "US-TX-3", 0.69),
+    ]

@@ -269,9 +269,13 @@ class Price(Strict):
         return value
 
 
+# Who rents an instance type; a provider joins only with sourced prices (catalog/README.md).
+Provider = Literal["aws", "gcp", "azure", "oci", "lambda", "runpod", "coreweave", "other"]
+
+
 class InstanceType(Strict):
     id: Id
-    provider: Literal["aws", "gcp", "azure", "oci", "lambda", "coreweave", "other"]
+    provider: Provider
     accelerator: Id | None  # None = CPU-only
     cpu: Id | None = None  # catalog CPU class for CPU-only offerings
     gpu_count: Annotated[int, Field(ge=0, le=64)]
@@ -335,7 +339,7 @@ class SpotInterruption(Strict):
     rate per node-hour by advisor/perf/spot.py rate_per_node_h."""
 
     id: Id
-    provider: Literal["aws", "gcp", "azure", "oci", "lambda", "coreweave", "other"]
+    provider: Provider
     # Instance-id prefixes this entry is for ("p5." = the p5 family); empty: the whole provider.
     # The longest matching prefix wins over the provider-wide entry.
     instance_prefixes: tuple[str, ...] = ()

@@ -288,7 +288,10 @@ def validate(json_out: JsonOpt = False) -> None:
 def import_skypilot(
     source: Annotated[str, typer.Argument(metavar="PATH|URL", help="A SkyPilot vms.csv.")],
     provider: Annotated[
-        str | None, typer.Option(help="aws, gcp or azure (default: from the path)")
+        str | None,
+        typer.Option(
+            help="aws, gcp, azure, oci, lambda or runpod: the CSV's layout (default: from the path)"
+        ),
     ] = None,
     out: Annotated[
         Path | None,

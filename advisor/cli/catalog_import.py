@@ -58,12 +58,13 @@ def _fetch(url: str) -> str:
 
 
 def guess_provider(source: str) -> str:
-    """aws/gcp/azure from the path's folders (catalogs/v8/aws/vms.csv), else InputError."""
+    """The provider from the path's folders (catalogs/v8/aws/vms.csv), else InputError."""
     parts = [p.lower() for p in urllib.parse.urlsplit(source).path.split("/")]
     parts += [p.lower() for p in Path(source).parts]
     found = [p for p in skypilot.LAYOUTS if p in parts]
     if len(set(found)) != 1:
-        raise InputError(f"cannot tell the provider of {source!r}: give --provider aws|gcp|azure")
+        known = "|".join(skypilot.LAYOUTS)
+        raise InputError(f"cannot tell the provider of {source!r}: give --provider {known}")
     return found[0]
 
 

@@ -38,6 +38,8 @@ from advisor.errors import InputError
 #                             shape worldwide, SpotPrice empty for bare-metal GPU shapes)
 #   catalogs/v8/lambda/vms.csv (commit 0f4070387edc953d7004cff197940e1918a1d6aa; one price per
 #                             instance type in every region, no zones, SpotPrice empty)
+#   catalogs/v8/runpod/vms.csv (RunPod's secure cloud: Region is a country, AvailabilityZone a
+#                             data centre; Price and SpotPrice are per-GPU rates x the GPU count)
 LAYOUTS: dict[str, tuple[str, ...]] = {
     "aws": (
         "InstanceType",
@@ -98,6 +100,18 @@ LAYOUTS: dict[str, tuple[str, ...]] = {
         "Region",
         "GpuInfo",
         "SpotPrice",
+    ),
+    "runpod": (
+        "InstanceType",
+        "AcceleratorName",
+        "AcceleratorCount",
+        "vCPUs",
+        "MemoryGiB",
+        "Region",
+        "SpotPrice",
+        "Price",
+        "AvailabilityZone",
+        "GpuInfo",
     ),
 }
 OPTIONAL_COLUMNS = frozenset({"Arch", "Generation", "GpuInfo"})
@@ -293,8 +307,9 @@ def source_types(
         by_region: dict[str, list[tuple[str | None, float | None, float | None]]] = defaultdict(
             list
         )
+        spot_kept = provider not in names.SPOT_NOT_IMPORTED
         for row in group:
-            by_region[row.region].append((row.zone, row.price, row.spot))
+            by_region[row.region].append((row.zone, row.price, row.spot if spot_kept else None))
         found[type_id] = SourceType(
             id=type_id,
             accelerator=first.accelerator,
@@ -660,10 +675,15 @@ def render_yaml(
         if scope
         else ""
     )
+    spot = (
+        f"spot not imported ({names.SPOT_NOT_IMPORTED[provider]})"
+        if provider in names.SPOT_NOT_IMPORTED
+        else "spot = MEDIAN of SpotPrice over the region's zones (never the minimum)"
+    )
     text = (
         f"{provider} instance types. Written by `advisor catalog import skypilot` from "
-        f"{source}. {covered}Imported prices: on-demand = Price column; spot = MEDIAN of "
-        "SpotPrice over the region's zones (never the minimum). Hand-written facts (gpu_link, "
+        f"{source}. {covered}Imported prices: on-demand = Price column; {spot}. "
+        "Hand-written facts (gpu_link, "
         "interconnect, network, system, cpu, notes, ...) are kept by the importer; "
         "catalog/README.md says how to refresh."
     )

@@ -32,6 +32,11 @@ ACCELERATORS: dict[str, str] = {
     "T4": "t4",
     "B200": "b200",  # catalog id added by the hardware helper; reported until it exists
     "MI300X": "mi300x",
+    # RunPod's names for SXM parts (and the H100 NVL), as its fetcher formats them
+    "A100-80GB-SXM": "a100-80gb-sxm",
+    "H100-SXM": "h100-sxm",
+    "H200-SXM": "h200-sxm",
+    "H100-NVL": "h100-nvl",
     # 2026 hardware (AWS p6-b300: B300 SXM, https://aws.amazon.com/ec2/instance-types/p6/; OCI
     # BM.GPU.GB200.4 / GB300.4 / B300.8 / MI355X.8, https://docs.oracle.com/iaas/Content/Compute/
     # References/computeshapes.htm: one GPU of a GB200 / GB300 superchip, B300, MI355X)
@@ -56,6 +61,10 @@ OVERRIDES: dict[tuple[str, str], dict[str, str]] = {
     ("azure", "Standard_NC96ads_A100_v4"): {"A100-80GB": "a100-80gb-pcie"},
     ("azure", "Standard_NC40ads_H100_v5"): {"H100": "h100-nvl"},
     ("azure", "Standard_NC80adis_H100_v5"): {"H100": "h100-nvl"},
+    # RunPod names the PCIe parts "A100-80GB" and "H100" (its fetcher renames A100-PCIe and
+    # H100-PCIe so: skypilot-org/skypilot sky/catalog/data_fetchers/fetch_runpod.py
+    # GPU_NAME_OVERRIDES) and the SXM parts "A100-80GB-SXM", "H100-SXM", "H200-SXM".
+    ("runpod", ""): {"A100-80GB": "a100-80gb-pcie", "H100": "h100-pcie"},
 }
 
 # Names SkyPilot uses for parts the catalog has no id for (yet): rows skipped, reported.
@@ -78,12 +87,19 @@ NOT_IN_CATALOG: frozenset[str] = frozenset(
         "MI25",
         "P40",
         "A10-FRACTIONAL",
+        # RunPod (catalogs/v8/runpod/vms.csv) parts the catalog has no id for
+        "A30",
+        "A40",
+        "L40",
+        "V100-SXM2",
+        "V100-SXM2-32GB",
     }
 )
 
 # Name prefixes of the same kind: GCP TPU slices (tpu-v4-8, tpu-v6e-16, ...) are priced as
 # accelerator rows; those of GCP_TPU_SLICES are imported, the others skipped and reported.
-NOT_IN_CATALOG_PREFIXES: tuple[str, ...] = ("tpu-",)
+# RunPod's workstation and consumer cards (RTX4090, RTXA6000, RTXPRO6000, ...) likewise.
+NOT_IN_CATALOG_PREFIXES: tuple[str, ...] = ("tpu-", "RTX")
 
 # GCP TPU slices imported as instance types (the catalog id is SkyPilot's name, e.g. tpu-v6e-8):
 # name prefix -> (catalog accelerator id, TensorCores per chip). The number after the prefix
@@ -165,6 +181,18 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     # Lambda on-demand GPU instances of the hardware the catalog has (catalogs/v8/lambda/vms.csv:
     # gpu_<N>x_<part>, e.g. gpu_8x_h100_sxm5 = 8 H100 SXM5, gpu_8x_b200_sxm6 = 8 B200)
     "lambda": ("gpu_1x_b200", "gpu_2x_b200", "gpu_8x_b200", "gpu_4x_h100_sxm", "gpu_8x_h100_sxm"),
+    # RunPod secure-cloud pods of one and eight GPUs of the hardware the catalog has
+    # (catalogs/v8/runpod/vms.csv: <N>x_<name>_SECURE)
+    "runpod": tuple(
+        f"{n}x_{name}_SECURE" for name in ("B200", "H100-SXM", "H200-SXM", "MI300X") for n in (1, 8)
+    ),
+}
+
+# Providers whose spot rates are not imported, and why: a spot price is planned with its
+# provider's interruption figure (catalog/spot.yaml, advisor/perf/spot.py), and these publish
+# none, so their spot prices would be planned as if never interrupted.
+SPOT_NOT_IMPORTED: dict[str, str] = {
+    "runpod": "RunPod publishes no interruption rate for its interruptible pods",
 }
 
 # AWS availability-zone ids of the region proper (use1-az6); Local/Wavelength Zones
