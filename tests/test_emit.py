@@ -84,3 +84,48 @@ def test_the_schemas_refuse_what_the_tools_refuse(kind: str, bad: dict, found: s
 def test_an_edge_device_cannot_be_launched() -> None:
     result = CliRunner().invoke(app, ["recommend", "-w", "edge_inference", "--emit", "dstack"])
     assert result.exit_code != 0
+
+
+# RunPod's names for the parts (catalogs/v8/runpod/vms.csv: <N>x_<name>_SECURE), by hand
+RUNPOD_NAMES = {"h100-sxm": "H100-SXM", "h200-sxm": "H200-SXM", "b200": "B200", "mi300x": "MI300X"}
+
+
+@pytest.mark.parametrize("accelerator", sorted(RUNPOD_NAMES))
+def test_a_runpod_part_goes_by_runpods_own_name(accelerator: str) -> None:
+    # RunPod calls the H100 SXM "H100-SXM" and the PCIe card "H100": "H100:8" there would ask
+    # SkyPilot for eight PCIe cards. The other clouds keep their names.
+    assert launch.skypilot_name(accelerator, "runpod") == RUNPOD_NAMES[accelerator]
+    assert launch.skypilot_name("h100-pcie", "runpod") == "H100"
+    assert launch.skypilot_name("h100-sxm", "aws") == "H100"
+    assert launch.skypilot_name("h200-sxm", "gcp") == "H200"
+
+
+def test_runpod_emits_for_skypilot_and_says_why_not_for_dstack() -> None:
+    args = [*FINE_TUNE[:-2], "-P", "runpod"]
+    best = _best(*args)
+    res = yaml.safe_load(_run(*args, "--emit", "skypilot"))["resources"]
+    assert (res["cloud"], res["region"], res["instance_type"]) == (
+        "runpod",
+        best["region"],
+        best["instance_type"],
+    )
+    name = RUNPOD_NAMES[best["accelerator"]]
+    assert res["accelerators"] == f"{name}:{best['gpu_count']}"
+    result = CliRunner().invoke(app, ["recommend", *args, "--emit", "dstack"])
+    assert result.exit_code != 0
+    message = str(result.exception)
+    assert "not one that dstack is written for here (aws, azure, gcp, lambda, oci)" in message
+
+
+def test_a_runpod_h100_sxm_task_asks_for_h100_sxm() -> None:
+    # The H100 SXM pod among RunPod's options: its task asks for "H100-SXM:8", not "H100:8".
+    from advisor import load_catalog
+    from advisor.engine.evaluation import recommend
+    from advisor.request import Workload
+
+    request = Workload(workload="fine_tuning", memory_gb=500, provider="runpod", limit=20)
+    recs = recommend(load_catalog(), request).recommendations
+    [h100] = [r for r in recs if r.instance_type == "8x_H100-SXM_SECURE"]
+    task = launch.skypilot_task(h100, "x")
+    assert task["resources"]["accelerators"] == "H100-SXM:8"
+    assert launch.problems(task, "skypilot") == []

@@ -147,3 +147,25 @@ def test_gpus_is_exact(shipped: Catalog) -> None:
     assert exact.recommendations and {r.gpu_count for r in exact.recommendations} == {2}
     with pytest.raises(ValueError, match="gpus is exact"):
         Workload(workload="fine_tuning", memory_gb=100, gpus=2, gpu_count=2)
+
+
+@pytest.mark.parametrize(
+    ("asked", "limit"),
+    [
+        # a 70B full fine-tune (one node's work) on one GPU: the RunPod and Lambda one-GPU pods
+        # would hold it on seven, but a fine-tune runs on one node
+        ({"workload": "fine_tuning", "model": "llama-3.1-70b"}, 1),
+        ({"workload": "large_scale_training", "model": "llama-3.1-70b", "tokens": 1e11}, 4),
+        ({"workload": "fine_tuning", "model": "llama-3.1-70b"}, 4),
+    ],
+)
+def test_a_gpu_limit_alternative_is_one_the_limit_it_names_admits(
+    shipped: Catalog, asked: dict[str, Any], limit: int
+) -> None:
+    # "raise --max-gpus to N: X": asked again with --max-gpus N, X is among the answers.
+    refused = recommend(shipped, Workload(**asked, max_gpus=limit))
+    assert not refused.recommendations
+    [alt] = [a for a in refused.alternatives if a.constraint == "max_gpus"]
+    assert isinstance(alt.relax_to, float) and alt.relax_to.is_integer()
+    again = recommend(shipped, Workload(**asked, max_gpus=int(alt.relax_to), limit=1000))
+    assert alt.candidate.split()[0] in {r.instance_type for r in again.recommendations}

@@ -18,7 +18,14 @@ from advisor.engine.result import Recommendation
 from advisor.errors import InputError
 
 Kind = Literal["skypilot", "dstack"]
-CLOUDS = frozenset({"aws", "gcp", "azure", "oci", "lambda"})  # what both tools launch on
+# What each tool launches on, of the catalog's providers. dstack reads RunPod's secure cloud by
+# data centre (EU-RO-1) and names its offers by RunPod's GPU ids (dstackai/gpuhunt
+# src/gpuhunt/providers/runpod.py), where the catalog keeps SkyPilot's countries and pod names
+# (catalog/instances/runpod.yaml): a dstack task pinned to them would match no offer.
+CLOUDS: dict[Kind, frozenset[str]] = {
+    "skypilot": frozenset({"aws", "gcp", "azure", "oci", "lambda", "runpod"}),
+    "dstack": frozenset({"aws", "gcp", "azure", "oci", "lambda"}),
+}
 # Disk per node: the catalog has no disk figure for an instance type. Checkpoints and weights:
 # twice a node's share of the work's memory, at least 256 GB (ESTIMATED: a starting point to
 # edit, not a sized figure).
@@ -26,10 +33,13 @@ MIN_DISK_GB = 256
 RUN_PLACEHOLDER = "echo 'advisor wrote the resources: put the job command here'"
 
 
-def skypilot_name(accelerator_id: str) -> str | None:
-    """SkyPilot's name for a catalog accelerator: the mapping table the importer reads, backwards
-    (advisor/catalog/importers/skypilot_names.py); None where SkyPilot has none in it."""
-    for table in (ACCELERATORS, *OVERRIDES.values()):
+def skypilot_name(accelerator_id: str, provider: str = "") -> str | None:
+    """SkyPilot's name for a catalog accelerator on `provider`: the mapping table the importer
+    reads, backwards (advisor/catalog/importers/skypilot_names.py); None where SkyPilot has none
+    in it. A provider that names every type its own way (RunPod: "H100-SXM", and "H100" for the
+    PCIe card) is read in its own table first."""
+    own = OVERRIDES.get((provider, ""), {})
+    for table in (own, ACCELERATORS, *OVERRIDES.values()):
         for name, catalog_id in table.items():
             if catalog_id == accelerator_id:
                 return name
@@ -41,12 +51,14 @@ def disk_gb(rec: Recommendation) -> int:
     return max(MIN_DISK_GB, 50 * math.ceil(2 * memory / 50))
 
 
-def _cloud(rec: Recommendation) -> str:
-    if rec.instance_type is None or rec.provider not in CLOUDS:
+def _cloud(rec: Recommendation, kind: Kind) -> str:
+    clouds = CLOUDS[kind]
+    if rec.instance_type is None or rec.provider not in clouds:
         where = rec.device or rec.provider
+        tool = "SkyPilot" if kind == "skypilot" else "dstack"
         raise InputError(
-            f"--emit launches a cloud instance; the chosen option ({where}) is not one that "
-            f"SkyPilot or dstack rent ({', '.join(sorted(CLOUDS))})",
+            f"--emit {kind} launches a cloud instance; the chosen option ({where}) is not one "
+            f"that {tool} is written for here ({', '.join(sorted(clouds))})",
             field="emit",
         )
     return str(rec.provider)
@@ -54,7 +66,7 @@ def _cloud(rec: Recommendation) -> str:
 
 def skypilot_task(rec: Recommendation, name: str) -> dict[str, Any]:
     """The SkyPilot task for one recommendation: its instance type pinned, in its region."""
-    cloud = _cloud(rec)
+    cloud = _cloud(rec, "skypilot")
     resources_: dict[str, Any] = {
         "cloud": cloud,
         "region": rec.region,
@@ -63,7 +75,7 @@ def skypilot_task(rec: Recommendation, name: str) -> dict[str, Any]:
         "disk_size": disk_gb(rec),
     }
     per_node = rec.gpu_count // max(rec.nodes, 1)
-    accel = skypilot_name(rec.accelerator)
+    accel = skypilot_name(rec.accelerator, cloud)
     if accel is not None and per_node:
         resources_["accelerators"] = f"{accel}:{per_node}"
     task: dict[str, Any] = {"name": name, "resources": resources_}
@@ -76,7 +88,7 @@ def skypilot_task(rec: Recommendation, name: str) -> dict[str, Any]:
 def dstack_task(rec: Recommendation, name: str, hardware: Accelerator | None) -> dict[str, Any]:
     """The dstack task configuration for one recommendation: backend, region, instance type and
     spot policy pinned to it."""
-    cloud = _cloud(rec)
+    cloud = _cloud(rec, "dstack")
     task: dict[str, Any] = {"type": "task", "name": name}
     if rec.nodes > 1:
         task["nodes"] = rec.nodes

@@ -76,7 +76,7 @@ def _cloud_alternatives(
             label = f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
             _offer_latency(tracker, placement, hourly, label)
         elif len(violations) == 1 and violations[0].constraint is not None:
-            _offer_relaxation(tracker, c, placement, price, violations[0], where)
+            _offer_relaxation(tracker, c, placement, price, violations[0], where, p)
 
 
 def _offer_relaxation(
@@ -86,9 +86,12 @@ def _offer_relaxation(
     price: Price,
     v: Violation,
     where: str,
+    p: WorkloadProfile,
 ) -> None:
     """The one constraint an offering fails, relaxed: a lighter method, or the constraint's
-    relaxation at the price of the nodes it then rents."""
+    relaxation at the price of the nodes it then rents. More GPUs than one node's are no
+    relaxation for work that runs on one node (the engine's one-node check refuses the option
+    at that limit; the training planner itself plans no nodes a network cannot join)."""
     assert v.constraint is not None
     if v.constraint == "method":
         _offer_methods(tracker, placement, price, c.instance.id, where)
@@ -101,6 +104,8 @@ def _offer_relaxation(
     nodes = 1 if one_node else placement.nodes
     if v.code == "GPU_LIMIT_EXCEEDED" and isinstance(v.relax_to, int):
         nodes = v.relax_to // c.instance.gpu_count  # the whole nodes the limit allows
+        if nodes > 1 and not p.scale_out:
+            return
     hourly = option_hourly_usd(price.hourly_usd, nodes)
     tracker.offer(v.constraint, v.relax_to, hourly, f"{c.instance.id} ({where}, ${hourly:,.2f}/h)")
 

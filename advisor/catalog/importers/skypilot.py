@@ -275,6 +275,7 @@ def _row(
 def _known_name(name: str) -> bool:
     return (
         name in names.ACCELERATORS
+        or any(name in table for table in names.OVERRIDES.values())
         or name in names.NOT_IN_CATALOG
         or name.startswith(names.NOT_IN_CATALOG_PREFIXES)
     )

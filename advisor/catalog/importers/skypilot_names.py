@@ -32,11 +32,6 @@ ACCELERATORS: dict[str, str] = {
     "T4": "t4",
     "B200": "b200",  # catalog id added by the hardware helper; reported until it exists
     "MI300X": "mi300x",
-    # RunPod's names for SXM parts (and the H100 NVL), as its fetcher formats them
-    "A100-80GB-SXM": "a100-80gb-sxm",
-    "H100-SXM": "h100-sxm",
-    "H200-SXM": "h200-sxm",
-    "H100-NVL": "h100-nvl",
     # 2026 hardware (AWS p6-b300: B300 SXM, https://aws.amazon.com/ec2/instance-types/p6/; OCI
     # BM.GPU.GB200.4 / GB300.4 / B300.8 / MI355X.8, https://docs.oracle.com/iaas/Content/Compute/
     # References/computeshapes.htm: one GPU of a GB200 / GB300 superchip, B300, MI355X)
@@ -61,10 +56,18 @@ OVERRIDES: dict[tuple[str, str], dict[str, str]] = {
     ("azure", "Standard_NC96ads_A100_v4"): {"A100-80GB": "a100-80gb-pcie"},
     ("azure", "Standard_NC40ads_H100_v5"): {"H100": "h100-nvl"},
     ("azure", "Standard_NC80adis_H100_v5"): {"H100": "h100-nvl"},
-    # RunPod names the PCIe parts "A100-80GB" and "H100" (its fetcher renames A100-PCIe and
-    # H100-PCIe so: skypilot-org/skypilot sky/catalog/data_fetchers/fetch_runpod.py
-    # GPU_NAME_OVERRIDES) and the SXM parts "A100-80GB-SXM", "H100-SXM", "H200-SXM".
-    ("runpod", ""): {"A100-80GB": "a100-80gb-pcie", "H100": "h100-pcie"},
+    # RunPod (every type: prefix ""): its fetcher names the PCIe parts "A100-80GB" and "H100"
+    # (renaming A100-PCIe and H100-PCIe: skypilot-org/skypilot sky/catalog/data_fetchers/
+    # fetch_runpod.py GPU_NAME_OVERRIDES) and the SXM parts "A100-80GB-SXM", "H100-SXM",
+    # "H200-SXM" (RunPod's display names with hyphens).
+    ("runpod", ""): {
+        "A100-80GB": "a100-80gb-pcie",
+        "H100": "h100-pcie",
+        "A100-80GB-SXM": "a100-80gb-sxm",
+        "H100-SXM": "h100-sxm",
+        "H200-SXM": "h200-sxm",
+        "H100-NVL": "h100-nvl",
+    },
 }
 
 # Names SkyPilot uses for parts the catalog has no id for (yet): rows skipped, reported.
