@@ -6,8 +6,10 @@ Four kinds of rows, each compared on what it publishes:
 - whole-run GPU-hours (model cards): the plan the advisor makes for the row's model and tokens on
   the row's GPU, at the row's GPU count (when stated, else the plan's own), goodput included,
   recomputation as the advisor decides it (as needed);
-- steady-state MFU at scale (Llama 3 Table 4, Megatron-Core): MFU on model FLOPs (6ND + causal
-  attention) at the row's stated layout, context parallelism included;
+- steady-state MFU at scale (Llama 3 Table 4, Megatron-Core, llm-foundry): MFU on model FLOPs
+  (6ND + causal attention) at the row's stated layout, context parallelism included; a row run
+  with FSDP FULL_SHARD (llm-foundry) at ZeRO-3 over every GPU with its stated global batch and
+  activation checkpointing;
 - NeMo FP8 benchmarks (pretraining, SFT, LoRA): tokens/s per GPU at the row's layout, the linear
   layers at the FP8 peak, attention at the BF16 one;
 - NeMo long-sequence benchmarks (4k to 1M tokens, context parallel): model TFLOP/s per GPU,
@@ -117,8 +119,16 @@ def _cluster(row: dict[str, Any], cat: Catalog) -> tuple[Cluster, float]:
     return Cluster(gemm, 8, acc.interconnect_gb_s, network, attention, None, ridge), factor
 
 
+def _fsdp(row: dict[str, Any]) -> bool:
+    """A row run with PyTorch FSDP FULL_SHARD (llm-foundry's benchmarks, MPT-7B): ZeRO-3 over
+    every GPU, no tensor or pipeline parallelism (the row's notes say so)."""
+    return "FSDP" in str(row.get("notes", ""))
+
+
 def _layout(row: dict[str, Any], stage: int) -> Layout:
     """The row's stated layout (DP from the GPU count where the row gives none)."""
+    if _fsdp(row) and not row.get("parallelism"):
+        return Layout(int(row["gpu_count"]), zero_stage=3)
     text = str(row.get("parallelism") or STRONG_SCALING_LAYOUT)
     degree = {k: int(v) for k, v in re.findall(r"(TP|PP|CP|DP)(\d+)", text)}
     tp, pp, cp = degree.get("TP", 1), degree.get("PP", 1), degree.get("CP", 1)
@@ -129,6 +139,8 @@ def _layout(row: dict[str, Any], stage: int) -> Layout:
 def _global_batch(row: dict[str, Any]) -> int:
     if "global_batch_sequences" in row:
         return int(row["global_batch_sequences"]) * int(row["seq_len"])
+    if isinstance(row.get("global_batch_tokens"), int):  # llm-foundry's stated batch
+        return int(row["global_batch_tokens"])
     return LLAMA3_405B_BATCH_TOKENS
 
 
@@ -164,7 +176,10 @@ def gpu_hours(row: dict[str, Any], cat: Catalog) -> TrainingComparison:
 def mfu_at_scale(row: dict[str, Any], cat: Catalog, eff: float) -> TrainingComparison:
     shape = _shape(row, cat)
     layout = _layout(row, ZERO_STAGE_AT_SCALE)
-    job = Job(shape, 1e12, int(row["seq_len"]), 1, False, eff, _global_batch(row))
+    # activation checkpointing as the row ran it (llm-foundry states it; MFU counts model
+    # FLOPs, so a recomputed forward lowers it)
+    recompute = row.get("activation_checkpointing") is True
+    job = Job(shape, 1e12, int(row["seq_len"]), 1, recompute, eff, _global_batch(row))
     run = run_time(job, _cluster(row, cat)[0], layout, layout.gpus)
     return TrainingComparison(row["id"], "mfu", run.mfu, row["stated_mfu"])
 

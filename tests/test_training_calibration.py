@@ -79,3 +79,33 @@ def test_a_whole_run_by_hand() -> None:
     goodput = 1 / (1 + 8 / 16_384 / 9)
     by_hand = 8 * steps * (gemm + attention + 0.2 * comm) / 3600 / goodput
     assert compare_training(row, CATALOG).predicted == pytest.approx(by_hand, rel=1e-6)
+
+
+def test_fsdp_benchmark_rows_are_timed_as_they_ran() -> None:
+    # llm-foundry's MPT-70B row on 64 H100 (published-3.yaml): FSDP FULL_SHARD, a 4,194,304-token
+    # batch, activation checkpointing. Timed at ZeRO-3 over the 64 GPUs (no TP, no PP), that
+    # batch, and every layer recomputed: by hand, the model FLOPs of a step are counted once
+    # while the GPUs run the forward twice, so MFU is at most 6/8 of the efficiency.
+    from benchmarks import calibration_training as ct
+
+    row = {
+        "id": "fsdp-row",
+        "model": "MPT 70b config",
+        "params_b": 70.0,
+        "hardware": "H100 80GB",
+        "gpu_count": 64,
+        "gpu_hours": None,
+        "stated_mfu": 0.4257,
+        "seq_len": 2048,
+        "global_batch_tokens": 4194304,
+        "activation_checkpointing": True,
+        "notes": "FSDP FULL_SHARD",
+    }
+    layout = ct._layout(row, ct.ZERO_STAGE_AT_SCALE)
+    assert (layout.dp, layout.tp, layout.pp, layout.zero_stage) == (64, 1, 1, 3)
+    assert ct._global_batch(row) == 4194304
+    eff = CATALOG.workloads["large_scale_training"].efficiency
+    mfu = compare_training(row, CATALOG).predicted
+    assert mfu <= eff * 6 / 8 and mfu > 0.8 * eff * 6 / 8
+    without = compare_training({**row, "activation_checkpointing": False}, CATALOG).predicted
+    assert without > mfu * 1.2
