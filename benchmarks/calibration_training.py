@@ -2,10 +2,13 @@
 predicted by the training time model (advisor/perf/training.py, through
 advisor/planning/training_plan.py's layout and plan).
 
-Four kinds of rows, each compared on what it publishes:
+Five kinds of rows, each compared on what it publishes:
 - whole-run GPU-hours (model cards): the plan the advisor makes for the row's model and tokens on
   the row's GPU, at the row's GPU count (when stated, else the plan's own), goodput included,
   recomputation as the advisor decides it (as needed);
+- whole runs stating a GPU count and tokens but no layout (LLaMA 65B's tokens/s per GPU,
+  MPT-7B's wall days): the advisor's own plan at that GPU count, at the context length their
+  sources give (SEQ_LEN_FROM_SOURCE);
 - steady-state MFU at scale (Llama 3 Table 4, Megatron-Core, llm-foundry): MFU on model FLOPs
   (6ND + causal attention) at the row's stated layout, context parallelism included; a row run
   with FSDP FULL_SHARD (llm-foundry) at ZeRO-3 over every GPU with its stated global batch and
@@ -36,6 +39,7 @@ from advisor.perf.training import (
     Job,
     Layout,
     expert_ridge_tokens,
+    goodput,
     run_time,
     step_time,
     training_peaks,
@@ -64,7 +68,14 @@ MODELS = {
 # (arXiv:2407.21783 section 3.3.1): 400 Gbps per GPU RoCE = 3,200; DGX H100 (Megatron, NeMo rows):
 # 8 x 400 Gbit/s ConnectX-7 = 3,200 (DGX H100 datasheet).
 # DGX B200: 8 x 400 Gbit/s ConnectX-7 (DGX B200 datasheet) = 3,200.
-NETWORK_GBPS = {"a100-80gb-sxm": 1600.0, "h100-sxm": 3200.0, "b200": 3200.0}
+# MosaicML's A100 40GB nodes (MPT-7B, llm-foundry): "1600 Gbps RoCE node interconnect" (the
+# llm-foundry rows' hardware field).
+NETWORK_GBPS = {
+    "a100-40gb-sxm": 1600.0,
+    "a100-80gb-sxm": 1600.0,
+    "h100-sxm": 3200.0,
+    "b200": 3200.0,
+}
 # Whole-run rows state no GPU count except Llama 3 405B (16K H100s, arXiv:2407.21783 section
 # 3.3): the others run on the plan's own count (the fewest GPUs that hold the model), where
 # GPU-hours do not depend on the count while communication hides under compute.
@@ -76,6 +87,10 @@ LLAMA3_405B_BATCH_TOKENS = 16 * 2**20
 # The Megatron-Core strong-scaling rows state no layout: the weak-scaling table's 177B layout
 # (TP8 PP6, same README) is used for the 175B model.
 STRONG_SCALING_LAYOUT = "TP8 PP6"
+# Context lengths two whole-run rows leave out, from their sources: LLaMA (v1) 2,048 tokens (the
+# Llama 2 paper, arXiv:2307.09288 A.2.1: "We expand the context window for Llama 2 from 2048
+# tokens to 4096 tokens"); MPT-7B 2,048 (the row's own notes: the model card).
+SEQ_LEN_FROM_SOURCE = {"llama1-65b-pretrain": 2048, "mpt-7b-pretrain": 2048}
 # Megatron-Core's distributed optimizer shards optimizer states over data parallel (ZeRO-1,
 # Megatron-LM docs/distrib_optimizer.md); Llama 3 shards them likewise (arXiv:2407.21783 3.3.2).
 ZERO_STAGE_AT_SCALE = 1
@@ -101,6 +116,8 @@ def _shape(row: dict[str, Any], cat: Catalog) -> Shape:
 
 def _accelerator(row: dict[str, Any]) -> str:
     hardware = str(row["hardware"])
+    if hardware.startswith(("A100-40GB", "A100 40GB")):
+        return "a100-40gb-sxm"
     if hardware.startswith("A100"):
         return "a100-80gb-sxm"
     return "b200" if hardware.startswith("B200") else "h100-sxm"
@@ -173,6 +190,43 @@ def gpu_hours(row: dict[str, Any], cat: Catalog) -> TrainingComparison:
     return TrainingComparison(row["id"], "gpu_hours", fit.gpu_hours, row["gpu_hours"])
 
 
+def _whole_run(row: dict[str, Any], cat: Catalog) -> tuple[float, int, float]:
+    """(GPU-hours, GPUs, goodput) of the advisor's own plan for a whole-run row that states its
+    GPU count and tokens but no layout (LLaMA 65B, MPT-7B), as `estimate` makes it."""
+    acc = cat.accelerators[_accelerator(row)]
+    gpus = int(row["gpu_count"])
+    work = Work(
+        workload="large_scale_training",
+        params_b=float(row["params_b"]),
+        gpu_count=gpus,
+        tokens=float(row["tokens"]),
+        seq_len=SEQ_LEN_FROM_SOURCE[row["id"]],
+        batch=1,
+        global_batch_tokens=DEFAULT_GLOBAL_BATCH_TOKENS,
+        max_gpus=gpus,
+    )
+    plan = plan_for(cat, work, cat.workloads["large_scale_training"])
+    fit = plan.fit(acc, 8, acc.interconnect_gb_s, NETWORK_GBPS[acc.id])
+    assert fit.gpu_hours is not None, fit.unfit
+    return fit.gpu_hours, gpus, goodput(gpus)
+
+
+def planned_tokens_per_gpu(row: dict[str, Any], cat: Catalog) -> TrainingComparison:
+    """Steady-state tokens/s per GPU of the plan (the run's tokens over its GPU-hours, goodput
+    taken out: a stated throughput is measured while running)."""
+    hours, _, share = _whole_run(row, cat)
+    per_gpu = float(row["tokens"]) / (hours * 3600 * share)
+    return TrainingComparison(
+        row["id"], "tokens_s_per_gpu", per_gpu, row["stated_tokens_per_sec_per_gpu"]
+    )
+
+
+def planned_wall_days(row: dict[str, Any], cat: Catalog) -> TrainingComparison:
+    """Wall days of the plan at the row's GPU count, goodput included."""
+    hours, gpus, _ = _whole_run(row, cat)
+    return TrainingComparison(row["id"], "wall_days", hours / gpus / 24, row["wall_days"])
+
+
 def mfu_at_scale(row: dict[str, Any], cat: Catalog, eff: float) -> TrainingComparison:
     shape = _shape(row, cat)
     layout = _layout(row, ZERO_STAGE_AT_SCALE)
@@ -220,6 +274,10 @@ def compare_training(row: dict[str, Any], cat: Catalog) -> TrainingComparison:
         return gpu_hours(row, cat)
     if row["stated_mfu"] is not None:
         return mfu_at_scale(row, cat, eff)
+    if row["id"] in SEQ_LEN_FROM_SOURCE:  # a whole run, no layout stated: the advisor's plan
+        if row.get("stated_tokens_per_sec_per_gpu") is not None:
+            return planned_tokens_per_gpu(row, cat)
+        return planned_wall_days(row, cat)
     if row.get("stated_tokens_per_sec_per_gpu") is not None:
         return tokens_per_gpu(row, cat, eff)
     return tflops_per_gpu(row, cat, eff)
