@@ -43,6 +43,7 @@ MODELS = {
     "Llama-3.1-405B": "llama-3.1-405b",
     "Llama-3.3-70B": "llama-3.3-70b",
     "Llama-2-70B": "llama-2-70b",
+    "Llama-2-7B": "llama-2-7b",
     "Mixtral-8x7B": "mixtral-8x7b",
 }
 ACCELERATORS = {
@@ -159,6 +160,13 @@ def _compare(row: dict[str, Any], cat: Catalog) -> list[Comparison]:
             Comparison(rid, "ttft_ms", got.ttft_ms, row["ttft_ms"]),
             Comparison(rid, "itl_ms", got.itl_ms, row["itl_ms"]),
         ]
+    batch = re.fullmatch(r"batch (\d+)", conc)
+    if batch:  # a static batch of N sequences (TensorRT-LLM's gptSessionBenchmark): at N
+        got = model.at(int(batch.group(1)))
+        return [
+            Comparison(rid, "ttft_ms", got.ttft_ms, row["ttft_ms"]),
+            Comparison(rid, "itl_ms", got.itl_ms, row["itl_ms"]),
+        ]
     got = model.at()
     return [
         Comparison(rid, "throughput_tokens_s", got.throughput_tokens_s, row["throughput_tokens_s"])
@@ -211,6 +219,8 @@ def run(cat: Catalog) -> tuple[list[Comparison], list[str]]:
         except (KeyError, TypeError) as exc:  # a field the comparison needs is not stated
             skipped.append(f"{row['id']}: a field the comparison needs is not stated ({exc})")
             continue
+        if not found:  # none of the figures it states is one the model is compared on
+            skipped.append(f"{row['id']}: no figure the comparison reads ({row['concurrency']})")
         out.extend(found)
     return out, skipped
 

@@ -87,3 +87,32 @@ def test_median_error_at_most_15_percent() -> None:
 def test_a_skipped_row_says_why(row_id: str) -> None:
     row = next(r for r in ROWS if r["id"] == row_id)
     assert SKIPPED[row_id] in str(skip_reason(row))
+
+
+def test_a_static_batch_row_is_compared_on_its_ttft() -> None:
+    # published-3.yaml: TensorRT-LLM 0.5, Llama 2 70B FP8 on 4 H100 (TP 4), one sequence of 2,048
+    # tokens, output length 1: the TTFT at batch 1, 109 ms. Compared on it (it had been dropped
+    # without a word: "batch 1" is neither a rate nor a request count).
+    import yaml
+
+    from benchmarks.calibration_rows import DATA_DIR
+
+    data = yaml.safe_load((DATA_DIR / "published-3.yaml").read_text())
+    row = next(r for r in data["inference"] if r["id"] == "trt05-l2-70b-h100-fp8-tp4-bs1-isl2048")
+    [ttft] = compare(row, CATALOG)
+    assert ttft.metric == "ttft_ms" and ttft.published == 109
+    assert 1 / 1.5 <= ttft.ratio <= 1.5
+
+
+def test_a_row_with_nothing_to_compare_is_listed_as_skipped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A row whose figures are all of a kind the comparison does not read is reported, not lost.
+    from benchmarks import bench_calibration
+
+    row = {**ROWS[0], "id": "figureless", "ttft_ms": None, "itl_ms": None}
+    row["throughput_tokens_s"] = None
+    monkeypatch.setattr(bench_calibration, "rows", lambda kind: [row])
+    monkeypatch.setattr(bench_calibration, "skip_reason", lambda r: None)
+    comps, skipped = run(CATALOG)
+    assert comps == [] and skipped and skipped[0].startswith("figureless: no figure")
