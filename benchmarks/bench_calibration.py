@@ -42,6 +42,7 @@ MODELS = {
     "Llama-3.1-70B": "llama-3.1-70b",
     "Llama-3.1-405B": "llama-3.1-405b",
     "Llama-3.3-70B": "llama-3.3-70b",
+    "Llama-3-70B": "llama-3-70b",
     "Llama-2-70B": "llama-2-70b",
     "Llama-2-7B": "llama-2-7b",
     "Mixtral-8x7B": "mixtral-8x7b",
@@ -64,6 +65,10 @@ ACCELERATORS = {
 SHAREGPT_MEAN_TOKENS = (230, 203)
 # The SGLang 0.3 / vLLM 0.6 rows run the Hugging Face checkpoints, BF16 (the rows' notes).
 SHAREGPT_PRECISION = "BF16"
+# vLLM's CI latency rows state no dtype: vLLM's default, --dtype auto, runs a BF16 checkpoint in
+# BF16 (vLLM engine arguments), and the Llama 3, Llama 3.1 and Mixtral checkpoints are BF16
+# (their config.json torch_dtype).
+VLLM_DEFAULT_PRECISION = "BF16"
 
 
 def _sharegpt(row: dict[str, Any]) -> bool:
@@ -71,11 +76,14 @@ def _sharegpt(row: dict[str, Any]) -> bool:
 
 
 def _filled(row: dict[str, Any]) -> dict[str, Any]:
-    """A ShareGPT row with its mean lengths and precision filled in (the constants above)."""
-    if not _sharegpt(row):
-        return row
-    inp, out = SHAREGPT_MEAN_TOKENS
-    return {**row, "input_tokens": inp, "output_tokens": out, "precision": SHAREGPT_PRECISION}
+    """A ShareGPT row with its mean lengths and precision filled in, a vLLM row with vLLM's
+    default precision (the constants above)."""
+    if _sharegpt(row):
+        inp, out = SHAREGPT_MEAN_TOKENS
+        return {**row, "input_tokens": inp, "output_tokens": out, "precision": SHAREGPT_PRECISION}
+    if row.get("precision") is None and str(row.get("engine", "")).startswith("vLLM"):
+        return {**row, "precision": VLLM_DEFAULT_PRECISION}
+    return row
 
 
 def model_id(label: str) -> str | None:
@@ -92,7 +100,8 @@ def skip_reason(row: dict[str, Any]) -> str | None:
         return "input/output lengths not stated by the source (a dataset of varying lengths)"
     if row.get("precision") is None:
         return "precision not stated by the source"
-    if row.get("throughput_tokens_s") is None and row.get("ttft_ms") is None:
+    figures = ("throughput_tokens_s", "ttft_ms", "e2e_latency_ms")
+    if all(row.get(name) is None for name in figures):
         return "no throughput or latency figure published"
     return None
 
@@ -160,12 +169,14 @@ def _compare(row: dict[str, Any], cat: Catalog) -> list[Comparison]:
             Comparison(rid, "ttft_ms", got.ttft_ms, row["ttft_ms"]),
             Comparison(rid, "itl_ms", got.itl_ms, row["itl_ms"]),
         ]
-    batch = re.fullmatch(r"batch (\d+)", conc)
-    if batch:  # a static batch of N sequences (TensorRT-LLM's gptSessionBenchmark): at N
-        got = model.at(int(batch.group(1)))
+    batch = re.match(r"batch (\d+)", conc)
+    if batch:  # a static batch of N sequences (TensorRT-LLM's gptSessionBenchmark, vLLM's CI
+        n = int(batch.group(1))  # latency tests): at N; vLLM's figure is the batch's e2e time
+        got = model.at(n)
         return [
             Comparison(rid, "ttft_ms", got.ttft_ms, row["ttft_ms"]),
             Comparison(rid, "itl_ms", got.itl_ms, row["itl_ms"]),
+            Comparison(rid, "e2e_latency_ms", model.e2e_s(n) * 1e3, row.get("e2e_latency_ms")),
         ]
     got = model.at()
     return [

@@ -116,3 +116,27 @@ def test_a_row_with_nothing_to_compare_is_listed_as_skipped(
     monkeypatch.setattr(bench_calibration, "skip_reason", lambda r: None)
     comps, skipped = run(CATALOG)
     assert comps == [] and skipped and skipped[0].startswith("figureless: no figure")
+
+
+def test_vllm_ci_latency_rows_are_compared_on_the_batchs_e2e_time() -> None:
+    # published-3.yaml: vLLM's CI latency test, Llama 3.1 8B on one H200, a fixed batch of 8
+    # sequences of 32 in and 128 out: the batch's mean end-to-end latency 833.4 ms, dtype not
+    # stated (vLLM's default runs the BF16 checkpoint in BF16).
+    import yaml
+
+    from benchmarks.bench_calibration import VLLM_DEFAULT_PRECISION
+    from benchmarks.calibration_rows import DATA_DIR
+
+    data = yaml.safe_load((DATA_DIR / "published-3.yaml").read_text())
+    row = next(r for r in data["inference"] if r["id"] == "vllm-ci9515-l31-8b-h200-tp1-bs8-32x128")
+    assert row["precision"] is None and skip_reason(row) is None
+    [e2e] = compare(row, CATALOG)
+    assert (e2e.metric, e2e.published) == ("e2e_latency_ms", 833.421)
+    assert 1 / 1.5 <= e2e.ratio <= 1.5
+    assert VLLM_DEFAULT_PRECISION == "BF16"
+    # at the row's batch of 8, not one sequence alone
+    from benchmarks.bench_calibration import _filled, _model
+
+    model = _model(_filled(row), CATALOG)
+    assert e2e.predicted == pytest.approx(model.e2e_s(8) * 1e3)
+    assert abs(model.e2e_s(1) / model.e2e_s(8) - 1) > 0.002
