@@ -10,9 +10,12 @@ the model says the deployment completes is compared on throughput at that capaci
 its mean TTFT (the queue the burst builds), mean ITL and output throughput.
 SGLang/vLLM rows at a request rate (ShareGPT): the median TTFT and TPOT against the tool's figures
 at that rate, with ShareGPT's mean lengths (SHAREGPT_MEAN_TOKENS); vLLM 0.6's multi-step
-scheduling inflates its TTFT and ITL, so only its TPOT is compared. Rows the model cannot be
-asked are listed as skipped with the reason (a model or GPU the catalog lacks, input/output
-lengths the source does not state).
+scheduling inflates its TTFT and ITL, so only its TPOT is compared. Static-batch rows
+(TensorRT-LLM's gptSessionBenchmark "batch N", vLLM's CI latency tests "batch N (fixed)"): TTFT
+and ITL at N, and the batch's end-to-end latency (vLLM's CI, whose dtype is vLLM's default BF16
+for these checkpoints). Rows the model cannot be asked are listed as skipped with the reason (a
+model or GPU the catalog lacks, input/output lengths the source does not state), and a row with
+no figure the comparison reads likewise.
 
     PYTHONPATH=. python benchmarks/bench_calibration.py [--record]
     PYTHONPATH=. python benchmarks/bench_calibration.py --training [--record]   (training rows)
