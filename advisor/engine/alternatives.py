@@ -91,7 +91,7 @@ def _offer_relaxation(
     """The one constraint an offering fails, relaxed: a lighter method, or the constraint's
     relaxation at the price of the nodes it then rents. More GPUs than one node's are no
     relaxation for work that runs on one node (the engine's one-node check refuses the option
-    at that limit; the training planner itself plans no nodes a network cannot join)."""
+    at that limit)."""
     assert v.constraint is not None
     if v.constraint == "method":
         _offer_methods(tracker, placement, price, c.instance.id, where)
