@@ -7,6 +7,7 @@ imports are most of a command's wall time.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
@@ -17,6 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from advisor.cli.common import STATE, print_error
+from advisor.collector import long_lived
 from advisor.errors import AdvisorError, InputError, flag_name
 
 # Global options, accepted before or after the command: main() moves them in front of it.
@@ -214,6 +216,7 @@ def wants_json(args: list[str]) -> bool:
 
 
 def main(argv: list[str] | None = None) -> None:
+    STATE.own_process = argv is None  # the console script: this process is the command
     args = hoist_globals(sys.argv[1:] if argv is None else argv)
     if args in (["--version"], ["-V"]):  # answered without importing a command (0.4 s -> 0.1)
         _print_version(True)
@@ -223,7 +226,10 @@ def main(argv: list[str] | None = None) -> None:
         # (one line, or JSON), not in Click's framed panel
         command = _command(args)
         completing = COMPLETE_VAR in os.environ  # the shell asks: every command's options
-        app = build_app(None if completing else command, listing=command is None and not completing)
+        with long_lived() if STATE.own_process else contextlib.nullcontext():
+            app = build_app(
+                None if completing else command, listing=command is None and not completing
+            )
         code = _run(app, args)
     except AdvisorError as exc:  # bad input, a bad catalog, a bad setting: all exit 2
         _fail(exc, 2, as_json)

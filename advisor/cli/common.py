@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sys
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from advisor.collector import long_lived
 from advisor.errors import InputError
 from advisor.outputs import write_json
 
@@ -42,6 +44,10 @@ class _State:
     catalog_dir: str | None = None
     replace: bool | None = None
     debug: bool = False
+    # A command line run as its own process (advisor.cli.main from the console script): what it
+    # imports and loads lives until it exits, so the collector is kept off it
+    # (advisor/collector.py). Not when the CLI runs inside another program (tests, CliRunner).
+    own_process: bool = False
 
 
 STATE = _State()
@@ -87,7 +93,10 @@ def console() -> Console:
 def get_catalog() -> Catalog:
     from advisor.catalog.loading import catalog_cache_dir, load_catalog
 
-    catalog = load_catalog(STATE.catalog_dir, replace=STATE.replace, cache_dir=catalog_cache_dir())
+    with long_lived() if STATE.own_process else contextlib.nullcontext():
+        catalog = load_catalog(
+            STATE.catalog_dir, replace=STATE.replace, cache_dir=catalog_cache_dir()
+        )
     for warning in catalog.warnings:
         err_console().print(f"[yellow]warning:[/] {esc(warning)}", highlight=False)
     return catalog

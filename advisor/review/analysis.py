@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
 from advisor.catalog import Catalog
+from advisor.collector import gc_paused
 from advisor.fleet.digest import FleetDigest, digest_of
 from advisor.fleet.grading import grade
 from advisor.fleet.statistics import CheckStats, FleetStatistics, HostCheck
@@ -39,7 +40,7 @@ from advisor.review.costs import (
     savings,
     workload_costs,
 )
-from advisor.review.data import JobRecord, ReviewData, UsageRecord, gc_paused
+from advisor.review.data import JobRecord, ReviewData, UsageRecord
 
 UNKNOWN = "unknown"  # the review's name for runs that matched no accelerator
 T = TypeVar("T", CheckStats[str | None], HostCheck[str | None])
@@ -270,7 +271,7 @@ def build_review(
     if data.digest is not None:
         digest = data.digest
     else:
-        with gc_paused():  # see data.gc_paused: many small objects, none in a cycle
+        with gc_paused():  # advisor/collector.py: many small objects, none in a cycle
             digest = digest_of(data.probes)
     stats, hosts = named_statistics(digest.statistics)
     links = {acc: st.vote for (acc, name), st in stats.items() if name == LINK_CHECK}

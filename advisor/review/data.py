@@ -13,10 +13,7 @@ memory stays flat however many reports the fleet holds.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import json
-import threading
 import urllib.parse
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from advisor.collector import gc_paused
 from advisor.errors import AdvisorError, InputError
 from advisor.fleet.digest import FleetDigest
 from advisor.fleet.records import ProbeRecord, probe_record, utc_text
@@ -38,35 +36,6 @@ if TYPE_CHECKING:
 
 PAGE = 500  # the API's largest page
 MAX_NOTES = 20
-
-_gc_lock = threading.Lock()
-_gc_holders = 0
-_gc_was_enabled = False
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while thousands of report bodies are decoded.
-
-    Decoding creates millions of short-lived dicts and lists; each collection then walks every
-    live container, which made reading 10,000 stored reports a third slower. JSON bodies hold no
-    reference cycles, so reference counting frees them meanwhile; cyclic garbage made elsewhere
-    waits until the last concurrent holder leaves, when collection resumes as before.
-    """
-    global _gc_holders, _gc_was_enabled  # noqa: PLW0603 - one process-wide switch, counted
-    with _gc_lock:
-        if _gc_holders == 0:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-        _gc_holders += 1
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_holders -= 1
-            if _gc_holders == 0 and _gc_was_enabled:
-                gc.enable()
-
 
 class SourceError(AdvisorError):
     """The reports could not be read (directory, store or service)."""

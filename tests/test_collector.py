@@ -1,0 +1,81 @@
+"""The collector kept off what a command process keeps (advisor/collector.py): the imports and
+the catalog frozen in the console-script process, nothing frozen when the CLI runs inside
+another program, and the counted pause that the review's readers share."""
+
+from __future__ import annotations
+
+import gc
+import subprocess
+import sys
+import threading
+
+import pytest
+from typer.testing import CliRunner
+
+from advisor.cli import app, main
+from advisor.collector import gc_paused, long_lived
+
+PROBE = (
+    "import atexit, gc, sys\n"
+    "sys.argv = ['advisor', 'catalog', 'gpus', 'h100', '--json']\n"
+    "atexit.register(lambda: print('frozen', gc.get_freeze_count(), gc.isenabled(),"
+    " file=sys.stderr))\n"
+    "from advisor.cli import main\n"
+    "main()\n"
+)
+
+
+def test_a_command_process_freezes_its_imports_and_catalog() -> None:
+    # The console script's main(): the command modules and the catalog are frozen (about
+    # 50,000 objects; none without the freeze), and collection is on again for the command's
+    # own work.
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True, timeout=120
+    )
+    words = done.stderr.split()
+    frozen, enabled = int(words[words.index("frozen") + 1]), words[words.index("frozen") + 2]
+    assert frozen > 10_000 and enabled == "True"
+
+
+def test_the_cli_inside_another_program_freezes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
+    # main() given its arguments (a program calling the CLI) and the Typer app under CliRunner
+    before = gc.get_freeze_count()
+    with pytest.raises(SystemExit) as exited:
+        main(["catalog", "gpus", "h100", "--json"])
+    assert exited.value.code == 0, capsys.readouterr().err
+    result = CliRunner().invoke(app, ["catalog", "gpus", "h100", "--json"])
+    assert result.exit_code == 0, result.output
+    assert gc.get_freeze_count() == before and gc.isenabled()
+
+
+def test_long_lived_freezes_what_it_built_and_resumes_collection() -> None:
+    assert gc.isenabled()
+    with long_lived():
+        assert not gc.isenabled()
+        built = [[i] for i in range(1000)]
+    try:
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= len(built)
+    finally:
+        gc.unfreeze()  # this test process keeps collecting its own objects
+
+
+def test_the_pause_is_counted_across_threads() -> None:
+    # Two readers overlap: collection resumes only when the last leaves.
+    first_in, second_out = threading.Event(), threading.Event()
+    seen: list[bool] = []
+
+    def first() -> None:
+        with gc_paused():
+            first_in.set()
+            second_out.wait(10)
+            seen.append(gc.isenabled())  # the second has left, this one is still inside
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    first_in.wait(10)
+    with gc_paused():
+        pass
+    second_out.set()
+    thread.join(10)
+    assert seen == [False] and gc.isenabled()
