@@ -490,11 +490,13 @@ def test_runpod_imports_on_demand_per_country_and_no_spot() -> None:
     # Price 26.32 (8 x $3.29) and SpotPrice 26.32 in each of 48 data centres of 14 countries.
     # One on-demand price per country; the SpotPrice column is not read (RunPod publishes no
     # interruption rate to plan spot with), though every row has one.
-    entries, summary = _import("runpod", RUNPOD_CSV, [], KNOWN | {"b200", "h200-sxm", "mi300x"})
+    known = KNOWN | {"b200", "b300", "h200-sxm", "mi300x"}
+    entries, summary = _import("runpod", RUNPOD_CSV, [], known)
     by_id = {e["id"]: e for e in entries}
-    assert set(summary.added) == {
+    pods = {
         f"{n}x_{name}_SECURE" for name in ("B200", "H100-SXM", "H200-SXM", "MI300X") for n in (1, 8)
     }
+    assert set(summary.added) == pods | {"1x_B300_SECURE"}
     h100 = by_id["8x_H100-SXM_SECURE"]
     assert (h100["accelerator"], h100["gpu_count"], h100["vcpus"]) == ("h100-sxm", 8, 160)
     assert {p["purchase"] for p in h100["prices"]} == {"on_demand"}
@@ -502,6 +504,7 @@ def test_runpod_imports_on_demand_per_country_and_no_spot() -> None:
     assert _price(h100, "US", "on_demand") == 26.32
     assert _price(by_id["8x_MI300X_SECURE"], "IS", "on_demand") == 19.12  # 8 x 2.39
     assert by_id["1x_H200-SXM_SECURE"]["accelerator"] == "h200-sxm"
+    assert _price(by_id["1x_B300_SECURE"], "SG", "on_demand") == 7.89
     assert not summary.unknown_accelerators
 
 

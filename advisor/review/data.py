@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 PAGE = 500  # the API's largest page
 MAX_NOTES = 20
 
+
 class SourceError(AdvisorError):
     """The reports could not be read (directory, store or service)."""
 

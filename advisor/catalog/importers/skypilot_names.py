@@ -185,9 +185,14 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     # gpu_<N>x_<part>, e.g. gpu_8x_h100_sxm5 = 8 H100 SXM5, gpu_8x_b200_sxm6 = 8 B200)
     "lambda": ("gpu_1x_b200", "gpu_2x_b200", "gpu_8x_b200", "gpu_4x_h100_sxm", "gpu_8x_h100_sxm"),
     # RunPod secure-cloud pods of one and eight GPUs of the hardware the catalog has
-    # (catalogs/v8/runpod/vms.csv: <N>x_<name>_SECURE)
-    "runpod": tuple(
-        f"{n}x_{name}_SECURE" for name in ("B200", "H100-SXM", "H200-SXM", "MI300X") for n in (1, 8)
+    # (catalogs/v8/runpod/vms.csv: <N>x_<name>_SECURE); B300 in one- and two-GPU pods only
+    "runpod": (
+        *(
+            f"{n}x_{name}_SECURE"
+            for name in ("B200", "H100-SXM", "H200-SXM", "MI300X")
+            for n in (1, 8)
+        ),
+        "1x_B300_SECURE",
     ),
 }
 
