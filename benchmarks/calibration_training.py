@@ -168,18 +168,27 @@ def gpu_hours(row: dict[str, Any], cat: Catalog) -> TrainingComparison:
     planner's ZeRO stage (1 or 3): the cards do not state one. Llama 2 34B (never released)
     is a bare size, on the advisor's assumed shape."""
     preset = MODELS.get(row["model"])
-    acc = cat.accelerators[_accelerator(row)]
     family = "llama-2" if "Llama 2" in row["model"] else "llama-3.1"
     is_405b = row["id"].startswith("llama31-405b")
     gpus = row["gpu_count"] or (LLAMA3_405B_GPUS if is_405b else None)
     batch = LLAMA3_405B_BATCH_TOKENS if is_405b else DEFAULT_GLOBAL_BATCH_TOKENS
+    hours = _planned_gpu_hours(row, cat, preset, gpus, CONTEXT[family], batch)
+    return TrainingComparison(row["id"], "gpu_hours", hours, row["gpu_hours"])
+
+
+def _planned_gpu_hours(
+    row: dict[str, Any], cat: Catalog, preset: str | None, gpus: int | None, seq: int, batch: int
+) -> float:
+    """GPU-hours of the advisor's own plan for the row's tokens (on `gpus` GPUs when given, else
+    the plan's own), on nodes of 8 of the row's GPU over the row's network, goodput included."""
+    acc = cat.accelerators[_accelerator(row)]
     work = Work(
         workload="large_scale_training",
         model=preset,
         params_b=None if preset else float(row["params_b"]),
         gpu_count=gpus,
         tokens=float(row["tokens"]),
-        seq_len=CONTEXT[family],
+        seq_len=seq,
         batch=1,
         global_batch_tokens=batch,
         max_gpus=gpus,
@@ -187,28 +196,16 @@ def gpu_hours(row: dict[str, Any], cat: Catalog) -> TrainingComparison:
     plan = plan_for(cat, work, cat.workloads["large_scale_training"])
     fit = plan.fit(acc, 8, acc.interconnect_gb_s, NETWORK_GBPS[acc.id])
     assert fit.gpu_hours is not None, fit.unfit
-    return TrainingComparison(row["id"], "gpu_hours", fit.gpu_hours, row["gpu_hours"])
+    return fit.gpu_hours
 
 
 def _whole_run(row: dict[str, Any], cat: Catalog) -> tuple[float, int, float]:
     """(GPU-hours, GPUs, goodput) of the advisor's own plan for a whole-run row that states its
     GPU count and tokens but no layout (LLaMA 65B, MPT-7B), as `estimate` makes it."""
-    acc = cat.accelerators[_accelerator(row)]
     gpus = int(row["gpu_count"])
-    work = Work(
-        workload="large_scale_training",
-        params_b=float(row["params_b"]),
-        gpu_count=gpus,
-        tokens=float(row["tokens"]),
-        seq_len=SEQ_LEN_FROM_SOURCE[row["id"]],
-        batch=1,
-        global_batch_tokens=DEFAULT_GLOBAL_BATCH_TOKENS,
-        max_gpus=gpus,
-    )
-    plan = plan_for(cat, work, cat.workloads["large_scale_training"])
-    fit = plan.fit(acc, 8, acc.interconnect_gb_s, NETWORK_GBPS[acc.id])
-    assert fit.gpu_hours is not None, fit.unfit
-    return fit.gpu_hours, gpus, goodput(gpus)
+    seq = SEQ_LEN_FROM_SOURCE[row["id"]]
+    hours = _planned_gpu_hours(row, cat, None, gpus, seq, DEFAULT_GLOBAL_BATCH_TOKENS)
+    return hours, gpus, goodput(gpus)
 
 
 def planned_tokens_per_gpu(row: dict[str, Any], cat: Catalog) -> TrainingComparison:

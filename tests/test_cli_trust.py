@@ -16,17 +16,9 @@ from tests.test_cli_tables import run
 
 WIDTHS = ["60", "80", "120", None]  # None: a pipe with no COLUMNS (Rich's 80)
 WIDTH_IDS = ["60", "80", "120", "pipe"]
+FINE_TUNING = ["--workload", "fine_tuning", "--model", "llama-3-8b", "--tokens", "2e9"]
 # 15 options: down to the TPU (ranked 11th behind the GPU clouds), whose penalty is the case
-FINE_TUNING = [
-    "--workload",
-    "fine_tuning",
-    "--model",
-    "llama-3-8b",
-    "--tokens",
-    "2e9",
-    "--limit",
-    "15",
-]
+FINE_TUNING += ["--limit", "15"]
 LOW_LATENCY = ["--workload", "low_latency_inference", "--model", "llama-3.1-8b"]
 
 
