@@ -6,7 +6,6 @@ then multiples of 7 days up to 182 days)."""
 
 from __future__ import annotations
 
-import datetime as dt
 from pathlib import Path
 from typing import Any
 
@@ -157,10 +156,10 @@ def _with_commitments(tmp_path: Path) -> Any:
 def test_purchase_reserved_ranks_reserved_offerings_only(tmp_path: Path) -> None:
     catalog, od = _with_commitments(tmp_path)
     result = recommend(catalog, Workload(workload="large_scale_training", purchase="reserved"))
-    assert [(r.instance_type, r.purchase) for r in result.recommendations] == [
-        ("p5.48xlarge", "reserved_1y")
-    ]
-    assert result.recommendations[0].hourly_usd == pytest.approx(round(od * 0.6, 4))
+    recs = result.recommendations
+    assert {r.purchase for r in recs} == {"reserved_1y"}  # the shipped AWS terms beside it
+    [p5] = [r for r in recs if r.instance_type == "p5.48xlarge"]
+    assert p5.hourly_usd == pytest.approx(round(od * 0.6, 4))
     anything = recommend(catalog, Workload(workload="large_scale_training", purchase="any"))
     assert {r.purchase for r in anything.recommendations} <= {"on_demand", "spot"}
 
@@ -192,15 +191,6 @@ def test_a_long_plan_says_which_purchase_option_buys_it_cheapest(tmp_path: Path)
     else:
         assert sentence.startswith("on_demand is not the cheapest way")
         assert f"--purchase {best}" in sentence
-
-
-def test_the_shipped_prices_are_all_on_demand_or_spot_today() -> None:
-    """No shipped reserved or capacity-block price yet: none was found with a current source
-    (the AWS Capacity Blocks page read gives rates of 2024). This test says so; add rows with
-    their source and date and drop it."""
-    purchases = {p.purchase for it in load_catalog().instance_types.values() for p in it.prices}
-    assert purchases == {Purchase.on_demand, Purchase.spot}
-    assert dt.date.today() >= TODAY
 
 
 def test_a_spot_plan_is_not_told_to_reserve_capacity() -> None:

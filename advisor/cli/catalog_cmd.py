@@ -347,6 +347,83 @@ def import_skypilot(
     _print_import(data)
 
 
+@import_app.command("ec2-reserved")
+def import_ec2_reserved(
+    source: Annotated[
+        str,
+        typer.Argument(
+            metavar="PATH|URL",
+            help="ec2instances.info's instances.json (https://instances.vantage.sh/instances.json) "
+            "or a capture keeping its 1-year rate as `reserved`.",
+        ),
+    ],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            "-o",
+            help="Directory holding the aws.yaml to add reserved prices to (required unless "
+            "--dry-run, which checks against the shipped file).",
+        ),
+    ] = None,
+    as_of: Annotated[
+        str | None, typer.Option(help="Date the rates were read, YYYY-MM-DD (default: today)")
+    ] = None,
+    label: Annotated[
+        str | None, typer.Option("--source-label", help="What each price's `source` says")
+    ] = None,
+    dry_run: Annotated[bool, typer.Option(help="Validate and summarise; write nothing.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Add AWS reserved prices (1- and 3-year Standard RIs, Linux, no upfront) to aws.yaml beside
+    its on-demand and spot prices; writes only if the result validates."""
+    from advisor.cli.catalog_import import run_reserved_import
+
+    if out is None and not dry_run:
+        raise InputError(
+            "--out DIR: name the directory holding aws.yaml (from a clone, to refresh the shipped "
+            "prices: --out catalog/instances); --dry-run checks against the shipped file",
+            field="out",
+        )
+    result = run_reserved_import(
+        source,
+        out or shipped_catalog_dir() / "instances",
+        as_of=_date(as_of),
+        label=label or source,
+        dry_run=dry_run,
+    )
+    data = {**result.summary.as_dict(), "file": str(result.path), "written": result.written}
+    data["warnings"] = list(result.warnings)
+    if json_out:
+        emit_json(data)
+        return
+    _print_reserved(data)
+
+
+def _print_reserved(data: dict[str, Any]) -> None:
+    out = console()
+    verb = "wrote" if data["written"] else "would write (dry run)"
+    out.print(f"{verb} {data['file']}: {data['prices']} reserved prices", highlight=False)
+    lines = [
+        ("updated", [f"{k} ({n})" for k, n in data["updated"].items()]),
+        ("no reserved rate in the source", data["without_reserved_prices"]),
+        ("not in the catalog, skipped", data["not_in_catalog"]),
+        (
+            "reserved prices no longer listed, removed",
+            [f"{k}: {', '.join(v)}" for k, v in data["removed"].items()],
+        ),
+        (
+            "regions the catalog does not price, skipped",
+            [f"{k}: {', '.join(v)}" for k, v in data["regions_without_other_prices"].items()],
+        ),
+    ]
+    for label, items in lines:
+        out.print(
+            f"{label} ({len(items)}): {', '.join(items) or '-'}", highlight=False, markup=False
+        )
+    out.print(f"validated with the loader ({len(data['warnings'])} warning(s))", highlight=False)
+
+
 def _date(text: str | None) -> dt.date:
     if text is None:
         return dt.date.today()

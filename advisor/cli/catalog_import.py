@@ -1,6 +1,7 @@
-"""The disk and network side of `advisor catalog import skypilot`: read the CSV (file or URL),
-run the pure importer (advisor/catalog/importers/skypilot.py), validate the result with the
-loader, and only then write the provider's instance file (temporary file, then rename)."""
+"""The disk and network side of `advisor catalog import`: read the source (file or URL), run the
+pure importer (advisor/catalog/importers/skypilot.py for SkyPilot's CSVs, ec2_reserved.py for
+AWS reserved rates), validate the result with the loader, and only then write the provider's
+instance file (temporary file, then rename)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from advisor.catalog.importers import skypilot
+from advisor.catalog.importers import ec2_reserved, skypilot
 from advisor.catalog.importers.skypilot_names import FAMILIES
 from advisor.catalog.loading import load_catalog
 from advisor.catalog.queries import Catalog
@@ -25,7 +26,7 @@ from advisor.outputs import write_atomically
 
 @dataclass(frozen=True)
 class ImportResult:
-    summary: skypilot.Summary
+    summary: skypilot.Summary | ec2_reserved.Summary
     path: Path  # the instance file written (or that would be, with --dry-run)
     written: bool
     warnings: tuple[str, ...]
@@ -121,6 +122,39 @@ def run_import(
     if not dry_run:
         write_atomically(path, content)
     return ImportResult(summary, path, not dry_run, warnings)
+
+
+def run_reserved_import(
+    source: str, out_dir: Path, *, as_of: dt.date, label: str, dry_run: bool
+) -> ImportResult:
+    """AWS reserved rates into aws.yaml beside its other prices (ec2_reserved.merge); the file's
+    header and every other field are kept. Writes nothing unless the result loads."""
+    path = out_dir / "aws.yaml"
+    if not path.is_file():
+        raise InputError(f"--out: {str(path)!r} does not exist (reserved rates join its types)")
+    text = read_source(source)
+    rates = ec2_reserved.parse(text, source)
+    entries, summary = ec2_reserved.merge(_existing_entries(path), rates, as_of=as_of, source=label)
+    # the header says where the file's other prices came from, still true; each reserved
+    # price's `source` says where it came from
+    header = "".join(_header(path))
+    body = yaml.safe_dump(
+        {"instance_types": entries}, sort_keys=False, width=100, allow_unicode=True
+    )
+    content = header + body
+    warnings = validate(path, content)
+    if not dry_run:
+        write_atomically(path, content)
+    return ImportResult(summary, path, not dry_run, warnings)
+
+
+def _header(path: Path) -> list[str]:
+    lines = []
+    for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
+        if not line.startswith("#"):
+            break
+        lines.append(line)
+    return lines
 
 
 def _existing_entries(path: Path) -> list[dict[str, Any]]:

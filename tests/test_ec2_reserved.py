@@ -1,0 +1,233 @@
+"""`advisor catalog import ec2-reserved` and the shipped AWS reserved prices.
+
+tests/data/ec2instances/instances.json holds two records of instances.vantage.sh's instances.json
+as the tsaol/aws-gpu repository kept it (data/gpu_instances_raw.json @2d0108c, 2025-11-30), cut to
+two and one regions, every other key as written. The shipped capture is
+catalog/snapshots/aws-gpu-7412fd2.../data/all_gpu_instances.js. Expected rates are read off those
+files by eye and written here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from advisor.catalog import load_catalog, shipped_catalog_dir
+from advisor.catalog.importers import ec2_reserved
+from advisor.catalog.models import Purchase
+from advisor.catalog.purchase import choose
+from advisor.engine import recommend
+from advisor.errors import InputError
+from advisor.request import Workload
+from tests.factories import TODAY
+from tests.test_skypilot_import import _cli  # the CLI in this process, global state put back
+
+FULL = Path(__file__).parent / "data" / "ec2instances" / "instances.json"
+SNAPSHOT = next((shipped_catalog_dir() / "snapshots").glob("aws-gpu-*/data/all_gpu_instances.js"))
+AS_OF = dt.date(2026, 1, 21)
+R1, R3 = Purchase.reserved_1y, Purchase.reserved_3y
+
+
+def test_instances_json_gives_both_no_upfront_terms_of_linux_shared_tenancy() -> None:
+    rates = ec2_reserved.parse(FULL.read_text(), str(FULL))
+    # linux yrTerm1Standard.noUpfront / yrTerm3Standard.noUpfront; not the dedicated-tenancy
+    # 15.313, not the all-upfront 12.993037, not the convertible 16.705312
+    assert rates["p4d.24xlarge"] == {
+        "us-east-1": {R1: 13.921094, R3: 9.374219},
+        "eu-central-1": {R1: 17.392445, R3: 11.711766},
+    }
+    assert rates["p5.48xlarge"] == {"us-east-1": {R3: 23.77728}}  # AWS lists no 1-year term
+
+
+def test_the_capture_gives_its_one_year_rate_per_region() -> None:
+    rates = ec2_reserved.parse(SNAPSHOT.read_text(), str(SNAPSHOT))
+    p4d = rates["p4d.24xlarge"]
+    assert len(p4d) == 13 and p4d["us-east-1"] == {R1: 13.921094}
+    assert p4d["eu-central-1"] == {R1: 17.392445}  # the instances.json figure of the same rate
+    assert "p5.48xlarge" not in rates and "p6-b200.48xlarge" not in rates
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("{}", "no JSON array"),
+        ("var x; [1]", "expected a JSON array"),
+        ('[{"name": "g5.xlarge", "pricing": {"us-east-1": {"reserved": "n/a"}}}]', "'n/a'"),
+        ('[{"name": "g5.xlarge", "pricing": {"us-east-1": {"reserved": 0}}}]', "not a positive"),
+        ('[{"id": "g5.xlarge"}]', "record 0: neither"),
+        ('[{"name": "g5.xlarge", "pricing": []}]', "`pricing` is not an object"),
+        ("[1,]", "not JSON at line 1"),
+    ],
+)
+def test_a_bad_file_names_the_record(text: str, expected: str) -> None:
+    with pytest.raises(InputError, match="f.json") as err:
+        ec2_reserved.parse(text, "f.json")
+    assert expected in str(err.value)
+
+
+def _entry(type_id: str, *prices: tuple[str, str, float]) -> dict[str, Any]:
+    return {
+        "id": type_id,
+        "provider": "aws",
+        "prices": [
+            {"region": r, "purchase": p, "hourly_usd": h, "as_of": "2026-12-01", "source": "s"}
+            for r, p, h in prices
+        ],
+    }
+
+
+def test_merge_replaces_reserved_rows_and_keeps_everything_else() -> None:
+    existing = [
+        _entry(
+            "p4d.24xlarge",
+            ("us-east-1", "on_demand", 21.96),
+            ("us-east-1", "spot", 8.6),
+            ("us-east-1", "capacity_block", 14.75),
+            ("us-east-1", "reserved_1y", 15.0),  # an older rate: replaced
+            ("us-west-2", "on_demand", 21.96),
+            ("us-west-2", "reserved_3y", 9.0),  # no longer listed: removed and said
+        ),
+        _entry("m7i.xlarge", ("us-east-1", "on_demand", 0.2)),
+        {**_entry("n1", ("us-central1", "on_demand", 1.0)), "provider": "gcp"},
+    ]
+    rates = {
+        "p4d.24xlarge": {
+            "us-east-1": {R1: 13.921094},
+            "us-west-2": {R1: 13.9},
+            "il-central-1": {R1: 20.0},
+        },
+        "p6-b200.48xlarge": {"us-east-1": {R1: 60.0}},
+    }
+    entries, summary = ec2_reserved.merge(existing, rates, as_of=AS_OF, source="src")
+    p4d = entries[0]
+    assert [(p["region"], p["purchase"], p["hourly_usd"]) for p in p4d["prices"]] == [
+        ("us-east-1", "on_demand", 21.96),
+        ("us-east-1", "spot", 8.6),
+        ("us-east-1", "capacity_block", 14.75),
+        ("us-west-2", "on_demand", 21.96),
+        ("us-east-1", "reserved_1y", 13.921094),
+        ("us-west-2", "reserved_1y", 13.9),
+    ]
+    new = p4d["prices"][-1]
+    assert new["as_of"] == "2026-01-21" and new["source"].startswith("src: Linux 1-year Standard")
+    assert entries[1:] == existing[1:]  # a type the source does not list, another provider
+    assert summary.as_dict() == {
+        "source": "src",
+        "updated": {"p4d.24xlarge": 2},
+        "prices": 2,
+        "removed": {"p4d.24xlarge": ["us-west-2 reserved_3y"]},
+        "regions_without_other_prices": {"p4d.24xlarge": ["il-central-1"]},
+        "without_reserved_prices": ["m7i.xlarge"],
+        "not_in_catalog": ["p6-b200.48xlarge"],
+    }
+
+
+def _shipped_aws(*ids: str) -> list[dict[str, Any]]:
+    data = yaml.safe_load((shipped_catalog_dir() / "instances" / "aws.yaml").read_text())
+    return [e for e in data["instance_types"] if e["id"] in ids]
+
+
+def test_the_command_writes_a_file_the_loader_accepts_keeping_its_header(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    [p4d] = _shipped_aws("p4d.24xlarge")
+    p4d["prices"] = [p for p in p4d["prices"] if not p["purchase"].startswith("reserved")]
+    for p in p4d["prices"]:
+        p.pop("flag", None)
+    path = tmp_path / "aws.yaml"
+    path.write_text("# written by hand\n" + yaml.safe_dump({"instance_types": [p4d]}))
+    args = ["catalog", "import", "ec2-reserved", str(FULL), "--out", str(tmp_path), "--json"]
+    code, out, err = _cli(capsys, *args, "--as-of", "2025-11-30")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["written"] and summary["updated"] == {"p4d.24xlarge": 4}
+    assert summary["not_in_catalog"] == ["p5.48xlarge"]
+    assert path.read_text().startswith("# written by hand\ninstance_types:\n")
+    catalog = load_catalog(tmp_path, today=TODAY)
+    prices = catalog.instance_types["p4d.24xlarge"].prices
+    assert {(p.region, p.purchase, p.hourly_usd) for p in prices if p.purchase in (R1, R3)} == {
+        ("us-east-1", R1, 13.921094),
+        ("us-east-1", R3, 9.374219),
+        ("eu-central-1", R1, 17.392445),
+        ("eu-central-1", R3, 11.711766),
+    }
+
+
+def test_the_command_refuses_without_out_and_writes_nothing_on_a_bad_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = _cli(capsys, "catalog", "import", "ec2-reserved", str(FULL))
+    assert code == 2 and "--out DIR" in err
+    path = tmp_path / "aws.yaml"
+    path.write_text(yaml.safe_dump({"instance_types": _shipped_aws("g5.xlarge")}))
+    before = path.read_bytes()
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"name": "g5.xlarge", "pricing": {"us-east-1": {"reserved": "x"}}}]')
+    code, _, err = _cli(
+        capsys, "catalog", "import", "ec2-reserved", str(bad), "--out", str(tmp_path)
+    )
+    assert code == 2 and "record 0 us-east-1 reserved: 'x' is not a number" in err
+    assert path.read_bytes() == before
+
+
+def test_an_import_of_what_is_shipped_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shipped = shipped_catalog_dir() / "instances" / "aws.yaml"
+    (tmp_path / "aws.yaml").write_bytes(shipped.read_bytes())
+    label = next(
+        p["source"].rsplit(": Linux", 1)[0]
+        for e in _shipped_aws("p4d.24xlarge")
+        for p in e["prices"]
+        if p["purchase"] == "reserved_1y"
+    )
+    args = ["catalog", "import", "ec2-reserved", str(SNAPSHOT), "--out", str(tmp_path)]
+    code, _, err = _cli(capsys, *args, "--as-of", "2026-01-21", "--source-label", label)
+    assert code == 0, err
+    assert (tmp_path / "aws.yaml").read_bytes() == shipped.read_bytes()
+
+
+# --- the shipped prices ------------------------------------------------------------------------
+
+
+def test_the_shipped_reserved_prices_come_from_the_capture_and_undercut_on_demand() -> None:
+    catalog = load_catalog()
+    p4d = catalog.instance_types["p4d.24xlarge"]
+    [r1] = [p for p in p4d.prices if p.region == "us-east-1" and p.purchase is R1]
+    assert (r1.hourly_usd, r1.as_of) == (13.921094, AS_OF)
+    reserved = [
+        (it, p) for it in catalog.instance_types.values() for p in it.prices if p.purchase is R1
+    ]
+    assert len(reserved) == 508
+    for it, p in reserved:  # a commitment never costs more an hour than paying as you go
+        [od] = [q for q in it.prices if q.region == p.region and q.purchase is Purchase.on_demand]
+        assert p.hourly_usd < od.hourly_usd, (it.id, p.region)
+    # AWS sells the P5 and P6 families' terms as Savings Plans and Capacity Blocks, not 1-year
+    # Standard RIs: none in the source, none shipped
+    for type_id in ("p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge"):
+        assert not [p for p in catalog.instance_types[type_id].prices if p.purchase is R1]
+
+
+def test_a_year_on_a_shipped_p4d_is_cheapest_reserved() -> None:
+    prices = [
+        p for p in load_catalog().instance_types["p4d.24xlarge"].prices if p.region == "us-east-1"
+    ]
+    choice = choose(8760, 1, prices)
+    assert choice is not None and choice.chosen.price.purchase is R1
+    assert choice.chosen.cost_usd == pytest.approx(8760 * 13.921094)  # 121,948.78
+    short = choose(
+        83 * 24, 1, prices
+    )  # 83 days: the year's term costs more than paying by the hour
+    assert short is not None and short.chosen.price.purchase is Purchase.on_demand
+
+
+def test_purchase_reserved_ranks_shipped_reserved_offerings() -> None:
+    result = recommend(load_catalog(), Workload(workload="fine_tuning", purchase="reserved"))
+    assert result.recommendations
+    assert {r.purchase for r in result.recommendations} == {"reserved_1y"}
+    assert {r.provider for r in result.recommendations} == {"aws"}
