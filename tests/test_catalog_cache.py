@@ -105,6 +105,19 @@ def test_the_shipped_catalog_with_its_warnings_round_trips(
     assert second == first == shipped
 
 
+def test_repeated_text_is_one_object_in_the_catalog_and_in_its_cache(tmp_path: Path) -> None:
+    """Every price of a snapshot repeats its `source`: one object per distinct text, through the
+    pickle too (pickle writes an object once however often it is referenced)."""
+    cache = tmp_path / "cache"
+    for catalog in (load_catalog(cache_dir=cache), load_catalog(cache_dir=cache)):
+        prices = [p for it in catalog.instance_types.values() for p in it.prices]
+        texts = {p.source for p in prices}
+        assert len(prices) > 10 * len(texts)
+        assert len({id(p.source) for p in prices}) == len(texts)
+    [cached] = cache.glob("*.pickle")
+    assert cached.stat().st_size < 1_000_000  # 1.6 MB with a copy of the text per price
+
+
 # --- Every input of the answer is in the key --------------------------------------------------
 # The base: the shipped catalog extended by a user directory holding one file.
 
