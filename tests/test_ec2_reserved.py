@@ -231,3 +231,32 @@ def test_purchase_reserved_ranks_shipped_reserved_offerings() -> None:
     assert result.recommendations
     assert {r.purchase for r in result.recommendations} == {"reserved_1y"}
     assert {r.provider for r in result.recommendations} == {"aws"}
+
+
+def test_the_gpu_grid_shows_the_cheapest_reserved_rate_where_a_shape_has_one(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = _cli(capsys, "catalog", "gpus", "a100-40gb-sxm", "--json")
+    assert code == 0, err
+    rows = {(r["provider"], r["gpu_count"]): r for r in json.loads(out)}
+    # p4d.24xlarge's 1-year rate: $13.921092 in us-east-2, $13.921094 in us-east-1
+    assert rows["aws", 8]["reserved_1y"] == {
+        "instance_type": "p4d.24xlarge",
+        "region": "us-east-2",
+        "hourly_usd": 13.921092,
+    }
+    assert rows["aws", 8]["reserved_3y"] is None and rows["gcp", 8]["reserved_1y"] is None
+    monkeypatch.setenv("COLUMNS", "160")
+    _, table, _ = _cli(capsys, "catalog", "gpus", "a100-40gb-sxm")
+    [p4d] = [line for line in table.splitlines() if " aws " in line]
+    assert "$21.96" in p4d and "$13.92" in p4d and "1-yr $/h" in table
+    _, table, _ = _cli(capsys, "catalog", "gpus", "b200")  # no term on any B200 shape: no column
+    assert "1-yr" not in table and "$/h" in table
+    _, csv_text, _ = _cli(capsys, "catalog", "gpus", "a100-40gb-sxm", "--format", "csv")
+    header, *lines = csv_text.splitlines()
+    [aws] = [
+        dict(zip(header.split(","), line.split(","), strict=True))
+        for line in lines
+        if ",aws," in line
+    ]
+    assert (aws["reserved_1y_hourly_usd"], aws["reserved_1y_region"]) == ("13.921092", "us-east-2")

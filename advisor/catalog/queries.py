@@ -294,6 +294,12 @@ class GpuOffer:
     spot: Price | None
     spot_type: str | None
     regions: tuple[str, ...]  # every region with a sound price, sorted
+    # the cheapest sound price of each reservation term any of them has, with its type
+    reserved: tuple[tuple[Purchase, InstanceType, Price], ...] = ()
+
+    def reserved_at(self, term: Purchase) -> tuple[str, Price] | None:
+        """The cheapest sound price of one reservation term and its type's id; None without."""
+        return next(((it.id, p) for t, it, p in self.reserved if t is term), None)
 
 
 def gpu_grid(catalog: Catalog, accelerator: str | None = None) -> list[GpuOffer]:
@@ -341,6 +347,11 @@ def _grid_row(acc: str, provider: str, count: int, types: list[InstanceType]) ->
         spot=spot[1] if spot else None,
         spot_type=spot[0].id if spot else None,
         regions=tuple(sorted({p.region for prices in sound.values() for p in prices})),
+        reserved=tuple(
+            (term, *found)
+            for term in (Purchase.reserved_1y, Purchase.reserved_3y)
+            if (found := _cheapest_of(types, sound, term)) is not None
+        ),
     )
 
 

@@ -179,13 +179,15 @@ def gpus(
     json_out: JsonOpt = False,
     fmt: FormatOpt = None,
 ) -> None:
-    """Accelerator x provider x GPUs per node: the cheapest on-demand and spot $/h (flagged
-    prices left out), the type that has it, and how many regions offer the shape."""
+    """Accelerator x provider x GPUs per node: the cheapest on-demand, spot and reserved $/h
+    (flagged prices left out), the type that has it, and how many regions offer the shape."""
     found = gpu_grid(get_catalog(), accelerator)
     shape = output_format(fmt, json_out)
     if shape is Format.json:
         emit_json([_grid_json(r) for r in found])
         return
+    # a column per reservation term some shape is priced on (most clouds' rows have none)
+    terms = [t for t in RESERVED_TERMS if any(r.reserved_at(t) for r in found)]
     columns = [
         Column("accelerator", key=True),
         Column("cloud", drop_rank=6),
@@ -193,20 +195,13 @@ def gpus(
         Column("on-demand $/h", "right", key=True),
         Column("cheapest at", drop_rank=3),
         Column("spot $/h", "right", drop_rank=4),
+        *(
+            Column(f"{RESERVED_TERMS[t]} $/h", "right", drop_rank=i + 1)
+            for i, t in enumerate(terms)
+        ),
         Column("regions", "right", drop_rank=5),
     ]
-    rows = [
-        (
-            r.accelerator,
-            r.provider,
-            str(r.gpus),
-            money(r.on_demand.hourly_usd) if r.on_demand else "-",
-            f"{r.on_demand_type} {r.on_demand.region}" if r.on_demand else "-",
-            money(r.spot.hourly_usd) if r.spot else "-",
-            str(len(r.regions)),
-        )
-        for r in found
-    ]
+    rows = [_grid_cells(r, terms) for r in found]
     if shape is Format.csv:
         catalog_lists.gpu_csv(found)
         return
@@ -215,12 +210,27 @@ def gpus(
     print_table(console(), title, columns, rows)
 
 
+def _grid_cells(r: GpuOffer, terms: list[Purchase]) -> tuple[str, ...]:
+    reserved = {t: r.reserved_at(t) for t in terms}
+    return (
+        r.accelerator,
+        r.provider,
+        str(r.gpus),
+        money(r.on_demand.hourly_usd) if r.on_demand else "-",
+        f"{r.on_demand_type} {r.on_demand.region}" if r.on_demand else "-",
+        money(r.spot.hourly_usd) if r.spot else "-",
+        *(money(found[1].hourly_usd) if (found := reserved[t]) else "-" for t in terms),
+        str(len(r.regions)),
+    )
+
+
 def _grid_json(r: GpuOffer) -> dict[str, Any]:
     def price(p: Price | None, it: str | None) -> dict[str, Any] | None:
         if p is None:
             return None
         return {"instance_type": it, "region": p.region, "hourly_usd": p.hourly_usd}
 
+    reserved = {t: r.reserved_at(t) for t in RESERVED_TERMS}
     return {
         "accelerator": r.accelerator,
         "provider": r.provider,
@@ -228,8 +238,15 @@ def _grid_json(r: GpuOffer) -> dict[str, Any]:
         "instance_types": list(r.instance_types),
         "on_demand": price(r.on_demand, r.on_demand_type),
         "spot": price(r.spot, r.spot_type),
+        **{
+            t.value: price(found[1], found[0]) if (found := reserved[t]) else None
+            for t in RESERVED_TERMS
+        },
         "regions": list(r.regions),
     }
+
+
+RESERVED_TERMS = {Purchase.reserved_1y: "1-yr", Purchase.reserved_3y: "3-yr"}
 
 
 @app.command("show")

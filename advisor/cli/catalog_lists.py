@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from advisor.catalog.models import Accelerator, InstanceType
+from advisor.catalog.models import Accelerator, InstanceType, Purchase
 from advisor.catalog.queries import Catalog, GpuOffer, from_price
 from advisor.cli.common import console, emit_json, get_catalog
 from advisor.cli.tables import Column, Format, FormatOpt, output_format, print_table, write_csv
@@ -125,6 +125,12 @@ GPU_CSV = (
     "spot_hourly_usd",
     "spot_instance_type",
     "spot_region",
+    "reserved_1y_hourly_usd",
+    "reserved_1y_instance_type",
+    "reserved_1y_region",
+    "reserved_3y_hourly_usd",
+    "reserved_3y_instance_type",
+    "reserved_3y_region",
     "region_count",
 )
 
@@ -143,11 +149,25 @@ def gpu_csv(found: list[GpuOffer]) -> None:
                 plain(r.spot.hourly_usd if r.spot else None),
                 plain(r.spot_type if r.spot else None),
                 plain(r.spot.region if r.spot else None),
+                *_reserved_cells(r),
                 plain(len(r.regions)),
             ]
             for r in found
         ],
     )
+
+
+def _reserved_cells(r: GpuOffer) -> list[str]:
+    cells = []
+    for term in (Purchase.reserved_1y, Purchase.reserved_3y):
+        found = r.reserved_at(term)
+        type_id, price = found if found else (None, None)
+        cells += [
+            plain(price.hourly_usd if price else None),
+            plain(type_id),
+            plain(price.region if price else None),
+        ]
+    return cells
 
 
 def _emit(title: str, columns: list[Column], rows: list[list[str]], shape: Format) -> None:
