@@ -202,3 +202,45 @@ def test_a_spot_plan_is_not_told_to_reserve_capacity() -> None:
         recs = recommend(catalog, w).recommendations
         assert len(recs) == 10
         assert sum(any("reserve the capacity" in s for s in r.reasons) for r in recs) == told
+
+
+def _price(purchase: str, hourly_usd: float, region: str = "r") -> Price:
+    return Price(
+        region=region, purchase=purchase, hourly_usd=hourly_usd, as_of=TODAY, source="test"
+    )
+
+
+def test_a_deployment_kept_up_all_year_is_told_what_a_term_saves() -> None:
+    """2 nodes on demand at $10/h, a 1-year term at $6 and a 3-year term at $4 in its region
+    (and $1 in another): a year is 2 x 8,760 h = 17,520 h, $175,200 on demand, $70,080 on the
+    3-year term, 60% less; $0.50 per million tokens becomes $0.20."""
+    on_demand = _price("on_demand", 10.0)
+    prices = [
+        on_demand,
+        _price("reserved_1y", 6.0),
+        _price("reserved_3y", 4.0),
+        _price("reserved_3y", 1.0, region="elsewhere"),
+    ]
+    sentence = po.deployment_sentence(2, prices, on_demand, 0.5)
+    assert sentence == (
+        "kept up all year, this deployment costs $70,080 a year on reserved_3y ($4.00/h, owed "
+        "every hour of the term) against $175,200 on_demand: 60% less, $0.200 per million "
+        "tokens (--purchase reserved_3y)"
+    )
+    assert po.deployment_sentence(2, prices, prices[1]) is None  # on a term already
+    assert po.deployment_sentence(2, [on_demand], on_demand) is None
+    spot = _price("spot", 3.0)  # already cheaper by the hour than any term
+    assert po.deployment_sentence(2, [*prices, spot], spot) is None
+
+
+def test_a_shipped_serving_answer_on_demand_names_its_reserved_year() -> None:
+    w = Workload(workload="high_throughput_inference", model="llama-3-8b", provider="aws")
+    catalog = load_catalog()
+    for rec in recommend(catalog, w).recommendations:
+        prices = catalog.instance_types[rec.instance_type].prices
+        terms = [p for p in prices if p.region == rec.region and p.purchase.value.startswith("res")]
+        said = [s for s in rec.reasons if s.startswith("kept up all year")]
+        assert len(said) == bool(terms), rec.instance_type
+        if terms:
+            year = min(p.hourly_usd for p in terms) * 8760 * rec.nodes
+            assert f"${year:,.0f} a year" in said[0]

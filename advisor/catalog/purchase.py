@@ -149,3 +149,36 @@ def _not_priced(hours: float, nodes: int) -> str:
         f"a 1-year reservation would owe {term / hours:.1f}x the run's hours and {block}; "
         "add reserved_1y or capacity_block price rows to weigh them"
     )
+
+
+YEAR_HOURS = TERM_HOURS[Purchase.reserved_1y]
+
+
+def deployment_sentence(
+    nodes: int, prices: Iterable[Price], price: Price, per_million_usd: float | None = None
+) -> str | None:
+    """For a deployment kept up around the clock (serving has no run length) priced by the
+    hour: what a year of it costs on the cheapest reservation term the offering has in its
+    region, against the price it was ranked on (and the cost per million tokens, which scales
+    with the rate); None when it has no cheaper term or is ranked on one already. Every hour of
+    a term is owed, so a deployment up all year pays the term's rate for each."""
+    if price.purchase not in PAY_AS_YOU_GO:
+        return None
+    terms = sorted(
+        (p for p in prices if p.purchase in RESERVED and p.region == price.region),
+        key=lambda p: p.hourly_usd,
+    )
+    if not terms or terms[0].hourly_usd >= price.hourly_usd:
+        return None
+    best = terms[0]
+    year = nodes * YEAR_HOURS
+    ratio = best.hourly_usd / price.hourly_usd
+    tokens = (
+        "" if per_million_usd is None else f", ${per_million_usd * ratio:,.3f} per million tokens"
+    )
+    return (
+        f"kept up all year, this deployment costs ${best.hourly_usd * year:,.0f} a year on "
+        f"{best.purchase.value} (${best.hourly_usd:,.2f}/h, owed every hour of the term) against "
+        f"${price.hourly_usd * year:,.0f} {price.purchase.value}: {1 - ratio:.0%} less{tokens} "
+        f"(--purchase {best.purchase.value})"
+    )

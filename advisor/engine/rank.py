@@ -439,6 +439,13 @@ def _plan_reasons(h: Hit, w: Workload, p: WorkloadProfile) -> list[str]:
         bought = _purchase_reason(s.fit.hours, s.nodes, it.prices, price)
         if bought is not None:
             out.append(bought)
+    if p.sizing == "inference" and h.spot is None:  # a deployment: up until taken down
+        sound = (q for q in it.prices if q.flag is None)
+        per_million = (
+            sized_figures(s.fit, h.hourly_usd).cost_per_million_tokens_usd if s.fit else None
+        )
+        year = purchase_option.deployment_sentence(s.nodes, sound, price, per_million)
+        out += [year] if year else []
     return out
 
 
