@@ -12,6 +12,8 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import re
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -359,6 +361,17 @@ def test_provider_from_path_and_snapshot_label() -> None:
         guess_provider("/tmp/vms.csv")
     label = source_label("catalog/snapshots/skypilot-abc123/catalogs/v8/gcp/vms.csv")
     assert label.startswith("skypilot-org/skypilot-catalog catalogs/v8/gcp/vms.csv@abc123")
+
+
+def test_the_provider_option_names_every_layout_the_importer_reads() -> None:
+    """The help is written out (the catalog commands do not import the importer to start); it
+    must name what skypilot.LAYOUTS reads, which the error for an unknown path derives from."""
+    from advisor.cli.catalog_cmd import import_skypilot
+
+    option = typing.get_type_hints(import_skypilot, include_extras=True)["provider"]
+    help_text = option.__metadata__[0].help
+    named = re.findall(r"[a-z]+", help_text.split(":")[0])
+    assert sorted(n for n in named if n != "or") == sorted(skypilot.LAYOUTS)
 
 
 # --- stale ----------------------------------------------------------------------------------
