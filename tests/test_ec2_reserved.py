@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -260,3 +261,22 @@ def test_the_gpu_grid_shows_the_cheapest_reserved_rate_where_a_shape_has_one(
         if ",aws," in line
     ]
     assert (aws["reserved_1y_hourly_usd"], aws["reserved_1y_region"]) == ("13.921092", "us-east-2")
+
+
+def test_catalog_show_lists_each_regions_ways_to_buy_together(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "160")
+    code, out, err = _cli(capsys, "catalog", "show", "p4d.24xlarge")
+    assert code == 0, err
+    rows = re.findall(r"([a-z]+-[a-z]+-\d) +(\w+) +(\$[\d.]+) +as of (\S+)", out)
+    regions = [region for region, *_ in rows]
+    assert regions == sorted(regions)  # each region's rows together, regions in order
+    east = [
+        (purchase, usd, as_of) for region, purchase, usd, as_of in rows if region == "us-east-1"
+    ]
+    assert east == [
+        ("on_demand", "$21.96", "2026-12-01"),
+        ("spot", "$8.00", "2026-12-01"),
+        ("reserved_1y", "$13.92", "2026-01-21"),
+    ]

@@ -557,14 +557,20 @@ def _flagged_prices(catalog: Catalog) -> list[dict[str, Any]]:
 
 def _price_line(p: dict[str, Any]) -> str:
     line = (
-        f"{p['region']!s:<16} {p['purchase']!s:<9} {money(p['hourly_usd']):>10}  as of {p['as_of']}"
+        f"{p['region']!s:<16} {p['purchase']!s:<14} {money(p['hourly_usd']):>10}  "
+        f"as of {p['as_of']}"
     )
     return line if p.get("flag") is None else f"{line}\n  FLAGGED: {p['flag']}"
 
 
+PURCHASE_ORDER = {p.value: i for i, p in enumerate(Purchase)}  # on demand, spot, terms, blocks
+
+
 def _cell(key: str, value: object) -> str:
     if key == "prices" and isinstance(value, list):
-        return "\n".join(_price_line(p) for p in value)
+        # each region's ways to buy together, whatever order the file lists them in
+        ordered = sorted(value, key=lambda p: (p["region"], PURCHASE_ORDER[p["purchase"]]))
+        return "\n".join(_price_line(p) for p in ordered)
     if isinstance(value, dict):
         return ", ".join(f"{k}={v}" for k, v in value.items() if v is not None)
     if isinstance(value, list):
