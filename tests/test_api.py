@@ -61,9 +61,10 @@ def test_catalog_listing_and_lookup(client: TestClient) -> None:
     assert all(
         p["region"] == "us-east-1" and p["hourly_usd"] <= 1 for i in cheap for p in i["prices"]
     )
-    # g5.xlarge costs $1.006/h on demand in us-east-1 and is only cheaper as spot ($0.42)
+    # g5.xlarge costs $1.006/h on demand in us-east-1: only cheaper as spot ($0.42) and on a
+    # 1-year reservation ($0.63)
     (g5,) = [i for i in cheap if i["id"] == "g5.xlarge"]
-    assert [p["purchase"] for p in g5["prices"]] == ["spot"]
+    assert [p["purchase"] for p in g5["prices"]] == ["spot", "reserved_1y"]
     assert "p5.48xlarge" not in {i["id"] for i in cheap}
     assert client.get("/v1/instance-types/p5.48xlarge").json()["accelerator"] == "h100-sxm"
     body = problem(client.get("/v1/accelerators/h100-sxn"), 404)

@@ -25,6 +25,7 @@ from advisor.engine.checks import (
     EDGE,
     GROUP_SIGNATURE,
     OFFERING,
+    OVER_BUDGET,
     STATIC,
     StaticCase,
     offer_faults,
@@ -483,8 +484,9 @@ def test_offer_fault_bits_are_what_the_registry_finds(shipped: Catalog) -> None:
 
 def test_closest_offering_is_the_first_with_fewest_faults(shipped: Catalog) -> None:
     """A rejected option is explained by its offering that fails the fewest OFFERING checks,
-    the first (cheapest) among equals. The engine looks only at the first offering of each
-    pattern of faults other than the budget; the long way looks at every offering."""
+    among equals one failing the budget alone, then the first (cheapest). The engine looks only
+    at the first offering of each pattern of faults other than the budget; the long way looks at
+    every offering."""
     cases = 0
     for (kw, nodes), risky in itertools.product(FAULT_CASES, (False, True)):
         w = RecommendRequest(**kw)
@@ -492,8 +494,9 @@ def test_closest_offering_is_the_first_with_fewest_faults(shipped: Catalog) -> N
         for c in candidate_index(shipped, GROUP_SIGNATURE).cloud:
             if not c.offers:
                 continue
-            faults = [offer_faults(o, w, nodes, risky, skip_flagged).bit_count() for o in c.offers]
-            first = faults.index(min(faults))
+            faults = [offer_faults(o, w, nodes, risky, skip_flagged) for o in c.offers]
+            ranks = [(f.bit_count(), f & ~OVER_BUDGET != 0) for f in faults]
+            first = ranks.index(min(ranks))
             assert _closest_offer(c, w, nodes, risky, skip_flagged) is c.offers[first][3], (
                 c.instance.id,
                 kw,

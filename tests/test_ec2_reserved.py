@@ -280,3 +280,38 @@ def test_catalog_show_lists_each_regions_ways_to_buy_together(
         ("spot", "$8.00", "2026-12-01"),
         ("reserved_1y", "$13.92", "2026-01-21"),
     ]
+
+
+def test_a_rejection_is_explained_by_an_offering_the_request_allows() -> None:
+    """Any purchase option (on demand or spot), us-east-1, $0.30/h: an option is explained by
+    its price in us-east-1 when it has one there (g6.xlarge: spot, over the budget), never by
+    another region's cheaper price ("not offered in us-east-1") nor by a reserved price, which
+    the request does not buy."""
+    catalog = load_catalog()
+    w = Workload(
+        workload="fine_tuning",
+        memory_gb=16,
+        purchase="any",
+        max_hourly_usd=0.3,
+        region="us-east-1",
+        show_rejected=True,
+    )
+    result = recommend(catalog, w)
+    rejected = {r.id: r for r in result.rejected}
+    [g6_spot] = [
+        p
+        for p in catalog.instance_types["g6.xlarge"].prices
+        if p.region == "us-east-1" and p.purchase is Purchase.spot
+    ]
+    assert rejected["g6.xlarge"].reasons == (
+        f"costs ${g6_spot.hourly_usd:,.2f}/h in us-east-1 (spot), above the $0.30/h budget",
+    )
+    for r in result.rejected:
+        assert not any("reserved" in s for s in r.reasons), r
+        it = catalog.instance_types.get(r.id)
+        if it is not None and "REGION_NOT_OFFERED" in r.codes:
+            assert not [
+                p
+                for p in it.prices
+                if p.region == "us-east-1" and p.purchase.value in ("on_demand", "spot")
+            ], r

@@ -448,9 +448,10 @@ def _region_not_offered(k: OfferCase) -> Finding | None:
 
 def _purchase_unavailable(k: OfferCase) -> Finding | None:
     wanted = k.w.purchase
-    if wanted is None or purchase_matches(wanted, k.price.purchase):
+    if purchase_matches(wanted, k.price.purchase):
         return None
-    return Finding(f"no {wanted} price", str(k.price.purchase))
+    # no purchase option asked (`any`) is one bought by the hour: on demand or spot
+    return Finding(f"no {wanted or 'on-demand or spot'} price", str(k.price.purchase))
 
 
 def _over_budget(k: OfferCase) -> Finding | None:
@@ -599,10 +600,10 @@ def offer_faults(offer: Offer, w: Workload, nodes: int, risky: bool, skip_flagge
     budget = w.max_hourly_usd
     return (
         (not region_matches(w.region, o_region))
-        # purchase_matches and price_usable inline: this runs on every offering
-        | (w.purchase is not None and o_purchase is not w.purchase) << 1
+        | (not purchase_matches(w.purchase, o_purchase)) << 1
         | (budget is not None and option_hourly_usd(hourly, nodes) > budget) * OVER_BUDGET
         | (risky and o_purchase is Purchase.spot) << 3
+        # price_usable inline: this runs on every offering of an option, once per filter
         | (skip_flagged and price.flag is not None) << 4
     )
 

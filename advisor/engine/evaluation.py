@@ -425,13 +425,19 @@ def _closest_offer(
     c: CloudCandidate, w: Workload, nodes: int, risky: bool, skip_flagged: bool
 ) -> Price:
     """The offering of an option none of whose offerings fits that breaks the fewest offering
-    checks, cheapest first: it explains the rejection. Only the first (cheapest) offering of
-    each group of faults other than the budget can be it: the budget fails the cheaper one no
-    more often."""
+    checks, one the request's region and purchase allow (failing the budget alone) before one
+    they rule out, cheapest first: it explains the rejection ("costs $0.35/h in us-east-1, above
+    the budget" rather than "not offered in us-east-1" for a type offered there). Only the first
+    (cheapest) offering of each group of faults other than the budget can be it: the budget
+    fails the cheaper one no more often."""
     position = min(
-        (g.faults.bit_count() + (g.within(w.max_hourly_usd, nodes) == 0), g.positions[0])
+        (
+            g.faults.bit_count() + (g.within(w.max_hourly_usd, nodes) == 0),
+            g.faults != 0,
+            g.positions[0],
+        )
         for g in fault_groups(c, w, risky, skip_flagged)
-    )[1]
+    )[2]
     return c.offers[position][3]
 
 
