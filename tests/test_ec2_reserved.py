@@ -315,3 +315,24 @@ def test_a_rejection_is_explained_by_an_offering_the_request_allows() -> None:
                 for p in it.prices
                 if p.region == "us-east-1" and p.purchase.value in ("on_demand", "spot")
             ], r
+
+
+def test_a_purchase_mismatch_names_the_price_it_saw_and_the_option_asked() -> None:
+    catalog = load_catalog()
+    for purchase, asked in (("on_demand", "on_demand"), ("any", "on demand or spot")):
+        w = Workload(
+            workload="fine_tuning",
+            memory_gb=80,
+            max_hourly_usd=1,
+            purchase=purchase,
+            show_rejected=True,
+        )
+        for r in recommend(catalog, w).rejected:
+            if "PURCHASE_UNAVAILABLE" in r.codes:
+                assert re.fullmatch(rf"a \w+ price, not {asked}", r.reasons[0]), r
+    w = Workload(workload="fine_tuning", memory_gb=80, max_hourly_usd=1, show_rejected=True)
+    [p5e] = [r for r in recommend(catalog, w).rejected if r.id == "p5e.48xlarge"]
+    assert p5e.reasons[0] == "a spot price, not on_demand"  # p5e has no on-demand price
+    assert not [
+        p for p in catalog.instance_types["p5e.48xlarge"].prices if p.purchase is Purchase.on_demand
+    ]

@@ -451,7 +451,8 @@ def _purchase_unavailable(k: OfferCase) -> Finding | None:
     if purchase_matches(wanted, k.price.purchase):
         return None
     # no purchase option asked (`any`) is one bought by the hour: on demand or spot
-    return Finding(f"no {wanted or 'on-demand or spot'} price", str(k.price.purchase))
+    asked = wanted or "on demand or spot"
+    return Finding(f"a {k.price.purchase} price, not {asked}", str(k.price.purchase))
 
 
 def _over_budget(k: OfferCase) -> Finding | None:
