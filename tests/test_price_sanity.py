@@ -148,6 +148,39 @@ def test_gpu_hour_check_flags_a_price_far_below_the_same_gpu_elsewhere(tmp_path:
     assert loaded["big1"].prices[0].flag is None
 
 
+def test_a_term_that_saves_nothing_is_flagged_a_capacity_block_is_not(tmp_path: Path) -> None:
+    # big8 at $98/h on demand in us-east-1: a 1-year term at $98 (not below) and a 3-year one at
+    # $99 are flagged; a 1-year term at $60 in the same region is sound; a capacity block at
+    # $120 is not held to it (AWS prices blocks by demand, above on demand at times).
+    def mutate(data: dict[str, Any]) -> None:
+        data["price_sanity"] = thresholds()
+        big8 = next(i for i in data["instance_types"] if i["id"] == "big8")
+        big8["prices"] = [
+            price("us-east-1", 98.0),
+            price("us-east-1", 98.0, "reserved_1y"),
+            price("us-east-1", 99.0, "reserved_3y"),
+            price("us-east-1", 120.0, "capacity_block"),
+        ]
+        data["instance_types"].append(
+            inst(
+                "big8b",
+                "big",
+                8,
+                [price("us-east-1", 98.0), price("us-east-1", 60.0, "reserved_1y")],
+            )
+        )
+
+    loaded = load_mini(tmp_path, mutate).instance_types
+    flags = {p.purchase.value: p.flag for p in loaded["big8"].prices}
+    assert flags["reserved_1y"] == (
+        "reserved_1y $98.00/h in us-east-1 is not below on-demand ($98.00/h): a term that saves "
+        "nothing is a stale or misread row"
+    )
+    assert flags["reserved_3y"] is not None and "$99.00/h" in flags["reserved_3y"]
+    assert flags["capacity_block"] is None and flags["on_demand"] is None
+    assert all(p.flag is None for p in loaded["big8b"].prices)
+
+
 def test_gpu_clouds_are_not_held_to_hyperscale_prices(tmp_path: Path) -> None:
     # The same $32/h 8-GPU price as above (0.31x the hyperscale median of $13/GPU-h), rented by a
     # GPU cloud: its peers are the other GPU clouds' types with the GPU, and it has none, so it is

@@ -24,6 +24,7 @@ from advisor.catalog.models import (
     PriceSanity,
     Purchase,
 )
+from advisor.catalog.purchase import RESERVED
 from advisor.catalog.queries import per_gpu_hour_usd
 from advisor.did_you_mean import did_you_mean
 from advisor.errors import CatalogIssue
@@ -270,6 +271,7 @@ def price_flags(instance_types: Iterable[InstanceType], sanity: PriceSanity) -> 
     for it in types:
         understated = _spot_flags(it, sanity, found)
         _region_flags(it, sanity, found, understated)
+        _term_flags(it, found)
     _gpu_hour_flags(types, sanity, found)
     return {key: "; ".join(reasons) for key, reasons in found.items()}
 
@@ -344,6 +346,22 @@ def _spot_flags(
                 f"(${spot.hourly_usd:,.2f}/h) is {ratio:.0%} of it, above the {high:.0%} bound"
             )
     return understated
+
+
+def _term_flags(it: InstanceType, found: dict[PriceKey, list[str]]) -> None:
+    """A reservation term at or above the same region's on-demand price: a term is bought for
+    its discount (AWS Reserved Instances, GCP committed use, Azure reservations all price below
+    on demand), so such a row is stale or misread. Capacity Blocks are not held to it: AWS
+    prices them by supply and demand, above on demand at times."""
+    on_demand = {p.region: p for p in it.prices if p.purchase == Purchase.on_demand}
+    for index, term in enumerate(it.prices):
+        od = on_demand.get(term.region) if term.purchase in RESERVED else None
+        if od is not None and term.hourly_usd >= od.hourly_usd:
+            found[(it.id, index)].append(
+                f"{term.purchase} ${term.hourly_usd:,.2f}/h in {term.region} is not below "
+                f"on-demand (${od.hourly_usd:,.2f}/h): a term that saves nothing is a stale or "
+                "misread row"
+            )
 
 
 def size_class(it: InstanceType) -> str:
