@@ -21,7 +21,8 @@ from advisor.catalog.models import Price, Purchase
 
 # What a request for "any" purchase option means: bought by the hour, no commitment.
 PAY_AS_YOU_GO = frozenset({Purchase.on_demand, Purchase.spot})
-RESERVED = frozenset({Purchase.reserved_1y, Purchase.reserved_3y})
+TERMS = (Purchase.reserved_1y, Purchase.reserved_3y)  # the reservation terms, shortest first
+RESERVED = frozenset(TERMS)
 TERM_HOURS = {Purchase.reserved_1y: 365 * 24.0, Purchase.reserved_3y: 3 * 365 * 24.0}
 BLOCK_DAILY_MAX_DAYS = 14
 BLOCK_MAX_DAYS = 182

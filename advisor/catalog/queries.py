@@ -349,7 +349,7 @@ def _grid_row(acc: str, provider: str, count: int, types: list[InstanceType]) ->
         regions=tuple(sorted({p.region for prices in sound.values() for p in prices})),
         reserved=tuple(
             (term, *found)
-            for term in (Purchase.reserved_1y, Purchase.reserved_3y)
+            for term in purchase.TERMS
             if (found := _cheapest_of(types, sound, term)) is not None
         ),
     )

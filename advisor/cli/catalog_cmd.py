@@ -12,6 +12,7 @@ from rich.text import Text
 
 from advisor.catalog import get_entry, list_accelerators, list_instance_types, shipped_catalog_dir
 from advisor.catalog.models import Accelerator, FormFactor, InstanceType, Price, Purchase
+from advisor.catalog.purchase import TERMS
 from advisor.catalog.queries import (
     Catalog,
     GpuOffer,
@@ -246,7 +247,7 @@ def _grid_json(r: GpuOffer) -> dict[str, Any]:
     }
 
 
-RESERVED_TERMS = {Purchase.reserved_1y: "1-yr", Purchase.reserved_3y: "3-yr"}
+RESERVED_TERMS = dict(zip(TERMS, ("1-yr", "3-yr"), strict=True))  # column labels
 
 
 @app.command("show")

@@ -11,7 +11,8 @@ from typing import Annotated
 
 import typer
 
-from advisor.catalog.models import Accelerator, InstanceType, Purchase
+from advisor.catalog.models import Accelerator, InstanceType
+from advisor.catalog.purchase import TERMS
 from advisor.catalog.queries import Catalog, GpuOffer, from_price
 from advisor.cli.common import console, emit_json, get_catalog
 from advisor.cli.tables import Column, Format, FormatOpt, output_format, print_table, write_csv
@@ -159,7 +160,7 @@ def gpu_csv(found: list[GpuOffer]) -> None:
 
 def _reserved_cells(r: GpuOffer) -> list[str]:
     cells = []
-    for term in (Purchase.reserved_1y, Purchase.reserved_3y):
+    for term in TERMS:
         found = r.reserved_at(term)
         type_id, price = found if found else (None, None)
         cells += [

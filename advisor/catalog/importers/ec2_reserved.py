@@ -27,11 +27,11 @@ from typing import Any
 from advisor.catalog.models import Price, Purchase
 from advisor.errors import InputError
 
-TERMS = {
+AWS_TERMS = {
     "yrTerm1Standard.noUpfront": Purchase.reserved_1y,
     "yrTerm3Standard.noUpfront": Purchase.reserved_3y,
 }
-WRITTEN = frozenset(TERMS.values())  # what an import replaces; capacity blocks stay as written
+WRITTEN = frozenset(AWS_TERMS.values())  # what an import replaces; capacity blocks stay as written
 BASIS = {
     Purchase.reserved_1y: "Linux 1-year Standard Reserved Instance, no upfront",
     Purchase.reserved_3y: "Linux 3-year Standard Reserved Instance, no upfront",
@@ -85,7 +85,7 @@ def _full_record(record: Mapping[str, Any], where: str) -> dict[str, dict[Purcha
             continue
         terms = {
             purchase: _rate(reserved[term], f"{where} {region} {term}")
-            for term, purchase in TERMS.items()
+            for term, purchase in AWS_TERMS.items()
             if term in reserved
         }
         if terms:
@@ -124,9 +124,7 @@ class Summary:
     updated: dict[str, int] = field(default_factory=dict)  # type: reserved prices written
     removed: dict[str, list[str]] = field(default_factory=dict)  # type: "region term" no longer listed
     regions_unpriced: dict[str, list[str]] = field(default_factory=dict)  # type: regions skipped
-    without: list[str] = field(
-        default_factory=list
-    )  # catalog types the source reserves nothing for
+    without: list[str] = field(default_factory=list)  # catalog types it has no rate for
     not_in_catalog: list[str] = field(default_factory=list)  # source types the catalog lacks
 
     def as_dict(self) -> dict[str, object]:
