@@ -244,3 +244,43 @@ def test_a_shipped_serving_answer_on_demand_names_its_reserved_year() -> None:
         if terms:
             year = min(p.hourly_usd for p in terms) * 8760 * rec.nodes
             assert f"${year:,.0f} a year" in said[0]
+
+
+def test_estimate_says_how_its_run_or_deployment_is_best_bought() -> None:
+    """The sentences `recommend` gives, on `estimate`'s own offering: a day of fine-tuning on a
+    1-year p4d term owes the year ($13.921094 x 8,760 h = $121,949), on demand is cheaper; a
+    served g6e.xlarge kept up all year costs its 1-year rate x 8,760 h."""
+    from advisor.planning.estimate import estimate
+    from advisor.request import EstimateRequest
+
+    catalog = load_catalog()
+    run = estimate(
+        catalog,
+        EstimateRequest(
+            workload="fine_tuning",
+            model="llama-3-8b",
+            tokens=2e9,
+            instance_type="p4d.24xlarge",
+            purchase="reserved_1y",
+            region="us-east-1",
+        ),
+    )
+    [said] = [n for n in run.notes if "cheapest way to buy" in n]
+    assert said.startswith("reserved_1y is not the cheapest way to buy")
+    assert "--purchase on_demand" in said and "whole 1-year term: $121,949" in said
+    served = estimate(
+        catalog,
+        EstimateRequest(
+            workload="high_throughput_inference",
+            model="llama-3-8b",
+            instance_type="g6e.xlarge",
+            region="us-east-1",
+        ),
+    )
+    [term] = [
+        p
+        for p in catalog.instance_types["g6e.xlarge"].prices
+        if p.region == "us-east-1" and p.purchase is Purchase.reserved_1y
+    ]
+    [year] = [n for n in served.notes if n.startswith("kept up all year")]
+    assert f"${term.hourly_usd * 8760:,.0f} a year on reserved_1y" in year

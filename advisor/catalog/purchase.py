@@ -152,6 +152,23 @@ def _not_priced(hours: float, nodes: int) -> str:
     )
 
 
+def run_sentence(
+    hours: float | None, nodes: int, prices: Iterable[Price], price: Price, *, alone: bool = True
+) -> str | None:
+    """For a run of known length ranked off spot: which purchase option of the offering (its
+    region, unflagged prices) buys it cheapest, and why (choose); None with one way to buy it.
+    `alone`: also when the ranked option is the only one but spot (what commitments would bill,
+    a planner's question on a long plan); False: only where there is a choice."""
+    if hours is None or price.purchase is Purchase.spot:
+        return None
+    same = [q for q in prices if q.region == price.region and q.flag is None]
+    ways = {q.purchase for q in same} - (set() if alone else {Purchase.spot})
+    if len(ways) < 2:  # one way to buy it: nothing to weigh
+        return None
+    choice = choose(hours, nodes, same, priced=price.purchase)
+    return None if choice is None else choice.sentence
+
+
 YEAR_HOURS = TERM_HOURS[Purchase.reserved_1y]
 
 
@@ -166,7 +183,11 @@ def deployment_sentence(
     if price.purchase not in PAY_AS_YOU_GO:
         return None
     terms = sorted(
-        (p for p in prices if p.purchase in RESERVED and p.region == price.region),
+        (
+            p
+            for p in prices
+            if p.purchase in RESERVED and p.region == price.region and p.flag is None
+        ),
         key=lambda p: p.hourly_usd,
     )
     if not terms or terms[0].hourly_usd >= price.hourly_usd:

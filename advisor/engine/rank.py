@@ -436,28 +436,12 @@ def _plan_reasons(h: Hit, w: Workload, p: WorkloadProfile) -> list[str]:
         out.append(reserve)
     if s.fit is not None:
         out += _sizing_reasons(s.fit, h.hourly_usd, w, p, h.spot)
-        bought = _purchase_reason(s.fit.hours, s.nodes, it.prices, price)
-        if bought is not None:
-            out.append(bought)
+        bought = purchase_option.run_sentence(s.fit.hours, s.nodes, it.prices, price)
+        out += [bought] if bought else []
     if p.sizing == "inference" and h.spot is None:  # a deployment: up until taken down
-        sound = (q for q in it.prices if q.flag is None)
         per_million = (
             sized_figures(s.fit, h.hourly_usd).cost_per_million_tokens_usd if s.fit else None
         )
-        year = purchase_option.deployment_sentence(s.nodes, sound, price, per_million)
+        year = purchase_option.deployment_sentence(s.nodes, it.prices, price, per_million)
         out += [year] if year else []
     return out
-
-
-def _purchase_reason(
-    hours: float | None, nodes: int, prices: tuple[Price, ...], price: Price
-) -> str | None:
-    """For a run of known length off spot: which purchase option of the offering (same region,
-    unflagged) buys it cheapest, and why (advisor/catalog/purchase.py choose)."""
-    if hours is None or price.purchase is Purchase.spot:
-        return None
-    same = [q for q in prices if q.region == price.region and q.flag is None]
-    if len({q.purchase for q in same}) < 2:  # one way to buy it: nothing to weigh
-        return None
-    choice = purchase_option.choose(hours, nodes, same, priced=price.purchase)
-    return None if choice is None else choice.sentence

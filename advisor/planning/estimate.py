@@ -12,7 +12,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from advisor.catalog import Catalog, get_accelerator, get_instance_type
+from advisor.catalog import Catalog, get_accelerator, get_instance_type, purchase
 from advisor.catalog.capability import cannot_run
 from advisor.catalog.models import Accelerator, InstanceType, Price, Purchase, WorkloadProfile
 from advisor.catalog.queries import (
@@ -148,7 +148,12 @@ def estimate(
         + _spot_notes(spot, profile)
         + _budget_notes(req.budget_usd, cost_to_completion_usd(hourly, hours))
     )
-    notes = blocking + _information(fit, profile, node) + _price_notes(price)
+    notes = (
+        blocking
+        + _information(fit, profile, node)
+        + _price_notes(price)
+        + ([] if blocking else _purchase_notes(instance, price, fit, hours, hourly, profile))
+    )
     result = Estimate(
         workload=profile.id,
         model=req.model_label(" parameters"),
@@ -508,6 +513,28 @@ def _price(instance: InstanceType, req: EstimateRequest) -> Price | None:
             field="region" if req.region else "purchase",
         )
     return price
+
+
+def _purchase_notes(
+    instance: InstanceType | None,
+    price: Price | None,
+    fit: Fit,
+    hours: float | None,
+    hourly: float | None,
+    profile: WorkloadProfile,
+) -> list[str]:
+    """How the run or the deployment is best bought where the offering is sold more than one
+    way: the sentence `recommend` gives it (advisor/catalog/purchase.py run_sentence,
+    deployment_sentence). Not on a plan that does not fit."""
+    if instance is None or price is None or not fit.nodes:
+        return []
+    if profile.sizing == "inference":
+        served = fit.served_tokens_per_s or fit.tokens_per_s
+        per_million = cost_per_million_tokens_usd(hourly if fit.tokens_per_s else None, served)
+        found = purchase.deployment_sentence(fit.nodes, instance.prices, price, per_million)
+    else:
+        found = purchase.run_sentence(hours, fit.nodes, instance.prices, price, alone=False)
+    return [found] if found else []
 
 
 def _price_notes(price: Price | None) -> list[str]:
