@@ -336,3 +336,11 @@ def test_a_purchase_mismatch_names_the_price_it_saw_and_the_option_asked() -> No
     assert not [
         p for p in catalog.instance_types["p5e.48xlarge"].prices if p.purchase is Purchase.on_demand
     ]
+
+
+def test_a_missing_source_is_named_without_a_skypilot_word(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    missing = str(tmp_path / "instances.json")
+    code, _, err = _cli(capsys, "catalog", "import", "ec2-reserved", missing, "--dry-run")
+    assert code == 2 and f"{missing!r} is not a file (give a file's path or an http(s) URL)" in err

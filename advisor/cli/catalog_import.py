@@ -33,12 +33,12 @@ class ImportResult:
 
 
 def read_source(source: str) -> str:
-    """The CSV text of a local path or an http(s) URL (through the project's HTTP client)."""
+    """The text of a local path or an http(s) URL (through the project's HTTP client)."""
     if source.startswith(("http://", "https://")):
         return _fetch(source)
     path = Path(source)
     if not path.is_file():
-        raise InputError(f"{source!r} is not a file (give a vms.csv path or an http(s) URL)")
+        raise InputError(f"{source!r} is not a file (give a file's path or an http(s) URL)")
     try:
         return path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
