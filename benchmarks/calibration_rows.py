@@ -13,7 +13,7 @@ import yaml
 
 DATA_DIR = Path(__file__).resolve().parent.parent / "tests" / "data"
 DATA = DATA_DIR / "published.yaml"
-DATA_FILES = (DATA, DATA_DIR / "published-2.yaml")
+DATA_FILES: tuple[Path, ...] = (DATA, DATA_DIR / "published-2.yaml")
 
 
 def rows(kind: str) -> list[dict[str, Any]]:
