@@ -344,3 +344,19 @@ def test_a_missing_source_is_named_without_a_skypilot_word(
     missing = str(tmp_path / "instances.json")
     code, _, err = _cli(capsys, "catalog", "import", "ec2-reserved", missing, "--dry-run")
     assert code == 2 and f"{missing!r} is not a file (give a file's path or an http(s) URL)" in err
+
+
+def test_the_documented_catalog_counts_are_the_shipped_ones() -> None:
+    """docs/catalog-and-prices.md states the shipped catalog's size; a refresh that changes it
+    fails here until the page says so."""
+    catalog = load_catalog()
+    page = (Path(__file__).parents[1] / "docs" / "catalog-and-prices.md").read_text()
+    text = " ".join(page.split())
+    prices = [p for it in catalog.instance_types.values() for p in it.prices]
+    by = {t: sum(p.purchase is t for p in prices) for t in (Purchase.on_demand, Purchase.spot, R1)}
+    stated = (
+        f"{len(catalog.accelerators)} accelerators and {len(catalog.instance_types)} instance "
+        f"types with {len(prices):,} priced offerings ({by[Purchase.on_demand]:,} on demand, "
+        f"{by[Purchase.spot]:,} spot, {by[R1]} one-year reserved;"
+    )
+    assert stated in text
