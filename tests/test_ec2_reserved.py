@@ -91,7 +91,9 @@ def test_merge_replaces_reserved_rows_and_keeps_everything_else() -> None:
             ("us-east-1", "capacity_block", 14.75),
             ("us-east-1", "reserved_1y", 15.0),  # an older rate: replaced
             ("us-west-2", "on_demand", 21.96),
-            ("us-west-2", "reserved_3y", 9.0),  # no longer listed: removed and said
+            ("us-west-2", "reserved_3y", 9.0),  # a term the source does not give: kept
+            ("eu-west-1", "on_demand", 23.0),
+            ("eu-west-1", "reserved_1y", 15.5),  # no longer listed: removed and said
         ),
         _entry("m7i.xlarge", ("us-east-1", "on_demand", 0.2)),
         {**_entry("n1", ("us-central1", "on_demand", 1.0)), "provider": "gcp"},
@@ -111,6 +113,8 @@ def test_merge_replaces_reserved_rows_and_keeps_everything_else() -> None:
         ("us-east-1", "spot", 8.6),
         ("us-east-1", "capacity_block", 14.75),
         ("us-west-2", "on_demand", 21.96),
+        ("us-west-2", "reserved_3y", 9.0),
+        ("eu-west-1", "on_demand", 23.0),
         ("us-east-1", "reserved_1y", 13.921094),
         ("us-west-2", "reserved_1y", 13.9),
     ]
@@ -121,7 +125,7 @@ def test_merge_replaces_reserved_rows_and_keeps_everything_else() -> None:
         "source": "src",
         "updated": {"p4d.24xlarge": 2},
         "prices": 2,
-        "removed": {"p4d.24xlarge": ["us-west-2 reserved_3y"]},
+        "removed": {"p4d.24xlarge": ["eu-west-1 reserved_1y"]},
         "regions_without_other_prices": {"p4d.24xlarge": ["il-central-1"]},
         "without_reserved_prices": ["m7i.xlarge"],
         "not_in_catalog": ["p6-b200.48xlarge"],
@@ -360,3 +364,28 @@ def test_the_documented_catalog_counts_are_the_shipped_ones() -> None:
         f"{by[Purchase.spot]:,} spot, {by[R1]} one-year reserved;"
     )
     assert stated in text
+
+
+def test_merge_keeps_a_term_the_source_does_not_give() -> None:
+    """A 1-year capture replaces 1-year rows only: a 3-year rate written beside it (from another
+    source) stays, and a region priced by a term alone gets no rate (it is no offering)."""
+    existing = [
+        _entry(
+            "p4de.24xlarge",
+            ("us-east-1", "on_demand", 27.45),
+            ("us-east-1", "reserved_1y", 18.0),
+            ("us-east-1", "reserved_3y", 11.71777),
+            ("us-west-2", "reserved_3y", 12.0),
+        )
+    ]
+    rates = {"p4de.24xlarge": {"us-east-1": {R1: 17.401365}, "us-west-2": {R1: 17.5}}}
+    entries, summary = ec2_reserved.merge(existing, rates, as_of=AS_OF, source="src")
+    got = [(p["region"], p["purchase"], p["hourly_usd"]) for p in entries[0]["prices"]]
+    assert got == [
+        ("us-east-1", "on_demand", 27.45),
+        ("us-east-1", "reserved_3y", 11.71777),
+        ("us-west-2", "reserved_3y", 12.0),
+        ("us-east-1", "reserved_1y", 17.401365),
+    ]
+    assert summary.regions_unpriced == {"p4de.24xlarge": ["us-west-2"]}
+    assert summary.removed == {}

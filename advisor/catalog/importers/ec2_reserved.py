@@ -31,7 +31,7 @@ AWS_TERMS = {
     "yrTerm1Standard.noUpfront": Purchase.reserved_1y,
     "yrTerm3Standard.noUpfront": Purchase.reserved_3y,
 }
-WRITTEN = frozenset(AWS_TERMS.values())  # what an import replaces; capacity blocks stay as written
+BY_THE_HOUR = frozenset({Purchase.on_demand.value, Purchase.spot.value})  # what makes an offering
 BASIS = {
     Purchase.reserved_1y: "Linux 1-year Standard Reserved Instance, no upfront",
     Purchase.reserved_3y: "Linux 3-year Standard Reserved Instance, no upfront",
@@ -142,8 +142,10 @@ class Summary:
 def merge(
     existing: list[dict[str, Any]], rates: Rates, *, as_of: dt.date, source: str
 ) -> tuple[list[dict[str, Any]], Summary]:
-    """The AWS entries with their reserved prices replaced by the source's (every other field and
-    price kept as written, capacity blocks included); types the source does not list keep theirs.
+    """The AWS entries with their reserved prices of the terms the source gives replaced by the
+    source's (every other field and price kept as written: capacity blocks, and a term the source
+    does not give, such as a 3-year rate written by hand beside a capture of 1-year ones); types
+    the source does not list keep theirs.
     Only where the catalog already prices the type (on demand or spot) is a reserved price added:
     a region the catalog's snapshot does not price (an AWS Local Zone, say) is listed, not added."""
     summary = Summary(source)
@@ -161,8 +163,9 @@ def merge(
             entries.append(entry)
             continue
         prices = entry.get("prices") or []
-        kept = [p for p in prices if p.get("purchase") not in WRITTEN]
-        priced = {p.get("region") for p in kept}
+        terms = {term.value for by_term in by_region.values() for term in by_term}
+        kept = [p for p in prices if p.get("purchase") not in terms]
+        priced = {p.get("region") for p in prices if p.get("purchase") in BY_THE_HOUR}
         new = _prices({r: t for r, t in by_region.items() if r in priced}, as_of, source)
         if skipped := sorted(set(by_region) - priced):
             summary.regions_unpriced[type_id] = skipped
@@ -170,7 +173,7 @@ def merge(
         if gone := [
             f"{p.get('region')} {p.get('purchase')}"
             for p in prices
-            if p.get("purchase") in WRITTEN and (p.get("region"), p.get("purchase")) not in written
+            if p.get("purchase") in terms and (p.get("region"), p.get("purchase")) not in written
         ]:
             summary.removed[type_id] = gone
         summary.updated[type_id] = len(new)
