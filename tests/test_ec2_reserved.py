@@ -205,17 +205,21 @@ def test_the_shipped_reserved_prices_come_from_the_capture_and_undercut_on_deman
     p4d = catalog.instance_types["p4d.24xlarge"]
     [r1] = [p for p in p4d.prices if p.region == "us-east-1" and p.purchase is R1]
     assert (r1.hourly_usd, r1.as_of) == (13.921094, AS_OF)
-    reserved = [
-        (it, p) for it in catalog.instance_types.values() for p in it.prices if p.purchase is R1
+    terms = [
+        (it, p)
+        for it in catalog.instance_types.values()
+        for p in it.prices
+        if p.purchase in (R1, R3)
     ]
-    assert len(reserved) == 508
-    for it, p in reserved:  # a commitment never costs more an hour than paying as you go
+    assert sum(p.as_of == AS_OF for _, p in terms) == 508  # the capture's, all 1-year
+    for it, p in terms:  # a commitment never costs more an hour than paying as you go
         [od] = [q for q in it.prices if q.region == p.region and q.purchase is Purchase.on_demand]
-        assert p.hourly_usd < od.hourly_usd, (it.id, p.region)
-    # AWS sells the P5 and P6 families' terms as Savings Plans and Capacity Blocks, not 1-year
-    # Standard RIs: none in the source, none shipped
+        assert p.flag is None and (od.flag is not None or p.hourly_usd < od.hourly_usd), it.id
+    # the capture has no 1-year Standard RI for the P5 and P6 families: their terms come from
+    # the Savings Plans rates of the term-price source (test_terms_from_the_dated_term_price_list)
     for type_id in ("p5.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge"):
-        assert not [p for p in catalog.instance_types[type_id].prices if p.purchase is R1]
+        [p1] = [p for p in catalog.instance_types[type_id].prices if p.purchase is R1]
+        assert p1.as_of == dt.date(2026, 9, 25) and "Savings Plan" in p1.source
 
 
 def test_a_year_on_a_shipped_p4d_is_cheapest_reserved() -> None:
@@ -255,7 +259,7 @@ def test_the_gpu_grid_shows_the_cheapest_reserved_rate_where_a_shape_has_one(
     _, table, _ = _cli(capsys, "catalog", "gpus", "a100-40gb-sxm")
     [p4d] = [line for line in table.splitlines() if " aws " in line]
     assert "$21.96" in p4d and "$13.92" in p4d and "1-yr $/h" in table
-    _, table, _ = _cli(capsys, "catalog", "gpus", "b200")  # no term on any B200 shape: no column
+    _, table, _ = _cli(capsys, "catalog", "gpus", "mi300x")  # no term on any MI300X: no column
     assert "1-yr" not in table and "$/h" in table
     _, csv_text, _ = _cli(capsys, "catalog", "gpus", "a100-40gb-sxm", "--format", "csv")
     header, *lines = csv_text.splitlines()
@@ -357,11 +361,12 @@ def test_the_documented_catalog_counts_are_the_shipped_ones() -> None:
     page = (Path(__file__).parents[1] / "docs" / "catalog-and-prices.md").read_text()
     text = " ".join(page.split())
     prices = [p for it in catalog.instance_types.values() for p in it.prices]
-    by = {t: sum(p.purchase is t for p in prices) for t in (Purchase.on_demand, Purchase.spot, R1)}
+    by = {t: sum(p.purchase is t for p in prices) for t in Purchase}
     stated = (
         f"{len(catalog.accelerators)} accelerators and {len(catalog.instance_types)} instance "
         f"types with {len(prices):,} priced offerings ({by[Purchase.on_demand]:,} on demand, "
-        f"{by[Purchase.spot]:,} spot, {by[R1]} one-year reserved;"
+        f"{by[Purchase.spot]:,} spot, {by[R1]} one-year reserved, {by[R3]} three-year reserved, "
+        f"{by[Purchase.capacity_block]} capacity blocks;"
     )
     assert stated in text
 
@@ -389,3 +394,33 @@ def test_merge_keeps_a_term_the_source_does_not_give() -> None:
     ]
     assert summary.regions_unpriced == {"p4de.24xlarge": ["us-west-2"]}
     assert summary.removed == {}
+
+
+def test_terms_from_the_dated_term_price_list() -> None:
+    """nativ-x/fsku's term catalog (as of 2026-09-27), figures by hand: p5.48xlarge in us-east-1,
+    EC2 Instance Savings Plan $34.6752 (1 year) and $23.77728 (3 years), a Capacity Block
+    $41.528 against $55.04 on demand; Azure's ND96isr H100 v5 in eastus, $551,221 for a 1-year
+    reservation per VM = $62.924772/h; GCP a3-ultragpu-8g in us-central1, CUD $58.471933."""
+    catalog = load_catalog()
+
+    def price(type_id: str, region: str, purchase: Purchase) -> float:
+        [p] = [
+            p
+            for p in catalog.instance_types[type_id].prices
+            if p.region == region and p.purchase is purchase
+        ]
+        return p.hourly_usd
+
+    p5 = "p5.48xlarge", "us-east-1"
+    assert (price(*p5, R1), price(*p5, R3), price(*p5, Purchase.capacity_block)) == (
+        34.6752,
+        23.77728,
+        41.528,
+    )
+    assert price("Standard_ND96isr_H100_v5", "eastus", R1) == round(551221 / 8760, 6)
+    assert price("a3-ultragpu-8g", "us-central1", R1) == 58.471933
+    # 83 days on a p5: a block billed 84 days (weeks past 14) at $41.528 beats on demand
+    prices = [p for p in catalog.instance_types["p5.48xlarge"].prices if p.region == "us-east-1"]
+    choice = choose(83 * 24, 1, prices)
+    assert choice is not None and choice.chosen.price.purchase is Purchase.capacity_block
+    assert choice.chosen.cost_usd == pytest.approx(84 * 24 * 41.528)

@@ -139,7 +139,7 @@ def test_the_request_takes_the_new_words_and_names_them_when_wrong() -> None:
 
 def _with_commitments(tmp_path: Path) -> Any:
     """The shipped p5.48xlarge with a 1-year and a capacity-block price beside its us-east-1
-    on-demand price (test figures: 0.6x and 0.7x of it)."""
+    on-demand price (test figures: 0.6x and 0.7x of it), in place of the shipped ones."""
     data = yaml.safe_load((shipped_catalog_dir() / "instances" / "aws.yaml").read_text())
     [p5] = [e for e in data["instance_types"] if e["id"] == "p5.48xlarge"]
     [od] = [p for p in p5["prices"] if p["region"] == "us-east-1" and p["purchase"] == "on_demand"]
@@ -147,7 +147,8 @@ def _with_commitments(tmp_path: Path) -> Any:
         {**od, "purchase": "reserved_1y", "hourly_usd": round(od["hourly_usd"] * 0.6, 4)},
         {**od, "purchase": "capacity_block", "hourly_usd": round(od["hourly_usd"] * 0.7, 4)},
     ]
-    p5 = {**p5, "prices": [{k: v for k, v in p.items() if k != "flag"} for p in p5["prices"]]}
+    by_the_hour = [p for p in p5["prices"] if p["purchase"] in ("on_demand", "spot")]
+    p5 = {**p5, "prices": [{k: v for k, v in p.items() if k != "flag"} for p in by_the_hour]}
     p5["prices"] += [{k: v for k, v in p.items() if k != "flag"} for p in extra]
     (tmp_path / "p5.yaml").write_text(yaml.safe_dump({"instance_types": [p5]}))
     return load_catalog(tmp_path, replace=False, today=TODAY), od["hourly_usd"]
@@ -157,7 +158,7 @@ def test_purchase_reserved_ranks_reserved_offerings_only(tmp_path: Path) -> None
     catalog, od = _with_commitments(tmp_path)
     result = recommend(catalog, Workload(workload="large_scale_training", purchase="reserved"))
     recs = result.recommendations
-    assert {r.purchase for r in recs} == {"reserved_1y"}  # the shipped AWS terms beside it
+    assert {r.purchase for r in recs} <= {"reserved_1y", "reserved_3y"}  # the shipped terms too
     [p5] = [r for r in recs if r.instance_type == "p5.48xlarge"]
     assert p5.hourly_usd == pytest.approx(round(od * 0.6, 4))
     anything = recommend(catalog, Workload(workload="large_scale_training", purchase="any"))

@@ -271,8 +271,9 @@ def price_flags(instance_types: Iterable[InstanceType], sanity: PriceSanity) -> 
     for it in types:
         understated = _spot_flags(it, sanity, found)
         _region_flags(it, sanity, found, understated)
-        _term_flags(it, found)
     _gpu_hour_flags(types, sanity, found)
+    for it in types:  # against the on-demand prices the checks above left sound
+        _term_flags(it, found)
     return {key: "; ".join(reasons) for key, reasons in found.items()}
 
 
@@ -351,9 +352,14 @@ def _spot_flags(
 def _term_flags(it: InstanceType, found: dict[PriceKey, list[str]]) -> None:
     """A reservation term at or above the same region's on-demand price: a term is bought for
     its discount (AWS Reserved Instances, GCP committed use, Azure reservations all price below
-    on demand), so such a row is stale or misread. Capacity Blocks are not held to it: AWS
-    prices them by supply and demand, above on demand at times."""
-    on_demand = {p.region: p for p in it.prices if p.purchase == Purchase.on_demand}
+    on demand), so such a row is stale or misread. Only against an on-demand price no other
+    check doubts (an understated one says nothing of the term). Capacity Blocks are not held to
+    it: AWS prices them by supply and demand, above on demand at times."""
+    on_demand = {
+        p.region: p
+        for i, p in enumerate(it.prices)
+        if p.purchase == Purchase.on_demand and (it.id, i) not in found
+    }
     for index, term in enumerate(it.prices):
         od = on_demand.get(term.region) if term.purchase in RESERVED else None
         if od is not None and term.hourly_usd >= od.hourly_usd:
