@@ -337,8 +337,8 @@ def test_valuations_kept_per_catalog_stay_bounded(
     first = [recommend(shipped, w) for w in requests]
     assert 0 < len(index.valuations) <= 500
 
-    def uncached(index: Any, i: int, placement: Any, p: Any, objective: str) -> Any:
-        return valuation(index.cloud_groups[i][0], placement, p, objective)
+    def uncached(index: Any, i: int, placement: Any, p: Any, objective: str, bought: Any) -> Any:
+        return valuation(index.cloud_groups[i][0], placement, p, objective, bought)
 
     monkeypatch.setattr(engine_module, "_group_valuation", uncached)
     assert [recommend(shipped, w) for w in requests] == first

@@ -285,3 +285,51 @@ def test_estimate_says_how_its_run_or_deployment_is_best_bought() -> None:
     ]
     [year] = [n for n in served.notes if n.startswith("kept up all year")]
     assert f"${term.hourly_usd * 8760:,.0f} a year on reserved_1y" in year
+
+
+def test_a_capacity_block_plan_costs_its_whole_block() -> None:
+    """A block is bought for the run: 1.5T tokens of a 70B model on 128 H100s takes 128.7 days,
+    a block of 133 days (weeks past 14) at $41.528/h per node on 16 nodes; the cost to
+    completion, the ranked figure and the sentence all count the block, and the plan is not told
+    to reserve capacity it has reserved."""
+    catalog = load_catalog()
+    w = Workload(
+        workload="large_scale_training",
+        model="llama-3.1-70b",
+        tokens=1.5e12,
+        gpu_count=128,
+        provider="aws",
+        purchase="capacity_block",
+    )
+    [rec] = [r for r in recommend(catalog, w).recommendations if r.instance_type == "p5.48xlarge"]
+    assert rec.sizing is not None and rec.sizing.hours is not None
+    days = po.block_days(rec.sizing.hours)
+    assert days is not None and days % 7 == 0 and days * 24 >= rec.sizing.hours
+    block = days * 24 * 41.528 * rec.nodes
+    assert rec.sizing.cost_to_completion_usd == pytest.approx(block)
+    assert rec.ranked_value == pytest.approx(block)
+    assert any(f"(the block bills {days} days)" in s for s in rec.reasons)
+    assert not any("reserve the capacity" in s for s in rec.reasons)
+    on_demand = recommend(catalog, Workload(**{**w.model_dump(), "purchase": "on_demand"}))
+    [od] = [r for r in on_demand.recommendations if r.instance_type == "p5.48xlarge"]
+    assert od.sizing is not None and od.sizing.hours is not None
+    assert od.sizing.cost_to_completion_usd == pytest.approx(od.sizing.hours * od.hourly_usd)
+
+
+def test_estimate_on_a_capacity_block_costs_the_day_it_bills() -> None:
+    """Seven hours of fine-tuning on one p5.48xlarge bought as a block: a 1-day block, 24 h x
+    $41.528 = $996.672, where the run's hours would cost $290.70 at the block's rate."""
+    from advisor.planning.estimate import estimate
+    from advisor.request import EstimateRequest
+
+    request = EstimateRequest(
+        workload="fine_tuning",
+        model="llama-3-8b",
+        tokens=2e9,
+        instance_type="p5.48xlarge",
+        purchase="capacity_block",
+        region="us-east-1",
+    )
+    result = estimate(load_catalog(), request)
+    assert result.hours is not None and result.hours < 24
+    assert result.cost_usd == pytest.approx(24 * 41.528)

@@ -469,4 +469,6 @@ def test_estimate_does_not_spread_training_over_a_slow_network(shipped: Catalog)
         "large_scale_training needs between nodes"
     ]
     one_node = estimate(shipped, EstimateRequest(**request, instance_type="p5.48xlarge"))  # type: ignore[arg-type]
-    assert one_node.fits and one_node.hardware.nodes == 1 and one_node.notes == []
+    assert one_node.fits and one_node.hardware.nodes == 1
+    # nothing in the way: the one note says how the run is best bought (a p5 is sold four ways)
+    assert [n for n in one_node.notes if "cheapest way to buy" not in n] == []

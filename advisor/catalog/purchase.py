@@ -50,6 +50,16 @@ def block_days(hours: float) -> int | None:
     return weeks if weeks <= BLOCK_MAX_DAYS else None
 
 
+def charged_hours(purchase: Purchase, hours: float) -> float:
+    """The hours a run's cost to completion counts at its price's rate: a Capacity Block is
+    bought for the run and bills its whole block (a run past 182 days, which no block buys, its
+    own hours); any other price, the hours the run uses (a reservation is a standing commitment
+    whose rate the run draws on; run_sentence says what buying one for the run alone owes)."""
+    if purchase is Purchase.capacity_block:
+        return billed_hours(purchase, hours) or hours
+    return hours
+
+
 def billed_hours(purchase: Purchase, hours: float) -> float | None:
     """Hours paid for a run of `hours` bought as `purchase`; None when it cannot be bought so
     (a Capacity Block longer than 182 days)."""

@@ -218,7 +218,7 @@ def _evaluate_cloud(
             continue
         # So do the option's peak, soft-preference penalty and objective (rank.py reads only
         # signature attributes): valued once per group.
-        valuation = _group_valuation(index, i, placement, p, objective)
+        valuation = _group_valuation(index, i, placement, p, objective, w.purchase)
         spot_free = placement.fit is None or placement.fit.hours is None or p.spot is None
         if spot_free and valuation.rises and not w.each_offering:
             pool = index.group_pool(i, w.region, w.purchase)
@@ -242,12 +242,18 @@ VALUATIONS_KEPT = 20_000
 
 
 def _group_valuation(
-    index: CandidateIndex, i: int, placement: Placement, p: WorkloadProfile, objective: str
+    index: CandidateIndex,
+    i: int,
+    placement: Placement,
+    p: WorkloadProfile,
+    objective: str,
+    purchase: Purchase | None,
 ) -> Valuation:
     """Group `i`'s valuation (rank.py). Without a model it depends on the group, its node count,
-    the workload type and the objective alone, which many requests share: kept on the index."""
+    the workload type and the objective alone, which many requests share: kept on the index.
+    With one, on the request's purchase option too (a Capacity Block bills its whole block)."""
     if placement.fit is not None:
-        return valuation(index.cloud_groups[i][0], placement, p, objective)
+        return valuation(index.cloud_groups[i][0], placement, p, objective, purchase)
     key = (i, placement.nodes, p.id, objective)
     found = index.valuations.get(key)
     if found is None:
@@ -512,7 +518,11 @@ def _recommendation(
         ranked_value=ranked,
         penalty_factor=round(penalty(c, p, s), 6),
         reasons=tuple(why),
-        sizing=sized_figures(s.fit, h.hourly_usd, h.spot) if s.fit is not None else None,
+        sizing=(
+            sized_figures(s.fit, h.hourly_usd, h.spot, price.purchase)
+            if s.fit is not None
+            else None
+        ),
         price_flag=price.flag,
     )
 

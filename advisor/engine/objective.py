@@ -58,15 +58,15 @@ def ranked_figure(objective: str, value: float) -> float:
 
 
 def objective_affine(
-    objective: str, perf: float, factor: float, fit: Fit | None
+    objective: str, perf: float, factor: float, fit: Fit | None, hours: float | None = None
 ) -> tuple[float, float] | None:
     """(a, b) with objective_value(cost) = a x cost + b for one option's on-demand offerings,
     worked out once per option for the engine's hot loop; None where the value is not affine in
     the cost (price_performance). tests/test_engine.py holds it to objective_value."""
     if objective == "price_performance":
         return None
-    at_zero = objective_value(objective, 0.0, perf, factor, fit)
-    return objective_value(objective, 1.0, perf, factor, fit) - at_zero, at_zero
+    at_zero = objective_value(objective, 0.0, perf, factor, fit, hours)
+    return objective_value(objective, 1.0, perf, factor, fit, hours) - at_zero, at_zero
 
 
 def rises_with_cost(objective: str, perf: float, factor: float) -> bool:

@@ -85,16 +85,25 @@ def _link_not_preferred(c: CloudCandidate, p: WorkloadProfile) -> bool:
 
 
 def valuation(
-    c: CloudCandidate, placement: Placement, p: WorkloadProfile, objective: str
+    c: CloudCandidate,
+    placement: Placement,
+    p: WorkloadProfile,
+    objective: str,
+    purchase: Purchase | None = None,
 ) -> Valuation:
     """Worked out once per option (advisor/engine/__init__.py _group_valuation keeps those of
-    options placed without a model on CandidateIndex.valuations)."""
+    options placed without a model on CandidateIndex.valuations). `purchase`: the one way every
+    offering valued is bought, where its cost counts other hours than the run's (a Capacity
+    Block bills its whole block: advisor/catalog/purchase.py charged_hours)."""
     _, perf = cloud_perf(c, placement, p)
     fit = placement.fit
     if fit is not None and fit.training_tokens_per_s:
         perf = fit.training_tokens_per_s  # what the job gets done, not the peak rented
     factor = penalty(c, p, placement)
-    affine = objective_affine(objective, perf, factor, placement.fit)
+    hours = None
+    if objective == "cost_to_completion" and fit is not None and fit.hours and purchase:
+        hours = purchase_option.charged_hours(purchase, fit.hours)
+    affine = objective_affine(objective, perf, factor, placement.fit, hours)
     falling = affine is not None and affine[0] < 0
     if falling:
         affine = None  # a falling value would reverse the cheapest-first order; value them all
@@ -277,11 +286,18 @@ def _gpu_count_source(s: Placement, w: Workload, p: WorkloadProfile) -> str:
     return f" ({by_memory}; {s.gpus} planned, {source})"
 
 
-def sized_figures(fit: Fit, hourly_usd: float, spot: SpotPlan | None = None) -> SizedFigures:
+def sized_figures(
+    fit: Fit,
+    hourly_usd: float,
+    spot: SpotPlan | None = None,
+    purchase: Purchase = Purchase.on_demand,
+) -> SizedFigures:
     """The numbers behind a sized recommendation, for JSON. On spot, hours and the cost to
-    completion include what interruptions add (advisor/perf/spot.py)."""
+    completion include what interruptions add (advisor/perf/spot.py); on a Capacity Block, the
+    cost counts the whole block (advisor/catalog/purchase.py charged_hours)."""
     served = fit.served_tokens_per_s or fit.tokens_per_s
     hours = completion_hours(fit.hours, spot)
+    charged = purchase_option.charged_hours(purchase, hours) if hours is not None else None
     return SizedFigures(
         gpus_needed=fit.gpus_needed,
         rented_gpus=fit.rented_gpus,
@@ -290,7 +306,7 @@ def sized_figures(fit: Fit, hourly_usd: float, spot: SpotPlan | None = None) -> 
         efficiency=round(fit.efficiency, 4),
         efficiency_source=fit.efficiency_source,
         hours=hours,
-        cost_to_completion_usd=cost_to_completion_usd(hourly_usd, hours),
+        cost_to_completion_usd=cost_to_completion_usd(hourly_usd, charged),
         replicas=fit.replicas if fit.tokens_per_s else None,
         tokens_per_s=fit.tokens_per_s or None,
         cost_per_million_tokens_usd=cost_per_million_tokens_usd(
@@ -312,7 +328,12 @@ def sized_figures(fit: Fit, hourly_usd: float, spot: SpotPlan | None = None) -> 
 
 
 def _sizing_reasons(
-    fit: Fit, hourly_usd: float, w: Workload, p: WorkloadProfile, spot: SpotPlan | None = None
+    fit: Fit,
+    hourly_usd: float,
+    w: Workload,
+    p: WorkloadProfile,
+    spot: SpotPlan | None = None,
+    purchase: Purchase = Purchase.on_demand,
 ) -> list[str]:
     method = f" ({w.method}, adapters of rank {w.lora_rank})" if w.method != "full" else ""
     out = [
@@ -320,7 +341,7 @@ def _sizing_reasons(
         f"efficiency {fit.efficiency:.2f} ({fit.efficiency_source})"
     ]
     if fit.hours is not None:
-        out += _training_reasons(fit, hourly_usd, w, spot)
+        out += _training_reasons(fit, hourly_usd, w, spot, purchase)
     if fit.tokens_per_s:
         per_million = sized_figures(fit, hourly_usd).cost_per_million_tokens_usd or 0.0
         target = (
@@ -350,14 +371,21 @@ def _sizing_reasons(
 
 
 def _training_reasons(
-    fit: Fit, hourly_usd: float, w: Workload, spot: SpotPlan | None = None
+    fit: Fit,
+    hourly_usd: float,
+    w: Workload,
+    spot: SpotPlan | None = None,
+    purchase: Purchase = Purchase.on_demand,
 ) -> list[str]:
-    """Wall time (days), cost (with a spot plan's added hours), layout and utilisation; a
-    deadline met, or a long plan flagged."""
+    """Wall time (days), cost (with a spot plan's added hours, a Capacity Block's whole block),
+    layout and utilisation; a deadline met, or a long plan flagged."""
     assert fit.hours is not None
     days = fit.hours / 24
-    cost = sized_figures(fit, hourly_usd, spot).cost_to_completion_usd or 0.0
+    cost = sized_figures(fit, hourly_usd, spot, purchase).cost_to_completion_usd or 0.0
     added = " with spot interruptions" if spot is not None else ""
+    charged = purchase_option.charged_hours(purchase, fit.hours)
+    if charged != fit.hours:
+        added = f" (the block bills {charged / 24:,.0f} days)"
     out = [
         f"{fit.hours:,.1f} h ({days:,.1f} days wall time) to process {w.tokens:.3g} tokens: "
         f"${cost:,.0f} to completion{added}"
@@ -432,10 +460,11 @@ def _plan_reasons(h: Hit, w: Workload, p: WorkloadProfile) -> list[str]:
     it = c.instance
     out = []
     reserve = capacity_note(s.nodes, it.id, it.gpu_count)
-    if reserve is not None and price.purchase is not Purchase.spot:  # spot is not reserved
+    # spot cannot be reserved, and a Capacity Block is the reservation
+    if reserve is not None and price.purchase not in (Purchase.spot, Purchase.capacity_block):
         out.append(reserve)
     if s.fit is not None:
-        out += _sizing_reasons(s.fit, h.hourly_usd, w, p, h.spot)
+        out += _sizing_reasons(s.fit, h.hourly_usd, w, p, h.spot, price.purchase)
         bought = purchase_option.run_sentence(s.fit.hours, s.nodes, it.prices, price)
         out += [bought] if bought else []
     if p.sizing == "inference" and h.spot is None:  # a deployment: up until taken down

@@ -141,16 +141,18 @@ def estimate(
     hourly = option_hourly_usd(price.hourly_usd, fit.nodes) if price and fit.nodes else None
     spot = _spot(catalog, instance, price, fit, profile, req)
     hours = completion_hours(fit.hours, spot)
+    # what the cost counts: a Capacity Block bills its whole block (purchase.charged_hours)
+    charged = purchase.charged_hours(price.purchase, hours) if price and hours else hours
     blocking = (
         _notes(fit, profile, node)
         + _latency_notes(fit, plan.targets)
         + _deadline_notes(fit, req.deadline_days)
         + _spot_notes(spot, profile)
-        + _budget_notes(req.budget_usd, cost_to_completion_usd(hourly, hours))
+        + _budget_notes(req.budget_usd, cost_to_completion_usd(hourly, charged))
     )
     notes = (
         blocking
-        + _information(fit, profile, node)
+        + _information(fit, profile, node, price)
         + _price_notes(price)
         + ([] if blocking else _purchase_notes(instance, price, fit, hours, hourly, profile))
     )
@@ -174,7 +176,7 @@ def estimate(
         hours=hours,
         hourly_usd=hourly,
         price=price,
-        cost_usd=cost_to_completion_usd(hourly, hours),
+        cost_usd=cost_to_completion_usd(hourly, charged),
         tokens_per_s=fit.tokens_per_s,
         replicas=fit.replicas,
         cost_per_million_tokens_usd=cost_per_million_tokens_usd(
@@ -398,7 +400,7 @@ def _fewer_gpus(fit: Fit, profile: WorkloadProfile, node: _Node) -> list[str]:
     ]
 
 
-def _information(fit: Fit, profile: WorkloadProfile, node: _Node) -> list[str]:
+def _information(fit: Fit, profile: WorkloadProfile, node: _Node, price: Price | None) -> list[str]:
     """What the estimate leaves out or assumes, without making the hardware unfit."""
     notes = _fewer_gpus(fit, profile, node)
     if profile.sizing == "inference" and fit.tokens_per_s is None and not fit.unfit:
@@ -408,7 +410,9 @@ def _information(fit: Fit, profile: WorkloadProfile, node: _Node) -> list[str]:
     if fit.serving_alternative is not None:
         notes.append(fit.serving_alternative)
     reserve = capacity_note(fit.nodes, node.name if node.instance else node.acc.id, node.per_node)
-    if reserve is not None:
+    # as recommend says it: not on spot (it cannot be reserved) nor a Capacity Block (it is one)
+    bought = price.purchase if price is not None else None
+    if reserve is not None and bought not in (Purchase.spot, Purchase.capacity_block):
         notes.append(reserve)
     assumed = node.words()
     if assumed is not None:
