@@ -129,3 +129,26 @@ def test_a_runpod_h100_sxm_task_asks_for_h100_sxm() -> None:
     task = launch.skypilot_task(h100, "x")
     assert task["resources"]["accelerators"] == "H100-SXM:8"
     assert launch.problems(task, "skypilot") == []
+
+
+@pytest.mark.parametrize(
+    ("purchase", "says"),
+    [
+        ("capacity_block", "buy the block first and launch into its capacity reservation"),
+        ("reserved", "a billing discount on matching usage"),
+    ],
+)
+def test_a_plan_priced_on_a_commitment_says_what_the_file_cannot(purchase: str, says: str) -> None:
+    """A Capacity Block is capacity the instances must be launched into; a term is a discount
+    that applies to usage launched the usual way: the file says which, above the task, and is the
+    same task (spot off) as written for on demand."""
+    args = [*FINE_TUNE, "--purchase", purchase]
+    best = _best(*args)
+    text = _run(*args, "--emit", "skypilot")
+    comments = [line for line in text.splitlines() if line.startswith("#")]
+    assert comments and says in " ".join(c.lstrip("# ") for c in comments)
+    assert best["purchase"] in ("capacity_block", "reserved_1y", "reserved_3y")
+    task = yaml.safe_load(text)
+    assert task["resources"]["use_spot"] is False and launch.problems(task, "skypilot") == []
+    plain = _run(*FINE_TUNE, "--emit", "skypilot")
+    assert not [line for line in plain.splitlines() if line.startswith("#")]

@@ -81,7 +81,7 @@ def launch_file(rec: Recommendation, kind: str, w: RecommendRequest, catalog: An
     found = launch.problems(doc, "skypilot" if kind == "skypilot" else "dstack")
     if found:
         raise InputError(f"--emit {kind}: the file breaks the schema: {'; '.join(found)}")
-    return yaml.safe_dump(doc, sort_keys=False)
+    return launch.commitment_comment(rec) + yaml.safe_dump(doc, sort_keys=False)
 
 
 def _money(value: float, digits: int) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from importlib import resources
 from typing import Any, Literal
 
@@ -44,6 +45,28 @@ def skypilot_name(accelerator_id: str, provider: str = "") -> str | None:
             if catalog_id == accelerator_id:
                 return name
     return None
+
+
+# What a launch file cannot say of a commitment the plan was priced on, as comment lines above
+# it. A term (a reserved instance, a savings plan, a committed use discount, a reservation) is a
+# billing discount that applies to matching usage launched the usual way; a Capacity Block is
+# capacity: its instances run only when launched into the block's reservation, bought first.
+COMMITMENT_NOTES = {
+    "reserved_1y": "a 1-year term: a billing discount on matching usage; this file launches "
+    "the usual way and the term applies once bought",
+    "reserved_3y": "a 3-year term: a billing discount on matching usage; this file launches "
+    "the usual way and the term applies once bought",
+    "capacity_block": "an EC2 Capacity Block: buy the block first and launch into its capacity "
+    "reservation; this file names none, so as written it launches on demand",
+}
+
+
+def commitment_comment(rec: Recommendation) -> str:
+    """Comment lines for a launch file whose plan was priced on a commitment; '' otherwise."""
+    note = COMMITMENT_NOTES.get(rec.purchase or "")
+    if note is None:
+        return ""
+    return "".join(f"# {line}\n" for line in textwrap.wrap(f"priced as {note}", 98))
 
 
 def disk_gb(rec: Recommendation) -> int:
