@@ -333,3 +333,45 @@ def test_estimate_on_a_capacity_block_costs_the_day_it_bills() -> None:
     result = estimate(load_catalog(), request)
     assert result.hours is not None and result.hours < 24
     assert result.cost_usd == pytest.approx(24 * 41.528)
+
+
+def test_the_api_prices_a_capacity_block_plan_as_the_cli_does(tmp_path: Path) -> None:
+    """POST /v1/recommendations and /v1/estimates answer a Capacity Block plan with the block's
+    cost, as the library (and so the CLI) does: the same request field, one engine."""
+    from fastapi.testclient import TestClient
+
+    from advisor.api import create_app
+    from advisor.api.settings import Settings
+    from advisor.planning.estimate import estimate
+    from advisor.request import EstimateRequest
+
+    body = {
+        "workload": "large_scale_training",
+        "model": "llama-3.1-70b",
+        "tokens": 1.5e12,
+        "gpu_count": 128,
+        "provider": "aws",
+        "purchase": "capacity_block",
+    }
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/api.db")  # type: ignore[call-arg]
+    with TestClient(create_app(settings)) as client:
+        answer = client.post("/v1/recommendations", json=body)
+        assert answer.status_code == 200, answer.text
+        est_body = {**{k: v for k, v in body.items() if k != "provider"}}
+        est_body |= {"instance_type": "p5.48xlarge", "region": "us-east-1"}
+        est = client.post("/v1/estimates", json=est_body)
+        assert est.status_code == 200, est.text
+    [rec] = [r for r in answer.json()["recommendations"] if r["instance_type"] == "p5.48xlarge"]
+    [lib] = [
+        r
+        for r in recommend(load_catalog(), Workload(**body)).recommendations
+        if r.instance_type == "p5.48xlarge"
+    ]
+    assert lib.sizing is not None
+    assert rec["sizing"]["cost_to_completion_usd"] == pytest.approx(
+        lib.sizing.cost_to_completion_usd
+    )
+    direct = estimate(load_catalog(), EstimateRequest(**est_body))
+    assert est.json()["cost_usd"] == pytest.approx(direct.cost_usd)
+    assert direct.hours is not None and direct.cost_usd is not None
+    assert direct.cost_usd > direct.hours * 41.528 * direct.hardware.nodes  # the whole block
