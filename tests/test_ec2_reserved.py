@@ -1,4 +1,6 @@
-"""`advisor catalog import ec2-reserved` and the shipped AWS reserved prices.
+"""Commitment prices: `advisor catalog import ec2-reserved`, the shipped reserved, savings-plan,
+committed-use and Capacity Block rows, and where they show (the GPU grid, `catalog show`, the
+explanations of rejections, the documented counts).
 
 tests/data/ec2instances/instances.json holds two records of instances.vantage.sh's instances.json
 as the tsaol/aws-gpu repository kept it (data/gpu_instances_raw.json @2d0108c, 2025-11-30), cut to
