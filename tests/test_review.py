@@ -3,6 +3,7 @@ numbers, SVG and HTML escaping, the page's sections, the CLI end to end, and GET
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -24,7 +25,7 @@ from fastapi.testclient import TestClient
 from advisor import Catalog, load_catalog
 from advisor.api import create_app
 from advisor.api.settings import Settings
-from advisor.catalog.models import Accelerator, InstanceType, WorkloadProfile
+from advisor.catalog.models import Accelerator, InstanceType, Price, WorkloadProfile
 from advisor.fleet.digest import digest_of
 from advisor.fleet.records import CheckResult, GpuRecord, ProbeRecord, probe_record
 from advisor.perf.calibration import LINK_CHECK, NETWORK_CHECK, Calibration
@@ -36,6 +37,7 @@ from advisor.review.analysis import band, find_outliers, named_statistics
 from advisor.review.costs import (
     GB_PER_MIB,
     CostedJob,
+    commitments,
     savings,
     workload_costs,
 )
@@ -45,7 +47,7 @@ from advisor.review.svg import Bar, RatioBar, bar_chart, ratio_chart
 from probes.report import ProbeReport
 from tests import synthetic_fleet as synthetic
 from tests.api_server import live_server
-from tests.factories import acc, inst, price
+from tests.factories import TODAY, acc, inst, price
 from tests.memory_store import MemoryStore
 from tests.test_sized import LLAMA3_8B_P5_HOURS
 
@@ -380,6 +382,47 @@ def test_savings_only_for_idle_and_over_provisioned_latest_report() -> None:
     )
     found = savings(tiny_catalog(), [old, new], None)
     assert [s.finding for s in found] == ["over_provisioned"]  # the old idle report is superseded
+
+
+def test_a_host_in_use_is_told_what_its_cheapest_term_saves_a_month() -> None:
+    """big8 at $80/h on demand in us-east-1 with a 1-year term at $50 and a 3-year one at $35
+    there (and $20 in eu-west-1, not its offer's region): a host on it with every GPU in use saves
+    ($80 - $35) x 730 = $32,850 a month on the 3-year term; a host with an idle GPU is a saving
+    of the other kind (none here), a type without a term none, and only the latest report counts."""
+    base = tiny_catalog()
+    big8 = base.instance_types["big8"]
+    terms = [
+        Price(region="us-east-1", purchase="reserved_1y", hourly_usd=50, as_of=TODAY, source="t"),
+        Price(region="us-east-1", purchase="reserved_3y", hourly_usd=35, as_of=TODAY, source="t"),
+        Price(region="eu-west-1", purchase="reserved_3y", hourly_usd=20, as_of=TODAY, source="t"),
+    ]
+    catalog = dataclasses.replace(
+        base,
+        instance_types={
+            **base.instance_types,
+            "big8": big8.model_copy(update={"prices": (*big8.prices, *terms)}),
+        },
+    )
+    busy = (gpu("under_provisioned", 79, 99), gpu(None, 60, 80))  # type: ignore[arg-type]
+    usage = [
+        UsageRecord("busy", "big8", "2026-11-30T00:00:00Z", 1.0, busy),
+        UsageRecord("mixed", "big8", "2026-11-30T00:00:00Z", 1.0, (*busy, gpu("idle", 1, 1))),
+        UsageRecord("no-term", "small1", "2026-11-30T00:00:00Z", 1.0, busy),
+        UsageRecord("was-idle", "big8", "2026-11-01T00:00:00Z", 1.0, (gpu("idle", 1, 1),)),
+        UsageRecord("was-idle", "big8", "2026-11-30T00:00:00Z", 1.0, busy),
+    ]
+    found = commitments(catalog, usage, "us-east-1")
+    assert [(c.host, c.term, c.term_hourly_usd) for c in found] == [
+        ("busy", "reserved_3y", 35),
+        ("was-idle", "reserved_3y", 35),
+    ]
+    assert found[0].monthly_saving_usd == pytest.approx((80 - 35) * HOURS_PER_MONTH)
+    assert found[0].region == "us-east-1" and found[0].on_demand_hourly_usd == 80
+    data = ReviewData(source="t", usage=usage)
+    review = build_review(data, catalog, region="us-east-1", workloads=[])
+    html = render_html(review)
+    assert "4c. Reservation terms for hosts in use" in html and "$32,850" in html
+    assert review.to_dict()["commitments"][0]["host"] == "busy"
 
 
 def test_idle_gpu_also_says_what_releasing_it_saves() -> None:

@@ -29,10 +29,12 @@ from advisor.perf.calibration import (
     calibration_of,
 )
 from advisor.review.costs import (
+    Commitment,
     CostedJob,
     FleetFactor,
     Saving,
     WorkloadResult,
+    commitments,
     default_jobs,
     finding_counts,
     fleet_factors,
@@ -254,6 +256,7 @@ class Review:
     min_fleet_reports: int  # reports an accelerator needs before its fleet median is applied
     workloads: list[WorkloadResult]
     jobs: list[JobRow] = dataclasses.field(default_factory=list)  # `advisor doctor` runs
+    commitments: list[Commitment] = dataclasses.field(default_factory=list)  # hosts in use
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = dataclasses.asdict(self)
@@ -307,6 +310,7 @@ def build_review(
         min_fleet_reports=min_fleet_reports,
         workloads=workload_costs(catalog, jobs, calibration, region, min_fleet_reports),
         jobs=job_rows(data.usage),
+        commitments=commitments(catalog, data.usage, region),
     )
 
 

@@ -1,5 +1,6 @@
-"""The review's money figures: savings on idle and over-provisioned GPUs, and cost per unit of
-work for named jobs across catalog instance types. Pure and deterministic.
+"""The review's money figures: savings on idle and over-provisioned GPUs, reservation terms for
+hosts in use, and cost per unit of work for named jobs across catalog instance types. Pure and
+deterministic.
 
 - savings: the cheapest on-demand catalog option whose usable memory (the one headroom rule,
   sizing.usable_memory_gb) holds the observed peak and with enough 16-bit compute for the
@@ -14,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from advisor.catalog import Catalog
+from advisor.catalog import Catalog, purchase
 from advisor.catalog.models import Accelerator, Purchase
 from advisor.catalog.queries import offering_price, per_gpu_hour_usd, price_matches, price_usable
 from advisor.fleet.porting import porting_note
@@ -306,6 +307,66 @@ def savings(catalog: Catalog, usage: Sequence[UsageRecord], region: str | None) 
         if g.finding in SAVING_FINDINGS
     ]
     out.sort(key=lambda s: (-(s.monthly_saving_usd or 0.0), s.host, s.gpu_index))
+    return out
+
+
+# --- commitments -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Commitment:
+    """A host the reports find in use on an instance type sold on a cheaper term in the region
+    of its on-demand price: what the term would save a month if the host stays in use."""
+
+    host: str
+    instance_type: str
+    region: str
+    on_demand_hourly_usd: float
+    term: str  # the cheapest term's purchase option: reserved_1y or reserved_3y
+    term_hourly_usd: float
+    monthly_saving_usd: float
+
+
+def commitments(
+    catalog: Catalog, usage: Sequence[UsageRecord], region: str | None
+) -> list[Commitment]:
+    """Hosts whose latest report finds every GPU in use (none idle or over-provisioned: those
+    are savings of another kind, above) on a catalog instance type whose sound prices, in the
+    region of its on-demand offer (instance_offer), include a cheaper reservation term: the
+    cheapest such term, (on demand - term) x HOURS_PER_MONTH a month. A term is owed every hour
+    of it, used or not: the saving holds only while the host stays in use; largest first."""
+    out = []
+    for record in latest_usage(usage):
+        if not record.gpus or any(g.finding in SAVING_FINDINGS for g in record.gpus):
+            continue
+        offer = instance_offer(catalog, record.instance_type, region)
+        if offer is None:
+            continue
+        it = catalog.instance_types[offer.instance_type]
+        terms = [
+            p
+            for p in it.prices
+            if p.purchase in purchase.RESERVED
+            and p.region == offer.region
+            and price_usable(p, False)
+            and p.hourly_usd < offer.hourly_usd
+        ]
+        if not terms:
+            continue
+        best = min(terms, key=lambda p: (p.hourly_usd, p.purchase.value))
+        saving = per_month_usd(offer.hourly_usd - best.hourly_usd)
+        out.append(
+            Commitment(
+                record.host,
+                it.id,
+                offer.region,
+                offer.hourly_usd,
+                best.purchase.value,
+                best.hourly_usd,
+                saving,
+            )
+        )
+    out.sort(key=lambda c: (-c.monthly_saving_usd, c.host))
     return out
 
 

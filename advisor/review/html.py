@@ -254,6 +254,8 @@ def _context(r: Review) -> dict[str, Any]:
         "calibration": [f for f in r.calibration if f.accelerator in used],
         "max_job_rows": MAX_JOB_ROWS,
         "jobs_lost": sum(row.job.gpu_hours_lost or 0.0 for row in r.jobs),
+        "commitment_total": sum(c.monthly_saving_usd for c in r.commitments),
+        "max_saving_rows": MAX_SAVING_ROWS,
     }
 
 
