@@ -17,7 +17,8 @@ from advisor import Workload, recommend
 from advisor.catalog import load_catalog, shipped_catalog_dir
 from advisor.catalog import purchase as po
 from advisor.catalog.models import Price, Purchase
-from advisor.request import RecommendRequest
+from advisor.planning.estimate import estimate
+from advisor.request import EstimateRequest, RecommendRequest
 from tests.factories import TODAY
 
 
@@ -205,12 +206,6 @@ def test_a_spot_plan_is_not_told_to_reserve_capacity() -> None:
         assert sum(any("reserve the capacity" in s for s in r.reasons) for r in recs) == told
 
 
-def _price(purchase: str, hourly_usd: float, region: str = "r") -> Price:
-    return Price(
-        region=region, purchase=purchase, hourly_usd=hourly_usd, as_of=TODAY, source="test"
-    )
-
-
 def test_a_deployment_kept_up_all_year_is_told_what_a_term_saves() -> None:
     """2 nodes on demand at $10/h, a 1-year term at $6 and a 3-year term at $4 in its region
     (and $1 in another): a year is 2 x 8,760 h = 17,520 h, $175,200 on demand, $70,080 on the
@@ -247,25 +242,25 @@ def test_a_shipped_serving_answer_on_demand_names_its_reserved_year() -> None:
             assert f"${year:,.0f} a year" in said[0]
 
 
+def _llama_8b_fine_tune(instance_type: str, purchase: str) -> EstimateRequest:
+    """2e9 tokens of a Llama 3 8B full fine-tune on one `instance_type` in us-east-1."""
+    return EstimateRequest(
+        workload="fine_tuning",
+        model="llama-3-8b",
+        tokens=2e9,
+        instance_type=instance_type,
+        purchase=purchase,
+        region="us-east-1",
+    )
+
+
 def test_estimate_says_how_its_run_or_deployment_is_best_bought() -> None:
     """The sentences `recommend` gives, on `estimate`'s own offering: a day of fine-tuning on a
     1-year p4d term owes the year ($13.921094 x 8,760 h = $121,949), on demand is cheaper; a
     served g6e.xlarge kept up all year costs its 1-year rate x 8,760 h."""
-    from advisor.planning.estimate import estimate
-    from advisor.request import EstimateRequest
 
     catalog = load_catalog()
-    run = estimate(
-        catalog,
-        EstimateRequest(
-            workload="fine_tuning",
-            model="llama-3-8b",
-            tokens=2e9,
-            instance_type="p4d.24xlarge",
-            purchase="reserved_1y",
-            region="us-east-1",
-        ),
-    )
+    run = estimate(catalog, _llama_8b_fine_tune("p4d.24xlarge", "reserved_1y"))
     [said] = [n for n in run.notes if "cheapest way to buy" in n]
     assert said.startswith("reserved_1y is not the cheapest way to buy")
     assert "--purchase on_demand" in said and "whole 1-year term: $121,949" in said
@@ -319,18 +314,8 @@ def test_a_capacity_block_plan_costs_its_whole_block() -> None:
 def test_estimate_on_a_capacity_block_costs_the_day_it_bills() -> None:
     """Seven hours of fine-tuning on one p5.48xlarge bought as a block: a 1-day block, 24 h x
     $41.528 = $996.672, where the run's hours would cost $290.70 at the block's rate."""
-    from advisor.planning.estimate import estimate
-    from advisor.request import EstimateRequest
 
-    request = EstimateRequest(
-        workload="fine_tuning",
-        model="llama-3-8b",
-        tokens=2e9,
-        instance_type="p5.48xlarge",
-        purchase="capacity_block",
-        region="us-east-1",
-    )
-    result = estimate(load_catalog(), request)
+    result = estimate(load_catalog(), _llama_8b_fine_tune("p5.48xlarge", "capacity_block"))
     assert result.hours is not None and result.hours < 24
     assert result.cost_usd == pytest.approx(24 * 41.528)
 
@@ -342,8 +327,6 @@ def test_the_api_prices_a_capacity_block_plan_as_the_cli_does(tmp_path: Path) ->
 
     from advisor.api import create_app
     from advisor.api.settings import Settings
-    from advisor.planning.estimate import estimate
-    from advisor.request import EstimateRequest
 
     body = {
         "workload": "large_scale_training",
@@ -353,7 +336,7 @@ def test_the_api_prices_a_capacity_block_plan_as_the_cli_does(tmp_path: Path) ->
         "provider": "aws",
         "purchase": "capacity_block",
     }
-    settings = Settings(database_url=f"sqlite:///{tmp_path}/api.db")  # type: ignore[call-arg]
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/api.db")
     with TestClient(create_app(settings)) as client:
         answer = client.post("/v1/recommendations", json=body)
         assert answer.status_code == 200, answer.text

@@ -24,6 +24,7 @@ PAY_AS_YOU_GO = frozenset({Purchase.on_demand, Purchase.spot})
 TERMS = (Purchase.reserved_1y, Purchase.reserved_3y)  # the reservation terms, shortest first
 RESERVED = frozenset(TERMS)
 TERM_HOURS = {Purchase.reserved_1y: 365 * 24.0, Purchase.reserved_3y: 3 * 365 * 24.0}
+YEAR_HOURS = TERM_HOURS[Purchase.reserved_1y]
 BLOCK_DAILY_MAX_DAYS = 14
 BLOCK_MAX_DAYS = 182
 BLOCK_WEEK_DAYS = 7
@@ -120,7 +121,7 @@ def _words(option: PricedOption, nodes: int) -> str:
     p = option.price
     total = option.cost_usd * nodes
     if p.purchase in TERM_HOURS:
-        years = round(TERM_HOURS[p.purchase] / 8760)
+        years = round(TERM_HOURS[p.purchase] / YEAR_HOURS)
         return (
             f"{p.purchase.value} ${p.hourly_usd:,.2f}/h owed for the whole {years}-year term: "
             f"${total:,.0f}"
@@ -179,7 +180,18 @@ def run_sentence(
     return None if choice is None else choice.sentence
 
 
-YEAR_HOURS = TERM_HOURS[Purchase.reserved_1y]
+def cheapest_term(prices: Iterable[Price], region: str, below_usd: float) -> Price | None:
+    """The cheapest unflagged reservation term among `prices` in `region` that costs less an
+    hour than `below_usd` (what a use kept up all term pays now); None without one."""
+    terms = [
+        p
+        for p in prices
+        if p.purchase in RESERVED
+        and p.region == region
+        and p.flag is None
+        and p.hourly_usd < below_usd
+    ]
+    return min(terms, key=lambda p: (p.hourly_usd, p.purchase.value), default=None)
 
 
 def deployment_sentence(
@@ -192,17 +204,9 @@ def deployment_sentence(
     a term is owed, so a deployment up all year pays the term's rate for each."""
     if price.purchase not in PAY_AS_YOU_GO:
         return None
-    terms = sorted(
-        (
-            p
-            for p in prices
-            if p.purchase in RESERVED and p.region == price.region and p.flag is None
-        ),
-        key=lambda p: p.hourly_usd,
-    )
-    if not terms or terms[0].hourly_usd >= price.hourly_usd:
+    best = cheapest_term(prices, price.region, price.hourly_usd)
+    if best is None:
         return None
-    best = terms[0]
     year = nodes * YEAR_HOURS
     ratio = best.hourly_usd / price.hourly_usd
     tokens = (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -38,6 +38,10 @@ from advisor.errors import InputError
 app = typer.Typer(help="Browse and validate the catalog.", no_args_is_help=True)
 
 JsonOpt = Annotated[bool, typer.Option("--json", "-j", help="Print JSON for tools.")]
+
+if TYPE_CHECKING:  # the importers load with an import command only
+    from advisor.cli.catalog_import import ImportResult
+
 import_app = typer.Typer(help="Import prices from an external dataset.", no_args_is_help=True)
 app.add_typer(import_app, name="import")
 app.command("models")(catalog_lists.models)
@@ -302,6 +306,20 @@ def validate(json_out: JsonOpt = False) -> None:
         )
 
 
+# The options and answer every `catalog import` command shares.
+SourceLabelOpt = Annotated[
+    str | None, typer.Option("--source-label", help="What each price's `source` says")
+]
+DryRunOpt = Annotated[bool, typer.Option(help="Validate and summarise; write nothing.")]
+
+
+def _import_data(result: ImportResult) -> dict[str, Any]:
+    """An import's summary, the file it wrote (or would) and the loader's warnings."""
+    data = {**result.summary.as_dict(), "file": str(result.path), "written": result.written}
+    data["warnings"] = list(result.warnings)
+    return data
+
+
 @import_app.command("skypilot")
 def import_skypilot(
     source: Annotated[str, typer.Argument(metavar="PATH|URL", help="A SkyPilot vms.csv.")],
@@ -323,9 +341,7 @@ def import_skypilot(
     as_of: Annotated[
         str | None, typer.Option(help="Date the prices were published, YYYY-MM-DD (default: today)")
     ] = None,
-    label: Annotated[
-        str | None, typer.Option("--source-label", help="What each price's `source` says")
-    ] = None,
+    label: SourceLabelOpt = None,
     families: Annotated[
         str | None,
         typer.Option(
@@ -333,7 +349,7 @@ def import_skypilot(
             "e.g. p4d.,p5.): other types are kept as they are, not removed."
         ),
     ] = None,
-    dry_run: Annotated[bool, typer.Option(help="Validate and summarise; write nothing.")] = False,
+    dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Refresh <provider>.yaml from SkyPilot's catalog CSV; writes only if the result validates."""
@@ -357,8 +373,7 @@ def import_skypilot(
         dry_run=dry_run,
         scope=tuple(f.strip() for f in (families or "").split(",") if f.strip()),
     )
-    data = {**result.summary.as_dict(), "file": str(result.path), "written": result.written}
-    data["warnings"] = list(result.warnings)
+    data = _import_data(result)
     if json_out:
         emit_json(data)
         return
@@ -387,10 +402,8 @@ def import_ec2_reserved(
     as_of: Annotated[
         str | None, typer.Option(help="Date the rates were read, YYYY-MM-DD (default: today)")
     ] = None,
-    label: Annotated[
-        str | None, typer.Option("--source-label", help="What each price's `source` says")
-    ] = None,
-    dry_run: Annotated[bool, typer.Option(help="Validate and summarise; write nothing.")] = False,
+    label: SourceLabelOpt = None,
+    dry_run: DryRunOpt = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Add AWS reserved prices (1- and 3-year Standard RIs, Linux, no upfront) to aws.yaml beside
@@ -410,8 +423,7 @@ def import_ec2_reserved(
         label=label or source,
         dry_run=dry_run,
     )
-    data = {**result.summary.as_dict(), "file": str(result.path), "written": result.written}
-    data["warnings"] = list(result.warnings)
+    data = _import_data(result)
     if json_out:
         emit_json(data)
         return

@@ -14,7 +14,8 @@ from importlib import resources
 from typing import Any, Literal
 
 from advisor.catalog.importers.skypilot_names import ACCELERATORS, OVERRIDES
-from advisor.catalog.models import Accelerator
+from advisor.catalog.models import Accelerator, Purchase
+from advisor.catalog.purchase import TERM_HOURS, TERMS, YEAR_HOURS
 from advisor.engine.result import Recommendation
 from advisor.errors import InputError
 
@@ -52,12 +53,13 @@ def skypilot_name(accelerator_id: str, provider: str = "") -> str | None:
 # billing discount that applies to matching usage launched the usual way; a Capacity Block is
 # capacity: its instances run only when launched into the block's reservation, bought first.
 COMMITMENT_NOTES = {
-    "reserved_1y": "a 1-year term: a billing discount on matching usage; this file launches "
-    "the usual way and the term applies once bought",
-    "reserved_3y": "a 3-year term: a billing discount on matching usage; this file launches "
-    "the usual way and the term applies once bought",
-    "capacity_block": "an EC2 Capacity Block: buy the block first and launch into its capacity "
-    "reservation; this file names none, so as written it launches on demand",
+    **{
+        term.value: f"a {TERM_HOURS[term] / YEAR_HOURS:g}-year term: a billing discount on "
+        "matching usage; this file launches the usual way and the term applies once bought"
+        for term in TERMS
+    },
+    Purchase.capacity_block.value: "an EC2 Capacity Block: buy the block first and launch into "
+    "its capacity reservation; this file names none, so as written it launches on demand",
 }
 
 

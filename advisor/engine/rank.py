@@ -459,10 +459,8 @@ def _plan_reasons(h: Hit, w: Workload, p: WorkloadProfile) -> list[str]:
     assert c is not None and price is not None
     it = c.instance
     out = []
-    reserve = capacity_note(s.nodes, it.id, it.gpu_count)
-    # spot cannot be reserved, and a Capacity Block is the reservation
-    if reserve is not None and price.purchase not in (Purchase.spot, Purchase.capacity_block):
-        out.append(reserve)
+    reserve = capacity_note(s.nodes, it.id, it.gpu_count, price.purchase)
+    out += [reserve] if reserve else []
     if s.fit is not None:
         out += _sizing_reasons(s.fit, h.hourly_usd, w, p, h.spot, price.purchase)
         bought = purchase_option.run_sentence(s.fit.hours, s.nodes, it.prices, price)

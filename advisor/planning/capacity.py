@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from advisor.catalog.models import Purchase
+
 # GPUs, over several nodes, at which a plan is flagged. ESTIMATED: providers cap GPU quota per
 # region well below this by default and sell larger blocks as reservations (AWS On-Demand
 # Capacity Reservations and EC2 Capacity Blocks for ML, GCP future reservations, Azure capacity
@@ -10,9 +12,17 @@ from __future__ import annotations
 RESERVATION_GPUS = 64
 
 
-def capacity_note(nodes: int, instance_id: str, gpus_per_node: int) -> str | None:
-    """The sentence for a plan of `nodes` GPU nodes, or None when it is small enough to rent."""
-    if nodes < 2 or nodes * gpus_per_node < RESERVATION_GPUS:
+# Bought these ways, a plan is told nothing: spot cannot be reserved, and a Capacity Block is the
+# reservation.
+NOT_RESERVED = frozenset({Purchase.spot, Purchase.capacity_block})
+
+
+def capacity_note(
+    nodes: int, instance_id: str, gpus_per_node: int, purchase: Purchase | None
+) -> str | None:
+    """The sentence for a plan of `nodes` GPU nodes bought as `purchase` (None: no price), or
+    None when it is small enough to rent or bought a way that needs no reservation."""
+    if nodes < 2 or nodes * gpus_per_node < RESERVATION_GPUS or purchase in NOT_RESERVED:
         return None
     return (
         f"{nodes} x {instance_id} ({nodes * gpus_per_node} GPUs) at once: reserve the capacity "

@@ -143,6 +143,9 @@ def estimate(
     hours = completion_hours(fit.hours, spot)
     # what the cost counts: a Capacity Block bills its whole block (purchase.charged_hours)
     charged = purchase.charged_hours(price.purchase, hours) if price and hours else hours
+    per_million = cost_per_million_tokens_usd(
+        hourly if fit.tokens_per_s else None, fit.served_tokens_per_s or fit.tokens_per_s
+    )
     blocking = (
         _notes(fit, profile, node)
         + _latency_notes(fit, plan.targets)
@@ -154,7 +157,7 @@ def estimate(
         blocking
         + _information(fit, profile, node, price)
         + _price_notes(price)
-        + ([] if blocking else _purchase_notes(instance, price, fit, hours, hourly, profile))
+        + ([] if blocking else _purchase_notes(instance, price, fit, hours, per_million, profile))
     )
     result = Estimate(
         workload=profile.id,
@@ -179,9 +182,7 @@ def estimate(
         cost_usd=cost_to_completion_usd(hourly, charged),
         tokens_per_s=fit.tokens_per_s,
         replicas=fit.replicas,
-        cost_per_million_tokens_usd=cost_per_million_tokens_usd(
-            hourly if fit.tokens_per_s else None, fit.served_tokens_per_s or fit.tokens_per_s
-        ),
+        cost_per_million_tokens_usd=per_million,
         ttft_ms=fit.ttft_ms,
         itl_ms=fit.itl_ms,
         throughput_tokens_s=fit.tokens_per_s if fit.itl_ms is not None else None,
@@ -409,11 +410,10 @@ def _information(fit: Fit, profile: WorkloadProfile, node: _Node, price: Price |
         notes.append(f"no node holds the model: one replica spans nodes, {fit.serving_layout}")
     if fit.serving_alternative is not None:
         notes.append(fit.serving_alternative)
-    reserve = capacity_note(fit.nodes, node.name if node.instance else node.acc.id, node.per_node)
-    # as recommend says it: not on spot (it cannot be reserved) nor a Capacity Block (it is one)
     bought = price.purchase if price is not None else None
-    if reserve is not None and bought not in (Purchase.spot, Purchase.capacity_block):
-        notes.append(reserve)
+    name = node.name if node.instance else node.acc.id
+    reserve = capacity_note(fit.nodes, name, node.per_node, bought)
+    notes += [reserve] if reserve else []
     assumed = node.words()
     if assumed is not None:
         notes.append(f"no price: estimated on an accelerator, not an instance type, {assumed}")
@@ -524,7 +524,7 @@ def _purchase_notes(
     price: Price | None,
     fit: Fit,
     hours: float | None,
-    hourly: float | None,
+    per_million: float | None,
     profile: WorkloadProfile,
 ) -> list[str]:
     """How the run or the deployment is best bought where the offering is sold more than one
@@ -533,8 +533,6 @@ def _purchase_notes(
     if instance is None or price is None or not fit.nodes:
         return []
     if profile.sizing == "inference":
-        served = fit.served_tokens_per_s or fit.tokens_per_s
-        per_million = cost_per_million_tokens_usd(hourly if fit.tokens_per_s else None, served)
         found = purchase.deployment_sentence(fit.nodes, instance.prices, price, per_million)
     else:
         found = purchase.run_sentence(hours, fit.nodes, instance.prices, price, alone=False)

@@ -343,17 +343,9 @@ def commitments(
         if offer is None:
             continue
         it = catalog.instance_types[offer.instance_type]
-        terms = [
-            p
-            for p in it.prices
-            if p.purchase in purchase.RESERVED
-            and p.region == offer.region
-            and price_usable(p, False)
-            and p.hourly_usd < offer.hourly_usd
-        ]
-        if not terms:
+        best = purchase.cheapest_term(it.prices, offer.region, offer.hourly_usd)
+        if best is None:
             continue
-        best = min(terms, key=lambda p: (p.hourly_usd, p.purchase.value))
         saving = per_month_usd(offer.hourly_usd - best.hourly_usd)
         out.append(
             Commitment(
