@@ -215,7 +215,7 @@ def test_two_ranks_one_slow_names_the_straggler_and_shows_each_rank() -> None:
     assert [r["rank"] for r in report["ranks"]] == [0, 1]
     assert report["stages"]["rank"] == 0
     codes = [f["code"] for f in report["findings"]]
-    assert codes[0] == "straggler", report["findings"]
+    assert codes[0] == "straggler", (report["findings"], report["ranks"])
     assert "wait for rank 1" in report["findings"][0]["summary"]
     assert p.returncode == 1
 

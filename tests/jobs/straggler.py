@@ -11,7 +11,10 @@ import time
 
 
 def work(units: int) -> float:
-    return sum((i % 7) * 0.5 for i in range(units * 20_000))
+    # A unit is about 15 ms of one core: a step is long against the loopback round trip of the
+    # all-reduce even when the machine is busy (at 1 ms a unit, scheduling delays on a loaded
+    # 2-core machine made the slow rank wait in the collectives as long as it worked)
+    return sum((i % 7) * 0.5 for i in range(units * 400_000))
 
 
 def rank_main(seconds: float) -> None:
