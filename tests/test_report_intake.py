@@ -205,3 +205,27 @@ def test_a_gpu_the_catalog_does_not_know_counts_for_no_accelerator(client: TestC
     r = client.post("/v1/probe-reports", json=body, headers=AUTH)
     assert r.status_code == 201, r.text
     assert r.json()["accelerator"] is None
+
+
+def test_a_recorded_h200_host_with_slow_bidirectional_pcie_is_stored_as_warn() -> None:
+    """A real report (the lent H200 of 2026-12-05, `advisor probe --quick --expect h200-sxm`):
+    its host moves 86.0 GB/s both ways over PCIe against the expected 100.8 (80% of Gen5 x16
+    each way, 63.0 GB/s x 2), which the CUDA reference confirmed on that host (84.9). The server's
+    reading keeps that one warning, regrades nothing else below pass and counts the report for
+    the H200 it measured."""
+    from advisor.catalog import load_catalog
+    from advisor.fleet.intake import as_stored
+    from probes.report import ProbeReport
+
+    path = (
+        Path(__file__).parent.parent
+        / "benchmarks/results/gpu-session-2026-12-05-nvidia-h200-driver580.159.04-torch2.11.0_cu130"
+        / "probe-expect-h200.json"
+    )
+    stored = as_stored(ProbeReport.model_validate_json(path.read_text()), load_catalog())
+    assert (stored.verdict, stored.accelerator) == ("warn", "h200-sxm")
+    not_passing = {c.name: c.status for c in stored.checks if c.status not in ("pass", "skip")}
+    assert not_passing == {"bidir_pinned": "warn"}
+    bidir = next(c for c in stored.checks if c.name == "bidir_pinned")
+    assert bidir.expected == pytest.approx(0.8 * 2 * 63.0, rel=1e-3)
+    assert bidir.measured is not None and bidir.measured / bidir.expected < 0.9
