@@ -548,3 +548,16 @@ def test_runpod_layout_reads_a_real_row_and_its_workstation_cards() -> None:
         ("1x_A100-80GB_SECURE", "IN", "AP-IN-1", 1.39),
         ("1x_RTX4090_SECURE", "US", "US-TX-3", 0.69),
     ]
+
+
+@pytest.mark.parametrize("provider", [*skypilot.LAYOUTS])
+def test_a_shipped_provider_file_is_what_an_import_writes(provider: str) -> None:
+    """Every provider file an import rewrites is its header comment and the dump of its entries,
+    byte for byte: a comment anywhere below the header (a hand note beside a field) would be
+    dropped by the next import, so such facts live in the entry's fields."""
+    from advisor.cli.catalog_import import header_lines
+
+    path = shipped_catalog_dir() / "instances" / f"{provider}.yaml"
+    entries = yaml.safe_load(path.read_text())["instance_types"]
+    rewritten = "".join(header_lines(path)) + skypilot.entries_yaml(entries)
+    assert rewritten == path.read_text()

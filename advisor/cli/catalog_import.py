@@ -137,18 +137,15 @@ def run_reserved_import(
     entries, summary = ec2_reserved.merge(_existing_entries(path), rates, as_of=as_of, source=label)
     # the header says where the file's other prices came from, still true; each reserved
     # price's `source` says where it came from
-    header = "".join(_header(path))
-    body = yaml.safe_dump(
-        {"instance_types": entries}, sort_keys=False, width=100, allow_unicode=True
-    )
-    content = header + body
+    content = "".join(header_lines(path)) + skypilot.entries_yaml(entries)
     warnings = validate(path, content)
     if not dry_run:
         write_atomically(path, content)
     return ImportResult(summary, path, not dry_run, warnings)
 
 
-def _header(path: Path) -> list[str]:
+def header_lines(path: Path) -> list[str]:
+    """The file's leading comment lines (its header), which an import keeps."""
     lines = []
     for line in path.read_text(encoding="utf-8").splitlines(keepends=True):
         if not line.startswith("#"):

@@ -668,8 +668,6 @@ def render_yaml(
     """The provider's instance file, with a header saying where it came from."""
     import textwrap
 
-    import yaml
-
     covered = (
         f"Only the families {', '.join(scope)} were imported from it; the other entries are "
         "kept as they were written (each price's `source` says where it came from). "
@@ -689,7 +687,15 @@ def render_yaml(
         "catalog/README.md says how to refresh."
     )
     header = "".join(f"# {line}\n" for line in textwrap.wrap(text, 98))
-    body = yaml.safe_dump(
+    return header + entries_yaml(entries)
+
+
+def entries_yaml(entries: list[dict[str, Any]]) -> str:
+    """A provider file's entries as every importer writes them, below its header comment: the
+    YAML dumper keeps no comment, so a fact lives in a field (`notes`, `source`) or is lost on
+    the next import."""
+    import yaml
+
+    return yaml.safe_dump(
         {"instance_types": entries}, sort_keys=False, width=100, allow_unicode=True
     )
-    return header + body
