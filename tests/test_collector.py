@@ -8,12 +8,15 @@ import gc
 import subprocess
 import sys
 import threading
+import weakref
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from advisor.cli import app, main
-from advisor.collector import gc_paused, long_lived
+from advisor import collector
+from advisor.collector import freeze_kept, gc_paused, long_lived
 
 PROBE = (
     "import atexit, gc, sys\n"
@@ -48,7 +51,10 @@ def test_the_cli_inside_another_program_freezes_nothing(capsys: pytest.CaptureFi
     assert gc.get_freeze_count() == before and gc.isenabled()
 
 
-def test_long_lived_freezes_what_it_built_and_resumes_collection() -> None:
+def test_long_lived_freezes_what_it_built_and_resumes_collection(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(collector, "_freezing", False)  # restored after: tests freeze nothing
     assert gc.isenabled()
     with long_lived():
         assert not gc.isenabled()
@@ -56,8 +62,66 @@ def test_long_lived_freezes_what_it_built_and_resumes_collection() -> None:
     try:
         assert gc.isenabled()
         assert gc.get_freeze_count() >= len(built)
+        assert collector._freezing
     finally:
         gc.unfreeze()  # this test process keeps collecting its own objects
+
+
+def _tracked(obj: object) -> bool:
+    """Whether a collection walks `obj` (frozen objects are in no generation)."""
+    return any(o is obj for o in gc.get_objects())
+
+
+def test_freeze_kept_does_nothing_where_the_process_does_not_freeze() -> None:
+    kept = [[1]]
+    before = gc.get_freeze_count()
+    freeze_kept()
+    assert gc.get_freeze_count() == before and _tracked(kept)
+
+
+def test_freeze_kept_collects_the_garbage_made_since_and_freezes_the_rest(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(collector, "_freezing", True)
+    kept: list[object] = [[i] for i in range(10)]
+    cycle: list[object] = []
+    cycle.append(cycle)
+    gone = weakref.ref(_Node(cycle))  # a cycle nothing refers to: garbage, not frozen
+    try:
+        freeze_kept()
+        assert gone() is None
+        assert not _tracked(kept) and not _tracked(kept[0])
+    finally:
+        gc.unfreeze()
+
+
+class _Node:
+    def __init__(self, payload: object) -> None:
+        self.me = self
+        self.payload = payload
+
+
+def test_the_service_freezes_its_catalog_at_start_and_after_a_reload(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """In a process that freezes what it keeps (the console script's `advisor serve`), the
+    service's start-up and each catalog reload leave the catalog out of every collection."""
+    from fastapi.testclient import TestClient
+
+    from advisor.api import create_app
+    from advisor.api.settings import Settings
+
+    monkeypatch.setattr(collector, "_freezing", True)
+    settings = Settings(database_url=f"sqlite:///{tmp_path}/c.db", api_tokens=("t",))  # type: ignore[arg-type]
+    try:
+        app = create_app(settings)
+        with TestClient(app):
+            holder = app.state.advisor.catalog
+            assert not _tracked(holder.catalog.accelerators)
+            assert holder.reload()
+            assert not _tracked(holder.catalog.accelerators)
+    finally:
+        gc.unfreeze()
 
 
 def test_the_pause_is_counted_across_threads() -> None:

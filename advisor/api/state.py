@@ -22,6 +22,7 @@ from advisor.api.public_text import Redactor, server_directories
 from advisor.api.settings import Settings
 from advisor.catalog import Catalog
 from advisor.catalog.loading import load_catalog
+from advisor.collector import freeze_kept
 from advisor.errors import AdvisorError
 from advisor.fleet.statistics import PLAUSIBLE_RATIO, RunningVote, ratio_of
 from advisor.perf.calibration import VOTED_CHECKS, Calibration, calibration_of
@@ -70,6 +71,7 @@ class CatalogHolder:
                 return False
             self.catalog, self.loaded_at = catalog, dt.datetime.now(dt.UTC)
             self.generation += 1
+            freeze_kept()  # the new catalog lives as long as the old one did
             self.reload_error = None
             log.info(
                 "catalog reloaded: %d accelerators, %d instance types",
