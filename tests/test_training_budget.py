@@ -67,7 +67,7 @@ def test_cli_and_json_carry_margin_and_budget() -> None:
     args += ["-i", "p5.48xlarge", "-g", "512", "--budget-usd", "1e9"]
     text = cli(*args)
     assert (
-        text.returncode == 0 and "finishes in " in text.stdout and "days (optimistic" in text.stdout
+        text.returncode == 0 and "finishes in " in text.stdout and " at MFU " in text.stdout
     )
     data = json.loads(cli(*args, "--json").stdout)
     assert data["tokens_within_budget"] > 1e12 and len(data["hours_range"]) == 2
@@ -94,3 +94,8 @@ def test_recommend_states_the_margin(shipped: Catalog) -> None:
         assert any(x.startswith("finishes in ") for x in r.reasons)
     hours, (low, high) = h100[0].sizing.hours, h100[0].sizing.hours_range  # type: ignore[union-attr]
     assert low == pytest.approx(hours / 1.060) and high == pytest.approx(hours / 0.940)
+    # the MFU at either end: time inversely proportional to the efficiency
+    mfu = h100[0].sizing.mfu  # type: ignore[union-attr]
+    assert mfu is not None
+    said = f"days at MFU {mfu * 1.060:.2f}-{mfu * 0.940:.2f} (optimistic to pessimistic"
+    assert any(said in x for x in h100[0].reasons), h100[0].reasons

@@ -11,6 +11,7 @@ from rich.text import Text
 from advisor.cli import sizing_opts as opts
 from advisor.cli.common import console, emit_json, get_catalog, money
 from advisor.planning.estimate import Estimate, estimate
+from advisor.planning.fit import margin_sentence
 from advisor.request import EstimateRequest, parse_request
 
 
@@ -82,11 +83,8 @@ def _summary(r: Estimate) -> list[str]:
 def _margins(r: Estimate) -> list[str]:
     """The deadline margin and the budget's tokens, when the estimate has them."""
     out = []
-    if r.fits and r.hours_range is not None:
-        low, high = (h / 24 for h in r.hours_range)
-        out.append(
-            f"finishes in {low:,.1f}-{high:,.1f} days (optimistic to pessimistic efficiency)"
-        )
+    if r.fits and r.hours_range is not None and r.hours is not None:
+        out.append(margin_sentence(r.hours, r.hours_range, r.mfu))
     if r.tokens_within_budget is not None:
         out.append(f"{r.tokens_within_budget:,.4g} tokens within the budget at this plan's cost")
     return out

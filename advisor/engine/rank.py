@@ -35,7 +35,7 @@ from advisor.perf.cost import (
 )
 from advisor.perf.spot import SpotPlan
 from advisor.planning.capacity import capacity_note
-from advisor.planning.fit import Fit
+from advisor.planning.fit import Fit, margin_sentence
 from advisor.planning.limits import BARE_INFERENCE, LONG_PLAN_DAYS, latency_targets
 from advisor.request import Workload
 
@@ -393,10 +393,7 @@ def _training_reasons(
     if fit.layout is not None and fit.mfu is not None:
         out.append(f"{fit.layout.words()}; MFU {fit.mfu:.2f} on model FLOPs")
     if fit.hours_range is not None:
-        low, high = (h / 24 for h in fit.hours_range)
-        out.append(
-            f"finishes in {low:,.1f}-{high:,.1f} days (optimistic to pessimistic efficiency)"
-        )
+        out.append(margin_sentence(fit.hours, fit.hours_range, fit.mfu))
     if w.deadline_days is not None:
         out.append(f"meets the {w.deadline_days:g}-day deadline")
     elif days > LONG_PLAN_DAYS:

@@ -68,3 +68,16 @@ class Fit:
     def gpus_per_replica(self) -> int:
         """Serving: the GPUs of one model copy (its TP degree, or a replica over several nodes)."""
         return self.gpus_needed // (self.replicas or 1)
+
+
+def margin_sentence(hours: float, hours_range: tuple[float, float], mfu: float | None) -> str:
+    """A training plan's margin in words: the days at the optimistic and the pessimistic
+    efficiency and, with an MFU, the MFU at each (time is taken as inversely proportional to the
+    efficiency, advisor/planning/training_run.py with_hours_range, so MFU scales as hours /
+    each end's hours): what to hold a published MFU against."""
+    fast, slow = hours_range
+    at = f" at MFU {mfu * hours / fast:.2f}-{mfu * hours / slow:.2f}" if mfu is not None else ""
+    return (
+        f"finishes in {fast / 24:,.1f}-{slow / 24:,.1f} days{at} "
+        "(optimistic to pessimistic efficiency)"
+    )
