@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from advisor.cli import app, main
 from advisor import collector
+from advisor.cli import app, main
 from advisor.collector import freeze_kept, gc_paused, long_lived
 
 PROBE = (
