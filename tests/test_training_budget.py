@@ -66,9 +66,7 @@ def test_cli_and_json_carry_margin_and_budget() -> None:
     args = ["estimate", "-w", "large_scale_training", "-m", "llama-3.1-70b", "--tokens", "1e12"]
     args += ["-i", "p5.48xlarge", "-g", "512", "--budget-usd", "1e9"]
     text = cli(*args)
-    assert (
-        text.returncode == 0 and "finishes in " in text.stdout and " at MFU " in text.stdout
-    )
+    assert text.returncode == 0 and "finishes in " in text.stdout and " at MFU " in text.stdout
     data = json.loads(cli(*args, "--json").stdout)
     assert data["tokens_within_budget"] > 1e12 and len(data["hours_range"]) == 2
 
