@@ -388,7 +388,8 @@ def test_a_host_in_use_is_told_what_its_cheapest_term_saves_a_month() -> None:
     """big8 at $80/h on demand in us-east-1 with a 1-year term at $50 and a 3-year one at $35
     there (and $20 in eu-west-1, not its offer's region): a host on it with every GPU in use saves
     ($80 - $35) x 730 = $32,850 a month on the 3-year term; a host with an idle GPU is a saving
-    of the other kind (none here), a type without a term none, and only the latest report counts."""
+    of the other kind (none here), a type without a term none, and only the latest report counts
+    for the suggestion; the host's other reports say how steady its use is."""
     base = tiny_catalog()
     big8 = base.instance_types["big8"]
     terms = [
@@ -418,10 +419,16 @@ def test_a_host_in_use_is_told_what_its_cheapest_term_saves_a_month() -> None:
     ]
     assert found[0].monthly_saving_usd == pytest.approx((80 - 35) * HOURS_PER_MONTH)
     assert found[0].region == "us-east-1" and found[0].on_demand_hourly_usd == 80
+    # how steady the use is: was-idle's first report found an idle GPU
+    assert [(c.reports_in_use, c.reports, c.since) for c in found] == [
+        (1, 1, "2026-11-30T00:00:00Z"),
+        (1, 2, "2026-11-01T00:00:00Z"),
+    ]
     data = ReviewData(source="t", usage=usage)
     review = build_review(data, catalog, region="us-east-1", workloads=[])
     html = render_html(review)
     assert "4c. Reservation terms for hosts in use" in html and "$32,850" in html
+    assert "1 of 2 reports since 2026-11-01" in html
     assert review.to_dict()["commitments"][0]["host"] == "busy"
 
 

@@ -325,6 +325,16 @@ class Commitment:
     term: str  # the cheapest term's purchase option: reserved_1y or reserved_3y
     term_hourly_usd: float
     monthly_saving_usd: float
+    # how steady the use is: of the host's reports, those that find every GPU in use, and the
+    # day of its first (a term is owed for a year or three; one report's window is minutes)
+    reports_in_use: int = 1
+    reports: int = 1
+    since: str | None = None
+
+
+def _in_use(record: UsageRecord) -> bool:
+    """Every GPU of the report in use: none idle or over-provisioned."""
+    return bool(record.gpus) and not any(g.finding in SAVING_FINDINGS for g in record.gpus)
 
 
 def commitments(
@@ -334,10 +344,14 @@ def commitments(
     are savings of another kind, above) on a catalog instance type whose sound prices, in the
     region of its on-demand offer (instance_offer), include a cheaper reservation term: the
     cheapest such term, (on demand - term) x HOURS_PER_MONTH a month. A term is owed every hour
-    of it, used or not: the saving holds only while the host stays in use; largest first."""
+    of it, used or not: the saving holds only while the host stays in use, so each says in how
+    many of the host's reports every GPU was in use, since its first; largest first."""
+    history: dict[str, list[UsageRecord]] = {}
+    for r in usage:
+        history.setdefault(r.host, []).append(r)
     out = []
     for record in latest_usage(usage):
-        if not record.gpus or any(g.finding in SAVING_FINDINGS for g in record.gpus):
+        if not _in_use(record):
             continue
         offer = instance_offer(catalog, record.instance_type, region)
         if offer is None:
@@ -356,6 +370,11 @@ def commitments(
                 best.purchase.value,
                 best.hourly_usd,
                 saving,
+                reports_in_use=sum(map(_in_use, history[record.host])),
+                reports=len(history[record.host]),
+                since=min(
+                    (r.created_at for r in history[record.host] if r.created_at), default=None
+                ),
             )
         )
     out.sort(key=lambda c: (-c.monthly_saving_usd, c.host))
