@@ -132,7 +132,7 @@ def tables_on(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_tables_are_off_unless_enabled() -> None:
     assert model_tables({}) == {}
-    assert list(model_tables({"ADVISOR_OPERATOR_TABLES": "on"})) == ["h200-sxm"]
+    assert list(model_tables({"ADVISOR_OPERATOR_TABLES": "on"})) == ["h100-sxm", "h200-sxm"]
 
 
 def _model(acc_id: str) -> InferenceModel:
@@ -143,12 +143,12 @@ def _model(acc_id: str) -> InferenceModel:
 
 
 def test_h200_passes_come_from_its_table_and_others_from_the_roofline() -> None:
-    h200, h100 = _model("h200-sxm"), _model("h100-sxm")
-    assert h200.op_model is not None and h100.op_model is None
+    h200, a100 = _model("h200-sxm"), _model("a100-80gb-sxm")
+    assert h200.op_model is not None and a100.op_model is None
     step = h200.iteration(1, 0, 1000)
     assert "operator table of h200-sxm measured 2026-12-04" in step.formula()
     assert "6e-05" not in step.formula()  # no fixed time per layer: launches are in the table
-    assert "roofline" in h100.speed_source and "estimated" in h100.speed_source
+    assert "roofline" in a100.speed_source and "estimated" in a100.speed_source
 
 
 def test_decode_pays_per_sequence_attention_and_sampling() -> None:
@@ -193,7 +193,8 @@ def test_a_decode_gemm_is_the_tables_own_time_at_a_grid_shape(table: OpsTable) -
     ("accelerator", "named"),
     [
         ("h200-sxm", "operator table of h200-sxm measured 2026-12-04"),
-        ("h100-sxm", "roofline: NVIDIA H100 SXM5 80GB datasheet peaks x estimated efficiencies"),
+        ("h100-sxm", "operator table of h100-sxm measured 2026-12-05"),
+        ("a100-80gb-sxm", "roofline: NVIDIA A100 SXM4 80GB datasheet peaks x estimated efficiencies"),
     ],
 )
 def test_every_serving_figure_says_where_its_speed_came_from(accelerator: str, named: str) -> None:
