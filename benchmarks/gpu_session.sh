@@ -3,10 +3,11 @@
 # fidelity run, then the fleet loop end to end: a local service, a probe and a monitor run that
 # report to it, and the review it serves. Writes what it produced under OUTDIR.
 set -uo pipefail
-OUTDIR=${1:?usage: gpu_session.sh OUTDIR}
+OUTDIR=${1:?usage: gpu_session.sh OUTDIR [ACCELERATOR]}
+GPU=${2:-h200-sxm}  # the catalog accelerator the machine's GPU is
 mkdir -p "$OUTDIR"
 python3 -m pytest -q -p no:cacheprovider tests/test_probe_gpu.py 2>&1 | tail -3
-python3 benchmarks/probe_fidelity.py "$OUTDIR" 2>&1 | tail -40
+python3 benchmarks/probe_fidelity.py "$OUTDIR" "$GPU" 2>&1 | tail -40
 
 export ADVISOR_API_TOKENS=gpu-session-token ADVISOR_DATABASE_URL=sqlite:////tmp/advisor-gpu.db
 export ADVISOR_SPOOL_DIR=/tmp/advisor-spool
@@ -14,7 +15,7 @@ python3 -m advisor serve --port 8088 --no-access-log > /tmp/serve.log 2>&1 &
 server=$!
 get() { python3 -c "import sys,urllib.request; sys.stdout.buffer.write(urllib.request.urlopen('http://127.0.0.1:8088$1', timeout=30).read())"; }
 for _ in $(seq 50); do get /healthz >/dev/null 2>&1 && break; sleep 0.2; done
-python3 -m advisor probe --quick --expect h200-sxm --report-to http://127.0.0.1:8088 \
+python3 -m advisor probe --quick --expect "$GPU" --report-to http://127.0.0.1:8088 \
   --token gpu-session-token > /dev/null 2> /tmp/probe.log; echo "probe exit $?"; grep -i "report" /tmp/probe.log
 # a busy GPU for the first half of the monitoring window
 python3 -c "import torch,time

@@ -1,12 +1,13 @@
 """Probe fidelity and speed on a GPU machine, in one run, beside independent references.
 
-    python3 benchmarks/probe_fidelity.py OUTDIR
+    python3 benchmarks/probe_fidelity.py OUTDIR [ACCELERATOR]
 
 1. references: benchmarks/memcpy_ref.cu (plain CUDA C cudaMemcpyAsync, compiled here with nvcc)
    and benchmarks/matmul_ref.py (plain torch `a @ b` loop, best rate);
 2. `advisor probe --quick` and `--full` as a user runs them (interpreter start and torch import
    included in the wall time), JSON saved;
-3. verdicts against the catalog's H200 entry and against a faster accelerator (MI300X);
+3. verdicts against the catalog's entry of the GPU (ACCELERATOR, h200-sxm unless given) and
+   against a faster accelerator (MI300X);
 4. two probes started at once on one GPU: the second must wait or refuse;
 then prints the comparison table (also written to OUTDIR/fidelity.txt).
 """
@@ -127,10 +128,11 @@ def main() -> None:
         f"verdict --quick (no --expect): {quick['verdict']} (exit {quick_rc}); --full: {full['verdict']} (exit {full_rc})"
     )
 
-    h200, _, h200_rc = probe(out, "probe-expect-h200", "--quick", "--expect", "h200-sxm")
+    gpu = sys.argv[2] if len(sys.argv) > 2 else "h200-sxm"
+    own, _, own_rc = probe(out, "probe-expect-own", "--quick", "--expect", gpu)
     faster, _, faster_rc = probe(out, "probe-expect-mi300x", "--quick", "--expect", "mi300x")
-    ok &= h200["verdict"] == "pass" and faster["verdict"] == "fail"
-    lines.append(f"--expect h200-sxm: {h200['verdict']} (exit {h200_rc})")
+    ok &= own["verdict"] == "pass" and faster["verdict"] == "fail"
+    lines.append(f"--expect {gpu}: {own['verdict']} (exit {own_rc})")
     lines.append(f"--expect mi300x:   {faster['verdict']} (exit {faster_rc}); why:")
     for c in faster["checks"]:  # type: ignore[union-attr]
         if c["status"] in ("fail", "warn"):

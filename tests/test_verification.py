@@ -641,3 +641,19 @@ LINKS: list[tuple[str, int | None, int | None, float | None]] = [
 )
 def test_pcie_gbps(gen: int | None, width: int | None, gbps: float | None) -> None:
     assert pcie_gbps(gen, width) == (None if gbps is None else pytest.approx(gbps))
+
+
+@pytest.mark.parametrize(
+    ("measurement", "status"),
+    [(m("host_sync_penalty", -6.0), "pass"), (m("stream_overlap", -0.05), "fail")],
+)
+def test_a_figure_below_zero_within_its_noise_is_checked_as_zero(
+    shipped: Catalog, measurement: Measurement, status: str
+) -> None:
+    """The lent H100's `probe --full` timed the sync penalty at -6.0 us/step (the loop with a
+    host read every step ran faster than the one without, within the timing noise) and stopped:
+    a check's figure is never negative. The check reads 0 (none measurable; an overlap of 0
+    fails) and its detail keeps the measured value."""
+    got = check(verify(shipped, inventory(), [], [measurement]), measurement.name)
+    assert (got.measured, got.status) == (0.0, status)
+    assert f"{measurement.value:,.1f}" in got.detail or f"{measurement.value:.2f}" in got.detail

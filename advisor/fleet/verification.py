@@ -269,7 +269,7 @@ def _measurement_check(
         return Check(
             name=m.name,
             status="pass",
-            measured=m.value,
+            measured=_measured(m),
             unit=m.unit,
             detail=f"{figure}; not compared{why}",
         )
@@ -320,8 +320,21 @@ def _check(
     if status != "pass" and causes:
         detail += "; likely causes: " + "; ".join(causes)
     return Check(
-        name=m.name, status=status, measured=m.value, expected=expected, unit=m.unit, detail=detail
+        name=m.name,
+        status=status,
+        measured=_measured(m),
+        expected=expected,
+        unit=m.unit,
+        detail=detail,
     )
+
+
+def _measured(m: Measurement) -> float | None:
+    """The check's figure, which is never negative (probes/report.py Check): a difference of two
+    timings (host_sync_penalty) or an overlap efficiency can fall below 0 within its noise, which
+    says "none measurable"; the check's detail keeps the measured value (the lent H100's --full
+    probe read the sync penalty at -6.0 us/step and stopped on it)."""
+    return None if m.value is None else max(m.value, 0.0)
 
 
 def _figure(m: Measurement) -> str:
@@ -342,7 +355,7 @@ def _info_check(m: Measurement) -> Check:
     return Check(
         name=m.name,
         status="pass",
-        measured=m.value,
+        measured=_measured(m),
         unit=m.unit,
         detail=f"{_figure(m)} (CPU, for information)",
     )
