@@ -194,7 +194,10 @@ def test_a_decode_gemm_is_the_tables_own_time_at_a_grid_shape(table: OpsTable) -
     [
         ("h200-sxm", "operator table of h200-sxm measured 2026-12-04"),
         ("h100-sxm", "operator table of h100-sxm measured 2026-12-05"),
-        ("a100-80gb-sxm", "roofline: NVIDIA A100 SXM4 80GB datasheet peaks x estimated efficiencies"),
+        (
+            "a100-80gb-sxm",
+            "roofline: NVIDIA A100 SXM4 80GB datasheet peaks x estimated efficiencies",
+        ),
     ],
 )
 def test_every_serving_figure_says_where_its_speed_came_from(accelerator: str, named: str) -> None:
