@@ -327,9 +327,9 @@ class Commitment:
     monthly_saving_usd: float
     # how steady the use is: of the host's reports, those that find every GPU in use, and the
     # day of its first (a term is owed for a year or three; one report's window is minutes)
-    reports_in_use: int = 1
-    reports: int = 1
-    since: str | None = None
+    reports_in_use: int
+    reports: int
+    since: str | None
 
 
 def _in_use(record: UsageRecord) -> bool:
@@ -361,6 +361,7 @@ def commitments(
         if best is None:
             continue
         saving = per_month_usd(offer.hourly_usd - best.hourly_usd)
+        mine = history[record.host]
         out.append(
             Commitment(
                 record.host,
@@ -370,11 +371,9 @@ def commitments(
                 best.purchase.value,
                 best.hourly_usd,
                 saving,
-                reports_in_use=sum(map(_in_use, history[record.host])),
-                reports=len(history[record.host]),
-                since=min(
-                    (r.created_at for r in history[record.host] if r.created_at), default=None
-                ),
+                reports_in_use=sum(map(_in_use, mine)),
+                reports=len(mine),
+                since=min((r.created_at for r in mine if r.created_at), default=None),
             )
         )
     out.sort(key=lambda c: (-c.monthly_saving_usd, c.host))
