@@ -30,6 +30,9 @@ from advisor.engine.checks import (
     StaticCase,
     offer_faults,
     offering_violations,
+    request_free_faults,
+    static_codes,
+    static_faults,
     static_violations,
 )
 from advisor.engine.constraints import RELAXATIONS, Direction
@@ -482,6 +485,51 @@ def test_offer_fault_bits_are_what_the_registry_finds(shipped: Catalog) -> None:
     assert seen == (1 << len(codes)) - 1, f"bits never set here: {seen:b}"
 
 
+# Requests without a model that between them make every entry static_faults counts fail on the
+# shipped catalog, beside the mini catalog's REQUESTS.
+FAULT_REQUESTS = [
+    *(kw for kw in APPLIES_REQUESTS if "model" not in kw),
+    dict(workload="large_scale_training", gpu_count=64, interconnect_gb_s=900, provider="gcp"),
+    dict(workload="high_throughput_inference", memory_gb=900, power_budget_w=3000, max_gpus=2),
+    dict(workload="fine_tuning", gpu_count=16, max_gpus=8),
+    dict(workload="edge_inference", gpu_count=1),
+]
+
+
+@pytest.mark.parametrize("catalog", ["mini", "shipped"])
+def test_static_fault_bits_are_what_the_registry_finds(
+    catalog: str, request: pytest.FixtureRequest
+) -> None:
+    """A request without a model is checked by static_faults and request_free_faults inline,
+    the STATIC entries writing sentences only for the rejections an answer lists. Each bit must
+    be exactly its entry's finding, on every candidate of both catalogs, with the codes a
+    Rejection lists."""
+    cat: Catalog = request.getfixturevalue(catalog)
+    seen = can_fail = 0
+    for kw in FAULT_REQUESTS:
+        w = RecommendRequest(**kw)
+        if w.workload not in cat.workloads:  # the mini catalog has some of them
+            continue
+        p = cat.workloads[w.workload]
+        can_fail |= sum(
+            1 << k for k, e in enumerate(STATIC) if e.applies is None or e.applies(w, p)
+        )
+        for c in candidate_index(cat, GROUP_SIGNATURE).cloud:
+            s = place(c, w, p)
+            case = StaticCase(c, s, w, p)
+            expected = sum(
+                1 << k for k, entry in enumerate(STATIC) if entry.check(case) is not None
+            )
+            faults = request_free_faults(c, p) | static_faults(c, s, w, p)
+            assert faults == expected, (c.instance.id, kw)
+            codes = tuple(dict.fromkeys(v.code for v in static_violations(c, s, w, p)))
+            assert static_codes(faults) == codes
+            seen |= faults
+    # every entry that applies to a request without a model fails somewhere in the shipped one
+    never = can_fail & ~seen if catalog == "shipped" else 0
+    assert not never, [STATIC[k].code for k in range(len(STATIC)) if never >> k & 1]
+
+
 def test_closest_offering_is_the_first_with_fewest_faults(shipped: Catalog) -> None:
     """A rejected option is explained by its offering that fails the fewest OFFERING checks,
     among equals one failing the budget alone, then the first (cheapest). The engine looks only
@@ -497,12 +545,8 @@ def test_closest_offering_is_the_first_with_fewest_faults(shipped: Catalog) -> N
             faults = [offer_faults(o, w, nodes, risky, skip_flagged) for o in c.offers]
             ranks = [(f.bit_count(), f & ~OVER_BUDGET != 0) for f in faults]
             first = ranks.index(min(ranks))
-            assert _closest_offer(c, w, nodes, risky, skip_flagged) is c.offers[first][3], (
-                c.instance.id,
-                kw,
-                nodes,
-                risky,
-            )
+            found = _closest_offer(c, w, nodes, risky, skip_flagged)
+            assert found == (first, faults[first]), (c.instance.id, kw, nodes, risky)
             cases += first > 0  # the cheapest offering is not always the answer
     assert cases > 100
 
@@ -523,6 +567,21 @@ NOTHING_FITS = [
     dict(workload="large_scale_training", model="llama-3.1-405b", tokens=1e12, max_gpus=8),
     dict(workload="low_latency_inference", model="llama-3-70b", max_ttft_ms=5, max_itl_ms=2),
 ]
+
+
+@pytest.mark.parametrize("kw", [*FAULT_REQUESTS, *NOTHING_FITS], ids=str)
+def test_an_answer_that_lists_no_rejection_counts_the_same(
+    shipped: Catalog, kw: dict[str, Any]
+) -> None:
+    """Without the list (listed=False, as the CLI and the API answer without show_rejected) no
+    rejection's reasons are written, and the answer is the listed one without its list: every
+    count, summary, explanation and alternative the same. Each group of several instance types
+    (p5e and p5en share one) counts once per type."""
+    w = RecommendRequest(**kw)
+    full = recommend(shipped, w)
+    short = recommend(shipped, w, listed=False)
+    assert short == full.model_copy(update={"rejected": ()})
+    assert short.rejected_count == len(full.rejected)
 
 
 def every_offering(c: CloudCandidate, *_: Any) -> Iterator[Any]:

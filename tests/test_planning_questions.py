@@ -256,8 +256,9 @@ def test_rejections_are_counted_unless_listed(shipped: Catalog) -> None:
     body = {"workload": "fine_tuning", "memory_gb": 160, "max_hourly_usd": 40, "purchase": "any"}
     request = Workload.model_validate(body)
     full = recommend(shipped, request)
-    short = full.listing(request.show_rejected)
+    short = recommend(shipped, request, listed=request.show_rejected)
     assert short.rejected == () and short.rejected_count == len(full.rejected) > 0
+    assert short == full.model_copy(update={"rejected": ()})
     by_code: dict[str, int] = {}
     for r in full.rejected:
         for code in r.codes:

@@ -52,11 +52,11 @@ def recommend(
     parsed = parse_request(RecommendRequest, fields)
     fleet = opts.fleet_from_server(server) if parsed.sized else None
     catalog = get_catalog()
-    result = run_engine(catalog, parsed, fleet)
+    result = run_engine(catalog, parsed, fleet, listed=parsed.show_rejected)
     if emit is not None and result.recommendations:
         print(launch_file(result.recommendations[0], emit, parsed, catalog), end="")
     elif shape is Format.json:
-        emit_json(result.listing(parsed.show_rejected).to_dict())
+        emit_json(result.to_dict())
     elif shape is Format.csv:
         write_csv(*csv_rows(result))
     else:

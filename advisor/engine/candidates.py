@@ -256,7 +256,7 @@ class CandidateIndex:
     # Per workload type: the cloud groups it runs on (the others are its mismatches), each by
     # index with whether it fails a request-free static check (advisor/engine/checks.py
     # Constraint.request_free).
-    running: dict[str, tuple[tuple[int, bool], ...]] = field(default_factory=dict, compare=False)
+    running: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict, compare=False)
     # (group index, nodes, workload type, objective) -> how the group's offerings are valued
     # without a model (advisor/engine/rank.py valuation): at most groups x node counts x types x
     # objectives, a few thousand.

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 from advisor.catalog.capability import mismatch_sentence, runs
 from advisor.catalog.models import (
@@ -436,6 +437,59 @@ def request_free_violations(
     return violations(registry, StaticCase(c, None, None, p))  # type: ignore[arg-type]
 
 
+def request_free_faults(c: CloudCandidate, p: WorkloadProfile) -> int:
+    """The request-free STATIC entries `c` fails for workload type `p`, one bit each (1 << the
+    entry's position in STATIC), as static_faults counts them."""
+    case = StaticCase(c, None, None, p)  # type: ignore[arg-type]
+    return sum(
+        1 << k
+        for k, entry in enumerate(STATIC)
+        if entry.request_free and entry.check(case) is not None
+    )
+
+
+def _bit(check: object) -> int:
+    (k,) = (k for k, entry in enumerate(STATIC) if entry.check is check)
+    return 1 << k
+
+
+_OVER_LIMIT = _bit(_gpus_over_limit)
+_BY_MEMORY = _bit(_one_node_by_memory)
+_BY_COUNT = _bit(_one_node_by_count)
+_NETWORK = _bit(_network_too_slow)
+_COUNT_ON_CPU = _bit(_gpus_on_cpu)
+_INTERCONNECT = _bit(_interconnect_too_slow)
+_POWER = _bit(_power_over_budget)
+_PROVIDER = _bit(_provider_excluded)
+
+
+def static_faults(c: CloudCandidate, s: Placement, w: Workload, p: WorkloadProfile) -> int:
+    """The STATIC entries other than the request-free ones that a request without a model fails
+    on `c` placed at `s`, one bit each (1 << the entry's position in STATIC), worked out inline:
+    the registry's checks, each called and each writing its sentence, were a third of the
+    engine's pass over the candidate groups, and most answers show no rejection's sentence
+    (the engine asks the registry for those it shows; tests/test_constraints.py holds the two to
+    the same answer). The entries that read a model's fit never fail without one."""
+    it = c.instance
+    faults = 0
+    if s.spans_nodes:
+        if p.scale_out:
+            faults = _NETWORK if network_below_floor(p, it.network_gbps) else 0
+        else:
+            faults = _BY_MEMORY if w.memory_gb else _BY_COUNT
+    if w.max_gpus is not None and c.is_gpu and s.nodes * it.gpu_count > w.max_gpus:
+        faults |= _OVER_LIMIT
+    if w.gpu_count and not c.is_gpu:
+        faults |= _COUNT_ON_CPU
+    if w.interconnect_gb_s and it.interconnect_gb_s < w.interconnect_gb_s:
+        faults |= _INTERCONNECT
+    if w.power_budget_w is not None and c.per_node_power_w * s.nodes > w.power_budget_w:
+        faults |= _POWER
+    if w.provider is not None and it.provider != w.provider:
+        faults |= _PROVIDER
+    return faults
+
+
 # --- offering checks ------------------------------------------------------------------------
 
 
@@ -503,6 +557,32 @@ def offering_violations(
     spot: tuple[CloudCandidate, SpotPlan, SpotPolicy] | None = None,
 ) -> list[Violation]:
     return violations(OFFERING, OfferCase(price, nodes, w, spot))
+
+
+def static_codes(faults: int) -> tuple[str, ...]:
+    """The codes of static_faults' (and request_free_faults') bits, as a Rejection lists them."""
+    return _codes(STATIC, faults, _STATIC_CODES)
+
+
+def offer_codes(faults: int) -> tuple[str, ...]:
+    """The codes of offer_faults' bits, as a Rejection lists them."""
+    return _codes(OFFERING, faults, _OFFER_CODES)
+
+
+def _codes(
+    registry: Sequence[Constraint[Any]], faults: int, memo: dict[int, tuple[str, ...]]
+) -> tuple[str, ...]:
+    """The codes of the entries whose bits (1 << position) are set, in registry order; kept per
+    combination of faults met (a few dozen). No two entries of one code fail one request
+    without a model (tests/test_constraints.py compares these with the registry's codes)."""
+    found = memo.get(faults)
+    if found is None:
+        found = memo[faults] = tuple(e.code for k, e in enumerate(registry) if faults >> k & 1)
+    return found
+
+
+_STATIC_CODES: dict[int, tuple[str, ...]] = {}
+_OFFER_CODES: dict[int, tuple[str, ...]] = {}
 
 
 # --- edge-device checks ---------------------------------------------------------------------

@@ -6,13 +6,13 @@ Pure and deterministic: the same catalog and workload always give the same resul
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from advisor.catalog import Catalog
 from advisor.catalog.capability import mismatch_sentence, runs
-from advisor.catalog.models import FormFactor, Price, Purchase, WorkloadProfile
+from advisor.catalog.models import FormFactor, Purchase, SpotPolicy, WorkloadProfile
 from advisor.catalog.queries import check_region
 from advisor.did_you_mean import unknown
 from advisor.engine.alternatives import (
@@ -31,11 +31,15 @@ from advisor.engine.candidates import (
 from advisor.engine.checks import (
     CODE_WORDS,
     GROUP_SIGNATURE,
+    OVER_BUDGET,
     STATIC,
     edge_violations,
     fault_groups,
+    offer_codes,
     offering_violations,
-    request_free_violations,
+    request_free_faults,
+    static_codes,
+    static_faults,
     static_violations,
 )
 from advisor.engine.constraints import Violation, applicable
@@ -77,15 +81,30 @@ if TYPE_CHECKING:  # the planners load with the first sized request (recommend)
 
 __all__ = ["Alternative", "Recommendation", "Rejection", "Result", "SizedFigures", "recommend"]
 
+# A candidate group the pass placed and checked: (its index in CandidateIndex.cloud_groups, its
+# placement, the static entries it fails: their bits (checks.py static_faults) for a request
+# without a model, the registry's violations for one with a model).
+Checked = tuple[int, Placement, int | Sequence[Violation]]
+
+# An option none of whose offerings fits: (the option, its node count, its spot case (or None),
+# the position in its offers of the offering that explains it (_closest_offer), the checks that
+# offering fails (checks.py offer_faults' bits)).
+OfferRejection = tuple[
+    CloudCandidate, int, tuple[CloudCandidate, SpotPlan, SpotPolicy] | None, int, int
+]
+
 
 def recommend(
     catalog: Catalog,
     workload: Workload,
     fleet: Mapping[str, Calibration] | None = None,
     min_fleet_reports: int = 5,
+    listed: bool = True,
 ) -> Result:
     """`fleet` maps accelerator ids to the fleet's measured matmul ratio (from stored probe
-    reports); with enough reports it replaces the catalog's efficiency when sizing a model."""
+    reports); with enough reports it replaces the catalog's efficiency when sizing a model.
+    `listed`: the result lists every rejected candidate with its reasons; else it counts and
+    summarises them only (rejected_count, rejected_summary) and writes no reason."""
     profile = _profile(catalog, workload)
     _check_request(catalog, workload, profile)
     if workload.sized:
@@ -99,14 +118,14 @@ def recommend(
     objective = workload.objective or _default_objective(workload, profile)
     index = candidate_index(catalog, GROUP_SIGNATURE)
     hits: list[Hit] = []
-    rejected: list[Rejection] = list(_mismatches(catalog, index, profile))
-    checked: list[Placed] = []
+    rejected = _Rejected(_mismatches(catalog, index, profile))
+    checked: list[Checked] = []
     feasible, types = _evaluate_cloud(
         index, workload, profile, plan, objective, hits, rejected, checked
     )
     if FormFactor.edge in profile.form_factors:
         before = len(hits)
-        types += _evaluate_edge(index, workload, profile, objective, hits, rejected)
+        types += _evaluate_edge(index, workload, profile, objective, hits, rejected.rows)
         feasible += len(hits) - before
 
     ranked = rank(hits, objective, workload.limit)
@@ -116,7 +135,7 @@ def recommend(
         )
         for i, (h, score) in enumerate(ranked)
     )
-    rejected.sort(key=lambda r: r.id)  # ids are unique
+    code_counts = rejected.code_counts(index)
     if recommendations:
         alternatives: list[Alternative] = []
         explanation = explain_chosen(
@@ -129,21 +148,22 @@ def recommend(
         )
     else:
         # Only now is it worth finding what single relaxation would help (a second, rare pass).
-        alternatives = nearest_alternatives(index, checked, workload, profile)
+        placed = _with_violations(index, checked, workload, profile)
+        alternatives = nearest_alternatives(index, placed, workload, profile)
 
         def answer(w: Workload) -> Result:
-            return recommend(catalog, w, fleet, min_fleet_reports)
+            return recommend(catalog, w, fleet, min_fleet_reports, listed=False)
 
         alternatives += lower_precision(workload, profile, answer)
         alternatives += across_nodes(workload, profile, answer)
-        explanation = explain_none(rejected, alternatives, profile.id)
+        explanation = explain_none(code_counts, alternatives, profile.id)
     return Result(
         workload=profile.id,
         objective=objective,
         recommendations=recommendations,
-        rejected_count=len(rejected),
-        rejected_summary=rejected_summary(rejected),
-        rejected=tuple(rejected),
+        rejected_count=sum(code_counts.values()),
+        rejected_summary=rejected_summary(code_counts),
+        rejected=rejected.listing(index, workload, profile) if listed else (),
         alternatives=tuple(alternatives),
         explanation=explanation,
         feasible_count=feasible,
@@ -182,8 +202,8 @@ def _evaluate_cloud(
     plan: Plan | None,
     objective: str,
     hits: list[Hit],
-    rejected: list[Rejection],
-    checked: list[Placed],
+    rejected: _Rejected,
+    checked: list[Checked],
 ) -> tuple[int, int]:
     """Adds the options worth ranking to `hits`, the rejected ones to `rejected` and each group
     the workload runs on, placed and checked, to `checked` (the nearest alternatives read them
@@ -205,17 +225,24 @@ def _evaluate_cloud(
     )
     placed = placer(w, p, plan)
     groups = index.cloud_groups
-    for i, fails_request_free in _running(index, p):  # the others are in _mismatches
+    for i, free_faults in _running(index, p):  # the others are in _mismatches
         group = groups[i]
         # Members share everything the static checks and placement read (GROUP_SIGNATURE).
         placement = placed(group[0])
-        checks = entries[2 * fails_request_free + placement.spans_nodes]
-        static = static_violations(group[0], placement, w, p, checks) if checks else ()
-        checked.append((i, placement, static))
-        if static:  # the whole group is out for reasons that no offering changes
-            codes, sentences = _codes_and_sentences(static)
-            rejected.extend(Rejection(c.instance.id, codes, sentences) for c in group)
-            continue
+        if plan is None:  # the registry's answer without its sentences (checks.py static_faults)
+            faults = free_faults | static_faults(group[0], placement, w, p)
+            checked.append((i, placement, faults))
+            if faults:
+                rejected.groups.append((i, placement, faults))
+                continue
+        else:
+            checks = entries[2 * (free_faults != 0) + placement.spans_nodes]
+            static = static_violations(group[0], placement, w, p, checks) if checks else ()
+            checked.append((i, placement, static))
+            if static:  # the whole group is out for reasons that no offering changes
+                codes, sentences = _codes_and_sentences(static)
+                rejected.rows.extend(Rejection(c.instance.id, codes, sentences) for c in group)
+                continue
         # So do the option's peak, soft-preference penalty and objective (rank.py reads only
         # signature attributes): valued once per group.
         valuation = _group_valuation(index, i, placement, p, objective, w.purchase)
@@ -223,13 +250,13 @@ def _evaluate_cloud(
         if spot_free and valuation.rises and not w.each_offering:
             pool = index.group_pool(i, w.region, w.purchase)
             offers, members = _evaluate_group(
-                group, pool, placement, w, valuation, bound, hits, rejected
+                group, pool, placement, w, valuation, bound, hits, rejected.offers
             )
             feasible += offers
             types += members
             continue
         for c in group:
-            offers = _evaluate_offers(c, placement, w, p, valuation, bound, hits, rejected)
+            offers = _evaluate_offers(c, placement, w, p, valuation, bound, hits, rejected.offers)
             feasible += offers
             types += offers > 0
     return feasible, types
@@ -263,15 +290,14 @@ def _group_valuation(
     return found
 
 
-def _running(index: CandidateIndex, p: WorkloadProfile) -> tuple[tuple[int, bool], ...]:
-    """The cloud groups this workload type runs on, each with whether a request-free static
-    check fails it: known before any request, so worked out once per catalog and workload
-    type."""
+def _running(index: CandidateIndex, p: WorkloadProfile) -> tuple[tuple[int, int], ...]:
+    """The cloud groups this workload type runs on, each with the request-free static checks it
+    fails (checks.py request_free_faults): known before any request, so worked out once per
+    catalog and workload type."""
     found = index.running.get(p.id)
     if found is None:
-        free = tuple(entry for entry in STATIC if entry.request_free)
         found = tuple(
-            (i, bool(request_free_violations(g[0], p, free)))
+            (i, request_free_faults(g[0], p))
             for i, g in enumerate(index.cloud_groups)
             if runs(g[0].hardware, p)
         )
@@ -287,7 +313,7 @@ def _evaluate_group(
     valuation: Valuation,
     bound: Bound,
     hits: list[Hit],
-    rejected: list[Rejection],
+    rejected: list[OfferRejection],
 ) -> tuple[int, int]:
     """The hot path for the common case, a whole group at once: one best offering per option,
     valued the higher the more it costs (`valuation.rises`), and no spot plan (none is costed, so
@@ -311,8 +337,7 @@ def _evaluate_group(
         hits.append(Hit(value, cost, offer[4], group[member], None, placement, offer[3], None))
     for member, _ in order[fits:]:
         c = group[member]
-        closest = _closest_offer(c, w, nodes, False, skip_flagged)
-        rejected.append(_rejection(c.instance.id, offering_violations(closest, nodes, w)))
+        rejected.append((c, nodes, None, *_closest_offer(c, w, nodes, False, skip_flagged)))
     return feasible, fits
 
 
@@ -348,7 +373,7 @@ def _evaluate_offers(
     valuation: Valuation,
     bound: Bound,
     hits: list[Hit],
-    rejected: list[Rejection],
+    rejected: list[OfferRejection],
 ) -> int:
     """One statically feasible instance type, where its group cannot be taken at once (each
     offering listed, a costed spot plan, or a value that falls with the price). Returns the
@@ -374,8 +399,7 @@ def _evaluate_offers(
         if c.offers:  # none priced at all is the static NO_PRICE
             spot = spot_case(c, placement, w, p)  # the closest offering may be a spot one
             risky = spot is not None and too_risky(spot[1], spot[2])
-            closest = _closest_offer(c, w, nodes, risky, skip_flagged)
-            rejected.append(_rejection(c.instance.id, offering_violations(closest, nodes, w, spot)))
+            rejected.append((c, nodes, spot, *_closest_offer(c, w, nodes, risky, skip_flagged)))
         return 0
     spot_plan = spot[1] if spot is not None and not risky else None
     offers = pool.offers[:within]
@@ -429,33 +453,96 @@ def _valued_offers(
 
 def _closest_offer(
     c: CloudCandidate, w: Workload, nodes: int, risky: bool, skip_flagged: bool
-) -> Price:
+) -> tuple[int, int]:
     """The offering of an option none of whose offerings fits that breaks the fewest offering
     checks, one the request's region and purchase allow (failing the budget alone) before one
     they rule out, cheapest first: it explains the rejection ("costs $0.35/h in us-east-1, above
     the budget" rather than "not offered in us-east-1" for a type offered there). Only the first
     (cheapest) offering of each group of faults other than the budget can be it: the budget
-    fails the cheaper one no more often."""
-    position = min(
+    fails the cheaper one no more often. Returns its position in `c.offers` and the checks it
+    fails (checks.py offer_faults' bits)."""
+    *_, position, faults = min(
         (
-            g.faults.bit_count() + (g.within(w.max_hourly_usd, nodes) == 0),
+            g.faults.bit_count() + (over := g.within(w.max_hourly_usd, nodes) == 0),
             g.faults != 0,
             g.positions[0],
+            g.faults | OVER_BUDGET * over,
         )
         for g in fault_groups(c, w, risky, skip_flagged)
-    )[2]
-    return c.offers[position][3]
+    )
+    return position, faults
 
 
 _MISMATCH = ("WORKLOAD_MISMATCH",)
 _CODES = attrgetter("codes")
+_ID = attrgetter("id")
 
 
-def rejected_summary(rejected: list[Rejection]) -> tuple[RejectedCount, ...]:
+class _Rejected:
+    """What the pass rules out: candidates one at a time (`rows`), whole candidate groups that a
+    request without a model fails on static checks alone (`groups`: the group, its placement,
+    its fault bits), whose members share their codes, and options that no offering fits
+    (`offers`): the last two have their reasons written only where an answer lists them."""
+
+    __slots__ = ("groups", "offers", "rows")
+
+    def __init__(self, rows: Iterable[Rejection]) -> None:
+        self.rows = list(rows)
+        self.groups: list[tuple[int, Placement, int]] = []
+        self.offers: list[OfferRejection] = []
+
+    def code_counts(self, index: CandidateIndex) -> Counter[tuple[str, ...]]:
+        """The rejected candidates by their codes: one count per distinct tuple of codes."""
+        counts = Counter(map(_CODES, self.rows))
+        for i, _, faults in self.groups:
+            counts[static_codes(faults)] += len(index.cloud_groups[i])
+        for *_, faults in self.offers:
+            counts[offer_codes(faults)] += 1
+        return counts
+
+    def listing(
+        self, index: CandidateIndex, w: Workload, p: WorkloadProfile
+    ) -> tuple[Rejection, ...]:
+        """Every rejected candidate with its reasons, by id (ids are unique); a group's reasons
+        are the registry's, written once for its members."""
+        out = list(self.rows)
+        registry = applicable(STATIC, w, p)
+        for i, placement, _ in self.groups:
+            group = index.cloud_groups[i]
+            static = static_violations(group[0], placement, w, p, registry)
+            codes, sentences = _codes_and_sentences(static)
+            out.extend(Rejection(c.instance.id, codes, sentences) for c in group)
+        for c, nodes, spot, position, _ in self.offers:
+            price = c.offers[position][3]
+            out.append(_rejection(c.instance.id, offering_violations(price, nodes, w, spot)))
+        out.sort(key=_ID)
+        return tuple(out)
+
+
+def _with_violations(
+    index: CandidateIndex, checked: list[Checked], w: Workload, p: WorkloadProfile
+) -> list[Placed]:
+    """The checked groups as the nearest alternatives read them, with the registry's violations.
+    A request without a model fails no latency entry, so a group that fails two entries or more
+    gives no alternative (alternatives.py _cloud_alternatives): it is left out unwritten."""
+    registry = applicable(STATIC, w, p)
+    out: list[Placed] = []
+    for i, placement, found in checked:
+        if not isinstance(found, int):
+            out.append((i, placement, found))
+        elif found.bit_count() <= 1:
+            c = index.cloud_groups[i][0]
+            out.append(
+                (i, placement, static_violations(c, placement, w, p, registry) if found else ())
+            )
+    return out
+
+
+def rejected_summary(code_counts: Mapping[tuple[str, ...], int]) -> tuple[RejectedCount, ...]:
     """Per code, how many candidates it rules out (a candidate counts under each of its codes),
-    most first, then by code."""
+    most first, then by code. `code_counts`: the rejected candidates by their codes."""
     counts: Counter[str] = Counter()
-    for codes, n in Counter(map(_CODES, rejected)).items():  # few distinct code tuples
+    for codes, n in code_counts.items():  # few distinct code tuples
         for code in codes:
             counts[code] += n
     return tuple(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 
 from advisor.engine.checks import CODE_WORDS
 from advisor.engine.constraints import RELAXATIONS
-from advisor.engine.result import Alternative, Rejection
+from advisor.engine.result import Alternative
 
 
 class AlternativeTracker:
@@ -39,21 +40,25 @@ class AlternativeTracker:
         ]
 
 
-def explain_none(rejected: list[Rejection], alternatives: list[Alternative], workload: str) -> str:
-    """Why nothing fits: which constraint rules out how many of the eligible candidates."""
-    relevant = [r for r in rejected if "WORKLOAD_MISMATCH" not in r.codes]
+def explain_none(
+    code_counts: Mapping[tuple[str, ...], int], alternatives: list[Alternative], workload: str
+) -> str:
+    """Why nothing fits: which constraint rules out how many of the eligible candidates.
+    `code_counts`: the rejected candidates by their codes."""
+    relevant = {codes: n for codes, n in code_counts.items() if "WORKLOAD_MISMATCH" not in codes}
     if not relevant:
         return f"No hardware in the catalog is eligible for {workload}."
     counts: Counter[str] = Counter()
-    for r in relevant:
-        counts.update({CODE_WORDS.get(code, code.lower()) for code in r.codes})
+    for codes, n in relevant.items():
+        for what in {CODE_WORDS.get(code, code.lower()) for code in codes}:
+            counts[what] += n
     parts = [
         f"{what} rules out {n}"
         for what, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     ]
     text = (
         f"No recommendation satisfies every constraint for {workload} "
-        f"({len(relevant)} eligible candidate(s) rejected): " + "; ".join(parts) + "."
+        f"({sum(relevant.values())} eligible candidate(s) rejected): " + "; ".join(parts) + "."
     )
     if alternatives:
         text += " Nearest alternatives: " + "; ".join(a.sentence for a in alternatives) + "."

@@ -167,10 +167,5 @@ class Result(_Out):
     def ok(self) -> bool:
         return bool(self.recommendations)
 
-    def listing(self, show_rejected: bool) -> Result:
-        """The result as the CLI and the API answer it: every rejection listed only when asked
-        for (the summary counts them either way)."""
-        return self if show_rejected else self.model_copy(update={"rejected": ()})
-
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")

@@ -66,5 +66,6 @@ async def create_recommendation(
 
 def _answer(workload: RecommendRequest, catalog: Catalog, state: AppState) -> bytes:
     fleet = state.calibration.value if workload.sized else None
-    result = recommend(catalog, workload, fleet, state.settings.min_fleet_reports)
-    return result.listing(workload.show_rejected).model_dump_json().encode()
+    listed = workload.show_rejected
+    result = recommend(catalog, workload, fleet, state.settings.min_fleet_reports, listed)
+    return result.model_dump_json().encode()
