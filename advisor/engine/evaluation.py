@@ -6,7 +6,7 @@ Pure and deterministic: the same catalog and workload always give the same resul
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -479,21 +479,25 @@ _ID = attrgetter("id")
 
 
 class _Rejected:
-    """What the pass rules out: candidates one at a time (`rows`), whole candidate groups that a
-    request without a model fails on static checks alone (`groups`: the group, its placement,
+    """What the pass rules out: the hardware the workload never runs on (`mismatches`, worked
+    out once per workload type), candidates one at a time (`rows`), whole candidate groups that
+    a request without a model fails on static checks alone (`groups`: the group, its placement,
     its fault bits), whose members share their codes, and options that no offering fits
     (`offers`): the last two have their reasons written only where an answer lists them."""
 
-    __slots__ = ("groups", "offers", "rows")
+    __slots__ = ("groups", "mismatches", "offers", "rows")
 
-    def __init__(self, rows: Iterable[Rejection]) -> None:
-        self.rows = list(rows)
+    def __init__(self, mismatches: tuple[Rejection, ...]) -> None:
+        self.mismatches = mismatches  # each with the one code _MISMATCH
+        self.rows: list[Rejection] = []
         self.groups: list[tuple[int, Placement, int]] = []
         self.offers: list[OfferRejection] = []
 
     def code_counts(self, index: CandidateIndex) -> Counter[tuple[str, ...]]:
         """The rejected candidates by their codes: one count per distinct tuple of codes."""
         counts = Counter(map(_CODES, self.rows))
+        if self.mismatches:
+            counts[_MISMATCH] += len(self.mismatches)
         for i, _, faults in self.groups:
             counts[static_codes(faults)] += len(index.cloud_groups[i])
         for *_, faults in self.offers:
@@ -505,7 +509,7 @@ class _Rejected:
     ) -> tuple[Rejection, ...]:
         """Every rejected candidate with its reasons, by id (ids are unique); a group's reasons
         are the registry's, written once for its members."""
-        out = list(self.rows)
+        out = [*self.mismatches, *self.rows]
         registry = applicable(STATIC, w, p)
         for i, placement, _ in self.groups:
             group = index.cloud_groups[i]
