@@ -429,14 +429,6 @@ def static_violations(
     return violations(registry, StaticCase(c, s, w, p))
 
 
-def request_free_violations(
-    c: CloudCandidate, p: WorkloadProfile, registry: tuple[Constraint[StaticCase], ...]
-) -> list[Violation]:
-    """The request-free entries of `registry` (Constraint.request_free), which read neither the
-    request nor the placement: they get none."""
-    return violations(registry, StaticCase(c, None, None, p))  # type: ignore[arg-type]
-
-
 def request_free_faults(c: CloudCandidate, p: WorkloadProfile) -> int:
     """The request-free STATIC entries `c` fails for workload type `p`, one bit each (1 << the
     entry's position in STATIC), as static_faults counts them."""

@@ -121,7 +121,7 @@ def recommend(
     rejected = _Rejected(_mismatches(catalog, index, profile))
     checked: list[Checked] = []
     feasible, types = _evaluate_cloud(
-        index, workload, profile, plan, objective, hits, rejected, checked
+        index, workload, profile, plan, objective, hits, rejected, checked, listed
     )
     if FormFactor.edge in profile.form_factors:
         before = len(hits)
@@ -204,12 +204,15 @@ def _evaluate_cloud(
     hits: list[Hit],
     rejected: _Rejected,
     checked: list[Checked],
+    listed: bool,
 ) -> tuple[int, int]:
     """Adds the options worth ranking to `hits`, the rejected ones to `rejected` and each group
     the workload runs on, placed and checked, to `checked` (the nearest alternatives read them
     when nothing fits); returns how many priced offerings are feasible and how many instance
     types they belong to (a listing shows one row a type: the counts must say which they
-    count)."""
+    count). A request without a model whose answer lists no rejection (`listed` False) is
+    checked by fault bits alone (checks.py static_faults); else each group by the registry, its
+    sentences written as it goes."""
     feasible = types = 0
     bound = Bound(w.limit)
     registry = applicable(STATIC, w, p)
@@ -229,7 +232,7 @@ def _evaluate_cloud(
         group = groups[i]
         # Members share everything the static checks and placement read (GROUP_SIGNATURE).
         placement = placed(group[0])
-        if plan is None:  # the registry's answer without its sentences (checks.py static_faults)
+        if plan is None and not listed:  # the registry's answer without its sentences
             faults = free_faults | static_faults(group[0], placement, w, p)
             checked.append((i, placement, faults))
             if faults:
