@@ -135,7 +135,7 @@ def recommend(
         )
         for i, (h, score) in enumerate(ranked)
     )
-    code_counts = rejected.code_counts(index)
+    code_counts = rejected.code_counts()
     if recommendations:
         alternatives: list[Alternative] = []
         explanation = explain_chosen(
@@ -163,7 +163,7 @@ def recommend(
         recommendations=recommendations,
         rejected_count=sum(code_counts.values()),
         rejected_summary=rejected_summary(code_counts),
-        rejected=rejected.listing(index, workload, profile) if listed else (),
+        rejected=rejected.listing(workload) if listed else (),
         alternatives=tuple(alternatives),
         explanation=explanation,
         feasible_count=feasible,
@@ -236,7 +236,8 @@ def _evaluate_cloud(
             faults = free_faults | static_faults(group[0], placement, w, p)
             checked.append((i, placement, faults))
             if faults:
-                rejected.groups.append((i, placement, faults))
+                seen = rejected.static_faults
+                seen[faults] = seen.get(faults, 0) + len(group)
                 continue
         else:
             checks = entries[2 * (free_faults != 0) + placement.spans_nodes]
@@ -483,42 +484,35 @@ _ID = attrgetter("id")
 
 class _Rejected:
     """What the pass rules out: the hardware the workload never runs on (`mismatches`, worked
-    out once per workload type), candidates one at a time (`rows`), whole candidate groups that
-    a request without a model fails on static checks alone (`groups`: the group, its placement,
-    its fault bits), whose members share their codes, and options that no offering fits
-    (`offers`): the last two have their reasons written only where an answer lists them."""
+    out once per workload type), candidates with their reasons (`rows`), candidates that an
+    answer listing no rejection rules out on static checks, counted by their fault bits
+    (`static_faults`: bits -> candidates), and options that no offering fits (`offers`), whose
+    reasons are written only where the answer lists them."""
 
-    __slots__ = ("groups", "mismatches", "offers", "rows")
+    __slots__ = ("mismatches", "offers", "rows", "static_faults")
 
     def __init__(self, mismatches: tuple[Rejection, ...]) -> None:
         self.mismatches = mismatches  # each with the one code _MISMATCH
         self.rows: list[Rejection] = []
-        self.groups: list[tuple[int, Placement, int]] = []
+        self.static_faults: dict[int, int] = {}
         self.offers: list[OfferRejection] = []
 
-    def code_counts(self, index: CandidateIndex) -> Counter[tuple[str, ...]]:
+    def code_counts(self) -> Counter[tuple[str, ...]]:
         """The rejected candidates by their codes: one count per distinct tuple of codes."""
         counts = Counter(map(_CODES, self.rows))
         if self.mismatches:
             counts[_MISMATCH] += len(self.mismatches)
-        for i, _, faults in self.groups:
-            counts[static_codes(faults)] += len(index.cloud_groups[i])
+        for faults, n in self.static_faults.items():
+            counts[static_codes(faults)] += n
         for *_, faults in self.offers:
             counts[offer_codes(faults)] += 1
         return counts
 
-    def listing(
-        self, index: CandidateIndex, w: Workload, p: WorkloadProfile
-    ) -> tuple[Rejection, ...]:
-        """Every rejected candidate with its reasons, by id (ids are unique); a group's reasons
-        are the registry's, written once for its members."""
+    def listing(self, w: Workload) -> tuple[Rejection, ...]:
+        """Every rejected candidate with its reasons, by id (ids are unique): an answer that
+        lists them was checked by the registry (_evaluate_cloud), none counted by fault bits."""
+        assert not self.static_faults
         out = [*self.mismatches, *self.rows]
-        registry = applicable(STATIC, w, p)
-        for i, placement, _ in self.groups:
-            group = index.cloud_groups[i]
-            static = static_violations(group[0], placement, w, p, registry)
-            codes, sentences = _codes_and_sentences(static)
-            out.extend(Rejection(c.instance.id, codes, sentences) for c in group)
         for c, nodes, spot, position, _ in self.offers:
             price = c.offers[position][3]
             out.append(_rejection(c.instance.id, offering_violations(price, nodes, w, spot)))
