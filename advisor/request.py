@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, get_args
 
 from pydantic import (
     AfterValidator,
@@ -30,14 +30,15 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from advisor.catalog.hf_config import ConfigError, preset_from_config
 from advisor.catalog.models import ModelPreset, Objective, Provider, Purchase
 from advisor.catalog.queries import canonical_region
 from advisor.errors import InputError, field_name
-from advisor.perf.serving_sim import Request
-from advisor.perf.trace_file import Trace, TraceRow
-from advisor.perf.work import Work
+from advisor.perf.trace_file import TraceRow
 from advisor.validation_errors import explain_validation
+
+if TYPE_CHECKING:  # imported where a request is sized (work) or names a config.json: a request
+    # without a model never reads them, and each import is part of every command's start-up
+    from advisor.perf.work import Work
 
 # A trace in a request body: more rows than a load simulation replays (600) by far; a file given
 # to the CLI is read whole and bounded by advisor/perf/trace_file.py.
@@ -489,7 +490,12 @@ class SizedWork(_Request):
     def work(self) -> Work:
         """The sizing fields as the performance model's own description of the work; a model
         given as a config.json is its preset, named as its `_name_or_path` says."""
-        fields = {name: getattr(self, name) for name in _WORK_FIELDS if name != "preset"}
+        from advisor.perf.serving_sim import Request
+        from advisor.perf.trace_file import Trace
+        from advisor.perf.work import Work
+
+        names = (f.name for f in dataclasses.fields(Work) if f.name != "preset")
+        fields = {name: getattr(self, name) for name in names}
         if self.trace is not None:
             trace = Trace(
                 [Request(r.arrival_s, r.input_tokens, r.output_tokens) for r in self.trace]
@@ -598,12 +604,11 @@ class SizedWork(_Request):
         return itl
 
 
-_WORK_FIELDS = tuple(f.name for f in dataclasses.fields(Work))
-
-
 def _config_preset(cfg: dict[str, Any]) -> ModelPreset:
     """The preset a config.json describes, named as its `_name_or_path` says; a bad config is a
     validation error naming its key."""
+    from advisor.catalog.hf_config import ConfigError, preset_from_config
+
     name = str(cfg.get("_name_or_path") or "model-config").rsplit("/", 1)[-1]
     try:
         return preset_from_config(cfg, _preset_id(name), name, "hf_config")
