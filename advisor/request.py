@@ -10,11 +10,12 @@ schema), its Cli mark (the command-line option: advisor/cli/sizing_opts.py deriv
 SizesWork mark (the groups the idle-field rules read) and the cross-field rules (validators).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: pydantic would evaluate each field's annotation from
+# its text when the class is made (advisor/catalog/models.py says why that matters).
 
 import dataclasses
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, TypeVar, get_args
 
 from pydantic import (
     AfterValidator,
@@ -487,7 +488,7 @@ class SizedWork(_Request):
     def sized(self) -> bool:
         return self.model is not None or self.params_b is not None or self.hf_config is not None
 
-    def work(self) -> Work:
+    def work(self) -> "Work":
         """The sizing fields as the performance model's own description of the work; a model
         given as a config.json is its preset, named as its `_name_or_path` says."""
         from advisor.perf.serving_sim import Request
@@ -510,7 +511,7 @@ class SizedWork(_Request):
         return Work(**fields, preset=preset)
 
     @model_validator(mode="after")
-    def _one_model(self) -> SizedWork:
+    def _one_model(self) -> Self:
         given = [n for n in ("model", "params_b", "hf_config") if getattr(self, n) is not None]
         if len(given) > 1:
             raise ValueError(f"give one of model, params_b or hf_config, not {' and '.join(given)}")
@@ -802,7 +803,7 @@ class RecommendRequest(_PriceChoice, SizedWork):
         return {**data, "gpu_count": gpus, "max_gpus": gpus}
 
     @model_validator(mode="after")
-    def _memory_or_model(self) -> RecommendRequest:
+    def _memory_or_model(self) -> Self:
         if self.sized and self.memory_gb is not None:
             raise ValueError("memory_gb is derived from the model: leave it out")
         return self
@@ -874,7 +875,7 @@ class EstimateRequest(_PriceChoice, SizedWork):
     ] = None
 
     @model_validator(mode="after")
-    def _one_kind_of_hardware(self) -> EstimateRequest:
+    def _one_kind_of_hardware(self) -> Self:
         if self.instance_type is not None and self.accelerator is not None:
             raise ValueError("give either instance_type or accelerator, not both")
         if self.max_gpus is not None and not self.sized:
