@@ -10,11 +10,12 @@ schema), its Cli mark (the command-line option: advisor/cli/sizing_opts.py deriv
 SizesWork mark (the groups the idle-field rules read) and the cross-field rules (validators).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: pydantic would evaluate each field's annotation from
+# its text when the class is made (advisor/catalog/models.py says why that matters).
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, TypeVar, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, TypeVar, get_args
 
 from pydantic import (
     AfterValidator,
@@ -30,14 +31,15 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from advisor.catalog.hf_config import ConfigError, preset_from_config
 from advisor.catalog.models import ModelPreset, Objective, Provider, Purchase
 from advisor.catalog.queries import canonical_region
 from advisor.errors import InputError, field_name
-from advisor.perf.serving_sim import Request
-from advisor.perf.trace_file import Trace, TraceRow
-from advisor.perf.work import Work
+from advisor.perf.trace_file import TraceRow
 from advisor.validation_errors import explain_validation
+
+if TYPE_CHECKING:  # imported where a request is sized (work) or names a config.json: a request
+    # without a model never reads them, and each import is part of every command's start-up
+    from advisor.perf.work import Work
 
 # A trace in a request body: more rows than a load simulation replays (600) by far; a file given
 # to the CLI is read whole and bounded by advisor/perf/trace_file.py.
@@ -486,10 +488,15 @@ class SizedWork(_Request):
     def sized(self) -> bool:
         return self.model is not None or self.params_b is not None or self.hf_config is not None
 
-    def work(self) -> Work:
+    def work(self) -> "Work":
         """The sizing fields as the performance model's own description of the work; a model
         given as a config.json is its preset, named as its `_name_or_path` says."""
-        fields = {name: getattr(self, name) for name in _WORK_FIELDS if name != "preset"}
+        from advisor.perf.serving_sim import Request
+        from advisor.perf.trace_file import Trace
+        from advisor.perf.work import Work
+
+        names = (f.name for f in dataclasses.fields(Work) if f.name != "preset")
+        fields = {name: getattr(self, name) for name in names}
         if self.trace is not None:
             trace = Trace(
                 [Request(r.arrival_s, r.input_tokens, r.output_tokens) for r in self.trace]
@@ -504,7 +511,7 @@ class SizedWork(_Request):
         return Work(**fields, preset=preset)
 
     @model_validator(mode="after")
-    def _one_model(self) -> SizedWork:
+    def _one_model(self) -> Self:
         given = [n for n in ("model", "params_b", "hf_config") if getattr(self, n) is not None]
         if len(given) > 1:
             raise ValueError(f"give one of model, params_b or hf_config, not {' and '.join(given)}")
@@ -598,12 +605,11 @@ class SizedWork(_Request):
         return itl
 
 
-_WORK_FIELDS = tuple(f.name for f in dataclasses.fields(Work))
-
-
 def _config_preset(cfg: dict[str, Any]) -> ModelPreset:
     """The preset a config.json describes, named as its `_name_or_path` says; a bad config is a
     validation error naming its key."""
+    from advisor.catalog.hf_config import ConfigError, preset_from_config
+
     name = str(cfg.get("_name_or_path") or "model-config").rsplit("/", 1)[-1]
     try:
         return preset_from_config(cfg, _preset_id(name), name, "hf_config")
@@ -797,7 +803,7 @@ class RecommendRequest(_PriceChoice, SizedWork):
         return {**data, "gpu_count": gpus, "max_gpus": gpus}
 
     @model_validator(mode="after")
-    def _memory_or_model(self) -> RecommendRequest:
+    def _memory_or_model(self) -> Self:
         if self.sized and self.memory_gb is not None:
             raise ValueError("memory_gb is derived from the model: leave it out")
         return self
@@ -869,7 +875,7 @@ class EstimateRequest(_PriceChoice, SizedWork):
     ] = None
 
     @model_validator(mode="after")
-    def _one_kind_of_hardware(self) -> EstimateRequest:
+    def _one_kind_of_hardware(self) -> Self:
         if self.instance_type is not None and self.accelerator is not None:
             raise ValueError("give either instance_type or accelerator, not both")
         if self.max_gpus is not None and not self.sized:

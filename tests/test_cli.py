@@ -195,7 +195,8 @@ def test_recommend_imports_neither_torch_nor_fastapi() -> None:
 
 def test_an_unsized_recommend_loads_no_performance_model() -> None:
     """A request sized by memory alone needs the planners' limits (advisor/planning/limits.py),
-    not the serving or training models: those load only for sized work (start-up,
+    not the serving or training models, the serving simulation, a config.json's reader or the
+    fleet's calibration: those load only for sized work, a config.json or --server (start-up,
     benchmarks/bench_startup.py)."""
     code = (
         "import sys\n"
@@ -204,7 +205,9 @@ def test_an_unsized_recommend_loads_no_performance_model() -> None:
         " '--memory-gb', '20', '--json'])\n"
         "except SystemExit:\n    pass\n"
         "models = ('advisor.perf.inference', 'advisor.perf.training', 'advisor.planning.serving',"
-        " 'advisor.planning.training_plan', 'advisor.perf.correction')\n"
+        " 'advisor.planning.training_plan', 'advisor.perf.correction', 'advisor.perf.serving_sim',"
+        " 'advisor.perf.work', 'advisor.planning.fit', 'advisor.perf.calibration',"
+        " 'advisor.catalog.hf_config')\n"
         "sys.stderr.write(repr([m for m in models if m in sys.modules]))\n"
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

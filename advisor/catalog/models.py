@@ -5,11 +5,14 @@ pydantic's errors into messages naming the file, the entry and the field, with a
 Units are part of the field names.
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations`: pydantic would evaluate each field's annotation from
+# its text (an eval per field) when the class is made, on the start-up of every command that
+# loads the catalog; written as objects, they are read as they are (about 2 ms of `advisor
+# recommend`, benchmarks/bench_startup.py).
 
 import datetime as dt
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
@@ -215,7 +218,7 @@ class Accelerator(Strict):
         return "host memory" if self.memory_gb is None else f"{self.memory_gb:g} GB"
 
     @model_validator(mode="after")
-    def _power_modes_within_tdp(self) -> Accelerator:
+    def _power_modes_within_tdp(self) -> Self:
         if self.memory_gb is None and self.form_factor != FormFactor.edge:
             raise ValueError("memory_gb may be null (host memory) only on an edge device")
         unknown = {
@@ -303,7 +306,7 @@ class InstanceType(Strict):
     expected_nccl_busbw: NcclBusBandwidth | None = None
 
     @model_validator(mode="after")
-    def _gpu_fields_agree(self) -> InstanceType:
+    def _gpu_fields_agree(self) -> Self:
         if self.accelerator is None and self.gpu_count:
             raise ValueError("gpu_count must be 0 when accelerator is null (CPU-only)")
         if self.accelerator is not None and not self.gpu_count:
@@ -356,7 +359,7 @@ class SpotInterruption(Strict):
     source: Annotated[str, Field(min_length=1)]
 
     @model_validator(mode="after")
-    def _low_below_high(self) -> SpotInterruption:
+    def _low_below_high(self) -> Self:
         if (
             self.band_low_fraction is not None
             and self.band_low_fraction > self.fraction_interrupted
@@ -509,7 +512,7 @@ class ModelPreset(Strict):
     source: Annotated[str, Field(min_length=1)]
 
     @model_validator(mode="after")
-    def _shape_is_consistent(self) -> ModelPreset:
+    def _shape_is_consistent(self) -> Self:
         if self.attention_heads % self.kv_heads:
             raise ValueError("attention_heads must be a multiple of kv_heads")
         if self.active_params_b is not None and self.active_params_b > self.params_b:
@@ -532,7 +535,7 @@ class ModelPreset(Strict):
             )
         return self._attention_is_consistent()
 
-    def _attention_is_consistent(self) -> ModelPreset:
+    def _attention_is_consistent(self) -> Self:
         mla_fields = (self.kv_lora_rank, self.qk_rope_head_dim)
         if self.attention == "mla" and None in mla_fields:
             raise ValueError("attention mla needs kv_lora_rank and qk_rope_head_dim")
@@ -576,7 +579,7 @@ class PriceSanity(Strict):
     source: Annotated[str, Field(min_length=1)]
 
     @model_validator(mode="after")
-    def _bounds_bracket_one(self) -> PriceSanity:
+    def _bounds_bracket_one(self) -> Self:
         for low, high in (
             (self.region_low_ratio, self.region_high_ratio),
             (self.gpu_hour_low_ratio, self.gpu_hour_high_ratio),

@@ -22,7 +22,6 @@ then this file, then the built-in default. A key no option of its command takes 
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +62,8 @@ def read_config(path: Path | None = None) -> ConfigFile | None:
         return None
     except OSError as exc:
         raise InputError(f"config file {path}: {exc.strerror or exc}") from None
+    import tomllib  # here: without a config file (most runs) nothing is parsed
+
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

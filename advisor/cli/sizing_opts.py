@@ -10,16 +10,17 @@ import json
 import types
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args, get_origin
 
 import typer
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from advisor.errors import InputError, field_name, flag_name
-from advisor.perf.calibration import Calibration, calibrations
-from advisor.perf.trace_file import read_trace
 from advisor.request import OUTPUT, PANELS, Cli
+
+if TYPE_CHECKING:  # imported with --server alone: most runs never calibrate from a fleet
+    from advisor.perf.calibration import Calibration
 
 JsonOut = Annotated[
     bool, typer.Option("--json", "-j", rich_help_panel=OUTPUT, help="Print JSON for tools.")
@@ -93,6 +94,8 @@ def read_trace_file(field: str, path: str) -> list[dict[str, Any]]:
     """A trace file's rows for a request field (advisor/perf/trace_file.py reads and checks
     them, naming a bad row's line); InputError (exit 2) naming the field when it cannot be
     read."""
+    from advisor.perf.trace_file import read_trace
+
     try:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
@@ -161,6 +164,7 @@ def fleet_from_server(url: str | None) -> dict[str, Calibration] | None:
     if not url:
         return None
     from advisor.http_client import HttpClient  # only with --server: most runs never call one
+    from advisor.perf.calibration import calibrations
 
     with HttpClient(url) as client:
         reply = client.get("/v1/fleet/summary")

@@ -142,17 +142,24 @@ class GroupPool:
 
     @classmethod
     def of(cls, pools: list[OfferPool]) -> GroupPool:
-        merged = OfferPool.of(
-            tuple(sorted((o for pool in pools for o in pool.offers), key=lambda o: (o[2], o[4])))
+        # A group of one type (most of them) merges nothing: its pool is cheapest first already.
+        merged = (
+            pools[0]
+            if len(pools) == 1
+            else OfferPool.of(
+                tuple(
+                    sorted((o for pool in pools for o in pool.offers), key=lambda o: (o[2], o[4]))
+                )
+            )
         )
         orders, prices = [], []
         for no_flagged in (False, True):
             ranked: list[tuple[tuple[float, str], int, Offer | None]] = []
             for member, pool in enumerate(pools):
-                kept = [o for o in pool.offers if price_usable(o[3], not no_flagged)]
+                first = next((o for o in pool.offers if price_usable(o[3], not no_flagged)), None)
                 # (price, sort id) of the cheapest kept offering; none kept: last
-                key = (kept[0][2], kept[0][4]) if kept else (math.inf, "")
-                ranked.append((key, member, kept[0] if kept else None))
+                key = (first[2], first[4]) if first is not None else (math.inf, "")
+                ranked.append((key, member, first))
             ranked.sort(key=lambda r: (r[0], r[1]))
             orders.append(tuple((member, offer) for _, member, offer in ranked))
             prices.append(tuple(key[0] for key, _, _ in ranked))
@@ -317,6 +324,11 @@ def _sort_id(it: InstanceType, p: Price) -> str:
 
 def _build(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:
     cloud = []
+    # The peaks and precisions depend on the hardware alone: worked out once per accelerator (or
+    # CPU class), not for each of the instance types that share it (read only: shared).
+    per_hardware: dict[
+        str, tuple[dict[str, tuple[str, float]], dict[str, ComputePrecision | Unsupported]]
+    ] = {}
     for it in sorted(catalog.instance_types.values(), key=lambda i: i.id):
         hw_id = it.accelerator or it.cpu
         hardware = catalog.accelerators[hw_id] if hw_id else None
@@ -331,8 +343,13 @@ def _build(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:
                 key=lambda o: (o[2], o[4]),
             )
         )
-        peaks = {prec: key_peak(hardware, prec) for prec in PRECISIONS}
-        support = {prec: compute_precision(hardware, prec) for prec in REQUEST_PRECISIONS}
+        known = per_hardware.get(hardware.id)
+        if known is None:
+            known = per_hardware[hardware.id] = (
+                {prec: key_peak(hardware, prec) for prec in PRECISIONS},
+                {prec: compute_precision(hardware, prec) for prec in REQUEST_PRECISIONS},
+            )
+        peaks, support = known
         spot = spot_interruption(it, catalog.spot_interruptions.values())
         key = (is_gpu, hardware.device_memory_gb, it.gpu_count, memory)
         cloud.append(

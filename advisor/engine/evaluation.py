@@ -71,12 +71,13 @@ from advisor.engine.result import (
 )
 from advisor.engine.spot_risk import spot_case
 from advisor.errors import InputError
-from advisor.perf.calibration import Calibration
 from advisor.perf.cost import edge_cost_per_year, option_hourly_usd
 from advisor.perf.spot import SpotPlan, too_risky
 from advisor.request import Workload, refuse_idle_fields
 
-if TYPE_CHECKING:  # the planners load with the first sized request (recommend)
+if TYPE_CHECKING:  # the planners load with the first sized request (recommend), the fleet's
+    # calibration with --server
+    from advisor.perf.calibration import Calibration
     from advisor.planning.plans import Plan
 
 __all__ = ["Alternative", "Recommendation", "Rejection", "Result", "SizedFigures", "recommend"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from advisor.catalog import purchase as purchase_option
 from advisor.catalog.models import (
@@ -35,9 +35,11 @@ from advisor.perf.cost import (
 )
 from advisor.perf.spot import SpotPlan
 from advisor.planning.capacity import capacity_note
-from advisor.planning.fit import Fit, margin_sentence
 from advisor.planning.limits import BARE_INFERENCE, LONG_PLAN_DAYS, latency_targets
 from advisor.request import Workload
+
+if TYPE_CHECKING:  # the fit of a sized request: built by advisor/planning/, read here
+    from advisor.planning.fit import Fit
 
 
 class Hit(NamedTuple):
@@ -393,6 +395,8 @@ def _training_reasons(
     if fit.layout is not None and fit.mfu is not None:
         out.append(f"{fit.layout.words()}; MFU {fit.mfu:.2f} on model FLOPs")
     if fit.hours_range is not None:
+        from advisor.planning.fit import margin_sentence  # a sized training plan's alone
+
         out.append(margin_sentence(fit.hours, fit.hours_range, fit.mfu))
     if w.deadline_days is not None:
         out.append(f"meets the {w.deadline_days:g}-day deadline")

@@ -6,9 +6,15 @@ OpenAPI contract is generated from the same classes the engine builds.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, NamedTuple
+import functools
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, SkipValidation, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, SkipValidation
+
+if TYPE_CHECKING:
+    from pydantic import GetJsonSchemaHandler
+    from pydantic.json_schema import JsonSchemaValue
+    from pydantic_core import CoreSchema
 
 
 class _Out(BaseModel):
@@ -119,12 +125,28 @@ def _rejection_json(r: Rejection) -> dict[str, Any]:
     return {"id": r.id, "codes": r.codes, "reasons": r.reasons}
 
 
+@functools.cache
+def _rejection_schema() -> JsonSchemaValue:
+    return RejectionJson.model_json_schema()
+
+
+class _AsRejectionJson:
+    """WithJsonSchema(RejectionJson.model_json_schema()), the schema made when a JSON schema is
+    first asked for (the HTTP contract), not when a command imports the engine (about 1 ms of
+    every command's start-up, benchmarks/bench_startup.py)."""
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return _rejection_schema().copy()  # as WithJsonSchema gives its schema
+
+
 # Built by the engine from validated catalog data: not validated again; written as an object.
 _RejectionField = Annotated[
     Rejection,
     SkipValidation,
     PlainSerializer(_rejection_json, return_type=dict[str, Any]),
-    WithJsonSchema(RejectionJson.model_json_schema()),
+    _AsRejectionJson(),
 ]
 
 

@@ -9,17 +9,18 @@ are served in arrival order. A bad row is an InputError naming its line and fiel
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import math
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from advisor.errors import InputError
-from advisor.perf.serving_sim import Request
+
+if TYPE_CHECKING:  # imported where a trace is read or replayed: every request model imports
+    # this module for TraceRow, and most commands never simulate serving
+    from advisor.perf.serving_sim import Request
 
 TRACE_FIELDS = ("arrival_s", "input_tokens", "output_tokens")
 MAX_TRACE_REQUESTS = 1_000_000  # a bound on what one simulation reads
@@ -42,6 +43,8 @@ def _row(line: int, raw: object) -> Request:
         first = e.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "row"
         raise InputError(f"trace line {line}: {where}: {first['msg']}", field="trace") from None
+    from advisor.perf.serving_sim import Request
+
     return Request(row.arrival_s, row.input_tokens, row.output_tokens)
 
 
@@ -59,6 +62,9 @@ def _json_lines(text: str) -> list[Request]:
 
 
 def _csv(text: str) -> list[Request]:
+    import csv
+    import io
+
     reader = csv.DictReader(io.StringIO(text))
     header = tuple(reader.fieldnames or ())
     if header != TRACE_FIELDS:
@@ -121,6 +127,8 @@ class Trace:
         iterations (advisor/perf/speculative.py iterations_for)."""
         if not math.isfinite(self.rate_per_s):
             raise InputError("trace: every request arrives at once: no rate", field="trace")
+        from advisor.perf.serving_sim import Request
+
         scale = self.rate_per_s / rate_per_s
         start = self.requests[0].arrival_s
         return [
