@@ -323,6 +323,14 @@ def _sort_id(it: InstanceType, p: Price) -> str:
 
 
 def _build(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:
+    cloud = _cloud(catalog)
+    groups: dict[tuple[object, ...], list[CloudCandidate]] = {}
+    for c in cloud:
+        groups.setdefault(tuple(attribute(c, path) for path in signature), []).append(c)
+    return CandidateIndex(tuple(cloud), tuple(tuple(g) for g in groups.values()), _edge(catalog))
+
+
+def _cloud(catalog: Catalog) -> list[CloudCandidate]:
     cloud = []
     # The peaks and precisions depend on the hardware alone: worked out once per accelerator (or
     # CPU class), not for each of the instance types that share it (read only: shared).
@@ -357,6 +365,10 @@ def _build(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:
                 it, hardware, is_gpu, memory, power.watts, offers, peaks, support, power, spot, key
             )
         )
+    return cloud
+
+
+def _edge(catalog: Catalog) -> tuple[EdgeCandidate, ...]:
     edge = []
     for acc in sorted(catalog.accelerators.values(), key=lambda a: a.id):
         if acc.form_factor != FormFactor.edge:
@@ -372,7 +384,4 @@ def _build(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:
             edge.append(
                 EdgeCandidate(acc, mode.name, mode.power_w + host_w, tops, estimated, mode.power_w)
             )
-    groups: dict[tuple[object, ...], list[CloudCandidate]] = {}
-    for c in cloud:
-        groups.setdefault(tuple(attribute(c, path) for path in signature), []).append(c)
-    return CandidateIndex(tuple(cloud), tuple(tuple(g) for g in groups.values()), tuple(edge))
+    return tuple(edge)
