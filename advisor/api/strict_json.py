@@ -67,8 +67,7 @@ def _float(token: str) -> float | int | NotJson:
     if not math.isfinite(value):
         return NotJson(token)
     # JSON has one number type: 7171.0 is the integer 7171 (JSON Schema says so too), and a
-    # float field takes an int alike
-    # a float field takes an int alike; beyond 64 bits it stays a float (no integer field
+    # float field takes an int alike; beyond 64 bits it stays a float (no integer field
     # takes it)
     whole = value.is_integer() and INT64_MIN <= value <= INT64_MAX
     return int(value) if whole else value
