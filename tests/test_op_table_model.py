@@ -192,6 +192,28 @@ def test_decode_attention_reads_each_sequence_at_its_own_context(table: OpsTable
     assert got.seconds == pytest.approx(row.median_us * 1e-6)
 
 
+def test_less_than_one_tables_sequence_is_the_same_bytes_at_a_shorter_context(
+    table: OpsTable,
+) -> None:
+    """One sequence of 4,096 tokens at 512 K and V bytes per token and GPU (one FP8 KV head,
+    Llama-3.1-70B at TP 8) streams 4,096 x 512 = 2.1 MB a layer: the bytes of the table's one
+    sequence of 512 tokens at 4,096 bytes (8 KV heads of 128 in bf16), that row's own time; not
+    the table's whole sequence of 4,096 tokens (8x the bytes)."""
+    ops = OperatorTable.of(table)
+
+    def row(tokens: int) -> float:
+        return next(
+            a.median_us
+            for a in table.attention_decode
+            if (a.batch, a.tokens, a.head_dim, a.kv_heads) == (1, tokens, 128, 8)
+        )
+
+    got = ops.decode_time(1, 4096, 512)
+    assert got is not None and got.beyond == ()
+    assert got.seconds == pytest.approx(row(512) * 1e-6)
+    assert got.seconds < row(4096) * 1e-6
+
+
 def test_a_decode_gemm_is_the_tables_own_time_at_a_grid_shape(table: OpsTable) -> None:
     """M = 16 tokens, N = K = 4096: the grid point itself (no interpolation) is what the pass
     adds for such a GEMM: checked through the table the model holds."""
