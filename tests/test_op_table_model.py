@@ -155,6 +155,24 @@ def _model(acc_id: str) -> InferenceModel:
     return InferenceModel(shape, Deployment(acc, 1, 1, "bf16", acc.interconnect_gb_s), 1000, 200)
 
 
+def test_a_rates_simulation_is_its_own_speeds_not_the_other_paths(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same replica at the same request rate asked with the tables off, then on, in one
+    process (these tests beside the roofline's; a service whose setting changes): each answer is
+    simulated with its own speeds. At 0.1 requests/s a request finds the replica idle, so its
+    median TTFT is its prefill alone, which the table times apart from the roofline."""
+    monkeypatch.delenv("ADVISOR_OPERATOR_TABLES")
+    roofline = _model("h200-sxm")
+    assert roofline.op_model is None
+    assert roofline.at_rate(0.1).ttft_ms == pytest.approx(roofline.prefill_s(1000) * 1e3)
+    monkeypatch.setenv("ADVISOR_OPERATOR_TABLES", "on")
+    table = _model("h200-sxm")
+    assert table.op_model is not None
+    assert table.prefill_s(1000) != pytest.approx(roofline.prefill_s(1000))
+    assert table.at_rate(0.1).ttft_ms == pytest.approx(table.prefill_s(1000) * 1e3)
+
+
 def test_h200_passes_come_from_its_table_and_others_from_the_roofline() -> None:
     h200, a100 = _model("h200-sxm"), _model("a100-80gb-sxm")
     assert h200.op_model is not None and a100.op_model is None

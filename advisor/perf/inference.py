@@ -842,6 +842,7 @@ class InferenceModel:
     def _load_key(self) -> tuple[object, ...]:
         acc, dep = self.dep.acc, self.dep
         return (
+            self.speed_source,  # the same replica timed from an operator table or the roofline
             self.shape,
             self.moe,
             acc.id,
