@@ -20,17 +20,21 @@ no figure the comparison reads likewise.
     PYTHONPATH=. python benchmarks/bench_calibration.py [--record]
     PYTHONPATH=. python benchmarks/bench_calibration.py --training [--record]   (training rows)
     PYTHONPATH=. python benchmarks/bench_calibration.py --per-file   (each file's summary)
+    PYTHONPATH=. python benchmarks/bench_calibration.py --tables   (each row, operator tables off
+                                                                    and on, per file)
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from advisor.catalog.loading import load_catalog
+from advisor.catalog.ops import ENABLE_VARIABLE
 from advisor.catalog.queries import Catalog
 from advisor.perf.inference import Deployment, InferenceModel, moe_of
 from advisor.perf.sizing import Shape
@@ -268,7 +272,57 @@ def per_file(cat: Catalog) -> str:
     return "\n".join(lines)
 
 
+def _run_with_tables(cat: Catalog, on: bool) -> list[Comparison]:
+    """run() with the operator tables on or off (advisor/catalog/ops.py reads the variable at
+    each model's construction), the variable as it was afterwards."""
+    held = os.environ.get(ENABLE_VARIABLE)
+    os.environ[ENABLE_VARIABLE] = "on" if on else "off"
+    try:
+        return run(cat)[0]
+    finally:
+        if held is None:
+            del os.environ[ENABLE_VARIABLE]
+        else:
+            os.environ[ENABLE_VARIABLE] = held
+
+
+def tables_side_by_side(cat: Catalog) -> str:
+    """Every row's predicted / published ratio with the operator tables off and on, file by file
+    (which comparisons the tables move, and which way), then each file's summary both ways. A
+    row may compare other figures each way (a request rate the model says the deployment
+    completes with one and not the other): such a figure shows "-" on the side without it."""
+    files, lines = calibration_rows.DATA_FILES, []
+    try:
+        for path in ALL_FILES:
+            calibration_rows.DATA_FILES = (path,)
+            off, on = _run_with_tables(cat, False), _run_with_tables(cat, True)
+            by_off = {(c.row_id, c.metric): c for c in off}
+            by_on = {(c.row_id, c.metric): c for c in on}
+            keys = [*by_off, *(k for k in by_on if k not in by_off)]
+            lines.append(f"== {path.name}")
+            lines.append(f"{'row':52} {'metric':20} {'published':>10} {'off':>6} {'on':>6}")
+            for key in keys:
+                a, b = by_off.get(key), by_on.get(key)
+                either = a or b
+                assert either is not None  # the key came from one side
+                pub = either.published
+                ratios = [f"{c.ratio:6.3f}" if c else f"{'-':>6}" for c in (a, b)]
+                moved = ""
+                if a and b and abs(abs(b.ratio - 1) - abs(a.ratio - 1)) > 0.02:
+                    moved = "  closer" if abs(b.ratio - 1) < abs(a.ratio - 1) else "  further"
+                lines.append(f"{key[0]:52} {key[1]:20} {pub:10.1f} {' '.join(ratios)}{moved}")
+            for name, comps in (("off", off), ("on", on)):
+                summary = summary_lines(comps, ratio_digits=3)[:2]
+                lines.append(f"tables {name}: " + "; ".join(summary))
+    finally:
+        calibration_rows.DATA_FILES = files
+    return "\n".join(lines)
+
+
 def main() -> None:
+    if "--tables" in sys.argv:
+        print(tables_side_by_side(load_catalog()))
+        return
     if "--per-file" in sys.argv:
         print(per_file(load_catalog()))
         return

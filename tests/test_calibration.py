@@ -138,3 +138,25 @@ def test_vllm_ci_latency_rows_are_compared_on_the_batchs_e2e_time() -> None:
     model = _model(_filled(row), CATALOG)
     assert e2e.predicted == pytest.approx(model.e2e_s(8) * 1e3)
     assert abs(model.e2e_s(1) / model.e2e_s(8) - 1) > 0.002
+
+
+def test_each_row_with_the_operator_tables_off_and_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    # --tables: every row both ways, file by file. A row on a GPU without a table (A100) has the
+    # same ratio both ways; an H200 row the table times differently; the variable is restored.
+    import os
+
+    from benchmarks.bench_calibration import tables_side_by_side
+
+    monkeypatch.delenv("ADVISOR_OPERATOR_TABLES", raising=False)
+    lines = tables_side_by_side(CATALOG).splitlines()
+    assert "ADVISOR_OPERATOR_TABLES" not in os.environ
+
+    def ratios(row_id: str, metric: str) -> tuple[str, str]:
+        found = next(ln.split() for ln in lines if ln.split()[:2] == [row_id, metric])
+        return found[3], found[4]
+
+    off, on = ratios("trt017-l31-8b-a100-fp16-tp1-128x128", "throughput_tokens_s")
+    assert off == on
+    off, on = ratios("trt017-l31-70b-h200-fp8-tp1-1000x1000", "throughput_tokens_s")
+    assert off != on
+    assert sum(ln.startswith("tables off: rows compared") for ln in lines) == 3
