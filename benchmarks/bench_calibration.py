@@ -22,6 +22,8 @@ no figure the comparison reads likewise.
     PYTHONPATH=. python benchmarks/bench_calibration.py --per-file   (each file's summary)
     PYTHONPATH=. python benchmarks/bench_calibration.py --tables   (each row, operator tables off
                                                                     and on, per file)
+    PYTHONPATH=. python benchmarks/bench_calibration.py --explain ROW   (one row's passes, tables
+                                                                          off and on, in parts)
 """
 
 from __future__ import annotations
@@ -30,8 +32,12 @@ import datetime as dt
 import os
 import re
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from advisor.catalog.loading import load_catalog
 from advisor.catalog.ops import ENABLE_VARIABLE
@@ -272,18 +278,55 @@ def per_file(cat: Catalog) -> str:
     return "\n".join(lines)
 
 
-def _run_with_tables(cat: Catalog, on: bool) -> list[Comparison]:
-    """run() with the operator tables on or off (advisor/catalog/ops.py reads the variable at
-    each model's construction), the variable as it was afterwards."""
+@contextmanager
+def _tables(on: bool) -> Iterator[None]:
+    """The operator tables on or off (advisor/catalog/ops.py reads the variable at each model's
+    construction) inside the block, the variable as it was afterwards."""
     held = os.environ.get(ENABLE_VARIABLE)
     os.environ[ENABLE_VARIABLE] = "on" if on else "off"
     try:
-        return run(cat)[0]
+        yield
     finally:
         if held is None:
             del os.environ[ENABLE_VARIABLE]
         else:
             os.environ[ENABLE_VARIABLE] = held
+
+
+def _run_with_tables(cat: Catalog, on: bool) -> list[Comparison]:
+    with _tables(on):
+        return run(cat)[0]
+
+
+def explain(cat: Catalog, row_id: str) -> str:
+    """One row's passes with the operator tables off and on, each as the model's own formula
+    (its parts: weights, FLOPs, KV, sampling, all-reduces, launches for the roofline; GEMMs,
+    attention, memory-bound operators, output head and sampling, all-reduces for the table):
+    the prefill of one prompt, the in-flight step at one sequence and at the concurrency the
+    model's best throughput reaches."""
+    every = [r for p in ALL_FILES for r in yaml.safe_load(p.read_text()).get("inference", [])]
+    found = [r for r in every if r["id"] == row_id]
+    if not found:
+        raise SystemExit(f"no inference row {row_id!r} in {', '.join(p.name for p in ALL_FILES)}")
+    row = _filled(found[0])
+    lines = [f"{row_id}: {row['concurrency']}; {row['precision']}"]
+    for on in (False, True):
+        with _tables(on):
+            model = _model(row, cat)
+            best = model.at()
+            lines.append(f"-- tables {'on' if on else 'off'}: {model.speed_source}")
+            lines.append(
+                f"best throughput at {best.concurrency} sequences: "
+                f"{best.throughput_tokens_s:.6g} tokens/s, ITL {best.itl_ms:.4g} ms"
+            )
+            inp, out = model.inp, model.out
+            lines.append(f"prefill of {inp}: {model.iteration(0, inp, inp).formula()}")
+            for b in sorted({1, best.concurrency}):
+                step = model.iteration(b, b * inp / out, inp)
+                lines.append(
+                    f"step at {b} (prompts packed in): {step.seconds:.6g} s = {step.formula()}"
+                )
+    return "\n".join(lines)
 
 
 def tables_side_by_side(cat: Catalog) -> str:
@@ -320,6 +363,9 @@ def tables_side_by_side(cat: Catalog) -> str:
 
 
 def main() -> None:
+    if "--explain" in sys.argv:
+        print(explain(load_catalog(), sys.argv[sys.argv.index("--explain") + 1]))
+        return
     if "--tables" in sys.argv:
         print(tables_side_by_side(load_catalog()))
         return

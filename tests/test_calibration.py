@@ -160,3 +160,16 @@ def test_each_row_with_the_operator_tables_off_and_on(monkeypatch: pytest.Monkey
     off, on = ratios("trt017-l31-70b-h200-fp8-tp1-1000x1000", "throughput_tokens_s")
     assert off != on
     assert sum(ln.startswith("tables off: rows compared") for ln in lines) == 3
+
+
+def test_explain_prints_a_rows_passes_both_ways(monkeypatch: pytest.MonkeyPatch) -> None:
+    # --explain ROW: the roofline's formula with the tables off, the table's with them on.
+    from benchmarks.bench_calibration import explain
+
+    monkeypatch.delenv("ADVISOR_OPERATOR_TABLES", raising=False)
+    text = explain(CATALOG, "trt017-l31-70b-h200-fp8-tp1-1000x1000")
+    off, on = text.split("-- tables on: ")
+    assert "-- tables off: roofline" in off and "weight bytes" in off
+    assert on.startswith("operator table of h200-sxm") and "memory-bound operators" in on
+    with pytest.raises(SystemExit):
+        explain(CATALOG, "no-such-row")
