@@ -20,6 +20,7 @@ from advisor.perf.training import Job, Layout, run_time
 from advisor.perf.work import Work
 from advisor.planning.plans import plan_for
 from benchmarks.calibration_training import (
+    CP_ALL_GATHER_SOURCE,
     MODELS,
     NETWORK_GBPS,
     ZERO_STAGE_AT_SCALE,
@@ -49,7 +50,10 @@ def compare(row: dict[str, Any], cat: Catalog) -> str | None:
     cluster, factor = _cluster(row, cat)
     eff = cat.workloads["large_scale_training"].efficiency * factor
     stated = _layout(row, ZERO_STAGE_AT_SCALE)
-    job = Job(_shape(row, cat), 1e12, seq, 1, False, eff, _global_batch(row))
+    gathered = CP_ALL_GATHER_SOURCE in str(row.get("source", ""))  # as the calibration times it
+    job = Job(
+        _shape(row, cat), 1e12, seq, 1, False, eff, _global_batch(row), cp_all_gather=gathered
+    )
     stated_mfu = run_time(job, cluster, stated, stated.gpus).mfu
     work = Work(
         workload="large_scale_training",

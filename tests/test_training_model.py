@@ -629,6 +629,20 @@ def test_a_stage_holds_whole_layers_and_the_step_waits_for_the_fullest() -> None
         assert eight / one == pytest.approx(expected, rel=1e-12), layers
 
 
+def test_all_gathered_context_parallelism_hides_none_of_its_traffic() -> None:
+    """Llama 3's context parallelism all-gathers keys and values before attention, "exposed in
+    the critical path" (arXiv:2407.21783 section 3.3.2): the same bytes as Megatron-Core's ring,
+    all of them on the step; the ring's hide under attention's compute (at 128k tokens all but
+    the 20% that never hides), so the all-gather adds the other 80%."""
+    shape = Shape("405b", 405e9, 405e9, 126, 16384, 128, 8, 128)
+    ring = Job(shape, 1e9, 131072, 1, False, 0.5, 16 * 131072)
+    gathered = dataclasses.replace(ring, cp_all_gather=True)
+    layout = Layout(1, 8, 16, 1, 16)
+    a, b = step_time(ring, P5, layout), step_time(gathered, P5, layout)
+    assert a.cp_comm_s == b.cp_comm_s > 0
+    assert b.exposed_s - a.exposed_s == pytest.approx(0.8 * a.cp_comm_s)
+
+
 def test_the_planner_picks_the_zero_stage_unless_asked(shipped: Catalog) -> None:
     """Llama 3 8B fine-tuned on one p5.48xlarge: ZeRO-1 (2 + 2 + 12/8 bytes a parameter = 44.2
     GB with 23.0 GB of activations, inside 72 GB) moves the weights and gradients once a step,

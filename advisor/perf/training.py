@@ -217,6 +217,11 @@ class Job:
     # experts' all-to-alls hidden under another micro-batch's compute (DeepSeek-V3's DualPipe,
     # Megatron-Core's --overlap-moe-expert-parallel-comm); False: on the critical path
     expert_overlap: bool = False
+    # context parallelism that all-gathers the keys and values before attention and waits for
+    # them (Llama 3's own, arXiv:2407.21783 section 3.3.2: "the all-gather communication latency
+    # is exposed in the critical path"); False: Megatron-Core / Transformer Engine's ring, which
+    # passes them while attention runs (_cp_comm_s)
+    cp_all_gather: bool = False
 
     def flops(self, tokens: float, recompute: float = False) -> float:
         """GEMM FLOPs (the recomputed forward's too with `recompute`) of `tokens` tokens for
@@ -297,13 +302,14 @@ def step_time(job: Job, cluster: Cluster, layout: Layout) -> Step:
     # overlapped with the next forward) under the forward, gradient reduction under the
     # backward. TP's collectives sit between a layer's GEMMs: TP overlap hides a share of them.
     # Context parallelism passes keys and values round the ring while each block's attention
-    # runs, so only attention's compute can cover it. The experts' all-to-alls sit between the
-    # router and the experts, on the critical path (Megatron-Core's default) unless the job
-    # overlaps them with another micro-batch's compute (expert_overlap: DeepSeek's DualPipe).
+    # runs, so only attention's compute can cover it; all-gathered before attention
+    # (cp_all_gather), none of it hides. The experts' all-to-alls sit between the router and the
+    # experts, on the critical path (Megatron-Core's default) unless the job overlaps them with
+    # another micro-batch's compute (expert_overlap: DeepSeek's DualPipe).
     fwd = dp * DP_FORWARD_SHARE[min(layout.zero_stage, 3)]
     exposed = _exposed(fwd, compute / 3) + _exposed(dp - fwd, compute * 2 / 3)
     exposed += _tp_exposed_s(tp, compute) + _a2a_exposed_s(job, a2a, compute)
-    exposed += _exposed(cp, attention_s) + _exposed(pp, compute)
+    exposed += (cp if job.cp_all_gather else _exposed(cp, attention_s)) + _exposed(pp, compute)
     return Step(compute, dp, tp, cp, a2a, pp, exposed, busy)
 
 
@@ -797,7 +803,12 @@ def _figures(
                 f"{_kv_heads_per_rank(job, layout)} KV heads per TP rank x "
                 f"{shape.head_dim} x {GRAD_BYTES} bytes) x "
                 f"({layout.cp}-1)/{layout.cp} / {cluster.ring_gb_s(layout.cp, layout.tp):,.1f} "
-                "GB/s bus bandwidth (keys and values round the context-parallel ring)",
+                "GB/s bus bandwidth "
+                + (
+                    "(keys and values all-gathered before attention, on the critical path)"
+                    if job.cp_all_gather
+                    else "(keys and values round the context-parallel ring)"
+                ),
             )
         )
     if step.a2a_comm_s:
