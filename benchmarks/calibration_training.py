@@ -327,8 +327,8 @@ def training_report(cat: Catalog) -> str:
         f"(large_scale_training), {cat.workloads['fine_tuning'].efficiency:.2f} (fine_tuning), "
         f"x {FP8_RELATIVE_EFFICIENCY:g} in FP8 (catalog, perf/training.py), goodput "
         "1 / (1 + failures per GPU-hour x GPUs x hours each) (Llama 3), overlap 0.8 (estimated), "
-        "whole-layer pipeline stages, 2 layers per virtual stage (NeMo recipes), Llama 3's "
-        "context parallelism all-gathered (its paper)",
+        "whole-layer pipeline stages, the fullest one in virtual stages of 2 layers (NeMo "
+        "recipes), Llama 3's context parallelism all-gathered (its paper)",
         *(f"skipped: {s}" for s in skipped),
     ]
     return "\n".join(lines)

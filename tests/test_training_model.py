@@ -619,14 +619,28 @@ def test_pipeline_stages_pass_hidden_states_per_virtual_stage() -> None:
 def test_a_stage_holds_whole_layers_and_the_step_waits_for_the_fullest() -> None:
     """Llama 3 405B's 126 layers over PP 8: the fullest stage holds 16 against 15.75 on
     average, and every stage waits for it: one DP rank's 16 sequences (16 micro-batches) take
-    1/8 of the PP 1 compute x 16 / 15.75 x (1 + bubble 7 / (7 virtual stages x 16)). 128
-    layers divide evenly: no more than the bubble."""
+    1/8 of the PP 1 compute x 16 / 15.75 x (1 + bubble 7 / (8 virtual stages x 16)): the
+    fullest stage's 16 layers in chunks of 2 are 8 virtual stages, as Megatron Bridge's 405B
+    recipe runs PP 8 (126 layers + embedding + loss = 128 slots, 16 a rank, VP 8). 128 layers
+    divide evenly: the same bubble, no imbalance."""
     shape = Shape("405b", 405e9, 405e9, 126, 16384, 128, 8, 128)
     for layers, fullest in ((126, 16), (128, 16)):
         job = Job(dataclasses.replace(shape, layers=layers), 1e9, 8192, 1, False, 0.5, 16 * 8192)
         one, eight = (step_time(job, P5, Layout(1, 8, pp, 1)).compute_s for pp in (1, 8))
-        expected = 1 / 8 * fullest / (layers / 8) * (1 + 7 / (layers // 16 * 16))
+        expected = 1 / 8 * fullest / (layers / 8) * (1 + 7 / (8 * 16))
         assert eight / one == pytest.approx(expected, rel=1e-12), layers
+
+
+def test_llama3_pp16_runs_four_chunks_of_two_layers_a_rank() -> None:
+    """Llama 3 405B at PP 16 (arXiv:2407.21783 section 3.3.2: a layer taken from the first and
+    the last stage, so 126 layers + embedding + loss are 8 slots a rank): 8 layers on the
+    fullest stage in chunks of 2 are 4 virtual stages, bubble (16 - 1) / (4 x 16) with 16
+    micro-batches (Table 4's 16 sequences per DP rank at 16,384 GPUs), not the 3 the mean's
+    7.875 layers would floor to."""
+    shape = Shape("405b", 405e9, 405e9, 126, 16384, 128, 8, 128)
+    job = Job(shape, 1e9, 8192, 1, False, 0.5, 16 * 8192)
+    one, sixteen = (step_time(job, P5, Layout(1, 8, pp, 1)).compute_s for pp in (1, 16))
+    assert sixteen / one == pytest.approx(1 / 16 * 8 / (126 / 16) * (1 + 15 / 64), rel=1e-12)
 
 
 def test_all_gathered_context_parallelism_hides_none_of_its_traffic() -> None:

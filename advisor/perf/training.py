@@ -407,7 +407,16 @@ def _exposed(comm_s: float, compute_s: float) -> float:
 
 
 def _virtual_stages(job: Job, layout: Layout) -> int:
-    return max(1, (job.shape.layers or layout.pp) // (layout.pp * LAYERS_PER_VIRTUAL_STAGE))
+    """Virtual stages a GPU runs: its pipeline stage's layers in chunks of
+    LAYERS_PER_VIRTUAL_STAGE, counted on the fullest stage (_stage_layers), not the mean: layers
+    that do not divide over the stages are balanced by counting the embedding and the loss as a
+    layer each, so every rank holds whole chunks. Llama 3 405B's 126 layers: the paper's PP 16
+    takes a layer from the first and the last stage (arXiv:2407.21783 section 3.3.2, 2024-07),
+    8 slots a rank, 4 chunks of 2 (the mean's 7.875 / 2 floors to 3); Megatron Bridge's
+    llama31_405b recipe (account_for_embedding_in_pipeline_split and _loss_, 2025) makes 128
+    slots, 16 a rank at PP 8, which its H100 benchmark runs as VP 8 (Megatron Bridge
+    docs/performance-summary.md, 25.11 container): 2 layers a chunk, 8 chunks, not 7."""
+    return max(1, _stage_layers(job, layout)[0] // LAYERS_PER_VIRTUAL_STAGE)
 
 
 def _stage_layers(job: Job, layout: Layout) -> tuple[int, float]:
