@@ -27,7 +27,7 @@ from typing import Any
 
 from probes.device import TorchDevice
 from probes.errors import OutOfDeviceMemory
-from probes.ops_table import AttentionRow, GemmRow, LaunchRow, MemoryOpRow
+from probes.ops_table import AttentionRow, GemmRow, LaunchRow, MemoryOpRow, SustainedRow
 from probes.stats import summarize
 
 ROTATE_BYTES = 512 << 20  # well past the 50-60 MB L2 of Hopper and 126 MB of Blackwell
@@ -51,7 +51,10 @@ class OpsPlan:
     kv_heads: int
     memory_tokens: tuple[int, ...]
     widths: tuple[int, ...]
+    kv_widths: tuple[int, ...]  # K and V elements of one token in one layer on one GPU
     vocabularies: tuple[int, ...]
+    sustain: tuple[int, int, int]  # the (M, N, K) run back to back, and for how long:
+    sustain_s: float
     repeats: int
     sample_s: float
 
@@ -75,7 +78,10 @@ PLANS: dict[str, OpsPlan] = {
         kv_heads=8,
         memory_tokens=(1, 256, 8192),
         widths=(8192,),
+        kv_widths=(1024,),
         vocabularies=(128256,),
+        sustain=(8192, 8192, 8192),
+        sustain_s=10.0,
         repeats=5,
         sample_s=0.002,
     ),
@@ -98,7 +104,10 @@ PLANS: dict[str, OpsPlan] = {
         kv_heads=8,
         memory_tokens=_pow2(0, 14)[::2],
         widths=(4096, 8192, 16384),
+        kv_widths=(256, 1024, 4096),
         vocabularies=(32000, 128256, 151936),
+        sustain=(8192, 8192, 8192),
+        sustain_s=30.0,
         repeats=7,
         sample_s=0.005,
     ),
@@ -117,7 +126,10 @@ PLANS: dict[str, OpsPlan] = {
         kv_heads=2,
         memory_tokens=(1, 8),
         widths=(64,),
+        kv_widths=(32,),
         vocabularies=(256,),
+        sustain=(64, 64, 64),
+        sustain_s=0.05,
         repeats=3,
         sample_s=0.0005,
     ),
@@ -423,6 +435,74 @@ def memory_rows(dev: TorchDevice, plan: OpsPlan, timer: Timer, say: Progress) ->
 
             rows.append(MemoryOpRow(op="sampling", tokens=tokens, width=vocab, **timer(sample)))
         dev.release()
+    return rows
+
+
+def kv_write_rows(
+    dev: TorchDevice, plan: OpsPlan, timer: Timer, say: Progress
+) -> list[MemoryOpRow]:
+    """Each new token's keys and values stored at scattered slots of one cache (16-bit), as a
+    paged-cache engine writes them every pass: one row of `width` elements per token."""
+    torch = dev.torch
+    dtype = torch.bfloat16 if dev.is_cuda else torch.float32
+    most = max(plan.memory_tokens)
+    rows: list[MemoryOpRow] = []
+    for width in plan.kv_widths:
+        say(f"KV-cache writes width={width}")
+        # a cache past the last-level cache on a GPU, so that the writes reach memory
+        slots = max(4 * most, ROTATE_BYTES // (2 * width) if dev.is_cuda else 0)
+        with dev.oom_guard(f"kv_write {slots}x{width}"):
+            cache = torch.zeros(slots, width, device=dev.device, dtype=dtype)
+            for tokens in plan.memory_tokens:
+                where = torch.randperm(slots, device=dev.device)[:tokens]
+                kv = torch.randn(tokens, width, device=dev.device, dtype=dtype)
+                t = timer(partial(cache.index_copy_, 0, where, kv))
+                rows.append(MemoryOpRow(op="kv_write", tokens=tokens, width=width, **t))
+            del cache
+        dev.release()
+    return rows
+
+
+def sustained_rows(
+    dev: TorchDevice, plan: OpsPlan, timer: Timer, say: Progress
+) -> list[SustainedRow]:
+    """The plan's `sustain` GEMM in its first precision, back to back for `sustain_s`: samples
+    of about 50 ms queued without a host synchronisation, the first second's and the last
+    half's summarised apart (probes.measure reads a power-capped matmul the same way)."""
+    precision = plan.precisions[0]
+    m, n, k = plan.sustain
+    say(f"sustained gemm {precision} {m}x{n}x{k} for {plan.sustain_s:g} s")
+    with dev.oom_guard(f"sustained gemm {m}x{n}x{k}"):
+        fn = _gemm_fn(dev, precision, m, _weights(dev, precision, n, k), k)
+        fn()
+        once = max(dev.time_once(fn), 1e-7)
+        inner = max(1, math.ceil(0.05 / once))
+        per_sample = inner * once
+        samples = max(4, math.ceil(plan.sustain_s / per_sample))
+        run = timer._captured(fn, inner) if dev.is_cuda else fn
+        seconds = dev.time(run, inner=1 if dev.is_cuda else inner, repeats=samples)
+    if dev.is_cuda:
+        seconds = [s / inner for s in seconds]
+    first = seconds[: max(2, math.ceil(1.0 / per_sample))]
+    phases = {"first": first, "settled": seconds[len(seconds) // 2 :]}
+    rows = []
+    for phase, values in phases.items():
+        stats = summarize("op", "us", [s * 1e6 for s in values])
+        assert stats.median is not None and stats.iqr is not None and stats.cv is not None
+        rows.append(
+            SustainedRow(
+                precision=precision,
+                m=m,
+                n=n,
+                k=k,
+                seconds=plan.sustain_s,
+                phase=phase,
+                median_us=_sig(max(stats.median, 1e-3)),
+                iqr_us=_sig(stats.iqr),
+                cv=_sig(stats.cv),
+            )
+        )
+    dev.release()
     return rows
 
 

@@ -118,6 +118,12 @@ def measure_table(
         lambda: ops.memory_rows(dev, plan, timer, say),
         [],
     )
+    memory += ops.safe(
+        "KV-cache writes", notes, lambda: ops.kv_write_rows(dev, plan, timer, say), []
+    )
+    sustained = ops.safe(
+        "sustained gemm", notes, lambda: ops.sustained_rows(dev, plan, timer, say), []
+    )
     launch = ops.safe("launch", notes, lambda: ops.launch_rows(dev, timer, say), [])
     return OpsTable(
         accelerator=accelerator,
@@ -130,6 +136,7 @@ def measure_table(
         attention_decode=decode,
         attention_train=train,
         memory_ops=memory,
+        sustained=sustained,
         launch=launch,
         notes=notes,
     )

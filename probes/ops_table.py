@@ -54,11 +54,27 @@ class AttentionRow(_Row):
 
 class MemoryOpRow(_Row):
     """A memory-bound operator over `tokens` rows of `width` elements (16-bit activations;
-    sampling reads `width` = vocabulary logits per row)."""
+    sampling reads `width` = vocabulary logits per row; kv_write stores `tokens` rows of `width`
+    K and V elements at scattered slots of a cache larger than the last-level cache, as an
+    engine writes each new token's keys and values into its paged cache)."""
 
-    op: Literal["rms_norm", "silu_mul", "rotary", "residual_add", "sampling"]
+    op: Literal["rms_norm", "silu_mul", "rotary", "residual_add", "sampling", "kv_write"]
     tokens: int = Field(ge=1)
     width: int = Field(ge=1)
+
+
+class SustainedRow(_Row):
+    """One GEMM run back to back for `seconds`: `phase` "first" is its time in the first
+    second, "settled" in the last half. A GPU at its power limit lowers its clock after the
+    first seconds of compute-bound work, and every other row is a short sample: settled against
+    the GEMM row of the same shape is how much slower compute-bound work runs under load."""
+
+    precision: Precision
+    m: int = Field(ge=1)
+    n: int = Field(ge=1)
+    k: int = Field(ge=1)
+    seconds: float = Field(gt=0)
+    phase: Literal["first", "settled"]
 
 
 class LaunchRow(_Row):
@@ -109,6 +125,7 @@ class OpsTable(BaseModel):
     attention_decode: list[AttentionRow] = Field(default_factory=list)
     attention_train: list[AttentionRow] = Field(default_factory=list)
     memory_ops: list[MemoryOpRow] = Field(default_factory=list)
+    sustained: list[SustainedRow] = Field(default_factory=list)
     launch: list[LaunchRow] = Field(default_factory=list)
     collectives: list[CollectiveRow] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list, description="what was skipped, and why")
@@ -133,6 +150,7 @@ ROW_SECTIONS = (
     "attention_decode",
     "attention_train",
     "memory_ops",
+    "sustained",
     "launch",
     "collectives",
 )
@@ -141,7 +159,7 @@ ROW_SECTIONS = (
 # Row sections added to schema 1 after tables were first stored: left out of a report's stored
 # form while empty (stored_form), so that a table measured before them, posted again, is the same
 # content under the same idempotency key.
-LATER_SECTIONS = ("attention_train",)
+LATER_SECTIONS = ("attention_train", "sustained")
 
 
 def stored_form(report: OpsReport) -> dict[str, object]:

@@ -42,7 +42,16 @@ def test_tiny_table_covers_the_plan(tiny: OpsTable) -> None:
         "rotary",
         "residual_add",
         "sampling",
+        "kv_write",
     }
+    assert [(r.tokens, r.width) for r in tiny.memory_ops if r.op == "kv_write"] == [
+        (t, w) for w in plan.kv_widths for t in plan.memory_tokens
+    ]
+    assert [(r.phase, r.m, r.precision, r.seconds) for r in tiny.sustained] == [
+        ("first", plan.sustain[0], plan.precisions[0], plan.sustain_s),
+        ("settled", plan.sustain[0], plan.precisions[0], plan.sustain_s),
+    ]
+    assert all(r.median_us > 0 for r in tiny.sustained)
     assert [r.name for r in tiny.launch] == ["kernel", "layer"]
     assert all(r.median_us > 0 for r in tiny.gemm)
     assert tiny.stack.torch == torch.__version__ and tiny.stack.cuda is None

@@ -92,6 +92,11 @@ def headline(table: OpsTable) -> list[tuple[str, str, str]]:
                 "TFLOP/s",
             )
         )
+    for r in table.sustained:
+        rate = 2 * r.m * r.n * r.k / r.median_us / 1e6
+        rows.append(
+            (f"gemm {r.precision} {r.m}x{r.n}x{r.k}, {r.phase} under load", _num(rate), "TFLOP/s")
+        )
     rows += [
         (
             f"launch: {r.name} ({r.kernels} kernels, {'graph' if r.graph else 'eager'})",
