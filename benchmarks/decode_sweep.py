@@ -4,8 +4,8 @@
    sequences, no prompt) and its in-flight ITL at B = 1 ... 256, each against B = 1. The model
    alone: the published MI300X sweeps of this configuration are held out from calibration.
 2. The same on 8 x H200, by the roofline and by the H200's operator table
-   (ADVISOR_OPERATOR_TABLES=on): the table's per-sequence part is its decode attention over
-   every layer plus the output head and sampling.
+   (the default; ADVISOR_OPERATOR_TABLES=off for the roofline): the table's per-sequence part
+   is its decode attention over every layer plus the output head and sampling.
 3. The allowed published sweep: NVIDIA NIM 1.8.0, Llama 3.3 70B FP8 on 2 x H100 (TP 2), 5,000
    in / 500 out, AIPerf at 1, 50 and 250 requests in flight (tests/data/published-3.yaml): the
    model's ITL beside the published one, and the growth from 1 to 50 and 250.

@@ -49,6 +49,15 @@ def _catalog_cache_in_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         yield
 
 
+@pytest.fixture
+def roofline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The datasheet roofline for every accelerator (ADVISOR_OPERATOR_TABLES=off), for a test
+    whose expected figures are that model's arithmetic by hand (or the calibrated efficiency
+    itself): with the measured tables read, the H100's and H200's figures come from them
+    instead, whose own tests are tests/test_op_table_model.py's."""
+    monkeypatch.setenv("ADVISOR_OPERATOR_TABLES", "off")
+
+
 @pytest.fixture(scope="session")
 def shipped() -> Catalog:
     return load_catalog(replace=False)

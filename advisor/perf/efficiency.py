@@ -12,7 +12,7 @@ so that the datasheet roofline times the factor reproduces the measured ratio. E
 the measured range (`low`, `high`), which the planner reads as the pessimistic and optimistic
 efficiency of a deadline margin. All are ESTIMATED (vendor or third-party measurements, one job
 family each). Where the accelerator has a measured operator table (advisor/perf/op_table.py,
-catalog/ops/*.json; ADVISOR_OPERATOR_TABLES=on), its large-GEMM speed wins over the factor
+catalog/ops/*.json; unless ADVISOR_OPERATOR_TABLES=off), its large-GEMM speed wins over the factor
 (`table_efficiency`). Serving can read the same factor for the same operator
 (`relative_efficiency`).
 """
@@ -113,7 +113,9 @@ def table_efficiency(acc: Accelerator, precision: str) -> Efficiency | None:
     if table is None or not peak:
         return None
     side = TABLE_GEMM_SIDE
-    timed = table.gemm_time(precision, side, side, side)
+    # short samples against a short-sample reference: the calibrated efficiency this factor
+    # multiplies was fitted to training runs, which ran at their GPUs' sustained clock already
+    timed = table.gemm_time(precision, side, side, side, loaded=False)
     if timed is None or timed.seconds <= 0:
         return None
     share = 2 * side**3 / timed.seconds / (peak * 1e12)

@@ -173,6 +173,16 @@ class OpModel:
         geo = Geometry.of(shape, tp, moe)
         return geo if isinstance(geo, str) else cls(ops, geo, precision)
 
+    def _kv_write(self, tokens: float, kv_token_bytes: float, beyond: list[str]) -> float:
+        """Storing the pass's new keys and values in the cache, the table's kv_write rows at
+        the same bytes (16-bit elements); nothing in a table measured before them (its source
+        says so)."""
+        t = self.ops.memory_time("kv_write", tokens, max(1.0, kv_token_bytes / 2))
+        if t is None:
+            return 0.0
+        beyond.extend(t.beyond)
+        return t.seconds
+
     def iteration(
         self,
         decode: int,
@@ -224,6 +234,7 @@ class OpModel:
             memory += 2 * take(ops.memory_time("residual_add", tokens, g.hidden))
             memory += take(ops.memory_time("rotary", tokens, g.rotary))
             memory += take(ops.memory_time("silu_mul", act_tokens, g.mlp))
+            memory += self._kv_write(tokens, kv_token_bytes, beyond)
         logits = decode + prompts
         head = 0.0
         if logits and g.vocab:

@@ -12,6 +12,13 @@ linear in M, N and K; causal prefill and training attention quadratic in tokens,
 dim; decode attention linear in batch and context; memory-bound operators linear in both; a
 collective linear in bytes, its bandwidth-bound regime), below the smallest shape the edge's time
 is kept (a floor), and the answer says it extrapolated.
+
+Every row but one is a short sample, and a GPU at its power limit lowers its clock after the
+first seconds of compute-bound work: the table's sustained GEMM (run back to back for half a
+minute) says by how much. Compute-bound work (a GEMM by its share of compute against memory
+traffic at the table's own best rates, prefill and training attention) is read at that settled
+speed, as it runs in a busy serving or training step; memory-bound work is not slowed (the
+memory clock is not lowered). A table without the sustained GEMM reads its rows as measured.
 """
 
 from __future__ import annotations
@@ -139,6 +146,9 @@ class OperatorTable:
     decode_token_bytes: float = 1.0  # K and V bytes per cached token of the table's rows
     memory: dict[str, LogGrid] = field(default_factory=dict)  # by operator
     collectives: dict[tuple[str, int], LogGrid] = field(default_factory=dict)  # by (op, ranks)
+    # best GEMM FLOP/s and weight bytes/s per precision: where a GEMM turns compute-bound
+    rates: dict[str, tuple[float, float]] = field(default_factory=dict)
+    settled: float = 1.0  # the sustained GEMM's short-sample time over its settled time
 
     @classmethod
     def of(cls, table: OpsTable) -> OperatorTable:
@@ -147,7 +157,9 @@ class OperatorTable:
             gemm=_gemm_grids(table),
             memory=_memory_grids(table),
             collectives=_collective_grids(table),
+            rates=_gemm_rates(table),
         )
+        out.settled = _settled(table, out.gemm)
         if table.attention_prefill:
             out.prefill_heads = table.attention_prefill[0].heads
             out.prefill = LogGrid.build(
@@ -191,22 +203,44 @@ class OperatorTable:
     @property
     def source(self) -> str:
         t, s = self.table, self.table.stack
+        load = (
+            f"; compute-bound work at {self.settled:.3g} of its speed, the sustained GEMM's"
+            if self.settled < 1.0
+            else "; no sustained GEMM: rows as measured"
+        )
+        if "kv_write" not in self.memory:
+            load += "; no KV-cache write rows: not counted"
         return (
             f"operator table of {t.accelerator or s.device_name} measured "
             f"{t.measured_at.date().isoformat()} ({t.mode}; {s.device_name}, torch {s.torch}, "
-            f"CUDA {s.cuda or '-'}, driver {s.driver or '-'})"
+            f"CUDA {s.cuda or '-'}, driver {s.driver or '-'}{load})"
         )
 
-    def gemm_time(self, precision: str, m: float, n: float, k: float) -> Timed | None:
+    def gemm_time(
+        self, precision: str, m: float, n: float, k: float, *, loaded: bool = True
+    ) -> Timed | None:
+        """Y[m, n] = X[m, k] W[n, k]^T under sustained load: the table's time, slowed by the
+        settled clock in proportion to the GEMM's compute share (1 where compute-bound, none
+        where its time is the weights' read); `loaded=False`: the short sample's time."""
         grid = self.gemm.get(precision)
-        return grid((max(1.0, m), n, k)) if grid is not None else None
+        if grid is None:
+            return None
+        t = grid((max(1.0, m), n, k))
+        if not loaded:
+            return t
+        flop_s, byte_s = self.rates[precision]
+        compute = 2 * m * n * k / flop_s
+        traffic = (ELEM_BYTES.get(precision, 2.0) * n * k + 2 * m * (n + k)) / byte_s
+        share = compute / max(compute, traffic)
+        return Timed(t.seconds * max(1.0, share / self.settled), t.beyond)
 
     def prefill_time(self, tokens: float, heads: float, head_dim: float) -> Timed | None:
-        """One causal prompt of `tokens` over `heads` heads of `head_dim`, one layer."""
+        """One causal prompt of `tokens` over `heads` heads of `head_dim`, one layer
+        (compute-bound: at the settled clock)."""
         if self.prefill is None:
             return None
         t = self.prefill((tokens, head_dim))
-        return Timed(t.seconds * heads / self.prefill_heads, t.beyond)
+        return Timed(t.seconds * heads / self.prefill_heads / self.settled, t.beyond)
 
     def train_attention_time(self, tokens: float, heads: float, head_dim: float) -> Timed | None:
         """The causal forward and backward of one sequence of `tokens` over `heads` heads of
@@ -214,7 +248,7 @@ class OperatorTable:
         if self.train is None:
             return None
         t = self.train((tokens, head_dim))
-        return Timed(t.seconds * heads / self.train_heads, t.beyond)
+        return Timed(t.seconds * heads / self.train_heads / self.settled, t.beyond)
 
     def decode_time(self, batch: float, context: float, token_bytes: float) -> Timed | None:
         """`batch` single-token queries over `context` cached tokens of `token_bytes` K and V
@@ -261,6 +295,33 @@ def _gemm_grids(table: OpsTable) -> dict[str, LogGrid]:
         if grid is not None:
             grids[precision] = grid
     return grids
+
+
+ELEM_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}
+
+
+def _gemm_rates(table: OpsTable) -> dict[str, tuple[float, float]]:
+    """Per precision, the table's best GEMM FLOP/s and its best weight read at one token
+    (bytes/s): the two roofs a GEMM's time lies under."""
+    rates: dict[str, tuple[float, float]] = {}
+    for precision in {g.precision for g in table.gemm}:
+        plain = [g for g in table.gemm if g.precision == precision and g.groups == 1]
+        flop_s = max(2 * g.m * g.n * g.k / (g.median_us * 1e-6) for g in plain)
+        elem = ELEM_BYTES[precision]
+        one = [elem * g.n * g.k / (g.median_us * 1e-6) for g in plain if g.m == 1]
+        rates[precision] = (flop_s, max(one, default=flop_s))
+    return rates
+
+
+def _settled(table: OpsTable, grids: Mapping[str, LogGrid]) -> float:
+    """The sustained GEMM's time in the table's grid over its settled time (at most 1); 1
+    without one."""
+    settled = next((r for r in table.sustained if r.phase == "settled"), None)
+    grid = grids.get(settled.precision) if settled is not None else None
+    if settled is None or grid is None:
+        return 1.0
+    short = grid((float(settled.m), float(settled.n), float(settled.k))).seconds
+    return min(1.0, short / (settled.median_us * 1e-6))
 
 
 def _memory_grids(table: OpsTable) -> dict[str, LogGrid]:

@@ -143,9 +143,9 @@ class Cluster:
     # GPUs on one NVLink switch fabric (GB200/GB300 NVL72: 72 over 18 trays of 4); None: a node
     domain_gpus: int | None = None
     expert_ridge_tokens: float = 0.0  # expert_ridge_tokens of the GPU (0: not known, no bound)
-    # The GPU's operator table (ADVISOR_OPERATOR_TABLES=on): attention's forward and backward
-    # read from its training rows where it has them (_attention_s). Not part of equality: the
-    # planners key their placements by accelerator, whose table this is.
+    # The GPU's operator table (unless ADVISOR_OPERATOR_TABLES=off): attention's forward and
+    # backward read from its training rows where it has them (_attention_s). Not part of
+    # equality: the planners key their placements by accelerator, whose table this is.
     attention_table: OperatorTable | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -899,8 +899,8 @@ def _attention_rate_words(job: Job, cluster: Cluster) -> str:
     flops = job.attention_flops(job.seq_len, job.recompute)
     beyond = f", extrapolated: {'; '.join(measured.beyond)}" if measured.beyond else ""
     return (
-        f"({flops / measured.seconds / TERA:.4g} TFLOP/s: a sequence's forward and backward as "
-        f"timed by the {table.source}{beyond})"
+        f"({flops / measured.seconds / TERA:.4g} TFLOP/s [a sequence's forward and backward "
+        f"as timed by the {table.source}{beyond}])"
     )
 
 
@@ -921,7 +921,7 @@ LOW_PRECISION_TRAINING = ("fp8", "fp4")  # on tensor cores the chip must have (r
 # below. Kept at 0.65: the long-context training rows (Transformer Engine's attention, 64k-1M
 # tokens) fit with it and fall to 0.59-0.76 of their published speed with 0.42; the kernels set
 # this share, so a measured one comes from the operator table of the stack in use: with tables on
-# (ADVISOR_OPERATOR_TABLES=on) its training rows replace this constant (_attention_s).
+# (unless ADVISOR_OPERATOR_TABLES=off) its training rows replace this constant (_attention_s).
 ATTENTION_EFFICIENCY = 0.65
 # The share of the FP8 dense peak an FP8 training step's kernels reach, relative to the share of
 # the 16-bit peak a 16-bit step reaches. ESTIMATED, set by hand as one value from the NeMo FP8

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 
 from advisor.catalog.models import Accelerator, WorkloadProfile
 from advisor.errors import InputError, field_name
-from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
-from advisor.perf.efficiency import efficiency_bounds, relative_efficiency
+from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration, calibrates
+from advisor.perf.efficiency import efficiency_bounds, relative_efficiency, table_efficiency
 from advisor.perf.op_model import table_for
 from advisor.perf.sizing import (
     EVERY_WEIGHT,
@@ -219,6 +219,12 @@ class TrainingRun(Plan):
         if factor != 1.0:
             kernels = "NVFP4 recipe" if precision == "fp4" else "FP8 kernels"
             eff, source = eff * factor, f"{source} x {factor:.3g} in {precision} ({kernels})"
+        if calibrates(self.fleet.get(acc.id), self.min_fleet_reports) and table_efficiency(
+            acc, precision
+        ):
+            # the fleet's own GPUs' matmul against the catalog's expectation has replaced the
+            # calibrated value: the lent GPU's table, the same GEMM against a reference, stays out
+            return eff, source
         vendor = relative_efficiency(acc, precision)
         if vendor.factor != 1.0:
             eff, source = min(eff * vendor.factor, 1.0), f"{source} {vendor.words()}"
