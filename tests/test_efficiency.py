@@ -109,3 +109,24 @@ def test_a_precision_with_its_own_factor_names_its_own_source(shipped: Catalog) 
     assert "0.4 of fp4 compute" in source("fp4") and BLACKWELL.source not in source("fp4")
     assert "TensorRT-LLM perf-overview rows" in source("fp4")
     assert BLACKWELL.source in source("bf16")
+
+
+def test_fp8_training_reads_the_tables_16_bit_gemms(shipped: Catalog) -> None:
+    """FP8's own factor (0.78) is relative to a 16-bit step: the H100's table then sets the GPU's
+    speed by its bf16 GEMMs, not its fp8 ones (which would count the slower FP8 kernels twice):
+    0.51 x 0.78 x the bf16 factor."""
+    h100 = shipped.accelerators["h100-sxm"]
+    bf16, fp8 = relative_efficiency(h100, "bf16"), relative_efficiency(h100, "fp8")
+    assert fp8.factor < bf16.factor  # the table's fp8 GEMMs reach less of their peak
+    got = estimate(
+        shipped,
+        EstimateRequest(
+            workload="fine_tuning",
+            model="llama-3-8b",
+            tokens=1e9,
+            accelerator="h100-sxm",
+            gpu_count=8,
+            precision="fp8",
+        ),
+    )
+    assert got.efficiency == pytest.approx(0.51 * 0.78 * bf16.factor)

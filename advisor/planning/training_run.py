@@ -225,7 +225,10 @@ class TrainingRun(Plan):
             # the fleet's own GPUs' matmul against the catalog's expectation has replaced the
             # calibrated value: the lent GPU's table, the same GEMM against a reference, stays out
             return eff, source
-        vendor = relative_efficiency(acc, precision)
+        # the FP8 and NVFP4 factors are relative to a 16-bit step, so the GPU's own speed
+        # against the reference is its 16-bit GEMMs' (a table's fp8 share would count the
+        # slower FP8 kernels twice)
+        vendor = relative_efficiency(acc, precision if factor == 1.0 else "bf16")
         if vendor.factor != 1.0:
             eff, source = min(eff * vendor.factor, 1.0), f"{source} {vendor.words()}"
         return eff, source
