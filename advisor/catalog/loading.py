@@ -17,18 +17,11 @@ import sys
 import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pydantic
 from pydantic import BaseModel, ValidationError
 
-from advisor.catalog.cross_checks import (
-    Origin,
-    apply_node_facts,
-    cross_check,
-    price_flags,
-    sanity_thresholds,
-)
 from advisor.catalog.models import (
     Accelerator,
     InstanceType,
@@ -46,6 +39,9 @@ from advisor.did_you_mean import did_you_mean
 from advisor.errors import CatalogError, CatalogIssue
 from advisor.outputs import write_atomically
 from advisor.validation_errors import explain_validation
+
+if TYPE_CHECKING:  # the cross-checks run only when the YAML is read: not on a cache hit
+    from advisor.catalog.cross_checks import Origin
 
 SECTIONS: dict[str, type[BaseModel]] = {
     "accelerators": Accelerator,
@@ -142,7 +138,9 @@ def load_catalog(
 
 
 def _catalog_files(directory: Path) -> list[Path]:
-    return sorted([*directory.rglob("*.yaml"), *directory.rglob("*.yml")])
+    """Every *.yaml and *.yml under `directory`: what rglob("*.yaml") and rglob("*.yml") find,
+    in one walk of the tree instead of two (each walk reads every directory of the snapshots)."""
+    return sorted(p for p in directory.rglob("*") if p.name.endswith((".yaml", ".yml")))
 
 
 def _read_bytes(path: Path) -> bytes | OSError:
@@ -153,6 +151,8 @@ def _read_bytes(path: Path) -> bytes | OSError:
 
 
 def _load(dirs: list[Path], files: list[Files], max_age: int, today: dt.date) -> Catalog:
+    from advisor.catalog.cross_checks import apply_node_facts, cross_check, sanity_thresholds
+
     issues: list[CatalogIssue] = []
     broken: set[str] = set()  # ids of entries that failed on their own: no cascade of errors
     layers: list[dict[str, dict[str, tuple[BaseModel, Origin]]]] = []
@@ -307,6 +307,8 @@ def _flagged(
 ) -> dict[str, InstanceType]:
     """The instance types with each doubtful price's flag set (once, at load: the engine reads
     Price.flag per offering)."""
+    from advisor.catalog.cross_checks import price_flags
+
     flags = price_flags(instance_types.values(), sanity)
     by_type: dict[str, dict[int, str]] = {}
     for (it_id, index), reason in flags.items():
@@ -404,6 +406,8 @@ def _load_entry(
     layer_index: int,
     broken: set[str],
 ) -> None:
+    from advisor.catalog.cross_checks import Origin
+
     label = f"{section}[{index}]"
     if isinstance(raw, dict) and isinstance(raw.get("id"), str):
         label = raw["id"]

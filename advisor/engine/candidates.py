@@ -108,7 +108,7 @@ class OfferPool:
     @classmethod
     def of(cls, offers: tuple[Offer, ...]) -> OfferPool:
         def running(keep: list[bool]) -> tuple[int, ...]:
-            return (0, *accumulate(int(k) for k in keep))
+            return tuple(accumulate(keep, initial=0))  # 0 + True is the int 1: counts
 
         spot = [o[1] is Purchase.spot for o in offers]
         flagged = [not price_usable(o[3], False) for o in offers]
