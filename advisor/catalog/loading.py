@@ -11,6 +11,7 @@ import datetime as dt
 import functools
 import hashlib
 import importlib.util
+import io
 import os
 import pickle
 import sys
@@ -294,12 +295,89 @@ def _write_cache(path: Path, catalog: Catalog) -> None:
     directory, a full disk) only means that the next command loads the YAML again."""
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        write_atomically(path, pickle.dumps(catalog, protocol=pickle.HIGHEST_PROTOCOL))
+        write_atomically(path, _dumps(catalog))
         for old in path.parent.glob(f"{CACHE_PREFIX}*{CACHE_SUFFIX}"):
             if old.name != path.name:
                 old.unlink(missing_ok=True)
     except Exception:  # the cache is an optimisation: it never makes a command fail
         return
+
+
+# What pydantic's BaseModel.__getstate__ returns (and its __setstate__ restores, setting each).
+_MODEL_STATE = frozenset(
+    {"__dict__", "__pydantic_extra__", "__pydantic_fields_set__", "__pydantic_private__"}
+)
+_object_new = object.__new__  # what pickle calls, cls.__new__, for a model (checked as stored)
+_object_setattr = object.__setattr__
+
+
+class _CachePickler(pickle.Pickler):
+    """Pickles the catalog's models as (class, field names, values, fields set) for _model to
+    set back, instead of pickle's state dict per model for BaseModel.__setstate__, with each
+    distinct fields set and each date stored once. The shipped catalog is 3,700 models, 3,400
+    of them prices repeating the same fields set and 8 distinct dates: the cache shrinks from
+    0.62 to 0.37 MB and reads in about 70% of the time, with 6,800 fewer objects to build and,
+    at exit, to free (benchmarks/bench_startup.py).
+
+    The models share their fields set: pydantic never changes one in place (model_copy copies
+    it first), and the catalog's models are frozen. Each model is checked as it is stored:
+    one that _model would not give back with the same state (__getstate__), or with extra or
+    private values, is pickled as pickle pickles it. The cache key has pydantic's version: a
+    cache is read by the pydantic that wrote it."""
+
+    def __init__(self, file: io.BytesIO) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self._names: dict[type[BaseModel], tuple[str, ...]] = {}
+        self._sets: dict[frozenset[str], set[str]] = {}
+        self._dates: dict[dt.date, dt.date] = {}
+
+    def reducer_override(self, obj: Any) -> Any:
+        if not isinstance(obj, BaseModel):
+            return NotImplemented
+        cls = type(obj)
+        names = self._names.get(cls)
+        if names is None:
+            names = self._names[cls] = tuple(cls.model_fields)
+        state = obj.__getstate__()
+        values = state.get("__dict__")
+        if (
+            state.keys() != _MODEL_STATE
+            or state["__pydantic_extra__"] is not None
+            or state["__pydantic_private__"] is not None
+            or not isinstance(values, dict)
+            or tuple(values) != names
+            or cls.__new__ is not _object_new
+        ):
+            return NotImplemented
+        given = frozenset(state["__pydantic_fields_set__"])
+        shared = self._sets.get(given)
+        if shared is None:
+            shared = self._sets[given] = set(given)
+        args = (cls, names, tuple(self._date(v) for v in values.values()), shared)
+        if _model(*args).__getstate__() != state:
+            return NotImplemented
+        return _model, args
+
+    def _date(self, value: Any) -> Any:
+        return self._dates.setdefault(value, value) if type(value) is dt.date else value
+
+
+def _model(
+    cls: type[BaseModel], names: tuple[str, ...], values: tuple[Any, ...], given: set[str]
+) -> BaseModel:
+    """A model as _CachePickler stored it: what BaseModel.__setstate__ sets, set."""
+    model = _object_new(cls)
+    _object_setattr(model, "__dict__", dict(zip(names, values)))  # noqa: B905 - checked when stored
+    _object_setattr(model, "__pydantic_fields_set__", given)
+    _object_setattr(model, "__pydantic_extra__", None)
+    _object_setattr(model, "__pydantic_private__", None)
+    return model
+
+
+def _dumps(catalog: Catalog) -> bytes:
+    buffer = io.BytesIO()
+    _CachePickler(buffer).dump(catalog)
+    return buffer.getvalue()
 
 
 def _flagged(
