@@ -208,9 +208,9 @@ def test_an_unsized_recommend_loads_no_performance_model() -> None:
         " 'advisor.planning.training_plan', 'advisor.perf.correction', 'advisor.perf.serving_sim',"
         " 'advisor.perf.work', 'advisor.planning.fit', 'advisor.perf.calibration',"
         " 'advisor.catalog.hf_config',"
-        # the YAML's cross-checks run only when the catalog is read from YAML, not from the
-        # cache (warmed below)
-        " 'advisor.catalog.cross_checks')\n"
+        # the cross-checks and the curated sections (node facts, price sanity) only when the
+        # catalog is read from YAML, not from the cache (warmed below)
+        " 'advisor.catalog.cross_checks', 'advisor.catalog.curation')\n"
         "sys.stderr.write(repr([m for m in models if m in sys.modules]))\n"
     )
     assert run("recommend", "--workload", "fine_tuning", "--json").returncode == 0  # the cache

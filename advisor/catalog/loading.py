@@ -27,9 +27,7 @@ from advisor.catalog.models import (
     Accelerator,
     InstanceType,
     ModelPreset,
-    NodeFact,
     NodeSystem,
-    PriceSanity,
     ProbeExpectation,
     SpotInterruption,
     WorkloadProfile,
@@ -43,18 +41,27 @@ from advisor.validation_errors import explain_validation
 
 if TYPE_CHECKING:  # the cross-checks run only when the YAML is read: not on a cache hit
     from advisor.catalog.cross_checks import Origin
+    from advisor.catalog.curation import PriceSanity
 
-SECTIONS: dict[str, type[BaseModel]] = {
-    "accelerators": Accelerator,
-    "instance_types": InstanceType,
-    "workloads": WorkloadProfile,
-    "probe_expectations": ProbeExpectation,
-    "models": ModelPreset,
-    "systems": NodeSystem,
-    "spot_interruptions": SpotInterruption,
-    "node_facts": NodeFact,  # merged into instance_types at load (apply_node_facts)
-    "price_sanity": PriceSanity,
-}
+
+@functools.cache
+def sections() -> dict[str, type[BaseModel]]:
+    """Each YAML section's model, in the order errors list them. The curated sections' models
+    (advisor/catalog/curation.py) are imported here: a cache hit never reads a section."""
+    from advisor.catalog.curation import NodeFact, PriceSanity
+
+    return {
+        "accelerators": Accelerator,
+        "instance_types": InstanceType,
+        "workloads": WorkloadProfile,
+        "probe_expectations": ProbeExpectation,
+        "models": ModelPreset,
+        "systems": NodeSystem,
+        "spot_interruptions": SpotInterruption,
+        "node_facts": NodeFact,  # merged into instance_types at load (apply_node_facts)
+        "price_sanity": PriceSanity,
+    }
+
 
 Files = list[tuple[Path, bytes | OSError]]  # one directory's catalog files: path, bytes or error
 CACHE_PREFIX = "catalog-"
@@ -159,14 +166,14 @@ def _load(dirs: list[Path], files: list[Files], max_age: int, today: dt.date) ->
     layers: list[dict[str, dict[str, tuple[BaseModel, Origin]]]] = []
     strings: dict[str, str] = {}  # one object per distinct text across the files (_shared)
     for layer_index, (directory, paths) in enumerate(zip(dirs, files, strict=True)):
-        layer: dict[str, dict[str, tuple[BaseModel, Origin]]] = {s: {} for s in SECTIONS}
+        layer: dict[str, dict[str, tuple[BaseModel, Origin]]] = {s: {} for s in sections()}
         if not paths:
             issues.append(CatalogIssue(str(directory), None, None, "no *.yaml files found"))
         for path, content in paths:
             _load_file(path, content, layer, issues, layer_index, broken, strings)
         layers.append(layer)
 
-    merged: dict[str, dict[str, tuple[BaseModel, Origin]]] = {s: {} for s in SECTIONS}
+    merged: dict[str, dict[str, tuple[BaseModel, Origin]]] = {s: {} for s in sections()}
     for layer in layers:  # later layers (the user's) replace earlier entries with the same id
         for section, entries in layer.items():
             merged[section].update(entries)
@@ -434,10 +441,10 @@ def _load_file(
         return
     data = _shared(data, strings)
     for section, entries in data.items():
-        model = SECTIONS.get(section)
+        model = sections().get(section)
         if model is None:
-            hint = did_you_mean(str(section), SECTIONS)
-            valid = ", ".join(SECTIONS)
+            hint = did_you_mean(str(section), sections())
+            valid = ", ".join(sections())
             msg = f"unknown section {section!r}{hint}; valid: {valid}"
             issues.append(CatalogIssue(name, None, None, msg))
             continue
