@@ -319,11 +319,11 @@ _object_setattr = object.__setattr__
 
 
 class _CachePickler(pickle.Pickler):
-    """Pickles the catalog's models as (class, field names, values, fields set) for _model to
-    set back, instead of pickle's state dict per model for BaseModel.__setstate__, with each
+    """Pickles the catalog's models as (class, field values, fields set) for _model to set
+    back, instead of pickle's state dict per model for BaseModel.__setstate__, with each
     distinct fields set and each date stored once. The shipped catalog is 3,700 models, 3,400
     of them prices repeating the same fields set and 8 distinct dates: the cache shrinks from
-    0.62 to 0.37 MB and reads in about 70% of the time, with 6,800 fewer objects to build and,
+    0.62 to 0.45 MB and reads in about 55% of the time, with 6,800 fewer objects to build and,
     at exit, to free (benchmarks/bench_startup.py).
 
     The models share their fields set: pydantic never changes one in place (model_copy copies
@@ -334,7 +334,6 @@ class _CachePickler(pickle.Pickler):
 
     def __init__(self, file: io.BytesIO) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self._names: dict[type[BaseModel], tuple[str, ...]] = {}
         self._sets: dict[frozenset[str], set[str]] = {}
         self._dates: dict[dt.date, dt.date] = {}
 
@@ -342,9 +341,6 @@ class _CachePickler(pickle.Pickler):
         if not isinstance(obj, BaseModel):
             return NotImplemented
         cls = type(obj)
-        names = self._names.get(cls)
-        if names is None:
-            names = self._names[cls] = tuple(cls.model_fields)
         state = obj.__getstate__()
         values = state.get("__dict__")
         if (
@@ -352,7 +348,6 @@ class _CachePickler(pickle.Pickler):
             or state["__pydantic_extra__"] is not None
             or state["__pydantic_private__"] is not None
             or not isinstance(values, dict)
-            or tuple(values) != names
             or cls.__new__ is not _object_new
         ):
             return NotImplemented
@@ -360,7 +355,7 @@ class _CachePickler(pickle.Pickler):
         shared = self._sets.get(given)
         if shared is None:
             shared = self._sets[given] = set(given)
-        args = (cls, names, tuple(self._date(v) for v in values.values()), shared)
+        args = (cls, {k: self._date(v) for k, v in values.items()}, shared)
         if _model(*args).__getstate__() != state:
             return NotImplemented
         return _model, args
@@ -369,12 +364,10 @@ class _CachePickler(pickle.Pickler):
         return self._dates.setdefault(value, value) if type(value) is dt.date else value
 
 
-def _model(
-    cls: type[BaseModel], names: tuple[str, ...], values: tuple[Any, ...], given: set[str]
-) -> BaseModel:
+def _model(cls: type[BaseModel], values: dict[str, Any], given: set[str]) -> BaseModel:
     """A model as _CachePickler stored it: what BaseModel.__setstate__ sets, set."""
     model = _object_new(cls)
-    _object_setattr(model, "__dict__", dict(zip(names, values)))  # noqa: B905 - checked when stored
+    _object_setattr(model, "__dict__", values)
     _object_setattr(model, "__pydantic_fields_set__", given)
     _object_setattr(model, "__pydantic_extra__", None)
     _object_setattr(model, "__pydantic_private__", None)
