@@ -20,7 +20,6 @@ import typer
 from advisor.cli.common import STATE, print_error
 from advisor.collector import long_lived
 from advisor.errors import AdvisorError, InputError, flag_name
-from advisor.pydantic_plugins import skip_empty_discovery
 
 # Global options, accepted before or after the command: main() moves them in front of it.
 GLOBAL_FLAGS = frozenset({"--debug", "--no-debug", "--replace-catalog", "--no-replace-catalog"})
@@ -266,9 +265,6 @@ def main(argv: list[str] | None = None) -> None:
         # (one line, or JSON), not in Click's framed panel
         command = _command(args)
         completing = COMPLETE_VAR in os.environ  # the shell asks: every command's options
-        if STATE.own_process and (command is not None or completing):
-            # a command validates its input: pydantic would look for plugins first (10 ms)
-            skip_empty_discovery()
         with long_lived() if STATE.own_process else contextlib.nullcontext():
             app = build_app(
                 None if completing else command, listing=command is None and not completing
