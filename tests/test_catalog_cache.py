@@ -3,6 +3,7 @@ answer misses, and a broken or unwritable cache never changes an answer or an er
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import errno
 import json
@@ -116,6 +117,58 @@ def test_repeated_text_is_one_object_in_the_catalog_and_in_its_cache(tmp_path: P
         assert len({id(p.source) for p in prices}) == len(texts)
     [cached] = cache.glob("*.pickle")
     assert cached.stat().st_size < 1_000_000  # 1.6 MB with a copy of the text per price
+
+
+class _Loose(pydantic.BaseModel):
+    """A model with extra values: the cache's compact form cannot hold it."""
+
+    model_config = pydantic.ConfigDict(extra="allow")
+    a: int
+
+
+def _states(x: Any, y: Any) -> int:
+    """The models of two catalogs compared by their pickled state, walking both alike."""
+    assert type(x) is type(y)
+    if isinstance(x, pydantic.BaseModel):
+        assert x.__getstate__() == y.__getstate__()
+        return 1 + _states(x.__dict__, y.__dict__)
+    if isinstance(x, dict):
+        assert list(x) == list(y)
+        return sum(_states(x[k], y[k]) for k in x)
+    if isinstance(x, list | tuple):
+        assert len(x) == len(y)
+        return sum(_states(u, v) for u, v in zip(x, y, strict=True))
+    assert x == y
+    return 0
+
+
+def test_the_cache_gives_back_each_model_as_pydantic_pickles_it(
+    tmp_path: Path, shipped: Catalog
+) -> None:
+    """The cache stores models compactly (loading.py _CachePickler): each comes back with the
+    state pydantic's own pickling restores, the prices sharing their fields set and their dates,
+    a copy with an update leaving the shared set alone; a model with extra values is pickled as
+    pickle pickles it."""
+    cache = tmp_path / "cache"
+    load_catalog(cache_dir=cache)
+    cached = load_catalog(cache_dir=cache)
+    reference = pickle.loads(pickle.dumps(shipped))  # pydantic's own pickling
+    fields = [f.name for f in dataclasses.fields(Catalog)]  # not what a query left on it
+    assert (
+        _states([getattr(reference, f) for f in fields], [getattr(cached, f) for f in fields])
+        > 3000
+    )
+    prices = [p for it in cached.instance_types.values() for p in it.prices]
+    assert len({id(p.model_fields_set) for p in prices}) <= 2  # 3,400 prices, one set each before
+    assert len({id(p.as_of) for p in prices}) == len({p.as_of for p in prices})
+    first, second = prices[0], prices[1]
+    assert first.model_fields_set is second.model_fields_set
+    given = set(first.model_fields_set)
+    changed = first.model_copy(update={"flag": "checked"})
+    assert changed.flag == "checked" and first.model_fields_set == given == second.model_fields_set
+    loose = _Loose(a=1, b=2)
+    back = pickle.loads(loading._dumps(loose))  # type: ignore[arg-type]
+    assert back == loose and back.__pydantic_extra__ == {"b": 2}
 
 
 # --- Every input of the answer is in the key --------------------------------------------------

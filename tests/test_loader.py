@@ -279,3 +279,25 @@ def test_shipped_catalog_is_complete(shipped: Any) -> None:
         pk = a.peak_tflops
         if pk.bf16 and pk.fp8:
             assert pk.fp8 <= 2.05 * pk.bf16, a.id
+
+
+def test_unset_catalog_variables_build_no_validator() -> None:
+    """With none of the variables set, from_env gives the defaults as validating nothing would,
+    without building CatalogSettings' validator (a command's start-up,
+    benchmarks/bench_startup.py); a variable that is set is validated as before."""
+    import subprocess
+    import sys
+
+    code = (
+        "from advisor.catalog.settings import CatalogSettings as C\n"
+        "s = C.from_env({})\n"
+        "built = C.__pydantic_complete__\n"
+        "same = s == C.model_validate({}) and s.model_fields_set == set()\n"
+        "print(built, same)\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.stdout.split() == ["False", "True"], p.stderr
+    from advisor.catalog.settings import CatalogSettings
+
+    with pytest.raises(InputError, match="ADVISOR_MAX_PRICE_AGE_DAYS"):
+        CatalogSettings.from_env({"ADVISOR_MAX_PRICE_AGE_DAYS": "-1"})

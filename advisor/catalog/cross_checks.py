@@ -14,14 +14,13 @@ from typing import cast
 
 from pydantic import BaseModel
 
+from advisor.catalog.curation import NodeFact, PriceSanity
 from advisor.catalog.models import (
     Accelerator,
     FormFactor,
     InstanceType,
-    NodeFact,
     NodeSystem,
     Price,
-    PriceSanity,
     Purchase,
 )
 from advisor.catalog.purchase import RESERVED
@@ -245,7 +244,7 @@ def apply_node_facts(
 # --- price sanity -----------------------------------------------------------------------------
 # An outlier price is kept, flagged with a sentence naming the comparison (Price.flag), and left
 # out of ranking unless a request includes flagged prices (advisor/engine/checks.py
-# PRICE_FLAGGED). Thresholds are catalog data (catalog/price_sanity.yaml, models.PriceSanity).
+# PRICE_FLAGGED). Thresholds are catalog data (catalog/price_sanity.yaml, curation.PriceSanity).
 
 PriceKey = tuple[str, int]  # (instance type id, index into its prices)
 

@@ -155,15 +155,6 @@ class NcclBusBandwidth(Strict):
     source: Annotated[str, Field(min_length=1)]
 
 
-class NodeFact(Strict):
-    """Hand-kept facts about one instance type (catalog/node_facts.yaml), merged into it at load
-    so that regenerating the instance files (catalog import) does not drop them."""
-
-    id: Id  # the instance type id
-    expected_nccl_busbw: NcclBusBandwidth | None = None
-    notes: str | None = None
-
-
 class PcieLink(Strict):
     gen: Annotated[int, Field(ge=1, le=7)]
     width: Literal[1, 2, 4, 8, 16]
@@ -546,51 +537,3 @@ class ModelPreset(Strict):
     @property
     def head_size(self) -> int:
         return self.head_dim or self.hidden_size // self.attention_heads
-
-
-class SanityBound(Strict):
-    """One price sanity threshold with the reasoning behind it."""
-
-    value: Pos
-    reasoning: Annotated[str, Field(min_length=1)]
-
-
-class PeerCount(Strict):
-    value: Annotated[int, Field(ge=1)]
-    reasoning: Annotated[str, Field(min_length=1)]
-
-
-class PriceSanity(Strict):
-    """Thresholds of the price sanity checks (catalog/price_sanity.yaml); ratios are price over
-    the median of its peers."""
-
-    id: Id
-    # on-demand price vs the median of the same instance type's on-demand prices in other regions
-    region_low_ratio: SanityBound
-    region_high_ratio: SanityBound
-    # on-demand price per GPU-hour vs the median per GPU-hour of other instance types with the
-    # same accelerator (any provider, any region)
-    gpu_hour_low_ratio: SanityBound
-    gpu_hour_high_ratio: SanityBound
-    gpu_hour_min_peers: PeerCount
-    # spot price over the on-demand price of the same type in the same region
-    spot_low_ratio: SanityBound
-    spot_high_ratio: SanityBound
-    source: Annotated[str, Field(min_length=1)]
-
-    @model_validator(mode="after")
-    def _bounds_bracket_one(self) -> Self:
-        for low, high in (
-            (self.region_low_ratio, self.region_high_ratio),
-            (self.gpu_hour_low_ratio, self.gpu_hour_high_ratio),
-            (self.spot_low_ratio, self.spot_high_ratio),
-        ):
-            if not low.value < high.value:
-                raise ValueError(f"a low ratio ({low.value:g}) must be below its high one")
-        if not self.region_low_ratio.value < 1 < self.region_high_ratio.value:
-            raise ValueError("region ratios must bracket 1")
-        if not self.gpu_hour_low_ratio.value < 1 < self.gpu_hour_high_ratio.value:
-            raise ValueError("GPU-hour ratios must bracket 1")
-        if self.spot_high_ratio.value > 1:
-            raise ValueError("spot_high_ratio above 1 would accept spot above on-demand")
-        return self

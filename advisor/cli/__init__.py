@@ -85,11 +85,50 @@ def _flags_without_metavar() -> None:
     TyperOption._advisor_flags = True  # type: ignore[attr-defined]
 
 
+class _Unchanged:
+    """A parameter's coercion for a value of None, which typer's own (typer/_coercion.py
+    RuntimeParam.coerce) returns unchanged for a parameter taking one value."""
+
+    @staticmethod
+    def coerce(value: Any, param: Any, ctx: Any) -> Any:
+        return value
+
+
+def _coerce_given_values_only() -> None:
+    """Typer builds each option's coercion (a pydantic TypeAdapter, its schema and validator)
+    when the command line is parsed, for an option left unset too, whose None it then returns
+    unchanged: `advisor recommend` built 49 adapters to use 7 (about 2 ms of its start-up,
+    benchmarks/bench_startup.py). Here an unset option (None, one value) is processed as typer
+    processes it (its required check and callback run as before) with a coercion that returns
+    the None, and its adapter is built when a value comes to coerce."""
+    from typer.core import _TyperParameter
+
+    original = getattr(_TyperParameter, "process_value", None)
+    if original is None or getattr(_TyperParameter, "_advisor_lazy", False):
+        return
+    if "_runtime_param" not in getattr(_TyperParameter, "__annotations__", {}):
+        return  # a typer without the lazily built coercion this relies on: left as it is
+
+    def process_value(self: Any, ctx: Any, value: Any) -> Any:
+        single = not (self.multiple or self.nargs == -1)  # several: typer makes None ()
+        if value is not None or not single or self._runtime_param is not None:
+            return original(self, ctx, value)
+        self._runtime_param = _Unchanged
+        try:
+            return original(self, ctx, value)
+        finally:
+            self._runtime_param = None
+
+    _TyperParameter.process_value = process_value  # type: ignore[method-assign]
+    _TyperParameter._advisor_lazy = True  # type: ignore[attr-defined]
+
+
 def build_app(only: str | None = None, listing: bool = False) -> typer.Typer:
     """The CLI with every command, or with `only` that one (the others are not imported). With
     `listing` (no known command on the line: the top-level help, or a misspelt command), each
     command is registered by name and summary alone, forwarding to main() if it ever runs."""
     _flags_without_metavar()
+    _coerce_given_values_only()
     cli = typer.Typer(
         name="advisor",
         help="Compute-resource advisor: recommends hardware for a workload and verifies GPU "

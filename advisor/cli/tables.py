@@ -9,7 +9,6 @@ Commands show a few chosen columns by default and every column with --wide.
 
 from __future__ import annotations
 
-import csv
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -74,6 +73,8 @@ def output_format(fmt: Format | None, json_out: bool) -> Format:
 
 def write_csv(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
     """CSV on stdout (RFC 4180 quoting; a cell of several lines keeps them, quoted)."""
+    import csv  # here: only --format csv writes it
+
     writer = csv.writer(sys.stdout, lineterminator="\n")
     writer.writerow(headers)
     writer.writerows(rows)

@@ -11,6 +11,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import accumulate
+from operator import attrgetter
 from typing import TYPE_CHECKING, TypeVar, cast
 
 from advisor.catalog import Catalog
@@ -108,7 +109,7 @@ class OfferPool:
     @classmethod
     def of(cls, offers: tuple[Offer, ...]) -> OfferPool:
         def running(keep: list[bool]) -> tuple[int, ...]:
-            return (0, *accumulate(int(k) for k in keep))
+            return tuple(accumulate(keep, initial=0))  # 0 + True is the int 1: counts
 
         spot = [o[1] is Purchase.spot for o in offers]
         flagged = [not price_usable(o[3], False) for o in offers]
@@ -325,8 +326,15 @@ def _sort_id(it: InstanceType, p: Price) -> str:
 def _build(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:
     cloud = _cloud(catalog)
     groups: dict[tuple[object, ...], list[CloudCandidate]] = {}
+    # every path's value in one call, as attribute() reads each (attrgetter gives a tuple for
+    # two names or more)
+    values = (
+        attrgetter(*signature)
+        if len(signature) > 1
+        else lambda c: tuple(attribute(c, path) for path in signature)
+    )
     for c in cloud:
-        groups.setdefault(tuple(attribute(c, path) for path in signature), []).append(c)
+        groups.setdefault(values(c), []).append(c)
     return CandidateIndex(tuple(cloud), tuple(tuple(g) for g in groups.values()), _edge(catalog))
 
 
