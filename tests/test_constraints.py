@@ -569,7 +569,30 @@ NOTHING_FITS = [
 ]
 
 
-@pytest.mark.parametrize("kw", [*FAULT_REQUESTS, *NOTHING_FITS], ids=str)
+# Requests without a model as the service benchmark varies them (benchmarks/bench_service.py
+# DISTINCT_BODIES), at sizes that place the groups on one node and on several, with limits that
+# the inline pass (evaluation.py _evaluate_unsized) checks: each answer listed and not.
+SERVICE_REQUESTS = [
+    {**kw, field: value}
+    for kw, field, values in (
+        (dict(workload="fine_tuning"), "memory_gb", (1, 80, 700, 3000)),
+        (dict(workload="large_scale_training", interconnect_gb_s=900), "memory_gb", (40, 2000)),
+        (dict(workload="high_throughput_inference", region="us-east-1"), "memory_gb", (9, 900)),
+        (dict(workload="edge_inference"), "power_budget_w", (5, 25, 400)),
+        (dict(workload="batch_processing", provider="gcp"), "max_hourly_usd", (0.1, 3, 90)),
+        (dict(workload="low_latency_inference", max_hourly_usd=10), "memory_gb", (40, 300)),
+        (dict(workload="fine_tuning", purchase="spot"), "memory_gb", (160, 1200)),
+        (dict(workload="large_scale_training", objective="performance"), "memory_gb", (1, 1000)),
+        (dict(workload="fine_tuning", max_gpus=8, power_budget_w=9000), "memory_gb", (80, 900)),
+        (dict(workload="batch_processing", gpu_count=2, each_offering=True), "memory_gb", (60,)),
+        (dict(workload="fine_tuning", objective="price_performance"), "memory_gb", (80,)),
+        (dict(workload="fine_tuning", include_flagged_prices=True), "memory_gb", (80,)),
+    )
+    for value in values
+]
+
+
+@pytest.mark.parametrize("kw", [*FAULT_REQUESTS, *NOTHING_FITS, *SERVICE_REQUESTS], ids=str)
 def test_an_answer_that_lists_no_rejection_counts_the_same(
     shipped: Catalog, kw: dict[str, Any]
 ) -> None:
@@ -650,7 +673,7 @@ def test_caches_keyed_by_request_filters_stay_bounded(
         assert {r.region for r in listed.recommendations} <= set(pair)
     for kept in ("_pools", "_pools_by_regions", "fault_groups", "fault_groups_by_regions"):
         assert 0 < max(len(getattr(c, kept)) for c in index.cloud) <= bound, kept
-    for kept in ("_group_pools", "_group_pools_by_regions"):
+    for kept in ("group_pools", "_group_pools_by_regions"):
         assert 0 < len(getattr(index, kept)) <= bound * len(index.cloud_groups), kept
 
 
@@ -659,7 +682,7 @@ def forget_filters(index: CandidateIndex) -> None:
     for c in index.cloud:
         for kept in (c._pools, c._pools_by_regions, c.fault_groups, c.fault_groups_by_regions):
             kept.clear()
-    index._group_pools.clear()
+    index.group_pools.clear()
     index._group_pools_by_regions.clear()
 
 
@@ -694,8 +717,10 @@ def test_region_lists_that_admit_the_same_regions_share_what_is_kept(shipped: Ca
             show_rejected=True,
         )
         shared = recommend(shipped, w)
+        short = recommend(shipped, w, listed=False)  # the unsized pass: GroupPool.closest
         forget_filters(index)
         assert shared == recommend(shipped, w), w
+        assert short == recommend(shipped, w, listed=False), w
 
 
 def test_a_region_is_kept_in_one_spelling_and_bounded(mini: Catalog) -> None:

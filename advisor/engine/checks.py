@@ -482,6 +482,76 @@ def static_faults(c: CloudCandidate, s: Placement, w: Workload, p: WorkloadProfi
     return faults
 
 
+class GroupFaults(NamedTuple):
+    """What static_faults reads of one candidate group's candidates for one workload type, with
+    the request-free entries they fail: plain values worked out once per catalog and workload
+    type, for the engine's pass over the groups of a request without a model
+    (advisor/engine/evaluation.py _evaluate_unsized, which sets the same bits as static_faults:
+    tests/test_constraints.py holds the two to one answer)."""
+
+    group: int  # its position in CandidateIndex.cloud_groups
+    first: CloudCandidate  # the group's first member: its placement and valuation stand for all
+    members: int
+    # Its placement key (CloudCandidate.placement_key) as a position among the keys of the
+    # groups the workload type runs on: a request places each key once
+    placement: int
+    free: int  # request_free_faults
+    spans: int  # the bit a scale-out workload's placement across nodes sets (a slow network)
+    rented_per_node: int  # GPUs a node rents, 0 for CPU-only (max_gpus counts GPUs)
+    cpu_only: bool
+    interconnect_gb_s: float
+    power_w: float  # one node's
+    provider: str
+
+
+def group_faults(
+    i: int, group: tuple[CloudCandidate, ...], placement: int, p: WorkloadProfile
+) -> GroupFaults:
+    c = group[0]
+    it = c.instance
+    slow = p.scale_out and network_below_floor(p, it.network_gbps)
+    return GroupFaults(
+        i,
+        c,
+        len(group),
+        placement,
+        request_free_faults(c, p),
+        _NETWORK if slow else 0,
+        it.gpu_count if c.is_gpu else 0,
+        not c.is_gpu,
+        it.interconnect_gb_s,
+        c.per_node_power_w,
+        it.provider,
+    )
+
+
+class RequestFaults(NamedTuple):
+    """What static_faults reads of a request without a model, as plain values (no limit:
+    infinity): GroupFaults' other half."""
+
+    spans: int  # the bit a placement across nodes sets for a workload that runs on one node
+    max_gpus: float
+    count_on_cpu: int  # _COUNT_ON_CPU where a GPU count is asked, else 0
+    interconnect_gb_s: float
+    power_budget_w: float
+    provider: str | None
+
+
+def request_faults(w: Workload, p: WorkloadProfile) -> RequestFaults:
+    return RequestFaults(
+        0 if p.scale_out else _BY_MEMORY if w.memory_gb else _BY_COUNT,
+        math.inf if w.max_gpus is None else w.max_gpus,
+        _COUNT_ON_CPU if w.gpu_count else 0,
+        w.interconnect_gb_s or 0.0,
+        math.inf if w.power_budget_w is None else w.power_budget_w,
+        w.provider,
+    )
+
+
+# static_faults' bits, for the engine's inline pass (advisor/engine/evaluation.py)
+OVER_LIMIT, INTERCONNECT, POWER, PROVIDER = _OVER_LIMIT, _INTERCONNECT, _POWER, _PROVIDER
+
+
 # --- offering checks ------------------------------------------------------------------------
 
 
