@@ -29,6 +29,7 @@ from advisor.engine.checks import (
     STATIC,
     StaticCase,
     offer_faults,
+    offer_violation,
     offering_violations,
     request_free_faults,
     static_codes,
@@ -74,6 +75,9 @@ class Recorder:
         value = getattr(self._target, name)
         if name in ("instance", "hardware"):
             return Recorder(value, f"{path}.", self._seen)
+        if name == "placement_key":  # those attributes' values (held so below)
+            self._seen.update(f"{self._prefix}{read}" for read in UNSIZED_READS)
+            return value
         self._seen.add(path)
         return value
 
@@ -471,18 +475,24 @@ def test_offer_fault_bits_are_what_the_registry_finds(shipped: Catalog) -> None:
     of a rejected type, the few worth explaining among alternatives); the OFFERING entries
     explain them. Each bit must be exactly its entry's finding, on every shipped offering."""
     codes = [entry.code for entry in OFFERING]
-    seen = 0
+    seen = singles = 0
     for (kw, nodes), risky in itertools.product(FAULT_CASES, (False, True)):
         w = RecommendRequest(**kw)
         for c in candidate_index(shipped, GROUP_SIGNATURE).cloud:
             spot = (c, NEVER_FINISHES, POLICY) if risky else None
             for offer in c.offers:
                 faults = offer_faults(offer, w, nodes, risky, not w.include_flagged_prices)
-                found = {v.code for v in offering_violations(offer[3], nodes, w, spot)}
+                violations = offering_violations(offer[3], nodes, w, spot)
+                found = {v.code for v in violations}
                 expected = sum(1 << i for i, code in enumerate(codes) if code in found)
                 assert faults == expected, (c.instance.id, offer[:3], kw, nodes, risky)
                 seen |= faults
+                if len(violations) == 1:  # the nearest alternatives read it without a sentence
+                    (v,) = violations
+                    assert offer_violation(faults, offer[3], nodes) == v._replace(sentence="")
+                    singles |= faults
     assert seen == (1 << len(codes)) - 1, f"bits never set here: {seen:b}"
+    assert singles == seen, f"never the only fault here: {seen & ~singles:b}"
 
 
 # Requests without a model that between them make every entry static_faults counts fail on the
@@ -607,9 +617,17 @@ def test_an_answer_that_lists_no_rejection_counts_the_same(
     assert short.rejected_count == len(full.rejected)
 
 
-def every_offering(c: CloudCandidate, *_: Any) -> Iterator[Any]:
-    """The long way, in place of alternatives._offers_worth_explaining: explain every offering."""
-    return (offer[3] for offer in c.offers)
+def every_offering(
+    c: CloudCandidate, static: bool, nodes: int, w: RecommendRequest, risky: bool
+) -> Iterator[tuple[int, int]]:
+    """The long way, in place of alternatives._offers_worth_explaining: explain every offering,
+    with the checks it fails as the registry finds them (a spot plan too risky under any policy
+    where the engine found one too risky)."""
+    codes = [entry.code for entry in OFFERING]
+    spot = (c, NEVER_FINISHES, POLICY) if risky else None
+    for position, offer in enumerate(c.offers):
+        found = {v.code for v in offering_violations(offer[3], nodes, w, spot)}
+        yield position, sum(1 << k for k, code in enumerate(codes) if code in found)
 
 
 @pytest.mark.parametrize("kw", NOTHING_FITS, ids=[str(r) for r in NOTHING_FITS])

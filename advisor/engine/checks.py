@@ -612,6 +612,29 @@ OFFERING: tuple[Constraint[OfferCase], ...] = (
 )
 
 
+# What relaxes each OFFERING entry's failure, by position: the value its check's Finding carries
+# (offer_violation).
+_OFFER_RELAX_TO: tuple[Any, ...] = (
+    lambda price, nodes: price.region,  # _region_not_offered
+    lambda price, nodes: str(price.purchase),  # _purchase_unavailable
+    lambda price, nodes: round(option_hourly_usd(price.hourly_usd, nodes), 4),  # _over_budget
+    None,  # _spot_too_risky: not relaxable
+    lambda price, nodes: None,  # _price_flagged
+)
+
+
+def offer_violation(faults: int, price: Price, nodes: int) -> Violation:
+    """The one OFFERING check an offering fails (`faults`, offer_faults' bits: exactly one set)
+    as offering_violations finds it, without its sentence (empty): the nearest alternatives
+    read an offering's code, field and value, never its sentence (tests/test_constraints.py
+    holds the two to one answer)."""
+    k = faults.bit_length() - 1
+    entry, relax_to = OFFERING[k], _OFFER_RELAX_TO[k]
+    if relax_to is None:
+        return Violation(entry.code, None, "")
+    return Violation(entry.code, entry.field, "", relax_to(price, nodes))
+
+
 def offering_violations(
     price: Price,
     nodes: int,

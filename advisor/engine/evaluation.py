@@ -55,7 +55,7 @@ from advisor.engine.objective import (
     objective_value,
     ranked_figure,
 )
-from advisor.engine.placement import Placement, place, placer
+from advisor.engine.placement import Placement, place_by_key, placer
 from advisor.engine.rank import (
     Bound,
     Hit,
@@ -336,10 +336,14 @@ def _evaluate_unsized(
     valuations, pools = index.valuations, index.group_pools
     pool_key, valuation_key = (w.region, w.purchase), (p.id, objective)
     group_wise = not w.each_offering
+    need_gb, serving = w.memory_gb or 0.0, p.sizing == "inference"
+    wanted = p.default_gpu_count if w.gpu_count is None else w.gpu_count
     for g in running:
         placement = placements[g.placement]
         if placement is None:
-            placement = placements[g.placement] = place(g.first, w, p)
+            placement = placements[g.placement] = place_by_key(
+                g.first.placement_key, need_gb, wanted, serving
+            )
         nodes = placement.nodes
         faults = g.free | (
             (g.spans | spans_fault if placement.spans_nodes else 0)
