@@ -530,6 +530,9 @@ class RequestFaults(NamedTuple):
     infinity): GroupFaults' other half."""
 
     spans: int  # the bit a placement across nodes sets for a workload that runs on one node
+    # Whether any of the request's limits below is set: most requests set none, and their
+    # groups skip limit_faults
+    limited: bool
     max_gpus: float
     count_on_cpu: int  # _COUNT_ON_CPU where a GPU count is asked, else 0
     interconnect_gb_s: float
@@ -538,8 +541,10 @@ class RequestFaults(NamedTuple):
 
 
 def request_faults(w: Workload, p: WorkloadProfile) -> RequestFaults:
+    limits = (w.max_gpus, w.gpu_count, w.interconnect_gb_s, w.power_budget_w, w.provider)
     return RequestFaults(
         0 if p.scale_out else _BY_MEMORY if w.memory_gb else _BY_COUNT,
+        any(limit is not None for limit in limits),
         math.inf if w.max_gpus is None else w.max_gpus,
         _COUNT_ON_CPU if w.gpu_count else 0,
         w.interconnect_gb_s or 0.0,
@@ -548,8 +553,16 @@ def request_faults(w: Workload, p: WorkloadProfile) -> RequestFaults:
     )
 
 
-# static_faults' bits, for the engine's inline pass (advisor/engine/evaluation.py)
-OVER_LIMIT, INTERCONNECT, POWER, PROVIDER = _OVER_LIMIT, _INTERCONNECT, _POWER, _PROVIDER
+def limit_faults(g: GroupFaults, r: RequestFaults, nodes: int) -> int:
+    """The bits of static_faults that the request's limits set on group `g` placed on `nodes`
+    nodes (the others: the request-free ones and the placement across nodes)."""
+    return (
+        (nodes * g.rented_per_node > r.max_gpus and _OVER_LIMIT)
+        | (g.cpu_only and r.count_on_cpu)
+        | (g.interconnect_gb_s < r.interconnect_gb_s and _INTERCONNECT)
+        | (g.power_w * nodes > r.power_budget_w and _POWER)
+        | (r.provider is not None and g.provider != r.provider and _PROVIDER)
+    )
 
 
 # --- offering checks ------------------------------------------------------------------------

@@ -31,16 +31,13 @@ from advisor.engine.candidates import (
 from advisor.engine.checks import (
     CODE_WORDS,
     GROUP_SIGNATURE,
-    INTERCONNECT,
     OVER_BUDGET,
-    OVER_LIMIT,
-    POWER,
-    PROVIDER,
     STATIC,
     GroupFaults,
     edge_violations,
     fault_groups,
     group_faults,
+    limit_faults,
     offer_codes,
     offering_violations,
     request_faults,
@@ -329,13 +326,15 @@ def _evaluate_unsized(
     (tests/test_constraints.py compares the two answers)."""
     feasible = types = 0
     bound = Bound(w.limit)
-    spans_fault, max_gpus, count_on_cpu, interconnect, power_budget, provider = request_faults(w, p)
+    req = request_faults(w, p)
+    spans_fault, limited = req.spans, req.limited
     running = _running(index, p)  # the others are in _mismatches
     placements: list[Placement | None] = [None] * len(running)
     seen = rejected.static_faults
     valuations, pools = index.valuations, index.group_pools
     pool_key, valuation_key = (w.region, w.purchase), (p.id, objective)
     group_wise = not w.each_offering
+    unbudgeted, skip_flagged = w.max_hourly_usd is None, not w.include_flagged_prices
     need_gb, serving = w.memory_gb or 0.0, p.sizing == "inference"
     wanted = p.default_gpu_count if w.gpu_count is None else w.gpu_count
     for g in running:
@@ -345,34 +344,58 @@ def _evaluate_unsized(
                 g.first.placement_key, need_gb, wanted, serving
             )
         nodes = placement.nodes
-        faults = g.free | (
-            (g.spans | spans_fault if placement.spans_nodes else 0)
-            | (nodes * g.rented_per_node > max_gpus and OVER_LIMIT)
-            | (g.cpu_only and count_on_cpu)
-            | (g.interconnect_gb_s < interconnect and INTERCONNECT)
-            | (g.power_w * nodes > power_budget and POWER)
-            | (provider is not None and g.provider != provider and PROVIDER)
-        )
+        faults = g.free | (g.spans | spans_fault if placement.spans_nodes else 0)
+        if limited:
+            faults |= limit_faults(g, req, nodes)
         checked.append((g.group, placement, faults))
         if faults:
             seen[faults] = seen.get(faults, 0) + g.members
             continue
-        valuation = valuations.get((g.group, nodes, *valuation_key))
-        if valuation is None:
-            valuation = _group_valuation(index, g.group, placement, p, objective, w.purchase)
+        valuation = valuations.get((g.group, nodes, *valuation_key)) or _group_valuation(
+            index, g.group, placement, p, objective, w.purchase
+        )
         group = index.cloud_groups[g.group]
-        if valuation.rises and group_wise:  # no fit: no spot plan is costed
+        counts: tuple[int, int] | None
+        if not (valuation.rises and group_wise):  # each offering valued (no fit: no spot plan)
+            counts = _each_offer(group, placement, w, p, valuation, bound, hits, rejected.offers)
+        else:
             pool = pools.get((*pool_key, g.group)) or index.group_pool(g.group, *pool_key)
-            offers, members = _evaluate_group(
-                group, pool, placement, w, valuation, bound, hits, rejected.offers
-            )
-            feasible += offers
-            types += members
-            continue
-        for c in group:
-            offers = _evaluate_offers(c, placement, w, p, valuation, bound, hits, rejected.offers)
-            feasible += offers
-            types += offers > 0
+            counts = pool.unbudgeted[skip_flagged] if unbudgeted else None
+            # Every member priced and the cheapest valued past the bound: no hit and no
+            # rejection, most groups of a request (_evaluate_group's first step, inline)
+            if (
+                counts is None
+                or counts[1] < g.members
+                or valuation.value(
+                    option_hourly_usd(pool.cheapest_usd[skip_flagged][0], nodes), None
+                )
+                <= bound.worst_kept
+            ):
+                counts = _evaluate_group(
+                    group, pool, placement, w, valuation, bound, hits, rejected.offers
+                )
+        feasible += counts[0]
+        types += counts[1]
+    return feasible, types
+
+
+def _each_offer(
+    group: tuple[CloudCandidate, ...],
+    placement: Placement,
+    w: Workload,
+    p: WorkloadProfile,
+    valuation: Valuation,
+    bound: Bound,
+    hits: list[Hit],
+    rejected: list[OfferRejection],
+) -> tuple[int, int]:
+    """A group's members one by one (_evaluate_offers): the feasible offerings and the members
+    with one."""
+    feasible = types = 0
+    for c in group:
+        offers = _evaluate_offers(c, placement, w, p, valuation, bound, hits, rejected)
+        feasible += offers
+        types += offers > 0
     return feasible, types
 
 
