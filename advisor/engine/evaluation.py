@@ -70,6 +70,7 @@ from advisor.engine.result import (
     Rejection,
     Result,
     SizedFigures,
+    built,
 )
 from advisor.engine.spot_risk import spot_case
 from advisor.errors import InputError
@@ -160,17 +161,20 @@ def recommend(
         alternatives += lower_precision(workload, profile, answer)
         alternatives += across_nodes(workload, profile, answer)
         explanation = explain_none(code_counts, alternatives, profile.id)
-    return Result(
-        workload=profile.id,
-        objective=objective,
-        recommendations=recommendations,
-        rejected_count=sum(code_counts.values()),
-        rejected_summary=rejected_summary(code_counts),
-        rejected=rejected.listing(workload) if listed else (),
-        alternatives=tuple(alternatives),
-        explanation=explanation,
-        feasible_count=feasible,
-        feasible_types=types,
+    return built(
+        Result,
+        {
+            "workload": profile.id,
+            "objective": objective,
+            "explanation": explanation,
+            "feasible_count": feasible,
+            "feasible_types": types,
+            "recommendations": recommendations,
+            "rejected_count": sum(code_counts.values()),
+            "rejected_summary": rejected_summary(code_counts),
+            "rejected": rejected.listing(workload) if listed else (),
+            "alternatives": tuple(alternatives),
+        },
     )
 
 
@@ -665,7 +669,9 @@ def rejected_summary(code_counts: Mapping[tuple[str, ...], int]) -> tuple[Reject
         for code in codes:
             counts[code] += n
     return tuple(
-        RejectedCount(code=code, words=CODE_WORDS.get(code, code.lower()), count=n)
+        built(
+            RejectedCount, {"code": code, "words": CODE_WORDS.get(code, code.lower()), "count": n}
+        )
         for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     )
 
@@ -689,47 +695,58 @@ def _recommendation(
     ranked = ranked_figure(objective, h.value)
     if h.edge is not None:
         e = h.edge
-        return Recommendation(
-            instance_type=None,
-            device=e.device.id,
-            provider=None,
-            accelerator=e.device.id,
-            gpu_count=1,
-            nodes=1,
-            region=None,
-            purchase=None,
-            hourly_usd=None,
-            power_w=e.power_w,
-            power_mode=e.mode,
-            score=score,
-            ranked_value=ranked,
-            reasons=tuple(why),
-            cost_per_year_usd=round(edge_cost_per_year(e.device, e.power_w).total_usd_per_year, 2),
+        yearly = edge_cost_per_year(e.device, e.power_w).total_usd_per_year
+        return built(
+            Recommendation,
+            {
+                "instance_type": None,
+                "device": e.device.id,
+                "provider": None,
+                "accelerator": e.device.id,
+                "gpu_count": 1,
+                "nodes": 1,
+                "region": None,
+                "purchase": None,
+                "hourly_usd": None,
+                "power_w": e.power_w,
+                "power_mode": e.mode,
+                "score": score,
+                "ranked_value": ranked,
+                "penalty_factor": 1.0,
+                "reasons": tuple(why),
+                "sizing": None,
+                "cost_per_year_usd": round(yearly, 2),
+                "price_flag": None,
+            },
         )
     c, price, s = h.cloud, h.price, h.placement
     assert c is not None and price is not None
-    return Recommendation(
-        instance_type=c.instance.id,
-        device=None,
-        provider=c.instance.provider,
-        accelerator=c.hardware.id,
-        gpu_count=s.nodes * c.instance.gpu_count,
-        nodes=s.nodes,
-        region=price.region,
-        purchase=str(price.purchase),
-        hourly_usd=h.hourly_usd,
-        power_w=c.per_node_power_w * s.nodes,
-        power_mode=None,
-        score=score,
-        ranked_value=ranked,
-        penalty_factor=round(penalty(c, p, s), 6),
-        reasons=tuple(why),
-        sizing=(
-            sized_figures(s.fit, h.hourly_usd, h.spot, price.purchase)
-            if s.fit is not None
-            else None
-        ),
-        price_flag=price.flag,
+    return built(
+        Recommendation,
+        {
+            "instance_type": c.instance.id,
+            "device": None,
+            "provider": str(c.instance.provider),
+            "accelerator": c.hardware.id,
+            "gpu_count": s.nodes * c.instance.gpu_count,
+            "nodes": s.nodes,
+            "region": price.region,
+            "purchase": str(price.purchase),
+            "hourly_usd": h.hourly_usd,
+            "power_w": c.per_node_power_w * s.nodes,
+            "power_mode": None,
+            "score": score,
+            "ranked_value": ranked,
+            "penalty_factor": round(penalty(c, p, s), 6),
+            "reasons": tuple(why),
+            "sizing": (
+                sized_figures(s.fit, h.hourly_usd, h.spot, price.purchase)
+                if s.fit is not None
+                else None
+            ),
+            "cost_per_year_usd": None,
+            "price_flag": price.flag,
+        },
     )
 
 
