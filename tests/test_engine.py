@@ -392,3 +392,32 @@ def test_an_answer_built_unvalidated_is_its_validated_copy(shipped: Catalog, kw:
     validated = type(answer).model_validate(values)
     _same_as_validated(answer, validated, "result")
     assert answer.model_dump_json() == validated.model_dump_json()
+
+
+def test_the_tracker_keeps_the_same_alternatives_when_asked_first() -> None:
+    """The nearest alternatives write an offering's label only where the tracker may keep it
+    (explain.py AlternativeTracker.may_keep): offers gated so must leave what offering every
+    one leaves, ties on the relaxation and the price broken by the label."""
+    import random
+
+    from advisor.engine.explain import AlternativeTracker
+
+    rng = random.Random(7)
+    offers = [
+        (
+            rng.choice(["max_hourly_usd", "region", "memory_gb", "method"]),
+            rng.choice([1.5, 2.0, 3.0, "us-east-1", "eu-west-1", "lora"]),
+            rng.choice([0.5, 1.0, 2.0]),
+            rng.choice(["a (x)", "b (y)", "c (z)"]),
+        )
+        for _ in range(3000)
+    ]
+    every, gated = AlternativeTracker(), AlternativeTracker()
+    skipped = 0
+    for constraint, to, hourly, label in offers:
+        every.offer(constraint, to, hourly, label)
+        if gated.may_keep(constraint, to, hourly):
+            gated.offer(constraint, to, hourly, label)
+        else:
+            skipped += 1
+    assert gated.alternatives() == every.alternatives() and skipped > 1000

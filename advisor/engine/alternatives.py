@@ -71,16 +71,19 @@ def _cloud_alternatives(
     risky = spot is not None and too_risky(spot[1], spot[2])
     for position, faults in _offers_worth_explaining(c, bool(static), placement.nodes, w, risky):
         price = c.offers[position][3]
-        where = f"{c.instance.provider} {price.region}, {price.purchase}"
         if latency_only and not faults:
             hourly = option_hourly_usd(price.hourly_usd, placement.nodes)
-            label = f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
+            label = f"{c.instance.id} ({_where(c, price)}, ${hourly:,.2f}/h)"
             _offer_latency(tracker, placement, hourly, label)
         elif len(static) + faults.bit_count() == 1:
             # the one failure: the static one, or the offering's (its bits, no sentence)
             v = static[0] if static else offer_violation(faults, price, placement.nodes)
             if v.constraint is not None:
-                _offer_relaxation(tracker, c, placement, price, v, where, p)
+                _offer_relaxation(tracker, c, placement, price, v, p)
+
+
+def _where(c: CloudCandidate, price: Price) -> str:
+    return f"{c.instance.provider} {price.region}, {price.purchase}"
 
 
 def _offer_relaxation(
@@ -89,7 +92,6 @@ def _offer_relaxation(
     placement: Placement,
     price: Price,
     v: Violation,
-    where: str,
     p: WorkloadProfile,
 ) -> None:
     """The one constraint an offering fails, relaxed: a lighter method, or the constraint's
@@ -98,11 +100,11 @@ def _offer_relaxation(
     at that limit)."""
     assert v.constraint is not None
     if v.constraint == "method":
-        _offer_methods(tracker, placement, price, c.instance.id, where)
+        _offer_methods(tracker, placement, price, c.instance.id, _where(c, price))
         return
     if v.code == "GPU_LIMIT_EXCEEDED" and placement.fit and placement.fit.lighter_methods:
         # a lighter method within the limit is another way there than more GPUs
-        _offer_methods(tracker, placement, price, c.instance.id, where)
+        _offer_methods(tracker, placement, price, c.instance.id, _where(c, price))
     # Relaxing memory or GPU count to one node's worth means paying for one node.
     one_node = v.code in ("MEMORY_INSUFFICIENT", "GPU_COUNT_TOO_HIGH")
     nodes = 1 if one_node else placement.nodes
@@ -111,7 +113,10 @@ def _offer_relaxation(
         if nodes > 1 and not p.scale_out:
             return
     hourly = option_hourly_usd(price.hourly_usd, nodes)
-    tracker.offer(v.constraint, v.relax_to, hourly, f"{c.instance.id} ({where}, ${hourly:,.2f}/h)")
+    # the label only where the tracker may keep it: most offerings are beaten before it counts
+    if tracker.may_keep(v.constraint, v.relax_to, hourly):
+        label = f"{c.instance.id} ({_where(c, price)}, ${hourly:,.2f}/h)"
+        tracker.offer(v.constraint, v.relax_to, hourly, label)
 
 
 def _offers_worth_explaining(
