@@ -336,7 +336,7 @@ def _evaluate_unsized(
     placements: list[Placement | None] = [None] * len(running)
     seen = rejected.static_faults
     valuations, pools = index.valuations, index.group_pools
-    pool_key, valuation_key = (w.region, w.purchase), (p.id, objective)
+    region, purchase, profile_id = w.region, w.purchase, p.id
     group_wise = not w.each_offering
     unbudgeted, skip_flagged = w.max_hourly_usd is None, not w.include_flagged_prices
     need_gb, serving = w.memory_gb or 0.0, p.sizing == "inference"
@@ -355,15 +355,17 @@ def _evaluate_unsized(
         if faults:
             seen[faults] = seen.get(faults, 0) + g.members
             continue
-        valuation = valuations.get((g.group, nodes, *valuation_key)) or _group_valuation(
-            index, g.group, placement, p, objective, w.purchase
+        valuation = valuations.get((g.group, nodes, profile_id, objective)) or _group_valuation(
+            index, g.group, placement, p, objective, purchase
         )
         group = index.cloud_groups[g.group]
         counts: tuple[int, int] | None
         if not (valuation.rises and group_wise):  # each offering valued (no fit: no spot plan)
             counts = _each_offer(group, placement, w, p, valuation, bound, hits, rejected.offers)
         else:
-            pool = pools.get((*pool_key, g.group)) or index.group_pool(g.group, *pool_key)
+            pool = pools.get((region, purchase, g.group)) or index.group_pool(
+                g.group, region, purchase
+            )
             counts = pool.unbudgeted[skip_flagged] if unbudgeted else None
             # Every member priced and the cheapest valued past the bound: no hit and no
             # rejection, most groups of a request (_evaluate_group's first step, inline)
