@@ -421,3 +421,22 @@ def test_the_tracker_keeps_the_same_alternatives_when_asked_first() -> None:
         else:
             skipped += 1
     assert gated.alternatives() == every.alternatives() and skipped > 1000
+
+
+@pytest.mark.parametrize("limit", [1, 3, 10])
+def test_the_bound_keeps_the_limit_th_best_value(limit: int) -> None:
+    """rank.py Bound.worst_kept, kept as values are added, is the `limit`-th smallest value
+    added so far (ties counted), infinity before there are `limit`."""
+    import math
+    import random
+
+    from advisor.engine.rank import Bound
+
+    rng = random.Random(limit)
+    bound, seen = Bound(limit), []
+    for _ in range(500):
+        value = rng.choice([rng.uniform(-5, 5), float(rng.randint(-3, 3))])
+        bound.add(value)
+        seen.append(value)
+        expected = sorted(seen)[limit - 1] if len(seen) >= limit else math.inf
+        assert bound.worst_kept == expected
