@@ -29,6 +29,7 @@ from advisor.engine.checks import (
     STATIC,
     StaticCase,
     offer_faults,
+    offer_violation,
     offering_violations,
     request_free_faults,
     static_codes,
@@ -74,6 +75,9 @@ class Recorder:
         value = getattr(self._target, name)
         if name in ("instance", "hardware"):
             return Recorder(value, f"{path}.", self._seen)
+        if name == "placement_key":  # those attributes' values (held so below)
+            self._seen.update(f"{self._prefix}{read}" for read in UNSIZED_READS)
+            return value
         self._seen.add(path)
         return value
 
@@ -471,18 +475,24 @@ def test_offer_fault_bits_are_what_the_registry_finds(shipped: Catalog) -> None:
     of a rejected type, the few worth explaining among alternatives); the OFFERING entries
     explain them. Each bit must be exactly its entry's finding, on every shipped offering."""
     codes = [entry.code for entry in OFFERING]
-    seen = 0
+    seen = singles = 0
     for (kw, nodes), risky in itertools.product(FAULT_CASES, (False, True)):
         w = RecommendRequest(**kw)
         for c in candidate_index(shipped, GROUP_SIGNATURE).cloud:
             spot = (c, NEVER_FINISHES, POLICY) if risky else None
             for offer in c.offers:
                 faults = offer_faults(offer, w, nodes, risky, not w.include_flagged_prices)
-                found = {v.code for v in offering_violations(offer[3], nodes, w, spot)}
+                violations = offering_violations(offer[3], nodes, w, spot)
+                found = {v.code for v in violations}
                 expected = sum(1 << i for i, code in enumerate(codes) if code in found)
                 assert faults == expected, (c.instance.id, offer[:3], kw, nodes, risky)
                 seen |= faults
+                if len(violations) == 1:  # the nearest alternatives read it without a sentence
+                    (v,) = violations
+                    assert offer_violation(faults, offer[3], nodes) == v._replace(sentence="")
+                    singles |= faults
     assert seen == (1 << len(codes)) - 1, f"bits never set here: {seen:b}"
+    assert singles == seen, f"never the only fault here: {seen & ~singles:b}"
 
 
 # Requests without a model that between them make every entry static_faults counts fail on the
@@ -569,7 +579,30 @@ NOTHING_FITS = [
 ]
 
 
-@pytest.mark.parametrize("kw", [*FAULT_REQUESTS, *NOTHING_FITS], ids=str)
+# Requests without a model as the service benchmark varies them (benchmarks/bench_service.py
+# DISTINCT_BODIES), at sizes that place the groups on one node and on several, with limits that
+# the inline pass (evaluation.py _evaluate_unsized) checks: each answer listed and not.
+SERVICE_REQUESTS = [
+    {**kw, field: value}
+    for kw, field, values in (
+        (dict(workload="fine_tuning"), "memory_gb", (1, 80, 700, 3000)),
+        (dict(workload="large_scale_training", interconnect_gb_s=900), "memory_gb", (40, 2000)),
+        (dict(workload="high_throughput_inference", region="us-east-1"), "memory_gb", (9, 900)),
+        (dict(workload="edge_inference"), "power_budget_w", (5, 25, 400)),
+        (dict(workload="batch_processing", provider="gcp"), "max_hourly_usd", (0.1, 3, 90)),
+        (dict(workload="low_latency_inference", max_hourly_usd=10), "memory_gb", (40, 300)),
+        (dict(workload="fine_tuning", purchase="spot"), "memory_gb", (160, 1200)),
+        (dict(workload="large_scale_training", objective="performance"), "memory_gb", (1, 1000)),
+        (dict(workload="fine_tuning", max_gpus=8, power_budget_w=9000), "memory_gb", (80, 900)),
+        (dict(workload="batch_processing", gpu_count=2, each_offering=True), "memory_gb", (60,)),
+        (dict(workload="fine_tuning", objective="price_performance"), "memory_gb", (80,)),
+        (dict(workload="fine_tuning", include_flagged_prices=True), "memory_gb", (80,)),
+    )
+    for value in values
+]
+
+
+@pytest.mark.parametrize("kw", [*FAULT_REQUESTS, *NOTHING_FITS, *SERVICE_REQUESTS], ids=str)
 def test_an_answer_that_lists_no_rejection_counts_the_same(
     shipped: Catalog, kw: dict[str, Any]
 ) -> None:
@@ -584,9 +617,17 @@ def test_an_answer_that_lists_no_rejection_counts_the_same(
     assert short.rejected_count == len(full.rejected)
 
 
-def every_offering(c: CloudCandidate, *_: Any) -> Iterator[Any]:
-    """The long way, in place of alternatives._offers_worth_explaining: explain every offering."""
-    return (offer[3] for offer in c.offers)
+def every_offering(
+    c: CloudCandidate, static: bool, nodes: int, w: RecommendRequest, risky: bool
+) -> Iterator[tuple[int, int]]:
+    """The long way, in place of alternatives._offers_worth_explaining: explain every offering,
+    with the checks it fails as the registry finds them (a spot plan too risky under any policy
+    where the engine found one too risky)."""
+    codes = [entry.code for entry in OFFERING]
+    spot = (c, NEVER_FINISHES, POLICY) if risky else None
+    for position, offer in enumerate(c.offers):
+        found = {v.code for v in offering_violations(offer[3], nodes, w, spot)}
+        yield position, sum(1 << k for k, code in enumerate(codes) if code in found)
 
 
 @pytest.mark.parametrize("kw", NOTHING_FITS, ids=[str(r) for r in NOTHING_FITS])
@@ -650,7 +691,7 @@ def test_caches_keyed_by_request_filters_stay_bounded(
         assert {r.region for r in listed.recommendations} <= set(pair)
     for kept in ("_pools", "_pools_by_regions", "fault_groups", "fault_groups_by_regions"):
         assert 0 < max(len(getattr(c, kept)) for c in index.cloud) <= bound, kept
-    for kept in ("_group_pools", "_group_pools_by_regions"):
+    for kept in ("group_pools", "_group_pools_by_regions"):
         assert 0 < len(getattr(index, kept)) <= bound * len(index.cloud_groups), kept
 
 
@@ -659,7 +700,7 @@ def forget_filters(index: CandidateIndex) -> None:
     for c in index.cloud:
         for kept in (c._pools, c._pools_by_regions, c.fault_groups, c.fault_groups_by_regions):
             kept.clear()
-    index._group_pools.clear()
+    index.group_pools.clear()
     index._group_pools_by_regions.clear()
 
 
@@ -694,8 +735,10 @@ def test_region_lists_that_admit_the_same_regions_share_what_is_kept(shipped: Ca
             show_rejected=True,
         )
         shared = recommend(shipped, w)
+        short = recommend(shipped, w, listed=False)  # the unsized pass: GroupPool.closest
         forget_filters(index)
         assert shared == recommend(shipped, w), w
+        assert short == recommend(shipped, w, listed=False), w
 
 
 def test_a_region_is_kept_in_one_spelling_and_bounded(mini: Catalog) -> None:

@@ -342,3 +342,101 @@ def test_valuations_kept_per_catalog_stay_bounded(
 
     monkeypatch.setattr(engine_module, "_group_valuation", uncached)
     assert [recommend(shipped, w) for w in requests] == first
+
+
+def _same_as_validated(built: Any, validated: Any, where: str) -> None:
+    """`built` equal to `validated` value by value, each of the same type (an int where
+    validation gives a float would be written differently by a client's decoder), a model's
+    fields in the model's order."""
+    from pydantic import BaseModel
+
+    assert type(built) is type(validated), where
+    if isinstance(built, BaseModel):
+        assert list(built.__dict__) == list(type(built).model_fields), where
+        for name in type(built).model_fields:
+            _same_as_validated(getattr(built, name), getattr(validated, name), f"{where}.{name}")
+    elif isinstance(built, tuple | list):
+        assert len(built) == len(validated), where
+        for i, (a, b) in enumerate(zip(built, validated, strict=True)):
+            _same_as_validated(a, b, f"{where}[{i}]")
+    else:
+        assert built == validated, where
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(workload="fine_tuning", memory_gb=80),
+        dict(workload="high_throughput_inference", region="us-east-1", memory_gb=900),
+        dict(workload="edge_inference", power_budget_w=25),
+        dict(workload="edge_inference", objective="performance"),
+        dict(workload="batch_processing", provider="gcp", max_hourly_usd=3),
+        dict(workload="low_latency_inference", memory_gb=434, max_hourly_usd=10),
+        dict(workload="fine_tuning", memory_gb=160, purchase="spot", show_rejected=True),
+        dict(workload="large_scale_training", memory_gb=1000, objective="performance"),
+        dict(workload="fine_tuning", memory_gb=80, include_flagged_prices=True, limit=50),
+        dict(workload="fine_tuning", model="llama-3-8b", tokens=2e9, max_gpus=1),
+        dict(workload="high_throughput_inference", model="llama-3.1-8b"),
+    ],
+    ids=str,
+)
+def test_an_answer_built_unvalidated_is_its_validated_copy(shipped: Catalog, kw: Any) -> None:
+    """The engine builds its Result, ranked options and summary without validating them
+    (result.py built): each must be what validating the same values gives, value by value and
+    type by type, and write the same JSON."""
+    w = RecommendRequest(**kw)
+    answer = recommend(shipped, w, listed=w.show_rejected)
+    assert answer.recommendations or answer.alternatives
+    # rejections are NamedTuples that no answer validates (result.py _RejectionField)
+    values = {**answer.model_dump(), "rejected": answer.rejected}
+    validated = type(answer).model_validate(values)
+    _same_as_validated(answer, validated, "result")
+    assert answer.model_dump_json() == validated.model_dump_json()
+
+
+def test_the_tracker_keeps_the_same_alternatives_when_asked_first() -> None:
+    """The nearest alternatives write an offering's label only where the tracker may keep it
+    (explain.py AlternativeTracker.may_keep): offers gated so must leave what offering every
+    one leaves, ties on the relaxation and the price broken by the label."""
+    import random
+
+    from advisor.engine.explain import AlternativeTracker
+
+    rng = random.Random(7)
+    offers = [
+        (
+            rng.choice(["max_hourly_usd", "region", "memory_gb", "method"]),
+            rng.choice([1.5, 2.0, 3.0, "us-east-1", "eu-west-1", "lora"]),
+            rng.choice([0.5, 1.0, 2.0]),
+            rng.choice(["a (x)", "b (y)", "c (z)"]),
+        )
+        for _ in range(3000)
+    ]
+    every, gated = AlternativeTracker(), AlternativeTracker()
+    skipped = 0
+    for constraint, to, hourly, label in offers:
+        every.offer(constraint, to, hourly, label)
+        if gated.may_keep(constraint, to, hourly):
+            gated.offer(constraint, to, hourly, label)
+        else:
+            skipped += 1
+    assert gated.alternatives() == every.alternatives() and skipped > 1000
+
+
+@pytest.mark.parametrize("limit", [1, 3, 10])
+def test_the_bound_keeps_the_limit_th_best_value(limit: int) -> None:
+    """rank.py Bound.worst_kept, kept as values are added, is the `limit`-th smallest value
+    added so far (ties counted), infinity before there are `limit`."""
+    import math
+    import random
+
+    from advisor.engine.rank import Bound
+
+    rng = random.Random(limit)
+    bound, seen = Bound(limit), []
+    for _ in range(500):
+        value = rng.choice([rng.uniform(-5, 5), float(rng.randint(-3, 3))])
+        bound.add(value)
+        seen.append(value)
+        expected = sorted(seen)[limit - 1] if len(seen) >= limit else math.inf
+        assert bound.worst_kept == expected

@@ -11,11 +11,12 @@ from advisor.catalog.models import Price, WorkloadProfile
 from advisor.engine.candidates import CandidateIndex, CloudCandidate
 from advisor.engine.checks import (
     LATENCY_CODES,
+    OVER_BUDGET,
     FaultGroup,
     edge_violations,
     fault_groups,
     latency_relax_to,
-    offering_violations,
+    offer_violation,
 )
 from advisor.engine.constraints import Violation
 from advisor.engine.explain import AlternativeTracker
@@ -68,15 +69,21 @@ def _cloud_alternatives(
         return
     spot = spot_case(c, placement, w, p)
     risky = spot is not None and too_risky(spot[1], spot[2])
-    for price in _offers_worth_explaining(c, bool(static), placement.nodes, w, risky):
-        violations = [*static, *offering_violations(price, placement.nodes, w, spot)]
-        where = f"{c.instance.provider} {price.region}, {price.purchase}"
-        if latency_only and len(violations) == len(static):
+    for position, faults in _offers_worth_explaining(c, bool(static), placement.nodes, w, risky):
+        price = c.offers[position][3]
+        if latency_only and not faults:
             hourly = option_hourly_usd(price.hourly_usd, placement.nodes)
-            label = f"{c.instance.id} ({where}, ${hourly:,.2f}/h)"
+            label = f"{c.instance.id} ({_where(c, price)}, ${hourly:,.2f}/h)"
             _offer_latency(tracker, placement, hourly, label)
-        elif len(violations) == 1 and violations[0].constraint is not None:
-            _offer_relaxation(tracker, c, placement, price, violations[0], where, p)
+        elif len(static) + faults.bit_count() == 1:
+            # the one failure: the static one, or the offering's (its bits, no sentence)
+            v = static[0] if static else offer_violation(faults, price, placement.nodes)
+            if v.constraint is not None:
+                _offer_relaxation(tracker, c, placement, price, v, p)
+
+
+def _where(c: CloudCandidate, price: Price) -> str:
+    return f"{c.instance.provider} {price.region}, {price.purchase}"
 
 
 def _offer_relaxation(
@@ -85,7 +92,6 @@ def _offer_relaxation(
     placement: Placement,
     price: Price,
     v: Violation,
-    where: str,
     p: WorkloadProfile,
 ) -> None:
     """The one constraint an offering fails, relaxed: a lighter method, or the constraint's
@@ -94,11 +100,11 @@ def _offer_relaxation(
     at that limit)."""
     assert v.constraint is not None
     if v.constraint == "method":
-        _offer_methods(tracker, placement, price, c.instance.id, where)
+        _offer_methods(tracker, placement, price, c.instance.id, _where(c, price))
         return
     if v.code == "GPU_LIMIT_EXCEEDED" and placement.fit and placement.fit.lighter_methods:
         # a lighter method within the limit is another way there than more GPUs
-        _offer_methods(tracker, placement, price, c.instance.id, where)
+        _offer_methods(tracker, placement, price, c.instance.id, _where(c, price))
     # Relaxing memory or GPU count to one node's worth means paying for one node.
     one_node = v.code in ("MEMORY_INSUFFICIENT", "GPU_COUNT_TOO_HIGH")
     nodes = 1 if one_node else placement.nodes
@@ -107,13 +113,17 @@ def _offer_relaxation(
         if nodes > 1 and not p.scale_out:
             return
     hourly = option_hourly_usd(price.hourly_usd, nodes)
-    tracker.offer(v.constraint, v.relax_to, hourly, f"{c.instance.id} ({where}, ${hourly:,.2f}/h)")
+    # the label only where the tracker may keep it: most offerings are beaten before it counts
+    if tracker.may_keep(v.constraint, v.relax_to, hourly):
+        label = f"{c.instance.id} ({_where(c, price)}, ${hourly:,.2f}/h)"
+        tracker.offer(v.constraint, v.relax_to, hourly, label)
 
 
 def _offers_worth_explaining(
     c: CloudCandidate, static: bool, nodes: int, w: Workload, risky: bool
-) -> Iterator[Price]:
-    """The offerings that can give an option's nearest alternative, cheapest first. One is
+) -> Iterator[tuple[int, int]]:
+    """The offerings that can give an option's nearest alternative, cheapest first, each as its
+    position in `c.offers` with the OFFERING checks it fails (checks.py offer_faults' bits). One is
     worth explaining when, with the static failures (`static`), it fails one check alone (or
     latency alone). The tracker prefers the nearest relaxation, then the lower price, then the
     label: of each kind of failure, only the first offering and those at its price can be
@@ -123,17 +133,17 @@ def _offers_worth_explaining(
     allows a prefix, one kind of failure, and the rest fail it too, another."""
     allowed = 0 if static else 1
     budget = w.max_hourly_usd
-    picked: list[int] = []
+    picked: list[tuple[int, int]] = []
     for group in fault_groups(c, w, risky, not w.include_flagged_prices):
         faults = group.faults.bit_count()
         if faults > allowed:
             continue
         within = group.within(budget, nodes)
-        picked += _first_and_ties(group, 0, within)
+        picked += ((i, group.faults) for i in _first_and_ties(group, 0, within))
         if faults < allowed:  # the budget's fault is then one more that may be the only one
-            picked += _first_and_ties(group, within, len(group.positions))
-    for position in sorted(picked):
-        yield c.offers[position][3]
+            over = group.faults | OVER_BUDGET
+            picked += ((i, over) for i in _first_and_ties(group, within, len(group.positions)))
+    yield from sorted(picked)
 
 
 def _first_and_ties(group: FaultGroup, start: int, stop: int) -> tuple[int, ...]:

@@ -43,7 +43,7 @@ from advisor.perf.precision import (
 from advisor.units import GB, GIB
 
 if TYPE_CHECKING:  # built by advisor/engine/checks.py, which reads the candidates
-    from advisor.engine.checks import FaultGroup
+    from advisor.engine.checks import FaultGroup, GroupFaults
 
 GIB_PER_GB = GB / GIB  # instance RAM is stated in GiB, requirements in GB
 
@@ -140,6 +140,25 @@ class GroupPool:
     merged: OfferPool
     by_cheapest: tuple[tuple[tuple[int, Offer | None], ...], tuple[tuple[int, Offer | None], ...]]
     cheapest_usd: tuple[tuple[float, ...], tuple[float, ...]]
+    # Without a budget, [no_flagged]: (the feasible offerings, the members with one), what
+    # merged.count and members_within give with no budget, worked out once
+    unbudgeted: tuple[tuple[int, int], tuple[int, int]] = field(init=False, compare=False)
+    # Without a budget, [no_flagged]: each member with no offering kept, with the position and
+    # faults of the offering that explains it (advisor/engine/evaluation.py _closest_offer, the
+    # same for every node count then), built on first use
+    closest: dict[bool, tuple[tuple[int, int, int], ...]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def __post_init__(self) -> None:
+        unbudgeted = tuple(
+            (
+                self.merged.count(len(self.merged.offers), False, no_flagged),
+                self.members_within(None, no_flagged),
+            )
+            for no_flagged in (False, True)
+        )
+        object.__setattr__(self, "unbudgeted", unbudgeted)
 
     @classmethod
     def of(cls, pools: list[OfferPool]) -> GroupPool:
@@ -264,7 +283,7 @@ class CandidateIndex:
     # Per workload type: the cloud groups it runs on (the others are its mismatches), each by
     # index with whether it fails a request-free static check (advisor/engine/checks.py
     # Constraint.request_free).
-    running: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict, compare=False)
+    running: dict[str, tuple[GroupFaults, ...]] = field(default_factory=dict, compare=False)
     # (group index, nodes, workload type, objective) -> how the group's offerings are valued
     # without a model (advisor/engine/rank.py valuation): at most groups x node counts x types x
     # objectives, a few thousand.
@@ -274,7 +293,7 @@ class CandidateIndex:
     # The regions each group's members are offered in, by group index
     group_regions: tuple[frozenset[str], ...] = field(init=False, compare=False, repr=False)
     # (region, purchase, group index) -> the group's pool, built on first use (per_filter)
-    _group_pools: dict[tuple[object, ...], GroupPool] = field(
+    group_pools: dict[tuple[object, ...], GroupPool] = field(
         default_factory=dict, compare=False, repr=False
     )
     _group_pools_by_regions: dict[tuple[object, ...], GroupPool] = field(
@@ -287,12 +306,12 @@ class CandidateIndex:
 
     def group_pool(self, group: int, region: str | None, purchase: Purchase | None) -> GroupPool:
         """The offerings of group `group` that a request's region and purchase filters leave."""
-        found = self._group_pools.get((region, purchase, group))  # the common case, inline
+        found = self.group_pools.get((region, purchase, group))  # the common case, inline
         if found is not None:
             return found
         members = self.cloud_groups[group]
         return per_filter(
-            self._group_pools,
+            self.group_pools,
             self._group_pools_by_regions,
             (region, purchase, group),
             self.group_regions[group],

@@ -482,6 +482,89 @@ def static_faults(c: CloudCandidate, s: Placement, w: Workload, p: WorkloadProfi
     return faults
 
 
+class GroupFaults(NamedTuple):
+    """What static_faults reads of one candidate group's candidates for one workload type, with
+    the request-free entries they fail: plain values worked out once per catalog and workload
+    type, for the engine's pass over the groups of a request without a model
+    (advisor/engine/evaluation.py _evaluate_unsized, which sets the same bits as static_faults:
+    tests/test_constraints.py holds the two to one answer)."""
+
+    group: int  # its position in CandidateIndex.cloud_groups
+    first: CloudCandidate  # the group's first member: its placement and valuation stand for all
+    members: int
+    # Its placement key (CloudCandidate.placement_key) as a position among the keys of the
+    # groups the workload type runs on: a request places each key once
+    placement: int
+    free: int  # request_free_faults
+    spans: int  # the bit a scale-out workload's placement across nodes sets (a slow network)
+    rented_per_node: int  # GPUs a node rents, 0 for CPU-only (max_gpus counts GPUs)
+    cpu_only: bool
+    interconnect_gb_s: float
+    power_w: float  # one node's
+    provider: str
+
+
+def group_faults(
+    i: int, group: tuple[CloudCandidate, ...], placement: int, p: WorkloadProfile
+) -> GroupFaults:
+    c = group[0]
+    it = c.instance
+    slow = p.scale_out and network_below_floor(p, it.network_gbps)
+    return GroupFaults(
+        i,
+        c,
+        len(group),
+        placement,
+        request_free_faults(c, p),
+        _NETWORK if slow else 0,
+        it.gpu_count if c.is_gpu else 0,
+        not c.is_gpu,
+        it.interconnect_gb_s,
+        c.per_node_power_w,
+        it.provider,
+    )
+
+
+class RequestFaults(NamedTuple):
+    """What static_faults reads of a request without a model, as plain values (no limit:
+    infinity): GroupFaults' other half."""
+
+    spans: int  # the bit a placement across nodes sets for a workload that runs on one node
+    # Whether any of the request's limits below is set: most requests set none, and their
+    # groups skip limit_faults
+    limited: bool
+    max_gpus: float
+    count_on_cpu: int  # _COUNT_ON_CPU where a GPU count is asked, else 0
+    interconnect_gb_s: float
+    power_budget_w: float
+    provider: str | None
+
+
+def request_faults(w: Workload, p: WorkloadProfile) -> RequestFaults:
+    limits = (w.max_gpus, w.gpu_count, w.interconnect_gb_s, w.power_budget_w, w.provider)
+    return RequestFaults(
+        0 if p.scale_out else _BY_MEMORY if w.memory_gb else _BY_COUNT,
+        any(limit is not None for limit in limits),
+        math.inf if w.max_gpus is None else w.max_gpus,
+        _COUNT_ON_CPU if w.gpu_count else 0,
+        w.interconnect_gb_s or 0.0,
+        math.inf if w.power_budget_w is None else w.power_budget_w,
+        w.provider,
+    )
+
+
+def limit_faults(g: GroupFaults, r: RequestFaults, nodes: int) -> int:
+    """The bits of static_faults that the request's limits set on group `g` placed on `nodes`
+    nodes (the others: the request-free ones and the placement across nodes)."""
+    return (
+        (nodes * g.rented_per_node > r.max_gpus and _OVER_LIMIT)
+        | (g.cpu_only and r.count_on_cpu)
+        | (g.interconnect_gb_s < r.interconnect_gb_s and _INTERCONNECT)
+        | (g.power_w * nodes > r.power_budget_w and _POWER)
+        | (r.provider is not None and g.provider != r.provider and _PROVIDER)
+    )
+
+
 # --- offering checks ------------------------------------------------------------------------
 
 
@@ -540,6 +623,29 @@ OFFERING: tuple[Constraint[OfferCase], ...] = (
     Constraint("SPOT_TOO_RISKY", None, "the spot interruption risk", _spot_too_risky),
     Constraint("PRICE_FLAGGED", "include_flagged_prices", "a flagged price", _price_flagged),
 )
+
+
+# What relaxes each OFFERING entry's failure, by position: the value its check's Finding carries
+# (offer_violation).
+_OFFER_RELAX_TO: tuple[Any, ...] = (
+    lambda price, nodes: price.region,  # _region_not_offered
+    lambda price, nodes: str(price.purchase),  # _purchase_unavailable
+    lambda price, nodes: round(option_hourly_usd(price.hourly_usd, nodes), 4),  # _over_budget
+    None,  # _spot_too_risky: not relaxable
+    lambda price, nodes: None,  # _price_flagged
+)
+
+
+def offer_violation(faults: int, price: Price, nodes: int) -> Violation:
+    """The one OFFERING check an offering fails (`faults`, offer_faults' bits: exactly one set)
+    as offering_violations finds it, without its sentence (empty): the nearest alternatives
+    read an offering's code, field and value, never its sentence (tests/test_constraints.py
+    holds the two to one answer)."""
+    k = faults.bit_length() - 1
+    entry, relax_to = OFFERING[k], _OFFER_RELAX_TO[k]
+    if relax_to is None:
+        return Violation(entry.code, None, "")
+    return Violation(entry.code, entry.field, "", relax_to(price, nodes))
 
 
 def offering_violations(

@@ -33,13 +33,15 @@ from advisor.engine.checks import (
     GROUP_SIGNATURE,
     OVER_BUDGET,
     STATIC,
+    GroupFaults,
     edge_violations,
     fault_groups,
+    group_faults,
+    limit_faults,
     offer_codes,
     offering_violations,
-    request_free_faults,
+    request_faults,
     static_codes,
-    static_faults,
     static_violations,
 )
 from advisor.engine.constraints import Violation, applicable
@@ -50,7 +52,7 @@ from advisor.engine.objective import (
     objective_value,
     ranked_figure,
 )
-from advisor.engine.placement import Placement, placer
+from advisor.engine.placement import Placement, place_by_key, placer
 from advisor.engine.rank import (
     Bound,
     Hit,
@@ -68,6 +70,7 @@ from advisor.engine.result import (
     Rejection,
     Result,
     SizedFigures,
+    built,
 )
 from advisor.engine.spot_risk import spot_case
 from advisor.errors import InputError
@@ -158,17 +161,20 @@ def recommend(
         alternatives += lower_precision(workload, profile, answer)
         alternatives += across_nodes(workload, profile, answer)
         explanation = explain_none(code_counts, alternatives, profile.id)
-    return Result(
-        workload=profile.id,
-        objective=objective,
-        recommendations=recommendations,
-        rejected_count=sum(code_counts.values()),
-        rejected_summary=rejected_summary(code_counts),
-        rejected=rejected.listing(workload) if listed else (),
-        alternatives=tuple(alternatives),
-        explanation=explanation,
-        feasible_count=feasible,
-        feasible_types=types,
+    return built(
+        Result,
+        {
+            "workload": profile.id,
+            "objective": objective,
+            "explanation": explanation,
+            "feasible_count": feasible,
+            "feasible_types": types,
+            "recommendations": recommendations,
+            "rejected_count": sum(code_counts.values()),
+            "rejected_summary": rejected_summary(code_counts),
+            "rejected": rejected.listing(workload) if listed else (),
+            "alternatives": tuple(alternatives),
+        },
     )
 
 
@@ -214,6 +220,8 @@ def _evaluate_cloud(
     count). A request without a model whose answer lists no rejection (`listed` False) is
     checked by fault bits alone (checks.py static_faults); else each group by the registry, its
     sentences written as it goes."""
+    if plan is None and not listed:
+        return _evaluate_unsized(index, w, p, objective, hits, rejected, checked)
     feasible = types = 0
     bound = Bound(w.limit)
     registry = applicable(STATIC, w, p)
@@ -229,25 +237,18 @@ def _evaluate_cloud(
     )
     placed = placer(w, p, plan)
     groups = index.cloud_groups
-    for i, free_faults in _running(index, p):  # the others are in _mismatches
+    for g in _running(index, p):  # the others are in _mismatches
+        i, free_faults = g.group, g.free
         group = groups[i]
         # Members share everything the static checks and placement read (GROUP_SIGNATURE).
         placement = placed(group[0])
-        if plan is None and not listed:  # the registry's answer without its sentences
-            faults = free_faults | static_faults(group[0], placement, w, p)
-            checked.append((i, placement, faults))
-            if faults:
-                seen = rejected.static_faults
-                seen[faults] = seen.get(faults, 0) + len(group)
-                continue
-        else:
-            checks = entries[2 * (free_faults != 0) + placement.spans_nodes]
-            static = static_violations(group[0], placement, w, p, checks) if checks else ()
-            checked.append((i, placement, static))
-            if static:  # the whole group is out for reasons that no offering changes
-                codes, sentences = _codes_and_sentences(static)
-                rejected.rows.extend(Rejection(c.instance.id, codes, sentences) for c in group)
-                continue
+        checks = entries[2 * (free_faults != 0) + placement.spans_nodes]
+        static = static_violations(group[0], placement, w, p, checks) if checks else ()
+        checked.append((i, placement, static))
+        if static:  # the whole group is out for reasons that no offering changes
+            codes, sentences = _codes_and_sentences(static)
+            rejected.rows.extend(Rejection(c.instance.id, codes, sentences) for c in group)
+            continue
         # So do the option's peak, soft-preference penalty and objective (rank.py reads only
         # signature attributes): valued once per group.
         valuation = _group_valuation(index, i, placement, p, objective, w.purchase)
@@ -295,19 +296,113 @@ def _group_valuation(
     return found
 
 
-def _running(index: CandidateIndex, p: WorkloadProfile) -> tuple[tuple[int, int], ...]:
+def _running(index: CandidateIndex, p: WorkloadProfile) -> tuple[GroupFaults, ...]:
     """The cloud groups this workload type runs on, each with the request-free static checks it
-    fails (checks.py request_free_faults): known before any request, so worked out once per
-    catalog and workload type."""
+    fails (checks.py request_free_faults) and what the other static checks read of it
+    (checks.py GroupFaults): known before any request, so worked out once per catalog and
+    workload type."""
     found = index.running.get(p.id)
     if found is None:
+        keys: dict[tuple[object, ...], int] = {}
         found = tuple(
-            (i, request_free_faults(g[0], p))
+            group_faults(i, g, keys.setdefault(g[0].placement_key, len(keys)), p)
             for i, g in enumerate(index.cloud_groups)
             if runs(g[0].hardware, p)
         )
         index.running[p.id] = found
     return found
+
+
+def _evaluate_unsized(
+    index: CandidateIndex,
+    w: Workload,
+    p: WorkloadProfile,
+    objective: str,
+    hits: list[Hit],
+    rejected: _Rejected,
+    checked: list[Checked],
+) -> tuple[int, int]:
+    """_evaluate_cloud for a request without a model whose answer lists no rejection, the
+    service's everyday question: one tight pass over the groups' precomputed values
+    (checks.py GroupFaults), the static checks as fault bits (the bits checks.py static_faults
+    sets, without its calls), each placement key placed once, valuations and pools kept on the
+    index. The same hits, counts and checked groups as the registry's pass
+    (tests/test_constraints.py compares the two answers)."""
+    feasible = types = 0
+    bound = Bound(w.limit)
+    req = request_faults(w, p)
+    spans_fault, limited = req.spans, req.limited
+    running = _running(index, p)  # the others are in _mismatches
+    placements: list[Placement | None] = [None] * len(running)
+    seen = rejected.static_faults
+    valuations, pools = index.valuations, index.group_pools
+    region, purchase, profile_id = w.region, w.purchase, p.id
+    group_wise = not w.each_offering
+    unbudgeted, skip_flagged = w.max_hourly_usd is None, not w.include_flagged_prices
+    need_gb, serving = w.memory_gb or 0.0, p.sizing == "inference"
+    wanted = p.default_gpu_count if w.gpu_count is None else w.gpu_count
+    for g in running:
+        placement = placements[g.placement]
+        if placement is None:
+            placement = placements[g.placement] = place_by_key(
+                g.first.placement_key, need_gb, wanted, serving
+            )
+        nodes = placement.nodes
+        faults = g.free | (g.spans | spans_fault if placement.spans_nodes else 0)
+        if limited:
+            faults |= limit_faults(g, req, nodes)
+        checked.append((g.group, placement, faults))
+        if faults:
+            seen[faults] = seen.get(faults, 0) + g.members
+            continue
+        valuation = valuations.get((g.group, nodes, profile_id, objective)) or _group_valuation(
+            index, g.group, placement, p, objective, purchase
+        )
+        group = index.cloud_groups[g.group]
+        counts: tuple[int, int] | None
+        if not (valuation.rises and group_wise):  # each offering valued (no fit: no spot plan)
+            counts = _each_offer(group, placement, w, p, valuation, bound, hits, rejected.offers)
+        else:
+            pool = pools.get((region, purchase, g.group)) or index.group_pool(
+                g.group, region, purchase
+            )
+            counts = pool.unbudgeted[skip_flagged] if unbudgeted else None
+            # Every member priced and the cheapest valued past the bound: no hit and no
+            # rejection, most groups of a request (_evaluate_group's first step, inline)
+            if (
+                counts is None
+                or counts[1] < g.members
+                or valuation.value(
+                    option_hourly_usd(pool.cheapest_usd[skip_flagged][0], nodes), None
+                )
+                <= bound.worst_kept
+            ):
+                counts = _evaluate_group(
+                    group, pool, placement, w, valuation, bound, hits, rejected.offers
+                )
+        feasible += counts[0]
+        types += counts[1]
+    return feasible, types
+
+
+def _each_offer(
+    group: tuple[CloudCandidate, ...],
+    placement: Placement,
+    w: Workload,
+    p: WorkloadProfile,
+    valuation: Valuation,
+    bound: Bound,
+    hits: list[Hit],
+    rejected: list[OfferRejection],
+) -> tuple[int, int]:
+    """A group's members one by one (_evaluate_offers): the feasible offerings and the members
+    with one."""
+    feasible = types = 0
+    for c in group:
+        offers = _evaluate_offers(c, placement, w, p, valuation, bound, hits, rejected)
+        feasible += offers
+        types += offers > 0
+    return feasible, types
 
 
 def _evaluate_group(
@@ -327,11 +422,14 @@ def _evaluate_group(
     ranking (every later one costs as much or more). Returns the number of feasible offerings,
     one bisection of the group's merged pool, and of members with one."""
     nodes = placement.nodes
-    budget = None if w.max_hourly_usd is None else w.max_hourly_usd / nodes
     skip_flagged = not w.include_flagged_prices
-    feasible = pool.merged.count(pool.merged.within(budget), False, skip_flagged)
+    if w.max_hourly_usd is None:
+        feasible, fits = pool.unbudgeted[skip_flagged]
+    else:
+        budget = w.max_hourly_usd / nodes
+        feasible = pool.merged.count(pool.merged.within(budget), False, skip_flagged)
+        fits = pool.members_within(budget, skip_flagged)
     order = pool.by_cheapest[skip_flagged]
-    fits = pool.members_within(budget, skip_flagged)
     for member, offer in order[:fits]:
         assert offer is not None  # within the budget: it has one
         cost = option_hourly_usd(offer[2], nodes)
@@ -340,10 +438,35 @@ def _evaluate_group(
             break
         bound.add(value)
         hits.append(Hit(value, cost, offer[4], group[member], None, placement, offer[3], None))
-    for member, _ in order[fits:]:
-        c = group[member]
-        rejected.append((c, nodes, None, *_closest_offer(c, w, nodes, False, skip_flagged)))
+    if fits < len(order):
+        for member, position, faults in _unfit_members(group, pool, order, fits, w, nodes):
+            rejected.append((group[member], nodes, None, position, faults))
     return feasible, fits
+
+
+def _unfit_members(
+    group: tuple[CloudCandidate, ...],
+    pool: GroupPool,
+    order: tuple[tuple[int, Offer | None], ...],
+    fits: int,
+    w: Workload,
+    nodes: int,
+) -> tuple[tuple[int, int, int], ...]:
+    """The group's members past the first `fits` of `order`, each with its closest offering
+    (_closest_offer). Without a budget that offering is the same for every node count: kept on
+    the pool (one per region and purchase filter)."""
+    skip_flagged = not w.include_flagged_prices
+    if w.max_hourly_usd is None:
+        found = pool.closest.get(skip_flagged)
+        if found is not None:
+            return found
+    out = tuple(
+        (member, *_closest_offer(group[member], w, nodes, False, skip_flagged))
+        for member, _ in order[fits:]
+    )
+    if w.max_hourly_usd is None:
+        pool.closest[skip_flagged] = out
+    return out
 
 
 def _evaluate_edge(
@@ -548,7 +671,9 @@ def rejected_summary(code_counts: Mapping[tuple[str, ...], int]) -> tuple[Reject
         for code in codes:
             counts[code] += n
     return tuple(
-        RejectedCount(code=code, words=CODE_WORDS.get(code, code.lower()), count=n)
+        built(
+            RejectedCount, {"code": code, "words": CODE_WORDS.get(code, code.lower()), "count": n}
+        )
         for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
     )
 
@@ -572,47 +697,58 @@ def _recommendation(
     ranked = ranked_figure(objective, h.value)
     if h.edge is not None:
         e = h.edge
-        return Recommendation(
-            instance_type=None,
-            device=e.device.id,
-            provider=None,
-            accelerator=e.device.id,
-            gpu_count=1,
-            nodes=1,
-            region=None,
-            purchase=None,
-            hourly_usd=None,
-            power_w=e.power_w,
-            power_mode=e.mode,
-            score=score,
-            ranked_value=ranked,
-            reasons=tuple(why),
-            cost_per_year_usd=round(edge_cost_per_year(e.device, e.power_w).total_usd_per_year, 2),
+        yearly = edge_cost_per_year(e.device, e.power_w).total_usd_per_year
+        return built(
+            Recommendation,
+            {
+                "instance_type": None,
+                "device": e.device.id,
+                "provider": None,
+                "accelerator": e.device.id,
+                "gpu_count": 1,
+                "nodes": 1,
+                "region": None,
+                "purchase": None,
+                "hourly_usd": None,
+                "power_w": e.power_w,
+                "power_mode": e.mode,
+                "score": score,
+                "ranked_value": ranked,
+                "penalty_factor": 1.0,
+                "reasons": tuple(why),
+                "sizing": None,
+                "cost_per_year_usd": round(yearly, 2),
+                "price_flag": None,
+            },
         )
     c, price, s = h.cloud, h.price, h.placement
     assert c is not None and price is not None
-    return Recommendation(
-        instance_type=c.instance.id,
-        device=None,
-        provider=c.instance.provider,
-        accelerator=c.hardware.id,
-        gpu_count=s.nodes * c.instance.gpu_count,
-        nodes=s.nodes,
-        region=price.region,
-        purchase=str(price.purchase),
-        hourly_usd=h.hourly_usd,
-        power_w=c.per_node_power_w * s.nodes,
-        power_mode=None,
-        score=score,
-        ranked_value=ranked,
-        penalty_factor=round(penalty(c, p, s), 6),
-        reasons=tuple(why),
-        sizing=(
-            sized_figures(s.fit, h.hourly_usd, h.spot, price.purchase)
-            if s.fit is not None
-            else None
-        ),
-        price_flag=price.flag,
+    return built(
+        Recommendation,
+        {
+            "instance_type": c.instance.id,
+            "device": None,
+            "provider": str(c.instance.provider),
+            "accelerator": c.hardware.id,
+            "gpu_count": s.nodes * c.instance.gpu_count,
+            "nodes": s.nodes,
+            "region": price.region,
+            "purchase": str(price.purchase),
+            "hourly_usd": h.hourly_usd,
+            "power_w": c.per_node_power_w * s.nodes,
+            "power_mode": None,
+            "score": score,
+            "ranked_value": ranked,
+            "penalty_factor": round(penalty(c, p, s), 6),
+            "reasons": tuple(why),
+            "sizing": (
+                sized_figures(s.fit, h.hourly_usd, h.spot, price.purchase)
+                if s.fit is not None
+                else None
+            ),
+            "cost_per_year_usd": None,
+            "price_flag": price.flag,
+        },
     )
 
 

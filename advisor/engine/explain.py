@@ -28,6 +28,15 @@ class AlternativeTracker:
         if current is None or key < current[0]:
             self._best[slot] = (key, relax_to, label)
 
+    def may_keep(self, constraint: str, relax_to: float | str | None, hourly_usd: float) -> bool:
+        """Whether offer() with these values and some label could keep it: False when the kept
+        candidate is nearer or cheaper already, whatever the label (so a caller need not write
+        one)."""
+        relaxation = RELAXATIONS[constraint]
+        slot = (constraint, str(relax_to) if relaxation.per_value else "")
+        current = self._best.get(slot)
+        return current is None or (relaxation.closeness(relax_to), hourly_usd) <= current[0][:2]
+
     def alternatives(self) -> list[Alternative]:
         return [
             Alternative(

@@ -53,21 +53,29 @@ def place(
             c.hardware, it.gpu_count, it.interconnect_gb_s, it.network_gbps, it.nvlink_domain_gpus
         )
         return Placement(fit.gpus_needed, max(fit.nodes, 1), fit.spans_nodes, fit)
-    need_gb = w.memory_gb or 0.0
-    if c.is_gpu:
+    wanted = p.default_gpu_count if w.gpu_count is None else w.gpu_count
+    return place_by_key(c.placement_key, w.memory_gb or 0.0, wanted, p.sizing == "inference")
+
+
+def place_by_key(
+    key: tuple[bool, float, int, float], need_gb: float, wanted: int, serving: bool
+) -> Placement:
+    """place() without a model, from the candidate's placement key (UNSIZED_READS' values), the
+    memory asked (0: none), the GPU count wanted (asked, else the profile's default) and whether
+    the work is serving: the engine's pass calls it once per key."""
+    is_gpu, device_memory_gb, per_node, node_memory_gb = key
+    if is_gpu:
         # the one headroom rule (perf/sizing.py usable_memory_gb), as for a sized model
-        by_memory = min_gpus_for(need_gb, c.hardware.device_memory_gb) if need_gb else 0
-        wanted = p.default_gpu_count if w.gpu_count is None else w.gpu_count
+        by_memory = min_gpus_for(need_gb, device_memory_gb) if need_gb else 0
         gpus = max(1, by_memory, wanted)
-        per_node = c.instance.gpu_count
         nodes = math.ceil(gpus / per_node)
         # Serving copies the model per replica: the memory sizes one replica, which lives inside
         # one node, and GPUs beyond it are more replicas on more nodes (the rule a sized
         # request's deployment follows, planning/serving.py). Other work is one copy over all.
-        spans = by_memory > per_node if p.sizing == "inference" else nodes > 1
-        return Placement(gpus, nodes, spans, None, by_memory if need_gb else 0)
+        spans = by_memory > per_node if serving else nodes > 1
+        return Placement(gpus, nodes, spans, None, by_memory)
     # RAM keeps the same headroom as GPU memory (the OS, runtime and page cache take a share)
-    nodes = max(1, math.ceil(need_gb / usable_memory_gb(c.per_node_memory_gb) - 1e-9))
+    nodes = max(1, math.ceil(need_gb / usable_memory_gb(node_memory_gb) - 1e-9))
     return Placement(0, nodes, nodes > 1)
 
 

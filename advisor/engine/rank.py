@@ -126,21 +126,24 @@ class Bound:
     above it can never be ranked, so the engine does not build it (the engine's cost at
     10,000 offerings). Ties are kept, so the ranking's tie-breaks still see every tie."""
 
-    __slots__ = ("_best", "_limit")
+    __slots__ = ("_best", "_limit", "worst_kept")
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
         self._best: list[float] = []  # the best `limit` values, negated (a max-heap)
-
-    @property
-    def worst_kept(self) -> float:
-        return -self._best[0] if len(self._best) >= self._limit else math.inf
+        # the `limit`-th best value, infinity until there are `limit`: a plain attribute, read
+        # for every option the engine values, kept by add()
+        self.worst_kept = math.inf
 
     def add(self, value: float) -> None:
         if len(self._best) < self._limit:
             heapq.heappush(self._best, -value)
         elif value < -self._best[0]:
             heapq.heapreplace(self._best, -value)
+        else:
+            return
+        if len(self._best) >= self._limit:
+            self.worst_kept = -self._best[0]
 
 
 def rank(hits: list[Hit], objective: str, limit: int) -> list[tuple[Hit, float]]:
