@@ -282,6 +282,18 @@ def test_compute_bound_work_runs_at_the_sustained_gemms_settled_speed() -> None:
     assert OperatorTable.of(shipped).settled < 1.0
 
 
+def test_a_precision_of_grouped_gemms_only_has_no_grid() -> None:
+    """A table whose bf16 GEMMs are all batched experts (a fleet's partial table, say) builds,
+    and has no plain bf16 GEMM to interpolate."""
+    h100 = OpsTable.model_validate_json(H100.read_bytes())
+    grouped = h100.model_copy(
+        update={"gemm": [g for g in h100.gemm if g.precision != "bf16" or g.groups > 1]}
+    )
+    ops = OperatorTable.of(grouped)
+    assert ops.gemm_time("bf16", 16, 4096, 4096) is None
+    assert ops.gemm_time("fp8", 16, 4096, 4096) is not None
+
+
 def test_a_pass_stores_its_tokens_keys_and_values() -> None:
     """8B at TP 1 on the H100, 1,024 decode tokens, 2,048 bytes of K and V per token and layer
     (8 KV heads x 128 x 2 x 1 byte, an FP8 cache): the pass's memory-bound time holds the

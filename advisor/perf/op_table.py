@@ -304,12 +304,13 @@ def _gemm_rates(table: OpsTable) -> dict[str, tuple[float, float]]:
     """Per precision, the table's best GEMM FLOP/s and its best weight read at one token
     (bytes/s): the two roofs a GEMM's time lies under."""
     rates: dict[str, tuple[float, float]] = {}
-    for precision in {g.precision for g in table.gemm}:
+    for precision in {g.precision for g in table.gemm if g.groups == 1}:
         plain = [g for g in table.gemm if g.precision == precision and g.groups == 1]
         flop_s = max(2 * g.m * g.n * g.k / (g.median_us * 1e-6) for g in plain)
         elem = ELEM_BYTES[precision]
         one = [elem * g.n * g.k / (g.median_us * 1e-6) for g in plain if g.m == 1]
-        rates[precision] = (flop_s, max(one, default=flop_s))
+        # no one-token rows: no weight-read roof known, every GEMM read as compute-bound
+        rates[precision] = (flop_s, max(one, default=math.inf))
     return rates
 
 
