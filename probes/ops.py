@@ -27,7 +27,14 @@ from typing import Any
 
 from probes.device import TorchDevice
 from probes.errors import OutOfDeviceMemory
-from probes.ops_table import AttentionRow, GemmRow, LaunchRow, MemoryOpRow, SustainedRow
+from probes.ops_table import (
+    ELEM_BYTES,
+    AttentionRow,
+    GemmRow,
+    LaunchRow,
+    MemoryOpRow,
+    SustainedRow,
+)
 from probes.stats import summarize
 
 ROTATE_BYTES = 512 << 20  # well past the 50-60 MB L2 of Hopper and 126 MB of Blackwell
@@ -135,7 +142,6 @@ PLANS: dict[str, OpsPlan] = {
     ),
 }
 
-ELEM_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "fp4": 0.5}
 Progress = Callable[[str], None]
 
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 SCHEMA_VERSION = 1
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "fp4"]
+ELEM_BYTES: dict[str, float] = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "fp4": 0.5}
 
 
 class _Row(BaseModel):

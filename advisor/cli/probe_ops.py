@@ -12,7 +12,7 @@ from rich.table import Table
 from advisor.cli.common import console, emit_json, err_console, esc, get_catalog
 from advisor.fleet.verification import match_by_name
 from advisor.outputs import write_atomically
-from probes.ops_table import ROW_SECTIONS, OpsReport, OpsTable, dumps
+from probes.ops_table import ELEM_BYTES, ROW_SECTIONS, OpsReport, OpsTable, dumps
 
 
 def run_ops(
@@ -70,8 +70,7 @@ def headline(table: OpsTable) -> list[tuple[str, str, str]]:
         one = [g for g in plain if g.m == 1]
         if one:
             big = max(one, key=lambda g: g.n * g.k)
-            width = {"fp8": 1.0, "fp4": 0.5}.get(precision, 2.0)
-            gb_s = big.n * big.k * width / big.median_us / 1e3
+            gb_s = big.n * big.k * ELEM_BYTES[precision] / big.median_us / 1e3
             rows.append((f"gemm {precision} m=1 ({big.n}x{big.k}) weights", _num(gb_s), "GB/s"))
     if table.attention_decode:
         best_d = max(table.attention_decode, key=lambda a: kv_bytes(a) / a.median_us)

@@ -146,8 +146,9 @@ class OperatorTable:
     decode_token_bytes: float = 1.0  # K and V bytes per cached token of the table's rows
     memory: dict[str, LogGrid] = field(default_factory=dict)  # by operator
     collectives: dict[tuple[str, int], LogGrid] = field(default_factory=dict)  # by (op, ranks)
-    # best GEMM FLOP/s and weight bytes/s per precision: where a GEMM turns compute-bound
-    rates: dict[str, tuple[float, float]] = field(default_factory=dict)
+    # best GEMM FLOP/s, weight bytes/s and bytes a weight per precision: where a GEMM turns
+    # compute-bound
+    rates: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     settled: float = 1.0  # the sustained GEMM's short-sample time over its settled time
 
     @classmethod
@@ -228,9 +229,9 @@ class OperatorTable:
         t = grid((max(1.0, m), n, k))
         if not loaded:
             return t
-        flop_s, byte_s = self.rates[precision]
+        flop_s, byte_s, elem = self.rates[precision]
         compute = 2 * m * n * k / flop_s
-        traffic = (ELEM_BYTES.get(precision, 2.0) * n * k + 2 * m * (n + k)) / byte_s
+        traffic = (elem * n * k + 2 * m * (n + k)) / byte_s
         share = compute / max(compute, traffic)
         return Timed(t.seconds * max(1.0, share / self.settled), t.beyond)
 
@@ -297,20 +298,19 @@ def _gemm_grids(table: OpsTable) -> dict[str, LogGrid]:
     return grids
 
 
-ELEM_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "fp4": 0.5}
-
-
-def _gemm_rates(table: OpsTable) -> dict[str, tuple[float, float]]:
+def _gemm_rates(table: OpsTable) -> dict[str, tuple[float, float, float]]:
     """Per precision, the table's best GEMM FLOP/s and its best weight read at one token
-    (bytes/s): the two roofs a GEMM's time lies under."""
-    rates: dict[str, tuple[float, float]] = {}
+    (bytes/s): the two roofs a GEMM's time lies under; and the bytes of one weight."""
+    from probes.ops_table import ELEM_BYTES  # loaded with the table itself
+
+    rates: dict[str, tuple[float, float, float]] = {}
     for precision in {g.precision for g in table.gemm if g.groups == 1}:
         plain = [g for g in table.gemm if g.precision == precision and g.groups == 1]
         flop_s = max(2 * g.m * g.n * g.k / (g.median_us * 1e-6) for g in plain)
         elem = ELEM_BYTES[precision]
         one = [elem * g.n * g.k / (g.median_us * 1e-6) for g in plain if g.m == 1]
         # no one-token rows: no weight-read roof known, every GEMM read as compute-bound
-        rates[precision] = (flop_s, max(one, default=math.inf))
+        rates[precision] = (flop_s, max(one, default=math.inf), elem)
     return rates
 
 

@@ -219,16 +219,17 @@ class TrainingRun(Plan):
         if factor != 1.0:
             kernels = "NVFP4 recipe" if precision == "fp4" else "FP8 kernels"
             eff, source = eff * factor, f"{source} x {factor:.3g} in {precision} ({kernels})"
+        # the FP8 and NVFP4 factors are relative to a 16-bit step, so the GPU's own speed
+        # against the reference is its 16-bit GEMMs' (a table's fp8 share would count the
+        # slower FP8 kernels twice)
+        gemms = precision if factor == 1.0 else "bf16"
         if calibrates(self.fleet.get(acc.id), self.min_fleet_reports) and table_efficiency(
-            acc, precision
+            acc, gemms
         ):
             # the fleet's own GPUs' matmul against the catalog's expectation has replaced the
             # calibrated value: the lent GPU's table, the same GEMM against a reference, stays out
             return eff, source
-        # the FP8 and NVFP4 factors are relative to a 16-bit step, so the GPU's own speed
-        # against the reference is its 16-bit GEMMs' (a table's fp8 share would count the
-        # slower FP8 kernels twice)
-        vendor = relative_efficiency(acc, precision if factor == 1.0 else "bf16")
+        vendor = relative_efficiency(acc, gemms)
         if vendor.factor != 1.0:
             eff, source = min(eff * vendor.factor, 1.0), f"{source} {vendor.words()}"
         return eff, source
