@@ -18,9 +18,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from advisor.catalog.models import SpotInterruption, SpotPolicy
-from advisor.perf.sizing import Figure
+
+if TYPE_CHECKING:  # made by spot_plan alone: the engine imports this module for every request
+    from advisor.perf.sizing import Figure
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +69,8 @@ def spot_plan(
 ) -> SpotPlan:
     """Expected interruptions and added hours of a synchronous `hours`-long job on `nodes` spot
     nodes (see the module docstring)."""
+    from advisor.perf.sizing import Figure
+
     job_rate = nodes * rate_per_node_h
     loss_h = checkpoint_h / 2 + restart_h
     load = job_rate * loss_h  # hours lost per hour of wall time
