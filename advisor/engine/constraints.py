@@ -27,8 +27,9 @@ class Direction(StrEnum):
     fixed = "fixed"  # nothing in the request relaxes it
 
 
-@dataclass(frozen=True, slots=True)
-class Relaxation:
+# A NamedTuple, not a frozen dataclass: the engine imports it for every request, and a dataclass
+# takes several times as long to make (its methods are compiled when the class is).
+class Relaxation(NamedTuple):
     """A request field that can be relaxed: its words and its alternative sentence."""
 
     field: str
