@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 # A request field named inside a message, marked so that each interface renders it its own way
 # (the CLI as --flag, the API as the JSON field). The separator never occurs in typed text.
@@ -54,8 +54,9 @@ class NotFoundError(InputError):
     """An id that is not in the catalog; the message carries a "did you mean"."""
 
 
-@dataclass(frozen=True)
-class CatalogIssue:
+# A NamedTuple, not a frozen dataclass: every command imports this module, and a dataclass
+# takes several times as long to make (its methods are compiled when the class is).
+class CatalogIssue(NamedTuple):
     """One problem found while loading the catalog, located precisely."""
 
     file: str

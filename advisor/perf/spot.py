@@ -15,10 +15,8 @@ hour loses more than an hour. Checkpoint writing time is not counted.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from advisor.catalog.models import SpotInterruption, SpotPolicy
 
@@ -26,8 +24,9 @@ if TYPE_CHECKING:  # made by spot_plan alone: the engine imports this module for
     from advisor.perf.sizing import Figure
 
 
-@dataclass(frozen=True, slots=True)
-class SpotPlan:
+# A NamedTuple, not a frozen dataclass: the engine imports it for every request, and a dataclass
+# takes several times as long to make (its methods are compiled when the class is).
+class SpotPlan(NamedTuple):
     hours: float  # the plan's time without interruptions (H)
     nodes: int
     rate_per_node_h: float
@@ -143,6 +142,4 @@ def training_spot_plan(
     if source.band_low_fraction is None:
         return plan
     low_rate = rate_per_node_h(source.band_low_fraction, source.period_h)
-    return dataclasses.replace(
-        plan, low=spot_plan(hours, nodes, low_rate, checkpoint, policy.restart_h)
-    )
+    return plan._replace(low=spot_plan(hours, nodes, low_rate, checkpoint, policy.restart_h))
