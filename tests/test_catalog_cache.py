@@ -405,9 +405,14 @@ def test_another_pydantic_version_misses(
 
 
 def test_edited_validation_code_misses(
-    tmp_path: Path, yaml_calls: YamlCalls, monkeypatch: pytest.MonkeyPatch, fresh_fingerprint: None
+    settled: bool,
+    tmp_path: Path,
+    yaml_calls: YamlCalls,
+    monkeypatch: pytest.MonkeyPatch,
+    fresh_fingerprint: None,
 ) -> None:
-    """The fingerprint reads every .py file of advisor/catalog/: a copy of the package, edited."""
+    """The fingerprint reads every .py file of advisor/catalog/ (by its stat once settled, as a
+    catalog file): a copy of the package, edited, its size and mtime put back."""
     package = shutil.copytree(Path(loading.__file__).parent, tmp_path / "catalog_pkg")
     monkeypatch.setattr(loading, "__file__", str(package / "loading.py"))
     directory, cache = mini(tmp_path), tmp_path / "cache"
@@ -415,10 +420,43 @@ def test_edited_validation_code_misses(
     load_mini(directory, cache)
     before = yaml_calls.count  # one miss, then one hit
     models = package / "models.py"
-    models.write_text(models.read_text() + "\n# a changed validator\n")
+    if settled:
+        _past_its_tick(models)
+    old, text = models.stat(), models.read_text()
+    models.write_text(text.replace("Field(ge=0)", "Field(ge=1)", 1))  # a changed validator
+    os.utime(models, ns=(old.st_atime_ns, old.st_mtime_ns))
+    assert models.read_text() != text
+    assert (models.stat().st_size, models.stat().st_mtime_ns) == (old.st_size, old.st_mtime_ns)
     loading._code_fingerprint.cache_clear()
     load_mini(directory, cache)
     assert yaml_calls.count > before
+
+
+def test_catalog_files_are_what_rglob_finds(tmp_path: Path) -> None:
+    """Every entry named *.yaml or *.yml, a directory too (its read is then reported), none
+    inside a symlinked directory, hidden ones and dangling links included."""
+    top, other = tmp_path / "top", tmp_path / "other"
+    for path in ("a.yaml", ".h.yml", "sub/b.yml", "sub/deeper/c.yaml", "n.txt", "d.yaml/e.yaml"):
+        (top / path).parent.mkdir(parents=True, exist_ok=True)
+        (top / path).write_text("")
+    other.mkdir()
+    (other / "o.yaml").write_text("")
+    (top / "link").symlink_to(other)
+    (top / "lf.yaml").symlink_to(other / "o.yaml")
+    (top / "dangling.yaml").symlink_to(tmp_path / "missing.yaml")
+    (top / "sub" / "loop").symlink_to(top)
+    found = loading._catalog_files(top)
+    assert found == sorted(p for p in top.rglob("*") if p.name.endswith((".yaml", ".yml")))
+    assert [p.relative_to(top).as_posix() for p in found] == [
+        ".h.yml",
+        "a.yaml",
+        "d.yaml",
+        "d.yaml/e.yaml",
+        "dangling.yaml",
+        "lf.yaml",
+        "sub/b.yml",
+        "sub/deeper/c.yaml",
+    ]
 
 
 # --- A broken cache never changes an answer ------------------------------------------------------

@@ -151,9 +151,14 @@ def load_catalog(
 
 
 def _catalog_files(directory: Path) -> list[Path]:
-    """Every *.yaml and *.yml under `directory`: what rglob("*.yaml") and rglob("*.yml") find,
-    in one walk of the tree instead of two (each walk reads every directory of the snapshots)."""
-    return sorted(p for p in directory.rglob("*") if p.name.endswith((".yaml", ".yml")))
+    """Every *.yaml and *.yml under `directory`: what rglob("*.yaml") and rglob("*.yml") find
+    (entries of any kind by their name, no symlinked directory entered, unreadable directories
+    passed over), in one os.walk of the tree: half the time of one rglob, which makes a Path of
+    every entry."""
+    found = []
+    for root, dirs, files in os.walk(directory):
+        found += [Path(root, name) for name in (*dirs, *files) if name.endswith((".yaml", ".yml"))]
+    return sorted(found)
 
 
 def _read_bytes(path: Path) -> bytes | OSError:
@@ -234,8 +239,9 @@ def _write_field(update: Callable[[bytes], None], data: bytes) -> None:
 @functools.cache
 def _code_fingerprint() -> bytes | None:
     """What turns the YAML into a Catalog besides the files: the code of advisor/catalog/ (models,
-    validators, cross-checks, the Catalog class), pydantic, PyYAML and the Python running them.
-    None (no caching) when that code cannot be read as source."""
+    validators, cross-checks, the Catalog class), pydantic, PyYAML and the Python running them,
+    each source file by its stat or its bytes as a catalog file is (_file_field). None (no
+    caching) when that code cannot be read as source."""
     import pydantic_core
 
     digest = hashlib.sha256()
@@ -243,12 +249,11 @@ def _code_fingerprint() -> bytes | None:
     sources = sorted(package.rglob("*.py"))
     if not sources:
         return None
-    try:
-        for source in sources:
-            _write_field(digest.update, source.relative_to(package).as_posix().encode())
-            _write_field(digest.update, source.read_bytes())
-    except OSError:
-        return None
+    now_ns = time.time_ns()
+    for source in sources:
+        _write_field(digest.update, source.relative_to(package).as_posix().encode())
+        if _file_field(digest.update, source, now_ns, {}) is not None:
+            return None
     versions = (
         pydantic.VERSION,
         pydantic_core.__version__,
@@ -263,25 +268,27 @@ def _code_fingerprint() -> bytes | None:
     if spec is None or spec.origin is None:
         return None
     origin = Path(spec.origin)
+    if _file_field(digest.update, origin, now_ns, {}) is not None:
+        return None
     try:
-        _write_field(digest.update, origin.read_bytes())
         _write_field(digest.update, "\n".join(sorted(os.listdir(origin.parent))).encode())
     except OSError:
         return None
     return digest.digest()
 
 
-# A catalog file whose last change (ctime and mtime) is older than this is keyed by its stat. A
-# file system stamps a change to its timestamp granularity (a clock tick on Linux, up to 2 s on
-# FAT) by its own clock (a file server's, for a network file system): a second edit of a file
-# within that tick of the first, leaving its size, could leave its stat as it was. A recent
-# change is keyed by the bytes, as every file was before, until it is this old.
+# A file of the key (a catalog file, a source file of the code that reads them) whose last change
+# (ctime and mtime) is older than this is keyed by its stat. A file system stamps a change to its
+# timestamp granularity (a clock tick on Linux, up to 2 s on FAT) by its own clock (a file
+# server's, for a network file system): a second edit of a file within that tick of the first,
+# leaving its size, could leave its stat as it was. A recent change is keyed by the bytes, as
+# every file was before, until it is this old.
 SETTLED_NS = 5_000_000_000
 STAT_TRUSTED = os.name != "nt"  # Windows' st_ctime is when a file was made, not last changed
 
 
 def _stamp(path: Path, now_ns: int) -> bytes | OSError | None:
-    """What the cache key holds of a settled catalog file instead of its bytes: its size, its
+    """What the cache key holds of a settled file instead of its bytes: its size, its
     modification and change times, inode and device, as CPython trusts a .pyc by its source's
     mtime and size (the change time besides: an edit, a copy or a rename onto the file moves it,
     and no program can set it back). None where the stat cannot be trusted and the bytes are
@@ -324,16 +331,26 @@ def _cache_key(
         _write_field(digest.update, f"layer {layer_index}: {directory}".encode())
         for path in files:
             _write_field(digest.update, path.relative_to(directory).as_posix().encode())
-            stamp = _stamp(path, now_ns)
-            if stamp is None:
-                stamp = read[path] = _read_bytes(path)
-                _write_field(digest.update, b"bytes")
-            else:
-                _write_field(digest.update, b"stat")
-            if isinstance(stamp, OSError):
+            if _file_field(digest.update, path, now_ns, read) is not None:
                 return None
-            _write_field(digest.update, stamp)
     return digest.hexdigest()
+
+
+def _file_field(
+    update: Callable[[bytes], None], path: Path, now_ns: int, read: dict[Path, bytes | OSError]
+) -> OSError | None:
+    """One file in a key: its stat where that can be trusted (_stamp), else its bytes, read into
+    `read`; the OSError (nothing written) when it can be neither stat'ed nor read."""
+    stamp = _stamp(path, now_ns)
+    kind = b"stat"
+    if stamp is None:
+        stamp = read[path] = _read_bytes(path)
+        kind = b"bytes"
+    if isinstance(stamp, OSError):
+        return stamp
+    _write_field(update, kind)
+    _write_field(update, stamp)
+    return None
 
 
 def _read_cache(path: Path) -> Catalog | None:

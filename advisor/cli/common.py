@@ -6,7 +6,6 @@ import contextlib
 import json
 import re
 import sys
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -39,15 +38,19 @@ SpoolDir = Annotated[
 ]
 
 
-@dataclass
 class _State:
-    catalog_dir: str | None = None
-    replace: bool | None = None
-    debug: bool = False
-    # A command line run as its own process (advisor.cli.main from the console script): what it
-    # imports and loads lives until it exits, so the collector is kept off it
-    # (advisor/collector.py). Not when the CLI runs inside another program (tests, CliRunner).
-    own_process: bool = False
+    """The global options of the command line running. A plain class, not a dataclass: every
+    command (--help and --version too) imports this module, and a dataclass takes several times
+    as long to make (its methods are compiled when the class is)."""
+
+    def __init__(self) -> None:
+        self.catalog_dir: str | None = None
+        self.replace: bool | None = None
+        self.debug = False
+        # A command line run as its own process (advisor.cli.main from the console script): what
+        # it imports and loads lives until it exits, so the collector is kept off it
+        # (advisor/collector.py). Not when the CLI runs inside another program (tests, CliRunner).
+        self.own_process = False
 
 
 STATE = _State()

@@ -9,7 +9,6 @@ candidate-group signature all derive from the registry.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
@@ -139,8 +138,7 @@ class Finding(NamedTuple):
 Case = TypeVar("Case")
 
 
-@dataclass(frozen=True, slots=True)
-class Constraint(Generic[Case]):
+class Constraint(NamedTuple, Generic[Case]):  # a NamedTuple as Relaxation is
     """One hard constraint: a code, the request field that relaxes it (None: not relaxable),
     the words the explanation counts it under, the candidate attributes its check reads (the
     candidate-group signature is built from them), the check itself, and when it can fail at
