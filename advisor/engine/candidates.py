@@ -26,8 +26,8 @@ from advisor.catalog.models import (
 from advisor.catalog.power import NodePower, instance_power
 from advisor.catalog.queries import (
     admitted_regions,
-    price_matches,
     price_usable,
+    purchase_matches,
     spot_interruption,
 )
 from advisor.engine.objective import Valuation
@@ -284,9 +284,20 @@ class CloudCandidate:
             (region, purchase),
             self.regions,
             lambda: OfferPool.of(
-                tuple(o for o in self.offers if price_matches(o[3], purchase, region))
+                _matching(self.offers, admitted_regions(region, self.regions), purchase)
             ),
         )
+
+
+def _matching(
+    offers: tuple[Offer, ...], admitted: frozenset[str], purchase: Purchase | None
+) -> tuple[Offer, ...]:
+    """The offers catalog/queries.py price_matches keeps for a filter (an offer holds its
+    price's region and purchase), that filter's rules asked once per purchase option and once
+    per region (`admitted`: admitted_regions of the offers' regions) instead of once per offer:
+    the pools are most of an instance type's first query."""
+    accepted = frozenset(p for p in Purchase if purchase_matches(purchase, p))
+    return tuple(o for o in offers if o[1] in accepted and o[0] in admitted)
 
 
 class EdgeCandidate(NamedTuple):  # a NamedTuple: made in a fraction of a dataclass's time
@@ -377,10 +388,6 @@ def attribute(obj: object, path: str) -> object:
     return obj
 
 
-def _sort_id(it: InstanceType, p: Price) -> str:
-    return f"{it.id}|{p.region}|{p.purchase}"  # a StrEnum formats as its value
-
-
 def _build(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:
     cloud = _cloud(catalog)
     groups: dict[tuple[object, ...], list[CloudCandidate]] = {}
@@ -411,12 +418,12 @@ def _cloud(catalog: Catalog) -> list[CloudCandidate]:
         is_gpu = it.accelerator is not None
         memory = it.gpu_count * hardware.device_memory_gb if is_gpu else it.memory_gib / GIB_PER_GB
         power = instance_power(it, catalog.accelerators, catalog.systems)
-        offers = tuple(
-            sorted(
-                ((p.region, p.purchase, p.hourly_usd, p, _sort_id(it, p)) for p in it.prices),
-                key=lambda o: (o[2], o[4]),
-            )
-        )
+        head, unsorted = f"{it.id}|", []
+        for p in it.prices:
+            region, purchase = p.region, p.purchase
+            # the sort id, "type|region|purchase": a StrEnum adds its value
+            unsorted.append((region, purchase, p.hourly_usd, p, head + region + "|" + purchase))
+        offers = tuple(sorted(unsorted, key=lambda o: (o[2], o[4])))
         known = per_hardware.get(hardware.id)
         if known is None:
             known = per_hardware[hardware.id] = (
