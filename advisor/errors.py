@@ -12,7 +12,8 @@ from typing import NamedTuple
 # A request field named inside a message, marked so that each interface renders it its own way
 # (the CLI as --flag, the API as the JSON field). The separator never occurs in typed text.
 _MARK = "\x1f"
-_MARKED = re.compile(f"{_MARK}([a-z][a-z0-9_]*){_MARK}")
+# a pattern string: compiled by re (and cached there) when first used, not at every start-up
+_MARKED = f"{_MARK}([a-z][a-z0-9_]*){_MARK}"
 
 
 def field_name(name: str) -> str:
@@ -47,7 +48,7 @@ class InputError(AdvisorError):
         super().__init__(self.render(json_name))
 
     def render(self, name: Callable[[str], str]) -> str:
-        return _MARKED.sub(lambda m: name(m.group(1)), self.template)
+        return re.sub(_MARKED, lambda m: name(m.group(1)), self.template)
 
 
 class NotFoundError(InputError):

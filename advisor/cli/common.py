@@ -157,13 +157,14 @@ def deliver(sender: ReportSender, data: dict[str, Any], who: str) -> None:
 
 
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|min|s|m|h)?\s*")
+# a pattern string: compiled by re (and cached there) when first used, not at every start-up
+_PART = r"(\d+(?:\.\d+)?)\s*(ms|min|s|m|h)?\s*"
 
 
 def parse_duration(text: str, flag: str) -> float:
     """Seconds from '30s', '10m', '1h', '1h30m', '500ms' or a bare number of seconds."""
     compact = text.strip().lower()
-    parts = list(_PART.finditer(compact))
+    parts = list(re.finditer(_PART, compact))
     if not compact or "".join(p.group(0) for p in parts) != compact:
         raise InputError(f"{flag} {text!r} is not a duration: use e.g. 30s, 10m, 1h or 1h30m")
     if len(parts) > 1 and any(p.group(2) is None for p in parts):
