@@ -70,6 +70,9 @@ def test_the_cli_inside_another_program_freezes_nothing(capsys: pytest.CaptureFi
     assert exited.value.code == 0, capsys.readouterr().err
     result = CliRunner().invoke(app, ["catalog", "gpus", "h100", "--json"])
     assert result.exit_code == 0, result.output
+    with pytest.raises(SystemExit) as exited:  # builds its request validator and the index kept()
+        main(["recommend", "--workload", "fine_tuning", "--memory-gb", "80", "--json"])
+    assert exited.value.code == 0, capsys.readouterr().err
     assert gc.get_freeze_count() == before and gc.isenabled()
 
 

@@ -93,10 +93,16 @@ def console() -> Console:
     return Console()
 
 
+def kept() -> contextlib.AbstractContextManager[None]:
+    """Around building what the command process keeps: long_lived (advisor/collector.py) in the
+    console script's own process, nothing when the CLI runs inside another program."""
+    return long_lived() if STATE.own_process else contextlib.nullcontext()
+
+
 def get_catalog() -> Catalog:
     from advisor.catalog.loading import catalog_cache_dir, load_catalog
 
-    with long_lived() if STATE.own_process else contextlib.nullcontext():
+    with kept():
         catalog = load_catalog(
             STATE.catalog_dir, replace=STATE.replace, cache_dir=catalog_cache_dir()
         )
