@@ -781,6 +781,37 @@ def test_training_attention_comes_from_the_tables_training_rows(recompute: bool)
     assert "extrapolated: sequence tokens 32768 > 16384" in words
 
 
+@pytest.mark.parametrize("all_gather", [False, True])
+def test_ring_context_parallel_attention_is_timed_in_blocks_of_its_ring(all_gather: bool) -> None:
+    """16,384 tokens a sequence over CP 4: Megatron-Core's ring runs 4 x 4 blocks of 4,096 tokens
+    a side, each as much work as a causal 4,096-token attention, so the table's 4,096-token row
+    (2,000 us for 16 heads) times each: 16 x 2,000 = 32,000 us a layer and sequence, against
+    the 16,384-token row's 30,000 us for the sequence whole. Keys and values all-gathered
+    (Llama 3's own context parallelism) leave one kernel against the whole prefix: 30,000 us.
+    x 32 / 16 heads, x 32 layers, x 8 sequences a step, over the 4 CP ranks."""
+    import dataclasses
+
+    from advisor.perf.training import ATTENTION_EFFICIENCY
+
+    shape = Shape("8b", 8.03e9, 8.03e9, 32, 4096, 32, 8, 128)
+    job = Job(shape, 1e9, 16384, 1, False, 0.5, global_batch_tokens=8 * 16384)
+    job = dataclasses.replace(job, cp_all_gather=all_gather)
+    table = _training_attention_table([(4096, 2000.0), (16384, 30000.0)])
+    measured = dataclasses.replace(P5, attention_table=table)
+    ring, whole = Layout(1, 1, 1, 3, cp=4), Layout(4, 1, 1, 3)
+    per_sequence_us = 30000.0 if all_gather else 16 * 2000.0
+    by_hand = per_sequence_us * 1e-6 * 32 / 16 * 32 * 8 / 4
+    gap = step_time(job, measured, ring).compute_s - step_time(job, P5, ring).compute_s
+    roofline = step_time(job, P5, ring).compute_s - step_time(job, P5, whole).compute_s
+    assert roofline == pytest.approx(0.0, abs=1e-12)  # the roofline has no block length
+    flops = 6 * 32 * 16384 * 4096 * 8 * 16384 / 4
+    assert gap == pytest.approx(by_hand - flops / (989.5e12 * ATTENTION_EFFICIENCY), rel=1e-9)
+    (compute,) = [
+        f for f in run_time(job, measured, ring, 4).figures if f.name == "compute_s_per_step"
+    ]
+    assert ("4 x 4 blocks of 4,096 tokens" in compute.formula) is not all_gather
+
+
 # A fleet calibration of the matmul at 1.0, alone and with the GPU link's vote at 0.5 (10 node
 # reports from 5 hosts: enough to calibrate).
 MATMUL_ONLY = Calibration(1.0, 10, 5)
