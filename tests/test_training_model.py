@@ -915,3 +915,34 @@ def test_the_fleets_network_vote_plans_on_the_network_it_measured(shipped: Catal
     unvoted = estimate(shipped, EstimateRequest(**common), {"h100-sxm": few})  # type: ignore[arg-type]
     assert unvoted.hours == plain.hours
     assert "fleet_network_factor" not in {f.name for f in unvoted.figures}
+
+
+def test_the_interleaved_schedule_keeps_more_activations_on_its_first_stage() -> None:
+    """Korthikanti et al. 2022 section 4.2.3: L (1 + (p-1)/(p m)) layers of activations for m
+    virtual stages a GPU. Llama 3 405B's 126 layers: PP 8 runs 8 chunks of 2 (1 + 7/64), PP 16
+    4 (1 + 15/64); 32 layers over PP 8, 2 chunks (1 + 7/16); a stage of one layer is not
+    interleaved, nor is PP 1. A plan's memory carries it: 160 GB of activations over TP 8 x CP 2
+    at PP 8 of 126 layers are 10 GB x 1.109375 a GPU, and a budget that holds 1F1B's 10 GB and
+    the states' 1 GB (11.5 GB) does not hold the interleaved schedule's 11.09 + 1."""
+    from advisor.perf.sizing import Figure
+    from advisor.perf.training import interleaved_activation_factor
+    from advisor.planning.training_plan import _Room, split_memory
+
+    assert interleaved_activation_factor(126, 8) == 1 + 7 / 64
+    assert interleaved_activation_factor(126, 16) == 1 + 15 / 64
+    assert interleaved_activation_factor(32, 8) == 1 + 7 / 16
+    assert interleaved_activation_factor(8, 8) == 1.0
+    assert interleaved_activation_factor(126, 1) == 1.0
+    figures = [
+        Figure("model_states_per_gpu_gb", 64.0, "GB", "states"),
+        Figure("activations_per_gpu_gb", 160.0, "GB", "activations"),
+        Figure("memory_per_gpu_gb", 224.0, "GB", "total"),
+    ]
+    layout = Layout(1, 8, 8, 1, cp=2)
+    split = {f.name: f.value for f in split_memory(figures, layout, 0.0, 126)}
+    assert split["activations_per_gpu_gb"] == pytest.approx(10 * 1.109375)
+    assert split["memory_per_gpu_gb"] == pytest.approx(1 + 10 * 1.109375)
+    assert split_memory(figures, layout)[1].value == pytest.approx(10.0)  # no layer count
+    assert _Room(224.0, 0.0, 160.0, 11.5, 0.0).ranks(8, 8, 1, 2) == 1
+    assert _Room(224.0, 0.0, 160.0, 11.5, 0.0, 126).ranks(8, 8, 1, 2) is None
+    assert _Room(224.0, 0.0, 160.0, 12.5, 0.0, 126).ranks(8, 8, 1, 2) == 1

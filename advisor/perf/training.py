@@ -429,7 +429,22 @@ def _virtual_stages(job: Job, layout: Layout) -> int:
     layers: the paper's PP 16 takes a layer from the first and the last stage (arXiv:2407.21783
     section 3.3.2, 2024-07), 8 slots a rank, 4 chunks of 2 (the mean's 7.875 / 2 floors to 3);
     at PP 8, 16 slots a rank, 8 chunks (not 7)."""
-    return max(1, _stage_layers(job, layout)[0] // LAYERS_PER_VIRTUAL_STAGE)
+    return virtual_stages(job.shape.layers, layout.pp)
+
+
+def virtual_stages(layers: int | None, pp: int) -> int:
+    """_virtual_stages of a model of `layers` layers (None: one a stage) over `pp` stages."""
+    return max(1, math.ceil((layers or pp) / pp) // LAYERS_PER_VIRTUAL_STAGE)
+
+
+def interleaved_activation_factor(layers: int | None, pp: int) -> float:
+    """What the interleaved schedule's first stage keeps against 1F1B's (a whole model's layers
+    of activations, one micro-batch each): L (1 + (p-1)/(p m)) layers for m virtual stages a GPU
+    (Korthikanti et al. 2022, arXiv:2205.05198 section 4.2.3). The plan takes that schedule's
+    smaller bubble (_bubble) where a stage holds more than one chunk, so it holds its memory
+    too: 1.109 at PP 8 of 8 chunks (Llama 3 405B), 1.234 at PP 16 of 4."""
+    v = virtual_stages(layers, pp)
+    return 1.0 if pp == 1 or v == 1 else 1 + (pp - 1) / (pp * v)
 
 
 def _stage_layers(job: Job, layout: Layout) -> tuple[int, float]:

@@ -264,7 +264,9 @@ class TrainingRun(Plan):
         with the lighter methods a one-node job is told of."""
         w, rented, (run, fastest) = self.w, nodes[0] * nodes[1], timed
         ranks = layout.dp * layout.cp  # ZeRO shards over the DP and CP ranks
-        figures = split_memory(self._memory(w.method, ranks), layout, self._expert_share())
+        figures = split_memory(
+            self._memory(w.method, ranks), layout, self._expert_share(), self.shape.layers
+        )
         trained_gb, frozen_gb = self._trained_and_frozen_gb()
         return Fit(
             gpus_needed=layout.gpus,
