@@ -721,12 +721,23 @@ def test_the_flops_planners_time_are_the_figures_they_print(
     assert job.attention_flops(3e9, recompute) == printed
 
 
-def _training_attention_table(rows: list[tuple[int, float]]) -> OperatorTable:
+def _training_attention_table(
+    rows: list[tuple[int, float]], ring: list[tuple[int, float]] | None = None
+) -> OperatorTable:
     """An OperatorTable of training attention rows only: (tokens, median microseconds) for one
-    sequence of 16 heads of 128."""
+    sequence of 16 heads of 128, and ring rows (a rank's two unmasked blocks) where given."""
     import datetime as dt
 
     from probes.ops_table import AttentionRow, OpsTable, Stack
+
+    def of(pairs: list[tuple[int, float]]) -> list[AttentionRow]:
+        return [
+            AttentionRow(
+                precision="bf16", batch=1, tokens=s, heads=16, kv_heads=16, head_dim=128,
+                median_us=us, iqr_us=0.0, cv=0.0,
+            )
+            for s, us in pairs
+        ]  # fmt: skip
 
     table = OpsTable(
         accelerator="h100-sxm",
@@ -734,14 +745,9 @@ def _training_attention_table(rows: list[tuple[int, float]]) -> OperatorTable:
         measured_at=dt.datetime(2026, 12, 4, tzinfo=dt.UTC),
         duration_s=1.0,
         stack=Stack(device_name="NVIDIA H100", torch="2.11.0", python="3.12", machine="test"),
-        attention_train=[
-            AttentionRow(
-                precision="bf16", batch=1, tokens=s, heads=16, kv_heads=16, head_dim=128,
-                median_us=us, iqr_us=0.0, cv=0.0,
-            )
-            for s, us in rows
-        ],
-    )  # fmt: skip
+        attention_train=of(rows),
+        attention_ring=of(ring or []),
+    )
     return OperatorTable.of(table)
 
 
@@ -810,6 +816,33 @@ def test_ring_context_parallel_attention_is_timed_in_blocks_of_its_ring(all_gath
         f for f in run_time(job, measured, ring, 4).figures if f.name == "compute_s_per_step"
     ]
     assert ("4 x 4 blocks of 4,096 tokens" in compute.formula) is not all_gather
+
+
+def test_a_rings_unmasked_steps_come_from_the_tables_ring_rows() -> None:
+    """The same 16,384 tokens over CP 4, with ring rows: a rank's first step is the causal
+    4,096-token row (2,000 us), its other 3 half the ring row of 4,096 tokens (3,400 us for the
+    two unmasked blocks: 1,700 us a step): 4 ranks x (2,000 + 3 x 1,700) = 28,400 us a layer
+    and sequence, against 32,000 us without ring rows. x 32 / 16 heads, x 32 layers, x 8
+    sequences a step, over the 4 CP ranks."""
+    import dataclasses
+
+    shape = Shape("8b", 8.03e9, 8.03e9, 32, 4096, 32, 8, 128)
+    job = Job(shape, 1e9, 16384, 1, False, 0.5, global_batch_tokens=8 * 16384)
+    rows = [(4096, 2000.0), (16384, 30000.0)]
+    with_ring = _training_attention_table(rows, [(4096, 3400.0), (16384, 50000.0)])
+    without = _training_attention_table(rows)
+    ring = Layout(1, 1, 1, 3, cp=4)
+    gap = (
+        step_time(job, dataclasses.replace(P5, attention_table=without), ring).compute_s
+        - step_time(job, dataclasses.replace(P5, attention_table=with_ring), ring).compute_s
+    )
+    assert gap == pytest.approx((32000.0 - 28400.0) * 1e-6 * 32 / 16 * 32 * 8 / 4, rel=1e-9)
+    whole = Layout(4, 1, 1, 3)  # no context parallelism: the causal row alone
+    assert step_time(
+        job, dataclasses.replace(P5, attention_table=with_ring), whole
+    ).compute_s == pytest.approx(
+        step_time(job, dataclasses.replace(P5, attention_table=without), whole).compute_s
+    )
 
 
 # A fleet calibration of the matmul at 1.0, alone and with the GPU link's vote at 0.5 (10 node

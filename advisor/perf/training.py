@@ -397,21 +397,26 @@ def _table_attention(job: Job, cluster: Cluster, cp: int = 1) -> Timed | None:
     sequence as cp x cp blocks of seq_len / cp tokens a side: the sequence is cut into 2 cp
     chunks, each rank holds two (one from each end, so the causal work balances), and each ring
     step is one rank's queries against one rank's keys, as much work as a causal attention of
-    seq_len / cp tokens. The kernels see blocks that long, so the table's row at that length
-    times them: cp^2 of them is the sequence (the whole sequence's row when the time grows with
-    the square of the length, more where short blocks run below the kernels' best rate, as
-    they do: the shipped H100 table's 2,048-token row reaches 0.64 of its 8,192-token row's
-    FLOP rate). Keys and values all-gathered before attention (cp_all_gather) leave each rank's
-    queries one kernel against the whole gathered prefix: the whole sequence's row."""
+    seq_len / cp tokens: the first causal (the table's training row at that length), the other
+    cp - 1 unmasked (its ring rows, which time them; a table without them, the causal row). The
+    kernels see blocks that long, so short blocks run below the kernels' best rate: the shipped
+    H100 table's 2,048-token row reaches 0.64 of its 8,192-token row's FLOP rate (measured
+    against a rank's whole ring: benchmarks/cp_attention_blocks.py). Keys and values
+    all-gathered before attention (cp_all_gather) leave each rank's queries one kernel against
+    the whole gathered prefix: the whole sequence's row."""
     table, shape = cluster.attention_table, job.shape
     if table is None or shape.layers is None or shape.heads is None or shape.head_dim is None:
         return None
     blocks = 1 if job.cp_all_gather else cp
-    one = table.train_attention_time(job.seq_len / blocks, shape.heads, shape.head_dim)
+    block = job.seq_len / blocks
+    one = table.train_attention_time(block, shape.heads, shape.head_dim)
     if one is None:
         return None
-    per_layer = one.seconds * blocks * blocks
-    return Timed(per_layer * shape.layers * (1 + float(job.recompute) / 3), one.beyond)
+    step = table.ring_step_time(block, shape.heads, shape.head_dim) if blocks > 1 else None
+    rest = step or one  # the cp - 1 unmasked steps of a rank
+    per_layer = blocks * (one.seconds + (blocks - 1) * rest.seconds)
+    beyond = tuple(dict.fromkeys(one.beyond + rest.beyond))
+    return Timed(per_layer * shape.layers * (1 + float(job.recompute) / 3), beyond)
 
 
 def _exposed(comm_s: float, compute_s: float) -> float:
