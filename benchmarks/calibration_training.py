@@ -31,6 +31,7 @@ import re
 from typing import Any
 
 from advisor.catalog.queries import Catalog
+from advisor.perf.op_model import table_for
 from advisor.perf.sizing import Shape
 from advisor.perf.training import (
     DEFAULT_GLOBAL_BATCH_TOKENS,
@@ -46,6 +47,7 @@ from advisor.perf.training import (
 )
 from advisor.perf.work import Work
 from advisor.planning.plans import plan_for
+from advisor.planning.training_run import vendor_efficiency
 from benchmarks.calibration_rows import Comparison, rows, summary_lines
 
 MODELS = {
@@ -132,12 +134,18 @@ def _precision(row: dict[str, Any]) -> str:
 
 
 def _cluster(row: dict[str, Any], cat: Catalog) -> tuple[Cluster, float]:
-    """The row's nodes at its precision, and the efficiency factor of that precision."""
+    """The row's nodes at its precision, and the factor on the calibrated efficiency a plan in
+    that precision on that GPU reads (the FP8 or NVFP4 factor x the GPU's operator table's
+    GEMMs or its vendor's: advisor/planning/training_run.py vendor_efficiency); the nodes carry
+    the GPU's operator table, whose training rows time attention, as the plan's do."""
     acc = cat.accelerators[_accelerator(row)]
-    gemm, attention, factor = training_peaks(acc, _precision(row))
+    precision = _precision(row)
+    gemm, attention, factor = training_peaks(acc, precision)
     network = NETWORK_GBPS[acc.id]
     ridge = expert_ridge_tokens(acc)
-    return Cluster(gemm, 8, acc.interconnect_gb_s, network, attention, None, ridge), factor
+    table = table_for(acc.id)
+    cluster = Cluster(gemm, 8, acc.interconnect_gb_s, network, attention, None, ridge, table)
+    return cluster, factor * vendor_efficiency(acc, precision).factor
 
 
 def _fsdp(row: dict[str, Any]) -> bool:
@@ -234,17 +242,18 @@ def mfu_at_scale(row: dict[str, Any], cat: Catalog, eff: float) -> TrainingCompa
     # activation checkpointing as the row ran it (llm-foundry states it; MFU counts model
     # FLOPs, so a recomputed forward lowers it)
     recompute = row.get("activation_checkpointing") is True
+    cluster, factor = _cluster(row, cat)
     job = Job(
         shape,
         1e12,
         int(row["seq_len"]),
         1,
         recompute,
-        eff,
+        eff * factor,
         _global_batch(row),
         cp_all_gather=CP_ALL_GATHER_SOURCE in str(row.get("source", "")),
     )
-    run = run_time(job, _cluster(row, cat)[0], layout, layout.gpus)
+    run = run_time(job, cluster, layout, layout.gpus)
     return TrainingComparison(row["id"], "mfu", run.mfu, row["stated_mfu"])
 
 

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 TARGETS = {  # check -> (reference key, minimum ratio probe / reference)
@@ -29,11 +30,11 @@ TARGETS = {  # check -> (reference key, minimum ratio probe / reference)
 }
 
 
-def sh(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cmd, capture_output=True, text=True, check=False, **kw)  # type: ignore[call-overload, no-any-return]
+def sh(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, check=False)
 
 
-def probe(out: Path, name: str, *args: str) -> tuple[dict[str, object], float, int]:
+def probe(out: Path, name: str, *args: str) -> tuple[dict[str, Any], float, int]:
     t0 = time.perf_counter()
     p = sh(
         [
@@ -75,12 +76,12 @@ def main() -> None:
     refs = {**ref_copy, **ref_mm}
     (out / "probe-stderr.txt").open("a").write(f"references: {json.dumps(refs)}\n")
 
-    measured = {m["name"]: m for m in full["measurements"]}  # type: ignore[index, union-attr]
-    inv = full["inventory"]  # type: ignore[index]
-    gpu = inv["gpu"]  # type: ignore[index]
+    measured = {m["name"]: m for m in full["measurements"]}
+    inv = full["inventory"]
+    gpu = inv["gpu"]
     lines.append(
-        f"# probe fidelity on {gpu['name']}, driver {inv['driver_version']}, "  # type: ignore[index]
-        f"CUDA {inv['cuda_driver_version']}, torch {inv['torch_version']}, "  # type: ignore[index]
+        f"# probe fidelity on {gpu['name']}, driver {inv['driver_version']}, "
+        f"CUDA {inv['cuda_driver_version']}, torch {inv['torch_version']}, "
         f"{time.strftime('%Y-%m-%d')}"
     )
     lines.append(
@@ -134,7 +135,7 @@ def main() -> None:
     ok &= own["verdict"] == "pass" and faster["verdict"] == "fail"
     lines.append(f"--expect {gpu}: {own['verdict']} (exit {own_rc})")
     lines.append(f"--expect mi300x:   {faster['verdict']} (exit {faster_rc}); why:")
-    for c in faster["checks"]:  # type: ignore[union-attr]
+    for c in faster["checks"]:
         if c["status"] in ("fail", "warn"):
             lines.append(f"    {c['name']}: {c['status']}: {c['detail']}")
 

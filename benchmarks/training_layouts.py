@@ -10,6 +10,7 @@ same model. Rows on a model without a preset are left out (their shape is not th
 from __future__ import annotations
 
 import datetime as dt
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -40,8 +41,9 @@ def _words(layout: Layout) -> str:
     return f"TP{layout.tp} PP{layout.pp}{cp}{ep} DP{layout.dp} Z{layout.zero_stage}"
 
 
-def compare(row: dict[str, Any], cat: Catalog) -> str | None:
-    """One row: published layout and its MFU by the model, the planner's layout and MFU."""
+def compare(row: dict[str, Any], cat: Catalog) -> tuple[str, float | None] | None:
+    """One row: published layout and its MFU by the model, the planner's layout and MFU; with
+    |planned / published - 1| where the planner has a plan."""
     preset = MODELS.get(row["model"])
     if preset is None or not row.get("parallelism") or not row.get("gpu_count"):
         return None
@@ -69,24 +71,37 @@ def compare(row: dict[str, Any], cat: Catalog) -> str | None:
     plan = plan_for(cat, work, cat.workloads["large_scale_training"])
     fit = plan.fit(acc, 8, acc.interconnect_gb_s, NETWORK_GBPS[acc.id])
     if fit.layout is None or fit.mfu is None:
-        return f"{row['id']:36} {row['parallelism']:22} no plan: {fit.unfit}"
+        return f"{row['id']:36} {row['parallelism']:22} no plan: {fit.unfit}", None
     recompute = next((f.value for f in fit.figures if f.name == "recompute"), 0.0)
-    return (
+    line = (
         f"{row['id']:36} {row['parallelism']:22} {stated_mfu:6.3f}  "
         f"{_words(fit.layout):28} {recompute:5.2f} {fit.mfu:6.3f}"
     )
+    return line, abs(fit.mfu / stated_mfu - 1)
 
 
 def report(cat: Catalog) -> str:
+    """The table, then |planned MFU / the published layout's MFU - 1| over the rows with a
+    plan (both timed by the same model)."""
     head = (
         f"{'row':36} {'published layout':22} {'MFU':>6}  {'planned layout':28} "
         f"{'recomp':>5} {'MFU':>6}"
     )
     lines = [head]
+    errors = []
     for row in training_rows():
-        line = compare(row, cat)
-        if line is not None:
-            lines.append(line)
+        compared = compare(row, cat)
+        if compared is None:
+            continue
+        lines.append(compared[0])
+        if compared[1] is not None:
+            errors.append(compared[1])
+    if errors:
+        within = sum(e <= 0.10 for e in errors)
+        lines.append(
+            f"rows with a plan: {len(errors)}; planned MFU within 10% of the published: {within}; "
+            f"median error: {statistics.median(errors):.1%}"
+        )
     return "\n".join(lines)
 
 

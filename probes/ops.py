@@ -328,38 +328,63 @@ def attention_rows(
 
 def training_attention_rows(
     dev: TorchDevice, plan: OpsPlan, timer: Timer, say: Progress
-) -> list[AttentionRow]:
-    """Causal forward and backward of one sequence by length, `heads` heads, 16-bit on a GPU
-    (the fused kernel torch picks, as a training step runs it). Eager, not replayed from a graph:
-    a training step's attention is not captured."""
-    torch = dev.torch
-    sdpa = torch.nn.functional.scaled_dot_product_attention
-    precision = attention_precision(dev)
-    dtype = torch_dtype(torch, precision)
-    h = plan.heads
-    rows: list[AttentionRow] = []
+) -> tuple[list[AttentionRow], list[AttentionRow]]:
+    """(causal, ring) rows by sequence length, `heads` heads, 16-bit on a GPU (the fused kernel
+    torch picks, as a training step runs it): the causal forward and backward of one sequence,
+    and the two unmasked blocks of a ring context-parallel rank (OpsTable.attention_ring: `s`
+    queries over s / 2 keys, s / 2 queries over `s` keys), which run below the causal kernel's
+    time for the same work (no masked diagonal). Eager, not replayed from a graph: a training
+    step's attention is not captured."""
+    causal: list[AttentionRow] = []
+    ring: list[AttentionRow] = []
     for d in plan.head_dims:
         for s in plan.train_tokens:
             say(f"attention training tokens={s} head_dim={d}")
             with dev.oom_guard(f"training attention of {s} tokens"):
-                q, k, v = (
-                    torch.randn(1, h, s, d, device=dev.device, dtype=dtype, requires_grad=True)
-                    for _ in range(3)
-                )
-                grad = torch.randn(1, h, s, d, device=dev.device, dtype=dtype)
-
-                def step(q: Any = q, k: Any = k, v: Any = v, grad: Any = grad) -> Any:
-                    q.grad = k.grad = v.grad = None
-                    sdpa(q, k, v, is_causal=True).backward(grad)
-
-                t = timer(step, graph=False)
-            rows.append(
-                AttentionRow(
-                    precision=precision, batch=1, tokens=s, heads=h, kv_heads=h, head_dim=d, **t
-                )
-            )
+                t = timer(_attention_step(dev, plan.heads, d, ((s, s),), True), graph=False)
+            causal.append(_train_row(dev, plan.heads, d, s, t))
             dev.release()
-    return rows
+            with dev.oom_guard(f"ring attention blocks of {s} tokens"):
+                blocks = ((s, s // 2), (s // 2, s))
+                t = timer(_attention_step(dev, plan.heads, d, blocks, False), graph=False)
+            ring.append(_train_row(dev, plan.heads, d, s, t))
+            dev.release()
+    return causal, ring
+
+
+def _attention_step(
+    dev: TorchDevice, heads: int, head_dim: int, blocks: tuple[tuple[int, int], ...], causal: bool
+) -> Callable[[], None]:
+    """One forward and backward of each (queries, keys) block, `heads` heads of `head_dim`."""
+    torch = dev.torch
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    dtype = torch_dtype(torch, attention_precision(dev))
+
+    def tensor(n: int, grad: bool = True) -> Any:
+        return torch.randn(
+            1, heads, n, head_dim, device=dev.device, dtype=dtype, requires_grad=grad
+        )
+
+    made = [(tensor(q), tensor(k), tensor(k), tensor(q, grad=False)) for q, k in blocks]
+
+    def step() -> None:
+        for q, k, v, grad in made:
+            q.grad = k.grad = v.grad = None
+            sdpa(q, k, v, is_causal=causal).backward(grad)
+
+    return step
+
+
+def _train_row(dev: TorchDevice, heads: int, head_dim: int, tokens: int, t: Any) -> AttentionRow:
+    return AttentionRow(
+        precision=attention_precision(dev),
+        batch=1,
+        tokens=tokens,
+        heads=heads,
+        kv_heads=heads,
+        head_dim=head_dim,
+        **t,
+    )
 
 
 def _decode_row(

@@ -106,11 +106,11 @@ def measure_table(
         lambda: ops.attention_rows(dev, plan, timer, say, notes),
         ([], []),
     )
-    train = ops.safe(
+    train, ring = ops.safe(
         "training attention",
         notes,
         lambda: ops.training_attention_rows(dev, plan, timer, say),
-        [],
+        ([], []),
     )
     memory = ops.safe(
         "memory-bound operators",
@@ -135,6 +135,7 @@ def measure_table(
         attention_prefill=prefill,
         attention_decode=decode,
         attention_train=train,
+        attention_ring=ring,
         memory_ops=memory,
         sustained=sustained,
         launch=launch,

@@ -43,7 +43,9 @@ class AttentionRow(_Row):
     """Scaled dot-product attention. Prefill: `batch` causal sequences of `tokens` tokens.
     Decode: `batch` sequences of one new token each over `tokens` cached ones. Training: the
     causal forward and backward (gradients of queries, keys and values) of `batch` sequences of
-    `tokens` tokens."""
+    `tokens` tokens. Ring: the two unmasked blocks a rank of ring context parallelism runs after
+    its causal one, forward and backward, each as much work as a causal `tokens`: `tokens`
+    queries over `tokens` / 2 keys and `tokens` / 2 queries over `tokens` keys (timed together)."""
 
     precision: Precision
     batch: int = Field(ge=1)
@@ -125,6 +127,7 @@ class OpsTable(BaseModel):
     attention_prefill: list[AttentionRow] = Field(default_factory=list)
     attention_decode: list[AttentionRow] = Field(default_factory=list)
     attention_train: list[AttentionRow] = Field(default_factory=list)
+    attention_ring: list[AttentionRow] = Field(default_factory=list)
     memory_ops: list[MemoryOpRow] = Field(default_factory=list)
     sustained: list[SustainedRow] = Field(default_factory=list)
     launch: list[LaunchRow] = Field(default_factory=list)
@@ -150,6 +153,7 @@ ROW_SECTIONS = (
     "attention_prefill",
     "attention_decode",
     "attention_train",
+    "attention_ring",
     "memory_ops",
     "sustained",
     "launch",
@@ -160,7 +164,7 @@ ROW_SECTIONS = (
 # Row sections added to schema 1 after tables were first stored: left out of a report's stored
 # form while empty (stored_form), so that a table measured before them, posted again, is the same
 # content under the same idempotency key.
-LATER_SECTIONS = ("attention_train", "sustained")
+LATER_SECTIONS = ("attention_train", "attention_ring", "sustained")
 
 
 def stored_form(report: OpsReport) -> dict[str, object]:

@@ -241,3 +241,18 @@ def test_an_unset_option_builds_no_coercion() -> None:
     assert "gpu_count" in built and "memory_gb" not in built
     with pytest.raises(MissingParameter):
         command.make_context("recommend", ["--json"], parent=ctx)
+
+
+def test_the_cli_runs_on_a_typer_without_the_parameter_class_it_tunes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The command line tunes typer's parameter processing where typer has the class it tunes
+    (typer.core._TyperParameter); where typer has none (another version, as on the GPU image,
+    whose CLI stopped at that import), the tuning is left out and the CLI builds as before."""
+    import typer.core
+
+    from advisor.cli import _coerce_given_values_only, build_app
+
+    monkeypatch.delattr(typer.core, "_TyperParameter")
+    assert _coerce_given_values_only() is None
+    assert build_app(only="recommend") is not None

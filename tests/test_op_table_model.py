@@ -186,6 +186,24 @@ def test_h200_passes_come_from_its_table_and_others_from_the_roofline() -> None:
     assert "roofline" in a100.speed_source and "estimated" in a100.speed_source
 
 
+def test_a_served_estimate_says_the_table_not_its_efficiency_timed_the_passes() -> None:
+    """A served option reports the roofline's decode share of the memory bandwidth as its
+    efficiency; on an H100, whose table times the passes, its source says the share times only
+    what the table has no rows for, and on an A100 (no table) it is the roofline's alone."""
+    catalog = load_catalog()
+    said = "the operator table timed the passes"
+
+    def source(acc: str) -> str:
+        request = EstimateRequest(
+            workload="high_throughput_inference", model="llama-3.1-8b", accelerator=acc, gpu_count=1
+        )
+        return estimate(catalog, request).efficiency_source
+
+    assert said in source("h100-sxm") and said not in source("a100-80gb-sxm")
+    assert source("a100-80gb-sxm") == _model("a100-80gb-sxm").efficiency_source
+    assert "decode share of ampere memory bandwidth" in source("a100-80gb-sxm")
+
+
 def test_decode_pays_per_sequence_attention_and_sampling() -> None:
     model = _model("h200-sxm")
     one, many = model.iteration(1, 0, 1000), model.iteration(64, 0, 1000)

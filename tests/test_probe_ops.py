@@ -36,6 +36,10 @@ def test_tiny_table_covers_the_plan(tiny: OpsTable) -> None:
         (s, plan.heads, d) for d in plan.head_dims for s in plan.train_tokens
     ]
     assert all(a.median_us > 0 for a in tiny.attention_train)
+    assert [(a.tokens, a.heads, a.head_dim) for a in tiny.attention_ring] == [
+        (s, plan.heads, d) for d in plan.head_dims for s in plan.train_tokens
+    ]
+    assert all(a.median_us > 0 for a in tiny.attention_ring)
     assert {r.op for r in tiny.memory_ops} == {
         "rms_norm",
         "silu_mul",

@@ -127,3 +127,32 @@ def test_whole_runs_without_a_layout_are_planned_by_the_advisor() -> None:
     assert (llama.metric, mpt.metric) == ("tokens_s_per_gpu", "wall_days")
     assert 1 / 1.5 <= llama.ratio <= 1.5 and 1 / 1.5 <= mpt.ratio <= 1.5
     assert ct._accelerator(by_id["mpt-7b-pretrain"]) == "a100-40gb-sxm"
+
+
+@pytest.mark.parametrize("row_id", ["llama3-405b-mfu-16k-gpus", "nemo2504-llama3-8b-b200-fp8-8k"])
+def test_a_row_at_its_layout_is_timed_with_what_the_plan_reads(row_id: str) -> None:
+    """The harness times a published layout with the efficiency factor and the operator table
+    the advisor's own plan reads for that GPU and precision (an H100 in BF16: its table's GEMMs
+    and attention rows; a B200 in FP8: the FP8 factor x Blackwell's sourced factor, no table),
+    so a row checks the figure a user is given."""
+    from advisor.perf.op_model import table_for
+    from advisor.perf.work import Work
+    from advisor.planning.plans import plan_for
+    from benchmarks import calibration_training as ct
+
+    (row,) = [r for r in training_rows() if r["id"] == row_id]
+    acc = CATALOG.accelerators[ct._accelerator(row)]
+    profile = CATALOG.workloads["large_scale_training"]
+    work = Work(
+        workload="large_scale_training",
+        model=ct.MODELS[row["model"]],
+        gpu_count=int(row["gpu_count"]),
+        tokens=1e12,
+        seq_len=int(row["seq_len"]),
+        precision=ct._precision(row),
+    )
+    plan = plan_for(CATALOG, work, profile)
+    cluster, factor = ct._cluster(row, CATALOG)
+    assert profile.efficiency * factor == pytest.approx(plan.training_efficiency(acc)[0])
+    assert cluster.attention_table is table_for(acc.id)
+    assert (cluster.attention_table is None) == (acc.id == "b200")

@@ -721,12 +721,23 @@ def test_the_flops_planners_time_are_the_figures_they_print(
     assert job.attention_flops(3e9, recompute) == printed
 
 
-def _training_attention_table(rows: list[tuple[int, float]]) -> OperatorTable:
+def _training_attention_table(
+    rows: list[tuple[int, float]], ring: list[tuple[int, float]] | None = None
+) -> OperatorTable:
     """An OperatorTable of training attention rows only: (tokens, median microseconds) for one
-    sequence of 16 heads of 128."""
+    sequence of 16 heads of 128, and ring rows (a rank's two unmasked blocks) where given."""
     import datetime as dt
 
     from probes.ops_table import AttentionRow, OpsTable, Stack
+
+    def of(pairs: list[tuple[int, float]]) -> list[AttentionRow]:
+        return [
+            AttentionRow(
+                precision="bf16", batch=1, tokens=s, heads=16, kv_heads=16, head_dim=128,
+                median_us=us, iqr_us=0.0, cv=0.0,
+            )
+            for s, us in pairs
+        ]  # fmt: skip
 
     table = OpsTable(
         accelerator="h100-sxm",
@@ -734,14 +745,9 @@ def _training_attention_table(rows: list[tuple[int, float]]) -> OperatorTable:
         measured_at=dt.datetime(2026, 12, 4, tzinfo=dt.UTC),
         duration_s=1.0,
         stack=Stack(device_name="NVIDIA H100", torch="2.11.0", python="3.12", machine="test"),
-        attention_train=[
-            AttentionRow(
-                precision="bf16", batch=1, tokens=s, heads=16, kv_heads=16, head_dim=128,
-                median_us=us, iqr_us=0.0, cv=0.0,
-            )
-            for s, us in rows
-        ],
-    )  # fmt: skip
+        attention_train=of(rows),
+        attention_ring=of(ring or []),
+    )
     return OperatorTable.of(table)
 
 
@@ -779,6 +785,64 @@ def test_training_attention_comes_from_the_tables_training_rows(recompute: bool)
         if f.name == "compute_s_per_step"
     ]
     assert "extrapolated: sequence tokens 32768 > 16384" in words
+
+
+@pytest.mark.parametrize("all_gather", [False, True])
+def test_ring_context_parallel_attention_is_timed_in_blocks_of_its_ring(all_gather: bool) -> None:
+    """16,384 tokens a sequence over CP 4: Megatron-Core's ring runs 4 x 4 blocks of 4,096 tokens
+    a side, each as much work as a causal 4,096-token attention, so the table's 4,096-token row
+    (2,000 us for 16 heads) times each: 16 x 2,000 = 32,000 us a layer and sequence, against
+    the 16,384-token row's 30,000 us for the sequence whole. Keys and values all-gathered
+    (Llama 3's own context parallelism) leave one kernel against the whole prefix: 30,000 us.
+    x 32 / 16 heads, x 32 layers, x 8 sequences a step, over the 4 CP ranks."""
+    import dataclasses
+
+    from advisor.perf.training import ATTENTION_EFFICIENCY
+
+    shape = Shape("8b", 8.03e9, 8.03e9, 32, 4096, 32, 8, 128)
+    job = Job(shape, 1e9, 16384, 1, False, 0.5, global_batch_tokens=8 * 16384)
+    job = dataclasses.replace(job, cp_all_gather=all_gather)
+    table = _training_attention_table([(4096, 2000.0), (16384, 30000.0)])
+    measured = dataclasses.replace(P5, attention_table=table)
+    ring, whole = Layout(1, 1, 1, 3, cp=4), Layout(4, 1, 1, 3)
+    per_sequence_us = 30000.0 if all_gather else 16 * 2000.0
+    by_hand = per_sequence_us * 1e-6 * 32 / 16 * 32 * 8 / 4
+    gap = step_time(job, measured, ring).compute_s - step_time(job, P5, ring).compute_s
+    roofline = step_time(job, P5, ring).compute_s - step_time(job, P5, whole).compute_s
+    assert roofline == pytest.approx(0.0, abs=1e-12)  # the roofline has no block length
+    flops = 6 * 32 * 16384 * 4096 * 8 * 16384 / 4
+    assert gap == pytest.approx(by_hand - flops / (989.5e12 * ATTENTION_EFFICIENCY), rel=1e-9)
+    (compute,) = [
+        f for f in run_time(job, measured, ring, 4).figures if f.name == "compute_s_per_step"
+    ]
+    assert ("4 x 4 blocks of 4,096 tokens" in compute.formula) is not all_gather
+
+
+def test_a_rings_unmasked_steps_come_from_the_tables_ring_rows() -> None:
+    """The same 16,384 tokens over CP 4, with ring rows: a rank's first step is the causal
+    4,096-token row (2,000 us), its other 3 half the ring row of 4,096 tokens (3,400 us for the
+    two unmasked blocks: 1,700 us a step): 4 ranks x (2,000 + 3 x 1,700) = 28,400 us a layer
+    and sequence, against 32,000 us without ring rows. x 32 / 16 heads, x 32 layers, x 8
+    sequences a step, over the 4 CP ranks."""
+    import dataclasses
+
+    shape = Shape("8b", 8.03e9, 8.03e9, 32, 4096, 32, 8, 128)
+    job = Job(shape, 1e9, 16384, 1, False, 0.5, global_batch_tokens=8 * 16384)
+    rows = [(4096, 2000.0), (16384, 30000.0)]
+    with_ring = _training_attention_table(rows, [(4096, 3400.0), (16384, 50000.0)])
+    without = _training_attention_table(rows)
+    ring = Layout(1, 1, 1, 3, cp=4)
+    gap = (
+        step_time(job, dataclasses.replace(P5, attention_table=without), ring).compute_s
+        - step_time(job, dataclasses.replace(P5, attention_table=with_ring), ring).compute_s
+    )
+    assert gap == pytest.approx((32000.0 - 28400.0) * 1e-6 * 32 / 16 * 32 * 8 / 4, rel=1e-9)
+    whole = Layout(4, 1, 1, 3)  # no context parallelism: the causal row alone
+    assert step_time(
+        job, dataclasses.replace(P5, attention_table=with_ring), whole
+    ).compute_s == pytest.approx(
+        step_time(job, dataclasses.replace(P5, attention_table=without), whole).compute_s
+    )
 
 
 # A fleet calibration of the matmul at 1.0, alone and with the GPU link's vote at 0.5 (10 node
@@ -884,3 +948,34 @@ def test_the_fleets_network_vote_plans_on_the_network_it_measured(shipped: Catal
     unvoted = estimate(shipped, EstimateRequest(**common), {"h100-sxm": few})  # type: ignore[arg-type]
     assert unvoted.hours == plain.hours
     assert "fleet_network_factor" not in {f.name for f in unvoted.figures}
+
+
+def test_the_interleaved_schedule_keeps_more_activations_on_its_first_stage() -> None:
+    """Korthikanti et al. 2022 section 4.2.3: L (1 + (p-1)/(p m)) layers of activations for m
+    virtual stages a GPU. Llama 3 405B's 126 layers: PP 8 runs 8 chunks of 2 (1 + 7/64), PP 16
+    4 (1 + 15/64); 32 layers over PP 8, 2 chunks (1 + 7/16); a stage of one layer is not
+    interleaved, nor is PP 1. A plan's memory carries it: 160 GB of activations over TP 8 x CP 2
+    at PP 8 of 126 layers are 10 GB x 1.109375 a GPU, and a budget that holds 1F1B's 10 GB and
+    the states' 1 GB (11.5 GB) does not hold the interleaved schedule's 11.09 + 1."""
+    from advisor.perf.sizing import Figure
+    from advisor.perf.training import interleaved_activation_factor
+    from advisor.planning.training_plan import _Room, split_memory
+
+    assert interleaved_activation_factor(126, 8) == 1 + 7 / 64
+    assert interleaved_activation_factor(126, 16) == 1 + 15 / 64
+    assert interleaved_activation_factor(32, 8) == 1 + 7 / 16
+    assert interleaved_activation_factor(8, 8) == 1.0
+    assert interleaved_activation_factor(126, 1) == 1.0
+    figures = [
+        Figure("model_states_per_gpu_gb", 64.0, "GB", "states"),
+        Figure("activations_per_gpu_gb", 160.0, "GB", "activations"),
+        Figure("memory_per_gpu_gb", 224.0, "GB", "total"),
+    ]
+    layout = Layout(1, 8, 8, 1, cp=2)
+    split = {f.name: f.value for f in split_memory(figures, layout, 0.0, 126)}
+    assert split["activations_per_gpu_gb"] == pytest.approx(10 * 1.109375)
+    assert split["memory_per_gpu_gb"] == pytest.approx(1 + 10 * 1.109375)
+    assert split_memory(figures, layout)[1].value == pytest.approx(10.0)  # no layer count
+    assert _Room(224.0, 0.0, 160.0, 11.5, 0.0).ranks(8, 8, 1, 2) == 1
+    assert _Room(224.0, 0.0, 160.0, 11.5, 0.0, 126).ranks(8, 8, 1, 2) is None
+    assert _Room(224.0, 0.0, 160.0, 12.5, 0.0, 126).ranks(8, 8, 1, 2) == 1

@@ -101,8 +101,10 @@ def _coerce_given_values_only() -> None:
     benchmarks/bench_startup.py). Here an unset option (None, one value) is processed as typer
     processes it (its required check and callback run as before) with a coercion that returns
     the None, and its adapter is built when a value comes to coerce."""
-    from typer.core import _TyperParameter
-
+    try:
+        from typer.core import _TyperParameter
+    except ImportError:  # a typer without that class (older ones): left as it is
+        return
     original = getattr(_TyperParameter, "process_value", None)
     if original is None or getattr(_TyperParameter, "_advisor_lazy", False):
         return

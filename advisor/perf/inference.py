@@ -557,6 +557,19 @@ class InferenceModel:
         elif dep.engine:
             self.speed_source += f"; no stored correction for {dep.acc.id} x {dep.engine}"
 
+    @property
+    def efficiency_source(self) -> str:
+        """Where the efficiency a served option reports (eff_bw, the roofline's decode share of
+        the memory bandwidth) comes from, and what reads it: where an operator table times the
+        passes, only what the table has no rows for (a LoRA adapter's reads, _lora_s)."""
+        words = bandwidth_efficiency(self.dep.acc)[1]
+        if self.op_model is None:
+            return words
+        return (
+            f"{words}; the operator table timed the passes (see speeds): this share times only "
+            "what it has no rows for (LoRA adapters)"
+        )
+
     def on(self, dep: Deployment) -> InferenceModel:
         """The same model on another deployment (more replicas, say); one replica's figures are
         the same when only the replica count differs, so the searches' memos carry over."""

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: the schema is imported by whoever loads a table
-    from probes.ops_table import OpsTable
+    from probes.ops_table import AttentionRow, OpsTable
 
 Point = tuple[float, ...]
 
@@ -142,6 +142,7 @@ class OperatorTable:
     prefill_heads: int = 1
     train: LogGrid | None = None  # (tokens, head_dim) -> forward and backward of train_heads
     train_heads: int = 1
+    ring: LogGrid | None = None  # (tokens, head_dim) -> one unmasked ring step of train_heads
     decode: LogGrid | None = None  # (batch, context) -> time at decode_token_bytes per token
     decode_token_bytes: float = 1.0  # K and V bytes per cached token of the table's rows
     memory: dict[str, LogGrid] = field(default_factory=dict)  # by operator
@@ -174,15 +175,9 @@ class OperatorTable:
             )
         if table.attention_train:
             out.train_heads = table.attention_train[0].heads
-            out.train = LogGrid.build(
-                ("sequence tokens", "head dim"),
-                {
-                    (float(a.tokens), float(a.head_dim)): a.median_us / a.batch
-                    for a in table.attention_train
-                    if a.heads == out.train_heads
-                },
-                (2.0, 1.0),
-            )
+            out.train = _train_grid(table.attention_train, out.train_heads, 1.0)
+            # each row times a rank's two unmasked blocks: one ring step is half of it
+            out.ring = _train_grid(table.attention_ring, out.train_heads, 0.5)
         decode = [a for a in table.attention_decode if a.head_dim == 128] or list(
             table.attention_decode
         )
@@ -251,6 +246,14 @@ class OperatorTable:
         t = self.train((tokens, head_dim))
         return Timed(t.seconds * heads / self.train_heads / self.settled, t.beyond)
 
+    def ring_step_time(self, tokens: float, heads: float, head_dim: float) -> Timed | None:
+        """One unmasked step of ring context parallelism whose blocks are `tokens` long (as much
+        work as a causal `tokens`), forward and backward, one layer; None without ring rows."""
+        if self.ring is None:
+            return None
+        t = self.ring((tokens, head_dim))
+        return Timed(t.seconds * heads / self.train_heads / self.settled, t.beyond)
+
     def decode_time(self, batch: float, context: float, token_bytes: float) -> Timed | None:
         """`batch` single-token queries over `context` cached tokens of `token_bytes` K and V
         bytes each (one layer, one GPU). Each sequence is read at its own context: decode
@@ -281,6 +284,20 @@ class OperatorTable:
         group size)."""
         grid = self.collectives.get((op, ranks))
         return grid((max(1.0, nbytes),)) if grid is not None else None
+
+
+def _train_grid(rows: list[AttentionRow], heads: int, share: float) -> LogGrid | None:
+    """(sequence tokens, head dim) -> `share` of a row's time a sequence, rows of `heads` heads
+    (LogGrid.build: None when no full grid is left)."""
+    return LogGrid.build(
+        ("sequence tokens", "head dim"),
+        {
+            (float(a.tokens), float(a.head_dim)): a.median_us / a.batch * share
+            for a in rows
+            if a.heads == heads
+        },
+        (2.0, 1.0),
+    )
 
 
 def _gemm_grids(table: OpsTable) -> dict[str, LogGrid]:

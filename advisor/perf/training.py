@@ -296,7 +296,7 @@ def step_time(job: Job, cluster: Cluster, layout: Layout) -> Step:
     cp = _cp_comm_s(job, cluster, layout, micro)
     a2a = _a2a_comm_s(job, cluster, layout, micro)
     pp = _pp_comm_s(job, cluster, layout, micro)
-    attention_s = _attention_s(job, cluster, tokens) / split
+    attention_s = _attention_s(job, cluster, tokens, layout.cp) / split
     # The forward is 1/3 of the compute, the backward 2/3 (2ND vs 4ND). What runs under each:
     # ZeRO-3's parameter gather (1 of 3 passes) and ZeRO-1/2's parameter all-gather (1 of 2,
     # overlapped with the next forward) under the forward, gradient reduction under the
@@ -322,7 +322,7 @@ def _compute_s(job: Job, cluster: Cluster, tokens: float, layout: Layout) -> flo
     factor = expert_gemm_factor(
         job.shape, tokens_per_expert(job, layout), cluster.expert_ridge_tokens
     )
-    return gemm * factor + _attention_s(job, cluster, tokens)
+    return gemm * factor + _attention_s(job, cluster, tokens, layout.cp)
 
 
 # An expert's GEMM on few tokens reads its weights for little work: below the tokens at which its
@@ -376,28 +376,47 @@ def expert_gemm_factor(shape: Shape, tokens: float, ridge_tokens: float) -> floa
     return 1 + min(1.0, share) * (slower - 1)
 
 
-def _attention_s(job: Job, cluster: Cluster, tokens: float) -> float:
+def _attention_s(job: Job, cluster: Cluster, tokens: float, cp: int = 1) -> float:
     """Seconds of attention's forward and backward (a recomputed forward too) for `tokens`
-    tokens on one GPU: the operator table's training rows where the GPU has them, else the
-    matmul FLOPs at the 16-bit peak x ATTENTION_EFFICIENCY."""
-    measured = _table_attention(job, cluster)
+    tokens on one GPU, each sequence over `cp` context-parallel ranks: the operator table's
+    training rows where the GPU has them, else the matmul FLOPs at the 16-bit peak x
+    ATTENTION_EFFICIENCY."""
+    measured = _table_attention(job, cluster, cp)
     if measured is not None:
         return measured.seconds * tokens / job.seq_len
     rate = cluster.attention_peak * TERA * ATTENTION_EFFICIENCY
     return job.attention_flops(tokens, job.recompute) / rate
 
 
-def _table_attention(job: Job, cluster: Cluster) -> Timed | None:
+def _table_attention(job: Job, cluster: Cluster, cp: int = 1) -> Timed | None:
     """One sequence's attention over every layer from the table's training rows (the causal
     forward and backward of seq_len tokens, the model's heads and head dim); a recomputed
-    forward adds its share, 2 of the 6 units of forward and backward (sizing's FLOP count)."""
+    forward adds its share, 2 of the 6 units of forward and backward (sizing's FLOP count).
+
+    Context parallelism over a ring (Megatron-Core's, through Transformer Engine) runs each
+    sequence as cp x cp blocks of seq_len / cp tokens a side: the sequence is cut into 2 cp
+    chunks, each rank holds two (one from each end, so the causal work balances), and each ring
+    step is one rank's queries against one rank's keys, as much work as a causal attention of
+    seq_len / cp tokens: the first causal (the table's training row at that length), the other
+    cp - 1 unmasked (its ring rows, which time them; a table without them, the causal row). The
+    kernels see blocks that long, so short blocks run below the kernels' best rate: the shipped
+    H100 table's 2,048-token row reaches 0.64 of its 8,192-token row's FLOP rate (measured
+    against a rank's whole ring: benchmarks/cp_attention_blocks.py). Keys and values
+    all-gathered before attention (cp_all_gather) leave each rank's queries one kernel against
+    the whole gathered prefix: the whole sequence's row."""
     table, shape = cluster.attention_table, job.shape
     if table is None or shape.layers is None or shape.heads is None or shape.head_dim is None:
         return None
-    one = table.train_attention_time(job.seq_len, shape.heads, shape.head_dim)
+    blocks = 1 if job.cp_all_gather else cp
+    block = job.seq_len / blocks
+    one = table.train_attention_time(block, shape.heads, shape.head_dim)
     if one is None:
         return None
-    return Timed(one.seconds * shape.layers * (1 + float(job.recompute) / 3), one.beyond)
+    step = table.ring_step_time(block, shape.heads, shape.head_dim) if blocks > 1 else None
+    rest = step or one  # the cp - 1 unmasked steps of a rank
+    per_layer = blocks * (one.seconds + (blocks - 1) * rest.seconds)
+    beyond = tuple(dict.fromkeys(one.beyond + rest.beyond))
+    return Timed(per_layer * shape.layers * (1 + float(job.recompute) / 3), beyond)
 
 
 def _exposed(comm_s: float, compute_s: float) -> float:
@@ -415,7 +434,22 @@ def _virtual_stages(job: Job, layout: Layout) -> int:
     layers: the paper's PP 16 takes a layer from the first and the last stage (arXiv:2407.21783
     section 3.3.2, 2024-07), 8 slots a rank, 4 chunks of 2 (the mean's 7.875 / 2 floors to 3);
     at PP 8, 16 slots a rank, 8 chunks (not 7)."""
-    return max(1, _stage_layers(job, layout)[0] // LAYERS_PER_VIRTUAL_STAGE)
+    return virtual_stages(job.shape.layers, layout.pp)
+
+
+def virtual_stages(layers: int | None, pp: int) -> int:
+    """_virtual_stages of a model of `layers` layers (None: one a stage) over `pp` stages."""
+    return max(1, math.ceil((layers or pp) / pp) // LAYERS_PER_VIRTUAL_STAGE)
+
+
+def interleaved_activation_factor(layers: int | None, pp: int) -> float:
+    """What the interleaved schedule's first stage keeps against 1F1B's (a whole model's layers
+    of activations, one micro-batch each): L (1 + (p-1)/(p m)) layers for m virtual stages a GPU
+    (Korthikanti et al. 2022, arXiv:2205.05198 section 4.2.3). The plan takes that schedule's
+    smaller bubble (_bubble) where a stage holds more than one chunk, so it holds its memory
+    too: 1.109 at PP 8 of 8 chunks (Llama 3 405B), 1.234 at PP 16 of 4."""
+    v = virtual_stages(layers, pp)
+    return 1.0 if pp == 1 or v == 1 else 1 + (pp - 1) / (pp * v)
 
 
 def _stage_layers(job: Job, layout: Layout) -> tuple[int, float]:
@@ -767,7 +801,7 @@ def _figures(
     bubble = _bubble(job, layout, micro)
     attention_part = (
         f" + {step_attention.value:.4g} attention FLOP [{step_attention.formula}] / "
-        + _attention_rate_words(job, cluster)
+        + _attention_rate_words(job, cluster, layout.cp)
         if step_attention.value
         else ""
     )
@@ -890,17 +924,22 @@ def _figures(
     return tuple(out)
 
 
-def _attention_rate_words(job: Job, cluster: Cluster) -> str:
+def _attention_rate_words(job: Job, cluster: Cluster, cp: int) -> str:
     """The attention rate a step's compute figure divides by, and where it comes from."""
-    measured = _table_attention(job, cluster)
+    measured = _table_attention(job, cluster, cp)
     table = cluster.attention_table
     if measured is None or table is None:
         return f"({cluster.attention_peak:g} TFLOP/s x {ATTENTION_EFFICIENCY:g} attention kernels)"
     flops = job.attention_flops(job.seq_len, job.recompute)
     beyond = f", extrapolated: {'; '.join(measured.beyond)}" if measured.beyond else ""
+    blocks = (
+        f" in {cp} x {cp} blocks of {job.seq_len / cp:,.0f} tokens (context-parallel ring)"
+        if cp > 1 and not job.cp_all_gather
+        else ""
+    )
     return (
-        f"({flops / measured.seconds / TERA:.4g} TFLOP/s [a sequence's forward and backward "
-        f"as timed by the {table.source}{beyond}])"
+        f"({flops / measured.seconds / TERA:.4g} TFLOP/s [a sequence's forward and backward"
+        f"{blocks} as timed by the {table.source}{beyond}])"
     )
 
 

@@ -14,7 +14,6 @@ from advisor.catalog.models import Accelerator, WorkloadProfile
 from advisor.errors import InputError, flag_name
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
 from advisor.perf.inference import (
-    bandwidth_efficiency,
     check_heads,
     serving_memory,
     throughput_figure,
@@ -101,7 +100,7 @@ class ServingDeployment(Plan):
             memory_per_gpu_gb=per_gpu,
             memory_total_gb=per_gpu * tp * replicas,
             efficiency=model.eff_bw,
-            efficiency_source=bandwidth_efficiency(acc)[1],
+            efficiency_source=model.efficiency_source,
             tokens_per_s=capacity,
             served_tokens_per_s=min(capacity, w.throughput_tokens_s or math.inf),
             replicas=replicas,

@@ -10,7 +10,15 @@ from dataclasses import dataclass
 from advisor.catalog.models import Accelerator
 from advisor.errors import InputError, field_name
 from advisor.perf.sizing import OPTIMIZER_BYTES, Figure, Shape, zero_split_bytes
-from advisor.perf.training import Cluster, Job, Layout, Run, gpu_hours, run_time
+from advisor.perf.training import (
+    Cluster,
+    Job,
+    Layout,
+    Run,
+    gpu_hours,
+    interleaved_activation_factor,
+    run_time,
+)
 from advisor.perf.work import TP_DEGREES, Work
 from advisor.planning.fit import Fit
 from advisor.units import GB, HOURS_PER_DAY
@@ -64,7 +72,7 @@ def training_layouts(
     rings whose collectives' latency grows with their ranks: Llama 3 405B and DeepSeek-V3 ran
     PP16)."""
     share = shape.expert_params / shape.params if expert_parallel else 0.0
-    room = _Room(kept_gb, sharded_gb, activations_gb, budget_gb, share)
+    room = _Room(kept_gb, sharded_gb, activations_gb, budget_gb, share, shape.layers)
     eps = [1, *_dividing(EP_DEGREES, shape.experts)] if share and shape.experts else [1]
     layers = shape.layers
     degrees = node_tp_degrees(per_node) if layers else [1]
@@ -134,21 +142,24 @@ def node_tp_degrees(per_node: int) -> list[int]:
 @dataclass(frozen=True, slots=True)
 class _Room:
     """What a layout must hold per GPU (training_layouts): GB no data-parallel count removes
-    (activations included), GB ZeRO shards, the activations, the usable memory, and the share
-    of the states that are experts (split over EP)."""
+    (activations included), GB ZeRO shards, the activations, the usable memory, the share of
+    the states that are experts (split over EP), and the model's layers (the pipeline's
+    interleaved schedule keeps more activations: interleaved_activation_factor)."""
 
     kept_gb: float
     sharded_gb: float
     activations_gb: float
     budget_gb: float
     expert_share: float
+    layers: int | None = None
 
     def ranks(self, tp: int, pp: int, ep: int = 1, cp: int = 1) -> int | None:
         """The fewest data-parallel ranks (a multiple of `ep`) that hold the work at TP x PP x
         CP; None when what no sharding removes is above the budget."""
         share = self.expert_share
         states = (self.kept_gb - self.activations_gb) * (1 - share + share / ep)
-        room = self.budget_gb - (states / (tp * pp) + self.activations_gb / (tp * cp))
+        act = self.activations_gb * interleaved_activation_factor(self.layers, pp) / (tp * cp)
+        room = self.budget_gb - (states / (tp * pp) + act)
         if room <= 0:
             return None
         # ZeRO shards over the DP and CP ranks (both hold the same weights)
@@ -307,10 +318,13 @@ def _search(
 _ACTIVATION_FIGURES = frozenset({"activations_per_gpu_gb", "logits_per_gpu_gb"})
 
 
-def split_memory(figures: list[Figure], layout: Layout, expert_share: float = 0.0) -> list[Figure]:
+def split_memory(
+    figures: list[Figure], layout: Layout, expert_share: float = 0.0, layers: int | None = None
+) -> list[Figure]:
     """Per-GPU memory with tensor (and pipeline) parallelism: states and weights over TP x PP,
     activations and logits over TP (sequence parallel, Korthikanti et al. 2022; 1F1B keeps a
-    full model's worth of layers' activations on the first stage); with expert parallelism, the
+    full model's worth of layers' activations on the first stage, the interleaved schedule of a
+    model of `layers` layers more: interleaved_activation_factor); with expert parallelism, the
     experts' share (`expert_share` of the parameters) of the states ZeRO keeps whole over EP.
     Unchanged without any."""
     ep = layout.ep if expert_share else 1
@@ -327,7 +341,13 @@ def split_memory(figures: list[Figure], layout: Layout, expert_share: float = 0.
         elif f.name in _ACTIVATION_FIGURES:
             split = layout.tp * layout.cp
             why = f"{f.formula} / TP {layout.tp}" + (f" / CP {layout.cp}" if layout.cp > 1 else "")
-            out.append(Figure(f.name, f.value / split, "GB", why))
+            interleaved = interleaved_activation_factor(layers, layout.pp)
+            if interleaved != 1.0:
+                why += (
+                    f" x {interleaved:.4g} (interleaved pipeline schedule: 1 + (PP - 1) / (PP x "
+                    "virtual stages) more layers' activations on the first stage)"
+                )
+            out.append(Figure(f.name, f.value / split * interleaved, "GB", why))
         else:
             split = layout.tp * layout.pp
             why = f"{f.formula} / (TP {layout.tp} x PP {layout.pp})"

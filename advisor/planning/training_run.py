@@ -16,7 +16,12 @@ from collections.abc import Mapping
 from advisor.catalog.models import Accelerator, WorkloadProfile
 from advisor.errors import InputError, field_name
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration, calibrates
-from advisor.perf.efficiency import efficiency_bounds, relative_efficiency, table_efficiency
+from advisor.perf.efficiency import (
+    Efficiency,
+    efficiency_bounds,
+    relative_efficiency,
+    table_efficiency,
+)
 from advisor.perf.headroom import usable_memory_gb
 from advisor.perf.op_model import table_for
 from advisor.perf.sizing import (
@@ -219,17 +224,13 @@ class TrainingRun(Plan):
         if factor != 1.0:
             kernels = "NVFP4 recipe" if precision == "fp4" else "FP8 kernels"
             eff, source = eff * factor, f"{source} x {factor:.3g} in {precision} ({kernels})"
-        # the FP8 and NVFP4 factors are relative to a 16-bit step, so the GPU's own speed
-        # against the reference is its 16-bit GEMMs' (a table's fp8 share would count the
-        # slower FP8 kernels twice)
-        gemms = precision if factor == 1.0 else "bf16"
         if calibrates(self.fleet.get(acc.id), self.min_fleet_reports) and table_efficiency(
-            acc, gemms
+            acc, gemm_precision(acc, precision)
         ):
             # the fleet's own GPUs' matmul against the catalog's expectation has replaced the
             # calibrated value: the lent GPU's table, the same GEMM against a reference, stays out
             return eff, source
-        vendor = relative_efficiency(acc, gemms)
+        vendor = vendor_efficiency(acc, precision)
         if vendor.factor != 1.0:
             eff, source = min(eff * vendor.factor, 1.0), f"{source} {vendor.words()}"
         return eff, source
@@ -263,7 +264,9 @@ class TrainingRun(Plan):
         with the lighter methods a one-node job is told of."""
         w, rented, (run, fastest) = self.w, nodes[0] * nodes[1], timed
         ranks = layout.dp * layout.cp  # ZeRO shards over the DP and CP ranks
-        figures = split_memory(self._memory(w.method, ranks), layout, self._expert_share())
+        figures = split_memory(
+            self._memory(w.method, ranks), layout, self._expert_share(), self.shape.layers
+        )
         trained_gb, frozen_gb = self._trained_and_frozen_gb()
         return Fit(
             gpus_needed=layout.gpus,
@@ -509,3 +512,18 @@ def with_hours_range(fit: Fit, acc: Accelerator, precision: str) -> Fit:
         return fit
     low, high = efficiency_bounds(acc, precision)
     return dataclasses.replace(fit, hours_range=(fit.hours / high, fit.hours / low))
+
+
+def gemm_precision(acc: Accelerator, precision: str) -> str:
+    """The precision whose GEMMs measure `acc` against the reference in a `precision` step: the
+    FP8 and NVFP4 factors are relative to a 16-bit step, so the GPU's own speed against the
+    reference is its 16-bit GEMMs' (a table's fp8 share would count the slower FP8 kernels
+    twice)."""
+    return precision if training_peaks(acc, precision)[2] == 1.0 else "bf16"
+
+
+def vendor_efficiency(acc: Accelerator, precision: str) -> Efficiency:
+    """The factor on the calibrated efficiency for a `precision` training step on `acc` (its
+    operator table's GEMMs, else its vendor and generation's sourced factor): what the plan
+    reads and what benchmarks/calibration_training.py times the published rows with."""
+    return relative_efficiency(acc, gemm_precision(acc, precision))
