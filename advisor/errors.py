@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 # A request field named inside a message, marked so that each interface renders it its own way
 # (the CLI as --flag, the API as the JSON field). The separator never occurs in typed text.
 _MARK = "\x1f"
-_MARKED = re.compile(f"{_MARK}([a-z][a-z0-9_]*){_MARK}")
+# a pattern string: compiled by re (and cached there) when first used, not at every start-up
+_MARKED = f"{_MARK}([a-z][a-z0-9_]*){_MARK}"
 
 
 def field_name(name: str) -> str:
@@ -47,15 +48,16 @@ class InputError(AdvisorError):
         super().__init__(self.render(json_name))
 
     def render(self, name: Callable[[str], str]) -> str:
-        return _MARKED.sub(lambda m: name(m.group(1)), self.template)
+        return re.sub(_MARKED, lambda m: name(m.group(1)), self.template)
 
 
 class NotFoundError(InputError):
     """An id that is not in the catalog; the message carries a "did you mean"."""
 
 
-@dataclass(frozen=True)
-class CatalogIssue:
+# A NamedTuple, not a frozen dataclass: every command imports this module, and a dataclass
+# takes several times as long to make (its methods are compiled when the class is).
+class CatalogIssue(NamedTuple):
     """One problem found while loading the catalog, located precisely."""
 
     file: str

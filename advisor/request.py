@@ -14,7 +14,6 @@ SizesWork mark (the groups the idle-field rules read) and the cross-field rules 
 # its text when the class is made (advisor/catalog/models.py says why that matters).
 
 import dataclasses
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, TypeVar, get_args
 
 from pydantic import (
@@ -90,26 +89,40 @@ OUTPUT = "Output"
 PANELS = (WORK, HARDWARE, CONSTRAINTS, TRAINING, SERVING, OUTPUT)
 
 
-@dataclass(frozen=True, slots=True)
+# The two marks are plain classes, read by isinstance and their attributes: each command taking a
+# request imports this module, and a frozen dataclass takes a few hundred microseconds to make (its
+# methods are compiled when the class is).
 class Cli:
     """How the command line offers a request field (advisor/cli/sizing_opts.py derives the
     option from it): the --help line, its panel and a short flag. The long flag is the field's
     name with dashes (--max-itl-ms); a yes/no field left unset by default is --x/--no-x."""
 
-    help: str
-    panel: str
-    short: str | None = None
-    json_file: bool = False  # the option names a JSON file; the field holds its content
-    trace_file: bool = False  # the option names a trace file (perf/trace_file.py): its rows
+    __slots__ = ("help", "json_file", "panel", "short", "trace_file")
+
+    def __init__(
+        self,
+        help: str,
+        panel: str,
+        short: str | None = None,
+        json_file: bool = False,  # the option names a JSON file; the field holds its content
+        trace_file: bool = False,  # the option names a trace file (perf/trace_file.py): its rows
+    ) -> None:
+        self.help = help
+        self.panel = panel
+        self.short = short
+        self.json_file = json_file
+        self.trace_file = trace_file
 
 
-@dataclass(frozen=True, slots=True)
 class SizesWork:
     """A field that sizes work from a model (idle without one). `job`: the only job that reads
     it ("training"; "serving": it also needs the model's architecture, which a bare size lacks),
     or None for both."""
 
-    job: Literal["training", "serving"] | None = None
+    __slots__ = ("job",)
+
+    def __init__(self, job: Literal["training", "serving"] | None = None) -> None:
+        self.job = job
 
 
 def _any_purchase(value: object) -> object:

@@ -12,6 +12,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -222,6 +223,48 @@ def _same_bytes_under_another_name(user: Path, tmp_path: Path) -> dict[str, Any]
     return {}
 
 
+def _same_size_edit_with_its_times_put_back(user: Path, tmp_path: Path) -> dict[str, Any]:
+    """What `rsync -t` or `touch -r` can leave: other bytes, the same size, the same mtime."""
+    path = user / "a.yaml"
+    before = path.stat()
+    _edit_file(user, tmp_path)  # memory_gb 80 -> 96: the same size
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = path.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    return {}
+
+
+def _a_copy_moved_over_it(user: Path, tmp_path: Path) -> dict[str, Any]:
+    """An editor's save: a new file of the same size and mtime renamed over the old one."""
+    path, new = user / "a.yaml", tmp_path / "new.yaml"
+    write_catalog(tmp_path, {"accelerators": [acc("extra-gpu", memory_gb=96)]}, new.name)
+    shutil.copystat(path, new)
+    os.replace(new, path)
+    return {}
+
+
+def _past_its_tick(path: Path) -> None:
+    """Waits until a change made now is stamped later than `path`'s last change: the file
+    system's clock ticks (a few ms on Linux) and a change within the tick stamps the same
+    time, which a settled file (SETTLED_NS) is trusted not to have."""
+    probe = path.parent.parent / "tick"
+    while True:
+        probe.write_bytes(b"")
+        if probe.stat().st_ctime_ns > path.stat().st_ctime_ns:
+            probe.unlink()
+            return
+        time.sleep(0.001)
+
+
+@pytest.fixture(params=["recent", "settled"])
+def settled(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Both ways a catalog file is in the key: by its bytes while it was changed recently, by
+    its stat once it has settled (loading.py _stamp); here every file has settled at once."""
+    if request.param == "settled":
+        monkeypatch.setattr(loading, "SETTLED_NS", 0)
+    return bool(request.param == "settled")
+
+
 @pytest.mark.parametrize(
     "change",
     [
@@ -235,10 +278,13 @@ def _same_bytes_under_another_name(user: Path, tmp_path: Path) -> dict[str, Any]
         _same_files_in_another_directory,
         _replace_instead_of_extend,
         _same_bytes_under_another_name,
+        _same_size_edit_with_its_times_put_back,
+        _a_copy_moved_over_it,
     ],
 )
 def test_anything_that_could_change_the_answer_misses(
     change: Callable[[Path, Path], dict[str, Any]],
+    settled: bool,
     tmp_path: Path,
     yaml_calls: YamlCalls,
     monkeypatch: pytest.MonkeyPatch,
@@ -250,6 +296,8 @@ def test_anything_that_could_change_the_answer_misses(
     base["max_age_days"] = 365
     load_catalog(**base, cache_dir=cache)
     before = yaml_calls.count
+    if settled:
+        _past_its_tick(user / "a.yaml")
 
     changed = {**base, **change(user, tmp_path)}
     got = load_catalog(**changed, cache_dir=cache)
@@ -279,6 +327,64 @@ def test_answers_that_differ_do_differ(tmp_path: Path) -> None:
     assert any("older than 365 days" in w for w in stale.warnings)
 
 
+def _refuse_reading_catalog_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(path: Path) -> bytes:
+        raise AssertionError(f"read {path}")
+
+    monkeypatch.setattr(loading, "_read_bytes", refuse)
+
+
+def test_a_hit_on_settled_files_reads_none_of_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files last changed more than SETTLED_NS ago are in the key by their stat alone."""
+    directory, cache = mini(tmp_path), tmp_path / "cache"
+    monkeypatch.setattr(loading, "SETTLED_NS", 0)
+    first = load_mini(directory, cache)
+    _refuse_reading_catalog_files(monkeypatch)
+    assert load_mini(directory, cache) == first
+
+
+def test_a_recently_changed_file_is_keyed_by_its_bytes(
+    tmp_path: Path, yaml_calls: YamlCalls, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a file system whose coarse clock stamped two edits alike (the same size, times, inode),
+    a file changed within SETTLED_NS is still told apart by its bytes; every file is read where
+    the stat is not trusted (STAT_TRUSTED)."""
+    user = write_catalog(tmp_path / "user", {"accelerators": [acc("extra-gpu")]}, "a.yaml")
+    real_stat = os.stat
+    now = time.time_ns()
+    first = real_stat(user / "a.yaml")
+    frozen = os.stat_result((*first[:7], now // 10**9, now // 10**9, now // 10**9), {})
+    frozen_ns = {"st_mtime_ns": now, "st_ctime_ns": now}
+
+    class Unmoved:  # the first edit's stat, after the second edit too
+        def __getattr__(self, name: str) -> Any:
+            return frozen_ns.get(name, getattr(frozen, name))
+
+    def coarse(path: Any, *args: Any, **kw: Any) -> Any:
+        return Unmoved() if Path(path) == user / "a.yaml" else real_stat(path, *args, **kw)
+
+    monkeypatch.setattr(os, "stat", coarse)
+    cache = tmp_path / "cache"
+    args: dict[str, Any] = {"replace": False, "today": TODAY, "max_age_days": 365}
+    old = load_catalog(user, cache_dir=cache, **args)
+    _edit_file(user, tmp_path)  # memory_gb 80 -> 96: the same size
+    before = yaml_calls.count
+    new = load_catalog(user, cache_dir=cache, **args)
+    assert yaml_calls.count > before
+    assert (old.accelerators["extra-gpu"].memory_gb, new.accelerators["extra-gpu"].memory_gb) == (
+        80,
+        96,
+    )
+    monkeypatch.setattr(loading, "STAT_TRUSTED", False)  # Windows: the bytes are read
+    monkeypatch.setattr(loading, "SETTLED_NS", 0)
+    load_catalog(user, cache_dir=cache, **args)
+    _refuse_reading_catalog_files(monkeypatch)
+    with pytest.raises(AssertionError, match="read .*yaml"):
+        load_catalog(user, cache_dir=cache, **args)
+
+
 @pytest.fixture
 def fresh_fingerprint() -> Iterator[None]:
     loading._code_fingerprint.cache_clear()
@@ -299,9 +405,14 @@ def test_another_pydantic_version_misses(
 
 
 def test_edited_validation_code_misses(
-    tmp_path: Path, yaml_calls: YamlCalls, monkeypatch: pytest.MonkeyPatch, fresh_fingerprint: None
+    settled: bool,
+    tmp_path: Path,
+    yaml_calls: YamlCalls,
+    monkeypatch: pytest.MonkeyPatch,
+    fresh_fingerprint: None,
 ) -> None:
-    """The fingerprint reads every .py file of advisor/catalog/: a copy of the package, edited."""
+    """The fingerprint reads every .py file of advisor/catalog/ (by its stat once settled, as a
+    catalog file): a copy of the package, edited, its size and mtime put back."""
     package = shutil.copytree(Path(loading.__file__).parent, tmp_path / "catalog_pkg")
     monkeypatch.setattr(loading, "__file__", str(package / "loading.py"))
     directory, cache = mini(tmp_path), tmp_path / "cache"
@@ -309,10 +420,43 @@ def test_edited_validation_code_misses(
     load_mini(directory, cache)
     before = yaml_calls.count  # one miss, then one hit
     models = package / "models.py"
-    models.write_text(models.read_text() + "\n# a changed validator\n")
+    if settled:
+        _past_its_tick(models)
+    old, text = models.stat(), models.read_text()
+    models.write_text(text.replace("Field(ge=0)", "Field(ge=1)", 1))  # a changed validator
+    os.utime(models, ns=(old.st_atime_ns, old.st_mtime_ns))
+    assert models.read_text() != text
+    assert (models.stat().st_size, models.stat().st_mtime_ns) == (old.st_size, old.st_mtime_ns)
     loading._code_fingerprint.cache_clear()
     load_mini(directory, cache)
     assert yaml_calls.count > before
+
+
+def test_catalog_files_are_what_rglob_finds(tmp_path: Path) -> None:
+    """Every entry named *.yaml or *.yml, a directory too (its read is then reported), none
+    inside a symlinked directory, hidden ones and dangling links included."""
+    top, other = tmp_path / "top", tmp_path / "other"
+    for path in ("a.yaml", ".h.yml", "sub/b.yml", "sub/deeper/c.yaml", "n.txt", "d.yaml/e.yaml"):
+        (top / path).parent.mkdir(parents=True, exist_ok=True)
+        (top / path).write_text("")
+    other.mkdir()
+    (other / "o.yaml").write_text("")
+    (top / "link").symlink_to(other)
+    (top / "lf.yaml").symlink_to(other / "o.yaml")
+    (top / "dangling.yaml").symlink_to(tmp_path / "missing.yaml")
+    (top / "sub" / "loop").symlink_to(top)
+    found = loading._catalog_files(top)
+    assert found == sorted(p for p in top.rglob("*") if p.name.endswith((".yaml", ".yml")))
+    assert [p.relative_to(top).as_posix() for p in found] == [
+        ".h.yml",
+        "a.yaml",
+        "d.yaml",
+        "d.yaml/e.yaml",
+        "dangling.yaml",
+        "lf.yaml",
+        "sub/b.yml",
+        "sub/deeper/c.yaml",
+    ]
 
 
 # --- A broken cache never changes an answer ------------------------------------------------------

@@ -40,6 +40,28 @@ def test_a_command_process_freezes_its_imports_and_catalog() -> None:
     assert frozen > 10_000 and enabled == "True"
 
 
+def test_the_console_script_imports_the_command_line_frozen() -> None:
+    # `python -m advisor` and the console script (pyproject.toml) import advisor.cli with the
+    # collector paused, then freeze it: --version exits before any command is built, so what is
+    # frozen is the import alone (nothing without the pause), and collection is on after it.
+    probe = (
+        "import atexit, gc, sys\n"
+        "atexit.register(lambda: print('frozen', gc.get_freeze_count(), gc.isenabled(),"
+        " file=sys.stderr))\n"
+        "sys.argv = ['advisor', '--version']\n"
+        "from advisor.__main__ import main\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    words = done.stderr.split()
+    frozen, enabled = int(words[words.index("frozen") + 1]), words[words.index("frozen") + 2]
+    assert frozen > 10_000 and enabled == "True"
+    scripts = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert 'advisor = "advisor.__main__:main"' in scripts
+
+
 def test_the_cli_inside_another_program_freezes_nothing(capsys: pytest.CaptureFixture[str]) -> None:
     # main() given its arguments (a program calling the CLI) and the Typer app under CliRunner
     before = gc.get_freeze_count()
@@ -48,6 +70,9 @@ def test_the_cli_inside_another_program_freezes_nothing(capsys: pytest.CaptureFi
     assert exited.value.code == 0, capsys.readouterr().err
     result = CliRunner().invoke(app, ["catalog", "gpus", "h100", "--json"])
     assert result.exit_code == 0, result.output
+    with pytest.raises(SystemExit) as exited:  # builds its request validator and the index kept()
+        main(["recommend", "--workload", "fine_tuning", "--memory-gb", "80", "--json"])
+    assert exited.value.code == 0, capsys.readouterr().err
     assert gc.get_freeze_count() == before and gc.isenabled()
 
 

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from advisor import Catalog, recommend
 from advisor.catalog.models import Purchase, SpotPolicy
-from advisor.catalog.queries import purchase_matches, region_spec
+from advisor.catalog.queries import price_matches, purchase_matches, region_spec
 from advisor.engine import alternatives as alternatives_module
 from advisor.engine import candidates as candidates_module
 from advisor.engine.candidates import CandidateIndex, CloudCandidate, attribute, candidate_index
@@ -229,6 +229,22 @@ def test_the_recorder_would_catch_an_undeclared_read(mini: Catalog) -> None:
     c = candidate_index(mini, GROUP_SIGNATURE).cloud[0]
     assert _reads(lambda rc: rc.instance.vcpus, c) == {"instance.vcpus"}
     assert "instance.vcpus" not in GROUP_SIGNATURE
+
+
+@pytest.mark.parametrize(
+    "region", [None, "us-east-1", "us-east-1, europe-west4", "eu-*", "us-east-1,ap-*", "nowhere-1"]
+)
+def test_each_pool_holds_the_offers_price_matches_keeps(
+    shipped: Catalog, region: str | None
+) -> None:
+    """A candidate's pool for a filter (candidates.py _matching) is its offers that the one
+    price filter, catalog/queries.py price_matches, keeps, in their order."""
+    for c in candidate_index(shipped, GROUP_SIGNATURE).cloud:
+        for purchase in (None, *Purchase):
+            pool = c.pool(region, purchase)
+            assert pool.offers == tuple(
+                o for o in c.offers if price_matches(o[3], purchase, region)
+            ), (c.instance.id, region, purchase)
 
 
 def test_group_signature_is_the_union_of_the_declared_reads() -> None:

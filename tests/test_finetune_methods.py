@@ -17,15 +17,14 @@ from advisor import Catalog, Workload, recommend
 from advisor.engine.candidates import candidate_index
 from advisor.engine.checks import GROUP_SIGNATURE
 from advisor.engine.placement import place
+from advisor.perf.headroom import min_gpus_for, usable_memory_gb
 from advisor.perf.sizing import (
     Shape,
     activation_memory,
     frozen_weights,
     lora_adapter_params,
-    min_gpus_for,
     training_flops,
     training_memory,
-    usable_memory_gb,
 )
 from advisor.planning.estimate import estimate
 from advisor.request import EstimateRequest

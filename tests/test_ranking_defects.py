@@ -80,7 +80,7 @@ def test_a_fine_tune_without_tokens_ranks_by_tokens_trained_per_dollar(shipped: 
 
 def test_cpu_memory_keeps_the_same_headroom_as_gpu_memory(shipped: Catalog) -> None:
     # 200 GB on m7g.4xlarge (64 GiB = 68.72 GB): usable 0.9 x 68.72 = 61.85 GB a node (the GPU
-    # rule, perf/sizing.py USABLE_MEMORY), 200 / 61.85 = 3.23 -> 4 nodes. Before: 200 / 68.72
+    # rule, perf/headroom.py USABLE_MEMORY), 200 / 61.85 = 3.23 -> 4 nodes. Before: 200 / 68.72
     # = 2.91 -> 3 nodes, filled to 97% with nothing left for the OS.
     result = recommend(
         shipped,

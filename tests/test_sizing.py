@@ -6,11 +6,11 @@ import pytest
 
 from advisor import Catalog
 from advisor.errors import InputError
+from advisor.perf.headroom import min_gpus_for
 from advisor.perf.sizing import (
     Shape,
     inference_memory,
     kv_cache_bytes_per_token,
-    min_gpus_for,
     training_flops,
     training_memory,
 )

@@ -8,7 +8,7 @@ azure.yaml recorded from that file). Expected prices are hand calculations writt
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import datetime as dt
 import json
 import os
@@ -272,7 +272,7 @@ def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
     """Run the CLI in this process (a subprocess per case costs a second of the shared CPUs);
     the global options' state is put back afterwards."""
     code = 0
-    saved = dataclasses.replace(STATE)
+    saved = copy.copy(STATE)
     try:
         main(list(args))
     except SystemExit as exc:

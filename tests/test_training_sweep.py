@@ -9,7 +9,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from advisor import Catalog, InputError
-from advisor.perf.sizing import usable_memory_gb
+from advisor.perf.headroom import usable_memory_gb
 from advisor.perf.training import ATTENTION_EFFICIENCY, peak16_tflops
 from advisor.planning.estimate import estimate
 from advisor.request import EstimateRequest

@@ -2,7 +2,8 @@
 
 With a cache directory (the CLI passes one), the validated Catalog is kept there as a pickle keyed
 by a hash of everything the answer depends on, so that a command does not parse and validate the
-YAML again while nothing changed (the catalog grows several times larger).
+YAML again while nothing changed (the catalog grows several times larger). The catalog files are
+in the key by their stat where it can be trusted (_stamp), else by their bytes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import io
 import os
 import pickle
 import sys
+import time
 import typing
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -129,26 +131,34 @@ def load_catalog(
     dirs = settings.directories()
     max_age = settings.max_price_age_days if max_age_days is None else max_age_days
     day = today or dt.date.today()  # one date for the key and the staleness check
-    # Each file is read once: the bytes hashed for the key are the bytes parsed.
-    files = [[(p, _read_bytes(p)) for p in _catalog_files(directory)] for directory in dirs]
+    paths = [_catalog_files(directory) for directory in dirs]
+    # Each file is read once: the bytes a key holds (a file it could not trust the stat of)
+    # are the bytes parsed.
+    read: dict[Path, bytes | OSError] = {}
     if cache_dir is None:
-        return _load(dirs, files, max_age, day)
-    key = _cache_key(dirs, files, max_age, day)
+        return _load(dirs, _contents(paths, read), max_age, day)
+    key = _cache_key(dirs, paths, max_age, day, read)
     if key is None:  # a file (or the code) we cannot read: the normal load reports a file
-        return _load(dirs, files, max_age, day)
+        return _load(dirs, _contents(paths, read), max_age, day)
     path = cache_dir / f"{CACHE_PREFIX}{key}{CACHE_SUFFIX}"
     cached = _read_cache(path)
     if cached is not None:
         return cached
-    catalog = _load(dirs, files, max_age, day)  # raises CatalogError: nothing is stored
+    # raises CatalogError: nothing is stored
+    catalog = _load(dirs, _contents(paths, read), max_age, day)
     _write_cache(path, catalog)
     return catalog
 
 
 def _catalog_files(directory: Path) -> list[Path]:
-    """Every *.yaml and *.yml under `directory`: what rglob("*.yaml") and rglob("*.yml") find,
-    in one walk of the tree instead of two (each walk reads every directory of the snapshots)."""
-    return sorted(p for p in directory.rglob("*") if p.name.endswith((".yaml", ".yml")))
+    """Every *.yaml and *.yml under `directory`: what rglob("*.yaml") and rglob("*.yml") find
+    (entries of any kind by their name, no symlinked directory entered, unreadable directories
+    passed over), in one os.walk of the tree: half the time of one rglob, which makes a Path of
+    every entry."""
+    found = []
+    for root, dirs, files in os.walk(directory):
+        found += [Path(root, name) for name in (*dirs, *files) if name.endswith((".yaml", ".yml"))]
+    return sorted(found)
 
 
 def _read_bytes(path: Path) -> bytes | OSError:
@@ -156,6 +166,11 @@ def _read_bytes(path: Path) -> bytes | OSError:
         return path.read_bytes()
     except OSError as exc:  # reported by _load_file, in its place among the other problems
         return exc
+
+
+def _contents(paths: list[list[Path]], read: dict[Path, bytes | OSError]) -> list[Files]:
+    """Each directory's files with their bytes: those in `read` (read for the key) as read."""
+    return [[(p, read[p] if p in read else _read_bytes(p)) for p in layer] for layer in paths]
 
 
 def _load(dirs: list[Path], files: list[Files], max_age: int, today: dt.date) -> Catalog:
@@ -224,8 +239,9 @@ def _write_field(update: Callable[[bytes], None], data: bytes) -> None:
 @functools.cache
 def _code_fingerprint() -> bytes | None:
     """What turns the YAML into a Catalog besides the files: the code of advisor/catalog/ (models,
-    validators, cross-checks, the Catalog class), pydantic, PyYAML and the Python running them.
-    None (no caching) when that code cannot be read as source."""
+    validators, cross-checks, the Catalog class), pydantic, PyYAML and the Python running them,
+    each source file by its stat or its bytes as a catalog file is (_file_field). None (no
+    caching) when that code cannot be read as source."""
     import pydantic_core
 
     digest = hashlib.sha256()
@@ -233,12 +249,11 @@ def _code_fingerprint() -> bytes | None:
     sources = sorted(package.rglob("*.py"))
     if not sources:
         return None
-    try:
-        for source in sources:
-            _write_field(digest.update, source.relative_to(package).as_posix().encode())
-            _write_field(digest.update, source.read_bytes())
-    except OSError:
-        return None
+    now_ns = time.time_ns()
+    for source in sources:
+        _write_field(digest.update, source.relative_to(package).as_posix().encode())
+        if _file_field(digest.update, source, now_ns, {}) is not None:
+            return None
     versions = (
         pydantic.VERSION,
         pydantic_core.__version__,
@@ -253,17 +268,53 @@ def _code_fingerprint() -> bytes | None:
     if spec is None or spec.origin is None:
         return None
     origin = Path(spec.origin)
+    if _file_field(digest.update, origin, now_ns, {}) is not None:
+        return None
     try:
-        _write_field(digest.update, origin.read_bytes())
         _write_field(digest.update, "\n".join(sorted(os.listdir(origin.parent))).encode())
     except OSError:
         return None
     return digest.digest()
 
 
-def _cache_key(dirs: list[Path], files: list[Files], max_age: int, today: dt.date) -> str | None:
+# A file of the key (a catalog file, a source file of the code that reads them) whose last change
+# (ctime and mtime) is older than this is keyed by its stat. A file system stamps a change to its
+# timestamp granularity (a clock tick on Linux, up to 2 s on FAT) by its own clock (a file
+# server's, for a network file system): a second edit of a file within that tick of the first,
+# leaving its size, could leave its stat as it was. A recent change is keyed by the bytes, as
+# every file was before, until it is this old.
+SETTLED_NS = 5_000_000_000
+STAT_TRUSTED = os.name != "nt"  # Windows' st_ctime is when a file was made, not last changed
+
+
+def _stamp(path: Path, now_ns: int) -> bytes | OSError | None:
+    """What the cache key holds of a settled file instead of its bytes: its size, its
+    modification and change times, inode and device, as CPython trusts a .pyc by its source's
+    mtime and size (the change time besides: an edit, a copy or a rename onto the file moves it,
+    and no program can set it back). None where the stat cannot be trusted and the bytes are
+    hashed instead: a file changed within SETTLED_NS of now (or in the future), and every file
+    where STAT_TRUSTED is not. The OSError when it cannot be stat'ed."""
+    if not STAT_TRUSTED:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return exc
+    if now_ns - max(st.st_mtime_ns, st.st_ctime_ns) < SETTLED_NS:
+        return None
+    return b"%d %d %d %d %d" % (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+
+
+def _cache_key(
+    dirs: list[Path],
+    paths: list[list[Path]],
+    max_age: int,
+    today: dt.date,
+    read: dict[Path, bytes | OSError],
+) -> str | None:
     """sha256 over every input of the answer; None (no caching) when a catalog file or the code
-    cannot be read.
+    cannot be read. Each file is in it by its stat (_stamp) or, where that cannot be trusted,
+    by its bytes, read into `read` for the load to parse.
 
     The directories themselves are part of it (not only the files' paths inside them): the
     Catalog records them in `sources` and its warnings name the files by their full paths.
@@ -271,18 +322,35 @@ def _cache_key(dirs: list[Path], files: list[Files], max_age: int, today: dt.dat
     code = _code_fingerprint()
     if code is None:
         return None
+    now_ns = time.time_ns()
     digest = hashlib.sha256()
     _write_field(digest.update, code)
     _write_field(digest.update, today.isoformat().encode())
     _write_field(digest.update, str(max_age).encode())
-    for layer_index, (directory, paths) in enumerate(zip(dirs, files, strict=True)):
+    for layer_index, (directory, files) in enumerate(zip(dirs, paths, strict=True)):
         _write_field(digest.update, f"layer {layer_index}: {directory}".encode())
-        for path, content in paths:
-            if isinstance(content, OSError):
-                return None
+        for path in files:
             _write_field(digest.update, path.relative_to(directory).as_posix().encode())
-            _write_field(digest.update, content)
+            if _file_field(digest.update, path, now_ns, read) is not None:
+                return None
     return digest.hexdigest()
+
+
+def _file_field(
+    update: Callable[[bytes], None], path: Path, now_ns: int, read: dict[Path, bytes | OSError]
+) -> OSError | None:
+    """One file in a key: its stat where that can be trusted (_stamp), else its bytes, read into
+    `read`; the OSError (nothing written) when it can be neither stat'ed nor read."""
+    stamp = _stamp(path, now_ns)
+    kind = b"stat"
+    if stamp is None:
+        stamp = read[path] = _read_bytes(path)
+        kind = b"bytes"
+    if isinstance(stamp, OSError):
+        return stamp
+    _write_field(update, kind)
+    _write_field(update, stamp)
+    return None
 
 
 def _read_cache(path: Path) -> Catalog | None:

@@ -15,7 +15,7 @@ Three rules, in order:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from advisor.catalog.models import Accelerator, InstanceType, NodeSystem
 
@@ -26,8 +26,9 @@ from advisor.catalog.models import Accelerator, InstanceType, NodeSystem
 HOST_MEMORY_W_PER_GIB = 0.1
 
 
-@dataclass(frozen=True, slots=True)
-class NodePower:
+# A NamedTuple, not a frozen dataclass: the engine imports it for every request, and a dataclass
+# takes several times as long to make (its methods are compiled when the class is).
+class NodePower(NamedTuple):
     """One instance's power, how it was reached, and whether any part of it is estimated."""
 
     watts: float

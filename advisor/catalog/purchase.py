@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from advisor.catalog.models import Price, Purchase
 
@@ -72,15 +72,15 @@ def billed_hours(purchase: Purchase, hours: float) -> float | None:
     return hours
 
 
-@dataclass(frozen=True)
-class PricedOption:
+# A NamedTuple, not a frozen dataclass: the engine imports it for every request, and a dataclass
+# takes several times as long to make (its methods are compiled when the class is).
+class PricedOption(NamedTuple):
     price: Price
     billed_h: float
     cost_usd: float  # per instance, over the run
 
 
-@dataclass(frozen=True)
-class PurchaseChoice:
+class PurchaseChoice(NamedTuple):  # a NamedTuple as PricedOption is
     chosen: PricedOption
     others: tuple[PricedOption, ...]  # the other options for the same offering, cheapest first
     sentence: str

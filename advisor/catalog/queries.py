@@ -10,6 +10,7 @@ import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import NamedTuple
 
 from advisor.catalog import purchase
 from advisor.catalog.models import (
@@ -280,8 +281,8 @@ def reference_system(catalog: Catalog, accelerator_id: str) -> NodeSystem | None
     return next((s for s in catalog.systems.values() if s.accelerator == accelerator_id), None)
 
 
-@dataclass(frozen=True)
-class GpuOffer:
+# A NamedTuple, as purchase.py's records are: the engine imports this module for every request
+class GpuOffer(NamedTuple):
     """One line of the GPU grid: an accelerator on one provider at one GPU count per node, its
     cheapest sound prices (flagged ones left out, as `recommend` leaves them) and its reach."""
 

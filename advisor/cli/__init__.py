@@ -325,7 +325,8 @@ class UsageProblem(InputError):
         )
 
 
-_NOT_ONE_OF = re.compile(r"'(?P<word>[^']*)' is not one of (?P<choices>('[^']*'(, )?)+)")
+# a pattern string: compiled by re (and cached there) when first used, not at every start-up
+_NOT_ONE_OF = r"'(?P<word>[^']*)' is not one of (?P<choices>('[^']*'(, )?)+)"
 
 
 def _with_hint(exc: typer.TyperException, text: str) -> str:
@@ -335,7 +336,7 @@ def _with_hint(exc: typer.TyperException, text: str) -> str:
 
     if "did you mean" in text.lower() or "possible options" in text.lower():
         return text
-    found = _NOT_ONE_OF.search(text)
+    found = re.search(_NOT_ONE_OF, text)
     if found:
         choices = re.findall(r"'([^']*)'", found.group("choices"))
         return text.rstrip(".") + did_you_mean(found.group("word"), choices)

@@ -6,7 +6,6 @@ import contextlib
 import json
 import re
 import sys
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -39,15 +38,19 @@ SpoolDir = Annotated[
 ]
 
 
-@dataclass
 class _State:
-    catalog_dir: str | None = None
-    replace: bool | None = None
-    debug: bool = False
-    # A command line run as its own process (advisor.cli.main from the console script): what it
-    # imports and loads lives until it exits, so the collector is kept off it
-    # (advisor/collector.py). Not when the CLI runs inside another program (tests, CliRunner).
-    own_process: bool = False
+    """The global options of the command line running. A plain class, not a dataclass: every
+    command (--help and --version too) imports this module, and a dataclass takes several times
+    as long to make (its methods are compiled when the class is)."""
+
+    def __init__(self) -> None:
+        self.catalog_dir: str | None = None
+        self.replace: bool | None = None
+        self.debug = False
+        # A command line run as its own process (advisor.cli.main from the console script): what
+        # it imports and loads lives until it exits, so the collector is kept off it
+        # (advisor/collector.py). Not when the CLI runs inside another program (tests, CliRunner).
+        self.own_process = False
 
 
 STATE = _State()
@@ -90,10 +93,16 @@ def console() -> Console:
     return Console()
 
 
+def kept() -> contextlib.AbstractContextManager[None]:
+    """Around building what the command process keeps: long_lived (advisor/collector.py) in the
+    console script's own process, nothing when the CLI runs inside another program."""
+    return long_lived() if STATE.own_process else contextlib.nullcontext()
+
+
 def get_catalog() -> Catalog:
     from advisor.catalog.loading import catalog_cache_dir, load_catalog
 
-    with long_lived() if STATE.own_process else contextlib.nullcontext():
+    with kept():
         catalog = load_catalog(
             STATE.catalog_dir, replace=STATE.replace, cache_dir=catalog_cache_dir()
         )
@@ -154,13 +163,14 @@ def deliver(sender: ReportSender, data: dict[str, Any], who: str) -> None:
 
 
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|min|s|m|h)?\s*")
+# a pattern string: compiled by re (and cached there) when first used, not at every start-up
+_PART = r"(\d+(?:\.\d+)?)\s*(ms|min|s|m|h)?\s*"
 
 
 def parse_duration(text: str, flag: str) -> float:
     """Seconds from '30s', '10m', '1h', '1h30m', '500ms' or a bare number of seconds."""
     compact = text.strip().lower()
-    parts = list(_PART.finditer(compact))
+    parts = list(re.finditer(_PART, compact))
     if not compact or "".join(p.group(0) for p in parts) != compact:
         raise InputError(f"{flag} {text!r} is not a duration: use e.g. 30s, 10m, 1h or 1h30m")
     if len(parts) > 1 and any(p.group(2) is None for p in parts):

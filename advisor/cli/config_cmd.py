@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Annotated
 
 import typer
 
 from advisor.cli.common import console, emit_json
-from advisor.cli.config_file import check_all, config_path, in_force, read_config
+from advisor.cli.config_file import (
+    DEFAULTS,
+    Command,
+    ConfigFile,
+    Parameter,
+    Value,
+    check_all,
+    commands,
+    config_path,
+    option_names,
+    read_config,
+)
 from advisor.cli.tables import Column, print_table
 
 app = typer.Typer(
@@ -18,6 +30,7 @@ app = typer.Typer(
 
 JsonOpt = Annotated[bool, typer.Option("--json", "-j", help="Print JSON for tools.")]
 SECRET_WORDS = ("TOKEN", "PASSWORD", "SECRET")
+SECRET_KEYS = ("token", "password", "secret")  # a config key's: shown as set, never its value
 
 
 @app.command("show")
@@ -75,3 +88,40 @@ def path_cmd() -> None:
 
 def _shown(name: str, value: str) -> str:
     return "(set, not shown)" if any(w in name for w in SECRET_WORDS) else value
+
+
+@dataclass(frozen=True)
+class InForce:
+    command: str
+    option: str  # the flag, e.g. --region
+    value: Value
+    source: str  # "config file [recommend]", "environment ADVISOR_TOKEN (wins over the file)"
+
+
+def in_force(root: Command, config: ConfigFile) -> list[InForce]:
+    """Per command and option the file sets, the value in force and where it comes from: the
+    option's environment variable when set (it wins), else the file's table."""
+    rows = []
+    own_tables = config.sections
+    for path, command in commands(root):
+        names = option_names(command)
+        for key in sorted(set(own_tables.get(DEFAULTS, {})) | set(own_tables.get(path, {}))):
+            param = names.get(key)
+            if param is None:
+                continue
+            table = path if key in own_tables.get(path, {}) else DEFAULTS
+            value = own_tables[table][key]
+            source = f"config file [{table}]"
+            envvar = _set_envvar(param)
+            if envvar is not None:
+                value, source = os.environ[envvar], f"environment {envvar} (wins over the file)"
+            flag = max(param.opts, key=len)
+            if any(word in key for word in SECRET_KEYS):
+                value = "(set, not shown)"
+            rows.append(InForce(path.replace(".", " "), flag, value, source))
+    return rows
+
+
+def _set_envvar(param: Parameter) -> str | None:
+    names = param.envvar if isinstance(param.envvar, list | tuple) else [param.envvar]
+    return next((n for n in names if n and n in os.environ), None)

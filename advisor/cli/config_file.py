@@ -23,15 +23,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from advisor.did_you_mean import unknown
 from advisor.errors import InputError
 
 DEFAULTS = "defaults"
-SECRET_KEYS = ("token", "password", "secret")  # shown as set, never their value
 Value = str | int | float | bool | list[Any]
 
 
@@ -45,8 +43,10 @@ def config_path() -> Path:
     return user_config_path("advisor", appauthor=False) / "config.toml"
 
 
-@dataclass(frozen=True)
-class ConfigFile:
+class ConfigFile(NamedTuple):
+    """A NamedTuple, not a frozen dataclass: every command imports this module, and a dataclass
+    takes several times as long to make (its methods are compiled when the class is)."""
+
     path: Path
     # section ("defaults", "recommend", "catalog.instances") -> option name -> value
     sections: dict[str, dict[str, Value]]
@@ -166,40 +166,3 @@ def check_all(root: Command, config: ConfigFile) -> None:
                 + unknown("option", key.replace("_", "-"), _flags(every))
             )
     apply_config(root, config)
-
-
-@dataclass(frozen=True)
-class InForce:
-    command: str
-    option: str  # the flag, e.g. --region
-    value: Value
-    source: str  # "config file [recommend]", "environment ADVISOR_TOKEN (wins over the file)"
-
-
-def in_force(root: Command, config: ConfigFile) -> list[InForce]:
-    """Per command and option the file sets, the value in force and where it comes from: the
-    option's environment variable when set (it wins), else the file's table."""
-    rows = []
-    own_tables = config.sections
-    for path, command in commands(root):
-        names = option_names(command)
-        for key in sorted(set(own_tables.get(DEFAULTS, {})) | set(own_tables.get(path, {}))):
-            param = names.get(key)
-            if param is None:
-                continue
-            table = path if key in own_tables.get(path, {}) else DEFAULTS
-            value = own_tables[table][key]
-            source = f"config file [{table}]"
-            envvar = _set_envvar(param)
-            if envvar is not None:
-                value, source = os.environ[envvar], f"environment {envvar} (wins over the file)"
-            flag = max(param.opts, key=len)
-            if any(word in key for word in SECRET_KEYS):
-                value = "(set, not shown)"
-            rows.append(InForce(path.replace(".", " "), flag, value, source))
-    return rows
-
-
-def _set_envvar(param: Parameter) -> str | None:
-    names = param.envvar if isinstance(param.envvar, list | tuple) else [param.envvar]
-    return next((n for n in names if n and n in os.environ), None)

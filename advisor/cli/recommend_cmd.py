@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from advisor.cli import sizing_opts as opts
-from advisor.cli.common import console, emit_json, get_catalog, money
+from advisor.cli.common import console, emit_json, get_catalog, kept, money
 from advisor.cli.tables import (
     Column,
     Format,
@@ -49,10 +49,14 @@ def recommend(
     shape = output_format(fmt, json_out)
     if emit is not None and emit not in ("skypilot", "dstack"):
         raise InputError(f"--emit: {emit!r} is not one of 'skypilot', 'dstack'", field="emit")
-    parsed = parse_request(RecommendRequest, fields)
+    # The request model's validator (built on its first use) and the catalog's candidate index
+    # (built by the first query) live as long as the process: built with the collector off.
+    with kept():
+        parsed = parse_request(RecommendRequest, fields)
     fleet = opts.fleet_from_server(server) if parsed.sized else None
     catalog = get_catalog()
-    result = run_engine(catalog, parsed, fleet, listed=parsed.show_rejected)
+    with kept():
+        result = run_engine(catalog, parsed, fleet, listed=parsed.show_rejected)
     if emit is not None and result.recommendations:
         print(launch_file(result.recommendations[0], emit, parsed, catalog), end="")
     elif shape is Format.json:

@@ -12,9 +12,8 @@ from __future__ import annotations
 import sys
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal, NamedTuple
 
 import typer
 
@@ -31,8 +30,9 @@ _FIXED = -3
 _FOLDED_MIN = 6  # narrowest a folded column is allowed to become before it is left out
 
 
-@dataclass(frozen=True)
-class Column:
+# A NamedTuple, not a frozen dataclass: a command imports this module to print anything, and a
+# dataclass takes several times as long to make (its methods are compiled when the class is).
+class Column(NamedTuple):
     header: str
     justify: Literal["left", "right"] = "left"
     key: bool = False  # an id or the sort column: shown whole, always

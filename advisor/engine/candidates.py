@@ -9,10 +9,9 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from itertools import accumulate
 from operator import attrgetter
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, NamedTuple, TypeVar, cast
 
 from advisor.catalog import Catalog
 from advisor.catalog.models import (
@@ -27,8 +26,8 @@ from advisor.catalog.models import (
 from advisor.catalog.power import NodePower, instance_power
 from advisor.catalog.queries import (
     admitted_regions,
-    price_matches,
     price_usable,
+    purchase_matches,
     spot_interruption,
 )
 from advisor.engine.objective import Valuation
@@ -94,17 +93,27 @@ def per_filter(
     return found
 
 
-@dataclass(frozen=True, slots=True)
+# The engine's candidate structures are plain classes with __slots__, not frozen dataclasses: the
+# engine imports them for every request, and a dataclass takes a few hundred microseconds to make
+# (its methods are compiled when the class is). Nothing changes them once built but their caches.
 class OfferPool:
     """An option's offerings matching one (region, purchase) filter, cheapest first, with running
     counts: the number of feasible offerings under a budget is a bisection, not a loop over them
     (the engine's cost at 10,000 offerings)."""
 
-    offers: tuple[Offer, ...]
-    hourly_usd: tuple[float, ...]
-    # counts[kind][i]: among offers[:i], how many are not excluded, where kind is
-    # 2 x (spot excluded) + (flagged prices excluded)
-    counts: tuple[tuple[int, ...], ...]
+    __slots__ = ("counts", "hourly_usd", "offers")
+
+    def __init__(
+        self,
+        offers: tuple[Offer, ...],
+        hourly_usd: tuple[float, ...],
+        counts: tuple[tuple[int, ...], ...],
+    ) -> None:
+        self.offers = offers
+        self.hourly_usd = hourly_usd
+        # counts[kind][i]: among offers[:i], how many are not excluded, where kind is
+        # 2 x (spot excluded) + (flagged prices excluded)
+        self.counts = counts
 
     @classmethod
     def of(cls, offers: tuple[Offer, ...]) -> OfferPool:
@@ -129,7 +138,6 @@ class OfferPool:
         return self.counts[2 * no_spot + no_flagged][prefix]
 
 
-@dataclass(frozen=True, slots=True)
 class GroupPool:
     """The offerings of one candidate group's members (advisor/engine/checks.py GROUP_SIGNATURE)
     matching one (region, purchase) filter, for the engine's group-at-once path: all of them
@@ -137,28 +145,29 @@ class GroupPool:
     ordered by their cheapest offering, with flagged prices kept [0] or excluded [1] (members
     with an offering within a budget are a prefix; those with none sort last, at infinity)."""
 
-    merged: OfferPool
-    by_cheapest: tuple[tuple[tuple[int, Offer | None], ...], tuple[tuple[int, Offer | None], ...]]
-    cheapest_usd: tuple[tuple[float, ...], tuple[float, ...]]
-    # Without a budget, [no_flagged]: (the feasible offerings, the members with one), what
-    # merged.count and members_within give with no budget, worked out once
-    unbudgeted: tuple[tuple[int, int], tuple[int, int]] = field(init=False, compare=False)
-    # Without a budget, [no_flagged]: each member with no offering kept, with the position and
-    # faults of the offering that explains it (advisor/engine/evaluation.py _closest_offer, the
-    # same for every node count then), built on first use
-    closest: dict[bool, tuple[tuple[int, int, int], ...]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
+    __slots__ = ("by_cheapest", "cheapest_usd", "closest", "merged", "unbudgeted")
 
-    def __post_init__(self) -> None:
-        unbudgeted = tuple(
-            (
-                self.merged.count(len(self.merged.offers), False, no_flagged),
-                self.members_within(None, no_flagged),
-            )
-            for no_flagged in (False, True)
+    def __init__(
+        self,
+        merged: OfferPool,
+        by_cheapest: tuple[
+            tuple[tuple[int, Offer | None], ...], tuple[tuple[int, Offer | None], ...]
+        ],
+        cheapest_usd: tuple[tuple[float, ...], tuple[float, ...]],
+    ) -> None:
+        self.merged = merged
+        self.by_cheapest = by_cheapest
+        self.cheapest_usd = cheapest_usd
+        # Without a budget, [no_flagged]: (the feasible offerings, the members with one), what
+        # merged.count and members_within give with no budget, worked out once
+        self.unbudgeted: tuple[tuple[int, int], tuple[int, int]] = (
+            (merged.count(len(merged.offers), False, False), self.members_within(None, False)),
+            (merged.count(len(merged.offers), False, True), self.members_within(None, True)),
         )
-        object.__setattr__(self, "unbudgeted", unbudgeted)
+        # Without a budget, [no_flagged]: each member with no offering kept, with the position
+        # and faults of the offering that explains it (advisor/engine/evaluation.py
+        # _closest_offer, the same for every node count then), built on first use
+        self.closest: dict[bool, tuple[tuple[int, int, int], ...]] = {}
 
     @classmethod
     def of(cls, pools: list[OfferPool]) -> GroupPool:
@@ -194,47 +203,71 @@ class GroupPool:
         return bisect_right(cheapest, budget_usd)
 
 
-@dataclass(frozen=True, slots=True)
 class CloudCandidate:
-    instance: InstanceType
-    hardware: Accelerator  # the GPU, or the CPU class for CPU-only offerings
-    is_gpu: bool
-    per_node_memory_gb: float  # GPU memory of one node, or its RAM for CPU-only
-    per_node_power_w: float  # power.watts (advisor/catalog/power.py)
-    # (region, purchase, hourly_usd, price, sort id): plain values for the per-offering hot loop,
-    # cheapest first (ties by sort id), the order the ranking breaks ties in: the engine builds
-    # results only for the first few feasible offerings of an option (advisor/engine/__init__.py)
-    offers: tuple[Offer, ...]
-    # workload profile's key precision -> (precision used, dense peak): ranking work without a model
-    peaks: dict[str, tuple[str, float]]
-    # a request's weight precision -> how this hardware computes it, or why it cannot
-    precision_support: dict[str, ComputePrecision | Unsupported]
-    power: NodePower
-    # How often spot capacity of this instance type is reclaimed (catalog/spot.yaml), if known.
-    spot: SpotInterruption | None
-    # The values of advisor/engine/placement.py UNSIZED_READS, in that order
-    placement_key: tuple[bool, float, int, float]
-    # The regions it is offered in
-    regions: frozenset[str] = field(init=False, compare=False, repr=False)
-    # (region, purchase, risky, skip_flagged) -> the offerings by their faults other than the
-    # budget (advisor/engine/checks.py fault_groups), built on first use; by the spec's
-    # spelling and by the regions it admits (per_filter)
-    fault_groups: dict[tuple[object, ...], tuple[FaultGroup, ...]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
-    fault_groups_by_regions: dict[tuple[object, ...], tuple[FaultGroup, ...]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
-    # (region, purchase) filter (None = any) -> its pool, built on first use (per_filter)
-    _pools: dict[tuple[object, ...], OfferPool] = field(
-        default_factory=dict, compare=False, repr=False
-    )
-    _pools_by_regions: dict[tuple[object, ...], OfferPool] = field(
-        default_factory=dict, compare=False, repr=False
+    __slots__ = (
+        "_pools",
+        "_pools_by_regions",
+        "fault_groups",
+        "fault_groups_by_regions",
+        "hardware",
+        "instance",
+        "is_gpu",
+        "offers",
+        "peaks",
+        "per_node_memory_gb",
+        "per_node_power_w",
+        "placement_key",
+        "power",
+        "precision_support",
+        "regions",
+        "spot",
     )
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "regions", frozenset(o[0] for o in self.offers))
+    def __init__(
+        self,
+        instance: InstanceType,
+        hardware: Accelerator,
+        is_gpu: bool,
+        per_node_memory_gb: float,
+        per_node_power_w: float,
+        offers: tuple[Offer, ...],
+        peaks: dict[str, tuple[str, float]],
+        precision_support: dict[str, ComputePrecision | Unsupported],
+        power: NodePower,
+        spot: SpotInterruption | None,
+        placement_key: tuple[bool, float, int, float],
+    ) -> None:
+        self.instance = instance
+        self.hardware = hardware  # the GPU, or the CPU class for CPU-only offerings
+        self.is_gpu = is_gpu
+        self.per_node_memory_gb = per_node_memory_gb  # GPU memory of one node, or its RAM
+        self.per_node_power_w = per_node_power_w  # power.watts (advisor/catalog/power.py)
+        # (region, purchase, hourly_usd, price, sort id): plain values for the per-offering hot
+        # loop, cheapest first (ties by sort id), the order the ranking breaks ties in: the
+        # engine builds results only for the first few feasible offerings of an option
+        # (advisor/engine/__init__.py)
+        self.offers = offers
+        # workload profile's key precision -> (precision used, dense peak): ranking work
+        # without a model
+        self.peaks = peaks
+        # a request's weight precision -> how this hardware computes it, or why it cannot
+        self.precision_support = precision_support
+        self.power = power
+        # How often spot capacity of this instance type is reclaimed (catalog/spot.yaml), if
+        # known.
+        self.spot = spot
+        # The values of advisor/engine/placement.py UNSIZED_READS, in that order
+        self.placement_key = placement_key
+        # The regions it is offered in
+        self.regions = frozenset(o[0] for o in offers)
+        # (region, purchase, risky, skip_flagged) -> the offerings by their faults other than
+        # the budget (advisor/engine/checks.py fault_groups), built on first use; by the spec's
+        # spelling and by the regions it admits (per_filter)
+        self.fault_groups: dict[tuple[object, ...], tuple[FaultGroup, ...]] = {}
+        self.fault_groups_by_regions: dict[tuple[object, ...], tuple[FaultGroup, ...]] = {}
+        # (region, purchase) filter (None = any) -> its pool, built on first use (per_filter)
+        self._pools: dict[tuple[object, ...], OfferPool] = {}
+        self._pools_by_regions: dict[tuple[object, ...], OfferPool] = {}
 
     @property
     def has_offers(self) -> bool:
@@ -251,13 +284,23 @@ class CloudCandidate:
             (region, purchase),
             self.regions,
             lambda: OfferPool.of(
-                tuple(o for o in self.offers if price_matches(o[3], purchase, region))
+                _matching(self.offers, admitted_regions(region, self.regions), purchase)
             ),
         )
 
 
-@dataclass(frozen=True, slots=True)
-class EdgeCandidate:
+def _matching(
+    offers: tuple[Offer, ...], admitted: frozenset[str], purchase: Purchase | None
+) -> tuple[Offer, ...]:
+    """The offers catalog/queries.py price_matches keeps for a filter (an offer holds its
+    price's region and purchase), that filter's rules asked once per purchase option and once
+    per region (`admitted`: admitted_regions of the offers' regions) instead of once per offer:
+    the pools are most of an instance type's first query."""
+    accepted = frozenset(p for p in Purchase if purchase_matches(purchase, p))
+    return tuple(o for o in offers if o[1] in accepted and o[0] in admitted)
+
+
+class EdgeCandidate(NamedTuple):  # a NamedTuple: made in a fraction of a dataclass's time
     device: Accelerator
     mode: str | None
     power_w: float  # what runs: the device in its mode plus the host it needs (catalog `host`)
@@ -270,39 +313,46 @@ class EdgeCandidate:
         return self.power_w - self.device_w
 
 
-@dataclass(frozen=True, slots=True)
 class CandidateIndex:
-    cloud: tuple[CloudCandidate, ...]
-    # Instance types equal on every attribute the static checks and placement read
-    # (advisor/engine/checks.py GROUP_SIGNATURE): feasibility and placement are worked out once
-    # per group, not per type.
-    cloud_groups: tuple[tuple[CloudCandidate, ...], ...]
-    edge: tuple[EdgeCandidate, ...]
-    # Per workload type: the rejections that depend on the catalog alone (advisor/engine).
-    memo: dict[str, tuple[Rejection, ...]] = field(default_factory=dict, compare=False)
-    # Per workload type: the cloud groups it runs on (the others are its mismatches), each by
-    # index with whether it fails a request-free static check (advisor/engine/checks.py
-    # Constraint.request_free).
-    running: dict[str, tuple[GroupFaults, ...]] = field(default_factory=dict, compare=False)
-    # (group index, nodes, workload type, objective) -> how the group's offerings are valued
-    # without a model (advisor/engine/rank.py valuation): at most groups x node counts x types x
-    # objectives, a few thousand.
-    valuations: dict[tuple[int, int, str, str], Valuation] = field(
-        default_factory=dict, compare=False
-    )
-    # The regions each group's members are offered in, by group index
-    group_regions: tuple[frozenset[str], ...] = field(init=False, compare=False, repr=False)
-    # (region, purchase, group index) -> the group's pool, built on first use (per_filter)
-    group_pools: dict[tuple[object, ...], GroupPool] = field(
-        default_factory=dict, compare=False, repr=False
-    )
-    _group_pools_by_regions: dict[tuple[object, ...], GroupPool] = field(
-        default_factory=dict, compare=False, repr=False
+    __slots__ = (
+        "_group_pools_by_regions",
+        "cloud",
+        "cloud_groups",
+        "edge",
+        "group_pools",
+        "group_regions",
+        "memo",
+        "running",
+        "valuations",
     )
 
-    def __post_init__(self) -> None:
-        regions = tuple(frozenset().union(*(c.regions for c in g)) for g in self.cloud_groups)
-        object.__setattr__(self, "group_regions", regions)
+    def __init__(
+        self,
+        cloud: tuple[CloudCandidate, ...],
+        cloud_groups: tuple[tuple[CloudCandidate, ...], ...],
+        edge: tuple[EdgeCandidate, ...],
+    ) -> None:
+        self.cloud = cloud
+        # Instance types equal on every attribute the static checks and placement read
+        # (advisor/engine/checks.py GROUP_SIGNATURE): feasibility and placement are worked out
+        # once per group, not per type.
+        self.cloud_groups = cloud_groups
+        self.edge = edge
+        # Per workload type: the rejections that depend on the catalog alone (advisor/engine).
+        self.memo: dict[str, tuple[Rejection, ...]] = {}
+        # Per workload type: the cloud groups it runs on (the others are its mismatches), each
+        # by index with whether it fails a request-free static check (advisor/engine/checks.py
+        # Constraint.request_free).
+        self.running: dict[str, tuple[GroupFaults, ...]] = {}
+        # (group index, nodes, workload type, objective) -> how the group's offerings are valued
+        # without a model (advisor/engine/rank.py valuation): at most groups x node counts x
+        # types x objectives, a few thousand.
+        self.valuations: dict[tuple[int, int, str, str], Valuation] = {}
+        # The regions each group's members are offered in, by group index
+        self.group_regions = tuple(frozenset().union(*(c.regions for c in g)) for g in cloud_groups)
+        # (region, purchase, group index) -> the group's pool, built on first use (per_filter)
+        self.group_pools: dict[tuple[object, ...], GroupPool] = {}
+        self._group_pools_by_regions: dict[tuple[object, ...], GroupPool] = {}
 
     def group_pool(self, group: int, region: str | None, purchase: Purchase | None) -> GroupPool:
         """The offerings of group `group` that a request's region and purchase filters leave."""
@@ -338,10 +388,6 @@ def attribute(obj: object, path: str) -> object:
     return obj
 
 
-def _sort_id(it: InstanceType, p: Price) -> str:
-    return f"{it.id}|{p.region}|{p.purchase}"  # a StrEnum formats as its value
-
-
 def _build(catalog: Catalog, signature: tuple[str, ...]) -> CandidateIndex:
     cloud = _cloud(catalog)
     groups: dict[tuple[object, ...], list[CloudCandidate]] = {}
@@ -372,12 +418,12 @@ def _cloud(catalog: Catalog) -> list[CloudCandidate]:
         is_gpu = it.accelerator is not None
         memory = it.gpu_count * hardware.device_memory_gb if is_gpu else it.memory_gib / GIB_PER_GB
         power = instance_power(it, catalog.accelerators, catalog.systems)
-        offers = tuple(
-            sorted(
-                ((p.region, p.purchase, p.hourly_usd, p, _sort_id(it, p)) for p in it.prices),
-                key=lambda o: (o[2], o[4]),
-            )
-        )
+        head, unsorted = f"{it.id}|", []
+        for p in it.prices:
+            region, purchase = p.region, p.purchase
+            # the sort id, "type|region|purchase": a StrEnum adds its value
+            unsorted.append((region, purchase, p.hourly_usd, p, head + region + "|" + purchase))
+        offers = tuple(sorted(unsorted, key=lambda o: (o[2], o[4])))
         known = per_hardware.get(hardware.id)
         if known is None:
             known = per_hardware[hardware.id] = (

@@ -24,8 +24,8 @@ from advisor.engine.constraints import Constraint, Finding, Violation, violation
 from advisor.engine.placement import PLACEMENT_READS, Placement
 from advisor.engine.spot_risk import risk_sentence
 from advisor.perf.cost import option_hourly_usd
+from advisor.perf.headroom import usable_memory_gb
 from advisor.perf.precision import Unsupported
-from advisor.perf.sizing import usable_memory_gb
 from advisor.perf.spot import SpotPlan, too_risky
 from advisor.planning.limits import latency_targets, network_below_floor
 from advisor.request import Workload

@@ -9,7 +9,6 @@ candidate-group signature all derive from the registry.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Generic, NamedTuple, TypeVar
 
@@ -27,8 +26,9 @@ class Direction(StrEnum):
     fixed = "fixed"  # nothing in the request relaxes it
 
 
-@dataclass(frozen=True, slots=True)
-class Relaxation:
+# A NamedTuple, not a frozen dataclass: the engine imports it for every request, and a dataclass
+# takes several times as long to make (its methods are compiled when the class is).
+class Relaxation(NamedTuple):
     """A request field that can be relaxed: its words and its alternative sentence."""
 
     field: str
@@ -138,8 +138,7 @@ class Finding(NamedTuple):
 Case = TypeVar("Case")
 
 
-@dataclass(frozen=True, slots=True)
-class Constraint(Generic[Case]):
+class Constraint(NamedTuple, Generic[Case]):  # a NamedTuple as Relaxation is
     """One hard constraint: a code, the request field that relaxes it (None: not relaxable),
     the words the explanation counts it under, the candidate attributes its check reads (the
     candidate-group signature is built from them), the check itself, and when it can fail at

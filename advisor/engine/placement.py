@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from advisor.catalog.models import WorkloadProfile
 from advisor.engine.candidates import CloudCandidate
-from advisor.perf.sizing import min_gpus_for, usable_memory_gb
+from advisor.perf.headroom import min_gpus_for, usable_memory_gb
 from advisor.request import Workload
 
 if TYPE_CHECKING:  # annotations only: the planners load with the first sized request
@@ -65,7 +65,7 @@ def place_by_key(
     the work is serving: the engine's pass calls it once per key."""
     is_gpu, device_memory_gb, per_node, node_memory_gb = key
     if is_gpu:
-        # the one headroom rule (perf/sizing.py usable_memory_gb), as for a sized model
+        # the one headroom rule (perf/headroom.py usable_memory_gb), as for a sized model
         by_memory = min_gpus_for(need_gb, device_memory_gb) if need_gb else 0
         gpus = max(1, by_memory, wanted)
         nodes = math.ceil(gpus / per_node)

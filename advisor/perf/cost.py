@@ -11,7 +11,7 @@ energy alone, and says so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from advisor.catalog.models import Accelerator
 from advisor.perf.spot import SpotPlan
@@ -62,8 +62,9 @@ LIFETIME_YEARS = 5.0
 ENERGY_USD_PER_KWH = 0.13
 
 
-@dataclass(frozen=True, slots=True)
-class EdgeYearCost:
+# A NamedTuple, not a frozen dataclass: the engine imports it for every request, and a dataclass
+# takes several times as long to make (its methods are compiled when the class is).
+class EdgeYearCost(NamedTuple):
     purchase_usd_per_year: float | None  # None: the catalog has no purchase price for it
     energy_usd_per_year: float
     total_usd_per_year: float

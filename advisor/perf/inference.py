@@ -65,6 +65,7 @@ from advisor.catalog.corrections import stored_correction
 from advisor.catalog.models import Accelerator, Generation
 from advisor.errors import InputError, field_name
 from advisor.perf.efficiency import BLACKWELL, CDNA3
+from advisor.perf.headroom import usable_memory_gb
 from advisor.perf.multi_lora import lora_pass_s
 from advisor.perf.op_model import OpModel, TableIteration
 from advisor.perf.precision import ComputePrecision, compute_precision
@@ -83,7 +84,6 @@ from advisor.perf.sizing import (
     inference_memory,
     kv_cache_bytes_per_token,
     kv_copies,
-    usable_memory_gb,
 )
 from advisor.perf.speculative import Speculation, iterations_for, per_token, verify_step
 from advisor.perf.targets import Targets

@@ -38,6 +38,7 @@ from dataclasses import dataclass, replace
 
 from advisor.catalog.models import Accelerator
 from advisor.errors import InputError
+from advisor.perf.headroom import usable_memory_gb
 from advisor.perf.inference import (
     KERNEL_LAUNCH_S,
     KERNELS_PER_LAYER,
@@ -50,13 +51,7 @@ from advisor.perf.inference import (
     link_bus_gb_s,
 )
 from advisor.perf.precision import ComputePrecision, compute_precision
-from advisor.perf.sizing import (
-    BYTES_PER_WEIGHT,
-    Shape,
-    kv_cache_bytes_per_token,
-    kv_copies,
-    usable_memory_gb,
-)
+from advisor.perf.sizing import BYTES_PER_WEIGHT, Shape, kv_cache_bytes_per_token, kv_copies
 from advisor.units import GB, TERA
 
 # The share of a GPU's NIC an all-to-all reaches across nodes: DeepEP README (github.com/

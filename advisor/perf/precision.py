@@ -24,7 +24,7 @@ shown, labelled with the precision actually used.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from advisor.catalog.models import PRECISIONS, Accelerator
 from advisor.errors import InputError
@@ -34,8 +34,9 @@ DEQUANTISE_TO = ("bf16", "fp16")  # the compute precision of weight-only kernels
 REQUEST_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4", "int8", "int4")  # advisor/request.py
 
 
-@dataclass(frozen=True, slots=True)
-class ComputePrecision:
+# A NamedTuple, not a frozen dataclass: the engine imports it for every request, and a dataclass
+# takes several times as long to make (its methods are compiled when the class is).
+class ComputePrecision(NamedTuple):
     """Supported: the precision the matmuls run in and its dense peak (TFLOP/s) on one chip."""
 
     precision: str
@@ -43,8 +44,7 @@ class ComputePrecision:
     note: str | None = None  # set when the compute precision differs from the weights'
 
 
-@dataclass(frozen=True, slots=True)
-class Unsupported:
+class Unsupported(NamedTuple):  # a NamedTuple as ComputePrecision is
     """Refused: the sentence says why and what the accelerator runs instead."""
 
     reason: str

@@ -30,13 +30,6 @@ from advisor.catalog.models import ModelPreset
 from advisor.errors import InputError, field_name
 from advisor.units import BILLION, GB
 
-# The one memory-headroom rule: of each GPU's memory, this fraction holds the work (weights, KV
-# cache, training states, activations); the rest is the CUDA context, workspace and allocator
-# fragmentation. ESTIMATED (the CUDA context alone is 0.3-1 GB; PyTorch's caching allocator
-# fragments a few per cent); every comparison of a need with a GPU's capacity reads it through
-# usable_memory_gb. A CPU node's RAM is held to the same share (the OS, the runtime and the page
-# cache take the rest; advisor/engine/placement.py), so a stated need never fills a node.
-USABLE_MEMORY = 0.90
 # NVFP4 stores 4-bit E2M1 values with one FP8 (E4M3) scale per 16-value block, 4.5 bits a value
 # (NVIDIA Technical Blog, "Introducing NVFP4 for Efficient and Accurate Low-Precision Inference",
 # 2025); the tensor-wide FP32 scale is negligible.
@@ -580,7 +573,7 @@ def inference_memory(
     """Total memory to serve: weights + KV cache for `batch` sequences of `context_tokens`, the
     KV cache counted once per copy the `tensor_parallel` ranks hold (kv_copies). The CUDA
     context, activations and allocator slack come out of each GPU's memory once, by the one
-    headroom rule (usable_memory_gb), not as a share of this total as well."""
+    headroom rule (perf/headroom.py usable_memory_gb), not as a share of this total as well."""
     if precision not in BYTES_PER_WEIGHT:
         raise InputError(
             f"unknown precision {precision!r}; valid: {', '.join(BYTES_PER_WEIGHT)}",
@@ -703,23 +696,3 @@ def attention_training_flops_value(
         return 0.0
     k = 6 + 2 * float(recompute)
     return k * shape.layers * seq_len * shape.heads * shape.head_dim * tokens
-
-
-def usable_memory_gb(gpu_memory_gb: float) -> float:
-    """What of one GPU's memory the work may use (USABLE_MEMORY): the one headroom rule for
-    placement by memory, sizing from a model or a bare size, training, serving and the review
-    alike."""
-    return gpu_memory_gb * USABLE_MEMORY
-
-
-def gpu_memory_for_gb(work_gb: float) -> float:
-    """The GPU memory whose usable share (usable_memory_gb) holds `work_gb`: the same rule read
-    the other way, for a replacement GPU that must hold an observed peak."""
-    return work_gb / USABLE_MEMORY
-
-
-def min_gpus_for(need_gb: float, gpu_memory_gb: float) -> int:
-    """GPUs of `gpu_memory_gb` each that hold `need_gb` within their usable memory."""
-    if need_gb <= 0:
-        return 1
-    return max(1, math.ceil(need_gb / usable_memory_gb(gpu_memory_gb) - 1e-9))

@@ -15,16 +15,18 @@ hour loses more than an hour. Checkpoint writing time is not counted.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 from advisor.catalog.models import SpotInterruption, SpotPolicy
-from advisor.perf.sizing import Figure
+
+if TYPE_CHECKING:  # made by spot_plan alone: the engine imports this module for every request
+    from advisor.perf.sizing import Figure
 
 
-@dataclass(frozen=True, slots=True)
-class SpotPlan:
+# A NamedTuple, not a frozen dataclass: the engine imports it for every request, and a dataclass
+# takes several times as long to make (its methods are compiled when the class is).
+class SpotPlan(NamedTuple):
     hours: float  # the plan's time without interruptions (H)
     nodes: int
     rate_per_node_h: float
@@ -66,6 +68,8 @@ def spot_plan(
 ) -> SpotPlan:
     """Expected interruptions and added hours of a synchronous `hours`-long job on `nodes` spot
     nodes (see the module docstring)."""
+    from advisor.perf.sizing import Figure
+
     job_rate = nodes * rate_per_node_h
     loss_h = checkpoint_h / 2 + restart_h
     load = job_rate * loss_h  # hours lost per hour of wall time
@@ -138,6 +142,4 @@ def training_spot_plan(
     if source.band_low_fraction is None:
         return plan
     low_rate = rate_per_node_h(source.band_low_fraction, source.period_h)
-    return dataclasses.replace(
-        plan, low=spot_plan(hours, nodes, low_rate, checkpoint, policy.restart_h)
-    )
+    return plan._replace(low=spot_plan(hours, nodes, low_rate, checkpoint, policy.restart_h))

@@ -5,8 +5,12 @@ themselves (advisor/planning/serving.py, training_plan.py) load only for sized w
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from advisor.catalog.models import WorkloadProfile
-from advisor.perf.targets import Targets
+
+if TYPE_CHECKING:  # made by latency_targets alone: a request without a model never asks for one
+    from advisor.perf.targets import Targets
 
 # What an estimate's notes and a recommendation's reasons say of a model given as a bare size
 # for inference; the error of the same case names the field through field_name.
@@ -24,6 +28,8 @@ def latency_targets(
 ) -> Targets:
     """The latency targets asked for, each falling back to the workload profile's default. One
     output token is a time-to-first-token question: it has no inter-token latency to bound."""
+    from advisor.perf.targets import Targets
+
     default = profile.latency_targets
     held_at = percentile or 50
     if default is not None:

@@ -9,8 +9,9 @@ from collections.abc import Mapping
 
 from advisor.catalog.models import Accelerator, WorkloadProfile
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration
+from advisor.perf.headroom import min_gpus_for
 from advisor.perf.inference import bandwidth_efficiency
-from advisor.perf.sizing import inference_memory, min_gpus_for
+from advisor.perf.sizing import inference_memory
 from advisor.perf.work import Work
 from advisor.planning.fit import Fit
 from advisor.planning.plan import ModelOf, Plan, refuse_for_serving

@@ -11,13 +11,14 @@ from dataclasses import dataclass
 
 from advisor.catalog.models import Accelerator, WorkloadProfile
 from advisor.errors import InputError, field_name
+from advisor.perf.headroom import USABLE_MEMORY, usable_memory_gb
 from advisor.perf.inference import (
     Deployment,
     InferenceModel,
     InferenceResult,
     bandwidth_efficiency,
 )
-from advisor.perf.sizing import USABLE_MEMORY, Figure, Shape, usable_memory_gb
+from advisor.perf.sizing import Figure, Shape
 from advisor.perf.speculative import speculation_for
 from advisor.perf.targets import Targets
 from advisor.perf.work import TP_DEGREES, Work

@@ -1,5 +1,5 @@
 """The plan of a training run: the fewest data-parallel GPUs whose per-GPU memory (ZeRO-sharded
-states of every weight + activations) fits within the usable memory (sizing.usable_memory_gb),
+states of every weight + activations) fits within the usable memory (headroom.usable_memory_gb),
 in the layout (data parallel, TP inside a node, PP when needed) and nodes that hold the work and
 meet a deadline (training_plan.plan_training); then time and cost to completion from
 advisor/perf/training.py. When no count fits: every figure at one node, with the reason and the
@@ -22,6 +22,7 @@ from advisor.perf.efficiency import (
     relative_efficiency,
     table_efficiency,
 )
+from advisor.perf.headroom import usable_memory_gb
 from advisor.perf.op_model import table_for
 from advisor.perf.sizing import (
     EVERY_WEIGHT,
@@ -34,7 +35,6 @@ from advisor.perf.sizing import (
     lora_adapter_params,
     optimizer_bytes,
     training_memory,
-    usable_memory_gb,
     zero_split_bytes,
 )
 from advisor.perf.training import (

@@ -3,7 +3,7 @@ hosts in use, and cost per unit of work for named jobs across catalog instance t
 deterministic.
 
 - savings: the cheapest on-demand catalog option whose usable memory (the one headroom rule,
-  sizing.usable_memory_gb) holds the observed peak and with enough 16-bit compute for the
+  headroom.usable_memory_gb) holds the observed peak and with enough 16-bit compute for the
   observed busy share; (current - suggested hourly) x HOURS_PER_MONTH;
 - job costs: `advisor estimate` (advisor.planning.estimate) of each job on each GPU instance type,
   so the review and the CLI/API answer with the same hours and cost.
@@ -22,7 +22,7 @@ from advisor.fleet.porting import porting_note
 from advisor.fleet.verification import match_by_name
 from advisor.perf.calibration import MIN_FLEET_REPORTS, Calibration, calibrates
 from advisor.perf.cost import per_month_usd
-from advisor.perf.sizing import gpu_memory_for_gb
+from advisor.perf.headroom import gpu_memory_for_gb
 from advisor.perf.training import peak16_tflops
 from advisor.planning.estimate import Estimate, estimate
 from advisor.request import EstimateRequest

@@ -20,7 +20,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 
 from advisor.fleet.grading import PASS_AT, WARN_AT
-from advisor.perf.sizing import USABLE_MEMORY
+from advisor.perf.headroom import USABLE_MEMORY
 from advisor.review.analysis import Outlier, Review
 from advisor.review.costs import Saving, WorkloadResult
 from advisor.review.svg import COLOURS, Bar, RatioBar, bar_chart, ratio_chart
