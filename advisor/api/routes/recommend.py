@@ -8,12 +8,14 @@ from fastapi.responses import Response
 from advisor.api.engine_queue import client_of
 from advisor.api.problems import responses
 from advisor.api.state import AppState
-from advisor.api.strict_json import EngineRoute
+from advisor.api.strict_json import DirectEngineRoute
 from advisor.catalog import Catalog
 from advisor.engine import Result, recommend
 from advisor.request import RecommendRequest
 
-router = APIRouter(prefix="/v1", tags=["recommendations and estimates"], route_class=EngineRoute)
+router = APIRouter(
+    prefix="/v1", tags=["recommendations and estimates"], route_class=DirectEngineRoute
+)
 
 # An unsized question with a short list is one pass over the catalog, a few ms
 # (benchmarks/bench_recommend.py), the order of parsing a 16 KiB body, which is done on the
