@@ -43,7 +43,7 @@ from advisor.perf.precision import (
 from advisor.units import GB, GIB
 
 if TYPE_CHECKING:  # built by advisor/engine/checks.py, which reads the candidates
-    from advisor.engine.checks import FaultGroup, GroupFaults
+    from advisor.engine.checks import FaultGroup, FaultMasks, GroupFaults
 
 GIB_PER_GB = GB / GIB  # instance RAM is stated in GiB, requirements in GB
 
@@ -225,6 +225,10 @@ class CloudCandidate:
     fault_groups_by_regions: dict[tuple[object, ...], tuple[FaultGroup, ...]] = field(
         default_factory=dict, compare=False, repr=False
     )
+    # Sentences about the option and the figures beside them (advisor/engine/rank.py words), by
+    # what they depend on beyond the catalog (an offering, a node count, a workload type), built
+    # on first use; kept() bounds them
+    words: dict[tuple[object, ...], object] = field(default_factory=dict, compare=False, repr=False)
     # (region, purchase) filter (None = any) -> its pool, built on first use (per_filter)
     _pools: dict[tuple[object, ...], OfferPool] = field(
         default_factory=dict, compare=False, repr=False
@@ -284,6 +288,8 @@ class CandidateIndex:
     # index with whether it fails a request-free static check (advisor/engine/checks.py
     # Constraint.request_free).
     running: dict[str, tuple[GroupFaults, ...]] = field(default_factory=dict, compare=False)
+    # Per workload type: its running groups' static facts as bit masks (checks.py FaultMasks)
+    fault_masks: dict[str, FaultMasks] = field(default_factory=dict, compare=False)
     # (group index, nodes, workload type, objective) -> how the group's offerings are valued
     # without a model (advisor/engine/rank.py valuation): at most groups x node counts x types x
     # objectives, a few thousand.
