@@ -714,16 +714,18 @@ def _with_violations(
 ) -> list[Placed]:
     """The checked groups as the nearest alternatives read them, with the registry's violations.
     A request without a model fails no latency entry, so a group that fails two entries or more
-    gives no alternative (alternatives.py _cloud_alternatives): it is left out unwritten."""
-    registry = applicable(STATIC, w, p)
+    gives no alternative (alternatives.py _cloud_alternatives): it is left out unwritten. A
+    group that fails one is checked by that entry alone: the fault bits are the registry's
+    findings (tests/test_constraints.py), so the others find nothing."""
     out: list[Placed] = []
     for i, placement, found in checked:
         if not isinstance(found, int):
             out.append((i, placement, found))
         elif found.bit_count() <= 1:
             c = index.cloud_groups[i][0]
+            entry = (STATIC[found.bit_length() - 1],)
             out.append(
-                (i, placement, static_violations(c, placement, w, p, registry) if found else ())
+                (i, placement, static_violations(c, placement, w, p, entry) if found else ())
             )
     return out
 
