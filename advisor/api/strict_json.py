@@ -309,7 +309,8 @@ class StrictJSONRoute(APIRoute):
                         pass  # not JSON at all: FastAPI parses it again and words the error
                     else:
                         if direct is not None and _plain_app(request.app):
-                            await known_query_only(request)  # the app's one dependency
+                            if request.scope.get("query_string"):  # else none to refuse
+                                await known_query_only(request)  # the app's one dependency
                             return await direct(request, parsed)
                         request._json = parsed  # FastAPI reads it instead of parsing again
             return await handler(request)
