@@ -350,3 +350,64 @@ def test_the_openapi_document_is_served_as_starlette_encodes_it(tmp_path: Path) 
         assert b"big8-renamed" in after.content
     with TestClient(app, root_path="/behind") as c:
         assert c.get("/openapi.json").json()["servers"] == [{"url": "/behind"}]
+
+
+def test_the_direct_recommendation_route_answers_as_fastapis_handler(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """advisor/api/strict_json.py DirectEngineRoute calls the endpoint past FastAPI's handler;
+    an app with a dependency override takes FastAPI's handler. The two answer every request
+    alike, byte for byte: answers, refusals of the body, of the query and of the engine."""
+    from fastapi import routing as fastapi_routing
+
+    from advisor.api.deps import get_state
+    from benchmarks.bench_service import DISTINCT_BODIES, RECOMMEND_BODIES
+
+    solved: list[int] = []
+    real_solve = fastapi_routing.solve_dependencies
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        solved.append(1)
+        return await real_solve(*args, **kwargs)
+
+    monkeypatch.setattr(fastapi_routing, "solve_dependencies", counted)
+    requests: list[tuple[str, bytes]] = [("", b) for b in DISTINCT_BODIES[::150]]
+    requests += [("", b) for b in RECOMMEND_BODIES]
+    requests += [
+        ("", json.dumps(b).encode())
+        for b in (
+            {"workload": "fine_tuning", "memory_gb": 80, "show_rejected": True},
+            {"workload": "fine_tuning", "limit": 12},  # on the engine's thread
+            {"workload": "edge_inferenc"},  # the engine's 422
+            {"workload": "fine_tuning", "region": "us-east-9"},
+            {"workload": "fine_tuning", "memry_gb": 80},  # the body's 422
+            {"workload": "low_latency_inference", "memory_gb": 300, "max_hourly_usd": 10},
+        )
+    ]
+    requests += [("?limt=3", RECOMMEND_BODIES[0]), ("?limit=3", RECOMMEND_BODIES[1])]
+    answers = []
+    for override in (False, True):
+        app = create_app(settings(tmp_path / str(override)))
+        if override:
+            app.dependency_overrides[get_state] = get_state
+        solved.clear()
+        with TestClient(app) as c:
+            answers.append(
+                [
+                    (r.status_code, r.headers.items(), r.content)
+                    for query, body in requests
+                    for r in [
+                        c.post(
+                            "/v1/recommendations" + query,
+                            content=body,
+                            headers={"content-type": "application/json"},
+                        )
+                    ]
+                ]
+            )
+        # the direct path resolves nothing through FastAPI; an override takes its handler
+        assert bool(solved) is override
+    direct, fastapi = answers
+    assert [a[0] for a in direct].count(200) >= len(DISTINCT_BODIES[::150]) + 2
+    assert {a[0] for a in direct} >= {200, 422}
+    assert direct == fastapi

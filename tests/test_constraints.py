@@ -556,6 +556,82 @@ def test_static_fault_bits_are_what_the_registry_finds(
     assert not never, [STATIC[k].code for k in range(len(STATIC)) if never >> k & 1]
 
 
+def _mask_requests() -> list[dict[str, Any]]:
+    """Requests without a model whose limits cut the groups at many places: sizes that place
+    them on one node and on several, power budgets between groups' draws, GPU limits, links,
+    providers and counts (a seeded sample of their combinations), then FAULT_REQUESTS'."""
+    rng = random.Random(7)
+    axes = (
+        ("memory_gb", (None, 1, 30, 80, 200, 700, 1500, 5000)),
+        ("power_budget_w", (None, 400, 1100, 2500, 6000, 10300, 40000)),
+        ("max_gpus", (None, 1, 4, 8, 16, 64)),
+        ("interconnect_gb_s", (None, 50, 400, 900, 1800)),
+        ("provider", (None, "aws", "gcp", "azure")),
+        ("gpu_count", (None, 1, 2, 8, 32)),
+    )
+    workloads = ("fine_tuning", "large_scale_training", "high_throughput_inference")
+    workloads += ("low_latency_inference", "batch_processing")
+    out = []
+    for _ in range(400):
+        kw: dict[str, Any] = {"workload": rng.choice(workloads)}
+        for name, values in axes:
+            value = rng.choice(values)
+            if value is not None:
+                kw[name] = value
+        out.append(kw)
+    return [*out, *FAULT_REQUESTS, *(kw for kw in NOTHING_FITS if "model" not in kw)]
+
+
+@pytest.mark.parametrize("catalog", ["mini", "shipped"])
+def test_fault_masks_set_each_groups_static_fault_bits(
+    catalog: str, request: pytest.FixtureRequest
+) -> None:
+    """The unsized pass (evaluation.py _evaluate_unsized) sets the static fault bits on every
+    group at once, as bit masks (checks.py FaultMasks, request_fault_masks). Each group must get
+    exactly the bits static_faults and request_free_faults give its candidates placed one by
+    one, and the candidates counted per combination of bits must be those candidates."""
+    from advisor.engine.checks import request_fault_masks, request_faults
+    from advisor.engine.evaluation import _checked_later, _fault_parts, _masks, _running
+    from advisor.engine.placement import place_by_key
+
+    cat: Catalog = request.getfixturevalue(catalog)
+    index = candidate_index(cat, GROUP_SIGNATURE)
+    seen_bits = cases = 0
+    for kw in _mask_requests():
+        w = RecommendRequest(**kw)
+        if w.workload not in cat.workloads:
+            continue
+        p = cat.workloads[w.workload]
+        running = _running(index, p)
+        masks = _masks(index, p, running)
+        wanted = p.default_gpu_count if w.gpu_count is None else w.gpu_count
+        serving = p.sizing == "inference"
+        placements = [place_by_key(k, w.memory_gb or 0.0, wanted, serving) for k in masks.keys]
+        parts = _fault_parts(request_fault_masks(masks, placements, request_faults(w, p)), masks)
+        expected_counts: dict[int, int] = {}
+        for (i, placement, faults), g in zip(
+            _checked_later(running, placements, parts), running, strict=True
+        ):
+            assert i == g.group
+            for c in index.cloud_groups[i]:
+                s = place(c, w, p)
+                assert placement == s, (c.instance.id, kw)
+                expected = request_free_faults(c, p) | static_faults(c, s, w, p)
+                assert faults == expected, (c.instance.id, kw, faults, expected)
+                if expected:
+                    expected_counts[expected] = expected_counts.get(expected, 0) + 1
+            seen_bits |= faults
+            cases += 1
+        assert {f: masks.members(groups) for groups, f in parts} == expected_counts, kw
+    assert cases > 1000
+    if catalog == "shipped":  # the masks set every static fault bit somewhere
+        from advisor.engine import checks
+
+        for name in ("_OVER_LIMIT", "_POWER", "_INTERCONNECT", "_PROVIDER", "_COUNT_ON_CPU"):
+            assert seen_bits & getattr(checks, name), name
+        assert seen_bits & (checks._BY_MEMORY | checks._BY_COUNT | checks._NETWORK)
+
+
 def test_closest_offering_is_the_first_with_fewest_faults(shipped: Catalog) -> None:
     """A rejected option is explained by its offering that fails the fewest OFFERING checks,
     among equals one failing the budget alone, then the first (cheapest). The engine looks only

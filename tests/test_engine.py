@@ -440,3 +440,33 @@ def test_the_bound_keeps_the_limit_th_best_value(limit: int) -> None:
         seen.append(value)
         expected = sorted(seen)[limit - 1] if len(seen) >= limit else math.inf
         assert bound.worst_kept == expected
+
+
+def test_kept_sentences_are_the_ones_written_afresh(shipped: Catalog) -> None:
+    """The reasons keep their sentences on each candidate (CloudCandidate.words, rank.py
+    _price_words, _penalty_words, _year_words and the GPUs line) by what they depend on. After
+    a stream of requests that rank the same options at other node counts, prices, workload
+    types and objectives, every answer must be the one written with nothing kept."""
+    import json
+
+    from benchmarks.bench_service import DISTINCT_BODIES
+
+    bodies = [json.loads(b) for b in DISTINCT_BODIES[::23]]
+    # the same options ranked at other node counts: GPU nodes for a scale-out job, CPU nodes
+    # that split a job's memory, serving replicas over nodes
+    for m in (5, 900, 1700, 2600, 6000):
+        bodies.append({"workload": "batch_processing", "memory_gb": m, "limit": 20})
+    for m in (100, 700, 1500, 3000):
+        bodies.append({"workload": "large_scale_training", "memory_gb": m, "limit": 20})
+    for n in (4, 8, 16, 32):
+        bodies.append({"workload": "high_throughput_inference", "gpu_count": n, "limit": 20})
+    requests = [RecommendRequest(**b) for b in bodies]
+    index = candidate_index(shipped, GROUP_SIGNATURE)
+    warm = [recommend(shipped, w, listed=False).model_dump_json() for w in requests]
+    kept = 0
+    for w, answer in zip(requests, warm, strict=True):
+        kept = max(kept, sum(len(c.words) for c in index.cloud))
+        for c in index.cloud:
+            c.words.clear()
+        assert recommend(shipped, w, listed=False).model_dump_json() == answer, w
+    assert kept > 100  # the warm answers were written from kept sentences

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
 from http import HTTPStatus
 from typing import Any, ClassVar, cast
@@ -79,6 +80,10 @@ def _raw_problem(status: int, detail: str) -> bytes:
     return head.encode("ascii") + body
 
 
+# Kept per address: the engine's routes ask it on every request (advisor/api/engine_queue.py
+# client_of), and parsing the address was a few percent of a request's CPU; bounded, as the
+# addresses a server sees are not.
+@functools.lru_cache(maxsize=4096)
 def client_key(address: str) -> str:
     """What one client is counted by: its IPv4 address, or the /64 of its IPv6 address (an
     IPv4-mapped IPv6 address counts as the IPv4 one); an address that does not parse (a Unix

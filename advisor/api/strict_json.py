@@ -18,10 +18,14 @@ unknown keys costs a set lookup per key instead of a pydantic error each (twice:
 
 And before the body is read at all, a guarded route checks its token (early_guard): an
 anonymous client gets its 401 or 403 without costing a parse.
+
+A route of DirectEngineRoute whose body parsed and validated here calls its endpoint itself,
+past FastAPI's handler (see _direct_endpoint).
 """
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import math
@@ -34,7 +38,7 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect
 
-from advisor.api.deps import early_guard
+from advisor.api.deps import early_guard, known_query_only
 from advisor.api.engine_queue import Turns, client_of
 from advisor.api.problems import MAX_FIELD_PROBLEMS, CappedValidationError
 from advisor.api.state import AppState
@@ -181,6 +185,9 @@ def _is_json(content_type: str | None) -> bool:
     )
 
 
+# Kept per model (the routes' few body models): worked out on every request, it was a few
+# percent of a small body's CPU.
+@functools.cache
 def _known_fields(model: type[BaseModel]) -> frozenset[str] | None:
     """The keys `model` takes, when it refuses every other key and names its fields plainly (no
     aliases); None otherwise (pydantic alone then says what is unknown)."""
@@ -263,6 +270,8 @@ class StrictJSONRoute(APIRoute):
     # a route that may run the engine refuses a client at its bound of engine work before it
     # reads the body (advisor/api/engine_queue.py EngineQueue.admit)
     engine_admits = False
+    # the endpoint is called with the validated body, past FastAPI's handler (DirectEngineRoute)
+    direct = False
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -274,6 +283,7 @@ class StrictJSONRoute(APIRoute):
         )
 
         guard = early_guard(self)
+        direct = _direct_endpoint(self) if self.direct else None
 
         async def strict(request: Request) -> Response:
             if guard is not None:  # 401/403 before a byte of the body is read
@@ -298,6 +308,10 @@ class StrictJSONRoute(APIRoute):
                     except ValueError:
                         pass  # not JSON at all: FastAPI parses it again and words the error
                     else:
+                        if direct is not None and _plain_app(request.app):
+                            if request.scope.get("query_string"):  # else none to refuse
+                                await known_query_only(request)  # the app's one dependency
+                            return await direct(request, parsed)
                         request._json = parsed  # FastAPI reads it instead of parsing again
             return await handler(request)
 
@@ -309,3 +323,44 @@ class EngineRoute(StrictJSONRoute):
     refused before its body is read (advisor/api/engine_queue.py)."""
 
     engine_admits = True
+
+
+class DirectEngineRoute(EngineRoute):
+    """An engine route whose endpoint takes its body and the request alone and returns its
+    Response: called directly once the body is validated (_direct_endpoint)."""
+
+    direct = True
+
+
+Direct = Callable[[Request, Any], Coroutine[Any, Any, Response]]
+
+
+def _direct_endpoint(route: APIRoute) -> Direct:
+    """The route's endpoint as a call of (request, validated body). FastAPI's handler, for an
+    endpoint of that shape, resolves no dependency but the app's and returns the endpoint's
+    Response as it is; resolving it cost about 30 us a request, a tenth of a distinct
+    recommendation's CPU (benchmarks/results/service-ratio-2026-12-05d.txt). The route's
+    shape is checked when it is built, and the app's at each request (_plain_app): any other
+    falls back to FastAPI's handler. tests/test_api.py holds the two paths to the same
+    answers."""
+    d = route.dependant
+    others = (d.path_params, d.query_params, d.header_params, d.cookie_params, d.dependencies)
+    body = [p.name for p in d.body_params]
+    special = (d.response_param_name, d.background_tasks_param_name, d.security_scopes_param_name)
+    if any(others) or len(body) != 1 or d.request_param_name is None or any(special):
+        raise TypeError(f"{route.path}: a direct route takes its body and the request alone")
+    endpoint, body_name, request_name = route.endpoint, body[0], d.request_param_name
+
+    async def call(request: Request, value: Any) -> Response:
+        response: Response = await endpoint(**{body_name: value, request_name: request})
+        return response
+
+    return call
+
+
+def _plain_app(app: Any) -> bool:
+    """Whether the app resolves, for a direct route, only known_query_only: no other app-wide
+    dependency and no override (the tests' overrides go through FastAPI's handler)."""
+    return not app.dependency_overrides and all(
+        d.dependency is known_query_only for d in app.router.dependencies
+    )

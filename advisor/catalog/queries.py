@@ -98,11 +98,15 @@ def admitted_regions(spec: str | None, regions: frozenset[str]) -> frozenset[str
 def check_region(spec: str, known: Iterable[str]) -> None:
     """InputError for a name the catalog lacks or a prefix that matches none, with a hint; an
     empty list is refused too."""
-    regions = sorted(known)
     names, prefixes = region_spec(spec)
     if not names and not prefixes:
         raise InputError(f"region {spec!r} names no region", field="region")
-    for name in sorted(names - set(regions)):
+    known = known if isinstance(known, frozenset | set) else set(known)
+    missing = names - known
+    if not missing and not prefixes:  # every name known: no list to sort for a hint
+        return
+    regions = sorted(known)
+    for name in sorted(missing):
         raise InputError(unknown("region", name, regions), field="region")
     for prefix in prefixes:
         if not any(r.startswith(prefix) for r in regions):

@@ -7,6 +7,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 
+from advisor.catalog.capability import runs
 from advisor.catalog.models import Price, WorkloadProfile
 from advisor.engine.candidates import CandidateIndex, CloudCandidate
 from advisor.engine.checks import (
@@ -46,6 +47,8 @@ def nearest_alternatives(
         for c in index.cloud_groups[group]:
             _cloud_alternatives(tracker, c, placement, static, w, p)
     for e in index.edge:
+        if not runs(e.device, p):  # WORKLOAD_MISMATCH, which no request field relaxes
+            continue
         violations = edge_violations(e, w, p)
         if len(violations) == 1 and violations[0].constraint:
             v = violations[0]

@@ -42,7 +42,7 @@ from advisor.perf.precision import (
 from advisor.units import GB, GIB
 
 if TYPE_CHECKING:  # built by advisor/engine/checks.py, which reads the candidates
-    from advisor.engine.checks import FaultGroup, GroupFaults
+    from advisor.engine.checks import FaultGroup, FaultMasks, GroupFaults
 
 GIB_PER_GB = GB / GIB  # instance RAM is stated in GiB, requirements in GB
 
@@ -221,6 +221,7 @@ class CloudCandidate:
         "precision_support",
         "regions",
         "spot",
+        "words",
     )
 
     def __init__(
@@ -265,6 +266,10 @@ class CloudCandidate:
         # spelling and by the regions it admits (per_filter)
         self.fault_groups: dict[tuple[object, ...], tuple[FaultGroup, ...]] = {}
         self.fault_groups_by_regions: dict[tuple[object, ...], tuple[FaultGroup, ...]] = {}
+        # Sentences about the option and the figures beside them (advisor/engine/rank.py words),
+        # by what they depend on beyond the catalog (an offering, a node count, a workload
+        # type), built on first use; kept() bounds them
+        self.words: dict[tuple[object, ...], object] = {}
         # (region, purchase) filter (None = any) -> its pool, built on first use (per_filter)
         self._pools: dict[tuple[object, ...], OfferPool] = {}
         self._pools_by_regions: dict[tuple[object, ...], OfferPool] = {}
@@ -319,6 +324,7 @@ class CandidateIndex:
         "cloud",
         "cloud_groups",
         "edge",
+        "fault_masks",
         "group_pools",
         "group_regions",
         "memo",
@@ -344,6 +350,9 @@ class CandidateIndex:
         # by index with whether it fails a request-free static check (advisor/engine/checks.py
         # Constraint.request_free).
         self.running: dict[str, tuple[GroupFaults, ...]] = {}
+        # Per workload type: its running groups' static facts as bit masks (checks.py
+        # FaultMasks)
+        self.fault_masks: dict[str, FaultMasks] = {}
         # (group index, nodes, workload type, objective) -> how the group's offerings are valued
         # without a model (advisor/engine/rank.py valuation): at most groups x node counts x
         # types x objectives, a few thousand.

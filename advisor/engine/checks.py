@@ -7,7 +7,7 @@ group), what depends on one priced offering (`OFFERING`), and edge devices (`EDG
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -531,7 +531,7 @@ class RequestFaults(NamedTuple):
 
     spans: int  # the bit a placement across nodes sets for a workload that runs on one node
     # Whether any of the request's limits below is set: most requests set none, and their
-    # groups skip limit_faults
+    # pass skips the limits' masks (request_fault_masks)
     limited: bool
     max_gpus: float
     count_on_cpu: int  # _COUNT_ON_CPU where a GPU count is asked, else 0
@@ -553,16 +553,131 @@ def request_faults(w: Workload, p: WorkloadProfile) -> RequestFaults:
     )
 
 
-def limit_faults(g: GroupFaults, r: RequestFaults, nodes: int) -> int:
-    """The bits of static_faults that the request's limits set on group `g` placed on `nodes`
-    nodes (the others: the request-free ones and the placement across nodes)."""
-    return (
-        (nodes * g.rented_per_node > r.max_gpus and _OVER_LIMIT)
-        | (g.cpu_only and r.count_on_cpu)
-        | (g.interconnect_gb_s < r.interconnect_gb_s and _INTERCONNECT)
-        | (g.power_w * nodes > r.power_budget_w and _POWER)
-        | (r.provider is not None and g.provider != r.provider and _PROVIDER)
+class FaultMasks(NamedTuple):
+    """One workload type's running groups (a tuple of GroupFaults) as bit masks over them, bit j
+    for the j-th: a request sets each static fault bit on every group at once, a few integer
+    operations instead of a pass over the groups (advisor/engine/evaluation.py
+    _evaluate_unsized; tests/test_constraints.py holds the bits they set to static_faults,
+    group by group). Worked out once per catalog and workload type."""
+
+    every: int  # every running group
+    keys: tuple[tuple[bool, float, int, float], ...]  # placement keys, by GroupFaults.placement
+    key_groups: tuple[int, ...]  # per key: its groups
+    key_rented: tuple[int, ...]  # per key: GPUs a node rents (the key holds the GPU count)
+    # per key: its groups' node power ascending, and the groups from each position on (a power
+    # budget rules out a suffix: power x nodes rises with the power)
+    key_power: tuple[tuple[tuple[float, ...], tuple[int, ...]], ...]
+    free: tuple[tuple[int, int], ...]  # (a request-free entry's bit, the groups failing it)
+    network: int  # groups whose network is too slow to span nodes (GroupFaults.spans)
+    cpu_only: int
+    by_provider: dict[str, int]
+    interconnect: tuple[float, ...]  # the groups' GPU links, ascending
+    slower: tuple[int, ...]  # slower[n]: the groups of the first n links
+    # more_members[k]: groups of more than k + 1 members (each counts its members)
+    more_members: tuple[int, ...]
+
+    def members(self, groups: int) -> int:
+        """The candidates in `groups` (a mask)."""
+        return groups.bit_count() + sum((groups & m).bit_count() for m in self.more_members)
+
+
+def fault_masks(running: Sequence[GroupFaults]) -> FaultMasks:
+    keys: dict[tuple[bool, float, int, float], int] = {}
+    for g in running:
+        keys.setdefault(g.first.placement_key, g.placement)
+    key_groups = [0] * len(keys)
+    key_rented = [0] * len(keys)
+    powered: list[list[tuple[float, int]]] = [[] for _ in keys]
+    free: dict[int, int] = {}
+    network = cpu_only = 0
+    by_provider: dict[str, int] = {}
+    for j, g in enumerate(running):
+        bit = 1 << j
+        key_groups[g.placement] |= bit
+        key_rented[g.placement] = g.rented_per_node
+        powered[g.placement].append((g.power_w, j))
+        for k in range(g.free.bit_length()):
+            if g.free >> k & 1:
+                free[1 << k] = free.get(1 << k, 0) | bit
+        network |= bit if g.spans else 0
+        cpu_only |= bit if g.cpu_only else 0
+        by_provider[g.provider] = by_provider.get(g.provider, 0) | bit
+    links = sorted(range(len(running)), key=lambda j: running[j].interconnect_gb_s)
+    most = max((g.members for g in running), default=1)
+    return FaultMasks(
+        (1 << len(running)) - 1,
+        tuple(keys),
+        tuple(key_groups),
+        tuple(key_rented),
+        tuple(_suffixes(sorted(groups)) for groups in powered),
+        tuple(sorted(free.items())),
+        network,
+        cpu_only,
+        by_provider,
+        tuple(running[j].interconnect_gb_s for j in links),
+        _prefixes(links),
+        tuple(
+            sum(1 << j for j, g in enumerate(running) if g.members > k + 1) for k in range(most - 1)
+        ),
     )
+
+
+def _prefixes(order: Sequence[int]) -> tuple[int, ...]:
+    """[n]: the mask of the first n positions of `order`."""
+    out = [0]
+    for j in order:
+        out.append(out[-1] | 1 << j)
+    return tuple(out)
+
+
+def _suffixes(ranked: list[tuple[float, int]]) -> tuple[tuple[float, ...], tuple[int, ...]]:
+    """(the values ascending, [n]: the mask of the positions from the n-th on)."""
+    out = [0]
+    for _, j in reversed(ranked):
+        out.append(out[-1] | 1 << j)
+    return tuple(v for v, _ in ranked), tuple(reversed(out))
+
+
+def request_fault_masks(
+    m: FaultMasks, placements: Sequence[Placement], r: RequestFaults
+) -> list[tuple[int, int]]:
+    """The static fault bits a request without a model sets, each with the groups it sets it
+    on (masks over m's groups): the request-free ones, the placement across nodes
+    (static_faults' first test) and the request's limits. `placements`: one per
+    placement key, in m.keys' order."""
+    spans = 0
+    for k, placement in enumerate(placements):
+        if placement.spans_nodes:
+            spans |= m.key_groups[k]
+    out = [*m.free, (_NETWORK, spans & m.network)]
+    if r.spans:
+        out.append((r.spans, spans))
+    if r.limited:
+        over, power = _count_and_power_masks(m, placements, r)
+        slower = m.slower[bisect_left(m.interconnect, r.interconnect_gb_s)]
+        out += [(_OVER_LIMIT, over), (_INTERCONNECT, slower), (_POWER, power)]
+        out.append((_COUNT_ON_CPU, m.cpu_only if r.count_on_cpu else 0))
+        if r.provider is not None:
+            out.append((_PROVIDER, m.every & ~m.by_provider.get(r.provider, 0)))
+    return out
+
+
+def _count_and_power_masks(
+    m: FaultMasks, placements: Sequence[Placement], r: RequestFaults
+) -> tuple[int, int]:
+    """The groups over the request's GPU limit (nodes x GPUs a node) and those over its power
+    budget (nodes x a node's power): each key's nodes rule out all its groups or a suffix of
+    them by power."""
+    over = power = 0
+    budget = r.power_budget_w
+    for k, placement in enumerate(placements):
+        nodes = placement.nodes
+        if nodes * m.key_rented[k] > r.max_gpus:
+            over |= m.key_groups[k]
+        if budget != math.inf:
+            powers, suffix = m.key_power[k]
+            power |= suffix[bisect_right(powers, budget, key=lambda w: w * nodes)]
+    return over, power
 
 
 # --- offering checks ------------------------------------------------------------------------

@@ -6,7 +6,8 @@ Pure and deterministic: the same catalog and workload always give the same resul
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
@@ -33,13 +34,15 @@ from advisor.engine.checks import (
     GROUP_SIGNATURE,
     OVER_BUDGET,
     STATIC,
+    FaultMasks,
     GroupFaults,
     edge_violations,
     fault_groups,
+    fault_masks,
     group_faults,
-    limit_faults,
     offer_codes,
     offering_violations,
+    request_fault_masks,
     request_faults,
     static_codes,
     static_violations,
@@ -57,7 +60,7 @@ from advisor.engine.rank import (
     Bound,
     Hit,
     edge_hit,
-    penalty,
+    penalty_figure,
     rank,
     reasons,
     sized_figures,
@@ -123,7 +126,7 @@ def recommend(
     index = candidate_index(catalog, GROUP_SIGNATURE)
     hits: list[Hit] = []
     rejected = _Rejected(_mismatches(catalog, index, profile))
-    checked: list[Checked] = []
+    checked = _Checked()
     feasible, types = _evaluate_cloud(
         index, workload, profile, plan, objective, hits, rejected, checked, listed
     )
@@ -152,7 +155,7 @@ def recommend(
         )
     else:
         # Only now is it worth finding what single relaxation would help (a second, rare pass).
-        placed = _with_violations(index, checked, workload, profile)
+        placed = _with_violations(index, checked.groups(), workload, profile)
         alternatives = nearest_alternatives(index, placed, workload, profile)
 
         def answer(w: Workload) -> Result:
@@ -210,7 +213,7 @@ def _evaluate_cloud(
     objective: str,
     hits: list[Hit],
     rejected: _Rejected,
-    checked: list[Checked],
+    checked: _Checked,
     listed: bool,
 ) -> tuple[int, int]:
     """Adds the options worth ranking to `hits`, the rejected ones to `rejected` and each group
@@ -244,7 +247,7 @@ def _evaluate_cloud(
         placement = placed(group[0])
         checks = entries[2 * (free_faults != 0) + placement.spans_nodes]
         static = static_violations(group[0], placement, w, p, checks) if checks else ()
-        checked.append((i, placement, static))
+        checked.found.append((i, placement, static))
         if static:  # the whole group is out for reasons that no offering changes
             codes, sentences = _codes_and_sentences(static)
             rejected.rows.extend(Rejection(c.instance.id, codes, sentences) for c in group)
@@ -320,41 +323,40 @@ def _evaluate_unsized(
     objective: str,
     hits: list[Hit],
     rejected: _Rejected,
-    checked: list[Checked],
+    checked: _Checked,
 ) -> tuple[int, int]:
     """_evaluate_cloud for a request without a model whose answer lists no rejection, the
-    service's everyday question: one tight pass over the groups' precomputed values
-    (checks.py GroupFaults), the static checks as fault bits (the bits checks.py static_faults
-    sets, without its calls), each placement key placed once, valuations and pools kept on the
-    index. The same hits, counts and checked groups as the registry's pass
-    (tests/test_constraints.py compares the two answers)."""
+    service's everyday question: each placement key placed once, the static checks as fault
+    bits set on every group at once (checks.py FaultMasks: the bits checks.py static_faults
+    sets, without its calls or a pass over the groups), the groups that fail one counted by
+    their faults, and a pass over the others alone, valuations and pools kept on the index. The
+    same hits, counts and checked groups as the registry's pass (tests/test_constraints.py
+    compares the two answers)."""
+    running = _running(index, p)  # the others are in _mismatches
+    masks = _masks(index, p, running)
+    need_gb, serving = w.memory_gb or 0.0, p.sizing == "inference"
+    wanted = p.default_gpu_count if w.gpu_count is None else w.gpu_count
+    placements = [place_by_key(key, need_gb, wanted, serving) for key in masks.keys]
+    parts = _fault_parts(request_fault_masks(masks, placements, request_faults(w, p)), masks)
+    seen = rejected.static_faults
+    passing = masks.every
+    for groups, faults in parts:
+        seen[faults] = seen.get(faults, 0) + masks.members(groups)
+        passing &= ~groups
+    checked.later = partial(_checked_later, running, placements, parts)
+
     feasible = types = 0
     bound = Bound(w.limit)
-    req = request_faults(w, p)
-    spans_fault, limited = req.spans, req.limited
-    running = _running(index, p)  # the others are in _mismatches
-    placements: list[Placement | None] = [None] * len(running)
-    seen = rejected.static_faults
     valuations, pools = index.valuations, index.group_pools
     region, purchase, profile_id = w.region, w.purchase, p.id
     group_wise = not w.each_offering
     unbudgeted, skip_flagged = w.max_hourly_usd is None, not w.include_flagged_prices
-    need_gb, serving = w.memory_gb or 0.0, p.sizing == "inference"
-    wanted = p.default_gpu_count if w.gpu_count is None else w.gpu_count
-    for g in running:
+    while passing:  # the groups that fail no static check, in index order
+        low = passing & -passing
+        passing ^= low
+        g = running[low.bit_length() - 1]
         placement = placements[g.placement]
-        if placement is None:
-            placement = placements[g.placement] = place_by_key(
-                g.first.placement_key, need_gb, wanted, serving
-            )
         nodes = placement.nodes
-        faults = g.free | (g.spans | spans_fault if placement.spans_nodes else 0)
-        if limited:
-            faults |= limit_faults(g, req, nodes)
-        checked.append((g.group, placement, faults))
-        if faults:
-            seen[faults] = seen.get(faults, 0) + g.members
-            continue
         valuation = valuations.get((g.group, nodes, profile_id, objective)) or _group_valuation(
             index, g.group, placement, p, objective, purchase
         )
@@ -383,6 +385,52 @@ def _evaluate_unsized(
         feasible += counts[0]
         types += counts[1]
     return feasible, types
+
+
+def _masks(
+    index: CandidateIndex, p: WorkloadProfile, running: tuple[GroupFaults, ...]
+) -> FaultMasks:
+    """checks.py fault_masks of the workload type's running groups, kept on the index."""
+    found = index.fault_masks.get(p.id)
+    if found is None:
+        found = index.fault_masks[p.id] = fault_masks(running)
+    return found
+
+
+def _fault_parts(bits: list[tuple[int, int]], masks: FaultMasks) -> list[tuple[int, int]]:
+    """The groups that fail a static check, split by the checks they fail: (groups, their
+    fault bits), one entry per combination met (a few). `bits`: each fault bit with the groups
+    it is set on (checks.py request_fault_masks)."""
+    failing = 0
+    for _, groups in bits:
+        failing |= groups
+    parts = [(failing, 0)] if failing else []
+    for bit, groups in bits:
+        if groups:
+            parts = [
+                (part, faults)
+                for whole, faults0 in parts
+                for part, faults in ((whole & groups, faults0 | bit), (whole & ~groups, faults0))
+                if part
+            ]
+    return parts
+
+
+def _checked_later(
+    running: tuple[GroupFaults, ...], placements: list[Placement], parts: list[tuple[int, int]]
+) -> list[Checked]:
+    """The running groups as the fault-bit pass checked them (Checked, in index order): only an
+    answer that nothing fits reads them (its nearest alternatives)."""
+    faults = [0] * len(running)
+    for groups, bits in parts:
+        left = groups
+        while left:
+            low = left & -left
+            left ^= low
+            faults[low.bit_length() - 1] = bits
+    return [
+        (g.group, placements[g.placement], found) for g, found in zip(running, faults, strict=True)
+    ]
 
 
 def _each_offer(
@@ -601,6 +649,23 @@ def _closest_offer(
     return position, faults
 
 
+class _Checked:
+    """The groups a pass placed and checked, in index order: the registry's pass appends each
+    (`found`); the fault-bit pass leaves how to list them (`later`), as only an answer that
+    nothing fits reads them."""
+
+    __slots__ = ("found", "later")
+
+    def __init__(self) -> None:
+        self.found: list[Checked] = []
+        self.later: Callable[[], list[Checked]] | None = None
+
+    def groups(self) -> list[Checked]:
+        if self.later is not None:
+            self.found, self.later = self.later(), None
+        return self.found
+
+
 _MISMATCH = ("WORKLOAD_MISMATCH",)
 _CODES = attrgetter("codes")
 _ID = attrgetter("id")
@@ -649,16 +714,18 @@ def _with_violations(
 ) -> list[Placed]:
     """The checked groups as the nearest alternatives read them, with the registry's violations.
     A request without a model fails no latency entry, so a group that fails two entries or more
-    gives no alternative (alternatives.py _cloud_alternatives): it is left out unwritten."""
-    registry = applicable(STATIC, w, p)
+    gives no alternative (alternatives.py _cloud_alternatives): it is left out unwritten. A
+    group that fails one is checked by that entry alone: the fault bits are the registry's
+    findings (tests/test_constraints.py), so the others find nothing."""
     out: list[Placed] = []
     for i, placement, found in checked:
         if not isinstance(found, int):
             out.append((i, placement, found))
         elif found.bit_count() <= 1:
             c = index.cloud_groups[i][0]
+            entry = (STATIC[found.bit_length() - 1],)
             out.append(
-                (i, placement, static_violations(c, placement, w, p, registry) if found else ())
+                (i, placement, static_violations(c, placement, w, p, entry) if found else ())
             )
     return out
 
@@ -739,7 +806,7 @@ def _recommendation(
             "power_mode": None,
             "score": score,
             "ranked_value": ranked,
-            "penalty_factor": round(penalty(c, p, s), 6),
+            "penalty_factor": penalty_figure(c, p, s),
             "reasons": tuple(why),
             "sizing": (
                 sized_figures(s.fit, h.hourly_usd, h.spot, price.purchase)

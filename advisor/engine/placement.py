@@ -41,6 +41,9 @@ class Placement(NamedTuple):
     gpus_for_memory: int = 0
 
 
+_new = tuple.__new__
+
+
 def place(
     c: CloudCandidate, w: Workload, p: WorkloadProfile, plan: Plan | None = None
 ) -> Placement:
@@ -73,7 +76,9 @@ def place_by_key(
         # one node, and GPUs beyond it are more replicas on more nodes (the rule a sized
         # request's deployment follows, planning/serving.py). Other work is one copy over all.
         spans = by_memory > per_node if serving else nodes > 1
-        return Placement(gpus, nodes, spans, None, by_memory)
+        # tuple.__new__ as the NamedTuple's own __new__ calls it, without that Python frame:
+        # the unsized pass places every key of a workload type (about 40) on each request
+        return _new(Placement, (gpus, nodes, spans, None, by_memory))
     # RAM keeps the same headroom as GPU memory (the OS, runtime and page cache take a share)
     nodes = max(1, math.ceil(need_gb / usable_memory_gb(node_memory_gb) - 1e-9))
     return Placement(0, nodes, nodes > 1)

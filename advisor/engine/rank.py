@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from advisor.catalog import purchase as purchase_option
 from advisor.catalog.models import (
@@ -15,7 +15,7 @@ from advisor.catalog.models import (
     Purchase,
     WorkloadProfile,
 )
-from advisor.engine.candidates import CloudCandidate, EdgeCandidate
+from advisor.engine.candidates import CloudCandidate, EdgeCandidate, kept
 from advisor.engine.objective import (
     COST_LIKE,
     OBJECTIVE_WORDS,
@@ -72,6 +72,53 @@ def penalty(c: CloudCandidate, p: WorkloadProfile, s: Placement | None = None) -
     if s is not None and _split_memory(c, s):
         factor *= 1 + p.preference_penalty
     return factor
+
+
+# Sentences kept on a candidate (CloudCandidate.words): room for its offerings' price lines at a
+# few node counts; past it the cache starts over (advisor/engine/candidates.py kept).
+WORDS_KEPT_PER_FILTERS = 4
+
+
+def _kept_words(c: CloudCandidate, key: tuple[object, ...], value: object) -> object:
+    kept(c.words, WORDS_KEPT_PER_FILTERS)[key] = value
+    return value
+
+
+def penalty_figure(c: CloudCandidate, p: WorkloadProfile, s: Placement) -> float:
+    """penalty(c, p, s) as a recommendation states it (six decimals), kept on the candidate
+    with the sentences that explain it (_penalty_words)."""
+    return _penalty_words(c, p, s)[0]
+
+
+def _penalty_words(
+    c: CloudCandidate, p: WorkloadProfile, s: Placement
+) -> tuple[float, tuple[str, ...]]:
+    """The option's penalty figure and its sentences (_penalty_reasons): they depend on the
+    option, the workload type and, for a CPU job split over nodes, the node count alone, and
+    every ranked option states both."""
+    split = _split_memory(c, s)
+    key = ("penalty", p.id, split, s.nodes if split else 0)
+    found = c.words.get(key)
+    if found is None:
+        found = (round(penalty(c, p, s), 6), tuple(_penalty_reasons(c, p, s)))
+        _kept_words(c, key, found)
+    return cast("tuple[float, tuple[str, ...]]", found)
+
+
+def _price_words(c: CloudCandidate, h: Hit, price: Price) -> str:
+    """The offering's price line: a function of the offering and the hourly cost ranked (one
+    node's price times the nodes), kept on the candidate (a ranked option's every answer
+    states it, and formatting it was a quarter of the reasons' time)."""
+    key = ("price", h.sort_id, h.hourly_usd)
+    found = c.words.get(key)
+    if found is None:
+        found = _kept_words(
+            c,
+            key,
+            f"${h.hourly_usd:,.2f}/h {price.purchase} in {price.region} "
+            f"(price as of {price.as_of.isoformat()})",
+        )
+    return cast(str, found)
 
 
 def _split_memory(c: CloudCandidate, s: Placement) -> bool:
@@ -192,10 +239,7 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
             f"draws {power:,.0f} W ({s.nodes} x {c.power.basis}), within the "
             f"{w.power_budget_w:g} W budget"
         )
-    out.append(
-        f"${h.hourly_usd:,.2f}/h {price.purchase} in {price.region} "
-        f"(price as of {price.as_of.isoformat()})"
-    )
+    out.append(_price_words(c, h, price))
     precision, perf = cloud_perf(c, s, p)
     timed = s.fit is not None and s.fit.training_tokens_per_s  # said by the sizing reasons
     if objective in ("performance", "price_performance") and perf and not timed:
@@ -203,7 +247,7 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
         if objective == "price_performance":
             per_dollar = f" = {perf / h.hourly_usd:,.0f} per $/h"
         out.append(f"{perf:,.0f} dense {precision} TFLOP/s peak{per_dollar}")
-    out += _penalty_reasons(c, p, s)
+    out += _penalty_words(c, p, s)[1]
     out.append(f"ranked {rank_no} by {OBJECTIVE_WORDS[objective]}")
     return out
 
@@ -214,9 +258,13 @@ def _hardware_reason(c: CloudCandidate, s: Placement, w: Workload, p: WorkloadPr
         return f"CPU-only ({hw.name}), {it.vcpus} vCPUs and {it.memory_gib:g} GiB RAM per node" + (
             f", enough for the {w.memory_gb:g} GB needed" if w.memory_gb else ""
         )
-    total_gb = s.nodes * it.gpu_count * hw.device_memory_gb
-    each = hw.device_memory_gb
-    line = f"{s.nodes * it.gpu_count} x {hw.name} ({each:g} GB each, {total_gb:g} GB total)"
+    key = ("gpus", s.nodes)  # what the GPUs rented are: the option and its node count
+    line = cast("str | None", c.words.get(key))
+    if line is None:
+        total_gb = s.nodes * it.gpu_count * hw.device_memory_gb
+        each = hw.device_memory_gb
+        line = f"{s.nodes * it.gpu_count} x {hw.name} ({each:g} GB each, {total_gb:g} GB total)"
+        _kept_words(c, key, line)
     if w.memory_gb:
         line += f" hold the {w.memory_gb:g} GB needed{_gpu_count_source(s, w, p)}"
     elif s.fit is not None:
@@ -457,6 +505,20 @@ def _targets_words(w: Workload, p: WorkloadProfile) -> str:
     return f": meets {' and '.join(parts)}{held}{source}"
 
 
+def _year_words(c: CloudCandidate, sort_id: str, nodes: int, price: Price) -> str | None:
+    """purchase.py deployment_sentence of an unsized deployment (no cost per million tokens),
+    kept on the candidate: it scans the instance type's prices for the cheapest term."""
+    key = ("year", sort_id, nodes)
+    found = c.words.get(key, _NONE)
+    if found is _NONE:
+        found = purchase_option.deployment_sentence(nodes, c.instance.prices, price)
+        _kept_words(c, key, found)
+    return cast("str | None", found)
+
+
+_NONE = object()  # no sentence kept yet (None is a sentence's absence, kept too)
+
+
 def _plan_reasons(h: Hit, w: Workload, p: WorkloadProfile) -> list[str]:
     """Capacity to reserve (never on a spot plan), the sizing, and how the run is bought."""
     c, price, s = h.cloud, h.price, h.placement
@@ -470,9 +532,10 @@ def _plan_reasons(h: Hit, w: Workload, p: WorkloadProfile) -> list[str]:
         bought = purchase_option.run_sentence(s.fit.hours, s.nodes, it.prices, price)
         out += [bought] if bought else []
     if p.sizing == "inference" and h.spot is None:  # a deployment: up until taken down
-        per_million = (
-            sized_figures(s.fit, h.hourly_usd).cost_per_million_tokens_usd if s.fit else None
-        )
-        year = purchase_option.deployment_sentence(s.nodes, it.prices, price, per_million)
+        if s.fit is not None:
+            per_million = sized_figures(s.fit, h.hourly_usd).cost_per_million_tokens_usd
+            year = purchase_option.deployment_sentence(s.nodes, it.prices, price, per_million)
+        else:  # without a model: a function of the offering and the node count, kept
+            year = _year_words(c, h.sort_id, s.nodes, price)
         out += [year] if year else []
     return out
