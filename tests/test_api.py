@@ -411,3 +411,17 @@ def test_the_direct_recommendation_route_answers_as_fastapis_handler(
     assert [a[0] for a in direct].count(200) >= len(DISTINCT_BODIES[::150]) + 2
     assert {a[0] for a in direct} >= {200, 422}
     assert direct == fastapi
+
+
+def test_a_direct_route_on_another_fastapis_dependant_is_fastapis_own() -> None:
+    """A FastAPI whose Dependant lacks a field the direct call reads gets no direct call (its
+    own handler answers), rather than a route that cannot be built."""
+    from types import SimpleNamespace
+
+    from advisor.api.strict_json import _direct_endpoint
+
+    older = SimpleNamespace(
+        path_params=[], query_params=[], header_params=[], cookie_params=[], dependencies=[]
+    )
+    route = SimpleNamespace(dependant=older, path="/v1/recommendations", endpoint=None)
+    assert _direct_endpoint(route) is None  # type: ignore[arg-type]

@@ -335,18 +335,25 @@ class DirectEngineRoute(EngineRoute):
 Direct = Callable[[Request, Any], Coroutine[Any, Any, Response]]
 
 
-def _direct_endpoint(route: APIRoute) -> Direct:
+def _direct_endpoint(route: APIRoute) -> Direct | None:
     """The route's endpoint as a call of (request, validated body). FastAPI's handler, for an
     endpoint of that shape, resolves no dependency but the app's and returns the endpoint's
     Response as it is; resolving it cost about 30 us a request, a tenth of a distinct
     recommendation's CPU (benchmarks/results/service-ratio-2026-12-05d.txt). The route's
     shape is checked when it is built, and the app's at each request (_plain_app): any other
-    falls back to FastAPI's handler. tests/test_api.py holds the two paths to the same
-    answers."""
+    falls back to FastAPI's handler, as does a FastAPI whose Dependant lacks a field read here
+    (None). tests/test_api.py holds the two paths to the same answers."""
     d = route.dependant
-    others = (d.path_params, d.query_params, d.header_params, d.cookie_params, d.dependencies)
-    body = [p.name for p in d.body_params]
-    special = (d.response_param_name, d.background_tasks_param_name, d.security_scopes_param_name)
+    try:
+        others = (d.path_params, d.query_params, d.header_params, d.cookie_params, d.dependencies)
+        body = [p.name for p in d.body_params]
+        special = (
+            d.response_param_name,
+            d.background_tasks_param_name,
+            d.security_scopes_param_name,
+        )
+    except AttributeError:  # another FastAPI's Dependant: its own handler, as for any route
+        return None
     if any(others) or len(body) != 1 or d.request_param_name is None or any(special):
         raise TypeError(f"{route.path}: a direct route takes its body and the request alone")
     endpoint, body_name, request_name = route.endpoint, body[0], d.request_param_name
