@@ -58,7 +58,8 @@ def model_flops(seq_len: int, heads: int, head_dim: int) -> float:
     return attention_training_flops_value(layer, seq_len, seq_len)
 
 
-def _time_ms(torch: Any, fn: Any, samples: int) -> list[float]:
+def time_ms(torch: Any, fn: Any, samples: int) -> list[float]:
+    """`samples` times of `fn` in milliseconds between CUDA events, after WARMUP calls."""
     for _ in range(WARMUP):
         fn()
     torch.cuda.synchronize()
@@ -98,12 +99,12 @@ def _one(
     )
     grad = torch.randn(batch, heads, s, d, device=dev, dtype=bf16)
     with sdpa_kernel([backend]):
-        forward = _time_ms(
+        forward = time_ms(
             torch,
             lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True),
             samples,
         )
-        both = _time_ms(torch, _step(torch, q, k, v, grad), samples)
+        both = time_ms(torch, _step(torch, q, k, v, grad), samples)
     return {"forward_ms": forward, "forward_backward_ms": both}
 
 

@@ -20,26 +20,16 @@ import argparse
 import datetime as dt
 import json
 import statistics
+import sys
+from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.attention_training_shapes import time_ms
 
 # (tokens a sequence, CP degree): blocks of 2c = 16,384 down to 1,024 tokens
 CASES = ((8192, 2), (8192, 4), (32768, 2), (32768, 8), (32768, 32), (131072, 16), (131072, 64))
 WHOLE_MAX_TOKENS = 32768  # a whole sequence timed up to this length (memory and time)
-
-
-def _time_ms(torch: Any, fn: Any, repeats: int) -> list[float]:
-    """Samples of `fn` in milliseconds (CUDA events; one warm-up call)."""
-    fn()
-    torch.cuda.synchronize()
-    pairs = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        pairs.append((start, end))
-    torch.cuda.synchronize()
-    return [s.elapsed_time(e) for s, e in pairs]
 
 
 def _fwd_bwd(torch: Any, heads: int, head_dim: int, q_len: int, kv_len: int, causal: bool) -> Any:
@@ -69,16 +59,14 @@ def measure(heads: int, head_dim: int, repeats: int) -> dict[str, Any]:
     for s, cp in CASES:
         c = s // (2 * cp)
         timed = {
-            "causal_2c": _time_ms(
+            "causal_2c": time_ms(
                 torch, _fwd_bwd(torch, heads, head_dim, 2 * c, 2 * c, True), repeats
             ),
-            "q2c_kvc": _time_ms(torch, _fwd_bwd(torch, heads, head_dim, 2 * c, c, False), repeats),
-            "qc_kv2c": _time_ms(torch, _fwd_bwd(torch, heads, head_dim, c, 2 * c, False), repeats),
+            "q2c_kvc": time_ms(torch, _fwd_bwd(torch, heads, head_dim, 2 * c, c, False), repeats),
+            "qc_kv2c": time_ms(torch, _fwd_bwd(torch, heads, head_dim, c, 2 * c, False), repeats),
         }
         if s <= WHOLE_MAX_TOKENS:
-            timed["whole_s"] = _time_ms(
-                torch, _fwd_bwd(torch, heads, head_dim, s, s, True), repeats
-            )
+            timed["whole_s"] = time_ms(torch, _fwd_bwd(torch, heads, head_dim, s, s, True), repeats)
         median = {k: statistics.median(v) for k, v in timed.items()}
         unmasked = (median["q2c_kvc"] + median["qc_kv2c"]) / 2
         ring = median["causal_2c"] + (cp - 1) * unmasked
