@@ -285,8 +285,9 @@ def step_time(job: Job, cluster: Cluster, layout: Layout) -> Step:
     busy, micro = _ranks(job, layout)
     split = busy * layout.tp * layout.pp * layout.cp
     tokens = seqs * job.seq_len
+    attention = _attention_s(job, cluster, tokens, layout.cp)
     compute = (
-        _compute_s(job, cluster, tokens, layout)
+        (_gemm_s(job, cluster, tokens, layout) + attention)
         / split
         * _stage_imbalance(job, layout)
         * (1 + _bubble(job, layout, micro))
@@ -296,7 +297,7 @@ def step_time(job: Job, cluster: Cluster, layout: Layout) -> Step:
     cp = _cp_comm_s(job, cluster, layout, micro)
     a2a = _a2a_comm_s(job, cluster, layout, micro)
     pp = _pp_comm_s(job, cluster, layout, micro)
-    attention_s = _attention_s(job, cluster, tokens, layout.cp) / split
+    attention_s = attention / split
     # The forward is 1/3 of the compute, the backward 2/3 (2ND vs 4ND). What runs under each:
     # ZeRO-3's parameter gather (1 of 3 passes) and ZeRO-1/2's parameter all-gather (1 of 2,
     # overlapped with the next forward) under the forward, gradient reduction under the
@@ -313,16 +314,15 @@ def step_time(job: Job, cluster: Cluster, layout: Layout) -> Step:
     return Step(compute, dp, tp, cp, a2a, pp, exposed, busy)
 
 
-def _compute_s(job: Job, cluster: Cluster, tokens: float, layout: Layout) -> float:
-    """Seconds one GPU takes for `tokens` tokens' executed FLOPs: the GEMMs (and what runs
-    between them) at the training precision's peak and the step's efficiency, the experts'
-    share slowed by expert_gemm_factor, attention as _attention_s times it (the operator
-    table's training rows, else the 16-bit peak at ATTENTION_EFFICIENCY)."""
+def _gemm_s(job: Job, cluster: Cluster, tokens: float, layout: Layout) -> float:
+    """Seconds one GPU takes for `tokens` tokens' GEMMs (and what runs between them) at the
+    training precision's peak and the step's efficiency, the experts' share slowed by
+    expert_gemm_factor; a step's compute adds attention (_attention_s)."""
     gemm = job.flops(tokens, job.recompute) / (cluster.peak_tflops * TERA * job.efficiency)
     factor = expert_gemm_factor(
         job.shape, tokens_per_expert(job, layout), cluster.expert_ridge_tokens
     )
-    return gemm * factor + _attention_s(job, cluster, tokens, layout.cp)
+    return gemm * factor
 
 
 # An expert's GEMM on few tokens reads its weights for little work: below the tokens at which its
