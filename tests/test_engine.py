@@ -460,6 +460,12 @@ def test_kept_sentences_are_the_ones_written_afresh(shipped: Catalog) -> None:
         bodies.append({"workload": "large_scale_training", "memory_gb": m, "limit": 20})
     for n in (4, 8, 16, 32):
         bodies.append({"workload": "high_throughput_inference", "gpu_count": n, "limit": 20})
+    # the same options under other power budgets and interconnect requirements, each stated in
+    # a reason (rank.py keeps an option's lines by both)
+    for watts in (20_000, 30_000):
+        bodies.append({"workload": "fine_tuning", "power_budget_w": watts, "limit": 20})
+    for link in (100, 400):
+        bodies.append({"workload": "fine_tuning", "interconnect_gb_s": link, "limit": 20})
     requests = [RecommendRequest(**b) for b in bodies]
     index = candidate_index(shipped, GROUP_SIGNATURE)
     warm = [recommend(shipped, w, listed=False).model_dump_json() for w in requests]
@@ -470,3 +476,46 @@ def test_kept_sentences_are_the_ones_written_afresh(shipped: Catalog) -> None:
             c.words.clear()
         assert recommend(shipped, w, listed=False).model_dump_json() == answer, w
     assert kept > 100  # the warm answers were written from kept sentences
+
+
+def test_rank_orders_as_one_sort_at_any_number_of_hits() -> None:
+    """rank() sorts a few hits and takes heapq.nsmallest of many: the same order (value, then
+    price, then id) and scores either way, against a sort by hand."""
+    import random
+
+    from advisor.engine.placement import Placement
+    from advisor.engine.rank import SORTED_HITS_MAX, Hit, rank
+
+    rng = random.Random(7)
+    for count in (3, SORTED_HITS_MAX, SORTED_HITS_MAX + 50):
+        hits = [
+            Hit(
+                float(rng.randint(1, 40)),
+                float(rng.randint(1, 5)),
+                f"id{i:04}",
+                None,
+                None,
+                Placement(1, 1),
+                None,
+            )
+            for i in range(count)
+        ]
+        expected = sorted(hits, key=lambda h: (h.value, h.hourly_usd, h.sort_id))[:10]
+        ranked = rank(list(reversed(hits)), "cheapest", 10)
+        assert [h for h, _ in ranked] == expected
+        assert [score for _, score in ranked] == [
+            round(expected[0].value / h.value, 4) for h in expected
+        ]
+
+
+def test_rejected_summary_counts_each_code_of_each_request() -> None:
+    """The summary is kept by the counts it was made from: requests whose rejections share the
+    codes but not the counts get their own figures (by hand)."""
+    from collections import Counter
+
+    from advisor.engine.evaluation import rejected_summary
+
+    first = rejected_summary(Counter({("OVER_BUDGET",): 3, ("OVER_BUDGET", "NO_PRICE"): 2}))
+    second = rejected_summary(Counter({("OVER_BUDGET",): 1, ("OVER_BUDGET", "NO_PRICE"): 2}))
+    assert [(c.code, c.count) for c in first] == [("OVER_BUDGET", 5), ("NO_PRICE", 2)]
+    assert [(c.code, c.count) for c in second] == [("OVER_BUDGET", 3), ("NO_PRICE", 2)]

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from functools import partial
+from functools import lru_cache, partial
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from advisor.catalog import Catalog
 from advisor.catalog.capability import mismatch_sentence, runs
@@ -28,6 +28,7 @@ from advisor.engine.candidates import (
     GroupPool,
     Offer,
     candidate_index,
+    kept,
 )
 from advisor.engine.checks import (
     CODE_WORDS,
@@ -57,6 +58,7 @@ from advisor.engine.objective import (
 )
 from advisor.engine.placement import Placement, place_by_key, placer
 from advisor.engine.rank import (
+    WORDS_KEPT_PER_FILTERS,
     Bound,
     Hit,
     edge_hit,
@@ -733,8 +735,20 @@ def _with_violations(
 def rejected_summary(code_counts: Mapping[tuple[str, ...], int]) -> tuple[RejectedCount, ...]:
     """Per code, how many candidates it rules out (a candidate counts under each of its codes),
     most first, then by code. `code_counts`: the rejected candidates by their codes."""
+    return _summary(frozenset(code_counts.items()))
+
+
+# Summaries kept (_summary): the counts of a workload type's rejections change only where a
+# request crosses a GPU's memory or a budget crosses a price, so requests share them.
+SUMMARIES_KEPT = 4096
+
+
+@lru_cache(maxsize=SUMMARIES_KEPT)
+def _summary(code_counts: frozenset[tuple[tuple[str, ...], int]]) -> tuple[RejectedCount, ...]:
+    """rejected_summary of the counts as a set (their order does not matter): its models are
+    frozen, so one answer's summary may be another's."""
     counts: Counter[str] = Counter()
-    for codes, n in code_counts.items():  # few distinct code tuples
+    for codes, n in code_counts:  # few distinct code tuples
         for code in codes:
             counts[code] += n
     return tuple(
@@ -790,33 +804,51 @@ def _recommendation(
         )
     c, price, s = h.cloud, h.price, h.placement
     assert c is not None and price is not None
-    return built(
-        Recommendation,
-        {
-            "instance_type": c.instance.id,
-            "device": None,
-            "provider": str(c.instance.provider),
-            "accelerator": c.hardware.id,
-            "gpu_count": s.nodes * c.instance.gpu_count,
-            "nodes": s.nodes,
-            "region": price.region,
-            "purchase": str(price.purchase),
-            "hourly_usd": h.hourly_usd,
-            "power_w": c.per_node_power_w * s.nodes,
-            "power_mode": None,
-            "score": score,
-            "ranked_value": ranked,
-            "penalty_factor": penalty_figure(c, p, s),
-            "reasons": tuple(why),
-            "sizing": (
-                sized_figures(s.fit, h.hourly_usd, h.spot, price.purchase)
-                if s.fit is not None
-                else None
-            ),
-            "cost_per_year_usd": None,
-            "price_flag": price.flag,
-        },
-    )
+    if s.fit is not None:
+        return built(Recommendation, _cloud_fields(h, score, ranked, why, p))
+    # Without a model, every field but the three below is a function of the offering, the
+    # hourly cost, the node count and the workload type: kept on the candidate, copied (a dict
+    # keeps its keys' order, which built() needs).
+    key = ("recommendation", h.sort_id, h.hourly_usd, s.nodes, s.spans_nodes, p.id)
+    fields = cast("dict[str, object] | None", c.words.get(key))
+    if fields is None:
+        fields = _cloud_fields(h, 0.0, 0.0, [], p)
+        kept(c.words, WORDS_KEPT_PER_FILTERS)[key] = fields
+    values = fields.copy()
+    values["score"], values["ranked_value"], values["reasons"] = score, ranked, tuple(why)
+    return built(Recommendation, values)
+
+
+def _cloud_fields(
+    h: Hit, score: float, ranked: float, why: list[str], p: WorkloadProfile
+) -> dict[str, object]:
+    """A cloud option's Recommendation fields, in the model's order."""
+    c, price, s = h.cloud, h.price, h.placement
+    assert c is not None and price is not None
+    return {
+        "instance_type": c.instance.id,
+        "device": None,
+        "provider": str(c.instance.provider),
+        "accelerator": c.hardware.id,
+        "gpu_count": s.nodes * c.instance.gpu_count,
+        "nodes": s.nodes,
+        "region": price.region,
+        "purchase": str(price.purchase),
+        "hourly_usd": h.hourly_usd,
+        "power_w": c.per_node_power_w * s.nodes,
+        "power_mode": None,
+        "score": score,
+        "ranked_value": ranked,
+        "penalty_factor": penalty_figure(c, p, s),
+        "reasons": tuple(why),
+        "sizing": (
+            sized_figures(s.fit, h.hourly_usd, h.spot, price.purchase)
+            if s.fit is not None
+            else None
+        ),
+        "cost_per_year_usd": None,
+        "price_flag": price.flag,
+    }
 
 
 def _default_objective(w: Workload, p: WorkloadProfile) -> str:

@@ -193,9 +193,15 @@ class Bound:
             self.worst_kept = -self._best[0]
 
 
+# Up to this many hits are ranked by one sort: the engine's bound keeps a request's hits to a
+# few times its limit, and sorting them in C takes a third of heapq.nsmallest's time there.
+SORTED_HITS_MAX = 256
+
+
 def rank(hits: list[Hit], objective: str, limit: int) -> list[tuple[Hit, float]]:
-    """Best first, deterministic (ties broken by price, then id), each with a score in (0, 1]."""
-    top = heapq.nsmallest(limit, hits)
+    """Best first, deterministic (ties broken by price, then id), each with a score in (0, 1].
+    The same order either way: heapq.nsmallest is sorted(hits)[:limit] (its documentation)."""
+    top = sorted(hits)[:limit] if len(hits) <= SORTED_HITS_MAX else heapq.nsmallest(limit, hits)
     if not top:
         return []
     best = top[0].value
@@ -214,8 +220,41 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
         return _edge_reasons(h.edge, w, objective, rank_no)
     c, price, s = h.cloud, h.price, h.placement
     assert c is not None and price is not None
+    first = _hardware_reason(c, s, w, p)
+    if s.fit is not None or h.spot is not None:
+        return [first, *_option_reasons(h, w, p, objective), _ranked_words(objective, rank_no)]
+    # Without a model or a spot plan, the lines between the first and the last are a function of
+    # the offering, the hourly cost, the node count and what the key names: kept on the
+    # candidate (every answer that ranks the option writes them).
+    key = (
+        "lines",
+        h.sort_id,
+        h.hourly_usd,
+        s.nodes,
+        s.spans_nodes,
+        p.id,
+        objective,
+        w.interconnect_gb_s,
+        w.power_budget_w,
+    )
+    lines = cast("tuple[str, ...] | None", c.words.get(key))
+    if lines is None:
+        lines = tuple(_option_reasons(h, w, p, objective))
+        _kept_words(c, key, lines)
+    return [first, *lines, _ranked_words(objective, rank_no)]
+
+
+def _ranked_words(objective: str, rank_no: int) -> str:
+    return f"ranked {rank_no} by {OBJECTIVE_WORDS[objective]}"
+
+
+def _option_reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str) -> list[str]:
+    """A cloud option's reasons between the first (its GPUs and the need they hold) and the
+    last (its rank)."""
+    c, price, s = h.cloud, h.price, h.placement
+    assert c is not None and price is not None
     it = c.instance
-    out = [_hardware_reason(c, s, w, p)]
+    out = []
     porting = PORTING.get(c.hardware.software)
     if porting is not None:
         out.append(f"{c.hardware.name} {porting}")
@@ -248,7 +287,6 @@ def reasons(h: Hit, w: Workload, p: WorkloadProfile, objective: str, rank_no: in
             per_dollar = f" = {perf / h.hourly_usd:,.0f} per $/h"
         out.append(f"{perf:,.0f} dense {precision} TFLOP/s peak{per_dollar}")
     out += _penalty_words(c, p, s)[1]
-    out.append(f"ranked {rank_no} by {OBJECTIVE_WORDS[objective]}")
     return out
 
 
