@@ -519,3 +519,36 @@ def test_rejected_summary_counts_each_code_of_each_request() -> None:
     second = rejected_summary(Counter({("OVER_BUDGET",): 1, ("OVER_BUDGET", "NO_PRICE"): 2}))
     assert [(c.code, c.count) for c in first] == [("OVER_BUDGET", 5), ("NO_PRICE", 2)]
     assert [(c.code, c.count) for c in second] == [("OVER_BUDGET", 3), ("NO_PRICE", 2)]
+
+
+def test_key_placer_places_every_need_as_worked_out_by_hand(shipped: Catalog) -> None:
+    """The pass's placements, kept by the counts each memory size needs (placement.py
+    KeyPlacer), against the rule worked out by hand for every key of each workload type: GPUs
+    by memory at 90% of each GPU's memory, at least one and the count wanted; nodes to hold
+    them; a serving replica spans nodes when its memory needs more GPUs than a node has, other
+    work when it takes more than one node; CPU nodes by 90% of their RAM. Needs sweep the
+    bands' edges both ways, in an order that revisits bands kept earlier."""
+    import math
+
+    from advisor.engine.placement import KeyPlacer
+
+    keys = sorted({c.placement_key for c in candidate_index(shipped, GROUP_SIGNATURE).cloud})
+    sizes = sorted({k[1] if k[0] else k[3] for k in keys})
+    edges = [m * s * 0.9 + d for s in sizes for m in (1, 2, 3) for d in (-0.01, 0.0, 0.01)]
+    needs = [0.0, 0.5, *edges, *reversed(edges), 1000.0, 0.5]
+    placer = KeyPlacer(keys)
+    for need in needs:
+        for wanted in (1, 8):
+            for serving in (False, True):
+                for key, placed in zip(keys, placer.place(need, wanted, serving), strict=True):
+                    is_gpu, gpu_gb, per_node, node_gb = key
+                    if not is_gpu:
+                        nodes = max(1, math.ceil(need / (node_gb * 0.9) - 1e-9))
+                        assert placed == (0, nodes, nodes > 1, None, 0), (key, need)
+                        continue
+                    by_memory = max(1, math.ceil(need / (gpu_gb * 0.9) - 1e-9)) if need else 0
+                    gpus = max(1, by_memory, wanted)
+                    nodes = math.ceil(gpus / per_node)
+                    spans = by_memory > per_node if serving else nodes > 1
+                    expected = (gpus, nodes, spans, None, by_memory)
+                    assert placed == expected, (key, need, wanted, serving)

@@ -41,8 +41,9 @@ from advisor.perf.precision import (
 )
 from advisor.units import GB, GIB
 
-if TYPE_CHECKING:  # built by advisor/engine/checks.py, which reads the candidates
+if TYPE_CHECKING:  # built by advisor/engine/checks.py and placement.py, which read the candidates
     from advisor.engine.checks import FaultGroup, FaultMasks, GroupFaults
+    from advisor.engine.placement import KeyPlacer
 
 GIB_PER_GB = GB / GIB  # instance RAM is stated in GiB, requirements in GB
 
@@ -328,6 +329,7 @@ class CandidateIndex:
         "group_pools",
         "group_regions",
         "memo",
+        "placers",
         "running",
         "valuations",
     )
@@ -353,6 +355,8 @@ class CandidateIndex:
         # Per workload type: its running groups' static facts as bit masks (checks.py
         # FaultMasks)
         self.fault_masks: dict[str, FaultMasks] = {}
+        # Per workload type: its placement keys' placer (advisor/engine/placement.py KeyPlacer)
+        self.placers: dict[str, KeyPlacer] = {}
         # (group index, nodes, workload type, objective) -> how the group's offerings are valued
         # without a model (advisor/engine/rank.py valuation): at most groups x node counts x
         # types x objectives, a few thousand.

@@ -5,6 +5,7 @@ Pure and deterministic: the same catalog and workload always give the same resul
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import lru_cache, partial
@@ -35,6 +36,7 @@ from advisor.engine.checks import (
     GROUP_SIGNATURE,
     OVER_BUDGET,
     STATIC,
+    FaultGroup,
     FaultMasks,
     GroupFaults,
     edge_violations,
@@ -56,7 +58,7 @@ from advisor.engine.objective import (
     objective_value,
     ranked_figure,
 )
-from advisor.engine.placement import Placement, place_by_key, placer
+from advisor.engine.placement import KeyPlacer, Placement, placer
 from advisor.engine.rank import (
     WORDS_KEPT_PER_FILTERS,
     Bound,
@@ -338,7 +340,10 @@ def _evaluate_unsized(
     masks = _masks(index, p, running)
     need_gb, serving = w.memory_gb or 0.0, p.sizing == "inference"
     wanted = p.default_gpu_count if w.gpu_count is None else w.gpu_count
-    placements = [place_by_key(key, need_gb, wanted, serving) for key in masks.keys]
+    key_placer = index.placers.get(p.id)
+    if key_placer is None:
+        key_placer = index.placers[p.id] = KeyPlacer(masks.keys)
+    placements = key_placer.place(need_gb, wanted, serving)
     parts = _fault_parts(request_fault_masks(masks, placements, request_faults(w, p)), masks)
     seen = rejected.static_faults
     passing = masks.every
@@ -419,7 +424,9 @@ def _fault_parts(bits: list[tuple[int, int]], masks: FaultMasks) -> list[tuple[i
 
 
 def _checked_later(
-    running: tuple[GroupFaults, ...], placements: list[Placement], parts: list[tuple[int, int]]
+    running: tuple[GroupFaults, ...],
+    placements: Sequence[Placement],
+    parts: list[tuple[int, int]],
 ) -> list[Checked]:
     """The running groups as the fault-bit pass checked them (Checked, in index order): only an
     answer that nothing fits reads them (its nearest alternatives)."""
@@ -638,17 +645,41 @@ def _closest_offer(
     the budget" rather than "not offered in us-east-1" for a type offered there). Only the first
     (cheapest) offering of each group of faults other than the budget can be it: the budget
     fails the cheaper one no more often. Returns its position in `c.offers` and the checks it
-    fails (checks.py offer_faults' bits)."""
-    *_, position, faults = min(
-        (
-            g.faults.bit_count() + (over := g.within(w.max_hourly_usd, nodes) == 0),
-            g.faults != 0,
-            g.positions[0],
-            g.faults | OVER_BUDGET * over,
+    fails (checks.py offer_faults' bits). The budget decides only which groups' first offering
+    it allows, the cheapest ones: one bisection into the option's closest_table."""
+    key = ("closest", w.region, w.purchase, risky, skip_flagged)
+    table = cast("tuple[tuple[float, ...], tuple[tuple[int, int], ...]] | None", c.words.get(key))
+    if table is None:
+        table = closest_table(fault_groups(c, w, risky, skip_flagged))
+        kept(c.words, WORDS_KEPT_PER_FILTERS)[key] = table
+    firsts, closest = table
+    budget = w.max_hourly_usd
+    if budget is None:
+        return closest[len(firsts)]
+    return closest[bisect_right(firsts, budget, key=lambda h: option_hourly_usd(h, nodes))]
+
+
+def closest_table(
+    groups: Sequence[FaultGroup],
+) -> tuple[tuple[float, ...], tuple[tuple[int, int], ...]]:
+    """(each group's first hourly price, ascending; [k]: _closest_offer's answer when the
+    budget allows the first offering of the k cheapest groups alone). A group's offering is
+    allowed when its hourly cost on the nodes is within the budget (checks.py FaultGroup.within),
+    so the groups it allows are those cheapest at their first: a prefix of this order."""
+    ranked = sorted(groups, key=lambda g: g.hourly_usd[0])
+    closest = []
+    for k in range(len(ranked) + 1):
+        *_, position, faults = min(
+            (
+                g.faults.bit_count() + (over := i >= k),
+                g.faults != 0,
+                g.positions[0],
+                g.faults | OVER_BUDGET * over,
+            )
+            for i, g in enumerate(ranked)
         )
-        for g in fault_groups(c, w, risky, skip_flagged)
-    )
-    return position, faults
+        closest.append((position, faults))
+    return tuple(g.hourly_usd[0] for g in ranked), tuple(closest)
 
 
 class _Checked:

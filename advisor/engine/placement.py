@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from advisor.catalog.models import WorkloadProfile
@@ -41,9 +41,6 @@ class Placement(NamedTuple):
     gpus_for_memory: int = 0
 
 
-_new = tuple.__new__
-
-
 def place(
     c: CloudCandidate, w: Workload, p: WorkloadProfile, plan: Plan | None = None
 ) -> Placement:
@@ -65,23 +62,76 @@ def place_by_key(
 ) -> Placement:
     """place() without a model, from the candidate's placement key (UNSIZED_READS' values), the
     memory asked (0: none), the GPU count wanted (asked, else the profile's default) and whether
-    the work is serving: the engine's pass calls it once per key."""
-    is_gpu, device_memory_gb, per_node, node_memory_gb = key
+    the work is serving (the engine's pass places every key at once: KeyPlacer)."""
+    is_gpu, device_memory_gb, _, node_memory_gb = key
+    size = (is_gpu, device_memory_gb if is_gpu else node_memory_gb)
+    return _placed(key, _count_for(need_gb, size), wanted, serving)
+
+
+# Placements a KeyPlacer keeps: one a band of memory needs (between two multiples of a GPU's or
+# node's usable memory) per GPU count wanted and kind of work. The shipped catalog's fine-tuning
+# keys (18 GPU memory sizes) have 84 bands for needs of 1 to 500 GB, 339 up to 2,000 GB.
+PLACEMENTS_KEPT = 4096
+
+
+class KeyPlacer:
+    """place_by_key over a workload type's keys (the engine's pass places all of them, about
+    40, on each request). A key's placement depends on the memory asked only through the GPUs
+    (or CPU nodes) its memory size needs, and the keys share a few sizes (an accelerator in
+    nodes of 1, 2, 4 and 8): the counts are worked out once a size, and the placements kept by
+    the counts, which every need in the same band between two sizes' multiples shares."""
+
+    __slots__ = ("_kept", "_key_size", "_keys", "_sizes")
+
+    def __init__(self, keys: Sequence[tuple[bool, float, int, float]]) -> None:
+        sizes: dict[tuple[bool, float], int] = {}
+        self._key_size = tuple(
+            sizes.setdefault((is_gpu, device_gb if is_gpu else node_gb), len(sizes))
+            for is_gpu, device_gb, _, node_gb in keys
+        )
+        self._sizes = tuple(sizes)
+        self._keys = tuple(keys)
+        self._kept: dict[tuple[tuple[int, ...], int, bool], tuple[Placement, ...]] = {}
+
+    def place(self, need_gb: float, wanted: int, serving: bool) -> tuple[Placement, ...]:
+        """The keys' placements for the memory asked (0: none), the GPU count wanted and
+        whether the work is serving (place_by_key's arguments)."""
+        counts = tuple([_count_for(need_gb, size) for size in self._sizes])
+        kept = self._kept.get((counts, wanted, serving))
+        if kept is None:
+            if len(self._kept) >= PLACEMENTS_KEPT:
+                self._kept.clear()  # bounded; rebuilt from the requests that follow
+            kept = self._kept[(counts, wanted, serving)] = tuple(
+                _placed(key, counts[k], wanted, serving)
+                for key, k in zip(self._keys, self._key_size, strict=True)
+            )
+        return kept
+
+
+def _placed(
+    key: tuple[bool, float, int, float], count: int, wanted: int, serving: bool
+) -> Placement:
+    """A key's placement from the GPUs (or CPU nodes) its memory size needs (_count_for)."""
+    is_gpu, _, per_node, _ = key
+    if not is_gpu:
+        return Placement(0, count, count > 1)
+    gpus = max(1, count, wanted)
+    nodes = math.ceil(gpus / per_node)
+    # Serving copies the model per replica: the memory sizes one replica, which lives inside one
+    # node, and GPUs beyond it are more replicas on more nodes (the rule a sized request's
+    # deployment follows, planning/serving.py). Other work is one copy over all.
+    spans = count > per_node if serving else nodes > 1
+    return Placement(gpus, nodes, spans, None, count)
+
+
+def _count_for(need_gb: float, size: tuple[bool, float]) -> int:
+    """GPUs of one memory size that hold `need_gb` (0: no memory asked), by the one headroom
+    rule (perf/headroom.py usable_memory_gb, as for a sized model); for a CPU node's RAM, the
+    nodes (RAM keeps the same headroom: the OS, runtime and page cache take a share)."""
+    is_gpu, memory_gb = size
     if is_gpu:
-        # the one headroom rule (perf/headroom.py usable_memory_gb), as for a sized model
-        by_memory = min_gpus_for(need_gb, device_memory_gb) if need_gb else 0
-        gpus = max(1, by_memory, wanted)
-        nodes = math.ceil(gpus / per_node)
-        # Serving copies the model per replica: the memory sizes one replica, which lives inside
-        # one node, and GPUs beyond it are more replicas on more nodes (the rule a sized
-        # request's deployment follows, planning/serving.py). Other work is one copy over all.
-        spans = by_memory > per_node if serving else nodes > 1
-        # tuple.__new__ as the NamedTuple's own __new__ calls it, without that Python frame:
-        # the unsized pass places every key of a workload type (about 40) on each request
-        return _new(Placement, (gpus, nodes, spans, None, by_memory))
-    # RAM keeps the same headroom as GPU memory (the OS, runtime and page cache take a share)
-    nodes = max(1, math.ceil(need_gb / usable_memory_gb(node_memory_gb) - 1e-9))
-    return Placement(0, nodes, nodes > 1)
+        return min_gpus_for(need_gb, memory_gb) if need_gb else 0
+    return max(1, math.ceil(need_gb / usable_memory_gb(memory_gb) - 1e-9))
 
 
 def placer(
