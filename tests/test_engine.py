@@ -552,3 +552,35 @@ def test_key_placer_places_every_need_as_worked_out_by_hand(shipped: Catalog) ->
                     spans = by_memory > per_node if serving else nodes > 1
                     expected = (gpus, nodes, spans, None, by_memory)
                     assert placed == expected, (key, need, wanted, serving)
+
+
+def test_closest_offer_by_table_is_the_fewest_faults_cheapest_first(shipped: Catalog) -> None:
+    """An option's closest offering under a budget (evaluation.py _closest_offer, one bisection
+    into closest_table) against the rule applied offering by offering: fewest failed checks,
+    one the region and purchase allow before one they rule out, then the cheapest; budgets at
+    and around each offering's hourly cost on 1 and 3 nodes."""
+    from advisor.engine.checks import offer_faults
+    from advisor.engine.evaluation import _closest_offer
+
+    index = candidate_index(shipped, GROUP_SIGNATURE)
+    filters = [{}, {"region": "us-east-1"}, {"purchase": "spot"}, {"provider": "aws"}]
+    checked = 0
+    for c in index.cloud[::7]:
+        prices = sorted({o[2] for o in c.offers})[:6]
+        for extra in filters:
+            for nodes in (1, 3):
+                budgets = [None, 0.01] + [h * nodes + d for h in prices for d in (-1e-6, 0.0)]
+                for budget in budgets:
+                    w = RecommendRequest(workload="fine_tuning", max_hourly_usd=budget, **extra)
+                    expected = min(
+                        (
+                            (f := offer_faults(o, w, nodes, False, True)).bit_count(),
+                            f & ~4 != 0,  # 4: the budget's bit (checks.py OVER_BUDGET)
+                            position,
+                            f,
+                        )
+                        for position, o in enumerate(c.offers)
+                    )
+                    assert _closest_offer(c, w, nodes, False, True) == expected[2:], (c, w)
+                    checked += 1
+    assert checked > 1000
