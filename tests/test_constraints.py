@@ -781,10 +781,15 @@ def test_caches_keyed_by_request_filters_stay_bounded(
         assert not recommend(shipped, w).recommendations
         listed = recommend(shipped, RecommendRequest(workload="fine_tuning", region=spec))
         assert {r.region for r in listed.recommendations} <= set(pair)
+        counted = recommend(
+            shipped, RecommendRequest(workload="fine_tuning", region=spec), listed=False
+        )
+        assert counted.recommendations == listed.recommendations
     for kept in ("_pools", "_pools_by_regions", "fault_groups", "fault_groups_by_regions"):
         assert 0 < max(len(getattr(c, kept)) for c in index.cloud) <= bound, kept
     for kept in ("group_pools", "_group_pools_by_regions"):
         assert 0 < len(getattr(index, kept)) <= bound * len(index.cloud_groups), kept
+    assert 0 < len(index.pass_rows) <= bound  # the unsized pass's rows (evaluation.py _pass_rows)
 
 
 def forget_filters(index: CandidateIndex) -> None:
@@ -794,6 +799,7 @@ def forget_filters(index: CandidateIndex) -> None:
             kept.clear()
     index.group_pools.clear()
     index._group_pools_by_regions.clear()
+    index.pass_rows.clear()
 
 
 def test_region_lists_that_admit_the_same_regions_share_what_is_kept(shipped: Catalog) -> None:

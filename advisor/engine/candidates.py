@@ -43,6 +43,7 @@ from advisor.units import GB, GIB
 
 if TYPE_CHECKING:  # built by advisor/engine/checks.py and placement.py, which read the candidates
     from advisor.engine.checks import FaultGroup, FaultMasks, GroupFaults
+    from advisor.engine.evaluation import PassRow
     from advisor.engine.placement import KeyPlacer
 
 GIB_PER_GB = GB / GIB  # instance RAM is stated in GiB, requirements in GB
@@ -329,6 +330,7 @@ class CandidateIndex:
         "group_pools",
         "group_regions",
         "memo",
+        "pass_rows",
         "placers",
         "running",
         "valuations",
@@ -357,6 +359,9 @@ class CandidateIndex:
         self.fault_masks: dict[str, FaultMasks] = {}
         # Per workload type: its placement keys' placer (advisor/engine/placement.py KeyPlacer)
         self.placers: dict[str, KeyPlacer] = {}
+        # (workload type, region, purchase, flagged prices skipped) -> its running groups as the
+        # unsized pass reads them (advisor/engine/evaluation.py _pass_rows), built on first use
+        self.pass_rows: dict[tuple[object, ...], tuple[PassRow, ...]] = {}
         # (group index, nodes, workload type, objective) -> how the group's offerings are valued
         # without a model (advisor/engine/rank.py valuation): at most groups x node counts x
         # types x objectives, a few thousand.

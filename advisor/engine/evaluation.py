@@ -354,44 +354,67 @@ def _evaluate_unsized(
 
     feasible = types = 0
     bound = Bound(w.limit)
-    valuations, pools = index.valuations, index.group_pools
-    region, purchase, profile_id = w.region, w.purchase, p.id
+    valuations, profile_id, purchase = index.valuations, p.id, w.purchase
     group_wise = not w.each_offering
     unbudgeted, skip_flagged = w.max_hourly_usd is None, not w.include_flagged_prices
+    rows = _pass_rows(index, p.id, running, w.region, purchase, skip_flagged)
     while passing:  # the groups that fail no static check, in index order
         low = passing & -passing
         passing ^= low
-        g = running[low.bit_length() - 1]
-        placement = placements[g.placement]
+        i, group, pool, counts, complete, cheapest_usd, key = rows[low.bit_length() - 1]
+        placement = placements[key]
         nodes = placement.nodes
-        valuation = valuations.get((g.group, nodes, profile_id, objective)) or _group_valuation(
-            index, g.group, placement, p, objective, purchase
+        valuation = valuations.get((i, nodes, profile_id, objective)) or _group_valuation(
+            index, i, placement, p, objective, purchase
         )
-        group = index.cloud_groups[g.group]
-        counts: tuple[int, int] | None
         if not (valuation.rises and group_wise):  # each offering valued (no fit: no spot plan)
             counts = _each_offer(group, placement, w, p, valuation, bound, hits, rejected.offers)
-        else:
-            pool = pools.get((region, purchase, g.group)) or index.group_pool(
-                g.group, region, purchase
+        # Every member priced and the cheapest valued past the bound: no hit and no rejection,
+        # most groups of a request (_evaluate_group's first step, inline)
+        elif (
+            not unbudgeted
+            or not complete
+            or valuation.value(option_hourly_usd(cheapest_usd, nodes), None) <= bound.worst_kept
+        ):
+            counts = _evaluate_group(
+                group, pool, placement, w, valuation, bound, hits, rejected.offers
             )
-            counts = pool.unbudgeted[skip_flagged] if unbudgeted else None
-            # Every member priced and the cheapest valued past the bound: no hit and no
-            # rejection, most groups of a request (_evaluate_group's first step, inline)
-            if (
-                counts is None
-                or counts[1] < g.members
-                or valuation.value(
-                    option_hourly_usd(pool.cheapest_usd[skip_flagged][0], nodes), None
-                )
-                <= bound.worst_kept
-            ):
-                counts = _evaluate_group(
-                    group, pool, placement, w, valuation, bound, hits, rejected.offers
-                )
         feasible += counts[0]
         types += counts[1]
     return feasible, types
+
+
+# A running group as the unsized pass reads it under one request filter (_pass_rows): its index
+# in CandidateIndex.cloud_groups, its members, its pool, the pool's counts without a budget,
+# whether every member has an offering kept, the cheapest member's price, its placement key.
+PassRow = tuple[int, tuple[CloudCandidate, ...], GroupPool, tuple[int, int], bool, float, int]
+
+
+def _pass_rows(
+    index: CandidateIndex,
+    profile_id: str,
+    running: tuple[GroupFaults, ...],
+    region: str | None,
+    purchase: Purchase | None,
+    skip_flagged: bool,
+) -> tuple[PassRow, ...]:
+    """The workload type's running groups under the request's region, purchase and flagged-price
+    filters, each as the pass reads it (PassRow): the same for every request with those
+    filters, kept on the index (bounded as its pools are)."""
+    key = (profile_id, region, purchase, skip_flagged)
+    found = index.pass_rows.get(key)
+    if found is None:
+        rows = []
+        for g in running:
+            pool = index.group_pool(g.group, region, purchase)
+            counts = pool.unbudgeted[skip_flagged]
+            cheapest = pool.cheapest_usd[skip_flagged][0]
+            group = index.cloud_groups[g.group]
+            rows.append(
+                (g.group, group, pool, counts, counts[1] == g.members, cheapest, g.placement)
+            )
+        found = kept(index.pass_rows)[key] = tuple(rows)
+    return found
 
 
 def _masks(
