@@ -466,6 +466,11 @@ def test_kept_sentences_are_the_ones_written_afresh(shipped: Catalog) -> None:
         bodies.append({"workload": "fine_tuning", "power_budget_w": watts, "limit": 20})
     for link in (100, 400):
         bodies.append({"workload": "fine_tuning", "interconnect_gb_s": link, "limit": 20})
+    # edge devices ranked by each objective, under a power budget and without one (rank.py
+    # keeps each device's hit by objective and its lines)
+    for objective in ("cheapest", "performance", "price_performance"):
+        bodies.append({"workload": "edge_inference", "objective": objective, "limit": 20})
+        bodies.append({"workload": "edge_inference", "objective": objective, "power_budget_w": 60})
     requests = [RecommendRequest(**b) for b in bodies]
     index = candidate_index(shipped, GROUP_SIGNATURE)
     warm = [recommend(shipped, w, listed=False).model_dump_json() for w in requests]
@@ -474,6 +479,8 @@ def test_kept_sentences_are_the_ones_written_afresh(shipped: Catalog) -> None:
         kept = max(kept, sum(len(c.words) for c in index.cloud))
         for c in index.cloud:
             c.words.clear()
+        for e in index.edge:
+            e.words.clear()
         assert recommend(shipped, w, listed=False).model_dump_json() == answer, w
     assert kept > 100  # the warm answers were written from kept sentences
 

@@ -314,6 +314,9 @@ class EdgeCandidate(NamedTuple):  # a NamedTuple: made in a fraction of a datacl
     int8_tops: float
     tops_estimated: bool  # True when scaled from another mode's figure, not published
     device_w: float  # the device alone
+    # Its hit and sentences by what they depend on beyond the device and mode (an objective),
+    # built on first use (advisor/engine/rank.py edge_hit, _edge_reasons): a few keys
+    words: dict[tuple[object, ...], object]
 
     @property
     def host_w(self) -> float:
@@ -467,12 +470,16 @@ def _edge(catalog: Catalog) -> tuple[EdgeCandidate, ...]:
         full_tops = acc.peak_tflops.int8 or 0.0
         host_w = acc.host.power_w if acc.host is not None else 0.0
         if not acc.power_modes:
-            edge.append(EdgeCandidate(acc, None, acc.tdp_w + host_w, full_tops, False, acc.tdp_w))
+            edge.append(
+                EdgeCandidate(acc, None, acc.tdp_w + host_w, full_tops, False, acc.tdp_w, {})
+            )
         for mode in sorted(acc.power_modes, key=lambda m: m.power_w):
             # Unpublished per-mode figures scale with power: a stated estimate, not a datasheet one.
             estimated = mode.int8_tops is None
             tops = full_tops * mode.power_w / acc.tdp_w if estimated else mode.int8_tops or 0.0
             edge.append(
-                EdgeCandidate(acc, mode.name, mode.power_w + host_w, tops, estimated, mode.power_w)
+                EdgeCandidate(
+                    acc, mode.name, mode.power_w + host_w, tops, estimated, mode.power_w, {}
+                )
             )
     return tuple(edge)

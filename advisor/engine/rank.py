@@ -161,11 +161,17 @@ def valuation(
 
 
 def edge_hit(e: EdgeCandidate, objective: str) -> Hit:
-    # Edge devices carry no hourly price: their "cost" is the cost per year of operation
-    # (purchase over the stated lifetime + energy at the stated price; advisor/perf/cost.py).
-    yearly = edge_cost_per_year(e.device, e.power_w).total_usd_per_year
-    value = objective_value(objective, yearly, e.int8_tops, 1.0)
-    return Hit(value, 0.0, f"{e.device.id}|{e.power_w:012.3f}", None, e, Placement(1, 1), None)
+    """The device in its mode as an option, kept on it by objective (a function of the two)."""
+    key = ("hit", objective)
+    found = cast("Hit | None", e.words.get(key))
+    if found is None:
+        # Edge devices carry no hourly price: their "cost" is the cost per year of operation
+        # (purchase over the stated lifetime + energy at the stated price; advisor/perf/cost.py).
+        yearly = edge_cost_per_year(e.device, e.power_w).total_usd_per_year
+        value = objective_value(objective, yearly, e.int8_tops, 1.0)
+        found = Hit(value, 0.0, f"{e.device.id}|{e.power_w:012.3f}", None, e, Placement(1, 1), None)
+        e.words[key] = found
+    return found
 
 
 class Bound:
@@ -333,25 +339,10 @@ def _penalty_reasons(c: CloudCandidate, p: WorkloadProfile, s: Placement) -> lis
 
 
 def _edge_reasons(e: EdgeCandidate, w: Workload, objective: str, rank_no: int) -> list[str]:
-    mode = f" in its {e.mode} power mode" if e.mode else ""
-    out = [f"{e.device.name}{mode} draws {e.power_w:g} W"]
-    if e.device.host is not None:
-        estimated = " (estimated)" if e.device.host.estimated else ""
-        out[0] += (
-            f": {e.device_w:g} W itself and {e.host_w:g} W{estimated} for its host, a "
-            f"{e.device.host.name} (it cannot run without one)"
-        )
+    power, *lines = _edge_lines(e)
     if w.power_budget_w is not None:
-        out[0] += f", within the {w.power_budget_w:g} W budget"
-    tops = f"{e.int8_tops:.3g} dense int8 TOPS"
-    if e.tops_estimated:
-        tops += f" (estimated: scaled by power from the {e.device.tdp_w:g} W figure)"
-    memory = e.device.memory_text
-    out.append(f"{tops}, {memory if e.device.memory_gb is None else memory + ' memory'}")
-    porting = PORTING.get(e.device.software)
-    if porting is not None:
-        out.append(f"{e.device.name} {porting}")
-    out.append(edge_cost_per_year(e.device, e.power_w).sentence(e.power_w))
+        power += f", within the {w.power_budget_w:g} W budget"
+    out = [power, *lines]
     if e.device.form_factor == FormFactor.edge and objective == "cheapest":
         out.append(
             f"ranked {rank_no} by lowest cost per year of operation (edge devices have no "
@@ -365,6 +356,33 @@ def _edge_reasons(e: EdgeCandidate, w: Workload, objective: str, rank_no: int) -
     else:
         out.append(f"ranked {rank_no} by {OBJECTIVE_WORDS[objective]}")
     return out
+
+
+def _edge_lines(e: EdgeCandidate) -> tuple[str, ...]:
+    """The device's reasons but the budget's words and its rank, a function of the device and
+    mode: what it draws, its TOPS and memory, what porting takes, its cost per year. Kept on it."""
+    found = cast("tuple[str, ...] | None", e.words.get(("lines",)))
+    if found is not None:
+        return found
+    mode = f" in its {e.mode} power mode" if e.mode else ""
+    out = [f"{e.device.name}{mode} draws {e.power_w:g} W"]
+    if e.device.host is not None:
+        estimated = " (estimated)" if e.device.host.estimated else ""
+        out[0] += (
+            f": {e.device_w:g} W itself and {e.host_w:g} W{estimated} for its host, a "
+            f"{e.device.host.name} (it cannot run without one)"
+        )
+    tops = f"{e.int8_tops:.3g} dense int8 TOPS"
+    if e.tops_estimated:
+        tops += f" (estimated: scaled by power from the {e.device.tdp_w:g} W figure)"
+    memory = e.device.memory_text
+    out.append(f"{tops}, {memory if e.device.memory_gb is None else memory + ' memory'}")
+    porting = PORTING.get(e.device.software)
+    if porting is not None:
+        out.append(f"{e.device.name} {porting}")
+    out.append(edge_cost_per_year(e.device, e.power_w).sentence(e.power_w))
+    e.words[("lines",)] = tuple(out)
+    return tuple(out)
 
 
 def _gpu_count_source(s: Placement, w: Workload, p: WorkloadProfile) -> str:
