@@ -482,6 +482,33 @@ def static_faults(c: CloudCandidate, s: Placement, w: Workload, p: WorkloadProfi
     return faults
 
 
+# What relaxes the failure of each STATIC entry a request without a model can fail, by its bit:
+# the value its check's Finding carries there (static_violation). The others (a slow network,
+# too little memory a GPU, no price) are not relaxable.
+_STATIC_RELAX_TO: dict[int, Any] = {
+    _OVER_LIMIT: lambda c, s: s.nodes * c.instance.gpu_count,  # _gpus_over_limit
+    _BY_MEMORY: lambda c, s: _node_usable_gb(c),  # _one_node_by_memory
+    _BY_COUNT: lambda c, s: c.instance.gpu_count,  # _one_node_by_count
+    _COUNT_ON_CPU: lambda c, s: 0,  # _gpus_on_cpu
+    _INTERCONNECT: lambda c, s: c.instance.interconnect_gb_s or None,  # _interconnect_too_slow
+    _POWER: lambda c, s: c.per_node_power_w * s.nodes,  # _power_over_budget
+    _PROVIDER: lambda c, s: c.instance.provider,  # _provider_excluded
+}
+
+
+def static_violation(fault: int, c: CloudCandidate, s: Placement) -> Violation:
+    """The one STATIC entry a request without a model fails on `c` placed at `s` (`fault`: its
+    bit, as static_faults and request_free_faults set it) as static_violations finds it,
+    without its sentence (empty): the nearest alternatives read a group's code, field and
+    value, never its sentence, and writing it was most of their cost where a large memory
+    requirement spreads every group over nodes (tests/test_constraints.py holds the two to one
+    answer)."""
+    entry, relax_to = STATIC[fault.bit_length() - 1], _STATIC_RELAX_TO.get(fault)
+    if relax_to is None:
+        return Violation(entry.code, None, "")
+    return Violation(entry.code, entry.field, "", relax_to(c, s))
+
+
 class GroupFaults(NamedTuple):
     """What static_faults reads of one candidate group's candidates for one workload type, with
     the request-free entries they fail: plain values worked out once per catalog and workload
