@@ -18,7 +18,6 @@ from advisor.catalog.models import FormFactor, Purchase, SpotPolicy, WorkloadPro
 from advisor.catalog.queries import check_region
 from advisor.did_you_mean import unknown
 from advisor.engine.alternatives import (
-    Placed,
     across_nodes,
     lower_precision,
     nearest_alternatives,
@@ -159,8 +158,7 @@ def recommend(
         )
     else:
         # Only now is it worth finding what single relaxation would help (a second, rare pass).
-        placed = _with_violations(index, checked.groups(), workload, profile)
-        alternatives = nearest_alternatives(index, placed, workload, profile)
+        alternatives = nearest_alternatives(index, checked.groups(), workload, profile)
 
         def answer(w: Workload) -> Result:
             return recommend(catalog, w, fleet, min_fleet_reports, listed=False)
@@ -763,27 +761,6 @@ class _Rejected:
             out.append(_rejection(c.instance.id, offering_violations(price, nodes, w, spot)))
         out.sort(key=_ID)
         return tuple(out)
-
-
-def _with_violations(
-    index: CandidateIndex, checked: list[Checked], w: Workload, p: WorkloadProfile
-) -> list[Placed]:
-    """The checked groups as the nearest alternatives read them, with the registry's violations.
-    A request without a model fails no latency entry, so a group that fails two entries or more
-    gives no alternative (alternatives.py _cloud_alternatives): it is left out unwritten. A
-    group that fails one is checked by that entry alone: the fault bits are the registry's
-    findings (tests/test_constraints.py), so the others find nothing."""
-    out: list[Placed] = []
-    for i, placement, found in checked:
-        if not isinstance(found, int):
-            out.append((i, placement, found))
-        elif found.bit_count() <= 1:
-            c = index.cloud_groups[i][0]
-            entry = (STATIC[found.bit_length() - 1],)
-            out.append(
-                (i, placement, static_violations(c, placement, w, p, entry) if found else ())
-            )
-    return out
 
 
 def rejected_summary(code_counts: Mapping[tuple[str, ...], int]) -> tuple[RejectedCount, ...]:
