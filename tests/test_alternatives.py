@@ -67,7 +67,7 @@ def long_way(catalog: Catalog, w: RecommendRequest) -> list[Alternative]:
                     label = f"{c.instance.id} ({_where(c, price)}, ${hourly:,.2f}/h)"
                     _offer_latency(tracker, placement, hourly, label)
                 elif len(found) == 1 and found[0].constraint is not None:
-                    _offer_relaxation(tracker, c, placement, price, found[0], p)
+                    _offer_relaxation(tracker, c, placement, (price,), found[0], p)
     for e in index.edge:
         if not runs(e.device, p):
             continue

@@ -141,14 +141,15 @@ def _cloud_alternatives(
     for group in fault_groups(c, w, risky, not w.include_flagged_prices):
         if group.faults:
             continue
-        for position in _first_and_ties(group, 0, group.within(w.max_hourly_usd, nodes)):
-            price = c.offers[position][3]
-            if latency_only:
-                hourly = option_hourly_usd(price.hourly_usd, nodes)
-                label = f"{c.instance.id} ({_where(c, price)}, ${hourly:,.2f}/h)"
-                _offer_latency(tracker, placement, hourly, label)
-            else:
-                _offer_relaxation(tracker, c, placement, price, static[0], p)
+        positions = _first_and_ties(group, 0, group.within(w.max_hourly_usd, nodes))
+        if not positions:
+            continue
+        ties = [c.offers[i][3] for i in positions]
+        if latency_only:
+            hourly = option_hourly_usd(ties[0].hourly_usd, nodes)
+            _offer_latency(tracker, placement, hourly, _first_label(c, ties, hourly)[0])
+        else:
+            _offer_relaxation(tracker, c, placement, ties, static[0], p)
 
 
 # The request field that relaxes the budget (checks.py _over_budget)
@@ -190,16 +191,9 @@ def _offering_alternatives(
         hourly = option_hourly_usd(first.hourly_usd, nodes)
         if v.constraint is None or not tracker.may_keep(v.constraint, v.relax_to, hourly):
             continue
-        # Its ties cost as much (within the budget where it is), and fail the same check: of
-        # them the tracker would keep the first by label, which differs in where alone.
-        head, tail = f"{c.instance.id} ({c.instance.provider} ", f", ${hourly:,.2f}/h)"
-        label, price = min(
-            (
-                (head + o.region + ", " + o.purchase + tail, o)
-                for o in (c.offers[i][3] for i in _first_and_ties(group, start, len(hourly_usd)))
-            ),
-            key=itemgetter(0),
-        )
+        # Its ties cost as much (within the budget where it is), and fail the same check
+        ties = [c.offers[i][3] for i in _first_and_ties(group, start, len(hourly_usd))]
+        label, price = _first_label(c, ties, hourly)
         v = offer_violation(faults, price, nodes)
         tracker.offer(v.constraint or "", v.relax_to, hourly, label)
 
@@ -208,25 +202,34 @@ def _where(c: CloudCandidate, price: Price) -> str:
     return f"{c.instance.provider} {price.region}, {price.purchase}"
 
 
+def _first_label(c: CloudCandidate, ties: Sequence[Price], hourly: float) -> tuple[str, Price]:
+    """Of an option's offerings at one price, `hourly` on its nodes, the one the tracker would
+    keep, the first by label (labels that differ in where alone), with its label."""
+    head, tail = f"{c.instance.id} ({c.instance.provider} ", f", ${hourly:,.2f}/h)"
+    return min(((head + o.region + ", " + o.purchase + tail, o) for o in ties), key=itemgetter(0))
+
+
 def _offer_relaxation(
     tracker: AlternativeTracker,
     c: CloudCandidate,
     placement: Placement,
-    price: Price,
+    ties: Sequence[Price],
     v: Violation,
     p: WorkloadProfile,
 ) -> None:
-    """The one static constraint an option fails, relaxed at an offering: a lighter method, or
-    the constraint's relaxation at the price of the nodes it then rents. More GPUs than one
-    node's are no relaxation for work that runs on one node (the engine's one-node check
-    refuses the option at that limit)."""
+    """The one static constraint an option fails, relaxed at its offerings `ties` (at one
+    price): a lighter method, or the constraint's relaxation at the price of the nodes it then
+    rents. More GPUs than one node's are no relaxation for work that runs on one node (the
+    engine's one-node check refuses the option at that limit)."""
     assert v.constraint is not None
     if v.constraint == "method":
-        _offer_methods(tracker, placement, price, c.instance.id, _where(c, price))
+        for price in ties:
+            _offer_methods(tracker, placement, price, c.instance.id, _where(c, price))
         return
     if v.code == "GPU_LIMIT_EXCEEDED" and placement.fit and placement.fit.lighter_methods:
         # a lighter method within the limit is another way there than more GPUs
-        _offer_methods(tracker, placement, price, c.instance.id, _where(c, price))
+        for price in ties:
+            _offer_methods(tracker, placement, price, c.instance.id, _where(c, price))
     # Relaxing memory or GPU count to one node's worth means paying for one node.
     one_node = v.code in ("MEMORY_INSUFFICIENT", "GPU_COUNT_TOO_HIGH")
     nodes = 1 if one_node else placement.nodes
@@ -234,11 +237,10 @@ def _offer_relaxation(
         nodes = v.relax_to // c.instance.gpu_count  # the whole nodes the limit allows
         if nodes > 1 and not p.scale_out:
             return
-    hourly = option_hourly_usd(price.hourly_usd, nodes)
-    # the label only where the tracker may keep it: most offerings are beaten before it counts
+    hourly = option_hourly_usd(ties[0].hourly_usd, nodes)
+    # the labels only where the tracker may keep one: most offerings are beaten before it counts
     if tracker.may_keep(v.constraint, v.relax_to, hourly):
-        label = f"{c.instance.id} ({_where(c, price)}, ${hourly:,.2f}/h)"
-        tracker.offer(v.constraint, v.relax_to, hourly, label)
+        tracker.offer(v.constraint, v.relax_to, hourly, _first_label(c, ties, hourly)[0])
 
 
 def _first_and_ties(group: FaultGroup, start: int, stop: int) -> tuple[int, ...]:
