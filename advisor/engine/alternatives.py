@@ -4,6 +4,7 @@ fine-tuning method, a latency target the options reach), and 16-bit serving in F
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from operator import itemgetter
@@ -16,6 +17,7 @@ from advisor.engine.checks import (
     OFFERING,
     OVER_BUDGET,
     FaultGroup,
+    GroupFaults,
     edge_violations,
     fault_groups,
     latency_relax_to,
@@ -32,11 +34,11 @@ from advisor.perf.spot import too_risky
 from advisor.planning.limits import latency_targets
 from advisor.request import Workload
 
-# A candidate group the workload runs on, as the engine's pass placed and checked it: (its index
-# in CandidateIndex.cloud_groups, its placement, the static entries it fails: the registry's
+# A candidate group the workload runs on, as the engine's pass placed and checked it: (the group
+# (checks.py GroupFaults), its placement, the static entries it fails: the registry's
 # violations, or for a request without a model their fault bits (checks.py static_faults)). A
 # plain tuple: the pass makes one for every group of every request.
-Placed = tuple[int, Placement, int | Sequence[Violation]]
+Placed = tuple[GroupFaults, Placement, int | Sequence[Violation]]
 
 
 def nearest_alternatives(
@@ -50,25 +52,25 @@ def nearest_alternatives(
     group none of whose offerings can be kept is passed over whole."""
     tracker = AlternativeTracker()
     budget = w.max_hourly_usd
-    for group, placement, found in placed:
-        members = index.cloud_groups[group]
+    for g, placement, found in placed:
+        members = index.cloud_groups[g.group]
         if not found:
             for c in members:
-                _cloud_alternatives(tracker, c, placement, (), w, p)
+                _offering_alternatives(tracker, c, placement.nodes, w, _risky(c, placement, w, p))
             continue
         # Failing a static check, a group is explained by offerings that pass every offering
         # check, the budget's included, at its node count: none where its cheapest is over
         # budget, most groups when a large memory requirement spreads them over many nodes.
-        cheapest = min((c.offers[0][2] for c in members if c.offers), default=None)
-        if cheapest is None or (
+        cheapest = g.cheapest_usd
+        if cheapest == math.inf or (
             budget is not None and option_hourly_usd(cheapest, placement.nodes) > budget
         ):
             continue
-        static = _static(members[0], placement, found)
+        static = _static(g.first, placement, found)
         if static is None or _beaten(tracker, static, placement, cheapest):
             continue
         for c in members:
-            _cloud_alternatives(tracker, c, placement, static, w, p)
+            _static_alternatives(tracker, c, placement, static, w, p)
     for e in index.edge:
         if not runs(e.device, p):  # WORKLOAD_MISMATCH, which no request field relaxes
             continue
@@ -86,7 +88,7 @@ def _static(
     """The static entries a group fails, as the registry finds them (their sentences left out
     where the pass set fault bits: no alternative reads them). A request without a model fails
     no latency entry, so a group that fails two entries or more gives no alternative (None:
-    _cloud_alternatives would return at once)."""
+    _static_alternatives would return at once)."""
     if not isinstance(found, int):
         return found
     if found & (found - 1):
@@ -116,7 +118,13 @@ def _beaten(
     return not tracker.may_keep(v.constraint, v.relax_to, cheapest_usd)
 
 
-def _cloud_alternatives(
+def _risky(c: CloudCandidate, placement: Placement, w: Workload, p: WorkloadProfile) -> bool:
+    """Whether the option's spot offerings are too risky (SPOT_TOO_RISKY)."""
+    spot = spot_case(c, placement, w, p)
+    return spot is not None and too_risky(spot[1], spot[2])
+
+
+def _static_alternatives(
     tracker: AlternativeTracker,
     c: CloudCandidate,
     placement: Placement,
@@ -124,21 +132,15 @@ def _cloud_alternatives(
     w: Workload,
     p: WorkloadProfile,
 ) -> None:
-    """One instance type's offerings that one relaxation (or latency alone) would admit, given
-    the static checks it fails."""
-    latency_only = bool(static) and all(v.code in LATENCY_CODES for v in static)
-    if static and not latency_only and (len(static) > 1 or static[0].constraint is None):
+    """One instance type that fails static checks, explained by the offerings that one
+    relaxation of them (or of latency alone) would admit. Only offerings that fail no offering
+    check can be: of those the budget allows, the first and its ties (the tracker prefers the
+    lower price, then the label)."""
+    latency_only = all(v.code in LATENCY_CODES for v in static)
+    if not latency_only and (len(static) > 1 or static[0].constraint is None):
         return
-    spot = spot_case(c, placement, w, p)
-    risky = spot is not None and too_risky(spot[1], spot[2])
-    if not static:
-        _offering_alternatives(tracker, c, placement.nodes, w, risky)
-        return
-    # Failing a static check, only offerings that fail no offering check can be explained by
-    # it: of those the budget allows, the first and its ties (the tracker prefers the lower
-    # price, then the label).
     nodes = placement.nodes
-    for group in fault_groups(c, w, risky, not w.include_flagged_prices):
+    for group in fault_groups(c, w, _risky(c, placement, w, p), not w.include_flagged_prices):
         if group.faults:
             continue
         positions = _first_and_ties(group, 0, group.within(w.max_hourly_usd, nodes))

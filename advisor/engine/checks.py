@@ -529,6 +529,10 @@ class GroupFaults(NamedTuple):
     interconnect_gb_s: float
     power_w: float  # one node's
     provider: str
+    # Its members' cheapest offering, one node's price (infinity where none is priced): the
+    # nearest alternatives pass over a group that fails a static check where it is over budget
+    # (advisor/engine/alternatives.py)
+    cheapest_usd: float
 
 
 def group_faults(
@@ -549,6 +553,7 @@ def group_faults(
         it.interconnect_gb_s,
         c.per_node_power_w,
         it.provider,
+        min((member.offers[0][2] for member in group if member.offers), default=math.inf),
     )
 
 

@@ -18,6 +18,7 @@ from advisor.catalog.models import FormFactor, Purchase, SpotPolicy, WorkloadPro
 from advisor.catalog.queries import check_region
 from advisor.did_you_mean import unknown
 from advisor.engine.alternatives import (
+    Placed,
     across_nodes,
     lower_precision,
     nearest_alternatives,
@@ -91,10 +92,10 @@ if TYPE_CHECKING:  # the planners load with the first sized request (recommend),
 
 __all__ = ["Alternative", "Recommendation", "Rejection", "Result", "SizedFigures", "recommend"]
 
-# A candidate group the pass placed and checked: (its index in CandidateIndex.cloud_groups, its
+# A candidate group the pass placed and checked (alternatives.py Placed): (the group, its
 # placement, the static entries it fails: their bits (checks.py static_faults) for a request
 # without a model, the registry's violations for one with a model).
-Checked = tuple[int, Placement, int | Sequence[Violation]]
+Checked = Placed
 
 # An option none of whose offerings fits: (the option, its node count, its spot case (or None),
 # the position in its offers of the offering that explains it (_closest_offer), the checks that
@@ -249,7 +250,7 @@ def _evaluate_cloud(
         placement = placed(group[0])
         checks = entries[2 * (free_faults != 0) + placement.spans_nodes]
         static = static_violations(group[0], placement, w, p, checks) if checks else ()
-        checked.found.append((i, placement, static))
+        checked.found.append((g, placement, static))
         if static:  # the whole group is out for reasons that no offering changes
             codes, sentences = _codes_and_sentences(static)
             rejected.rows.extend(Rejection(c.instance.id, codes, sentences) for c in group)
@@ -458,9 +459,7 @@ def _checked_later(
             low = left & -left
             left ^= low
             faults[low.bit_length() - 1] = bits
-    return [
-        (g.group, placements[g.placement], found) for g, found in zip(running, faults, strict=True)
-    ]
+    return [(g, placements[g.placement], found) for g, found in zip(running, faults, strict=True)]
 
 
 def _each_offer(
