@@ -20,9 +20,9 @@ from advisor.engine.checks import (
     GroupFaults,
     edge_violations,
     fault_groups,
+    group_violation,
     latency_relax_to,
     offer_violation,
-    static_violation,
 )
 from advisor.engine.constraints import Violation
 from advisor.engine.explain import AlternativeTracker
@@ -66,7 +66,7 @@ def nearest_alternatives(
             budget is not None and option_hourly_usd(cheapest, placement.nodes) > budget
         ):
             continue
-        static = _static(g.first, placement, found)
+        static = _static(g, placement, found)
         if static is None or _beaten(tracker, static, placement, cheapest):
             continue
         for c in members:
@@ -83,7 +83,7 @@ def nearest_alternatives(
 
 
 def _static(
-    c: CloudCandidate, placement: Placement, found: int | Sequence[Violation]
+    g: GroupFaults, placement: Placement, found: int | Sequence[Violation]
 ) -> Sequence[Violation] | None:
     """The static entries a group fails, as the registry finds them (their sentences left out
     where the pass set fault bits: no alternative reads them). A request without a model fails
@@ -93,7 +93,7 @@ def _static(
         return found
     if found & (found - 1):
         return None
-    return (static_violation(found, c, placement),) if found else ()
+    return (group_violation(g, found, placement),) if found else ()
 
 
 def _beaten(

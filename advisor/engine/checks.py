@@ -533,6 +533,9 @@ class GroupFaults(NamedTuple):
     # nearest alternatives pass over a group that fails a static check where it is over budget
     # (advisor/engine/alternatives.py)
     cheapest_usd: float
+    # Its static_violation by fault bit, for the bits whose violation does not depend on the
+    # placement (group_violation): one entry a bit at most
+    violations: dict[int, Violation]
 
 
 def group_faults(
@@ -554,7 +557,24 @@ def group_faults(
         c.per_node_power_w,
         it.provider,
         min((member.offers[0][2] for member in group if member.offers), default=math.inf),
+        {},
     )
+
+
+# The fault bits whose violation counts the nodes (the GPU limit, the power budget)
+_BY_NODES = _OVER_LIMIT | _POWER
+
+
+def group_violation(g: GroupFaults, fault: int, s: Placement) -> Violation:
+    """static_violation of group `g`'s members placed at `s`, kept on the group where it does
+    not depend on the placement: the nearest alternatives ask it of most groups of every
+    request that nothing fits."""
+    found = g.violations.get(fault)
+    if found is None:
+        found = static_violation(fault, g.first, s)
+        if not fault & _BY_NODES:
+            g.violations[fault] = found
+    return found
 
 
 class RequestFaults(NamedTuple):
