@@ -611,11 +611,11 @@ def test_fault_masks_set_each_groups_static_fault_bits(
         placements = [place_by_key(k, w.memory_gb or 0.0, wanted, serving) for k in masks.keys]
         parts = _fault_parts(request_fault_masks(masks, placements, request_faults(w, p)), masks)
         expected_counts: dict[int, int] = {}
-        for (i, placement, faults), g in zip(
+        for (checked, placement, faults), g in zip(
             _checked_later(running, placements, parts), running, strict=True
         ):
-            assert i == g.group
-            for c in index.cloud_groups[i]:
+            assert checked is g
+            for c in index.cloud_groups[g.group]:
                 s = place(c, w, p)
                 assert placement == s, (c.instance.id, kw)
                 expected = request_free_faults(c, p) | static_faults(c, s, w, p)
