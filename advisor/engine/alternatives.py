@@ -102,12 +102,13 @@ def _beaten(
     placement: Placement,
     cheapest_usd: float,
 ) -> bool:
-    """Whether no offering of a group that fails one static check can be kept: its relaxation
-    is the group's and relaxes nothing, or the tracker keeps a nearer one, or one as near and
-    cheaper than one node at the group's cheapest offering (every offering's option costs as
-    much or more: _offer_relaxation rents one node or more). Not for latency targets, whose
-    figures are offered each (_offer_latency), nor where a lighter fine-tuning method is
-    offered, each at its own node count (_offer_methods)."""
+    """Whether no offering of a group that fails one static check can be kept: the failure is
+    not relaxable, or the tracker keeps a nearer relaxation of it, or one as near and cheaper
+    than one node at the group's cheapest offering (every offering's option costs as much or
+    more: _offer_relaxation rents one node or more). The relaxation is the group's, the same at
+    each offering. Not for latency targets, whose figures are offered each (_offer_latency),
+    nor where a lighter fine-tuning method is offered, each at its own node count
+    (_offer_methods)."""
     if len(static) != 1 or static[0].code in LATENCY_CODES:
         return False
     v = static[0]
@@ -219,10 +220,10 @@ def _offer_relaxation(
     v: Violation,
     p: WorkloadProfile,
 ) -> None:
-    """The one static constraint an option fails, relaxed at its offerings `ties` (at one
-    price): a lighter method, or the constraint's relaxation at the price of the nodes it then
-    rents. More GPUs than one node's are no relaxation for work that runs on one node (the
-    engine's one-node check refuses the option at that limit)."""
+    """The one constraint an option fails, relaxed at its offerings `ties` (at one price, each
+    failing nothing else): a lighter method, or the constraint's relaxation at the price of the
+    nodes it then rents. More GPUs than one node's are no relaxation for work that runs on one
+    node (the engine's one-node check refuses the option at that limit)."""
     assert v.constraint is not None
     if v.constraint == "method":
         for price in ties:
