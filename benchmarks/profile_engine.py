@@ -43,7 +43,7 @@ PARTS = (
         "advisor/engine/alternatives.py",
         "nearest_alternatives",
     ),
-    ("    the checked groups' violations", "advisor/engine/evaluation.py", "_with_violations"),
+    ("      the static violations they read", "advisor/engine/alternatives.py", "_static"),
     ("    rejected_summary", "advisor/engine/evaluation.py", "rejected_summary"),
     ("  model_dump_json", "pydantic/main.py", "model_dump_json"),
 )

@@ -7,8 +7,6 @@ from __future__ import annotations
 import itertools
 import math
 import random
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +15,6 @@ from pydantic import ValidationError
 from advisor import Catalog, recommend
 from advisor.catalog.models import Purchase, SpotPolicy
 from advisor.catalog.queries import price_matches, purchase_matches, region_spec
-from advisor.engine import alternatives as alternatives_module
 from advisor.engine import candidates as candidates_module
 from advisor.engine.candidates import CandidateIndex, CloudCandidate, attribute, candidate_index
 from advisor.engine.checks import (
@@ -34,6 +31,7 @@ from advisor.engine.checks import (
     request_free_faults,
     static_codes,
     static_faults,
+    static_violation,
     static_violations,
 )
 from advisor.engine.constraints import RELAXATIONS, Direction
@@ -43,7 +41,6 @@ from advisor.perf.spot import SpotPlan
 from advisor.planning.plans import plan_for
 from advisor.request import REGION_MAX_CHARS, RecommendRequest
 from tests.factories import load_mini
-from tests.factories import price as price_entry
 
 
 @pytest.fixture(scope="module")
@@ -529,7 +526,8 @@ def test_static_fault_bits_are_what_the_registry_finds(
     """A request without a model is checked by static_faults and request_free_faults inline,
     the STATIC entries writing sentences only for the rejections an answer lists. Each bit must
     be exactly its entry's finding, on every candidate of both catalogs, with the codes a
-    Rejection lists."""
+    Rejection lists, and static_violation each bit's violation as the registry finds it (its
+    sentence left out)."""
     cat: Catalog = request.getfixturevalue(catalog)
     seen = can_fail = 0
     for kw in FAULT_REQUESTS:
@@ -550,6 +548,10 @@ def test_static_fault_bits_are_what_the_registry_finds(
             assert faults == expected, (c.instance.id, kw)
             codes = tuple(dict.fromkeys(v.code for v in static_violations(c, s, w, p)))
             assert static_codes(faults) == codes
+            for k, entry in enumerate(STATIC):
+                if faults >> k & 1:
+                    (v,) = static_violations(c, s, w, p, (entry,))
+                    assert static_violation(1 << k, c, s) == v._replace(sentence=""), v
             seen |= faults
     # every entry that applies to a request without a model fails somewhere in the shipped one
     never = can_fail & ~seen if catalog == "shipped" else 0
@@ -609,11 +611,11 @@ def test_fault_masks_set_each_groups_static_fault_bits(
         placements = [place_by_key(k, w.memory_gb or 0.0, wanted, serving) for k in masks.keys]
         parts = _fault_parts(request_fault_masks(masks, placements, request_faults(w, p)), masks)
         expected_counts: dict[int, int] = {}
-        for (i, placement, faults), g in zip(
+        for (checked, placement, faults), g in zip(
             _checked_later(running, placements, parts), running, strict=True
         ):
-            assert i == g.group
-            for c in index.cloud_groups[i]:
+            assert checked is g
+            for c in index.cloud_groups[g.group]:
                 s = place(c, w, p)
                 assert placement == s, (c.instance.id, kw)
                 expected = request_free_faults(c, p) | static_faults(c, s, w, p)
@@ -707,59 +709,6 @@ def test_an_answer_that_lists_no_rejection_counts_the_same(
     short = recommend(shipped, w, listed=False)
     assert short == full.model_copy(update={"rejected": ()})
     assert short.rejected_count == len(full.rejected)
-
-
-def every_offering(
-    c: CloudCandidate, static: bool, nodes: int, w: RecommendRequest, risky: bool
-) -> Iterator[tuple[int, int]]:
-    """The long way, in place of alternatives._offers_worth_explaining: explain every offering,
-    with the checks it fails as the registry finds them (a spot plan too risky under any policy
-    where the engine found one too risky)."""
-    codes = [entry.code for entry in OFFERING]
-    spot = (c, NEVER_FINISHES, POLICY) if risky else None
-    for position, offer in enumerate(c.offers):
-        found = {v.code for v in offering_violations(offer[3], nodes, w, spot)}
-        yield position, sum(1 << k for k, code in enumerate(codes) if code in found)
-
-
-@pytest.mark.parametrize("kw", NOTHING_FITS, ids=[str(r) for r in NOTHING_FITS])
-def test_alternatives_are_those_of_every_offering(
-    shipped: Catalog, kw: dict[str, Any], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The engine explains only the cheapest offering of each kind of failure (and its ties):
-    the alternatives must be exactly those that explaining every offering gives."""
-    w = RecommendRequest(**kw)
-    result = recommend(shipped, w)
-    assert not result.recommendations and result.alternatives, "a request nothing satisfies"
-
-    monkeypatch.setattr(alternatives_module, "_offers_worth_explaining", every_offering)
-    assert list(result.alternatives) == list(recommend(shipped, w).alternatives)
-
-
-def test_alternatives_among_offerings_at_one_price_are_the_first_by_label(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Offerings come sorted by price, then "type|region|purchase"; the tracker breaks price
-    ties by its label, "type (provider region, purchase, ...)". The two orders differ where one
-    region's name begins another's (eastus, eastus2: "|" sorts after "2", "," before it), so the
-    engine must explain every offering tied at the cheapest price, not the first alone."""
-
-    def tie(data: dict[str, Any]) -> None:
-        (small1,) = [i for i in data["instance_types"] if i["id"] == "small1"]
-        small1["prices"] = [
-            price_entry(r, usd)
-            for r, usd in (("eastus2", 0.8), ("eastus", 0.8), ("us-east-1", 5.0))
-        ]
-
-    catalog = load_mini(tmp_path, tie)
-    w = RecommendRequest(workload="fine_tuning", memory_gb=20, region="eu-west-1", max_hourly_usd=1)
-    result = recommend(catalog, w)
-    assert not result.recommendations
-    (region,) = [a for a in result.alternatives if a.constraint == "region"]
-    assert region.relax_to == "eastus", region
-
-    monkeypatch.setattr(alternatives_module, "_offers_worth_explaining", every_offering)
-    assert list(result.alternatives) == list(recommend(catalog, w).alternatives)
 
 
 def test_caches_keyed_by_request_filters_stay_bounded(

@@ -4,18 +4,23 @@ fine-tuning method, a latency target the options reach), and 16-bit serving in F
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
+from operator import itemgetter
 
 from advisor.catalog.capability import runs
 from advisor.catalog.models import Price, WorkloadProfile
 from advisor.engine.candidates import CandidateIndex, CloudCandidate
 from advisor.engine.checks import (
     LATENCY_CODES,
+    OFFERING,
     OVER_BUDGET,
     FaultGroup,
+    GroupFaults,
     edge_violations,
     fault_groups,
+    group_violation,
     latency_relax_to,
     offer_violation,
 )
@@ -29,10 +34,11 @@ from advisor.perf.spot import too_risky
 from advisor.planning.limits import latency_targets
 from advisor.request import Workload
 
-# A candidate group the workload runs on, as the engine's pass placed and checked it: (its index
-# in CandidateIndex.cloud_groups, its placement, the static entries it fails). A plain tuple:
-# the pass makes one for every group of every request.
-Placed = tuple[int, Placement, Sequence[Violation]]
+# A candidate group the workload runs on, as the engine's pass placed and checked it: (the group
+# (checks.py GroupFaults), its placement, the static entries it fails: the registry's
+# violations, or for a request without a model their fault bits (checks.py static_faults)). A
+# plain tuple: the pass makes one for every group of every request.
+Placed = tuple[GroupFaults, Placement, int | Sequence[Violation]]
 
 
 def nearest_alternatives(
@@ -41,11 +47,30 @@ def nearest_alternatives(
     """For each constraint that alone blocks a candidate, the smallest relaxation that helps;
     for latency targets, the lowest figure any option blocked by latency alone reaches.
     `placed`: the groups the workload runs on as the engine's pass left them (a group it does
-    not run on fails a check that no request field relaxes, and gives none)."""
+    not run on fails a check that no request field relaxes, and gives none). The tracker keeps
+    the least of what it is offered, so the order and what it would not keep do not matter: a
+    group none of whose offerings can be kept is passed over whole."""
     tracker = AlternativeTracker()
-    for group, placement, static in placed:
-        for c in index.cloud_groups[group]:
-            _cloud_alternatives(tracker, c, placement, static, w, p)
+    budget = w.max_hourly_usd
+    for g, placement, found in placed:
+        members = index.cloud_groups[g.group]
+        if not found:
+            for c in members:
+                _offering_alternatives(tracker, c, placement.nodes, w, _risky(c, placement, w, p))
+            continue
+        # Failing a static check, a group is explained by offerings that pass every offering
+        # check, the budget's included, at its node count: none where its cheapest is over
+        # budget, most groups when a large memory requirement spreads them over many nodes.
+        cheapest = g.cheapest_usd
+        if cheapest == math.inf or (
+            budget is not None and option_hourly_usd(cheapest, placement.nodes) > budget
+        ):
+            continue
+        static = _static(g, placement, found)
+        if static is None or _beaten(tracker, static, placement, cheapest):
+            continue
+        for c in members:
+            _static_alternatives(tracker, c, placement, static, w, p)
     for e in index.edge:
         if not runs(e.device, p):  # WORKLOAD_MISMATCH, which no request field relaxes
             continue
@@ -57,7 +82,50 @@ def nearest_alternatives(
     return [a for a in tracker.alternatives() if not _latency_met_anyway(a, w, p)]
 
 
-def _cloud_alternatives(
+def _static(
+    g: GroupFaults, placement: Placement, found: int | Sequence[Violation]
+) -> Sequence[Violation] | None:
+    """The static entries a group fails, as the registry finds them (their sentences left out
+    where the pass set fault bits: no alternative reads them). A request without a model fails
+    no latency entry, so a group that fails two entries or more gives no alternative (None:
+    _static_alternatives would return at once)."""
+    if not isinstance(found, int):
+        return found
+    if found & (found - 1):
+        return None
+    return (group_violation(g, found, placement),) if found else ()
+
+
+def _beaten(
+    tracker: AlternativeTracker,
+    static: Sequence[Violation],
+    placement: Placement,
+    cheapest_usd: float,
+) -> bool:
+    """Whether no offering of a group that fails one static check can be kept: the failure is
+    not relaxable, or the tracker keeps a nearer relaxation of it, or one as near and cheaper
+    than one node at the group's cheapest offering (every offering's option costs as much or
+    more: _offer_relaxation rents one node or more). The relaxation is the group's, the same at
+    each offering. Not for latency targets, whose figures are offered each (_offer_latency),
+    nor where a lighter fine-tuning method is offered, each at its own node count
+    (_offer_methods)."""
+    if len(static) != 1 or static[0].code in LATENCY_CODES:
+        return False
+    v = static[0]
+    if v.constraint is None:
+        return True
+    if v.constraint == "method" or (v.code == "GPU_LIMIT_EXCEEDED" and placement.fit is not None):
+        return False
+    return not tracker.may_keep(v.constraint, v.relax_to, cheapest_usd)
+
+
+def _risky(c: CloudCandidate, placement: Placement, w: Workload, p: WorkloadProfile) -> bool:
+    """Whether the option's spot offerings are too risky (SPOT_TOO_RISKY)."""
+    spot = spot_case(c, placement, w, p)
+    return spot is not None and too_risky(spot[1], spot[2])
+
+
+def _static_alternatives(
     tracker: AlternativeTracker,
     c: CloudCandidate,
     placement: Placement,
@@ -65,49 +133,106 @@ def _cloud_alternatives(
     w: Workload,
     p: WorkloadProfile,
 ) -> None:
-    """One instance type's offerings that one relaxation (or latency alone) would admit, given
-    the static checks it fails."""
-    latency_only = bool(static) and all(v.code in LATENCY_CODES for v in static)
-    if len(static) > 1 and not latency_only:
+    """One instance type that fails static checks, explained by the offerings that one
+    relaxation of them (or of latency alone) would admit. Only offerings that fail no offering
+    check can be: of those the budget allows, the first and its ties (the tracker prefers the
+    lower price, then the label)."""
+    latency_only = all(v.code in LATENCY_CODES for v in static)
+    if not latency_only and (len(static) > 1 or static[0].constraint is None):
         return
-    spot = spot_case(c, placement, w, p)
-    risky = spot is not None and too_risky(spot[1], spot[2])
-    for position, faults in _offers_worth_explaining(c, bool(static), placement.nodes, w, risky):
-        price = c.offers[position][3]
-        if latency_only and not faults:
-            hourly = option_hourly_usd(price.hourly_usd, placement.nodes)
-            label = f"{c.instance.id} ({_where(c, price)}, ${hourly:,.2f}/h)"
-            _offer_latency(tracker, placement, hourly, label)
-        elif len(static) + faults.bit_count() == 1:
-            # the one failure: the static one, or the offering's (its bits, no sentence)
-            v = static[0] if static else offer_violation(faults, price, placement.nodes)
-            if v.constraint is not None:
-                _offer_relaxation(tracker, c, placement, price, v, p)
+    nodes = placement.nodes
+    for group in fault_groups(c, w, _risky(c, placement, w, p), not w.include_flagged_prices):
+        if group.faults:
+            continue
+        positions = _first_and_ties(group, 0, group.within(w.max_hourly_usd, nodes))
+        if not positions:
+            continue
+        ties = [c.offers[i][3] for i in positions]
+        if latency_only:
+            hourly = option_hourly_usd(ties[0].hourly_usd, nodes)
+            _offer_latency(tracker, placement, hourly, _first_label(c, ties, hourly)[0])
+        else:
+            _offer_relaxation(tracker, c, placement, ties, static[0], p)
+
+
+# The request field that relaxes the budget (checks.py _over_budget)
+_BUDGET_FIELD = OFFERING[OVER_BUDGET.bit_length() - 1].field or ""
+
+
+def _offering_alternatives(
+    tracker: AlternativeTracker, c: CloudCandidate, nodes: int, w: Workload, risky: bool
+) -> None:
+    """An option that passes every static check, explained by the offerings that fail one
+    offering check alone: the cheapest of each kind of failure and its ties (the tracker
+    prefers the nearest relaxation, then the lower price, then the label). The offerings come
+    grouped by their faults other than the budget (checks.py fault_groups), cheapest first: in
+    a group that fails one check, the budget allows a prefix, which fails that check alone; in
+    one that fails none, the budget allows a prefix that fits, and the rest fail the budget
+    alone. The registry explains only the first of such a run and its ties (explaining every
+    offering took 30 ms on the shipped catalog, 130 ms at 10,000), and only where the tracker
+    may keep it: its relaxation and price are those of all its ties, and a lower bound of them
+    is known before the budget is bisected."""
+    budget = w.max_hourly_usd
+    for group in fault_groups(c, w, risky, not w.include_flagged_prices):
+        faults, hourly_usd = group.faults, group.hourly_usd
+        if not faults:
+            if budget is None or option_hourly_usd(hourly_usd[-1], nodes) <= budget:
+                continue  # every one fits
+            # The first past the budget costs more than it and than the first
+            least = max(budget, option_hourly_usd(hourly_usd[0], nodes))
+            if not tracker.may_keep(_BUDGET_FIELD, round(least, 4), least):
+                continue
+            start, faults = group.within(budget, nodes), OVER_BUDGET
+        elif faults & (faults - 1):  # two checks or more
+            continue
+        elif budget is not None and option_hourly_usd(hourly_usd[0], nodes) > budget:
+            continue  # the budget allows none of them
+        else:
+            start = 0
+        first = c.offers[group.positions[start]][3]
+        v = offer_violation(faults, first, nodes)
+        hourly = option_hourly_usd(first.hourly_usd, nodes)
+        if v.constraint is None or not tracker.may_keep(v.constraint, v.relax_to, hourly):
+            continue
+        # Its ties cost as much (within the budget where it is), and fail the same check
+        ties = [c.offers[i][3] for i in _first_and_ties(group, start, len(hourly_usd))]
+        label, price = _first_label(c, ties, hourly)
+        v = offer_violation(faults, price, nodes)
+        tracker.offer(v.constraint or "", v.relax_to, hourly, label)
 
 
 def _where(c: CloudCandidate, price: Price) -> str:
     return f"{c.instance.provider} {price.region}, {price.purchase}"
 
 
+def _first_label(c: CloudCandidate, ties: Sequence[Price], hourly: float) -> tuple[str, Price]:
+    """Of an option's offerings at one price, `hourly` on its nodes, the one the tracker would
+    keep, the first by label (labels that differ in where alone), with its label."""
+    head, tail = f"{c.instance.id} ({c.instance.provider} ", f", ${hourly:,.2f}/h)"
+    return min(((head + o.region + ", " + o.purchase + tail, o) for o in ties), key=itemgetter(0))
+
+
 def _offer_relaxation(
     tracker: AlternativeTracker,
     c: CloudCandidate,
     placement: Placement,
-    price: Price,
+    ties: Sequence[Price],
     v: Violation,
     p: WorkloadProfile,
 ) -> None:
-    """The one constraint an offering fails, relaxed: a lighter method, or the constraint's
-    relaxation at the price of the nodes it then rents. More GPUs than one node's are no
-    relaxation for work that runs on one node (the engine's one-node check refuses the option
-    at that limit)."""
+    """The one constraint an option fails, relaxed at its offerings `ties` (at one price, each
+    failing nothing else): a lighter method, or the constraint's relaxation at the price of the
+    nodes it then rents. More GPUs than one node's are no relaxation for work that runs on one
+    node (the engine's one-node check refuses the option at that limit)."""
     assert v.constraint is not None
     if v.constraint == "method":
-        _offer_methods(tracker, placement, price, c.instance.id, _where(c, price))
+        for price in ties:
+            _offer_methods(tracker, placement, price, c.instance.id, _where(c, price))
         return
     if v.code == "GPU_LIMIT_EXCEEDED" and placement.fit and placement.fit.lighter_methods:
         # a lighter method within the limit is another way there than more GPUs
-        _offer_methods(tracker, placement, price, c.instance.id, _where(c, price))
+        for price in ties:
+            _offer_methods(tracker, placement, price, c.instance.id, _where(c, price))
     # Relaxing memory or GPU count to one node's worth means paying for one node.
     one_node = v.code in ("MEMORY_INSUFFICIENT", "GPU_COUNT_TOO_HIGH")
     nodes = 1 if one_node else placement.nodes
@@ -115,38 +240,10 @@ def _offer_relaxation(
         nodes = v.relax_to // c.instance.gpu_count  # the whole nodes the limit allows
         if nodes > 1 and not p.scale_out:
             return
-    hourly = option_hourly_usd(price.hourly_usd, nodes)
-    # the label only where the tracker may keep it: most offerings are beaten before it counts
+    hourly = option_hourly_usd(ties[0].hourly_usd, nodes)
+    # the labels only where the tracker may keep one: most offerings are beaten before it counts
     if tracker.may_keep(v.constraint, v.relax_to, hourly):
-        label = f"{c.instance.id} ({_where(c, price)}, ${hourly:,.2f}/h)"
-        tracker.offer(v.constraint, v.relax_to, hourly, label)
-
-
-def _offers_worth_explaining(
-    c: CloudCandidate, static: bool, nodes: int, w: Workload, risky: bool
-) -> Iterator[tuple[int, int]]:
-    """The offerings that can give an option's nearest alternative, cheapest first, each as its
-    position in `c.offers` with the OFFERING checks it fails (checks.py offer_faults' bits). One is
-    worth explaining when, with the static failures (`static`), it fails one check alone (or
-    latency alone). The tracker prefers the nearest relaxation, then the lower price, then the
-    label: of each kind of failure, only the first offering and those at its price can be
-    nearest. The registry explains just those (explaining every offering took 30 ms on the
-    shipped catalog, 130 ms at 10,000). The offerings come grouped by their faults other than
-    the budget (advisor/engine/checks.py fault_groups), cheapest first: in each group the budget
-    allows a prefix, one kind of failure, and the rest fail it too, another."""
-    allowed = 0 if static else 1
-    budget = w.max_hourly_usd
-    picked: list[tuple[int, int]] = []
-    for group in fault_groups(c, w, risky, not w.include_flagged_prices):
-        faults = group.faults.bit_count()
-        if faults > allowed:
-            continue
-        within = group.within(budget, nodes)
-        picked += ((i, group.faults) for i in _first_and_ties(group, 0, within))
-        if faults < allowed:  # the budget's fault is then one more that may be the only one
-            over = group.faults | OVER_BUDGET
-            picked += ((i, over) for i in _first_and_ties(group, within, len(group.positions)))
-    yield from sorted(picked)
+        tracker.offer(v.constraint, v.relax_to, hourly, _first_label(c, ties, hourly)[0])
 
 
 def _first_and_ties(group: FaultGroup, start: int, stop: int) -> tuple[int, ...]:

@@ -482,6 +482,33 @@ def static_faults(c: CloudCandidate, s: Placement, w: Workload, p: WorkloadProfi
     return faults
 
 
+# What relaxes the failure of each STATIC entry a request without a model can fail, by its bit:
+# the value its check's Finding carries there (static_violation). The others (a slow network,
+# too little memory a GPU, no price) are not relaxable.
+_STATIC_RELAX_TO: dict[int, Any] = {
+    _OVER_LIMIT: lambda c, s: s.nodes * c.instance.gpu_count,  # _gpus_over_limit
+    _BY_MEMORY: lambda c, s: _node_usable_gb(c),  # _one_node_by_memory
+    _BY_COUNT: lambda c, s: c.instance.gpu_count,  # _one_node_by_count
+    _COUNT_ON_CPU: lambda c, s: 0,  # _gpus_on_cpu
+    _INTERCONNECT: lambda c, s: c.instance.interconnect_gb_s or None,  # _interconnect_too_slow
+    _POWER: lambda c, s: c.per_node_power_w * s.nodes,  # _power_over_budget
+    _PROVIDER: lambda c, s: c.instance.provider,  # _provider_excluded
+}
+
+
+def static_violation(fault: int, c: CloudCandidate, s: Placement) -> Violation:
+    """The one STATIC entry a request without a model fails on `c` placed at `s` (`fault`: its
+    bit, as static_faults and request_free_faults set it) as static_violations finds it,
+    without its sentence (empty): the nearest alternatives read a group's code, field and
+    value, never its sentence, and writing it was most of their cost where a large memory
+    requirement spreads every group over nodes (tests/test_constraints.py holds the two to one
+    answer)."""
+    entry, relax_to = STATIC[fault.bit_length() - 1], _STATIC_RELAX_TO.get(fault)
+    if relax_to is None:
+        return Violation(entry.code, None, "")
+    return Violation(entry.code, entry.field, "", relax_to(c, s))
+
+
 class GroupFaults(NamedTuple):
     """What static_faults reads of one candidate group's candidates for one workload type, with
     the request-free entries they fail: plain values worked out once per catalog and workload
@@ -502,6 +529,13 @@ class GroupFaults(NamedTuple):
     interconnect_gb_s: float
     power_w: float  # one node's
     provider: str
+    # Its members' cheapest offering, one node's price (infinity where none is priced): the
+    # nearest alternatives pass over a group that fails a static check where it is over budget
+    # (advisor/engine/alternatives.py)
+    cheapest_usd: float
+    # Its static_violation by fault bit, for the bits whose violation does not depend on the
+    # placement (group_violation): one entry a bit at most
+    violations: dict[int, Violation]
 
 
 def group_faults(
@@ -522,7 +556,25 @@ def group_faults(
         it.interconnect_gb_s,
         c.per_node_power_w,
         it.provider,
+        min((member.offers[0][2] for member in group if member.offers), default=math.inf),
+        {},
     )
+
+
+# The fault bits whose violation counts the nodes (the GPU limit, the power budget)
+_BY_NODES = _OVER_LIMIT | _POWER
+
+
+def group_violation(g: GroupFaults, fault: int, s: Placement) -> Violation:
+    """static_violation of group `g`'s members placed at `s`, kept on the group where it does
+    not depend on the placement: the nearest alternatives ask it of most groups of every
+    request that nothing fits."""
+    found = g.violations.get(fault)
+    if found is None:
+        found = static_violation(fault, g.first, s)
+        if not fault & _BY_NODES:
+            g.violations[fault] = found
+    return found
 
 
 class RequestFaults(NamedTuple):

@@ -92,10 +92,10 @@ if TYPE_CHECKING:  # the planners load with the first sized request (recommend),
 
 __all__ = ["Alternative", "Recommendation", "Rejection", "Result", "SizedFigures", "recommend"]
 
-# A candidate group the pass placed and checked: (its index in CandidateIndex.cloud_groups, its
+# A candidate group the pass placed and checked (alternatives.py Placed): (the group, its
 # placement, the static entries it fails: their bits (checks.py static_faults) for a request
 # without a model, the registry's violations for one with a model).
-Checked = tuple[int, Placement, int | Sequence[Violation]]
+Checked = Placed
 
 # An option none of whose offerings fits: (the option, its node count, its spot case (or None),
 # the position in its offers of the offering that explains it (_closest_offer), the checks that
@@ -159,8 +159,7 @@ def recommend(
         )
     else:
         # Only now is it worth finding what single relaxation would help (a second, rare pass).
-        placed = _with_violations(index, checked.groups(), workload, profile)
-        alternatives = nearest_alternatives(index, placed, workload, profile)
+        alternatives = nearest_alternatives(index, checked.groups(), workload, profile)
 
         def answer(w: Workload) -> Result:
             return recommend(catalog, w, fleet, min_fleet_reports, listed=False)
@@ -251,7 +250,7 @@ def _evaluate_cloud(
         placement = placed(group[0])
         checks = entries[2 * (free_faults != 0) + placement.spans_nodes]
         static = static_violations(group[0], placement, w, p, checks) if checks else ()
-        checked.found.append((i, placement, static))
+        checked.found.append((g, placement, static))
         if static:  # the whole group is out for reasons that no offering changes
             codes, sentences = _codes_and_sentences(static)
             rejected.rows.extend(Rejection(c.instance.id, codes, sentences) for c in group)
@@ -460,9 +459,7 @@ def _checked_later(
             low = left & -left
             left ^= low
             faults[low.bit_length() - 1] = bits
-    return [
-        (g.group, placements[g.placement], found) for g, found in zip(running, faults, strict=True)
-    ]
+    return [(g, placements[g.placement], found) for g, found in zip(running, faults, strict=True)]
 
 
 def _each_offer(
@@ -763,27 +760,6 @@ class _Rejected:
             out.append(_rejection(c.instance.id, offering_violations(price, nodes, w, spot)))
         out.sort(key=_ID)
         return tuple(out)
-
-
-def _with_violations(
-    index: CandidateIndex, checked: list[Checked], w: Workload, p: WorkloadProfile
-) -> list[Placed]:
-    """The checked groups as the nearest alternatives read them, with the registry's violations.
-    A request without a model fails no latency entry, so a group that fails two entries or more
-    gives no alternative (alternatives.py _cloud_alternatives): it is left out unwritten. A
-    group that fails one is checked by that entry alone: the fault bits are the registry's
-    findings (tests/test_constraints.py), so the others find nothing."""
-    out: list[Placed] = []
-    for i, placement, found in checked:
-        if not isinstance(found, int):
-            out.append((i, placement, found))
-        elif found.bit_count() <= 1:
-            c = index.cloud_groups[i][0]
-            entry = (STATIC[found.bit_length() - 1],)
-            out.append(
-                (i, placement, static_violations(c, placement, w, p, entry) if found else ())
-            )
-    return out
 
 
 def rejected_summary(code_counts: Mapping[tuple[str, ...], int]) -> tuple[RejectedCount, ...]:
