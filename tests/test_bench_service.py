@@ -36,3 +36,28 @@ def test_distinct_row_never_hits_the_cache(loadgen: str, tmp_path: Path) -> None
     assert after["hits"] - before["hits"] == 0
     # every request ran the engine (wrk may leave a few in flight uncounted at its stop)
     assert after["misses"] - before["misses"] >= sent
+
+
+def test_sampled_shares_count_a_part_once_a_stack_where_its_frame_is() -> None:
+    """benchmarks/sample_service.py splits py-spy's raw samples ("frame;frame;... count") by the
+    parts' frames: a part counts a stack's samples once however often its frame appears, and a
+    frame of the same name in another file is not the part's."""
+    from benchmarks.sample_service import shares
+
+    app = "__call__ (/v/site-packages/fastapi/applications.py:1)"
+    engine = "recommend (/r/advisor/engine/evaluation.py:104)"
+    other = "recommend (/r/advisor/other.py:3)"
+    write = "write (/p/lib/python3.11/asyncio/selector_events.py:1057)"
+    raw = "\n".join(
+        [
+            f"{app};{engine};{engine} 3",
+            f"{app};{other} 2",
+            f"{write} 5",
+            "garbage line",
+        ]
+    )
+    total, counts = shares(raw)
+    assert total == 10
+    assert counts["the ASGI app (all of a request but uvicorn's parsing)"] == 5
+    assert counts["      engine: recommend()"] == 3
+    assert counts["    socket writes"] == 5
