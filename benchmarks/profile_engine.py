@@ -29,7 +29,7 @@ from advisor.request import RecommendRequest
 from benchmarks.bench_service import DISTINCT_BODIES
 
 # (label, file suffix, function or functions "a|b"): each part's cumulative time; the indented
-# ones nest. Placement is place() before the engine placed by key (place_by_key), either after.
+# ones nest. Placement: place() in older trees, place_by_key or KeyPlacer.place ("place") since.
 PARTS = (
     ("recommend() and the JSON", "profile_engine.py", "answer"),
     ("  recommend()", "advisor/engine/evaluation.py", "recommend"),

@@ -354,7 +354,7 @@ def _edge_reasons(e: EdgeCandidate, w: Workload, objective: str, rank_no: int) -
             "operation standing for the hourly price edge devices do not have"
         )
     else:
-        out.append(f"ranked {rank_no} by {OBJECTIVE_WORDS[objective]}")
+        out.append(_ranked_words(objective, rank_no))
     return out
 
 
