@@ -360,7 +360,7 @@ def _evaluate_unsized(
     while passing:  # the groups that fail no static check, in index order
         low = passing & -passing
         passing ^= low
-        i, group, pool, counts, complete, cheapest_usd, key = rows[low.bit_length() - 1]
+        i, group, pool, counts, complete, cheapest_usd, key, first = rows[low.bit_length() - 1]
         placement = placements[key]
         nodes = placement.nodes
         valuation = valuations.get((i, nodes, profile_id, objective)) or _group_valuation(
@@ -368,16 +368,24 @@ def _evaluate_unsized(
         )
         if not (valuation.rises and group_wise):  # each offering valued (no fit: no spot plan)
             counts = _each_offer(group, placement, w, p, valuation, bound, hits, rejected.offers)
-        # Every member priced and the cheapest valued past the bound: no hit and no rejection,
-        # most groups of a request (_evaluate_group's first step, inline)
-        elif (
-            not unbudgeted
-            or not complete
-            or valuation.value(option_hourly_usd(cheapest_usd, nodes), None) <= bound.worst_kept
-        ):
+        elif not unbudgeted or not complete:
             counts = _evaluate_group(
                 group, pool, placement, w, valuation, bound, hits, rejected.offers
             )
+        else:
+            # Every member priced and no budget: _evaluate_group's first step, inline. The
+            # cheapest valued past the bound: no hit and no rejection (most groups of a
+            # request); else a group of one member (most groups) is its cheapest offering's hit.
+            cost = option_hourly_usd(cheapest_usd, nodes)
+            value = valuation.value(cost, None)
+            if value <= bound.worst_kept:
+                if first is None:
+                    counts = _evaluate_group(
+                        group, pool, placement, w, valuation, bound, hits, rejected.offers
+                    )
+                else:
+                    bound.add(value)
+                    hits.append(Hit(value, cost, first[4], group[0], None, placement, first[3]))
         feasible += counts[0]
         types += counts[1]
     return feasible, types
@@ -385,8 +393,11 @@ def _evaluate_unsized(
 
 # A running group as the unsized pass reads it under one request filter (_pass_rows): its index
 # in CandidateIndex.cloud_groups, its members, its pool, the pool's counts without a budget,
-# whether every member has an offering kept, the cheapest member's price, its placement key.
-PassRow = tuple[int, tuple[CloudCandidate, ...], GroupPool, tuple[int, int], bool, float, int]
+# whether every member has an offering kept, the cheapest member's price, its placement key and,
+# for a group of one member with an offering kept, that offering (None otherwise).
+PassRow = tuple[
+    int, tuple[CloudCandidate, ...], GroupPool, tuple[int, int], bool, float, int, Offer | None
+]
 
 
 def _pass_rows(
@@ -409,9 +420,9 @@ def _pass_rows(
             counts = pool.unbudgeted[skip_flagged]
             cheapest = pool.cheapest_usd[skip_flagged][0]
             group = index.cloud_groups[g.group]
-            rows.append(
-                (g.group, group, pool, counts, counts[1] == g.members, cheapest, g.placement)
-            )
+            first = pool.by_cheapest[skip_flagged][0][1] if len(group) == 1 else None
+            complete = counts[1] == g.members
+            rows.append((g.group, group, pool, counts, complete, cheapest, g.placement, first))
         found = kept(index.pass_rows)[key] = tuple(rows)
     return found
 
