@@ -20,12 +20,12 @@ from advisor.engine.alternatives import (
     _offer_latency,
     _offer_relaxation,
     _where,
+    edge_alternatives,
 )
 from advisor.engine.candidates import candidate_index
 from advisor.engine.checks import (
     GROUP_SIGNATURE,
     LATENCY_CODES,
-    edge_violations,
     offering_violations,
     static_violations,
 )
@@ -68,14 +68,7 @@ def long_way(catalog: Catalog, w: RecommendRequest) -> list[Alternative]:
                     _offer_latency(tracker, placement, hourly, label)
                 elif len(found) == 1 and found[0].constraint is not None:
                     _offer_relaxation(tracker, c, placement, (price,), found[0], p)
-    for e in index.edge:
-        if not runs(e.device, p):
-            continue
-        violations = edge_violations(e, w, p)
-        if len(violations) == 1 and violations[0].constraint:
-            v = violations[0]
-            label = f"{e.device.name} ({e.mode} mode)" if e.mode else e.device.name
-            tracker.offer(v.constraint or "", v.relax_to, 0.0, label)
+    edge_alternatives(tracker, index, w, p)  # the engine's own: the shortcuts are the cloud's
     return [a for a in tracker.alternatives() if not _latency_met_anyway(a, w, p)]
 
 

@@ -71,6 +71,14 @@ def nearest_alternatives(
             continue
         for c in members:
             _static_alternatives(tracker, c, placement, static, w, p)
+    edge_alternatives(tracker, index, w, p)
+    return [a for a in tracker.alternatives() if not _latency_met_anyway(a, w, p)]
+
+
+def edge_alternatives(
+    tracker: AlternativeTracker, index: CandidateIndex, w: Workload, p: WorkloadProfile
+) -> None:
+    """Each edge device in each mode that one relaxation would admit, offered to `tracker`."""
     for e in index.edge:
         if not runs(e.device, p):  # WORKLOAD_MISMATCH, which no request field relaxes
             continue
@@ -79,7 +87,6 @@ def nearest_alternatives(
             v = violations[0]
             label = f"{e.device.name} ({e.mode} mode)" if e.mode else e.device.name
             tracker.offer(v.constraint or "", v.relax_to, 0.0, label)
-    return [a for a in tracker.alternatives() if not _latency_met_anyway(a, w, p)]
 
 
 def _static(

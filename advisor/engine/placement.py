@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from advisor.catalog.models import WorkloadProfile
 from advisor.engine.candidates import CloudCandidate
-from advisor.perf.headroom import min_gpus_for, usable_memory_gb
+from advisor.perf.headroom import min_gpus_for
 from advisor.request import Workload
 
 if TYPE_CHECKING:  # annotations only: the planners load with the first sized request
@@ -126,12 +126,12 @@ def _placed(
 
 def _count_for(need_gb: float, size: tuple[bool, float]) -> int:
     """GPUs of one memory size that hold `need_gb` (0: no memory asked), by the one headroom
-    rule (perf/headroom.py usable_memory_gb, as for a sized model); for a CPU node's RAM, the
-    nodes (RAM keeps the same headroom: the OS, runtime and page cache take a share)."""
+    rule (perf/headroom.py min_gpus_for, as for a sized model); for a CPU node's RAM, the nodes,
+    by the same rule (the OS, runtime and page cache take a share), at least one."""
     is_gpu, memory_gb = size
     if is_gpu:
         return min_gpus_for(need_gb, memory_gb) if need_gb else 0
-    return max(1, math.ceil(need_gb / usable_memory_gb(memory_gb) - 1e-9))
+    return min_gpus_for(need_gb, memory_gb)
 
 
 def placer(
