@@ -144,7 +144,9 @@ def _cluster(row: dict[str, Any], cat: Catalog) -> tuple[Cluster, float]:
     network = NETWORK_GBPS[acc.id]
     ridge = expert_ridge_tokens(acc)
     table = table_for(acc.id)
-    cluster = Cluster(gemm, 8, acc.interconnect_gb_s, network, attention, None, ridge, table)
+    cluster = Cluster(
+        gemm, 8, acc.interconnect_gb_s, network, attention, None, ridge, table, precision
+    )
     return cluster, factor * vendor_efficiency(acc, precision).factor
 
 

@@ -151,6 +151,8 @@ class OperatorTable:
     # compute-bound
     rates: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     settled: float = 1.0  # the sustained GEMM's short-sample time over its settled time
+    # figures derived from this table by its readers (train_gemms.shape_factor), kept with it
+    memo: dict[object, float] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, table: OpsTable) -> OperatorTable:

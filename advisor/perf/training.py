@@ -58,6 +58,7 @@ from advisor.perf.sizing import (
     training_flops,
     training_flops_value,
 )
+from advisor.perf.train_gemms import shape_factor
 from advisor.units import GB, SECONDS_PER_HOUR, TERA
 
 GRAD_BYTES = 2  # 16-bit gradients and parameters on the wire (mixed precision, ZeRO paper)
@@ -147,6 +148,8 @@ class Cluster:
     # backward read from its training rows where it has them (_attention_s). Not part of
     # equality: the planners key their placements by accelerator, whose table this is.
     attention_table: OperatorTable | None = field(default=None, compare=False, repr=False)
+    # The linear layers' GEMM precision, the table's GEMMs read at it (_dense_shape_factor)
+    precision: str = "bf16"
 
     @property
     def domain(self) -> int:
@@ -316,13 +319,34 @@ def step_time(job: Job, cluster: Cluster, layout: Layout) -> Step:
 
 def _gemm_s(job: Job, cluster: Cluster, tokens: float, layout: Layout) -> float:
     """Seconds one GPU takes for `tokens` tokens' GEMMs (and what runs between them) at the
-    training precision's peak and the step's efficiency, the experts' share slowed by
-    expert_gemm_factor; a step's compute adds attention (_attention_s)."""
+    training precision's peak and the step's efficiency, times gemm_factor; a step's compute
+    adds attention (_attention_s)."""
     gemm = job.flops(tokens, job.recompute) / (cluster.peak_tflops * TERA * job.efficiency)
-    factor = expert_gemm_factor(
-        job.shape, tokens_per_expert(job, layout), cluster.expert_ridge_tokens
+    return gemm * gemm_factor(job, cluster, layout)
+
+
+def gemm_factor(job: Job, cluster: Cluster, layout: Layout) -> float:
+    """The GEMMs' time over their FLOPs at the calibrated efficiency: the dense ones at their
+    shapes (dense_shape_factor), the experts' share slowed by expert_gemm_factor."""
+    return expert_gemm_factor(
+        job.shape,
+        tokens_per_expert(job, layout),
+        cluster.expert_ridge_tokens,
+        dense_shape_factor(job, cluster, layout),
     )
-    return gemm * factor
+
+
+def dense_shape_factor(job: Job, cluster: Cluster, layout: Layout) -> float:
+    """The layer's dense GEMMs at the layout's shapes (TP's widths, a rank's micro-batch tokens
+    under CP) over the same FLOPs at the operator table's 8,192-cube rate, which the calibrated
+    efficiency stands for (train_gemms.shape_factor); 1 without a table. LoRA's frozen weights
+    have no weight gradient GEMMs."""
+    table = cluster.attention_table
+    if table is None:
+        return 1.0
+    tokens = job.seq_len * job.micro_batch / layout.cp
+    weight_grads = job.method in EVERY_WEIGHT
+    return shape_factor(table, cluster.precision, job.shape, layout.tp, tokens, weight_grads)
 
 
 # An expert's GEMM on few tokens reads its weights for little work: below the tokens at which its
@@ -363,17 +387,19 @@ def tokens_per_expert(job: Job, layout: Layout) -> float:
     return tokens * layout.ep * k / experts
 
 
-def expert_gemm_factor(shape: Shape, tokens: float, ridge_tokens: float) -> float:
-    """Time of a mixture of experts' GEMMs over the same FLOPs at the dense efficiency: the
-    routed experts' share of the active parameters (X k / E of N) run at the grouped GEMM's
-    share of the dense rate for `tokens` tokens an expert (grouped_gemm_share below the ridge)
-    and wait for the busiest expert (EXPERT_LOAD_IMBALANCE); 1 for a dense model."""
+def expert_gemm_factor(
+    shape: Shape, tokens: float, ridge_tokens: float, dense: float = 1.0
+) -> float:
+    """Time of a model's GEMMs over the same FLOPs at the dense efficiency: the routed
+    experts' share of the active parameters (X k / E of N) run at the grouped GEMM's share of
+    the dense rate for `tokens` tokens an expert (grouped_gemm_share below the ridge) and wait
+    for the busiest expert (EXPERT_LOAD_IMBALANCE); the rest at `dense` (dense_shape_factor)."""
     experts, k = shape.experts, shape.experts_per_token
     if not experts or not k or not shape.expert_params:
-        return 1.0
-    share = shape.expert_params * k / experts / shape.active_params
+        return dense
+    share = min(1.0, shape.expert_params * k / experts / shape.active_params)
     slower = EXPERT_LOAD_IMBALANCE / grouped_gemm_share(tokens, ridge_tokens)
-    return 1 + min(1.0, share) * (slower - 1)
+    return (1 - share) * dense + share * slower
 
 
 def _attention_s(job: Job, cluster: Cluster, tokens: float, cp: int = 1) -> float:
@@ -814,7 +840,8 @@ def _figures(
             step.compute_s,
             "s",
             f"({step_gemm.value:.4g} GEMM FLOP [{step_gemm.formula}] / ({cluster.peak_tflops:g} "
-            f"TFLOP/s x {job.efficiency:.4g} efficiency){attention_part}) / ({busy} x "
+            f"TFLOP/s x {job.efficiency:.4g} efficiency){_gemm_factor_words(job, cluster, layout)}"
+            f"{attention_part}) / ({busy} x "
             f"{layout.tp * layout.pp * layout.cp} GPUs)"
             + _stage_words(job, layout)
             + (f" x (1 + pipeline bubble {bubble:.3g})" if bubble else ""),
@@ -922,6 +949,27 @@ def _figures(
         )
     )
     return tuple(out)
+
+
+def _gemm_factor_words(job: Job, cluster: Cluster, layout: Layout) -> str:
+    """The GEMM time's factor (gemm_factor) and where it comes from; nothing when it is 1."""
+    factor = gemm_factor(job, cluster, layout)
+    if factor == 1.0:
+        return ""
+    why = []
+    dense = dense_shape_factor(job, cluster, layout)
+    if dense != 1.0:
+        tokens = job.seq_len * job.micro_batch / layout.cp
+        why.append(
+            f"the layer's GEMMs at TP {layout.tp} on {tokens:,.0f} tokens: {dense:.4g} x the "
+            "8,192 cube's time for the same FLOPs, the operator table's"
+        )
+    if job.shape.experts and job.shape.expert_params:
+        why.append(
+            f"the experts' grouped GEMMs on {tokens_per_expert(job, layout):,.0f} tokens an "
+            f"expert, x {EXPERT_LOAD_IMBALANCE:g} for the busiest"
+        )
+    return f" x {factor:.4g} ({'; '.join(why)})"
 
 
 def _attention_rate_words(job: Job, cluster: Cluster, cp: int) -> str:

@@ -144,6 +144,7 @@ class TrainingRun(Plan):
             self.domain_gpus,
             expert_ridge_tokens(acc),
             table_for(acc.id),
+            self.w.precision,
         )
         if self.w.zero_stage is not None:
             return self._with_recompute(acc, cluster)
