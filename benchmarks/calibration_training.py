@@ -31,6 +31,7 @@ import re
 from typing import Any
 
 from advisor.catalog.queries import Catalog
+from advisor.perf.efficiency import shape_table
 from advisor.perf.op_model import table_for
 from advisor.perf.sizing import Shape
 from advisor.perf.training import (
@@ -144,8 +145,9 @@ def _cluster(row: dict[str, Any], cat: Catalog) -> tuple[Cluster, float]:
     network = NETWORK_GBPS[acc.id]
     ridge = expert_ridge_tokens(acc)
     table = table_for(acc.id)
+    shapes = shape_table(acc)
     cluster = Cluster(
-        gemm, 8, acc.interconnect_gb_s, network, attention, None, ridge, table, precision
+        gemm, 8, acc.interconnect_gb_s, network, attention, None, ridge, table, precision, shapes
     )
     return cluster, factor * vendor_efficiency(acc, precision).factor
 

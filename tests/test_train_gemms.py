@@ -10,6 +10,9 @@ import math
 
 import pytest
 
+from advisor import Catalog
+from advisor.perf.efficiency import shape_table
+from advisor.perf.op_model import table_for
 from advisor.perf.op_table import OperatorTable
 from advisor.perf.sizing import Shape
 from advisor.perf.train_gemms import layer_gemms, shape_factor, training_passes
@@ -122,7 +125,7 @@ def test_a_step_reads_the_rank_s_tokens_under_context_parallelism() -> None:
     without a table, the plain rule; LoRA's frozen weights drop the weight gradients."""
     table = gemm_table()
     plain = Cluster(989.5, 8, 900, 3200)
-    timed = dataclasses.replace(plain, attention_table=table)
+    timed = dataclasses.replace(plain, gemm_table=table)
     layout = Layout(dp=2, tp=4, cp=4, zero_stage=1)
     job = Job(DENSE, 1e12, 8192, 2, False, 0.5, global_batch_tokens=2**20)
     factor = _by_hand(4, 4096)
@@ -150,3 +153,22 @@ def test_a_mixture_of_experts_runs_its_dense_share_at_the_shape_factor() -> None
     assert expert_gemm_factor(shape, 50, 200, 1.2) == pytest.approx(expected, rel=1e-12)
     assert expert_gemm_factor(DENSE, 50, 200, 1.2) == 1.2  # a dense model: the factor alone
     assert math.isclose(expert_gemm_factor(DENSE, 50, 200), 1.0)
+
+
+def test_a_gpu_without_a_table_reads_the_shapes_its_factor_was_measured_against(
+    shipped: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The H100 and H200 read their own tables; B200 and MI300X, whose factors are whole jobs'
+    speeds against the H100's, the H100's; the A100 (the calibrated value itself) and a TPU
+    (no comparison) none; with the tables off, nothing."""
+    monkeypatch.setenv("ADVISOR_OPERATOR_TABLES", "on")
+    acc = shipped.accelerators
+    h100 = table_for("h100-sxm")
+    assert h100 is not None
+    assert shape_table(acc["h100-sxm"]) is h100
+    assert shape_table(acc["h200-sxm"]) is table_for("h200-sxm") is not h100
+    assert shape_table(acc["b200"]) is h100 and shape_table(acc["mi300x"]) is h100
+    assert shape_table(acc["a100-80gb-sxm"]) is None
+    assert shape_table(acc["tpu-v5p"]) is None
+    monkeypatch.setenv("ADVISOR_OPERATOR_TABLES", "off")
+    assert shape_table(acc["b200"]) is None

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from advisor.catalog.models import Accelerator
 from advisor.perf.op_model import table_for
+from advisor.perf.op_table import OperatorTable
 
 H100_BF16_TFLOPS = 989.4  # H100 SXM dense BF16 (NVIDIA H100 datasheet; catalog/accelerators.yaml)
 H100_FP8_TFLOPS = 1978.9  # H100 SXM dense FP8 (same datasheet)
@@ -94,6 +95,24 @@ UNMEASURED = Efficiency(
 # TFLOP/s, torch 2.11's cuBLAS), within 1.3% of it.
 REFERENCE_GEMM_SHARE = 0.73
 TABLE_GEMM_SIDE = 8192  # a large square GEMM, where the kernels reach their plateau
+
+
+# The GPU the generation factors are measured against (FACTORS: whole training jobs against the
+# H100, whose GEMMs ran at the job's own shapes on both GPUs).
+REFERENCE_ACCELERATOR = "h100-sxm"
+
+
+def shape_table(acc: Accelerator) -> OperatorTable | None:
+    """The operator table a training step's GEMM shapes are read from on `acc`
+    (advisor/perf/train_gemms.py): its own; without one, the reference GPU's where the factor it
+    runs at is a whole job's speed measured against that GPU's, shapes included (Blackwell,
+    CDNA); None where neither is (the calibrated generations and unmeasured ones read the
+    calibrated value as it is) or the tables are off."""
+    own = table_for(acc.id)
+    if own is not None:
+        return own
+    factor = FACTORS.get((acc.vendor, acc.generation), UNMEASURED)
+    return None if factor in (REFERENCE, UNMEASURED) else table_for(REFERENCE_ACCELERATOR)
 
 
 def relative_efficiency(acc: Accelerator, precision: str = "bf16") -> Efficiency:

@@ -148,8 +148,10 @@ class Cluster:
     # backward read from its training rows where it has them (_attention_s). Not part of
     # equality: the planners key their placements by accelerator, whose table this is.
     attention_table: OperatorTable | None = field(default=None, compare=False, repr=False)
-    # The linear layers' GEMM precision, the table's GEMMs read at it (_dense_shape_factor)
+    # The linear layers' GEMM precision, and the table their shapes are read from
+    # (dense_shape_factor; efficiency.shape_table: the GPU's own, else the reference GPU's)
     precision: str = "bf16"
+    gemm_table: OperatorTable | None = field(default=None, compare=False, repr=False)
 
     @property
     def domain(self) -> int:
@@ -341,7 +343,7 @@ def dense_shape_factor(job: Job, cluster: Cluster, layout: Layout) -> float:
     under CP) over the same FLOPs at the operator table's 8,192-cube rate, which the calibrated
     efficiency stands for (train_gemms.shape_factor); 1 without a table. LoRA's frozen weights
     have no weight gradient GEMMs."""
-    table = cluster.attention_table
+    table = cluster.gemm_table
     if table is None:
         return 1.0
     tokens = job.seq_len * job.micro_batch / layout.cp

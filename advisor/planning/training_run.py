@@ -20,6 +20,7 @@ from advisor.perf.efficiency import (
     Efficiency,
     efficiency_bounds,
     relative_efficiency,
+    shape_table,
     table_efficiency,
 )
 from advisor.perf.headroom import usable_memory_gb
@@ -145,6 +146,7 @@ class TrainingRun(Plan):
             expert_ridge_tokens(acc),
             table_for(acc.id),
             self.w.precision,
+            shape_table(acc),
         )
         if self.w.zero_stage is not None:
             return self._with_recompute(acc, cluster)
