@@ -281,6 +281,16 @@ class SizedWork(_Request):
         Cli("Training: finish within this many days (picks GPUs and nodes).", TRAINING),
         SizesWork("training"),
     ] = None
+    budget_usd: Annotated[
+        float | None,
+        Field(gt=0, le=1e12, description="training: the most to spend on the whole run, USD"),
+        Cli(
+            "Training: the most to spend on the run, USD (recommend: options that cost more are "
+            "ruled out; each says the tokens the budget buys).",
+            TRAINING,
+        ),
+        SizesWork("training"),
+    ] = None
     max_gpus: Annotated[
         int | None,
         Field(ge=1, le=1_000_000, description="rent at most this many GPUs"),
@@ -546,6 +556,15 @@ class SizedWork(_Request):
                 "for one MTP draft token only: 1.85, DeepSeek-V3)",
             )
         return accepted
+
+    @field_validator("budget_usd")
+    @classmethod
+    def _a_budget_of_tokens(cls, budget: float | None, info: ValidationInfo) -> float | None:
+        if budget is not None and info.data.get("tokens") is None:
+            raise PydanticCustomError(
+                "budget_of_tokens", "goes with tokens: a run's cost is the cost of its tokens"
+            )
+        return budget
 
     @field_validator("active_params_b")
     @classmethod
@@ -876,15 +895,6 @@ class EstimateRequest(_PriceChoice, SizedWork):
         str | None,
         Field(min_length=1, max_length=REGION_MAX_CHARS),
         Cli("Price region.", HARDWARE, "-r"),
-    ] = None
-    budget_usd: Annotated[
-        float | None,
-        Field(gt=0, le=1e12, description="training: the most to spend on the whole run, USD"),
-        Cli(
-            "Training: the most to spend on the run, USD (says the most tokens it buys).",
-            TRAINING,
-        ),
-        SizesWork("training"),
     ] = None
 
     @model_validator(mode="after")

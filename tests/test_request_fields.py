@@ -161,6 +161,7 @@ def test_the_field_groups_are_read_from_the_declarations() -> None:
         "zero_stage",
         "dualpipe",
         "deadline_days",
+        "budget_usd",
         "global_batch_tokens",
     )
     assert set(SERVING_FIELDS) == {

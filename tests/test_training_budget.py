@@ -1,14 +1,20 @@
-"""Budgets and deadline margins on a training estimate (advisor/planning/estimate.py)."""
+"""Budgets and deadline margins on a training estimate (advisor/planning/estimate.py) and a
+recommendation (advisor/engine/budget.py)."""
 
 from __future__ import annotations
 
 import json
+import math
+from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
 from advisor import Catalog, Workload, recommend
+from advisor.api import create_app
 from advisor.planning.estimate import Estimate, estimate
 from advisor.request import EstimateRequest
+from tests.test_api import settings
 from tests.test_cli import run as cli
 
 JOB = {
@@ -97,3 +103,112 @@ def test_recommend_states_the_margin(shipped: Catalog) -> None:
     assert mfu is not None
     said = f"days at MFU {mfu * 1.058:.2f}-{mfu * 0.942:.2f} (optimistic to pessimistic"
     assert any(said in x for x in h100[0].reasons), h100[0].reasons
+
+
+TRAIN = {
+    "workload": "large_scale_training",
+    "model": "llama-3.1-70b",
+    "tokens": 1e12,
+    "deadline_days": 30,
+}
+
+
+def _options(shipped: Catalog, **more: object) -> list[tuple[str, float]]:
+    """Every feasible offering of the request without a budget, (type, cost to completion),
+    listed one by one: what a budget is checked against, independently of the budget's path."""
+    w = Workload(**TRAIN, each_offering=True, limit=1000, **more)
+    out = []
+    for r in recommend(shipped, w).recommendations:
+        assert r.instance_type is not None and r.sizing is not None
+        assert r.sizing.cost_to_completion_usd is not None
+        out.append((r.instance_type, r.sizing.cost_to_completion_usd))
+    return out
+
+
+@pytest.mark.parametrize("objective", ["cost_to_completion", "time"])
+def test_recommend_keeps_what_the_budget_completes(shipped: Catalog, objective: str) -> None:
+    """A budget between the cheapest and the dearest type: the types kept are exactly those with
+    an offering whose cost to completion is within it, each shown at such an offering, in the
+    order the request without a budget ranks them; every other type that fits is rejected for
+    the budget, at its cheapest offering's cost."""
+    every = _options(shipped, objective=objective)
+    cheapest: dict[str, float] = {}
+    for option, cost in every:
+        cheapest[option] = min(cost, cheapest.get(option, cost))
+    costs = sorted(cheapest.values())
+    assert len(costs) >= 3
+    budget = (costs[0] + costs[-1]) / 2
+    inside = {o for o, c in cheapest.items() if c <= budget}
+    assert inside and inside != set(cheapest)
+    w = Workload(**TRAIN, objective=objective, budget_usd=budget, limit=100, show_rejected=True)
+    result = recommend(shipped, w)
+    kept = [r.instance_type for r in result.recommendations]
+    assert set(kept) == inside
+    plain = Workload(**TRAIN, objective=objective, limit=100)
+    order = [r.instance_type for r in recommend(shipped, plain).recommendations]
+    assert kept == [o for o in order if o in inside]
+    for r in result.recommendations:
+        assert r.sizing is not None and r.sizing.cost_to_completion_usd is not None
+        assert r.sizing.cost_to_completion_usd <= budget
+        buys = 1e12 * budget / r.sizing.cost_to_completion_usd
+        assert any(f"which buys {buys:.3g} tokens" in x for x in r.reasons), r.reasons
+    over = {x.id: x for x in result.rejected if "BUDGET_EXCEEDED" in x.codes}
+    assert set(over) == set(cheapest) - inside
+    for option, x in over.items():
+        assert f"costs ${cheapest[option]:,.0f} to completion at its cheapest" in x.reasons[0]
+    assert result.feasible_types == len(inside)
+    assert result.feasible_count == sum(1 for o, c in every if c <= budget)
+
+
+def test_a_budget_below_every_option_says_what_completes_the_run(shipped: Catalog) -> None:
+    """Nothing within the budget: no recommendation, and the one alternative is the cheapest
+    option's cost to completion, in whole dollars up; that budget then keeps it."""
+    every = _options(shipped)
+    option, cost = min(every, key=lambda oc: (oc[1], oc[0]))
+    w = Workload(**TRAIN, budget_usd=cost * 0.99)
+    result = recommend(shipped, w)
+    assert not result.recommendations
+    (alt,) = result.alternatives
+    assert (alt.constraint, alt.relax_to, alt.candidate) == ("budget_usd", math.ceil(cost), option)
+    assert "raise --budget-usd to" in alt.sentence and "the total budget rules out" in (
+        result.explanation
+    )
+    again = recommend(shipped, Workload(**TRAIN, budget_usd=math.ceil(cost)))
+    assert [r.instance_type for r in again.recommendations] == [option]
+
+
+def test_budget_in_the_cli_and_the_api(tmp_path: Path) -> None:
+    """The same field on the command line and in the HTTP body, the same answer; exit 1 and the
+    alternative when nothing is within it."""
+    args = ["recommend", "-w", "large_scale_training", "-m", "llama-3.1-70b", "--tokens", "1e12"]
+    args += ["--deadline-days", "30", "--budget-usd", "2e6", "--json"]
+    out = cli(*args)
+    assert out.returncode == 0, out.stderr
+    body = {**TRAIN, "budget_usd": 2e6}
+    with TestClient(create_app(settings(tmp_path))) as client:
+        served = client.post("/v1/recommendations", json=body)
+    assert served.status_code == 200, served.text
+    assert json.loads(out.stdout)["recommendations"] == served.json()["recommendations"]
+    low = cli(*args[:-3], "--budget-usd", "1000")
+    assert low.returncode == 1 and "raise --budget-usd to" in low.stdout
+
+
+@pytest.mark.parametrize(
+    ("more", "named"),
+    [
+        ({"tokens": None, "deadline_days": None}, "goes with tokens"),
+        ({"workload": "high_throughput_inference", "deadline_days": None}, "training only"),
+        ({"model": None, "deadline_days": None}, "size the work from a model"),
+    ],
+)
+def test_a_budget_needs_a_training_run_to_cost(
+    shipped: Catalog, more: dict[str, object], named: str
+) -> None:
+    """Without tokens a run has no cost; a serving workload has no run; without a model, no
+    plan: each refused naming the field, as the other training fields are."""
+    from advisor.errors import InputError
+    from advisor.request import parse_request
+
+    with pytest.raises(InputError, match=named):
+        w = parse_request(Workload, {**TRAIN, **more, "budget_usd": 1e6})
+        recommend(shipped, w)

@@ -932,7 +932,7 @@ LATENCY_CODES = frozenset({"TTFT_TARGET_MISSED", "ITL_TARGET_MISSED"})
 # What the explanation counts each code under ("the power budget rules out 3").
 CODE_WORDS: dict[str, str] = {
     entry.code: entry.words for registry in (STATIC, OFFERING, EDGE) for entry in registry
-}
+} | {"BUDGET_EXCEEDED": "the total budget"}  # an offering's cost to completion: engine/budget.py
 
 
 OVER_BUDGET = 1 << 2  # offer_faults' bit for the budget (_over_budget)

@@ -102,6 +102,13 @@ RELAXATIONS: dict[str, Relaxation] = {
             "the deadline",
             "the fastest any option finishes is {to:g} days: raise --deadline-days to {to:g}",
         ),
+        Relaxation(
+            "budget_usd",
+            Direction.ceiling,
+            "the total budget",
+            "the cheapest any option completes the run for is ${to:,.0f}: raise --budget-usd to "
+            "{to:.0f}",
+        ),
         Relaxation("max_gpus", Direction.ceiling, "the GPU limit", "raise --max-gpus to {to:g}"),
         Relaxation("region", Direction.equality, "the region"),
         Relaxation("provider", Direction.equality, "the provider"),

@@ -17,6 +17,7 @@ from advisor.catalog.capability import mismatch_sentence, runs
 from advisor.catalog.models import FormFactor, Purchase, SpotPolicy, WorkloadProfile
 from advisor.catalog.queries import check_region
 from advisor.did_you_mean import unknown
+from advisor.engine import budget
 from advisor.engine.alternatives import (
     Placed,
     across_nodes,
@@ -105,6 +106,9 @@ OfferRejection = tuple[
 ]
 
 
+UNLIMITED = 2**62  # a Bound that keeps every hit
+
+
 def recommend(
     catalog: Catalog,
     workload: Workload,
@@ -131,13 +135,29 @@ def recommend(
     hits: list[Hit] = []
     rejected = _Rejected(_mismatches(catalog, index, profile))
     checked = _Checked()
+    # A total budget is checked on every feasible offering's cost to completion (budget.py):
+    # evaluated offering by offering, none left out by the limit (a copy past the request's
+    # own bound: the ranking below takes the request's limit).
+    budget_usd = workload.budget_usd
+    evaluated = (
+        workload
+        if budget_usd is None
+        else workload.model_copy(update={"each_offering": True, "limit": UNLIMITED})
+    )
     feasible, types = _evaluate_cloud(
-        index, workload, profile, plan, objective, hits, rejected, checked, listed
+        index, evaluated, profile, plan, objective, hits, rejected, checked, listed
     )
     if FormFactor.edge in profile.form_factors:
         before = len(hits)
         types += _evaluate_edge(index, workload, profile, objective, hits, rejected.rows)
         feasible += len(hits) - before
+    raise_budget = None
+    if budget_usd is not None:  # every feasible offering is a hit: count those within it
+        within, over, raise_budget = budget.split(hits, budget_usd)
+        rejected.rows.extend(over)
+        feasible -= len(hits) - len(within)
+        types -= len(over)
+        hits = within if workload.each_offering else budget.best_each(within)
 
     ranked = rank(hits, objective, workload.limit)
     recommendations = tuple(
@@ -157,6 +177,9 @@ def recommend(
             profile.id,
             workload.each_offering,
         )
+    elif raise_budget is not None:  # every option fits but for the budget
+        alternatives = [raise_budget]
+        explanation = explain_none(code_counts, alternatives, profile.id)
     else:
         # Only now is it worth finding what single relaxation would help (a second, rare pass).
         alternatives = nearest_alternatives(index, checked.groups(), workload, profile)

@@ -499,6 +499,11 @@ def _training_reasons(
         f"{fit.hours:,.1f} h ({days:,.1f} days wall time) to process {w.tokens:.3g} tokens: "
         f"${cost:,.0f} to completion{added}"
     ]
+    if w.budget_usd is not None and w.tokens and cost:  # engine/budget.py ruled out the rest
+        out.append(
+            f"within the ${w.budget_usd:,.0f} budget, which buys "
+            f"{w.tokens * w.budget_usd / cost:.3g} tokens at this option's cost per token"
+        )
     if fit.layout is not None and fit.mfu is not None:
         out.append(f"{fit.layout.words()}; MFU {fit.mfu:.2f} on model FLOPs")
     if fit.hours_range is not None:
