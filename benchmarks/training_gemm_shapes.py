@@ -89,8 +89,10 @@ def measure() -> dict[str, Any]:
 
 def compare(path: Path) -> str:
     """Each case's factor (its passes' time over the same FLOPs at the cube's rate) measured
-    here and read from the shipped table of the same GPU, and each shape's time against the
-    table's interpolation."""
+    here and read from the shipped table of the same GPU; the table's time for the case's
+    GEMMs over the measured time, the figure a plan reads (the cube cancels there: the GEMM
+    time is the table's at the shapes over the calibrated 0.51 / 0.73, whatever the cube); and
+    each shape's time against the table's interpolation."""
     from advisor.perf.op_model import table_for
 
     data = json.loads(path.read_text())
@@ -100,9 +102,9 @@ def compare(path: Path) -> str:
     lines = [
         f"{data['device']} ({acc}), driver {data['driver']}, torch {data['torch']}, "
         f"{data['date']}; table: {table.source}",
-        f"{'case':<26} {'prec':<5} {'measured':>9} {'table':>7} {'ratio':>6}",
+        f"{'case':<26} {'prec':<5} {'measured':>9} {'table':>7} {'ratio':>6} {'time':>6}",
     ]
-    errors = []
+    errors, cubes = [], []
     for precision in PRECISIONS:
         us = {
             (r["m"], r["n"], r["k"]): r["median_us"]
@@ -114,9 +116,14 @@ def compare(path: Path) -> str:
         cube_us = us[(CUBE, CUBE, CUBE)]
         cube_t = table.gemm_time(precision, CUBE, CUBE, CUBE, loaded=False)
         assert cube_t is not None
+        cubes.append(
+            f"{precision} 8,192 cube: table {2 * CUBE**3 / cube_t.seconds / 1e12:,.0f} TFLOP/s, "
+            f"measured {2 * CUBE**3 / cube_us / 1e6:,.0f}"
+        )
         for case, passes in data["cases"].items():
             flops = sum(2 * m * n * k for m, n, k in passes)
-            measured = sum(us[tuple(p)] for p in passes) / (flops / (2 * CUBE**3 / cube_us))
+            measured_us = sum(us[tuple(p)] for p in passes)
+            measured = measured_us / (flops / (2 * CUBE**3 / cube_us))
             read = 0.0
             for m, n, k in passes:
                 t = table.gemm_time(precision, m, n, k, loaded=False)
@@ -126,9 +133,10 @@ def compare(path: Path) -> str:
             factor = read / (flops / (2 * CUBE**3 / cube_t.seconds))
             lines.append(
                 f"{case:<26} {precision:<5} {measured:>9.3f} {factor:>7.3f} "
-                f"{factor / measured:>6.3f}"
+                f"{factor / measured:>6.3f} {read * 1e6 / measured_us:>6.3f}"
             )
     errors.sort()
+    lines += cubes
     lines.append(
         f"shapes: {len(errors)}; table time / measured: median {statistics.median(errors):.3f}, "
         f"range {errors[0]:.3f}-{errors[-1]:.3f}"
