@@ -11,7 +11,8 @@ warm-up, every sample kept; the median is the figure and the spread is kept besi
     python benchmarks/expert_gemm_shapes.py --out results.json        # on a GPU machine
     PYTHONPATH=. python benchmarks/expert_gemm_shapes.py --compare results.json   # here
 
---compare prints measured share against the ridge's for the GPU the file names.
+--compare prints measured share against the ridge's for the GPU the file names. --tp N with
+--out measures each expert at its width over N, as TP ranks hold it without expert parallelism.
 """
 
 from __future__ import annotations
@@ -64,7 +65,15 @@ def _grouped(torch: Any, x: Any, ws: list[Any]) -> Any:
     return lambda i: torch.bmm(x, ws[i % len(ws)])
 
 
-def measure() -> dict[str, Any]:
+def split_experts(tp: int) -> tuple[tuple[str, int, int], ...]:
+    """The presets' experts as TP ranks hold them without expert parallelism: each expert's
+    width over `tp` (Megatron-Core's expert tensor parallelism); the presets' own at TP 1."""
+    if tp == 1:
+        return EXPERTS
+    return tuple((f"{name}/tp{tp}", hidden, width // tp) for name, hidden, width in EXPERTS)
+
+
+def measure(tp: int = 1) -> dict[str, Any]:
     import torch
 
     dev, bf16 = torch.device("cuda"), torch.bfloat16
@@ -72,7 +81,7 @@ def measure() -> dict[str, Any]:
     b = torch.randn(DENSE_SIDE, DENSE_SIDE, device=dev, dtype=bf16)
     dense = _time_ms(torch, lambda i: a @ b)
     rows = []
-    for name, hidden, width in EXPERTS:
+    for name, hidden, width in split_experts(tp):
         for k, n in ((hidden, width), (width, hidden)):  # up, then down
             for groups in GROUPS:
                 copies = max(1, -(-ROTATE_BYTES // (groups * k * n * 2)))
@@ -156,7 +165,8 @@ def compare(path: Path) -> str:
 
 def _orientation(row: dict[str, Any]) -> str:
     """up (hidden -> expert width) or down; '-' for square experts (gpt-oss: both 2,880)."""
-    hidden, width = next((h, w) for name, h, w in EXPERTS if name == row["model"])
+    tp = int(row["model"].rpartition("/tp")[2] or 1) if "/tp" in row["model"] else 1
+    hidden, width = next((h, w) for name, h, w in split_experts(tp) if name == row["model"])
     if hidden == width:
         return "-"
     return "up" if (row["k"], row["n"]) == (hidden, width) else "down"
@@ -166,9 +176,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, help="measure here (a GPU) and write the JSON")
     parser.add_argument("--compare", type=Path, help="a measured JSON against the ridge")
+    parser.add_argument(
+        "--tp", type=int, default=1, help="each expert's width over this many TP ranks"
+    )
     args = parser.parse_args()
     if args.out:
-        args.out.write_text(json.dumps(measure(), indent=1) + "\n")
+        args.out.write_text(json.dumps(measure(args.tp), indent=1) + "\n")
         print(f"written {args.out}", file=sys.stderr)
     if args.compare:
         print(compare(args.compare))
