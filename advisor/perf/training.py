@@ -335,6 +335,7 @@ def gemm_factor(job: Job, cluster: Cluster, layout: Layout) -> float:
         tokens_per_expert(job, layout),
         cluster.expert_ridge_tokens,
         dense_shape_factor(job, cluster, layout),
+        layout.tp if layout.ep == 1 else 1,  # experts run whole on their EP rank
     )
 
 
@@ -360,17 +361,43 @@ def dense_shape_factor(job: Job, cluster: Cluster, layout: Layout) -> float:
 # of the dense rate at 16 tokens an expert, 0.73 at 128 and the dense rate at 1,024, where this
 # ridge (188 tokens on the H200, 270 on the H100) gives 0.085, 0.68 and 1; the experts of four
 # presets measured on the H200 (benchmarks/expert_gemm_shapes.py, 144 shapes) sit at a median
-# 1.04 of it (tests/test_training_recipes.py).
+# 1.04 of it (tests/test_training_recipes.py). The inputs read and the outputs written count with
+# the weights (the roofline's bytes): alike for a whole expert, they weigh as much as its weights
+# when TP ranks split a narrow one (expert_share).
 # The busiest expert's tokens over the mean: a step waits for it. ESTIMATED: DeepSeek-V3's
 # auxiliary-loss-free balancing (arXiv:2412.19437 section 2.1.2) and the auxiliary losses of
 # Switch/GShard keep the experts' loads within about 10% of the mean over a batch.
 EXPERT_LOAD_IMBALANCE = 1.1
 
 
-def grouped_gemm_share(tokens_per_expert: float, ridge_tokens: float) -> float:
+def grouped_gemm_share(
+    tokens_per_expert: float, ridge_tokens: float, n: float = 0.0, k: float = 0.0
+) -> float:
     """The grouped GEMM's rate over the dense one at `tokens_per_expert`: tokens / ridge below
-    the ridge (the weight read sets the time), the dense rate above; 1 where no ridge is known."""
-    return min(1.0, tokens_per_expert / ridge_tokens) if ridge_tokens > 0 else 1.0
+    the ridge (the weight read sets the time), the dense rate above; 1 where no ridge is known.
+    Given the expert's GEMM widths (Y[m, n] = X[m, k] W[n, k]^T), its inputs and outputs count
+    with its weights: m n k / ((n k + m k + m n) ridge), which matters where an expert is
+    narrow (split over TP ranks: k n against m (n + k))."""
+    if ridge_tokens <= 0:
+        return 1.0
+    m = tokens_per_expert
+    if n <= 0 or k <= 0:
+        return min(1.0, m / ridge_tokens)
+    return min(1.0, m * n * k / ((n * k + m * k + m * n) * ridge_tokens))
+
+
+def expert_share(shape: Shape, tokens: float, ridge_tokens: float, etp: int = 1) -> float:
+    """The experts' MLP (gate and up, then down) at `tokens` tokens an expert, each expert's
+    width over `etp` TP ranks (without expert parallelism they split it): its FLOPs over their
+    time at grouped_gemm_share of the dense rate; the weights alone where widths are unknown."""
+    h, w = shape.hidden, shape.intermediate
+    if not h or not w:
+        return grouped_gemm_share(tokens, ridge_tokens)
+    gate = 2 if shape.gated_mlp else 1
+    width = w / etp
+    up = grouped_gemm_share(tokens, ridge_tokens, gate * width, h)
+    down = grouped_gemm_share(tokens, ridge_tokens, h, width)
+    return (gate + 1) / (gate / up + 1 / down)
 
 
 def expert_ridge_tokens(acc: Accelerator) -> float:
@@ -390,7 +417,7 @@ def tokens_per_expert(job: Job, layout: Layout) -> float:
 
 
 def expert_gemm_factor(
-    shape: Shape, tokens: float, ridge_tokens: float, dense: float = 1.0
+    shape: Shape, tokens: float, ridge_tokens: float, dense: float = 1.0, etp: int = 1
 ) -> float:
     """Time of a model's GEMMs over the same FLOPs at the dense efficiency: the routed
     experts' share of the active parameters (X k / E of N) run at the grouped GEMM's share of
@@ -400,7 +427,7 @@ def expert_gemm_factor(
     if not experts or not k or not shape.expert_params:
         return dense
     share = min(1.0, shape.expert_params * k / experts / shape.active_params)
-    slower = EXPERT_LOAD_IMBALANCE / grouped_gemm_share(tokens, ridge_tokens)
+    slower = EXPERT_LOAD_IMBALANCE / expert_share(shape, tokens, ridge_tokens, etp)
     return (1 - share) * dense + share * slower
 
 
