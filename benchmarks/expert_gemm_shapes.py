@@ -149,16 +149,27 @@ def compare(path: Path) -> str:
     lines = [
         f"{data['device']} ({acc.id}), driver {data['driver']}, torch {data['torch']}, "
         f"{data['date']}; ridge {ridge:.0f} tokens",
-        f"{'model':<16} {'orient':<5} {'groups':>6} {'tokens':>6} {'measured':>9} "
-        f"{'ridge':>6} {'ratio':>6} {'spread':>6}",
+        f"{'model':<20} {'orient':<5} {'groups':>6} {'tokens':>6} {'measured':>9} "
+        f"{'ridge':>6} {'ratio':>6} {'roof':>6} {'ratio':>6} {'spread':>6}",
     ]
+    weights, roofline = [], []
     for r, share, spread in shares(data):
         predicted = grouped_gemm_share(r["m"], ridge)
+        roof = grouped_gemm_share(r["m"], ridge, r["n"], r["k"])  # what training.py reads
         measured = min(share, 1.0)
+        weights.append(predicted / measured)
+        roofline.append(roof / measured)
         orient = _orientation(r)
         lines.append(
-            f"{r['model']:<16} {orient:<5} {r['groups']:>6} {r['m']:>6} {measured:>9.3f} "
-            f"{predicted:>6.3f} {predicted / measured:>6.2f} {spread:>6.2f}"
+            f"{r['model']:<20} {orient:<5} {r['groups']:>6} {r['m']:>6} {measured:>9.3f} "
+            f"{predicted:>6.3f} {predicted / measured:>6.2f} {roof:>6.3f} {roof / measured:>6.2f} "
+            f"{spread:>6.2f}"
+        )
+    for name, ratios in (("weights alone", weights), ("the roofline", roofline)):
+        within = sum(1 / 1.25 <= x <= 1.25 for x in ratios)
+        lines.append(
+            f"{name}: predicted / measured median {statistics.median(ratios):.3f}, "
+            f"{within} of {len(ratios)} within x1.25"
         )
     return "\n".join(lines)
 
