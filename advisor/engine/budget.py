@@ -14,25 +14,21 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from advisor.catalog import purchase as purchase_option
 from advisor.engine.constraints import RELAXATIONS
-from advisor.engine.rank import Hit
+from advisor.engine.rank import Hit, completion_usd
 from advisor.engine.result import Alternative, Rejection
-from advisor.perf.cost import completion_hours
 
 CODE = "BUDGET_EXCEEDED"
 FIELD = "budget_usd"
 
 
-def completion_usd(h: Hit) -> float | None:
-    """The offering's cost to complete the run (rank.py sized_figures' figure); None for an
-    option without a training time or a price."""
+def _completion_usd(h: Hit) -> float | None:
+    """The offering's cost to complete the run (rank.py completion_usd); None for an option
+    without a training time or a price."""
     fit = h.placement.fit
-    if h.price is None or fit is None or fit.hours is None:
+    if h.price is None or fit is None:
         return None
-    hours = completion_hours(fit.hours, h.spot)
-    assert hours is not None
-    return h.hourly_usd * purchase_option.charged_hours(h.price.purchase, hours)
+    return completion_usd(fit, h.hourly_usd, h.spot, h.price.purchase)
 
 
 def split(
@@ -45,7 +41,7 @@ def split(
     options: set[str] = set()
     cheapest: dict[str, tuple[float, Hit]] = {}
     for h in hits:
-        cost = completion_usd(h)
+        cost = _completion_usd(h)
         if h.cloud is None or cost is None:
             within.append(h)  # nothing to complete (an edge device): the budget does not apply
             continue

@@ -32,6 +32,7 @@ from advisor.perf.cost import (
     cost_per_million_tokens_usd,
     cost_to_completion_usd,
     edge_cost_per_year,
+    tokens_within_budget,
 )
 from advisor.perf.spot import SpotPlan
 from advisor.planning.capacity import capacity_note
@@ -395,6 +396,20 @@ def _gpu_count_source(s: Placement, w: Workload, p: WorkloadProfile) -> str:
     return f" ({by_memory}; {s.gpus} planned, {source})"
 
 
+def completion_usd(
+    fit: Fit,
+    hourly_usd: float,
+    spot: SpotPlan | None = None,
+    purchase: Purchase = Purchase.on_demand,
+) -> float | None:
+    """An option's cost to complete the run: its hourly cost over the hours a spot plan adds to
+    (advisor/perf/spot.py), or the whole block a Capacity Block bills (advisor/catalog/purchase.py
+    charged_hours); None without a training time."""
+    hours = completion_hours(fit.hours, spot)
+    charged = purchase_option.charged_hours(purchase, hours) if hours is not None else None
+    return cost_to_completion_usd(hourly_usd, charged)
+
+
 def sized_figures(
     fit: Fit,
     hourly_usd: float,
@@ -405,8 +420,6 @@ def sized_figures(
     completion include what interruptions add (advisor/perf/spot.py); on a Capacity Block, the
     cost counts the whole block (advisor/catalog/purchase.py charged_hours)."""
     served = fit.served_tokens_per_s or fit.tokens_per_s
-    hours = completion_hours(fit.hours, spot)
-    charged = purchase_option.charged_hours(purchase, hours) if hours is not None else None
     return SizedFigures(
         gpus_needed=fit.gpus_needed,
         rented_gpus=fit.rented_gpus,
@@ -414,8 +427,8 @@ def sized_figures(
         memory_total_gb=round(fit.memory_total_gb, 3),
         efficiency=round(fit.efficiency, 4),
         efficiency_source=fit.efficiency_source,
-        hours=hours,
-        cost_to_completion_usd=cost_to_completion_usd(hourly_usd, charged),
+        hours=completion_hours(fit.hours, spot),
+        cost_to_completion_usd=completion_usd(fit, hourly_usd, spot, purchase),
         replicas=fit.replicas if fit.tokens_per_s else None,
         tokens_per_s=fit.tokens_per_s or None,
         cost_per_million_tokens_usd=cost_per_million_tokens_usd(
@@ -490,7 +503,7 @@ def _training_reasons(
     layout and utilisation; a deadline met, or a long plan flagged."""
     assert fit.hours is not None
     days = fit.hours / 24
-    cost = sized_figures(fit, hourly_usd, spot, purchase).cost_to_completion_usd or 0.0
+    cost = completion_usd(fit, hourly_usd, spot, purchase) or 0.0
     added = " with spot interruptions" if spot is not None else ""
     charged = purchase_option.charged_hours(purchase, fit.hours)
     if charged != fit.hours:
@@ -502,7 +515,8 @@ def _training_reasons(
     if w.budget_usd is not None and w.tokens and cost:  # engine/budget.py ruled out the rest
         out.append(
             f"within the ${w.budget_usd:,.0f} budget, which buys "
-            f"{w.tokens * w.budget_usd / cost:.3g} tokens at this option's cost per token"
+            f"{tokens_within_budget(w.tokens, w.budget_usd, cost):.3g} tokens at this option's "
+            "cost per token"
         )
     if fit.layout is not None and fit.mfu is not None:
         out.append(f"{fit.layout.words()}; MFU {fit.mfu:.2f} on model FLOPs")

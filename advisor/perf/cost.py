@@ -35,6 +35,11 @@ def cost_to_completion_usd(hourly_usd: float | None, hours: float | None) -> flo
     return None if hourly_usd is None or hours is None else hourly_usd * hours
 
 
+def tokens_within_budget(tokens: float, budget_usd: float, cost_usd: float) -> float:
+    """The tokens `budget_usd` buys at a run's cost per token (`tokens` for `cost_usd`)."""
+    return tokens * budget_usd / cost_usd
+
+
 def cost_per_million_tokens_usd(
     hourly_usd: float | None, tokens_per_s: float | None
 ) -> float | None:

@@ -347,7 +347,7 @@ def dense_shape_factor(job: Job, cluster: Cluster, layout: Layout) -> float:
     table = cluster.gemm_table
     if table is None:
         return 1.0
-    tokens = job.seq_len * job.micro_batch / layout.cp
+    tokens = rank_tokens(job, layout)
     weight_grads = job.method in EVERY_WEIGHT
     return shape_factor(table, cluster.precision, job.shape, layout.tp, tokens, weight_grads)
 
@@ -408,12 +408,17 @@ def expert_ridge_tokens(acc: Accelerator) -> float:
     return peak16 * TERA * REFERENCE_GEMM_SHARE / bandwidth if bandwidth else 0.0
 
 
+def rank_tokens(job: Job, layout: Layout) -> float:
+    """The tokens of one micro-batch on a rank: its sequence share under context parallelism
+    (sequence parallelism gathers them over the TP ranks before each GEMM)."""
+    return job.seq_len * job.micro_batch / layout.cp
+
+
 def tokens_per_expert(job: Job, layout: Layout) -> float:
-    """Tokens one expert gets in a micro-batch: each of the EP ranks' micro-batch tokens (its
-    sequence share under context parallelism) sends k / E of its token-expert pairs to it."""
+    """Tokens one expert gets in a micro-batch: each of the EP ranks' micro-batch tokens
+    (rank_tokens) sends k / E of its token-expert pairs to it."""
     experts, k = job.shape.experts or 1, job.shape.experts_per_token or 1
-    tokens = job.seq_len * job.micro_batch / layout.cp
-    return tokens * layout.ep * k / experts
+    return rank_tokens(job, layout) * layout.ep * k / experts
 
 
 def expert_gemm_factor(
@@ -552,7 +557,7 @@ def _pp_comm_s(job: Job, cluster: Cluster, layout: Layout, micro_batches: int) -
 def _pp_message(job: Job, layout: Layout) -> float:
     """Bytes one TP rank passes a stage per micro-batch: its share of the hidden states."""
     hidden = job.shape.hidden or 0
-    return job.seq_len / layout.cp * job.micro_batch * hidden * GRAD_BYTES / layout.tp
+    return rank_tokens(job, layout) * hidden * GRAD_BYTES / layout.tp
 
 
 def _pp_bw(cluster: Cluster, layout: Layout) -> float:
@@ -668,7 +673,7 @@ def _a2a_comm_s(job: Job, cluster: Cluster, layout: Layout, micro_batches: int) 
     if ep == 1 or not shape.expert_params or shape.hidden is None or shape.layers is None:
         return 0.0
     # a rank dispatches its sequence-parallel share of the micro-batch's tokens
-    tokens = job.micro_batch * job.seq_len / (layout.cp * layout.tp)
+    tokens = rank_tokens(job, layout) / layout.tp
     per_copy = tokens * shape.hidden * GRAD_BYTES
     calls = A2A_PER_LAYER * shape.layers / layout.pp * micro_batches
     local, remote = _a2a_copies(job, cluster, layout)
@@ -988,7 +993,7 @@ def _gemm_factor_words(job: Job, cluster: Cluster, layout: Layout) -> str:
     why = []
     dense = dense_shape_factor(job, cluster, layout)
     if dense != 1.0:
-        tokens = job.seq_len * job.micro_batch / layout.cp
+        tokens = rank_tokens(job, layout)
         why.append(
             f"the layer's GEMMs at TP {layout.tp} on {tokens:,.0f} tokens: {dense:.4g} x the "
             "8,192 cube's time for the same FLOPs, the operator table's"

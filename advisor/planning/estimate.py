@@ -29,6 +29,7 @@ from advisor.perf.cost import (
     cost_per_million_tokens_usd,
     cost_to_completion_usd,
     option_hourly_usd,
+    tokens_within_budget,
 )
 from advisor.perf.efficiency import efficiency_bounds
 from advisor.perf.inference import check_tensor_parallel
@@ -210,7 +211,9 @@ def _with_margins(result: Estimate, fit: Fit, acc: Accelerator, req: EstimateReq
     hours = result.hours or fit.hours
     update: dict[str, object] = {"hours_range": (hours / high, hours / low)}
     if req.budget_usd is not None and result.cost_usd and req.tokens:
-        update["tokens_within_budget"] = req.tokens * req.budget_usd / result.cost_usd
+        update["tokens_within_budget"] = tokens_within_budget(
+            req.tokens, req.budget_usd, result.cost_usd
+        )
     return result.model_copy(update=update)
 
 
